@@ -1,0 +1,45 @@
+//! Errors.
+
+use core::fmt;
+
+use crate::Backend;
+
+/// Everything a floe call can refuse.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Error {
+    /// The key's bin has no free slot and cannot chain another link bucket (all 15 slots are
+    /// taken, or the table's pool of link buckets is used up). Nothing stored was changed.
+    /// Until floe grows tables on demand, size the map for the keys it will hold.
+    Full,
+    /// The requested size does not fit in memory addresses, or exceeds what one table can
+    /// index (2^32 link buckets).
+    CapacityOverflow,
+    /// The operating system refused the table's memory.
+    AllocationFailed {
+        /// Bytes requested.
+        bytes: usize,
+    },
+    /// The backend was requested explicitly but this CPU does not support it.
+    UnsupportedBackend(Backend),
+    /// The hasher maps every probed key into the same bin, so no key can serve as the dead key
+    /// of that bin (see the engine's design notes). A constant hash function does this.
+    DegenerateHasher,
+    /// A builder setting is out of range; the message says which.
+    InvalidConfig(&'static str),
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Full => f.write_str("the table is full for this key: its bin has no free slot and no link bucket is left"),
+            Error::CapacityOverflow => f.write_str("the requested capacity is too large for one table"),
+            Error::AllocationFailed { bytes } => write!(f, "could not allocate {bytes} bytes for the table"),
+            Error::UnsupportedBackend(backend) => write!(f, "this CPU does not support the {backend:?} backend"),
+            Error::DegenerateHasher => f.write_str("the hasher sends every key to the same bin"),
+            Error::InvalidConfig(why) => write!(f, "invalid map configuration: {why}"),
+        }
+    }
+}
+
+impl std::error::Error for Error {}

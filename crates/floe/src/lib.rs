@@ -1,0 +1,75 @@
+//! floe: a concurrent hash map that runs at the speed of DRAM.
+//!
+//! # Overview
+//!
+//! [`FlatMap`] stores keys and values of up to 8 bytes inline in cache-line *bins* (the
+//! layout of DLHT, "Dandelion Hashtable"): a key lives in the one bin its hash selects, a bin
+//! is one 64-byte line holding three slots, and an unlucky bin chains up to three more lines
+//! from a small pool. A get therefore costs about one memory access and never writes; inserts
+//! and removes are one or two compare-and-swaps on the bin's header word; puts are one 16-byte
+//! compare-and-swap on the slot. No operation takes a lock.
+//!
+//! # Usage
+//!
+//! ```
+//! use std::thread;
+//! use floe::FlatMap;
+//!
+//! let counts = FlatMap::<u64, u64>::with_capacity(100_000)?;
+//! thread::scope(|s| {
+//!     for t in 0..2 {
+//!         let counts = &counts;
+//!         s.spawn(move || {
+//!             for i in 0..10_000u64 {
+//!                 counts.fetch_add(i % 1000, 1).expect("sized for these keys");
+//!             }
+//!         });
+//!     }
+//! });
+//! assert_eq!(counts.len(), 1000);
+//! assert_eq!(counts.get(&7), Some(20));
+//! # Ok::<(), floe::Error>(())
+//! ```
+//!
+//! # Consistency
+//!
+//! Every operation on one key is linearizable: it takes effect at one instant between its
+//! call and its return, and all threads agree on the order. `len`, `clear` and `for_each` look
+//! at the whole table and are not atomic snapshots (see their docs). The design notes at the
+//! top of the engine (`src/raw/mod.rs`) give each protocol's argument; `tests/` checks them
+//! with loom models, a per-key linearizability checker under stress, and differential tests
+//! against `std::collections::HashMap`.
+//!
+//! # Full tables
+//!
+//! The table does not grow yet. Size it for the keys it will hold ([`FlatMap::with_capacity`]
+//! sizes for ~1.75 keys per bin, about 41 bytes a key); an insert that finds its bin full
+//! returns [`Error::Full`] and changes nothing.
+//!
+//! # Performance
+//!
+//! - Hashing: [`hash::Mix64`] by default (one multiply); [`hash::WyHash`], [`hash::Crc32`] or
+//!   any `BuildHasher`. Bins are selected with fastrange, so any bin count works.
+//! - Matching: scalar, AVX2 or AVX-512, chosen once per map ([`Backend`]).
+//! - Memory: tables of 2 MiB and more are 2 MiB-aligned `mmap`s advised for transparent huge
+//!   pages, zeroed lazily by the kernel.
+//!
+//! `BENCHMARKS.md` in the repository has the measured numbers and the commands behind them.
+
+#![deny(unsafe_op_in_unsafe_fn)]
+#![warn(missing_docs)]
+
+mod control;
+mod error;
+pub mod hash;
+mod map;
+mod raw;
+mod sync;
+mod word;
+
+pub use crate::{
+    error::Error,
+    map::{Backend, Builder, CompareExchangeError, FlatMap, Insert, Stats},
+    raw::stats::lines_read,
+    word::{Counter, Inline, InlineKey},
+};

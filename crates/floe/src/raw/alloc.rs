@@ -1,0 +1,245 @@
+//! Table memory: one zeroed, 2 MiB-aligned region per array, advised for transparent huge
+//! pages.
+//!
+//! A table of tens of millions of bins is touched at random, so with 4 KiB pages nearly every
+//! access also misses the TLB; 2 MiB pages cut the page-walk cost (the benchmark measures the
+//! difference, see `BENCHMARKS.md`). Large tables come straight from `mmap`: the kernel hands
+//! out zero pages lazily, so creating a table costs nothing until it is used, and zero is a
+//! valid initial state for every bin (all slots Invalid, version 0, nothing chained). Small
+//! tables (under one huge page) and Miri use the global allocator.
+//!
+//! Under loom the arrays are ordinary boxed slices of freshly constructed values, because
+//! loom's atomics cannot be conjured from zeroed memory.
+
+#[cfg(not(loom))]
+use core::ptr::NonNull;
+use core::ops::Deref;
+
+/// The size and alignment of a transparent huge page on x86-64.
+pub(crate) const HUGE_PAGE: usize = 2 << 20;
+
+/// Types whose all-zero bit pattern is a valid value and the intended initial state.
+///
+/// # Safety
+/// Implementors guarantee that zeroed memory of `size_of::<Self>()` bytes is a valid `Self`.
+pub(crate) unsafe trait ZeroInit: Sized {
+    /// The same value built normally (what loom models use).
+    #[cfg(loom)]
+    fn new_zeroed() -> Self;
+}
+
+/// An owned array of `T`s, zero-initialised.
+#[cfg(not(loom))]
+pub(crate) struct TableMemory<T> {
+    ptr: NonNull<T>,
+    len: usize,
+    backing: Backing,
+}
+
+#[cfg(not(loom))]
+enum Backing {
+    /// From `mmap`: `base`/`bytes` is the whole mapping to unmap.
+    Mmap { base: *mut libc::c_void, bytes: usize, huge: bool },
+    /// From the global allocator.
+    Heap { layout: std::alloc::Layout },
+    /// Zero elements: nothing allocated.
+    Empty,
+}
+
+// SAFETY: `TableMemory` owns its allocation like a `Box<[T]>`; sending or sharing it is as safe
+// as sending or sharing the `T`s.
+#[cfg(not(loom))]
+unsafe impl<T: Send> Send for TableMemory<T> {}
+// SAFETY: as above: shared access only hands out `&T`.
+#[cfg(not(loom))]
+unsafe impl<T: Sync> Sync for TableMemory<T> {}
+
+#[cfg(not(loom))]
+impl<T: ZeroInit> TableMemory<T> {
+    /// Allocate `len` zeroed elements. Returns `None` if the size overflows or the memory
+    /// cannot be had. `huge_pages` asks the kernel for transparent huge pages (only for
+    /// regions of at least one huge page).
+    pub(crate) fn zeroed(len: usize, huge_pages: bool) -> Option<Self> {
+        let bytes = len.checked_mul(core::mem::size_of::<T>())?;
+        if bytes == 0 {
+            return Some(Self { ptr: NonNull::dangling(), len, backing: Backing::Empty });
+        }
+        if cfg!(not(miri)) && cfg!(unix) && bytes >= HUGE_PAGE {
+            return Self::mmap(len, bytes, huge_pages);
+        }
+        let layout = std::alloc::Layout::from_size_align(bytes, core::mem::align_of::<T>().max(64))
+            .ok()?;
+        // SAFETY: `layout` has a non-zero size (checked above).
+        let raw = unsafe { std::alloc::alloc_zeroed(layout) };
+        let ptr = NonNull::new(raw.cast::<T>())?;
+        Some(Self { ptr, len, backing: Backing::Heap { layout } })
+    }
+
+    fn mmap(len: usize, bytes: usize, huge_pages: bool) -> Option<Self> {
+        // Round the region up to whole huge pages and over-allocate by one so an aligned start
+        // exists inside the mapping; the slack at both ends is unmapped again.
+        let region = bytes.checked_next_multiple_of(HUGE_PAGE)?;
+        let request = region.checked_add(HUGE_PAGE)?;
+        // SAFETY: an anonymous private mapping with no address hint has no preconditions; the
+        // result is checked against MAP_FAILED.
+        let raw = unsafe {
+            libc::mmap(
+                core::ptr::null_mut(),
+                request,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if raw == libc::MAP_FAILED {
+            return None;
+        }
+        let start = raw as usize;
+        let aligned = start.next_multiple_of(HUGE_PAGE);
+        let head = aligned - start;
+        let tail = request - head - region;
+        // SAFETY (both calls): the ranges lie inside the mapping just created and outside the
+        // aligned region we keep; unmapping them cannot affect any other allocation.
+        unsafe {
+            if head > 0 {
+                libc::munmap(raw, head);
+            }
+            if tail > 0 {
+                libc::munmap((aligned + region) as *mut libc::c_void, tail);
+            }
+        }
+        let base = aligned as *mut libc::c_void;
+        let advice = if huge_pages { libc::MADV_HUGEPAGE } else { libc::MADV_NOHUGEPAGE };
+        // SAFETY: `base..base+region` is our mapping. The advice is a hint: failure (a kernel
+        // without THP) leaves ordinary pages, which is correct, only slower.
+        unsafe {
+            libc::madvise(base, region, advice);
+        }
+        Some(Self {
+            ptr: NonNull::new(base.cast::<T>())?,
+            len,
+            backing: Backing::Mmap { base, bytes: region, huge: huge_pages },
+        })
+    }
+
+    /// Bytes the region occupies (rounded to pages for mappings).
+    pub(crate) fn bytes(&self) -> usize {
+        match self.backing {
+            Backing::Mmap { bytes, .. } => bytes,
+            Backing::Heap { layout } => layout.size(),
+            Backing::Empty => 0,
+        }
+    }
+
+    /// Whether the region was advised for transparent huge pages.
+    pub(crate) fn huge_pages(&self) -> bool {
+        matches!(self.backing, Backing::Mmap { huge: true, .. })
+    }
+}
+
+#[cfg(not(loom))]
+impl<T> Deref for TableMemory<T> {
+    type Target = [T];
+
+    fn deref(&self) -> &[T] {
+        // SAFETY:
+        // - `ptr` points to `len` zero-initialised `T`s (valid by `ZeroInit`) that we own, or is
+        //   dangling with `len == 0`;
+        // - the region lives as long as `self`, and is only ever accessed through `&T`.
+        unsafe { core::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+#[cfg(not(loom))]
+impl<T> Drop for TableMemory<T> {
+    fn drop(&mut self) {
+        // The elements are atomics and plain data: no destructors to run.
+        match self.backing {
+            // SAFETY: `base`/`bytes` is exactly the mapping we kept in `mmap`.
+            Backing::Mmap { base, bytes, .. } => unsafe {
+                libc::munmap(base, bytes);
+            },
+            // SAFETY: `ptr` came from `alloc_zeroed(layout)`.
+            Backing::Heap { layout } => unsafe {
+                std::alloc::dealloc(self.ptr.as_ptr().cast(), layout);
+            },
+            Backing::Empty => {}
+        }
+    }
+}
+
+/// Under loom: a boxed slice of freshly built values.
+#[cfg(loom)]
+pub(crate) struct TableMemory<T> {
+    items: Box<[T]>,
+}
+
+#[cfg(loom)]
+impl<T: ZeroInit> TableMemory<T> {
+    pub(crate) fn zeroed(len: usize, _huge_pages: bool) -> Option<Self> {
+        Some(Self { items: (0..len).map(|_| T::new_zeroed()).collect() })
+    }
+
+    pub(crate) fn bytes(&self) -> usize {
+        self.items.len() * core::mem::size_of::<T>()
+    }
+
+    pub(crate) fn huge_pages(&self) -> bool {
+        false
+    }
+}
+
+#[cfg(loom)]
+impl<T> Deref for TableMemory<T> {
+    type Target = [T];
+
+    fn deref(&self) -> &[T] {
+        &self.items
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, PartialEq)]
+    #[repr(C, align(64))]
+    struct Line([u64; 8]);
+    // SAFETY: plain integers; zero is valid.
+    unsafe impl ZeroInit for Line {}
+
+    #[test]
+    fn small_regions_are_zeroed_and_aligned() {
+        let m = TableMemory::<Line>::zeroed(10, true).unwrap();
+        assert_eq!(m.len(), 10);
+        assert!(m.iter().all(|l| l.0 == [0; 8]));
+        assert_eq!(m.as_ptr() as usize % 64, 0);
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "mmap is not modelled by Miri")]
+    fn large_regions_are_huge_page_aligned() {
+        let lines = 3 * HUGE_PAGE / 64 + 5;
+        for huge in [true, false] {
+            let m = TableMemory::<Line>::zeroed(lines, huge).unwrap();
+            assert_eq!(m.as_ptr() as usize % HUGE_PAGE, 0);
+            assert_eq!(m.bytes() % HUGE_PAGE, 0);
+            assert!(m.bytes() >= lines * 64);
+            assert_eq!(m.huge_pages(), huge);
+            assert_eq!(m[lines - 1].0, [0; 8]);
+        }
+    }
+
+    #[test]
+    fn overflowing_sizes_are_refused() {
+        assert!(TableMemory::<Line>::zeroed(usize::MAX / 2, true).is_none());
+    }
+
+    #[test]
+    fn empty_regions_are_fine() {
+        let m = TableMemory::<Line>::zeroed(0, true).unwrap();
+        assert!(m.is_empty());
+        assert_eq!(m.bytes(), 0);
+    }
+}

@@ -1,0 +1,110 @@
+//! The memory layout: 64-byte bins and link buckets made of 16-byte slots.
+
+use super::alloc::ZeroInit;
+use crate::sync::{AtomicU128, AtomicU64, Ordering};
+
+/// One key-value pair: the key word at the lower address, the value word after it, read and
+/// written only as one 16-byte atomic (`vmovdqa` loads, `cmpxchg16b` CAS), so a slot is never
+/// seen half-written and no two accesses of different sizes ever race on it.
+#[repr(transparent)]
+pub(crate) struct Slot(AtomicU128);
+
+#[inline(always)]
+fn pack(key: u64, value: u64) -> u128 {
+    u128::from(key) | u128::from(value) << 64
+}
+
+#[inline(always)]
+fn unpack(word: u128) -> (u64, u64) {
+    (word as u64, (word >> 64) as u64)
+}
+
+impl Slot {
+    /// `(key, value)`. Relaxed: every reader orders this load through the bin header (an
+    /// `Acquire` load before it, a fence and a version check after it).
+    #[inline(always)]
+    pub(crate) fn load(&self) -> (u64, u64) {
+        unpack(self.0.load(Ordering::Relaxed))
+    }
+
+    /// Overwrite the slot. Only the inserter owning the slot (state `TryInsert`) calls this;
+    /// Relaxed because publication is the header CAS to `Valid` (Release) that follows, and
+    /// the inserter's `fence(Release)` before it orders it after the reservation.
+    #[inline(always)]
+    pub(crate) fn store(&self, key: u64, value: u64) {
+        self.0.store(pack(key, value), Ordering::Relaxed);
+    }
+
+    /// Replace `current` by `new` if the slot holds exactly `current` (16-byte CAS).
+    ///
+    /// AcqRel: the new value must be visible to any thread that later reads this slot (the RMW
+    /// is totally ordered on the slot); Acquire on success makes the writes of whoever stored
+    /// `current` visible to the caller. On x86 every `lock cmpxchg16b` is a full barrier.
+    #[inline(always)]
+    pub(crate) fn compare_exchange(&self, current: (u64, u64), new: (u64, u64)) -> Result<(), (u64, u64)> {
+        self.0
+            .compare_exchange(
+                pack(current.0, current.1),
+                pack(new.0, new.1),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
+            .map(|_| ())
+            .map_err(unpack)
+    }
+
+    #[cfg(loom)]
+    fn new() -> Self {
+        Slot(AtomicU128::new(0))
+    }
+}
+
+/// A bin: its header word, its link word and the three slots of the primary bucket, in one
+/// cache line (DLHT §3.1, figure 2).
+#[repr(C, align(64))]
+pub(crate) struct Bin {
+    /// The bin header (`control::header::Header`): version, bin state, 15 slot states.
+    /// Invariant: every change of it is a CAS that bumps the version.
+    pub(crate) header: AtomicU64,
+    /// The link word (`control::header::Link`). Invariant: fields only go from zero to a pool
+    /// index, never back, while the table lives.
+    pub(crate) link: AtomicU64,
+    pub(crate) slots: [Slot; 3],
+}
+
+/// A link bucket: four more slots for one bin, taken from the table's pool on overflow.
+#[repr(C, align(64))]
+pub(crate) struct LinkBucket {
+    pub(crate) slots: [Slot; 4],
+}
+
+// The SIMD backends read a bin as eight 8-byte lanes and rely on this exact placement: header
+// in lane 0, link in lane 1, slot `s`'s key in lane 2 + 2s and its value in lane 3 + 2s; and
+// on a link bucket's slot `j` key in lane 2j.
+#[cfg(not(loom))]
+const _: () = {
+    assert!(core::mem::size_of::<Bin>() == 64 && core::mem::align_of::<Bin>() == 64);
+    assert!(core::mem::size_of::<LinkBucket>() == 64 && core::mem::align_of::<LinkBucket>() == 64);
+    assert!(core::mem::size_of::<Slot>() == 16);
+    assert!(core::mem::offset_of!(Bin, header) == 0);
+    assert!(core::mem::offset_of!(Bin, link) == 8);
+    assert!(core::mem::offset_of!(Bin, slots) == 16);
+    assert!(cfg!(target_endian = "little"), "the key must be the low half of the slot word");
+};
+
+// SAFETY: a zeroed bin is header 0 (version 0, NoTransfer, every slot Invalid), link 0 (nothing
+// chained) and zero slots; atomics are valid for any bit pattern.
+unsafe impl ZeroInit for Bin {
+    #[cfg(loom)]
+    fn new_zeroed() -> Self {
+        Bin { header: AtomicU64::new(0), link: AtomicU64::new(0), slots: [Slot::new(), Slot::new(), Slot::new()] }
+    }
+}
+
+// SAFETY: four zeroed slots; atomics are valid for any bit pattern.
+unsafe impl ZeroInit for LinkBucket {
+    #[cfg(loom)]
+    fn new_zeroed() -> Self {
+        LinkBucket { slots: [Slot::new(), Slot::new(), Slot::new(), Slot::new()] }
+    }
+}

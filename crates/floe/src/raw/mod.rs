@@ -1,0 +1,762 @@
+//! The engine: lock-free cache-line bins with bounded chaining.
+//!
+//! # Design
+//!
+//! This is the layout and the protocols of DLHT (Katsarakis et al., "Dandelion Hashtable",
+//! §3.1–§3.2.4), with two changes argued below: deletes retire a slot's key before freeing the
+//! slot (so a racing put can never land on a deleted key), and a put waits out a re-insert of
+//! its slot instead of reporting a write nobody can see.
+//!
+//! ## Terminology
+//!
+//! - **Table**: an array of `nbins` *bins* plus a pool of *link buckets*.
+//! - **Bin**: one 64-byte line (the *primary bucket*): a header word, a link word and three
+//!   16-byte *slots*. A key lives only in the bin its hash selects (closed addressing).
+//! - **Link bucket**: four more slots, 64 bytes. A bin chains at most three: one through the
+//!   link word's `single` field, then two consecutive ones through its `pair` field, for at
+//!   most 15 slots a bin (*bounded chaining*). The pool is a fraction of the bin count (one per
+//!   eight bins by default), so most bins are one line and a get costs about one memory access.
+//! - **Slot**: `(key, value)`, two 8-byte words, accessed only as one 16-byte atomic.
+//! - **Header**: 32-bit version, 2-bit bin state (resize), 2-bit state per slot. See
+//!   `control::header`.
+//! - **Dead key** of bin `b`: a key that does not hash to `b`. No operation on bin `b` ever
+//!   searches for it, so a slot holding it matches nothing.
+//!
+//! ```text
+//!  primary bucket (bin b), one cache line                 link pool (nbins / 8 lines)
+//! +--------+--------+-------+-------+-------+-------+...   +------+------+------+------+
+//! | header |  link  | key 0 | val 0 | key 1 | val 1 |...   | k  v | k  v | k  v | k  v |  i
+//! +--------+--------+-------+-------+-------+-------+...   +------+------+------+------+
+//!   0        8 |      16      24      32      40           | slots 3..7 of bin b       |
+//!              +----- single = i + 1 -------------------->  +---------------------------+
+//!              +----- pair   = j + 1 --> lines j, j+1: slots 7..11 and 11..15
+//! ```
+//!
+//! ## Invariants
+//!
+//! 1. Every change to a header is a CAS that bumps its version. Two equal header words read
+//!    at two times mean no slot of the bin changed state in between (the version is 32 bits;
+//!    a reader would have to sleep through exactly 2^32 header CASes on one bin to be fooled).
+//! 2. Only the inserter that moved slot `s` from `Invalid` to `TryInsert` writes `(key, value)`
+//!    into it with a plain store, and only while it is `TryInsert`.
+//! 3. While a slot is `Valid`, its key word changes only to the bin's dead key (a delete or
+//!    `clear` retiring it) and its value only by a 16-byte CAS that keeps the key (a put).
+//! 4. A slot leaves `Valid` only after its key word was replaced by the dead key; an abandoned
+//!    reservation is also reset to the dead key before it is released. So a slot that is not
+//!    `Valid` holds a real key of its bin only between an inserter's store and its publication.
+//! 5. Link fields go from zero to a pool index once and never change back while the table
+//!    lives; a slot in link bucket `c` is never `TryInsert` or `Valid` unless `c` is chained.
+//!
+//! ## Get (DLHT §3.2.1): a seqlock read
+//!
+//! Load the header (`Acquire`), match the key against the `Valid` slots of the primary line
+//! (and of the chained link lines if some of their slots are `Valid`), `fence(Acquire)`, load
+//! the header again (`Relaxed`). Equal words: the result is consistent and is returned;
+//! otherwise retry. Linearization point: the load of the slot that matched (its value is the
+//! key's value at that instant, invariant 3), or the first header load for a miss. A miss is
+//! right because every slot that was `Valid` at the first load kept its key or turned dead
+//! (invariants 1, 3), and no slot could become `Valid` without changing the header.
+//!
+//! The `Acquire` header load pairs with the `Release` CAS that published a slot (`TryInsert ->
+//! Valid`), so the slot's contents and the link word chaining its bucket are visible. The
+//! acquire fence pairs with the `fence(Release)` an inserter issues between reserving a slot
+//! and writing it: if a reader's slot load sees such a write, its second header load sees the
+//! reservation, so it retries instead of trusting a slot that was recycled under it.
+//!
+//! ## Insert (DLHT §3.2.2, after CLHT)
+//!
+//! 1. Search the bin (validated, as a get). Found: return the present value.
+//! 2. Take the first `Invalid` slot `s`; none left: the bin is full, return `Err(Full)`.
+//! 3. CAS the header `Invalid -> TryInsert` for `s` (expected: the header the search was
+//!    validated against). Failure: back to 1.
+//! 4. `fence(Release)`. If `s` is in a link bucket that is not chained, take one (or two
+//!    consecutive) buckets from the pool with a `fetch_add` and CAS the link field; if the
+//!    pool is exhausted, release `s` and return `Err(Full)`.
+//! 5. Store `(key, value)` into `s`.
+//! 6. CAS the header `TryInsert -> Valid` for `s` (`Release`), expecting the header we last
+//!    validated a search against. Failure: search again under the new header; if the key is
+//!    now `Valid` elsewhere (another insert of it published first), reset `s` to the dead key,
+//!    release it and return the present value; otherwise retry 6 with the new header.
+//!
+//! The CAS in 6 is the linearization point. At most one insert of a key can succeed: a
+//! successful step 6 requires the header to be unchanged since a search that did not find the
+//! key, and publishing the key changes the header.
+//!
+//! Chaining: several inserters may hold reservations in one unchained link bucket; each takes
+//! a bucket from the pool and CASes the link field; the losers' buckets are wasted (counted in
+//! `links_lost`). DLHT accepts the same; it takes two threads reserving in the same bucket of
+//! the same bin at the same instant.
+//!
+//! ## Delete (DLHT §3.2.3, with retired keys)
+//!
+//! DLHT deletes with one header CAS `Valid -> Invalid`. That alone loses updates: a put that
+//! read the slot before the delete can still CAS it afterwards (the put does not look at the
+//! header), and the delete would have returned an old value. So a delete here is:
+//!
+//! 1. Search (validated). Not found: return `None`.
+//! 2. CAS the slot `(key, value) -> (dead key, value)`. Failure (a put changed the value, or
+//!    the slot was recycled): back to 1. Success is the linearization point: from here every
+//!    search misses the key, and any put that read `(key, value)` fails its CAS.
+//! 3. Free the slot: CAS the header `Valid -> Invalid` for `s`, retrying on unrelated header
+//!    changes. The slot is reusable at once, with no tombstone.
+//!
+//! Step 2 can hit a slot that was deleted and re-inserted with the *same* key and value by
+//! others after step 1 (ABA); the slot is then `TryInsert`. Step 3 waits for that inserter: if
+//! it publishes, the delete takes effect right after that insert; if it abandons, the delete
+//! starts over. This wait happens only in that triple race.
+//!
+//! ## Put and friends (DLHT §3.2.4)
+//!
+//! A put (`put`, `update`, `compare_exchange`, the update half of `upsert` and `fetch_add`)
+//! searches, then CASes the whole 16-byte slot from the `(key, old)` it read to `(key, new)`.
+//! The key in the expected value makes a put on a slot that was recycled for another key fail
+//! (the classic ABA); invariant 4 makes a put on a deleted key fail. Linearization point: the
+//! successful CAS. The CAS can also hit a slot re-inserted with the same key and value while it
+//! is still `TryInsert`; the put then waits until the slot is published (the put takes effect
+//! right after that insert) or abandoned (the put starts over), so it never reports a write
+//! that no reader could see.
+//!
+//! FIXME: one race is left open: a put stalled between its search and its CAS while, on the
+//! same slot, the key is deleted, re-inserted with the same value, that insert is abandoned
+//! (a third thread re-inserted the key into another slot) *and* the slot is reserved again,
+//! may report success for a write that was discarded. Closing it needs a per-slot generation
+//! the 16-byte slot has no room for; the resize work (transfer keys) revisits the slot format.
+//!
+//! ## Memory orderings
+//!
+//! - Header loads that start an operation: `Acquire` (pair with the `Release` publication
+//!   CAS, see Get). Re-check loads: `Relaxed` after a `fence(Acquire)`.
+//! - Reservation CAS: `Acquire` on success (orders our later reads of the link word after it),
+//!   followed by `fence(Release)` before the slot store (pairs with the readers' acquire fence).
+//! - Publication CAS (`TryInsert -> Valid`): `Release`.
+//! - Freeing CAS (`-> Invalid`): `Relaxed` suffices for the slot (nobody reads an `Invalid`
+//!   slot) but it is `Release` so that the dead key written before is ordered before the slot
+//!   can be reserved again.
+//! - Link field CAS: `AcqRel`; the link word is read `Acquire` by inserters and `Relaxed` by
+//!   searches, which are ordered after it through the publication CAS of the slot they saw.
+//! - Slot CAS: `AcqRel` (see `Slot::compare_exchange`).
+//! - The pool cursor and the `len` shards: `Relaxed` (they order nothing).
+
+mod alloc;
+mod counter;
+pub(crate) mod layout;
+pub(crate) mod probe;
+pub(crate) mod stats;
+
+use crossbeam_utils::CachePadded;
+
+use self::{
+    alloc::TableMemory,
+    counter::ShardedCounter,
+    layout::{Bin, LinkBucket, Slot},
+    probe::Probe,
+};
+use crate::{
+    control::{
+        group::Group,
+        header::{slot_place, Header, Link, SlotMask, SlotState, LINK_SLOTS, PRIMARY_SLOTS},
+    },
+    sync::{fence, spin, AtomicUsize, Ordering},
+};
+
+/// Why an insert found no room.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Full {
+    /// All 15 slots of the key's bin are taken.
+    Bin,
+    /// The bin needed a link bucket and the pool is empty.
+    LinkPool,
+}
+
+/// The outcome of an insert that did not fail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Inserted {
+    /// The key was absent and is now present.
+    New,
+    /// The key was present with this value; nothing changed.
+    Exists(u64),
+}
+
+/// Why a compare-exchange did not swap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Mismatch {
+    /// The key is absent.
+    Absent,
+    /// The key is present with this value.
+    Value(u64),
+}
+
+/// The dead keys of a table: `primary` for every bin except `primary_bin`, `fallback` there.
+/// Invariant: `primary` hashes to `primary_bin` and `fallback` does not.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct DeadKeys {
+    pub(crate) primary: u64,
+    pub(crate) primary_bin: usize,
+    pub(crate) fallback: u64,
+}
+
+impl DeadKeys {
+    #[inline(always)]
+    fn of(self, bin: usize) -> u64 {
+        if bin == self.primary_bin {
+            self.fallback
+        } else {
+            self.primary
+        }
+    }
+}
+
+/// The geometry and options of a table.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Geometry {
+    pub(crate) bins: usize,
+    pub(crate) link_buckets: usize,
+    pub(crate) huge_pages: bool,
+}
+
+/// A hit of a search: the slot and the value it held.
+#[derive(Clone, Copy, Debug)]
+struct Hit {
+    slot: usize,
+    value: u64,
+}
+
+/// A validated search: the header it is consistent with, and the hit if the key was present.
+#[derive(Clone, Copy, Debug)]
+struct Search {
+    header: Header,
+    hit: Option<Hit>,
+}
+
+/// The engine. Non-generic over key and value types: it stores 64-bit words; the facade
+/// (`crate::map`) converts.
+pub(crate) struct RawTable {
+    bins: TableMemory<Bin>,
+    links: TableMemory<LinkBucket>,
+    /// Pool cursor: link buckets `[next_link, links.len())` are free. May run past the end
+    /// (every later take then fails).
+    next_link: CachePadded<AtomicUsize>,
+    /// Link buckets taken from the pool but lost in a chaining race (never used).
+    links_lost: AtomicUsize,
+    len: ShardedCounter,
+    dead: DeadKeys,
+}
+
+impl RawTable {
+    /// Allocate a table. `None` if the memory cannot be had or a size overflows.
+    pub(crate) fn new(geometry: Geometry, dead: DeadKeys) -> Option<Self> {
+        debug_assert!(geometry.bins >= 2 && dead.primary_bin < geometry.bins);
+        // Link indexes are stored as `index + 1` in 32-bit fields.
+        if geometry.link_buckets >= u32::MAX as usize {
+            return None;
+        }
+        Some(Self {
+            bins: TableMemory::zeroed(geometry.bins, geometry.huge_pages)?,
+            links: TableMemory::zeroed(geometry.link_buckets, geometry.huge_pages)?,
+            next_link: CachePadded::new(AtomicUsize::new(0)),
+            links_lost: AtomicUsize::new(0),
+            len: ShardedCounter::new(),
+            dead,
+        })
+    }
+
+    pub(crate) fn bins(&self) -> usize {
+        self.bins.len()
+    }
+
+    pub(crate) fn link_buckets(&self) -> usize {
+        self.links.len()
+    }
+
+    /// Link buckets taken from the pool so far (chained or lost).
+    pub(crate) fn link_buckets_used(&self) -> usize {
+        self.next_link.load(Ordering::Relaxed).min(self.links.len())
+    }
+
+    pub(crate) fn links_lost(&self) -> usize {
+        self.links_lost.load(Ordering::Relaxed)
+    }
+
+    /// Slots in the table: three per bin plus four per link bucket.
+    pub(crate) fn capacity(&self) -> usize {
+        self.bins.len() * PRIMARY_SLOTS + self.links.len() * LINK_SLOTS
+    }
+
+    /// Bytes of table memory (bins and link pool).
+    pub(crate) fn allocated_bytes(&self) -> usize {
+        self.bins.bytes() + self.links.bytes()
+    }
+
+    pub(crate) fn huge_pages(&self) -> bool {
+        self.bins.huge_pages()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len.sum()
+    }
+
+    /// The address of a bin, for software prefetching.
+    #[inline(always)]
+    pub(crate) fn bin_ptr(&self, bin: usize) -> *const u8 {
+        (&self.bins[bin] as *const Bin).cast()
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Reading
+    // ---------------------------------------------------------------------------------------
+
+    /// Match `key` against the slots `header` says are `Valid`. Not validated: see `find`.
+    #[inline(always)]
+    fn search<P: Probe>(&self, probe: P, bin: &Bin, header: Header, key: u64) -> Option<Hit> {
+        let valid = header.valid();
+        if valid.is_empty() {
+            return None;
+        }
+        let line = probe.primary(bin);
+        stats::line_read();
+        let hits = SlotMask::from_primary_lanes(line.match_word(key)).and(valid);
+        if let Some(slot) = hits.first() {
+            return Some(Hit { slot, value: line.lane(3 + 2 * slot) });
+        }
+        if valid.and(SlotMask::LINKED).is_empty() {
+            return None;
+        }
+        // Relaxed: the link fields we follow were set before the publication of a slot that
+        // `header` (an Acquire load) shows Valid, so they are visible (invariant 5).
+        let link = Link(bin.link.load(Ordering::Relaxed));
+        for bucket in 0..3 {
+            let in_bucket = valid.and(SlotMask::link_bucket(bucket));
+            if in_bucket.is_empty() {
+                continue;
+            }
+            // A Valid slot's bucket is chained (invariant 5). If the check ever failed, the
+            // header we read is stale and validation in `find` rejects the whole search.
+            let Some(index) = link.bucket(bucket) else { continue };
+            let line = probe.link(&self.links[index]);
+            stats::line_read();
+            let hits = SlotMask::from_link_lanes(line.match_word(key), bucket).and(in_bucket);
+            if let Some(slot) = hits.first() {
+                let lane = 2 * ((slot - PRIMARY_SLOTS) % LINK_SLOTS);
+                return Some(Hit { slot, value: line.lane(lane + 1) });
+            }
+        }
+        None
+    }
+
+    /// A search validated against the bin header (the seqlock read described in the essay).
+    #[inline(always)]
+    fn find<P: Probe>(&self, probe: P, bin: &Bin, key: u64) -> Search {
+        loop {
+            // Acquire: pairs with the Release publication CAS of every slot we may read.
+            let header = Header(bin.header.load(Ordering::Acquire));
+            let hit = self.search(probe, bin, header, key);
+            // Pairs with the inserters' fence(Release) between reservation and slot store.
+            fence(Ordering::Acquire);
+            if bin.header.load(Ordering::Relaxed) == header.0 {
+                return Search { header, hit };
+            }
+            spin();
+        }
+    }
+
+    /// The slot `slot` of `bin`. The slot must be `Valid` or reserved by the caller, so its
+    /// bucket is chained (invariant 5).
+    #[inline(always)]
+    fn slot<'a>(&'a self, bin: &'a Bin, slot: usize) -> &'a Slot {
+        match slot_place(slot) {
+            (None, index) => &bin.slots[index],
+            (Some(bucket), index) => {
+                // Acquire: pairs with the AcqRel CAS that chained the bucket.
+                let link = Link(bin.link.load(Ordering::Acquire));
+                let pool_index = link.bucket(bucket).expect("a reserved or Valid slot's bucket is chained");
+                &self.links[pool_index].slots[index]
+            }
+        }
+    }
+
+    /// The value of `key` in `bin`.
+    #[inline(always)]
+    pub(crate) fn get<P: Probe>(&self, probe: P, bin: usize, key: u64) -> Option<u64> {
+        self.find(probe, &self.bins[bin], key).hit.map(|hit| hit.value)
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Insert
+    // ---------------------------------------------------------------------------------------
+
+    /// Insert `key -> value` if `key` is absent.
+    #[inline(always)]
+    pub(crate) fn insert<P: Probe>(&self, probe: P, bin_index: usize, key: u64, value: u64) -> Result<Inserted, Full> {
+        let bin = &self.bins[bin_index];
+        loop {
+            let Search { header, hit } = self.find(probe, bin, key);
+            if let Some(hit) = hit {
+                return Ok(Inserted::Exists(hit.value));
+            }
+            let Some(slot) = header.invalid().first() else {
+                return Err(Full::Bin);
+            };
+            let reserved = header.with_slot(slot, SlotState::TryInsert);
+            // Acquire on success: our reads of the link word below come after the reservation.
+            if bin
+                .header
+                .compare_exchange(header.0, reserved.0, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+            {
+                spin();
+                continue;
+            }
+            // Pairs with the readers' fence(Acquire): a reader that sees the store below also
+            // sees the reservation above, and so fails its version check.
+            fence(Ordering::Release);
+            if let Err(full) = self.chain_for(bin, slot) {
+                self.abandon(bin_index, bin, slot);
+                return Err(full);
+            }
+            self.slot(bin, slot).store(key, value);
+            return Ok(self.publish(probe, bin_index, bin, slot, reserved, key));
+        }
+    }
+
+    /// Make sure the bucket of `slot` is chained to `bin`, taking buckets from the pool if not.
+    #[inline(always)]
+    fn chain_for(&self, bin: &Bin, slot: usize) -> Result<(), Full> {
+        let (Some(bucket), _) = slot_place(slot) else {
+            return Ok(());
+        };
+        // Acquire: pairs with the AcqRel chaining CAS of another inserter.
+        let mut link = Link(bin.link.load(Ordering::Acquire));
+        if link.bucket(bucket).is_some() {
+            return Ok(());
+        }
+        self.chain_slow(bin, bucket, &mut link)
+    }
+
+    #[cold]
+    fn chain_slow(&self, bin: &Bin, bucket: usize, link: &mut Link) -> Result<(), Full> {
+        let width = Link::field_width(bucket);
+        let taken = self.next_link.fetch_add(width, Ordering::Relaxed);
+        if taken + width > self.links.len() {
+            return Err(Full::LinkPool);
+        }
+        loop {
+            let chained = link.with_bucket(bucket, taken as u32);
+            match bin.link.compare_exchange(link.0, chained.0, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return Ok(()),
+                Err(now) => {
+                    *link = Link(now);
+                    if link.bucket(bucket).is_some() {
+                        // Another inserter chained this bucket first; ours is lost.
+                        self.links_lost.fetch_add(width, Ordering::Relaxed);
+                        return Ok(());
+                    }
+                    // The other field changed; retry with the new word.
+                }
+            }
+        }
+    }
+
+    /// Step 6 of insert: publish the reserved `slot`, or give it up if the key appeared.
+    #[inline(always)]
+    fn publish<P: Probe>(&self, probe: P, bin_index: usize, bin: &Bin, slot: usize, reserved: Header, key: u64) -> Inserted {
+        let mut expected = reserved;
+        loop {
+            let published = expected.with_slot(slot, SlotState::Valid);
+            // Release: makes the slot store (and the chaining) visible to every reader that
+            // Acquire-loads a header showing the slot Valid.
+            match bin.header.compare_exchange(expected.0, published.0, Ordering::Release, Ordering::Relaxed) {
+                Ok(_) => {
+                    self.len.increment();
+                    return Inserted::New;
+                }
+                Err(_) => {
+                    let Search { header, hit } = self.find(probe, bin, key);
+                    if let Some(hit) = hit {
+                        self.abandon(bin_index, bin, slot);
+                        return Inserted::Exists(hit.value);
+                    }
+                    debug_assert_eq!(header.slot(slot), SlotState::TryInsert, "{header:?}");
+                    expected = header;
+                }
+            }
+        }
+    }
+
+    /// Give up a reservation: reset the slot to the dead key (invariant 4) and free it.
+    #[cold]
+    fn abandon(&self, bin_index: usize, bin: &Bin, slot: usize) {
+        // If chaining failed the bucket is not chained and nobody can read the slot: nothing to
+        // reset.
+        let slot_ref = match slot_place(slot) {
+            (None, index) => Some(&bin.slots[index]),
+            (Some(bucket), index) => Link(bin.link.load(Ordering::Acquire))
+                .bucket(bucket)
+                .map(|pool_index| &self.links[pool_index].slots[index]),
+        };
+        if let Some(slot_ref) = slot_ref {
+            slot_ref.store(self.dead.of(bin_index), 0);
+        }
+        self.set_state(bin, slot, SlotState::TryInsert, SlotState::Invalid);
+    }
+
+    /// CAS slot `slot` of `bin` from `from` to `to`, retrying on unrelated header changes.
+    /// The caller owns the transition (nobody else moves this slot out of `from`).
+    fn set_state(&self, bin: &Bin, slot: usize, from: SlotState, to: SlotState) {
+        let mut header = Header(bin.header.load(Ordering::Relaxed));
+        loop {
+            debug_assert_eq!(header.slot(slot), from, "{header:?}");
+            // Release: orders our earlier slot writes (the dead key) before the slot can be
+            // reserved again.
+            match bin.header.compare_exchange(
+                header.0,
+                header.with_slot(slot, to).0,
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(now) => header = Header(now),
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Remove
+    // ---------------------------------------------------------------------------------------
+
+    /// Remove `key`, returning its value.
+    #[inline(always)]
+    pub(crate) fn remove<P: Probe>(&self, probe: P, bin_index: usize, key: u64) -> Option<u64> {
+        let bin = &self.bins[bin_index];
+        let dead = self.dead.of(bin_index);
+        loop {
+            let hit = self.find(probe, bin, key).hit?;
+            // The linearization point: retire the key (see the essay, Delete).
+            if self.slot(bin, hit.slot).compare_exchange((key, hit.value), (dead, hit.value)).is_err() {
+                spin();
+                continue;
+            }
+            if self.free_retired(bin, hit.slot) {
+                self.len.decrement();
+                return Some(hit.value);
+            }
+        }
+    }
+
+    /// Step 3 of delete: free a slot whose key we just retired. Returns `false` if the slot
+    /// turned out to be an abandoned reservation (the delete must start over).
+    fn free_retired(&self, bin: &Bin, slot: usize) -> bool {
+        loop {
+            let header = Header(bin.header.load(Ordering::Acquire));
+            match header.slot(slot) {
+                SlotState::Valid => {
+                    if bin
+                        .header
+                        .compare_exchange(
+                            header.0,
+                            header.with_slot(slot, SlotState::Invalid).0,
+                            Ordering::Release,
+                            Ordering::Relaxed,
+                        )
+                        .is_ok()
+                    {
+                        return true;
+                    }
+                }
+                // We retired a re-inserted copy that is not published yet: wait for its
+                // inserter (only in the ABA race described in the essay).
+                SlotState::TryInsert => spin(),
+                SlotState::Invalid => return false,
+                SlotState::Shadow => unreachable!("shadow inserts are not produced"),
+            }
+        }
+    }
+
+    /// After a put's successful slot CAS: if the slot is a reservation (the put hit a same-key
+    /// re-insert, see the essay), wait for it. Returns `false` if the put must start over.
+    #[inline(always)]
+    fn settle_put(&self, bin: &Bin, slot: usize) -> bool {
+        loop {
+            match Header(bin.header.load(Ordering::Acquire)).slot(slot) {
+                SlotState::TryInsert => spin(),
+                SlotState::Invalid => return false,
+                SlotState::Valid | SlotState::Shadow => return true,
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Puts
+    // ---------------------------------------------------------------------------------------
+
+    /// If `key` is present with value `old`, replace it by `f(old)`. Returns `(old, new)`.
+    /// `f` may run more than once under contention.
+    #[inline(always)]
+    pub(crate) fn update<P: Probe>(
+        &self,
+        probe: P,
+        bin_index: usize,
+        key: u64,
+        mut f: impl FnMut(u64) -> u64,
+    ) -> Option<(u64, u64)> {
+        let bin = &self.bins[bin_index];
+        loop {
+            let hit = self.find(probe, bin, key).hit?;
+            if let Some(done) = self.try_put(bin, hit, key, &mut f) {
+                return Some(done);
+            }
+            spin();
+        }
+    }
+
+    /// One put attempt on a found slot: `Some((old, new))` on success.
+    #[inline(always)]
+    fn try_put(&self, bin: &Bin, hit: Hit, key: u64, f: &mut impl FnMut(u64) -> u64) -> Option<(u64, u64)> {
+        let new = f(hit.value);
+        self.slot(bin, hit.slot).compare_exchange((key, hit.value), (key, new)).ok()?;
+        self.settle_put(bin, hit.slot).then_some((hit.value, new))
+    }
+
+    /// Replace the value of `key` by `new` if it is `current`.
+    #[inline(always)]
+    pub(crate) fn compare_exchange<P: Probe>(
+        &self,
+        probe: P,
+        bin_index: usize,
+        key: u64,
+        current: u64,
+        new: u64,
+    ) -> Result<u64, Mismatch> {
+        let bin = &self.bins[bin_index];
+        loop {
+            let Some(hit) = self.find(probe, bin, key).hit else {
+                return Err(Mismatch::Absent);
+            };
+            if hit.value != current {
+                return Err(Mismatch::Value(hit.value));
+            }
+            if self.try_put(bin, hit, key, &mut |_| new).is_some() {
+                return Ok(current);
+            }
+            spin();
+        }
+    }
+
+    /// Insert `key -> init` if absent, else replace its value `old` by `f(old)`. Returns the
+    /// previous value, `None` if the key was inserted.
+    #[inline(always)]
+    pub(crate) fn upsert_with<P: Probe>(
+        &self,
+        probe: P,
+        bin_index: usize,
+        key: u64,
+        init: u64,
+        mut f: impl FnMut(u64) -> u64,
+    ) -> Result<Option<u64>, Full> {
+        let bin = &self.bins[bin_index];
+        loop {
+            match self.find(probe, bin, key).hit {
+                Some(hit) => {
+                    if let Some((old, _)) = self.try_put(bin, hit, key, &mut f) {
+                        return Ok(Some(old));
+                    }
+                }
+                None => match self.insert(probe, bin_index, key, init)? {
+                    Inserted::New => return Ok(None),
+                    // Someone inserted it meanwhile: update that copy.
+                    Inserted::Exists(_) => {}
+                },
+            }
+            spin();
+        }
+    }
+
+    // ---------------------------------------------------------------------------------------
+    // Whole-table operations
+    // ---------------------------------------------------------------------------------------
+
+    /// Remove every key, bin by bin. Each bin is emptied with the delete protocol, so this is
+    /// safe to run concurrently with anything; it is not one atomic snapshot (an insert into a
+    /// bin already cleared survives). Link buckets stay chained to their bins.
+    pub(crate) fn clear(&self) {
+        let mut removed = 0isize;
+        for (bin_index, bin) in self.bins.iter().enumerate() {
+            let dead = self.dead.of(bin_index);
+            'bin: loop {
+                let header = Header(bin.header.load(Ordering::Acquire));
+                for slot in header.valid().iter() {
+                    let slot_ref = self.slot(bin, slot);
+                    let (key, value) = slot_ref.load();
+                    if key == dead {
+                        // Already retired by a concurrent delete, which frees it.
+                        continue;
+                    }
+                    fence(Ordering::Acquire);
+                    if bin.header.load(Ordering::Relaxed) != header.0 {
+                        continue 'bin;
+                    }
+                    if slot_ref.compare_exchange((key, value), (dead, value)).is_err() {
+                        continue 'bin;
+                    }
+                    if self.free_retired(bin, slot) {
+                        removed += 1;
+                    }
+                    continue 'bin;
+                }
+                break;
+            }
+        }
+        self.len.add(-removed);
+    }
+
+    /// Re-derive the invariants that can be checked from a quiescent table (for tests).
+    pub(crate) fn check_invariants(&self) -> usize {
+        let mut live = 0;
+        for (bin_index, bin) in self.bins.iter().enumerate() {
+            let header = Header(bin.header.load(Ordering::Relaxed));
+            let link = Link(bin.link.load(Ordering::Relaxed));
+            for slot in 0..crate::control::header::SLOTS_PER_BIN {
+                let state = header.slot(slot);
+                assert_ne!(state, SlotState::TryInsert, "quiescent table with a reservation: {header:?}");
+                assert_ne!(state, SlotState::Shadow);
+                if state == SlotState::Valid {
+                    if let (Some(bucket), _) = slot_place(slot) {
+                        assert!(link.bucket(bucket).is_some(), "Valid slot {slot} in an unchained bucket");
+                    }
+                    let (key, _) = self.slot(bin, slot).load();
+                    assert_ne!(key, self.dead.of(bin_index), "a Valid slot holds the dead key");
+                    live += 1;
+                }
+            }
+        }
+        assert_eq!(live, self.len(), "len counter disagrees with the live slots");
+        live
+    }
+}
+
+impl RawTable {
+    /// Visit every present `(key, value)`, bin by bin. Each bin is read as one validated
+    /// snapshot; the table as a whole is not (a pair inserted or removed while the walk runs
+    /// may or may not be seen).
+    pub(crate) fn for_each(&self, mut visit: impl FnMut(u64, u64)) {
+        let mut pairs = Vec::with_capacity(crate::control::header::SLOTS_PER_BIN);
+        for (bin_index, bin) in self.bins.iter().enumerate() {
+            let dead = self.dead.of(bin_index);
+            loop {
+                pairs.clear();
+                let header = Header(bin.header.load(Ordering::Acquire));
+                for slot in header.valid().iter() {
+                    pairs.push(self.slot(bin, slot).load());
+                }
+                fence(Ordering::Acquire);
+                if bin.header.load(Ordering::Relaxed) == header.0 {
+                    break;
+                }
+                spin();
+            }
+            // A Valid slot holding the dead key is mid-delete: already gone.
+            for &(key, value) in pairs.iter().filter(|(key, _)| *key != dead) {
+                visit(key, value);
+            }
+        }
+    }
+}

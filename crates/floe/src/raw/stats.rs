@@ -1,0 +1,27 @@
+//! Lines-per-operation accounting (feature `line-stats`).
+//!
+//! `perf stat` cannot count cache misses on every machine (virtual machines often hide the
+//! PMU), so the engine can count the lines it reads itself: every primary or link bucket a
+//! probe loads adds one to a thread-local counter. Each *distinct* line an operation touches
+//! is a potential miss on a table much larger than the caches; re-reads of the same line (the
+//! header re-check) are not counted. Without the feature the calls compile to nothing.
+
+#[cfg(feature = "line-stats")]
+std::thread_local! {
+    static LINES: core::cell::Cell<u64> = const { core::cell::Cell::new(0) };
+}
+
+/// Count one distinct line read by the current operation.
+#[inline(always)]
+pub(crate) fn line_read() {
+    #[cfg(feature = "line-stats")]
+    LINES.with(|l| l.set(l.get() + 1));
+}
+
+/// Lines this thread has read since it started (always zero without `line-stats`).
+pub fn lines_read() -> u64 {
+    #[cfg(feature = "line-stats")]
+    return LINES.with(|l| l.get());
+    #[cfg(not(feature = "line-stats"))]
+    0
+}
