@@ -103,7 +103,11 @@
 //! Step 2 can hit a slot that was deleted and re-inserted with the *same* key and value by
 //! others after step 1 (ABA); the slot is then `TryInsert`. Step 3 waits for that inserter: if
 //! it publishes, the delete takes effect right after that insert; if it abandons, the delete
-//! starts over. This wait happens only in that triple race.
+//! starts over. Before freeing, step 3 re-reads the slot (validated against the header) and
+//! frees it only if it still holds the retired pair: after an abandonment the slot may already
+//! belong to another inserter, whose key must not be freed. Outside that triple race a retired
+//! slot stays `Valid` with our pair until we free it (nobody else moves a slot holding a dead
+//! key), so the wait and the check cost one L1 read.
 //!
 //! ## Put and friends (DLHT §3.2.4)
 //!
@@ -112,15 +116,16 @@
 //! The key in the expected value makes a put on a slot that was recycled for another key fail
 //! (the classic ABA); invariant 4 makes a put on a deleted key fail. Linearization point: the
 //! successful CAS. The CAS can also hit a slot re-inserted with the same key and value while it
-//! is still `TryInsert`; the put then waits until the slot is published (the put takes effect
-//! right after that insert) or abandoned (the put starts over), so it never reports a write
-//! that no reader could see.
+//! is still `TryInsert`; so after its CAS a put that finds its slot `TryInsert` waits until the
+//! slot is published or abandoned, and never returns before its write can be seen (the put
+//! then takes effect right after that insert).
 //!
-//! FIXME: one race is left open: a put stalled between its search and its CAS while, on the
-//! same slot, the key is deleted, re-inserted with the same value, that insert is abandoned
-//! (a third thread re-inserted the key into another slot) *and* the slot is reserved again,
-//! may report success for a write that was discarded. Closing it needs a per-slot generation
-//! the 16-byte slot has no room for; the resize work (transfer keys) revisits the slot format.
+//! FIXME: one race is left open. If that same-key re-insert is *abandoned* (a third thread
+//! inserted the key into another slot first), the put's write is discarded with the slot but
+//! the put still reports success. It takes a put stalled between its search and its CAS while
+//! three other operations on the same key and slot complete, with equal values. Closing it
+//! needs a per-slot generation that the 16-byte slot has no room for; the resize work (which
+//! revisits the slot format for transfer keys) is the place to add one.
 //!
 //! ## Memory orderings
 //!
@@ -535,20 +540,33 @@ impl RawTable {
                 spin();
                 continue;
             }
-            if self.free_retired(bin, hit.slot) {
+            if self.free_retired(bin, hit.slot, (dead, hit.value)) {
                 self.len.decrement();
                 return Some(hit.value);
             }
         }
     }
 
-    /// Step 3 of delete: free a slot whose key we just retired. Returns `false` if the slot
-    /// turned out to be an abandoned reservation (the delete must start over).
-    fn free_retired(&self, bin: &Bin, slot: usize) -> bool {
+    /// Step 3 of delete: free slot `slot`, whose key we just retired to `(dead, value)`.
+    /// Returns `false` if our retirement hit a reservation that was then abandoned (the delete
+    /// must start over).
+    fn free_retired(&self, bin: &Bin, slot: usize, retired: (u64, u64)) -> bool {
         loop {
             let header = Header(bin.header.load(Ordering::Acquire));
             match header.slot(slot) {
                 SlotState::Valid => {
+                    // Still our retired content in the same life of the slot? In the normal
+                    // case nobody else can move a retired slot, so this holds; after the ABA
+                    // race the slot may have been abandoned and reserved by another inserter,
+                    // whose key we must not free.
+                    let content = self.slot(bin, slot).load();
+                    fence(Ordering::Acquire);
+                    if bin.header.load(Ordering::Relaxed) != header.0 {
+                        continue;
+                    }
+                    if content != retired {
+                        return false;
+                    }
                     if bin
                         .header
                         .compare_exchange(
@@ -562,8 +580,8 @@ impl RawTable {
                         return true;
                     }
                 }
-                // We retired a re-inserted copy that is not published yet: wait for its
-                // inserter (only in the ABA race described in the essay).
+                // We retired a re-inserted copy that is not published yet (the ABA race in the
+                // essay), or the slot was abandoned and reserved again: wait for its inserter.
                 SlotState::TryInsert => spin(),
                 SlotState::Invalid => return false,
                 SlotState::Shadow => unreachable!("shadow inserts are not produced"),
@@ -571,16 +589,14 @@ impl RawTable {
         }
     }
 
-    /// After a put's successful slot CAS: if the slot is a reservation (the put hit a same-key
-    /// re-insert, see the essay), wait for it. Returns `false` if the put must start over.
+    /// After a put's successful slot CAS: if the slot is a reservation, the put may have hit a
+    /// same-key re-insert (see the essay); wait until it is published or abandoned so the put
+    /// never returns before its write can be seen. (If the reservation is a later, unrelated
+    /// one, the wait is merely unnecessary.)
     #[inline(always)]
-    fn settle_put(&self, bin: &Bin, slot: usize) -> bool {
-        loop {
-            match Header(bin.header.load(Ordering::Acquire)).slot(slot) {
-                SlotState::TryInsert => spin(),
-                SlotState::Invalid => return false,
-                SlotState::Valid | SlotState::Shadow => return true,
-            }
+    fn settle_put(&self, bin: &Bin, slot: usize) {
+        while Header(bin.header.load(Ordering::Acquire)).slot(slot) == SlotState::TryInsert {
+            spin();
         }
     }
 
@@ -613,7 +629,8 @@ impl RawTable {
     fn try_put(&self, bin: &Bin, hit: Hit, key: u64, f: &mut impl FnMut(u64) -> u64) -> Option<(u64, u64)> {
         let new = f(hit.value);
         self.slot(bin, hit.slot).compare_exchange((key, hit.value), (key, new)).ok()?;
-        self.settle_put(bin, hit.slot).then_some((hit.value, new))
+        self.settle_put(bin, hit.slot);
+        Some((hit.value, new))
     }
 
     /// Replace the value of `key` by `new` if it is `current`.
@@ -697,7 +714,7 @@ impl RawTable {
                     if slot_ref.compare_exchange((key, value), (dead, value)).is_err() {
                         continue 'bin;
                     }
-                    if self.free_retired(bin, slot) {
+                    if self.free_retired(bin, slot, (dead, value)) {
                         removed += 1;
                     }
                     continue 'bin;

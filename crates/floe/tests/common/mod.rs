@@ -1,0 +1,46 @@
+//! Shared helpers: run one test body over every configuration the machine supports.
+#![allow(dead_code)]
+
+use floe::{hash::Mix64, Backend, FlatMap};
+
+/// Every backend this CPU supports, scalar first (the oracle).
+pub fn backends() -> Vec<Backend> {
+    [Backend::Scalar, Backend::Avx2, Backend::Avx512].into_iter().filter(|b| b.is_supported()).collect()
+}
+
+/// A map with an exact geometry and a fixed seed (so every backend sees the same layout).
+pub fn tiny_map(backend: Backend, bins: usize, link_buckets: usize, seed: u64) -> FlatMap<u64, u64, Mix64> {
+    FlatMap::<u64, u64>::builder()
+        .bins(bins)
+        .link_buckets(link_buckets)
+        .hasher(Mix64::with_seed(seed))
+        .backend(backend)
+        .build()
+        .expect("tiny map")
+}
+
+/// Run `body` once per supported backend with a map of `bins` bins and `link_buckets` links.
+pub fn with_maps(bins: usize, link_buckets: usize, mut body: impl FnMut(&FlatMap<u64, u64, Mix64>)) {
+    for backend in backends() {
+        let map = tiny_map(backend, bins, link_buckets, 0x5eed);
+        body(&map);
+    }
+}
+
+/// A small, fast, deterministic generator (SplitMix64) for tests.
+#[derive(Clone)]
+pub struct SplitMix(pub u64);
+
+impl SplitMix {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        ((u128::from(self.next()) * u128::from(n)) >> 64) as u64
+    }
+}

@@ -1,0 +1,177 @@
+//! Differential tests: random sequences of every operation against `std::collections::HashMap`,
+//! on tables tiny enough that bins fill, chain link buckets, empty and refill, and report
+//! `Full`. Runs over every backend the CPU supports.
+
+mod common;
+
+use std::collections::HashMap;
+
+use common::{backends, tiny_map};
+use floe::{CompareExchangeError, Error, Insert};
+use proptest::prelude::*;
+
+#[derive(Clone, Debug)]
+enum Op {
+    Get(u64),
+    Insert(u64, u64),
+    Upsert(u64, u64),
+    Put(u64, u64),
+    Update(u64, u64),
+    FetchAdd(u64, u64),
+    CompareExchange(u64, u64, u64),
+    Remove(u64),
+    Clear,
+}
+
+/// Keys from a small pool so operations collide, including the extreme words.
+fn key() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        8 => 0u64..24,
+        1 => Just(u64::MAX),
+        1 => Just(0xdead_f10e_dead_f10e), // the engine's first dead-key candidate
+        1 => Just(0xdead_f10e_dead_f10f),
+    ]
+}
+
+fn value() -> impl Strategy<Value = u64> {
+    prop_oneof![0u64..4, any::<u64>()]
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => key().prop_map(Op::Get),
+        4 => (key(), value()).prop_map(|(k, v)| Op::Insert(k, v)),
+        2 => (key(), value()).prop_map(|(k, v)| Op::Upsert(k, v)),
+        2 => (key(), value()).prop_map(|(k, v)| Op::Put(k, v)),
+        1 => (key(), value()).prop_map(|(k, v)| Op::Update(k, v)),
+        2 => (key(), value()).prop_map(|(k, v)| Op::FetchAdd(k, v)),
+        2 => (key(), value(), value()).prop_map(|(k, c, n)| Op::CompareExchange(k, c, n)),
+        4 => key().prop_map(Op::Remove),
+        1 => Just(Op::Clear),
+    ]
+}
+
+/// Apply `ops` to a floe map of the given geometry and to a HashMap; compare every result.
+/// When floe says `Full`, the model must be unchanged (the key absent) and the map must keep
+/// every key it had.
+fn check(ops: &[Op], bins: usize, links: usize, seed: u64) {
+    for backend in backends() {
+        let map = tiny_map(backend, bins, links, seed);
+        let mut model: HashMap<u64, u64> = HashMap::new();
+        for (i, op) in ops.iter().enumerate() {
+            let ctx = || format!("op {i} {op:?} on {backend:?}");
+            match *op {
+                Op::Get(k) => assert_eq!(map.get(&k), model.get(&k).copied(), "{}", ctx()),
+                Op::Insert(k, v) => match map.insert(k, v) {
+                    Ok(Insert::Inserted) => assert!(model.insert(k, v).is_none(), "{}", ctx()),
+                    Ok(Insert::Present(old)) => assert_eq!(model.get(&k), Some(&old), "{}", ctx()),
+                    Err(Error::Full) => assert!(!model.contains_key(&k), "{}", ctx()),
+                    Err(e) => panic!("{}: unexpected {e}", ctx()),
+                },
+                Op::Upsert(k, v) => match map.upsert(k, v) {
+                    Ok(old) => assert_eq!(old, model.insert(k, v), "{}", ctx()),
+                    Err(Error::Full) => assert!(!model.contains_key(&k), "{}", ctx()),
+                    Err(e) => panic!("{}: unexpected {e}", ctx()),
+                },
+                Op::Put(k, v) => {
+                    let expected = model.get_mut(&k).map(|slot| std::mem::replace(slot, v));
+                    assert_eq!(map.put(k, v), expected, "{}", ctx());
+                }
+                Op::Update(k, d) => {
+                    let expected = model.get_mut(&k).map(|slot| {
+                        let old = *slot;
+                        *slot = old ^ d;
+                        old
+                    });
+                    assert_eq!(map.update(&k, |v| v ^ d), expected, "{}", ctx());
+                }
+                Op::FetchAdd(k, d) => match map.fetch_add(k, d) {
+                    Ok(old) => {
+                        let expected = model.get(&k).copied();
+                        model.insert(k, expected.map_or(d, |o| o.wrapping_add(d)));
+                        assert_eq!(old, expected, "{}", ctx());
+                    }
+                    Err(Error::Full) => assert!(!model.contains_key(&k), "{}", ctx()),
+                    Err(e) => panic!("{}: unexpected {e}", ctx()),
+                },
+                Op::CompareExchange(k, c, n) => {
+                    let expected = match model.get_mut(&k) {
+                        None => Err(CompareExchangeError::Absent),
+                        Some(v) if *v == c => {
+                            *v = n;
+                            Ok(c)
+                        }
+                        Some(v) => Err(CompareExchangeError::Mismatch(*v)),
+                    };
+                    assert_eq!(map.compare_exchange(&k, c, n), expected, "{}", ctx());
+                }
+                Op::Remove(k) => assert_eq!(map.remove(&k), model.remove(&k), "{}", ctx()),
+                Op::Clear => {
+                    map.clear();
+                    model.clear();
+                }
+            }
+            assert_eq!(map.len(), model.len(), "{}", ctx());
+        }
+        assert_eq!(map.check_invariants(), model.len());
+        let mut seen = HashMap::new();
+        map.for_each(|k, v| assert!(seen.insert(k, v).is_none(), "for_each visited {k} twice"));
+        assert_eq!(seen, model, "for_each disagrees with the model");
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: if cfg!(miri) { 4 } else { 256 },
+        max_shrink_iters: 2048,
+        ..ProptestConfig::default()
+    })]
+
+    /// Two bins, a pool of three link buckets: chains fill, the pool runs dry, `Full` appears.
+    #[test]
+    fn tiny_tables_match_std(ops in prop::collection::vec(op(), 1..300), seed in any::<u64>()) {
+        check(&ops, 2, 3, seed);
+    }
+
+    /// No link buckets at all: three slots a bin.
+    #[test]
+    fn tables_without_links_match_std(ops in prop::collection::vec(op(), 1..200), seed in any::<u64>()) {
+        check(&ops, 3, 0, seed);
+    }
+
+    /// Roomier tables: mostly single-line bins.
+    #[test]
+    fn larger_tables_match_std(ops in prop::collection::vec(op(), 1..400), seed in any::<u64>()) {
+        check(&ops, 16, 4, seed);
+    }
+}
+
+/// A deterministic long run that cycles a small table through full and empty many times.
+#[test]
+fn fill_drain_cycles_reuse_slots() {
+    let rounds = if cfg!(miri) { 2 } else { 50 };
+    common::with_maps(4, 2, |map| {
+        for round in 0..rounds {
+            let mut inserted = Vec::new();
+            for k in 0..200u64 {
+                let key = k.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ round;
+                match map.insert(key, k) {
+                    Ok(Insert::Inserted) => inserted.push((key, k)),
+                    Ok(Insert::Present(_)) => unreachable!("keys are distinct"),
+                    Err(Error::Full) => {}
+                    Err(e) => panic!("{e}"),
+                }
+            }
+            // 4 bins x 3 slots + 2 link buckets x 4 slots = 20 slots at most.
+            assert!(inserted.len() <= 20 && inserted.len() >= 12, "{}", inserted.len());
+            for &(key, v) in &inserted {
+                assert_eq!(map.get(&key), Some(v));
+            }
+            for &(key, v) in &inserted {
+                assert_eq!(map.remove(&key), Some(v));
+            }
+            assert!(map.is_empty());
+            map.check_invariants();
+        }
+    });
+}
