@@ -73,3 +73,8 @@ pub use crate::{
     raw::stats::lines_read,
     word::{Counter, Inline, InlineKey},
 };
+
+/// The README's examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;

@@ -5,10 +5,7 @@ use core::{fmt, hash::BuildHasher, marker::PhantomData};
 use crate::{
     error::Error,
     hash::{fastrange, DefaultHashBuilder},
-    raw::{
-        probe::ScalarProbe,
-        DeadKeys, Full, Geometry, Inserted, Mismatch, RawTable,
-    },
+    raw::{probe::ScalarProbe, DeadKeys, Full, Geometry, Inserted, Mismatch, RawTable},
     word::{Counter, Inline, InlineKey},
 };
 
@@ -103,7 +100,12 @@ macro_rules! simd_entries {
             // with `$feature`.
 
             #[target_feature(enable = $feature)]
-            pub(super) unsafe fn get(raw: &RawTable, p: $probe, bin: usize, key: u64) -> Option<u64> {
+            pub(super) unsafe fn get(
+                raw: &RawTable,
+                p: $probe,
+                bin: usize,
+                key: u64,
+            ) -> Option<u64> {
                 raw.get(p, bin, key)
             }
 
@@ -119,7 +121,12 @@ macro_rules! simd_entries {
             }
 
             #[target_feature(enable = $feature)]
-            pub(super) unsafe fn remove(raw: &RawTable, p: $probe, bin: usize, key: u64) -> Option<u64> {
+            pub(super) unsafe fn remove(
+                raw: &RawTable,
+                p: $probe,
+                bin: usize,
+                key: u64,
+            ) -> Option<u64> {
                 raw.remove(p, bin, key)
             }
 
@@ -332,7 +339,9 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> Builder<K, V, S> {
             return Err(Error::InvalidConfig("bins_per_link must be at least 1"));
         }
         let bins = match self.bins {
-            Some(bins) if bins < 2 => return Err(Error::InvalidConfig("a table needs at least 2 bins")),
+            Some(bins) if bins < 2 => {
+                return Err(Error::InvalidConfig("a table needs at least 2 bins"))
+            }
             Some(bins) => bins,
             None => self
                 .capacity
@@ -360,9 +369,18 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> Builder<K, V, S> {
         }
         let probe = ProbeKind::new(self.backend).ok_or(Error::UnsupportedBackend(self.backend))?;
         let dead = dead_keys(&self.hasher, bins)?;
-        let geometry = Geometry { bins, link_buckets, huge_pages: self.huge_pages };
+        let geometry = Geometry {
+            bins,
+            link_buckets,
+            huge_pages: self.huge_pages,
+        };
         let raw = RawTable::new(geometry, dead).ok_or(Error::AllocationFailed { bytes })?;
-        Ok(FlatMap { raw, hasher: self.hasher, probe, marker: PhantomData })
+        Ok(FlatMap {
+            raw,
+            hasher: self.hasher,
+            probe,
+            marker: PhantomData,
+        })
     }
 }
 
@@ -374,7 +392,11 @@ fn dead_keys(hasher: &impl BuildHasher, bins: usize) -> Result<DeadKeys, Error> 
     (1..=4096u64)
         .map(|i| FIRST.wrapping_add(i))
         .find(|&candidate| fastrange(hasher.hash_one(candidate), bins) != primary_bin)
-        .map(|fallback| DeadKeys { primary: FIRST, primary_bin, fallback })
+        .map(|fallback| DeadKeys {
+            primary: FIRST,
+            primary_bin,
+            fallback,
+        })
         .ok_or(Error::DegenerateHasher)
 }
 
@@ -409,7 +431,7 @@ pub struct FlatMap<K, V, S = DefaultHashBuilder> {
     raw: RawTable,
     hasher: S,
     probe: ProbeKind,
-    marker: PhantomData<fn(K, V) -> (K, V)>,
+    marker: PhantomData<fn() -> (K, V)>,
 }
 
 impl<K: InlineKey, V: Inline> FlatMap<K, V> {
@@ -544,7 +566,11 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     #[inline]
     pub fn update(&self, key: &K, mut f: impl FnMut(V) -> V) -> Option<V> {
         let (bin, word) = self.locate(*key);
-        dispatch!(self, update(bin, word, |old| f(V::from_word(old)).to_word())).map(|(old, _)| V::from_word(old))
+        dispatch!(
+            self,
+            update(bin, word, |old| f(V::from_word(old)).to_word())
+        )
+        .map(|(old, _)| V::from_word(old))
     }
 
     /// Set the value of `key` to `new` if it is `current` (compared as words, so for floats
@@ -564,9 +590,17 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// [`CompareExchangeError::Absent`] if the key is absent,
     /// [`CompareExchangeError::Mismatch`] with the present value if it differs.
     #[inline]
-    pub fn compare_exchange(&self, key: &K, current: V, new: V) -> Result<V, CompareExchangeError<V>> {
+    pub fn compare_exchange(
+        &self,
+        key: &K,
+        current: V,
+        new: V,
+    ) -> Result<V, CompareExchangeError<V>> {
         let (bin, word) = self.locate(*key);
-        match dispatch!(self, compare_exchange(bin, word, current.to_word(), new.to_word())) {
+        match dispatch!(
+            self,
+            compare_exchange(bin, word, current.to_word(), new.to_word())
+        ) {
             Ok(old) => Ok(V::from_word(old)),
             Err(Mismatch::Absent) => Err(CompareExchangeError::Absent),
             Err(Mismatch::Value(v)) => Err(CompareExchangeError::Mismatch(V::from_word(v))),
@@ -717,7 +751,8 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// # Ok::<(), floe::Error>(())
     /// ```
     pub fn for_each(&self, mut visit: impl FnMut(K, V)) {
-        self.raw.for_each(|k, v| visit(K::from_word(k), V::from_word(v)));
+        self.raw
+            .for_each(|k, v| visit(K::from_word(k), V::from_word(v)));
     }
 
     /// Check the engine's invariants on a quiescent map, panicking on a violation, and return
@@ -747,9 +782,14 @@ impl<K: InlineKey, V: Counter, S: BuildHasher> FlatMap<K, V, S> {
     #[inline]
     pub fn fetch_add(&self, key: K, delta: V) -> Result<Option<V>, Error> {
         let (bin, word) = self.locate(key);
-        dispatch!(self, upsert_with(bin, word, delta.to_word(), |old| V::from_word(old).add(delta).to_word()))
-            .map(|old| old.map(V::from_word))
-            .map_err(Error::from)
+        dispatch!(
+            self,
+            upsert_with(bin, word, delta.to_word(), |old| V::from_word(old)
+                .add(delta)
+                .to_word())
+        )
+        .map(|old| old.map(V::from_word))
+        .map_err(Error::from)
     }
 }
 

@@ -80,7 +80,10 @@ macro_rules! signed {
 unsigned!(u8, u16, u32, u64, usize);
 signed!(i8 => u8, i16 => u16, i32 => u32, i64 => u64, isize => usize);
 
-const _: () = assert!(core::mem::size_of::<usize>() <= 8, "usize must fit in a word");
+const _: () = assert!(
+    core::mem::size_of::<usize>() <= 8,
+    "usize must fit in a word"
+);
 
 impl Inline for bool {
     #[inline(always)]

@@ -163,7 +163,11 @@ fn fill_drain_cycles_reuse_slots() {
                 }
             }
             // 4 bins x 3 slots + 2 link buckets x 4 slots = 20 slots at most.
-            assert!(inserted.len() <= 20 && inserted.len() >= 12, "{}", inserted.len());
+            assert!(
+                inserted.len() <= 20 && inserted.len() >= 12,
+                "{}",
+                inserted.len()
+            );
             for &(key, v) in &inserted {
                 assert_eq!(map.get(&key), Some(v));
             }

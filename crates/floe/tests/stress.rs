@@ -58,7 +58,10 @@ fn step(state: Option<u64>, call: Call, ret: Ret) -> Option<Option<u64>> {
         Call::Insert(v) => (Ret::Value(state), Some(state.unwrap_or(v))),
         Call::Upsert(v) => (Ret::Value(state), Some(v)),
         Call::Put(v) => (Ret::Value(state), state.map(|_| v)),
-        Call::FetchAdd(d) => (Ret::Value(state), Some(state.map_or(d, |o| o.wrapping_add(d)))),
+        Call::FetchAdd(d) => (
+            Ret::Value(state),
+            Some(state.map_or(d, |o| o.wrapping_add(d))),
+        ),
         Call::CompareExchange(c, n) => match state {
             Some(x) if x == c => (Ret::Cas(Ok(c)), Some(n)),
             other => (Ret::Cas(Err(other)), other),
@@ -71,7 +74,12 @@ fn step(state: Option<u64>, call: Call, ret: Ret) -> Option<Option<u64>> {
 /// Whether `history` (one key's events) is linearizable from `initial`.
 fn linearizable(history: &[Event], initial: Option<u64>) -> bool {
     assert!(history.len() <= 64, "history too long for the bitmask");
-    fn search(h: &[Event], done: u64, state: Option<u64>, seen: &mut HashSet<(u64, Option<u64>)>) -> bool {
+    fn search(
+        h: &[Event],
+        done: u64,
+        state: Option<u64>,
+        seen: &mut HashSet<(u64, Option<u64>)>,
+    ) -> bool {
         if done.count_ones() as usize == h.len() {
             return true;
         }
@@ -80,10 +88,17 @@ fn linearizable(history: &[Event], initial: Option<u64>) -> bool {
         }
         // An operation may go next only if it was called before every pending operation
         // returned (otherwise some pending op finished strictly before it started).
-        let earliest_return = (0..h.len()).filter(|&i| done & (1 << i) == 0).map(|i| h[i].returned).min().unwrap();
-        (0..h.len()).filter(|&i| done & (1 << i) == 0 && h[i].invoked < earliest_return).any(|i| {
-            step(state, h[i].call, h[i].ret).is_some_and(|next| search(h, done | (1 << i), next, seen))
-        })
+        let earliest_return = (0..h.len())
+            .filter(|&i| done & (1 << i) == 0)
+            .map(|i| h[i].returned)
+            .min()
+            .unwrap();
+        (0..h.len())
+            .filter(|&i| done & (1 << i) == 0 && h[i].invoked < earliest_return)
+            .any(|i| {
+                step(state, h[i].call, h[i].ret)
+                    .is_some_and(|next| search(h, done | (1 << i), next, seen))
+            })
     }
     search(history, 0, initial, &mut HashSet::new())
 }
@@ -106,7 +121,7 @@ fn run(backend: Backend, config: &Config, seed: u64) {
             let (map, clock, barrier) = (map.clone(), clock.clone(), barrier.clone());
             let (keys, ops, rounds) = (config.keys, config.ops_per_thread, config.rounds);
             std::thread::spawn(move || {
-                let mut rng = SplitMix(seed ^ (t as u64 + 1) * 0x1234_5678_9abc);
+                let mut rng = SplitMix(seed ^ ((t as u64 + 1) * 0x1234_5678_9abc));
                 let mut log = Vec::with_capacity(rounds);
                 for round in 0..rounds {
                     barrier.wait();
@@ -115,7 +130,11 @@ fn run(backend: Backend, config: &Config, seed: u64) {
                         let key = rng.below(keys);
                         // Half the values from a tiny set (to provoke same-value ABA), half
                         // unique to this thread and operation.
-                        let value = if rng.below(2) == 0 { rng.below(3) } else { (t as u64) << 40 | (round * ops + i) as u64 };
+                        let value = if rng.below(2) == 0 {
+                            rng.below(3)
+                        } else {
+                            (t as u64) << 40 | (round * ops + i) as u64
+                        };
                         let call = match rng.below(14) {
                             0..=2 => Call::Get,
                             3..=5 => Call::Insert(value),
@@ -128,21 +147,33 @@ fn run(backend: Backend, config: &Config, seed: u64) {
                         let invoked = clock.fetch_add(1, Ordering::SeqCst);
                         let ret = match call {
                             Call::Get => Ret::Value(map.get(&key)),
-                            Call::Insert(v) => Ret::Value(match map.insert(key, v).expect("room") {
-                                Insert::Inserted => None,
-                                Insert::Present(p) => Some(p),
-                            }),
+                            Call::Insert(v) => {
+                                Ret::Value(match map.insert(key, v).expect("room") {
+                                    Insert::Inserted => None,
+                                    Insert::Present(p) => Some(p),
+                                })
+                            }
                             Call::Upsert(v) => Ret::Value(map.upsert(key, v).expect("room")),
                             Call::Put(v) => Ret::Value(map.put(key, v)),
                             Call::FetchAdd(d) => Ret::Value(map.fetch_add(key, d).expect("room")),
-                            Call::CompareExchange(c, n) => Ret::Cas(map.compare_exchange(&key, c, n).map_err(|e| match e {
-                                CompareExchangeError::Absent => None,
-                                CompareExchangeError::Mismatch(v) => Some(v),
-                            })),
+                            Call::CompareExchange(c, n) => {
+                                Ret::Cas(map.compare_exchange(&key, c, n).map_err(|e| match e {
+                                    CompareExchangeError::Absent => None,
+                                    CompareExchangeError::Mismatch(v) => Some(v),
+                                }))
+                            }
                             Call::Remove => Ret::Value(map.remove(&key)),
                         };
                         let returned = clock.fetch_add(1, Ordering::SeqCst);
-                        events.push((key, Event { call, ret, invoked, returned }));
+                        events.push((
+                            key,
+                            Event {
+                                call,
+                                ret,
+                                invoked,
+                                returned,
+                            },
+                        ));
                     }
                     log.push(events);
                     barrier.wait();
@@ -156,7 +187,8 @@ fn run(backend: Backend, config: &Config, seed: u64) {
             })
         })
         .collect();
-    let logs: Vec<Vec<Vec<(u64, Event)>>> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let logs: Vec<Vec<Vec<(u64, Event)>>> =
+        handles.into_iter().map(|h| h.join().unwrap()).collect();
     for round in 0..config.rounds {
         for key in 0..config.keys {
             let history: Vec<Event> = logs
@@ -175,9 +207,17 @@ fn run(backend: Backend, config: &Config, seed: u64) {
 
 #[test]
 fn checker_rejects_impossible_histories() {
-    let e = |call, ret, invoked, returned| Event { call, ret, invoked, returned };
+    let e = |call, ret, invoked, returned| Event {
+        call,
+        ret,
+        invoked,
+        returned,
+    };
     // A get that returns a value nobody wrote.
-    assert!(!linearizable(&[e(Call::Get, Ret::Value(Some(5)), 0, 1)], None));
+    assert!(!linearizable(
+        &[e(Call::Get, Ret::Value(Some(5)), 0, 1)],
+        None
+    ));
     // Two inserts of one key that both succeed.
     let both = [
         e(Call::Insert(1), Ret::Value(None), 0, 3),
@@ -212,7 +252,14 @@ fn checker_rejects_impossible_histories() {
 #[cfg_attr(miri, ignore = "threads and thousands of rounds: too slow under Miri")]
 fn quick_contended_keys_are_linearizable() {
     for backend in backends() {
-        let config = Config { threads: 3, keys: 3, ops_per_thread: 6, rounds: 2000, bins: 2, links: 12 };
+        let config = Config {
+            threads: 3,
+            keys: 3,
+            ops_per_thread: 6,
+            rounds: 2000,
+            bins: 2,
+            links: 12,
+        };
         run(backend, &config, 0xf10e);
     }
 }
@@ -220,10 +267,20 @@ fn quick_contended_keys_are_linearizable() {
 #[test]
 #[ignore = "stress: run by ci/stress.sh"]
 fn stress_contended_keys_are_linearizable() {
-    let rounds: usize = std::env::var("FLOE_STRESS_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(20_000);
+    let rounds: usize = std::env::var("FLOE_STRESS_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(20_000);
     for backend in backends() {
         for (i, threads) in [2usize, 4].into_iter().enumerate() {
-            let config = Config { threads, keys: 3, ops_per_thread: 6, rounds, bins: 2, links: 16 };
+            let config = Config {
+                threads,
+                keys: 3,
+                ops_per_thread: 6,
+                rounds,
+                bins: 2,
+                links: 16,
+            };
             run(backend, &config, 0xbad5eed + i as u64);
         }
     }
@@ -233,9 +290,19 @@ fn stress_contended_keys_are_linearizable() {
 #[ignore = "stress: run by ci/stress.sh"]
 fn stress_single_key_is_linearizable() {
     // Every thread on one key: the hottest contention, constant slot recycling.
-    let rounds: usize = std::env::var("FLOE_STRESS_ROUNDS").ok().and_then(|r| r.parse().ok()).unwrap_or(20_000);
+    let rounds: usize = std::env::var("FLOE_STRESS_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(20_000);
     for backend in backends() {
-        let config = Config { threads: 3, keys: 1, ops_per_thread: 6, rounds, bins: 2, links: 4 };
+        let config = Config {
+            threads: 3,
+            keys: 1,
+            ops_per_thread: 6,
+            rounds,
+            bins: 2,
+            links: 4,
+        };
         run(backend, &config, 0x51);
     }
 }

@@ -67,6 +67,7 @@ pub(crate) enum SlotState {
 /// resize protocol lands; the encoding is reserved now so the header layout does not change.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u64)]
+#[expect(clippy::enum_variant_names, reason = "the names DLHT §3.2.5 uses")]
 pub(crate) enum BinState {
     /// The bin lives in this table.
     NoTransfer = 0,
@@ -251,7 +252,11 @@ impl Link {
     /// The pool index of link bucket `bucket` (0, 1 or 2), if it is chained.
     #[inline(always)]
     pub(crate) fn bucket(self, bucket: usize) -> Option<usize> {
-        let field = if bucket == 0 { self.0 as u32 } else { (self.0 >> 32) as u32 };
+        let field = if bucket == 0 {
+            self.0 as u32
+        } else {
+            (self.0 >> 32) as u32
+        };
         if field == 0 {
             None
         } else {
@@ -315,7 +320,12 @@ mod tests {
     fn masks_partition_the_slots() {
         // Every combination of states on a few slots: each slot is in exactly one of
         // valid / invalid / neither (TryInsert, Shadow).
-        let states = [SlotState::Invalid, SlotState::TryInsert, SlotState::Valid, SlotState::Shadow];
+        let states = [
+            SlotState::Invalid,
+            SlotState::TryInsert,
+            SlotState::Valid,
+            SlotState::Shadow,
+        ];
         for pattern in 0u32..4u32.pow(4) {
             let mut h = Header(0);
             for (i, slot) in [0usize, 3, 9, 14].into_iter().enumerate() {
@@ -334,16 +344,31 @@ mod tests {
     fn lanes_map_to_slots() {
         // Primary line: lanes 2, 4, 6 are the keys of slots 0, 1, 2; header/link/value lanes
         // never produce a slot.
-        assert_eq!(SlotMask::from_primary_lanes(0b0000_0100).iter().collect::<Vec<_>>(), vec![0]);
-        assert_eq!(SlotMask::from_primary_lanes(0b0101_0000).iter().collect::<Vec<_>>(), vec![1, 2]);
+        assert_eq!(
+            SlotMask::from_primary_lanes(0b0000_0100)
+                .iter()
+                .collect::<Vec<_>>(),
+            vec![0]
+        );
+        assert_eq!(
+            SlotMask::from_primary_lanes(0b0101_0000)
+                .iter()
+                .collect::<Vec<_>>(),
+            vec![1, 2]
+        );
         assert!(SlotMask::from_primary_lanes(0b1010_1011).is_empty());
         // Link bucket 1 holds slots 7..11 with keys in lanes 0, 2, 4, 6.
         assert_eq!(
-            SlotMask::from_link_lanes(0b0100_0001, 1).iter().collect::<Vec<_>>(),
+            SlotMask::from_link_lanes(0b0100_0001, 1)
+                .iter()
+                .collect::<Vec<_>>(),
             vec![7, 10]
         );
         assert!(SlotMask::from_link_lanes(0b1010_1010, 0).is_empty());
-        assert_eq!(SlotMask::link_bucket(2).iter().collect::<Vec<_>>(), vec![11, 12, 13, 14]);
+        assert_eq!(
+            SlotMask::link_bucket(2).iter().collect::<Vec<_>>(),
+            vec![11, 12, 13, 14]
+        );
         assert_eq!(
             SlotMask::PRIMARY.0 | SlotMask::LINKED.0,
             ALL_SLOTS_SPREAD,
@@ -368,6 +393,9 @@ mod tests {
         assert_eq!(l.bucket(0), Some(0));
         assert_eq!(l.bucket(1), None);
         let l = l.with_bucket(1, 41);
-        assert_eq!((l.bucket(0), l.bucket(1), l.bucket(2)), (Some(0), Some(41), Some(42)));
+        assert_eq!(
+            (l.bucket(0), l.bucket(1), l.bucket(2)),
+            (Some(0), Some(41), Some(42))
+        );
     }
 }

@@ -11,11 +11,12 @@
 //! Under loom the arrays are ordinary boxed slices of freshly constructed values, because
 //! loom's atomics cannot be conjured from zeroed memory.
 
+use core::ops::Deref;
 #[cfg(not(loom))]
 use core::ptr::NonNull;
-use core::ops::Deref;
 
 /// The size and alignment of a transparent huge page on x86-64.
+#[cfg(not(loom))]
 pub(crate) const HUGE_PAGE: usize = 2 << 20;
 
 /// Types whose all-zero bit pattern is a valid value and the intended initial state.
@@ -39,7 +40,11 @@ pub(crate) struct TableMemory<T> {
 #[cfg(not(loom))]
 enum Backing {
     /// From `mmap`: `base`/`bytes` is the whole mapping to unmap.
-    Mmap { base: *mut libc::c_void, bytes: usize, huge: bool },
+    Mmap {
+        base: *mut libc::c_void,
+        bytes: usize,
+        huge: bool,
+    },
     /// From the global allocator.
     Heap { layout: std::alloc::Layout },
     /// Zero elements: nothing allocated.
@@ -62,17 +67,25 @@ impl<T: ZeroInit> TableMemory<T> {
     pub(crate) fn zeroed(len: usize, huge_pages: bool) -> Option<Self> {
         let bytes = len.checked_mul(core::mem::size_of::<T>())?;
         if bytes == 0 {
-            return Some(Self { ptr: NonNull::dangling(), len, backing: Backing::Empty });
+            return Some(Self {
+                ptr: NonNull::dangling(),
+                len,
+                backing: Backing::Empty,
+            });
         }
         if cfg!(not(miri)) && cfg!(unix) && bytes >= HUGE_PAGE {
             return Self::mmap(len, bytes, huge_pages);
         }
-        let layout = std::alloc::Layout::from_size_align(bytes, core::mem::align_of::<T>().max(64))
-            .ok()?;
+        let layout =
+            std::alloc::Layout::from_size_align(bytes, core::mem::align_of::<T>().max(64)).ok()?;
         // SAFETY: `layout` has a non-zero size (checked above).
         let raw = unsafe { std::alloc::alloc_zeroed(layout) };
         let ptr = NonNull::new(raw.cast::<T>())?;
-        Some(Self { ptr, len, backing: Backing::Heap { layout } })
+        Some(Self {
+            ptr,
+            len,
+            backing: Backing::Heap { layout },
+        })
     }
 
     fn mmap(len: usize, bytes: usize, huge_pages: bool) -> Option<Self> {
@@ -99,8 +112,8 @@ impl<T: ZeroInit> TableMemory<T> {
         let aligned = start.next_multiple_of(HUGE_PAGE);
         let head = aligned - start;
         let tail = request - head - region;
-        // SAFETY (both calls): the ranges lie inside the mapping just created and outside the
-        // aligned region we keep; unmapping them cannot affect any other allocation.
+        // SAFETY: both ranges lie inside the mapping just created and outside the aligned
+        // region we keep; unmapping them cannot affect any other allocation.
         unsafe {
             if head > 0 {
                 libc::munmap(raw, head);
@@ -110,7 +123,11 @@ impl<T: ZeroInit> TableMemory<T> {
             }
         }
         let base = aligned as *mut libc::c_void;
-        let advice = if huge_pages { libc::MADV_HUGEPAGE } else { libc::MADV_NOHUGEPAGE };
+        let advice = if huge_pages {
+            libc::MADV_HUGEPAGE
+        } else {
+            libc::MADV_NOHUGEPAGE
+        };
         // SAFETY: `base..base+region` is our mapping. The advice is a hint: failure (a kernel
         // without THP) leaves ordinary pages, which is correct, only slower.
         unsafe {
@@ -119,7 +136,11 @@ impl<T: ZeroInit> TableMemory<T> {
         Some(Self {
             ptr: NonNull::new(base.cast::<T>())?,
             len,
-            backing: Backing::Mmap { base, bytes: region, huge: huge_pages },
+            backing: Backing::Mmap {
+                base,
+                bytes: region,
+                huge: huge_pages,
+            },
         })
     }
 
@@ -178,7 +199,9 @@ pub(crate) struct TableMemory<T> {
 #[cfg(loom)]
 impl<T: ZeroInit> TableMemory<T> {
     pub(crate) fn zeroed(len: usize, _huge_pages: bool) -> Option<Self> {
-        Some(Self { items: (0..len).map(|_| T::new_zeroed()).collect() })
+        Some(Self {
+            items: (0..len).map(|_| T::new_zeroed()).collect(),
+        })
     }
 
     pub(crate) fn bytes(&self) -> usize {

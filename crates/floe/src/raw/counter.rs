@@ -29,8 +29,14 @@ fn thread_shard() -> usize {
 impl ShardedCounter {
     pub(crate) fn new() -> Self {
         // Twice the core count keeps collisions rare without wasting much: 128 bytes a shard.
-        let shards = std::thread::available_parallelism().map_or(8, |n| n.get() * 2).next_power_of_two();
-        Self { shards: (0..shards).map(|_| CachePadded::new(AtomicIsize::new(0))).collect() }
+        let shards = std::thread::available_parallelism()
+            .map_or(8, |n| n.get() * 2)
+            .next_power_of_two();
+        Self {
+            shards: (0..shards)
+                .map(|_| CachePadded::new(AtomicIsize::new(0)))
+                .collect(),
+        }
     }
 
     #[inline]

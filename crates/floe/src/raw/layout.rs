@@ -41,7 +41,11 @@ impl Slot {
     /// is totally ordered on the slot); Acquire on success makes the writes of whoever stored
     /// `current` visible to the caller. On x86 every `lock cmpxchg16b` is a full barrier.
     #[inline(always)]
-    pub(crate) fn compare_exchange(&self, current: (u64, u64), new: (u64, u64)) -> Result<(), (u64, u64)> {
+    pub(crate) fn compare_exchange(
+        &self,
+        current: (u64, u64),
+        new: (u64, u64),
+    ) -> Result<(), (u64, u64)> {
         self.0
             .compare_exchange(
                 pack(current.0, current.1),
@@ -89,7 +93,10 @@ const _: () = {
     assert!(core::mem::offset_of!(Bin, header) == 0);
     assert!(core::mem::offset_of!(Bin, link) == 8);
     assert!(core::mem::offset_of!(Bin, slots) == 16);
-    assert!(cfg!(target_endian = "little"), "the key must be the low half of the slot word");
+    assert!(
+        cfg!(target_endian = "little"),
+        "the key must be the low half of the slot word"
+    );
 };
 
 // SAFETY: a zeroed bin is header 0 (version 0, NoTransfer, every slot Invalid), link 0 (nothing
@@ -97,7 +104,11 @@ const _: () = {
 unsafe impl ZeroInit for Bin {
     #[cfg(loom)]
     fn new_zeroed() -> Self {
-        Bin { header: AtomicU64::new(0), link: AtomicU64::new(0), slots: [Slot::new(), Slot::new(), Slot::new()] }
+        Bin {
+            header: AtomicU64::new(0),
+            link: AtomicU64::new(0),
+            slots: [Slot::new(), Slot::new(), Slot::new()],
+        }
     }
 }
 
@@ -105,6 +116,8 @@ unsafe impl ZeroInit for Bin {
 unsafe impl ZeroInit for LinkBucket {
     #[cfg(loom)]
     fn new_zeroed() -> Self {
-        LinkBucket { slots: [Slot::new(), Slot::new(), Slot::new(), Slot::new()] }
+        LinkBucket {
+            slots: [Slot::new(), Slot::new(), Slot::new(), Slot::new()],
+        }
     }
 }

@@ -321,7 +321,10 @@ impl RawTable {
         stats::line_read();
         let hits = SlotMask::from_primary_lanes(line.match_word(key)).and(valid);
         if let Some(slot) = hits.first() {
-            return Some(Hit { slot, value: line.lane(3 + 2 * slot) });
+            return Some(Hit {
+                slot,
+                value: line.lane(3 + 2 * slot),
+            });
         }
         if valid.and(SlotMask::LINKED).is_empty() {
             return None;
@@ -336,13 +339,18 @@ impl RawTable {
             }
             // A Valid slot's bucket is chained (invariant 5). If the check ever failed, the
             // header we read is stale and validation in `find` rejects the whole search.
-            let Some(index) = link.bucket(bucket) else { continue };
+            let Some(index) = link.bucket(bucket) else {
+                continue;
+            };
             let line = probe.link(&self.links[index]);
             stats::line_read();
             let hits = SlotMask::from_link_lanes(line.match_word(key), bucket).and(in_bucket);
             if let Some(slot) = hits.first() {
                 let lane = 2 * ((slot - PRIMARY_SLOTS) % LINK_SLOTS);
-                return Some(Hit { slot, value: line.lane(lane + 1) });
+                return Some(Hit {
+                    slot,
+                    value: line.lane(lane + 1),
+                });
             }
         }
         None
@@ -373,7 +381,9 @@ impl RawTable {
             (Some(bucket), index) => {
                 // Acquire: pairs with the AcqRel CAS that chained the bucket.
                 let link = Link(bin.link.load(Ordering::Acquire));
-                let pool_index = link.bucket(bucket).expect("a reserved or Valid slot's bucket is chained");
+                let pool_index = link
+                    .bucket(bucket)
+                    .expect("a reserved or Valid slot's bucket is chained");
                 &self.links[pool_index].slots[index]
             }
         }
@@ -382,7 +392,9 @@ impl RawTable {
     /// The value of `key` in `bin`.
     #[inline(always)]
     pub(crate) fn get<P: Probe>(&self, probe: P, bin: usize, key: u64) -> Option<u64> {
-        self.find(probe, &self.bins[bin], key).hit.map(|hit| hit.value)
+        self.find(probe, &self.bins[bin], key)
+            .hit
+            .map(|hit| hit.value)
     }
 
     // ---------------------------------------------------------------------------------------
@@ -391,7 +403,13 @@ impl RawTable {
 
     /// Insert `key -> value` if `key` is absent.
     #[inline(always)]
-    pub(crate) fn insert<P: Probe>(&self, probe: P, bin_index: usize, key: u64, value: u64) -> Result<Inserted, Full> {
+    pub(crate) fn insert<P: Probe>(
+        &self,
+        probe: P,
+        bin_index: usize,
+        key: u64,
+        value: u64,
+    ) -> Result<Inserted, Full> {
         let bin = &self.bins[bin_index];
         loop {
             let Search { header, hit } = self.find(probe, bin, key);
@@ -446,7 +464,10 @@ impl RawTable {
         }
         loop {
             let chained = link.with_bucket(bucket, taken as u32);
-            match bin.link.compare_exchange(link.0, chained.0, Ordering::AcqRel, Ordering::Acquire) {
+            match bin
+                .link
+                .compare_exchange(link.0, chained.0, Ordering::AcqRel, Ordering::Acquire)
+            {
                 Ok(_) => return Ok(()),
                 Err(now) => {
                     *link = Link(now);
@@ -463,13 +484,26 @@ impl RawTable {
 
     /// Step 6 of insert: publish the reserved `slot`, or give it up if the key appeared.
     #[inline(always)]
-    fn publish<P: Probe>(&self, probe: P, bin_index: usize, bin: &Bin, slot: usize, reserved: Header, key: u64) -> Inserted {
+    fn publish<P: Probe>(
+        &self,
+        probe: P,
+        bin_index: usize,
+        bin: &Bin,
+        slot: usize,
+        reserved: Header,
+        key: u64,
+    ) -> Inserted {
         let mut expected = reserved;
         loop {
             let published = expected.with_slot(slot, SlotState::Valid);
             // Release: makes the slot store (and the chaining) visible to every reader that
             // Acquire-loads a header showing the slot Valid.
-            match bin.header.compare_exchange(expected.0, published.0, Ordering::Release, Ordering::Relaxed) {
+            match bin.header.compare_exchange(
+                expected.0,
+                published.0,
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
                 Ok(_) => {
                     self.len.increment();
                     return Inserted::New;
@@ -536,7 +570,11 @@ impl RawTable {
         loop {
             let hit = self.find(probe, bin, key).hit?;
             // The linearization point: retire the key (see the essay, Delete).
-            if self.slot(bin, hit.slot).compare_exchange((key, hit.value), (dead, hit.value)).is_err() {
+            if self
+                .slot(bin, hit.slot)
+                .compare_exchange((key, hit.value), (dead, hit.value))
+                .is_err()
+            {
                 spin();
                 continue;
             }
@@ -626,9 +664,17 @@ impl RawTable {
 
     /// One put attempt on a found slot: `Some((old, new))` on success.
     #[inline(always)]
-    fn try_put(&self, bin: &Bin, hit: Hit, key: u64, f: &mut impl FnMut(u64) -> u64) -> Option<(u64, u64)> {
+    fn try_put(
+        &self,
+        bin: &Bin,
+        hit: Hit,
+        key: u64,
+        f: &mut impl FnMut(u64) -> u64,
+    ) -> Option<(u64, u64)> {
         let new = f(hit.value);
-        self.slot(bin, hit.slot).compare_exchange((key, hit.value), (key, new)).ok()?;
+        self.slot(bin, hit.slot)
+            .compare_exchange((key, hit.value), (key, new))
+            .ok()?;
         self.settle_put(bin, hit.slot);
         Some((hit.value, new))
     }
@@ -711,7 +757,10 @@ impl RawTable {
                     if bin.header.load(Ordering::Relaxed) != header.0 {
                         continue 'bin;
                     }
-                    if slot_ref.compare_exchange((key, value), (dead, value)).is_err() {
+                    if slot_ref
+                        .compare_exchange((key, value), (dead, value))
+                        .is_err()
+                    {
                         continue 'bin;
                     }
                     if self.free_retired(bin, slot, (dead, value)) {
@@ -733,19 +782,34 @@ impl RawTable {
             let link = Link(bin.link.load(Ordering::Relaxed));
             for slot in 0..crate::control::header::SLOTS_PER_BIN {
                 let state = header.slot(slot);
-                assert_ne!(state, SlotState::TryInsert, "quiescent table with a reservation: {header:?}");
+                assert_ne!(
+                    state,
+                    SlotState::TryInsert,
+                    "quiescent table with a reservation: {header:?}"
+                );
                 assert_ne!(state, SlotState::Shadow);
                 if state == SlotState::Valid {
                     if let (Some(bucket), _) = slot_place(slot) {
-                        assert!(link.bucket(bucket).is_some(), "Valid slot {slot} in an unchained bucket");
+                        assert!(
+                            link.bucket(bucket).is_some(),
+                            "Valid slot {slot} in an unchained bucket"
+                        );
                     }
                     let (key, _) = self.slot(bin, slot).load();
-                    assert_ne!(key, self.dead.of(bin_index), "a Valid slot holds the dead key");
+                    assert_ne!(
+                        key,
+                        self.dead.of(bin_index),
+                        "a Valid slot holds the dead key"
+                    );
                     live += 1;
                 }
             }
         }
-        assert_eq!(live, self.len(), "len counter disagrees with the live slots");
+        assert_eq!(
+            live,
+            self.len(),
+            "len counter disagrees with the live slots"
+        );
         live
     }
 }
@@ -775,5 +839,140 @@ impl RawTable {
                 visit(key, value);
             }
         }
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::{probe::ScalarProbe, *};
+
+    /// A table whose dead keys are `u64::MAX` (for every bin but 0) and `u64::MAX - 1` (bin
+    /// 0); tests pick bins directly, so no hasher is involved.
+    fn table(bins: usize, links: usize) -> RawTable {
+        let dead = DeadKeys {
+            primary: u64::MAX,
+            primary_bin: 0,
+            fallback: u64::MAX - 1,
+        };
+        RawTable::new(
+            Geometry {
+                bins,
+                link_buckets: links,
+                huge_pages: false,
+            },
+            dead,
+        )
+        .unwrap()
+    }
+
+    const P: ScalarProbe = ScalarProbe;
+
+    #[test]
+    fn insert_get_remove_in_one_bin_with_chains() {
+        let t = table(2, 3);
+        // 15 keys fill bin 1: 3 primary slots, then link bucket 0, then the pair.
+        for k in 0..15u64 {
+            assert_eq!(t.insert(P, 1, k, k * 10), Ok(Inserted::New));
+        }
+        assert_eq!(t.insert(P, 1, 99, 0), Err(Full::Bin));
+        assert_eq!(t.link_buckets_used(), 3);
+        for k in 0..15u64 {
+            assert_eq!(t.get(P, 1, k), Some(k * 10));
+            assert_eq!(t.insert(P, 1, k, 0), Ok(Inserted::Exists(k * 10)));
+        }
+        assert_eq!(t.get(P, 1, 15), None);
+        assert_eq!(t.check_invariants(), 15);
+        // Free a slot in the pair bucket and one in the primary bucket: both are reused.
+        assert_eq!(t.remove(P, 1, 12), Some(120));
+        assert_eq!(t.remove(P, 1, 1), Some(10));
+        assert_eq!(t.remove(P, 1, 1), None);
+        assert_eq!(t.insert(P, 1, 100, 1), Ok(Inserted::New));
+        assert_eq!(t.insert(P, 1, 101, 2), Ok(Inserted::New));
+        assert_eq!(t.insert(P, 1, 102, 3), Err(Full::Bin));
+        assert_eq!(t.check_invariants(), 15);
+    }
+
+    #[test]
+    fn pool_exhaustion_is_reported_and_harmless() {
+        let t = table(2, 1);
+        for k in 0..7u64 {
+            assert_eq!(t.insert(P, 0, k, k), Ok(Inserted::New));
+        }
+        // Bin 0 took the only link bucket; bin 1 can use its primary slots only.
+        for k in 0..3u64 {
+            assert_eq!(t.insert(P, 1, k, k), Ok(Inserted::New));
+        }
+        assert_eq!(t.insert(P, 1, 3, 3), Err(Full::LinkPool));
+        // The failed reservation was released (the invariant check below would see it);
+        // bin 0 cannot chain its pair either.
+        assert_eq!(t.insert(P, 0, 7, 7), Err(Full::LinkPool));
+        assert_eq!(t.check_invariants(), 10);
+    }
+
+    #[test]
+    fn puts_update_present_keys_only() {
+        let t = table(2, 0);
+        assert_eq!(t.update(P, 0, 5, |v| v + 1), None);
+        assert_eq!(t.insert(P, 0, 5, 1), Ok(Inserted::New));
+        assert_eq!(t.update(P, 0, 5, |v| v + 1), Some((1, 2)));
+        assert_eq!(t.compare_exchange(P, 0, 5, 1, 9), Err(Mismatch::Value(2)));
+        assert_eq!(t.compare_exchange(P, 0, 5, 2, 9), Ok(2));
+        assert_eq!(t.compare_exchange(P, 0, 6, 2, 9), Err(Mismatch::Absent));
+        assert_eq!(t.upsert_with(P, 0, 5, 0, |v| v * 2), Ok(Some(9)));
+        assert_eq!(t.upsert_with(P, 0, 6, 7, |v| v * 2), Ok(None));
+        assert_eq!(t.get(P, 0, 5), Some(18));
+        assert_eq!(t.get(P, 0, 6), Some(7));
+    }
+
+    #[test]
+    fn removed_slots_hold_the_dead_key() {
+        let t = table(2, 0);
+        assert_eq!(t.insert(P, 1, 5, 50), Ok(Inserted::New));
+        assert_eq!(t.remove(P, 1, 5), Some(50));
+        // A put that read (5, 50) before the remove now fails its CAS (invariant 4).
+        let slot = &t.bins[1].slots[0];
+        assert_eq!(slot.load(), (u64::MAX, 50));
+        assert!(slot.compare_exchange((5, 50), (5, 51)).is_err());
+    }
+
+    #[test]
+    fn clear_and_for_each_agree() {
+        let t = table(4, 4);
+        for k in 0..20u64 {
+            let _ = t.insert(P, (k % 4) as usize, k, k + 1);
+        }
+        let mut seen = Vec::new();
+        t.for_each(|k, v| seen.push((k, v)));
+        seen.sort_unstable();
+        assert_eq!(seen.len(), t.len());
+        assert!(seen.iter().all(|&(k, v)| v == k + 1));
+        t.clear();
+        assert_eq!(t.len(), 0);
+        let mut after = 0;
+        t.for_each(|_, _| after += 1);
+        assert_eq!(after, 0);
+        assert_eq!(t.check_invariants(), 0);
+    }
+
+    #[test]
+    fn two_threads_in_one_bin() {
+        // Small enough for Miri, which checks the protocols for data races and UB.
+        let t = table(2, 2);
+        let rounds = if cfg!(miri) { 20 } else { 2000 };
+        std::thread::scope(|s| {
+            for thread in 0..2u64 {
+                let t = &t;
+                s.spawn(move || {
+                    for i in 0..rounds {
+                        let key = thread * 1000 + i % 5;
+                        let _ = t.insert(P, 0, key, i);
+                        let _ = t.update(P, 0, key, |v| v + 1);
+                        let _ = t.get(P, 0, key ^ 1000);
+                        let _ = t.remove(P, 0, key);
+                    }
+                });
+            }
+        });
+        assert_eq!(t.check_invariants(), 0);
     }
 }

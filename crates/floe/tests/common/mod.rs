@@ -5,11 +5,19 @@ use floe::{hash::Mix64, Backend, FlatMap};
 
 /// Every backend this CPU supports, scalar first (the oracle).
 pub fn backends() -> Vec<Backend> {
-    [Backend::Scalar, Backend::Avx2, Backend::Avx512].into_iter().filter(|b| b.is_supported()).collect()
+    [Backend::Scalar, Backend::Avx2, Backend::Avx512]
+        .into_iter()
+        .filter(|b| b.is_supported())
+        .collect()
 }
 
 /// A map with an exact geometry and a fixed seed (so every backend sees the same layout).
-pub fn tiny_map(backend: Backend, bins: usize, link_buckets: usize, seed: u64) -> FlatMap<u64, u64, Mix64> {
+pub fn tiny_map(
+    backend: Backend,
+    bins: usize,
+    link_buckets: usize,
+    seed: u64,
+) -> FlatMap<u64, u64, Mix64> {
     FlatMap::<u64, u64>::builder()
         .bins(bins)
         .link_buckets(link_buckets)
@@ -20,7 +28,11 @@ pub fn tiny_map(backend: Backend, bins: usize, link_buckets: usize, seed: u64) -
 }
 
 /// Run `body` once per supported backend with a map of `bins` bins and `link_buckets` links.
-pub fn with_maps(bins: usize, link_buckets: usize, mut body: impl FnMut(&FlatMap<u64, u64, Mix64>)) {
+pub fn with_maps(
+    bins: usize,
+    link_buckets: usize,
+    mut body: impl FnMut(&FlatMap<u64, u64, Mix64>),
+) {
     for backend in backends() {
         let map = tiny_map(backend, bins, link_buckets, 0x5eed);
         body(&map);

@@ -19,7 +19,7 @@ impl Avx2Line {
     #[inline]
     #[target_feature(enable = "avx2")]
     pub(crate) unsafe fn load(line: *const u64) -> Self {
-        debug_assert!(line as usize % 64 == 0);
+        debug_assert!((line as usize).is_multiple_of(64));
         let lo: __m256i;
         let hi: __m256i;
         // SAFETY:
@@ -77,7 +77,11 @@ mod tests {
         let line = unsafe { Avx2Line::load(words.0.as_ptr()) };
         let oracle = ScalarLine(words.0);
         for probe in [5, 9, u64::MAX, 0, 1 << 63, 77] {
-            assert_eq!(line.match_word(probe), oracle.match_word(probe), "probe {probe}");
+            assert_eq!(
+                line.match_word(probe),
+                oracle.match_word(probe),
+                "probe {probe}"
+            );
         }
         for l in 0..LANES {
             assert_eq!(line.lane(l), oracle.lane(l));

@@ -25,7 +25,7 @@ impl Avx512Line {
     #[inline]
     #[target_feature(enable = "avx512f")]
     pub(crate) unsafe fn load(line: *const u64) -> Self {
-        debug_assert!(line as usize % 64 == 0);
+        debug_assert!((line as usize).is_multiple_of(64));
         let v: __m512i;
         // SAFETY:
         // - `line` is aligned and readable for 64 bytes (caller);
@@ -76,7 +76,11 @@ mod tests {
         let line = unsafe { Avx512Line::load(words.0.as_ptr()) };
         let oracle = ScalarLine(words.0);
         for probe in [5, 9, u64::MAX, 0, 1 << 63, 77] {
-            assert_eq!(line.match_word(probe), oracle.match_word(probe), "probe {probe}");
+            assert_eq!(
+                line.match_word(probe),
+                oracle.match_word(probe),
+                "probe {probe}"
+            );
         }
         for l in 0..LANES {
             assert_eq!(line.lane(l), oracle.lane(l));

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Formatting, clippy with warnings as errors, and docs without broken links.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets -- -D warnings
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# The test suite: unit, integration (differential, linearizability, concurrency, API) and doc
+# tests of every crate, over every SIMD backend this CPU supports. A few minutes on 2 cores.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo test --workspace --all-targets "$@"
+cargo test --workspace --doc "$@"

@@ -1,0 +1,250 @@
+//! The public surface: typed keys and values, sizing, and every way a call can be refused.
+
+mod common;
+
+use std::hash::{BuildHasher, Hasher};
+
+use common::SplitMix;
+use floe::{
+    hash::{Crc32, Mix64, WyHash},
+    Backend, Error, FlatMap, Insert,
+};
+
+#[test]
+fn typed_keys_and_values_round_trip() {
+    let m = FlatMap::<i8, f64>::with_capacity(300).unwrap();
+    for k in i8::MIN..=i8::MAX {
+        assert!(m.insert(k, f64::from(k) / 2.0).unwrap().is_inserted());
+    }
+    for k in i8::MIN..=i8::MAX {
+        assert_eq!(m.get(&k), Some(f64::from(k) / 2.0));
+    }
+    let chars = FlatMap::<char, bool>::with_capacity(10).unwrap();
+    let _ = chars.insert('é', true).unwrap();
+    let _ = chars.insert('\u{10FFFF}', false).unwrap();
+    assert_eq!(chars.get(&'é'), Some(true));
+    assert_eq!(chars.get(&'\u{10FFFF}'), Some(false));
+    assert_eq!(chars.get(&'e'), None);
+}
+
+#[test]
+fn every_word_is_a_valid_key() {
+    // Including zero (the value of a fresh slot), all-ones, and the engine's dead-key
+    // candidates.
+    let m = FlatMap::<u64, u64>::builder()
+        .bins(2)
+        .link_buckets(4)
+        .build()
+        .unwrap();
+    let keys = [
+        0,
+        u64::MAX,
+        0xdead_f10e_dead_f10e,
+        0xdead_f10e_dead_f10f,
+        1 << 63,
+    ];
+    for (i, &k) in keys.iter().enumerate() {
+        assert_eq!(
+            m.insert(k, i as u64).unwrap(),
+            Insert::Inserted,
+            "key {k:#x}"
+        );
+    }
+    for (i, &k) in keys.iter().enumerate() {
+        assert_eq!(m.get(&k), Some(i as u64));
+        assert_eq!(m.remove(&k), Some(i as u64));
+        assert_eq!(m.get(&k), None);
+    }
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "large table")]
+fn with_capacity_holds_that_many_random_keys() {
+    for (n, seed) in [
+        (1usize, 1u64),
+        (10, 2),
+        (100, 3),
+        (1_000, 4),
+        (10_000, 5),
+        (200_000, 6),
+    ] {
+        for trial in 0..if n < 1000 { 50 } else { 3 } {
+            let m = FlatMap::<u64, u64>::with_capacity(n).unwrap();
+            let mut rng = SplitMix(seed * 1000 + trial);
+            for i in 0..n {
+                let k = rng.next();
+                assert!(
+                    m.insert(k, i as u64).is_ok(),
+                    "capacity {n}, trial {trial}: Full after {i} keys"
+                );
+            }
+            assert!(m.capacity() >= n);
+        }
+    }
+}
+
+#[test]
+fn full_table_answers_full_and_loses_nothing() {
+    // One link bucket for two bins: 3 + 3 + 4 slots.
+    let m = FlatMap::<u64, u64>::builder()
+        .bins(2)
+        .link_buckets(1)
+        .hasher(Mix64::with_seed(9))
+        .build()
+        .unwrap();
+    let mut stored = Vec::new();
+    let mut full = 0;
+    for k in 0..100u64 {
+        match m.insert(k, k + 1) {
+            Ok(Insert::Inserted) => stored.push(k),
+            Err(Error::Full) => full += 1,
+            other => panic!("{other:?}"),
+        }
+        // Upsert and fetch_add of an absent key are refused the same way.
+        if !stored.contains(&k) {
+            assert_eq!(m.upsert(k, 0), Err(Error::Full));
+            assert_eq!(m.fetch_add(k, 1), Err(Error::Full));
+            assert_eq!(m.get(&k), None);
+        }
+    }
+    assert!(full > 0);
+    assert!(stored.len() <= 10 && stored.len() >= 6, "{}", stored.len());
+    for &k in &stored {
+        assert_eq!(m.get(&k), Some(k + 1), "a stored key changed after Full");
+        // Operations on present keys still work in a full table.
+        assert_eq!(m.upsert(k, k + 2), Ok(Some(k + 1)));
+        assert_eq!(m.fetch_add(k, 1), Ok(Some(k + 2)));
+    }
+    assert_eq!(m.len(), stored.len());
+    assert_eq!(m.check_invariants(), stored.len());
+    // Removing frees room at once.
+    let gone = stored.pop().unwrap();
+    assert_eq!(m.remove(&gone), Some(gone + 3));
+    let newcomer = (100..).find(|&k| m.insert(k, 0).is_ok_and(|i| i.is_inserted()));
+    assert!(newcomer.is_some());
+    assert_eq!(
+        Error::Full.to_string(),
+        "the table is full for this key: its bin has no free slot and no link bucket is left"
+    );
+}
+
+#[test]
+fn builder_refuses_bad_configurations() {
+    let b = || FlatMap::<u64, u64>::builder();
+    assert!(matches!(b().bins(1).build(), Err(Error::InvalidConfig(_))));
+    assert!(matches!(b().bins(0).build(), Err(Error::InvalidConfig(_))));
+    assert!(matches!(
+        b().bins_per_link(0).build(),
+        Err(Error::InvalidConfig(_))
+    ));
+    assert_eq!(
+        b().capacity(usize::MAX).build().err(),
+        Some(Error::CapacityOverflow)
+    );
+    assert_eq!(
+        b().bins(usize::MAX / 2).build().err(),
+        Some(Error::CapacityOverflow)
+    );
+    assert_eq!(
+        b().link_buckets(u32::MAX as usize).build().err(),
+        Some(Error::CapacityOverflow)
+    );
+    for backend in [Backend::Avx2, Backend::Avx512] {
+        if !backend.is_supported() {
+            assert_eq!(
+                b().backend(backend).build().err(),
+                Some(Error::UnsupportedBackend(backend))
+            );
+        }
+    }
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "mmap")]
+fn impossible_allocations_are_refused() {
+    // 2^50 keys need more link buckets than a 32-bit link field can name.
+    assert_eq!(
+        FlatMap::<u64, u64>::with_capacity(1 << 50).err(),
+        Some(Error::CapacityOverflow)
+    );
+    // 2^42 bins are 256 TiB: more than the 128 TiB a process can map.
+    match FlatMap::<u64, u64>::builder()
+        .bins(1 << 42)
+        .link_buckets(0)
+        .build()
+    {
+        Err(Error::AllocationFailed { bytes }) => assert_eq!(bytes, 64 << 42),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Constant;
+struct ConstantHasher;
+impl Hasher for ConstantHasher {
+    fn write(&mut self, _: &[u8]) {}
+    fn finish(&self) -> u64 {
+        42
+    }
+}
+impl BuildHasher for Constant {
+    type Hasher = ConstantHasher;
+    fn build_hasher(&self) -> ConstantHasher {
+        ConstantHasher
+    }
+}
+
+#[test]
+fn degenerate_hashers_are_refused() {
+    let r = FlatMap::<u64, u64>::builder().hasher(Constant).build();
+    assert_eq!(r.err(), Some(Error::DegenerateHasher));
+}
+
+#[test]
+fn every_hasher_gives_a_working_map() {
+    fn exercise<S: BuildHasher>(m: FlatMap<u64, u64, S>) {
+        for k in 0..500u64 {
+            assert!(m.insert(k * 7919, k).unwrap().is_inserted());
+        }
+        for k in 0..500u64 {
+            assert_eq!(m.get(&(k * 7919)), Some(k));
+        }
+    }
+    let n = 1000;
+    exercise(FlatMap::<u64, u64>::builder().capacity(n).build().unwrap());
+    exercise(
+        FlatMap::<u64, u64>::builder()
+            .capacity(n)
+            .hasher(WyHash::new())
+            .build()
+            .unwrap(),
+    );
+    exercise(
+        FlatMap::<u64, u64>::builder()
+            .capacity(n)
+            .hasher(Crc32::new())
+            .build()
+            .unwrap(),
+    );
+    exercise(
+        FlatMap::<u64, u64>::builder()
+            .capacity(n)
+            .hasher(std::collections::hash_map::RandomState::new())
+            .build()
+            .unwrap(),
+    );
+}
+
+#[test]
+fn stats_describe_the_table() {
+    let m = FlatMap::<u64, u64>::builder()
+        .bins(1000)
+        .link_buckets(10)
+        .build()
+        .unwrap();
+    let s = m.stats();
+    assert_eq!((s.bins, s.link_buckets, s.link_buckets_used), (1000, 10, 0));
+    assert!(s.allocated_bytes >= 1010 * 64);
+    assert_eq!(m.capacity(), 3040);
+    assert!(format!("{m:?}").contains("bins: 1000"));
+}

@@ -1,0 +1,173 @@
+//! Multi-threaded behaviour that must hold on every run (fast enough for the normal suite),
+//! over every backend.
+
+mod common;
+
+use std::{collections::HashSet, sync::Barrier};
+
+use common::{backends, SplitMix};
+use floe::{Backend, Error, FlatMap, Insert};
+
+const THREADS: usize = 4;
+
+fn map(backend: Backend, keys: usize) -> FlatMap<u64, u64> {
+    FlatMap::<u64, u64>::builder()
+        .capacity(keys)
+        .backend(backend)
+        .build()
+        .unwrap()
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "slow under Miri")]
+fn disjoint_inserts_all_land() {
+    for backend in backends() {
+        let m = map(backend, 40_000);
+        std::thread::scope(|s| {
+            for t in 0..THREADS as u64 {
+                let m = &m;
+                s.spawn(move || {
+                    for i in 0..10_000u64 {
+                        assert_eq!(
+                            m.insert(i * THREADS as u64 + t, i).unwrap(),
+                            Insert::Inserted
+                        );
+                    }
+                });
+            }
+        });
+        assert_eq!(m.len(), 40_000);
+        for k in 0..40_000u64 {
+            assert_eq!(m.get(&k), Some(k / THREADS as u64), "{backend:?} key {k}");
+        }
+        assert_eq!(m.check_invariants(), 40_000);
+    }
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "slow under Miri")]
+fn racing_inserts_of_the_same_keys_have_one_winner_each() {
+    for backend in backends() {
+        let m = map(backend, 5_000);
+        let barrier = Barrier::new(THREADS);
+        let winners: Vec<Vec<u64>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..THREADS as u64)
+                .map(|t| {
+                    let (m, barrier) = (&m, &barrier);
+                    s.spawn(move || {
+                        barrier.wait();
+                        (0..5_000u64)
+                            .filter(|&k| m.insert(k, t).unwrap().is_inserted())
+                            .collect()
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        let mut all = HashSet::new();
+        for (t, won) in winners.iter().enumerate() {
+            for &k in won {
+                assert!(all.insert(k), "{backend:?}: key {k} inserted twice");
+                assert_eq!(m.get(&k), Some(t as u64), "the winner's value stays");
+            }
+        }
+        assert_eq!(all.len(), 5_000);
+    }
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "slow under Miri")]
+fn fetch_add_counts_exactly_under_contention() {
+    for backend in backends() {
+        let m = map(backend, 64);
+        std::thread::scope(|s| {
+            for t in 0..THREADS as u64 {
+                let m = &m;
+                s.spawn(move || {
+                    let mut rng = SplitMix(t);
+                    for _ in 0..20_000 {
+                        m.fetch_add(rng.below(64), 1).unwrap();
+                    }
+                });
+            }
+        });
+        let mut total = 0;
+        m.for_each(|_, v| total += v);
+        assert_eq!(total, THREADS as u64 * 20_000, "{backend:?}");
+    }
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "slow under Miri")]
+fn churn_keeps_stable_keys_readable() {
+    // Half the keys are never touched; others are inserted and removed in a loop in the same
+    // bins (slots recycled constantly). Readers must always see every stable key.
+    for backend in backends() {
+        let m = FlatMap::<u64, u64>::builder()
+            .bins(64)
+            .link_buckets(64)
+            .backend(backend)
+            .build()
+            .unwrap();
+        for k in 0..64u64 {
+            assert!(m.insert(k, k * 10).unwrap().is_inserted());
+        }
+        std::thread::scope(|s| {
+            for t in 0..2u64 {
+                let m = &m;
+                s.spawn(move || {
+                    for round in 0..2_000u64 {
+                        for k in 0..32u64 {
+                            let key = 1_000 + t * 1_000 + k;
+                            match m.insert(key, round) {
+                                Ok(_) | Err(Error::Full) => {}
+                                Err(e) => panic!("{e}"),
+                            }
+                            m.put(key, round + 1);
+                            m.remove(&key);
+                        }
+                    }
+                });
+            }
+            for _ in 0..2 {
+                let m = &m;
+                s.spawn(move || {
+                    for _ in 0..200 {
+                        for k in 0..64u64 {
+                            assert_eq!(m.get(&k), Some(k * 10), "stable key {k} vanished");
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(m.check_invariants(), 64);
+    }
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "slow under Miri")]
+fn concurrent_clear_leaves_a_consistent_table() {
+    for backend in backends() {
+        let m = map(backend, 10_000);
+        std::thread::scope(|s| {
+            let m = &m;
+            s.spawn(move || {
+                for k in 0..10_000u64 {
+                    let _ = m.upsert(k, k).unwrap();
+                }
+            });
+            s.spawn(move || {
+                for _ in 0..20 {
+                    m.clear();
+                }
+            });
+        });
+        let live = m.check_invariants();
+        let mut seen = 0;
+        m.for_each(|k, v| {
+            assert_eq!(k, v);
+            seen += 1;
+        });
+        assert_eq!(seen, live);
+    }
+}
