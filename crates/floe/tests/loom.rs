@@ -80,7 +80,7 @@ fn two_inserts_of_one_key_have_one_winner() {
 fn insert_remove_get_in_one_bin() {
     model(|| {
         let m = map(0);
-        m.insert(2, 1).unwrap();
+        assert!(m.insert(2, 1).unwrap().is_inserted());
         let (a, b) = (m.clone(), m.clone());
         let remover = thread::spawn(move || a.remove(&2));
         let inserter = thread::spawn(move || b.insert(2, 7).unwrap());
@@ -111,7 +111,7 @@ fn put_racing_remove_and_reinsert_of_another_key_into_the_same_slot() {
     // takes the first free slot, the same one. The put must never write 4's slot.
     model(|| {
         let m = map(0);
-        m.insert(2, 1).unwrap();
+        assert!(m.insert(2, 1).unwrap().is_inserted());
         let other = m.clone();
         let recycler = thread::spawn(move || {
             let removed = other.remove(&2);
