@@ -115,7 +115,7 @@ fn put_racing_remove_and_reinsert_of_another_key_into_the_same_slot() {
         let other = m.clone();
         let recycler = thread::spawn(move || {
             let removed = other.remove(&2);
-            other.insert(4, 40).unwrap();
+            assert!(other.insert(4, 40).unwrap().is_inserted());
             removed
         });
         let put = m.put(2, 99);

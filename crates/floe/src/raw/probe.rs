@@ -80,15 +80,21 @@ impl Probe for Avx2Probe {
     }
 }
 
-/// The AVX-512 probe. Only constructible on a CPU with AVX-512F.
+/// The AVX-512 probe. Only constructible on a CPU with AVX-512F and AVX2.
 #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Avx512Probe(());
+pub(crate) struct Avx512Probe(Avx2Probe);
 
 #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
 impl Avx512Probe {
     pub(crate) fn new() -> Option<Self> {
-        std::is_x86_feature_detected!("avx512f").then_some(Self(()))
+        let avx2 = Avx2Probe::new()?;
+        std::is_x86_feature_detected!("avx512f").then_some(Self(avx2))
+    }
+
+    /// The probe write operations use: AVX2 (see `Backend::Avx512` for the measurement).
+    pub(crate) fn writer(self) -> Avx2Probe {
+        self.0
     }
 }
 

@@ -1,10 +1,11 @@
 //! Lines-per-operation accounting (feature `line-stats`).
 //!
 //! `perf stat` cannot count cache misses on every machine (virtual machines often hide the
-//! PMU), so the engine can count the lines it reads itself: every primary or link bucket a
-//! probe loads adds one to a thread-local counter. Each *distinct* line an operation touches
-//! is a potential miss on a table much larger than the caches; re-reads of the same line (the
-//! header re-check) are not counted. Without the feature the calls compile to nothing.
+//! PMU), so the engine can count the lines it touches itself. An operation's bin line (once,
+//! however often the header is re-read), every link bucket a search loads, and a link bucket an
+//! insert writes without having read it each add one to a thread-local counter. Each
+//! *distinct* line is a potential miss on a table much larger than the caches; re-reads of a
+//! line already counted are not. Without the feature the calls compile to nothing.
 
 #[cfg(feature = "line-stats")]
 std::thread_local! {
