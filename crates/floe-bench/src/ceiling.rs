@@ -5,12 +5,9 @@
 //! its load buffers allow, which is exactly what an unbatched hash table get can do at best
 //! (one line per operation and nothing else). The array gets the same page size as the table.
 
-use std::{
-    hint::black_box,
-    time::{Duration, Instant},
-};
+use std::{hint::black_box, time::Duration};
 
-use crate::{keys::Rng, measure::Workers};
+use crate::measure::{cycle_for, streams, Workers};
 
 pub struct Ceiling {
     /// The whole mapping, for `munmap`.
@@ -79,30 +76,14 @@ impl Ceiling {
         threads: usize,
         duration: Duration,
     ) -> (f64, Option<f64>) {
-        const STREAM: usize = 1 << 20;
-        let streams: Vec<Vec<u64>> = (0..threads)
-            .map(|i| {
-                let mut rng = Rng(0x1234 + i as u64);
-                (0..STREAM).map(|_| rng.below(self.lines()) * 8).collect()
-            })
-            .collect();
+        let lines = self.lines();
+        let streams = streams(threads, 0x1234, 1 << 20, |rng| rng.below(lines) * 8);
         let (elapsed, ops) = workers.run(threads, |i| {
-            let stream = &streams[i];
-            let start = Instant::now();
-            let (mut ops, mut sum) = (0u64, 0u64);
-            'timed: loop {
-                for chunk in stream.chunks(4096) {
-                    for &word in chunk {
-                        // SAFETY: `word` < lines * 8, inside the mapping; nobody writes it now.
-                        sum = sum
-                            .wrapping_add(unsafe { self.base.add(word as usize).read_volatile() });
-                    }
-                    ops += chunk.len() as u64;
-                    if start.elapsed() >= duration {
-                        break 'timed;
-                    }
-                }
-            }
+            let mut sum = 0u64;
+            let ops = cycle_for(&streams[i], duration, |&word| {
+                // SAFETY: `word` < lines * 8, inside the mapping; nobody writes it now.
+                sum = sum.wrapping_add(unsafe { self.base.add(word as usize).read_volatile() });
+            });
             black_box(sum);
             ops
         });

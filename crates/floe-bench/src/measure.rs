@@ -144,6 +144,41 @@ impl Workers {
     }
 }
 
+/// Per-thread streams of `len` items from `item(rng)`, prepared before timing (each thread
+/// its own seed, so threads do not walk the same sequence).
+pub fn streams<T>(
+    threads: usize,
+    seed: u64,
+    len: usize,
+    mut item: impl FnMut(&mut Rng) -> T,
+) -> Vec<Vec<T>> {
+    (0..threads)
+        .map(|i| {
+            let mut rng = Rng(seed + i as u64);
+            (0..len).map(|_| item(&mut rng)).collect()
+        })
+        .collect()
+}
+
+/// Apply `op` to the items of `stream`, cycling, until `duration` has passed (the clock is read
+/// every 4096 items). Returns the number of items processed.
+#[inline(always)]
+pub fn cycle_for<T>(stream: &[T], duration: Duration, mut op: impl FnMut(&T)) -> u64 {
+    let start = Instant::now();
+    let mut ops = 0u64;
+    loop {
+        for chunk in stream.chunks(4096) {
+            for item in chunk {
+                op(item);
+            }
+            ops += chunk.len() as u64;
+            if start.elapsed() >= duration {
+                return ops;
+            }
+        }
+    }
+}
+
 /// Lines read per op from the per-thread counters (`line-stats`), or `None`.
 fn lines_per_op(lines: u64, ops: u64) -> Option<f64> {
     cfg!(feature = "line-stats").then(|| lines as f64 / ops as f64)
@@ -181,32 +216,15 @@ pub fn get_random(
     keys: &[u64],
     duration: Duration,
 ) -> (f64, Option<f64>) {
-    const STREAM: usize = 1 << 20;
-    // Per-thread key streams, prepared before timing.
-    let streams: Vec<Vec<u64>> = (0..threads)
-        .map(|i| {
-            let mut rng = Rng(0xabcd + i as u64);
-            (0..STREAM)
-                .map(|_| keys[rng.below(keys.len() as u64) as usize])
-                .collect()
-        })
-        .collect();
+    let streams = streams(threads, 0xabcd, 1 << 20, |rng| {
+        keys[rng.below(keys.len() as u64) as usize]
+    });
     let (elapsed, results) = workers.run(threads, |i| {
-        let stream = &streams[i];
-        let start = Instant::now();
         let before = floe::lines_read();
-        let (mut ops, mut wrong) = (0u64, 0u64);
-        'timed: loop {
-            for chunk in stream.chunks(4096) {
-                for &k in chunk {
-                    wrong += u64::from(map.get(&k) != Some(value_of(k)));
-                }
-                ops += chunk.len() as u64;
-                if start.elapsed() >= duration {
-                    break 'timed;
-                }
-            }
-        }
+        let mut wrong = 0u64;
+        let ops = cycle_for(&streams[i], duration, |&k| {
+            wrong += u64::from(map.get(&k) != Some(value_of(k)))
+        });
         (ops, wrong, floe::lines_read() - before)
     });
     let ops: u64 = results.iter().map(|r| r.0).sum();
