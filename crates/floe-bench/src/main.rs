@@ -11,6 +11,7 @@
 mod ceiling;
 mod keys;
 mod measure;
+mod peers;
 
 use std::{process::ExitCode, time::Duration};
 
@@ -23,6 +24,7 @@ use floe::{
 use crate::{
     keys::parse_count,
     measure::{Summary, Workers},
+    peers::{BenchMap, MapKind},
 };
 
 #[derive(Parser, Debug)]
@@ -49,6 +51,9 @@ struct Args {
     /// Transparent huge pages for the table and the ceiling array.
     #[arg(long, value_enum, default_value = "on")]
     huge_pages: HugePages,
+    /// Maps to measure, comma separated (peers get the same hasher and full capacity).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "floe")]
+    maps: Vec<MapKind>,
     /// Hash function.
     #[arg(long, value_enum, default_value = "mix64")]
     hash: HashArg,
@@ -178,29 +183,152 @@ fn run(args: &Args) -> Result<(), String> {
         let ceilings: Vec<(usize, f64)> = rows.iter().map(|(_, t, s)| (*t, s.median)).collect();
         drop(ceiling);
 
-        for &backend in &backends {
-            for &t in &threads {
-                let mut map_for_gets = None;
-                let inserts = Summary::of(args.repeat, || {
-                    let map = build_map(args, backend, huge_pages)
-                        .expect("the table was allocated once already");
-                    let (mops, lines) = measure::insert_all(&workers, t, &map, &all_keys);
-                    map_for_gets = Some(map);
-                    (mops, lines)
-                });
-                let map = map_for_gets.expect("repeat >= 1");
-                let label = format!("{:?}", map.backend()).to_lowercase();
-                assert_eq!(map.len() as u64, args.keys, "every key landed");
-                rows.push((format!("floe insert ({label})"), t, inserts));
-                let gets = Summary::of(args.repeat, || {
-                    measure::get_random(&workers, t, &map, &all_keys, duration)
-                });
-                rows.push((format!("floe get, hit ({label})"), t, gets));
+        let mut memory = Vec::new();
+        for &kind in &args.maps {
+            let threads: Vec<usize> = threads
+                .iter()
+                .copied()
+                .filter(|&t| kind.concurrent() || t == 1)
+                .collect();
+            let hasher = hasher(args);
+            let capacity = args.keys as usize;
+            let bench = Bench {
+                workers: &workers,
+                threads: &threads,
+                keys: &all_keys,
+                repeat: args.repeat,
+                duration,
+            };
+            match kind {
+                MapKind::Floe => {
+                    for &backend in &backends {
+                        let label = format!("floe ({})", format!("{backend:?}").to_lowercase());
+                        let build = || {
+                            build_map(args, backend, huge_pages)
+                                .expect("the table was allocated once already")
+                        };
+                        bench.map(&label, build, &mut rows, &mut memory);
+                    }
+                }
+                MapKind::Dashmap => bench.map(
+                    "dashmap",
+                    || dashmap::DashMap::with_capacity_and_hasher(capacity, hasher),
+                    &mut rows,
+                    &mut memory,
+                ),
+                MapKind::Papaya | MapKind::PapayaIncremental => {
+                    let mode = || {
+                        if kind == MapKind::Papaya {
+                            papaya::ResizeMode::Blocking
+                        } else {
+                            papaya::ResizeMode::Incremental(64)
+                        }
+                    };
+                    let label = if kind == MapKind::Papaya {
+                        "papaya (blocking)"
+                    } else {
+                        "papaya (incremental)"
+                    };
+                    let build = || {
+                        papaya::HashMap::builder()
+                            .capacity(capacity)
+                            .hasher(hasher)
+                            .resize_mode(mode())
+                            .build()
+                    };
+                    bench.map(label, build, &mut rows, &mut memory);
+                }
+                MapKind::Scc => bench.map(
+                    "scc::HashMap",
+                    || scc::HashMap::with_capacity_and_hasher(capacity, hasher),
+                    &mut rows,
+                    &mut memory,
+                ),
+                MapKind::RwlockHashbrown => bench.map(
+                    "RwLock<hashbrown> x64",
+                    || peers::RwlockHashbrown::new(capacity, hasher),
+                    &mut rows,
+                    &mut memory,
+                ),
+                MapKind::Hashbrown => bench.map(
+                    "hashbrown (1 thread)",
+                    || peers::SingleThreadHashbrown::new(capacity, hasher),
+                    &mut rows,
+                    &mut memory,
+                ),
             }
         }
         print_table(&rows, &ceilings);
+        for (name, bytes_per_key, how) in memory {
+            println!("memory: {name:<28} {bytes_per_key:>7.1} bytes/key ({how})");
+        }
     }
     Ok(())
+}
+
+/// What every map's measurement shares.
+struct Bench<'a> {
+    workers: &'a Workers,
+    threads: &'a [usize],
+    keys: &'a [u64],
+    repeat: usize,
+    duration: Duration,
+}
+
+type Row = (String, usize, Summary);
+
+impl Bench<'_> {
+    /// For each thread count: fill a fresh map with every key (`repeat` times), then run random
+    /// gets on the last one. Also records memory per key (table bytes, or RSS growth).
+    fn map<M: BenchMap>(
+        &self,
+        name: &str,
+        build: impl Fn() -> M,
+        rows: &mut Vec<Row>,
+        memory: &mut Vec<(String, f64, &'static str)>,
+    ) {
+        for &t in self.threads {
+            let mut filled = None;
+            let mut rss_growth = None;
+            let inserts = Summary::of(self.repeat, || {
+                drop(filled.take());
+                let rss_before = peers::rss_bytes();
+                let map = build();
+                let result = measure::insert_all(self.workers, t, &map, self.keys);
+                if let (Some(before), Some(after)) = (rss_before, peers::rss_bytes()) {
+                    rss_growth = Some(after.saturating_sub(before));
+                }
+                filled = Some(map);
+                result
+            });
+            let map = filled.expect("repeat >= 1");
+            rows.push((format!("{name} insert"), t, inserts));
+            let gets = Summary::of(self.repeat, || {
+                measure::get_random(self.workers, t, &map, self.keys, self.duration)
+            });
+            rows.push((format!("{name} get, hit"), t, gets));
+            if !memory.iter().any(|(n, _, _)| n == name) {
+                let keys = self.keys.len() as f64;
+                match (map.table_bytes(), rss_growth) {
+                    (Some(bytes), _) => {
+                        memory.push((name.to_string(), bytes as f64 / keys, "table"))
+                    }
+                    (None, Some(bytes)) => {
+                        memory.push((name.to_string(), bytes as f64 / keys, "RSS growth"))
+                    }
+                    (None, None) => {}
+                }
+            }
+        }
+    }
+}
+
+fn hasher(args: &Args) -> measure::AnyHash {
+    match args.hash {
+        HashArg::Mix64 => measure::AnyHash::Mix64(Mix64::with_seed(1)),
+        HashArg::Wyhash => measure::AnyHash::WyHash(WyHash::with_seed(1)),
+        HashArg::Crc32 => measure::AnyHash::Crc32(Crc32::with_seed(1)),
+    }
 }
 
 fn build_map(
@@ -208,14 +336,9 @@ fn build_map(
     backend: Backend,
     huge_pages: bool,
 ) -> Result<FlatMap<u64, u64, measure::AnyHash>, String> {
-    let hasher = match args.hash {
-        HashArg::Mix64 => measure::AnyHash::Mix64(Mix64::with_seed(1)),
-        HashArg::Wyhash => measure::AnyHash::WyHash(WyHash::with_seed(1)),
-        HashArg::Crc32 => measure::AnyHash::Crc32(Crc32::with_seed(1)),
-    };
     FlatMap::<u64, u64>::builder()
         .capacity(args.keys as usize)
-        .hasher(hasher)
+        .hasher(hasher(args))
         .backend(backend)
         .huge_pages(huge_pages)
         .build()

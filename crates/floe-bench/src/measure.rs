@@ -11,7 +11,7 @@ use floe::{
     FlatMap,
 };
 
-use crate::keys::Rng;
+use crate::{keys::Rng, peers::BenchMap};
 
 /// The hashers the bench can use, behind one type (the branch is perfectly predictable).
 #[derive(Clone, Copy, Debug)]
@@ -185,20 +185,17 @@ fn lines_per_op(lines: u64, ops: u64) -> Option<f64> {
 }
 
 /// Insert every key (thread `i` takes the `i`-th share) into an empty map.
-pub fn insert_all(
+pub fn insert_all<M: BenchMap>(
     workers: &Workers,
     threads: usize,
-    map: &Map,
+    map: &M,
     keys: &[u64],
 ) -> (f64, Option<f64>) {
     let share = keys.len().div_ceil(threads);
     let (elapsed, lines) = workers.run(threads, |i| {
         let before = floe::lines_read();
         for &k in keys.iter().skip(i * share).take(share) {
-            let inserted = map
-                .insert(k, value_of(k))
-                .expect("the table is sized for every key");
-            assert!(inserted.is_inserted(), "keys are distinct");
+            assert!(map.insert(k, value_of(k)), "keys are distinct");
         }
         floe::lines_read() - before
     });
@@ -209,10 +206,10 @@ pub fn insert_all(
 }
 
 /// Random gets of present keys for `duration`; every answer is checked.
-pub fn get_random(
+pub fn get_random<M: BenchMap>(
     workers: &Workers,
     threads: usize,
-    map: &Map,
+    map: &M,
     keys: &[u64],
     duration: Duration,
 ) -> (f64, Option<f64>) {
@@ -223,7 +220,7 @@ pub fn get_random(
         let before = floe::lines_read();
         let mut wrong = 0u64;
         let ops = cycle_for(&streams[i], duration, |&k| {
-            wrong += u64::from(map.get(&k) != Some(value_of(k)))
+            wrong += u64::from(map.get(k) != Some(value_of(k)))
         });
         (ops, wrong, floe::lines_read() - before)
     });
