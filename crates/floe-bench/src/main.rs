@@ -143,7 +143,7 @@ fn run(args: &Args) -> Result<(), String> {
         HugePages::Both => &[true, false],
     };
     let duration = Duration::from_secs_f64(args.seconds);
-    let workers = Workers::new(*threads.iter().max().unwrap_or(&1));
+    let workers = Workers::new();
 
     println!("{}", measure::machine_description());
     println!(

@@ -106,7 +106,7 @@ pub struct Workers {
 }
 
 impl Workers {
-    pub fn new(_max_threads: usize) -> Self {
+    pub fn new() -> Self {
         Self {
             cores: core_affinity::get_core_ids().unwrap_or_default(),
         }
