@@ -59,6 +59,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+pub mod batch;
 mod control;
 mod error;
 pub mod hash;
@@ -68,6 +69,7 @@ mod sync;
 mod word;
 
 pub use crate::{
+    batch::{Batch, Delta, Pipeline, Prefetch, Request, Response},
     error::Error,
     map::{Backend, Builder, CompareExchangeError, FlatMap, Insert, Stats},
     raw::stats::lines_read,

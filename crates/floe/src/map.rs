@@ -474,7 +474,7 @@ impl<K: InlineKey, V: Inline> FlatMap<K, V> {
 
 impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     #[inline(always)]
-    fn locate(&self, key: K) -> (usize, u64) {
+    pub(crate) fn locate(&self, key: K) -> (usize, u64) {
         let word = key.to_word();
         (fastrange(self.hasher.hash_one(word), self.raw.bins()), word)
     }
@@ -491,7 +491,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     #[inline]
     pub fn get(&self, key: &K) -> Option<V> {
         let (bin, word) = self.locate(*key);
-        dispatch!(self, get(bin, word)).map(V::from_word)
+        self.get_at(bin, word)
     }
 
     /// Whether `key` is present.
@@ -523,11 +523,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     #[inline]
     pub fn insert(&self, key: K, value: V) -> Result<Insert<V>, Error> {
         let (bin, word) = self.locate(key);
-        match dispatch!(self, insert(bin, word, value.to_word())) {
-            Ok(Inserted::New) => Ok(Insert::Inserted),
-            Ok(Inserted::Exists(v)) => Ok(Insert::Present(V::from_word(v))),
-            Err(full) => Err(full.into()),
-        }
+        self.insert_at(bin, word, value)
     }
 
     /// Insert `key -> value`, overwriting any present value. Returns the previous value.
@@ -544,10 +540,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     #[inline]
     pub fn upsert(&self, key: K, value: V) -> Result<Option<V>, Error> {
         let (bin, word) = self.locate(key);
-        let new = value.to_word();
-        dispatch!(self, upsert_with(bin, word, new, |_| new))
-            .map(|old| old.map(V::from_word))
-            .map_err(Error::from)
+        self.upsert_at(bin, word, value)
     }
 
     /// Overwrite the value of `key` only if it is present. Returns the previous value, or
@@ -564,8 +557,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     #[inline]
     pub fn put(&self, key: K, value: V) -> Option<V> {
         let (bin, word) = self.locate(key);
-        let new = value.to_word();
-        dispatch!(self, update(bin, word, |_| new)).map(|(old, _)| V::from_word(old))
+        self.put_at(bin, word, value)
     }
 
     /// Replace the value of a present `key` by `f(old)`, atomically. Returns the previous
@@ -636,7 +628,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     #[inline]
     pub fn remove(&self, key: &K) -> Option<V> {
         let (bin, word) = self.locate(*key);
-        dispatch!(self, remove(bin, word)).map(V::from_word)
+        self.remove_at(bin, word)
     }
 
     /// Start loading the line of `key`'s bin into the cache, without waiting for it. For
@@ -652,15 +644,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     #[inline]
     pub fn prefetch(&self, key: &K) {
         let (bin, _) = self.locate(*key);
-        let line = self.raw.bin_ptr(bin);
-        #[cfg(all(target_arch = "x86_64", not(miri)))]
-        // SAFETY: a prefetch is a hint that never faults and has no visible effect; SSE is part
-        // of the x86-64 baseline.
-        unsafe {
-            core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(line.cast());
-        }
-        #[cfg(not(all(target_arch = "x86_64", not(miri))))]
-        let _ = line;
+        self.raw.prefetch_bin(bin);
     }
 
     /// Remove every key. Safe to call concurrently with other operations; each bin is emptied
@@ -799,14 +783,71 @@ impl<K: InlineKey, V: Counter, S: BuildHasher> FlatMap<K, V, S> {
     #[inline]
     pub fn fetch_add(&self, key: K, delta: V) -> Result<Option<V>, Error> {
         let (bin, word) = self.locate(key);
+        self.fetch_add_at(bin, word, delta, V::add)
+    }
+}
+
+/// The operations on an already located key (`locate`), shared by the single-key methods,
+/// batches and the pipeline.
+impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
+    #[inline(always)]
+    pub(crate) fn get_at(&self, bin: usize, word: u64) -> Option<V> {
+        dispatch!(self, get(bin, word)).map(V::from_word)
+    }
+
+    #[inline(always)]
+    pub(crate) fn insert_at(&self, bin: usize, word: u64, value: V) -> Result<Insert<V>, Error> {
+        match dispatch!(self, insert(bin, word, value.to_word())) {
+            Ok(Inserted::New) => Ok(Insert::Inserted),
+            Ok(Inserted::Exists(v)) => Ok(Insert::Present(V::from_word(v))),
+            Err(full) => Err(full.into()),
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn upsert_at(&self, bin: usize, word: u64, value: V) -> Result<Option<V>, Error> {
+        let new = value.to_word();
+        dispatch!(self, upsert_with(bin, word, new, |_| new))
+            .map(|old| old.map(V::from_word))
+            .map_err(Error::from)
+    }
+
+    #[inline(always)]
+    pub(crate) fn put_at(&self, bin: usize, word: u64, value: V) -> Option<V> {
+        let new = value.to_word();
+        dispatch!(self, update(bin, word, |_| new)).map(|(old, _)| V::from_word(old))
+    }
+
+    #[inline(always)]
+    pub(crate) fn remove_at(&self, bin: usize, word: u64) -> Option<V> {
+        dispatch!(self, remove(bin, word)).map(V::from_word)
+    }
+
+    /// A counting upsert with `add` as the addition (`Counter::add` of `V`).
+    #[inline(always)]
+    pub(crate) fn fetch_add_at(
+        &self,
+        bin: usize,
+        word: u64,
+        delta: V,
+        add: fn(V, V) -> V,
+    ) -> Result<Option<V>, Error> {
         dispatch!(
             self,
-            upsert_with(bin, word, delta.to_word(), |old| V::from_word(old)
-                .add(delta)
-                .to_word())
+            upsert_with(bin, word, delta.to_word(), |old| add(
+                V::from_word(old),
+                delta
+            )
+            .to_word())
         )
         .map(|old| old.map(V::from_word))
         .map_err(Error::from)
+    }
+
+    /// The engine, for batches and the pipeline (prefetching).
+    #[inline(always)]
+    pub(crate) fn raw(&self) -> &RawTable {
+        &self.raw
     }
 }
 

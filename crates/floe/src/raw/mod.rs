@@ -164,6 +164,20 @@ use crate::{
     sync::{fence, spin, AtomicUsize, Ordering},
 };
 
+/// Start loading the 64-byte line at `line` into the cache, without waiting for it. A hint:
+/// it never faults and has no visible effect.
+#[inline(always)]
+pub(crate) fn prefetch_line(line: *const u8) {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    // SAFETY: a prefetch never faults, whatever the address, and has no visible effect; SSE
+    // is part of the x86-64 baseline.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(line.cast());
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
+    let _ = line;
+}
+
 /// Why an insert found no room.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Full {
@@ -304,6 +318,30 @@ impl RawTable {
     #[inline(always)]
     pub(crate) fn bin_ptr(&self, bin: usize) -> *const u8 {
         (&self.bins[bin] as *const Bin).cast()
+    }
+
+    /// Start loading `bin`'s line.
+    #[inline(always)]
+    pub(crate) fn prefetch_bin(&self, bin: usize) {
+        prefetch_line(self.bin_ptr(bin));
+    }
+
+    /// Start loading the link buckets chained to `bin`; `true` if it has any. Reads the bin's
+    /// link word, so call it once the bin's own line has had time to arrive.
+    #[inline(always)]
+    pub(crate) fn prefetch_chain(&self, bin: usize) -> bool {
+        // Relaxed: a hint only. Link fields never go back to zero (invariant of `Bin::link`),
+        // so a stale word at worst misses a bucket chained since; the operation itself reads
+        // the word again with the orderings it needs.
+        let link = Link(self.bins[bin].link.load(Ordering::Relaxed));
+        let mut chained = false;
+        for bucket in 0..3 {
+            if let Some(index) = link.bucket(bucket) {
+                prefetch_line((&self.links[index] as *const LinkBucket).cast());
+                chained = true;
+            }
+        }
+        chained
     }
 
     // ---------------------------------------------------------------------------------------

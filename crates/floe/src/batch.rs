@@ -1,0 +1,497 @@
+//! Memory-aware batching: many requests per call, their cache lines loaded ahead of use.
+//!
+//! A random access to a table far larger than the caches costs a DRAM round trip (~200 ns on
+//! the machines floe is measured on), while the memory system serves many lines at once. One
+//! operation at a time keeps only as many misses in flight as the core's reorder window
+//! happens to overlap; naming the next requests' lines ahead of time (software prefetch) keeps
+//! many more in flight. floe offers two interfaces for this, from the two papers that do it:
+//!
+//! * [`Batch`] (DLHT's batches): a slice of mixed requests executed **in order**, with the bins
+//!   of the next `depth` requests prefetched while the current one runs, and the chained link
+//!   buckets of the request `depth / 2` ahead prefetched once its bin has had time to arrive.
+//!   Results come back in request order, exactly as if the requests had been called one by one
+//!   (they are: only the loads are moved earlier). Optionally stops at the first request that
+//!   fails (lock managers: acquire all or stop).
+//! * [`Pipeline`] (DRAMHiT's asynchronous pipeline): requests with a caller's tag enter a
+//!   bounded window; each is prefetched on entry, and once the window is full each new
+//!   submission completes the oldest request whose lines should have arrived. A request whose
+//!   bin chains link buckets is sent round once more, after prefetching them, so requests
+//!   complete out of order. Completions carry their tags; [`Pipeline::flush`] completes the
+//!   rest. No allocation after construction.
+//!
+//! Why both: a batch preserves program order (needed when requests depend on each other, and
+//! what a lock manager wants), the pipeline never waits on a request that needs a second line
+//! (only the order of requests on the same bin is kept, see [`Pipeline`]).
+//!
+//! When the table fits in the cache, prefetching only adds instructions: [`Prefetch::Auto`]
+//! (the default) prefetches only for tables larger than [`PREFETCH_THRESHOLD_BYTES`], a
+//! threshold measured with `floe-bench` (BENCHMARKS.md, "batch: table-size sweep").
+
+use core::{fmt, hash::BuildHasher};
+use std::collections::VecDeque;
+
+use crate::{Counter, Error, FlatMap, Inline, InlineKey, Insert};
+
+/// Tables at least this large are prefetched under [`Prefetch::Auto`] (bytes of bins and link
+/// buckets). Below it the table is mostly cache-resident and prefetch instructions cost more
+/// than they save; see BENCHMARKS.md for the sweep this comes from.
+pub const PREFETCH_THRESHOLD_BYTES: usize = 32 << 20;
+
+/// Deepest prefetch window a [`Batch`] keeps.
+pub const MAX_DEPTH: usize = 128;
+
+/// One operation of a batch or pipeline.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Request<K, V> {
+    /// [`FlatMap::get`].
+    Get(K),
+    /// [`FlatMap::insert`]: only if absent.
+    Insert(K, V),
+    /// [`FlatMap::upsert`]: insert or overwrite.
+    Upsert(K, V),
+    /// [`FlatMap::put`]: only if present.
+    Put(K, V),
+    /// [`FlatMap::fetch_add`]; build it with [`Request::fetch_add`].
+    FetchAdd(K, Delta<V>),
+    /// [`FlatMap::remove`].
+    Remove(K),
+}
+
+/// The amount of a [`Request::FetchAdd`], with the addition of its counter type.
+#[derive(Clone, Copy)]
+pub struct Delta<V> {
+    delta: V,
+    add: fn(V, V) -> V,
+}
+
+impl<V: Counter> Delta<V> {
+    /// Add `delta`.
+    pub fn new(delta: V) -> Self {
+        Delta { delta, add: V::add }
+    }
+}
+
+impl<V: fmt::Debug> fmt::Debug for Delta<V> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.delta.fmt(f)
+    }
+}
+
+impl<V: PartialEq> PartialEq for Delta<V> {
+    fn eq(&self, other: &Self) -> bool {
+        self.delta == other.delta
+    }
+}
+
+impl<K: Copy, V> Request<K, V> {
+    /// The key the request is about.
+    #[inline]
+    pub fn key(&self) -> K {
+        match *self {
+            Request::Get(k)
+            | Request::Insert(k, _)
+            | Request::Upsert(k, _)
+            | Request::Put(k, _)
+            | Request::FetchAdd(k, _)
+            | Request::Remove(k) => k,
+        }
+    }
+}
+
+impl<K, V: Counter> Request<K, V> {
+    /// A counting upsert of `delta` on `key`.
+    pub fn fetch_add(key: K, delta: V) -> Self {
+        Request::FetchAdd(key, Delta::new(delta))
+    }
+}
+
+/// The result of one [`Request`], as the matching single-key method returns it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Response<V> {
+    /// Of [`Request::Get`].
+    Get(Option<V>),
+    /// Of [`Request::Insert`].
+    Insert(Result<Insert<V>, Error>),
+    /// Of [`Request::Upsert`]: the previous value.
+    Upsert(Result<Option<V>, Error>),
+    /// Of [`Request::Put`]: the previous value, `None` if absent (nothing written).
+    Put(Option<V>),
+    /// Of [`Request::FetchAdd`]: the previous value.
+    FetchAdd(Result<Option<V>, Error>),
+    /// Of [`Request::Remove`]: the removed value.
+    Remove(Option<V>),
+}
+
+impl<V> Response<V> {
+    /// Whether the request did not do what it asked: a get or put or remove that found no
+    /// key, an insert that found the key present, or any [`Error`] (a full bin). This is what
+    /// [`Batch::stop_on_failure`] stops at.
+    pub fn is_failure(&self) -> bool {
+        match self {
+            Response::Get(v) | Response::Put(v) | Response::Remove(v) => v.is_none(),
+            Response::Insert(r) => !matches!(r, Ok(Insert::Inserted)),
+            Response::Upsert(r) | Response::FetchAdd(r) => r.is_err(),
+        }
+    }
+}
+
+/// Whether batches and pipelines prefetch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Prefetch {
+    /// Prefetch when the table is at least [`PREFETCH_THRESHOLD_BYTES`].
+    #[default]
+    Auto,
+    /// Always prefetch.
+    Always,
+    /// Never prefetch (requests still run in one call).
+    Never,
+}
+
+impl Prefetch {
+    fn enabled(self, table_bytes: usize) -> bool {
+        match self {
+            Prefetch::Auto => table_bytes >= PREFETCH_THRESHOLD_BYTES,
+            Prefetch::Always => true,
+            Prefetch::Never => false,
+        }
+    }
+}
+
+impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
+    /// Run one request (what a batch does for each of its requests).
+    ///
+    /// ```
+    /// use floe::{Request, Response};
+    /// let map = floe::FlatMap::<u64, u64>::with_capacity(10)?;
+    /// assert_eq!(map.execute(Request::Upsert(1, 5)), Response::Upsert(Ok(None)));
+    /// assert_eq!(map.execute(Request::fetch_add(1, 2)), Response::FetchAdd(Ok(Some(5))));
+    /// assert_eq!(map.execute(Request::Get(1)), Response::Get(Some(7)));
+    /// # Ok::<(), floe::Error>(())
+    /// ```
+    #[inline(always)]
+    pub fn execute(&self, request: Request<K, V>) -> Response<V> {
+        let (bin, word) = self.locate(request.key());
+        self.execute_at(bin, word, request)
+    }
+
+    #[inline(always)]
+    fn execute_at(&self, bin: usize, word: u64, request: Request<K, V>) -> Response<V> {
+        match request {
+            Request::Get(_) => Response::Get(self.get_at(bin, word)),
+            Request::Insert(_, v) => Response::Insert(self.insert_at(bin, word, v)),
+            Request::Upsert(_, v) => Response::Upsert(self.upsert_at(bin, word, v)),
+            Request::Put(_, v) => Response::Put(self.put_at(bin, word, v)),
+            Request::FetchAdd(_, d) => {
+                Response::FetchAdd(self.fetch_add_at(bin, word, d.delta, d.add))
+            }
+            Request::Remove(_) => Response::Remove(self.remove_at(bin, word)),
+        }
+    }
+
+    /// A handle that runs slices of requests in order with their lines prefetched ahead.
+    ///
+    /// ```
+    /// use floe::{Request, Response, Insert};
+    /// let map = floe::FlatMap::<u64, u64>::with_capacity(1000)?;
+    /// let requests = [Request::Insert(1, 10), Request::Get(1), Request::Remove(1), Request::Get(1)];
+    /// let mut responses = Vec::new();
+    /// map.batch().run(&requests, &mut responses);
+    /// assert_eq!(responses, [
+    ///     Response::Insert(Ok(Insert::Inserted)),
+    ///     Response::Get(Some(10)),
+    ///     Response::Remove(Some(10)),
+    ///     Response::Get(None),
+    /// ]);
+    /// # Ok::<(), floe::Error>(())
+    /// ```
+    pub fn batch(&self) -> Batch<'_, K, V, S> {
+        Batch {
+            map: self,
+            depth: 16,
+            prefetch: Prefetch::Auto,
+            stop_on_failure: false,
+        }
+    }
+
+    /// An asynchronous pipeline keeping up to `window` requests in flight (at least 1).
+    ///
+    /// ```
+    /// use floe::{Request, Response};
+    /// let map = floe::FlatMap::<u64, u64>::with_capacity(1000)?;
+    /// let mut pipeline = map.pipeline::<u32>(8);
+    /// let mut done = Vec::new();
+    /// for i in 0..100u32 {
+    ///     if let Some(completion) = pipeline.submit(i, Request::Upsert(u64::from(i), 1)) {
+    ///         done.push(completion);
+    ///     }
+    /// }
+    /// pipeline.flush(|tag, response| done.push((tag, response)));
+    /// assert_eq!(done.len(), 100);
+    /// assert!(done.iter().all(|(_, r)| *r == Response::Upsert(Ok(None))));
+    /// # Ok::<(), floe::Error>(())
+    /// ```
+    pub fn pipeline<T>(&self, window: usize) -> Pipeline<'_, K, V, S, T> {
+        let window = window.max(1);
+        Pipeline {
+            map: self,
+            window,
+            prefetch: Prefetch::Auto.enabled(self.raw().allocated_bytes()),
+            queue: VecDeque::with_capacity(window),
+        }
+    }
+}
+
+/// Runs slices of requests in order, prefetching ahead. Made by [`FlatMap::batch`]; cheap to
+/// make (per call or per thread) and reusable.
+#[derive(Clone, Copy, Debug)]
+pub struct Batch<'m, K, V, S> {
+    map: &'m FlatMap<K, V, S>,
+    depth: usize,
+    prefetch: Prefetch,
+    stop_on_failure: bool,
+}
+
+impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Batch<'m, K, V, S> {
+    /// How many requests ahead to prefetch (default 16, at most [`MAX_DEPTH`]). 0 turns
+    /// prefetching off.
+    pub fn depth(mut self, depth: usize) -> Self {
+        self.depth = depth.min(MAX_DEPTH);
+        self
+    }
+
+    /// When to prefetch (default [`Prefetch::Auto`]).
+    pub fn prefetch(mut self, prefetch: Prefetch) -> Self {
+        self.prefetch = prefetch;
+        self
+    }
+
+    /// Stop at the first request whose response [`is_failure`](Response::is_failure); the
+    /// requests after it are not run.
+    pub fn stop_on_failure(mut self, stop: bool) -> Self {
+        self.stop_on_failure = stop;
+        self
+    }
+
+    /// The prefetch distance this batch uses on its map.
+    fn effective_depth(&self) -> usize {
+        if self.prefetch.enabled(self.map.raw().allocated_bytes()) {
+            self.depth
+        } else {
+            0
+        }
+    }
+
+    /// Run `requests` in order, appending one response per request run to `responses`.
+    /// Returns how many were run: all of them, or up to and including the first failure
+    /// under [`stop_on_failure`](Self::stop_on_failure).
+    ///
+    /// The responses are exactly those of calling the single-key methods one by one in this
+    /// order on this thread (each request is one linearizable operation; other threads'
+    /// operations may fall between two requests of a batch).
+    pub fn run(&self, requests: &[Request<K, V>], responses: &mut Vec<Response<V>>) -> usize {
+        responses.reserve(requests.len());
+        self.run_each(requests, |_, response| responses.push(response))
+    }
+
+    /// As [`run`](Self::run), handing each response to `each(index, response)` as soon as it
+    /// is known instead of collecting them (no buffer; the consumer inlines into the loop).
+    ///
+    /// ```
+    /// use floe::{Request, Response};
+    /// let map = floe::FlatMap::<u64, u64>::with_capacity(100)?;
+    /// let requests: Vec<_> = (0..10).map(|k| Request::Upsert(k, k)).collect();
+    /// let mut inserted = 0;
+    /// map.batch().run_each(&requests, |_, r| inserted += usize::from(r == Response::Upsert(Ok(None))));
+    /// assert_eq!(inserted, 10);
+    /// # Ok::<(), floe::Error>(())
+    /// ```
+    #[inline]
+    pub fn run_each(
+        &self,
+        requests: &[Request<K, V>],
+        mut each: impl FnMut(usize, Response<V>),
+    ) -> usize {
+        let map = self.map;
+        let depth = self.effective_depth();
+        if depth == 0 {
+            for (i, &request) in requests.iter().enumerate() {
+                let response = map.execute(request);
+                let stop = self.stop_on_failure && response.is_failure();
+                each(i, response);
+                if stop {
+                    return i + 1;
+                }
+            }
+            return requests.len();
+        }
+        // `located[i % MAX_DEPTH]` holds request i's (bin, key word) from the time it was
+        // prefetched until it runs: at most `depth` <= MAX_DEPTH requests ahead.
+        let mut located = [(0usize, 0u64); MAX_DEPTH];
+        let raw = map.raw();
+        let n = requests.len();
+        for (i, request) in requests.iter().enumerate().take(depth) {
+            let (bin, word) = map.locate(request.key());
+            raw.prefetch_bin(bin);
+            located[i % MAX_DEPTH] = (bin, word);
+        }
+        for (i, &request) in requests.iter().enumerate() {
+            // Read this request's slot before request i + depth (the same slot when depth is
+            // MAX_DEPTH) takes it.
+            let (bin, word) = located[i % MAX_DEPTH];
+            let ahead = i + depth;
+            if ahead < n {
+                let (bin, word) = map.locate(requests[ahead].key());
+                raw.prefetch_bin(bin);
+                located[ahead % MAX_DEPTH] = (bin, word);
+            }
+            // Halfway: that bin's line has had time to arrive; prefetch its chain, if any.
+            let half = i + depth / 2;
+            if depth >= 2 && half < n {
+                raw.prefetch_chain(located[half % MAX_DEPTH].0);
+            }
+            let response = map.execute_at(bin, word, request);
+            let stop = self.stop_on_failure && response.is_failure();
+            each(i, response);
+            if stop {
+                return i + 1;
+            }
+        }
+        n
+    }
+
+    /// Gets of `keys` into `values` (same length), in order, prefetched ahead: the common
+    /// all-gets batch without building requests.
+    ///
+    /// # Panics
+    /// If `keys` and `values` differ in length.
+    pub fn get_many(&self, keys: &[K], values: &mut [Option<V>]) {
+        assert_eq!(keys.len(), values.len(), "one value slot per key");
+        let map = self.map;
+        let depth = self.effective_depth();
+        let raw = map.raw();
+        let n = keys.len();
+        let mut located = [(0usize, 0u64); MAX_DEPTH];
+        for (i, &key) in keys.iter().enumerate().take(depth) {
+            let (bin, word) = map.locate(key);
+            raw.prefetch_bin(bin);
+            located[i % MAX_DEPTH] = (bin, word);
+        }
+        for (i, value) in values.iter_mut().enumerate() {
+            if depth == 0 {
+                let (bin, word) = map.locate(keys[i]);
+                *value = map.get_at(bin, word);
+                continue;
+            }
+            let (bin, word) = located[i % MAX_DEPTH];
+            let ahead = i + depth;
+            if ahead < n {
+                let (bin, word) = map.locate(keys[ahead]);
+                raw.prefetch_bin(bin);
+                located[ahead % MAX_DEPTH] = (bin, word);
+            }
+            let half = i + depth / 2;
+            if depth >= 2 && half < n {
+                raw.prefetch_chain(located[half % MAX_DEPTH].0);
+            }
+            *value = map.get_at(bin, word);
+        }
+    }
+}
+
+/// A request waiting in a [`Pipeline`].
+struct InFlight<K, V, T> {
+    tag: T,
+    request: Request<K, V>,
+    bin: usize,
+    word: u64,
+    /// Sent round once already (its link buckets were prefetched).
+    second_round: bool,
+}
+
+/// An asynchronous, bounded window of requests completed out of order (DRAMHiT's pipeline).
+/// Made by [`FlatMap::pipeline`]; one per thread.
+///
+/// [`submit`](Self::submit) prefetches the request's bin and queues it; once `window` requests
+/// are waiting, it first completes one: the oldest, unless the oldest's bin chains link
+/// buckets it has not yet waited for, in which case those are prefetched and it goes to the
+/// back of the queue (at most once) and the next oldest is tried.
+///
+/// **Order.** Requests on different bins complete in any order. Requests on the same bin
+/// (so every two requests on the same key) complete in submission order: a bin's link
+/// buckets are never unchained, so when the first of them is sent round, every later one is
+/// too when its turn comes, and they keep their relative order in the queue.
+pub struct Pipeline<'m, K, V, S, T> {
+    map: &'m FlatMap<K, V, S>,
+    window: usize,
+    prefetch: bool,
+    queue: VecDeque<InFlight<K, V, T>>,
+}
+
+impl<'m, K: InlineKey, V: Inline, S: BuildHasher, T> Pipeline<'m, K, V, S, T> {
+    /// Prefetch or not (default: [`Prefetch::Auto`], by table size).
+    pub fn prefetch(mut self, prefetch: Prefetch) -> Self {
+        self.prefetch = prefetch.enabled(self.map.raw().allocated_bytes());
+        self
+    }
+
+    /// Requests submitted and not yet completed.
+    pub fn in_flight(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Queue `request` under `tag`. If the window was full, one earlier request completes
+    /// first and is returned with its tag.
+    #[inline]
+    pub fn submit(&mut self, tag: T, request: Request<K, V>) -> Option<(T, Response<V>)> {
+        let completed = if self.queue.len() >= self.window {
+            self.complete_one()
+        } else {
+            None
+        };
+        let (bin, word) = self.map.locate(request.key());
+        if self.prefetch {
+            self.map.raw().prefetch_bin(bin);
+        }
+        self.queue.push_back(InFlight {
+            tag,
+            request,
+            bin,
+            word,
+            second_round: false,
+        });
+        completed
+    }
+
+    /// Complete every queued request, calling `done(tag, response)` for each.
+    pub fn flush(&mut self, mut done: impl FnMut(T, Response<V>)) {
+        while let Some((tag, response)) = self.complete_one() {
+            done(tag, response);
+        }
+    }
+
+    /// Complete the oldest request that is ready (see the type's docs); `None` if empty.
+    #[inline]
+    fn complete_one(&mut self) -> Option<(T, Response<V>)> {
+        // Each request is sent round at most once, so this loop runs at most len + 1 times.
+        loop {
+            let mut entry = self.queue.pop_front()?;
+            if self.prefetch && !entry.second_round && self.map.raw().prefetch_chain(entry.bin) {
+                entry.second_round = true;
+                self.queue.push_back(entry);
+                continue;
+            }
+            let response = self.map.execute_at(entry.bin, entry.word, entry.request);
+            return Some((entry.tag, response));
+        }
+    }
+}
+
+impl<K, V, S, T> fmt::Debug for Pipeline<'_, K, V, S, T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pipeline")
+            .field("window", &self.window)
+            .field("in_flight", &self.queue.len())
+            .field("prefetch", &self.prefetch)
+            .finish()
+    }
+}

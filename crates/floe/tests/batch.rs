@@ -1,0 +1,265 @@
+//! Batches and the pipeline give the answers of the same requests run one by one: in order for
+//! batches (including duplicates of a key, stop-on-failure and full tables), as a set keyed by
+//! tag for the pipeline; also with writers on other threads.
+
+mod common;
+
+use std::collections::HashMap;
+
+use floe::{hash::Mix64, FlatMap, Insert, Prefetch, Request, Response};
+use proptest::prelude::*;
+
+use crate::common::{backends, tiny_map, SplitMix};
+
+type Map = FlatMap<u64, u64, Mix64>;
+
+fn request() -> impl Strategy<Value = Request<u64, u64>> {
+    // Few keys, so batches hold many duplicates of one key.
+    let key = 0u64..24;
+    prop_oneof![
+        3 => key.clone().prop_map(Request::Get),
+        3 => (key.clone(), any::<u64>()).prop_map(|(k, v)| Request::Insert(k, v)),
+        2 => (key.clone(), any::<u64>()).prop_map(|(k, v)| Request::Upsert(k, v)),
+        2 => (key.clone(), any::<u64>()).prop_map(|(k, v)| Request::Put(k, v)),
+        2 => (key.clone(), 0u64..5).prop_map(|(k, d)| Request::fetch_add(k, d)),
+        3 => key.prop_map(Request::Remove),
+    ]
+}
+
+fn one_by_one(map: &Map, requests: &[Request<u64, u64>]) -> Vec<Response<u64>> {
+    requests.iter().map(|&r| map.execute(r)).collect()
+}
+
+fn contents(map: &Map) -> Vec<(u64, u64)> {
+    let mut all = Vec::new();
+    map.for_each(|k, v| all.push((k, v)));
+    all.sort_unstable();
+    all
+}
+
+/// Batch vs one by one on two maps of the same geometry and seed, every backend and depth.
+fn check_batch(requests: &[Request<u64, u64>], bins: usize, links: usize, seed: u64) {
+    for backend in backends() {
+        let expected_map = tiny_map(backend, bins, links, seed);
+        let expected = one_by_one(&expected_map, requests);
+        for depth in [0, 1, 2, 5, 16, 64] {
+            let map = tiny_map(backend, bins, links, seed);
+            let mut responses = Vec::new();
+            let ran = map
+                .batch()
+                .depth(depth)
+                .prefetch(Prefetch::Always)
+                .run(requests, &mut responses);
+            assert_eq!(ran, requests.len());
+            assert_eq!(responses, expected, "{backend:?} depth {depth}");
+            assert_eq!(contents(&map), contents(&expected_map));
+            map.check_invariants();
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: if cfg!(miri) { 4 } else { 128 },
+        ..ProptestConfig::default()
+    })]
+
+    /// Two bins and a small pool: chains and `Full` inside batches.
+    #[test]
+    fn batches_match_one_by_one_in_full_tables(
+        requests in prop::collection::vec(request(), 0..200),
+        seed in any::<u64>(),
+    ) {
+        check_batch(&requests, 2, 3, seed);
+    }
+
+    #[test]
+    fn batches_match_one_by_one(
+        requests in prop::collection::vec(request(), 0..300),
+        seed in any::<u64>(),
+    ) {
+        check_batch(&requests, 16, 8, seed);
+    }
+
+    /// Stop-on-failure runs exactly the prefix up to and including the first failure.
+    #[test]
+    fn stop_on_failure_stops_at_the_first_failure(
+        requests in prop::collection::vec(request(), 1..100),
+        seed in any::<u64>(),
+    ) {
+        let reference = tiny_map(floe::Backend::Scalar, 4, 2, seed);
+        let all = one_by_one(&reference, &requests);
+        let first_failure = all.iter().position(Response::is_failure);
+        let map = tiny_map(floe::Backend::Auto, 4, 2, seed);
+        let mut responses = Vec::new();
+        let ran = map
+            .batch()
+            .depth(8)
+            .prefetch(Prefetch::Always)
+            .stop_on_failure(true)
+            .run(&requests, &mut responses);
+        let expected_len = first_failure.map_or(requests.len(), |i| i + 1);
+        prop_assert_eq!(ran, expected_len);
+        prop_assert_eq!(&responses[..], &all[..expected_len]);
+    }
+
+    /// The pipeline's completions, matched up by tag, are the one-by-one answers. (The link
+    /// pool never runs dry here: whether it does depends on the order across bins, which the
+    /// pipeline does not keep.)
+    #[test]
+    fn pipeline_matches_one_by_one_by_tag(
+        requests in prop::collection::vec(request(), 0..300),
+        window in 1usize..40,
+        seed in any::<u64>(),
+    ) {
+        for backend in backends() {
+            // 4 bins with a deep pool: many chained bins, so requests go round twice. A bin
+            // can still fill up (15 keys), but that depends only on its own requests, whose
+            // order the pipeline keeps.
+            for (bins, links) in [(4, 64), (64, 64)] {
+                let expected = one_by_one(&tiny_map(backend, bins, links, seed), &requests);
+                let map = tiny_map(backend, bins, links, seed);
+                let mut pipeline = map.pipeline::<usize>(window).prefetch(Prefetch::Always);
+                let mut got: Vec<Option<Response<u64>>> = vec![None; requests.len()];
+                for (tag, &r) in requests.iter().enumerate() {
+                    prop_assert!(pipeline.in_flight() <= window);
+                    if let Some((t, response)) = pipeline.submit(tag, r) {
+                        prop_assert!(got[t].replace(response).is_none(), "tag {} twice", t);
+                    }
+                }
+                pipeline.flush(|t, response| {
+                    assert!(got[t].replace(response).is_none(), "tag {t} twice");
+                });
+                prop_assert_eq!(pipeline.in_flight(), 0);
+                let got: Vec<Response<u64>> = got.into_iter().map(|r| r.expect("completed")).collect();
+                prop_assert_eq!(&got, &expected);
+                map.check_invariants();
+            }
+        }
+    }
+}
+
+#[test]
+fn get_many_matches_get() {
+    for backend in backends() {
+        let map = tiny_map(backend, 256, 64, 9);
+        for k in 0..400u64 {
+            if k % 3 != 0 {
+                assert!(map.insert(k, k * 10).unwrap().is_inserted());
+            }
+        }
+        let keys: Vec<u64> = (0..500).collect();
+        for depth in [0, 3, 16, 64] {
+            let mut values = vec![Some(1); keys.len()];
+            map.batch()
+                .depth(depth)
+                .prefetch(Prefetch::Always)
+                .get_many(&keys, &mut values);
+            for (k, v) in keys.iter().zip(&values) {
+                assert_eq!(*v, map.get(k), "{backend:?} depth {depth} key {k}");
+            }
+        }
+    }
+}
+
+#[test]
+fn batch_and_pipeline_defaults() {
+    let map = FlatMap::<u64, u64>::with_capacity(1000).unwrap();
+    // A small table: auto mode runs without prefetching and still answers.
+    let mut out = Vec::new();
+    assert_eq!(map.batch().run(&[], &mut out), 0);
+    map.batch()
+        .run(&[Request::Insert(1, 2), Request::Insert(1, 3)], &mut out);
+    assert_eq!(
+        out,
+        [
+            Response::Insert(Ok(Insert::Inserted)),
+            Response::Insert(Ok(Insert::Present(2)))
+        ]
+    );
+    assert!(out[1].is_failure() && !out[0].is_failure());
+    let mut pipeline = map.pipeline::<()>(0);
+    assert!(
+        pipeline.submit((), Request::Get(1)).is_none(),
+        "window rounds up to 1"
+    );
+    assert_eq!(
+        pipeline.submit((), Request::Get(2)),
+        Some(((), Response::Get(Some(2))))
+    );
+    let mut rest = Vec::new();
+    pipeline.flush(|_, r| rest.push(r));
+    assert_eq!(rest, [Response::Get(None)]);
+    assert!(format!("{pipeline:?}").contains("window: 1"));
+    assert_eq!(Request::<u64, u64>::Remove(4).key(), 4);
+}
+
+/// Batches on one thread while another thread writes other keys of the same bins: the
+/// batch's answers are still exactly its one-by-one answers.
+#[test]
+fn batches_with_concurrent_writers() {
+    let rounds = if cfg!(miri) { 20 } else { 2_000 };
+    let map = FlatMap::<u64, u64>::builder()
+        .bins(64)
+        .link_buckets(64)
+        .hasher(Mix64::with_seed(3))
+        .build()
+        .unwrap();
+    std::thread::scope(|s| {
+        // The other thread: odd keys only.
+        s.spawn(|| {
+            let mut rng = SplitMix(1);
+            for _ in 0..rounds * 20 {
+                let key = rng.below(64) * 2 + 1;
+                match rng.below(3) {
+                    0 => drop(map.insert(key, key)),
+                    1 => drop(map.remove(&key)),
+                    _ => drop(map.upsert(key, rng.next())),
+                }
+            }
+        });
+        // This thread: even keys, batches checked against a model of its own keys.
+        let mut model: HashMap<u64, u64> = HashMap::new();
+        let mut rng = SplitMix(2);
+        let mut responses = Vec::new();
+        for _ in 0..rounds {
+            let requests: Vec<Request<u64, u64>> = (0..16)
+                .map(|_| {
+                    let key = rng.below(32) * 2;
+                    match rng.below(4) {
+                        0 => Request::Get(key),
+                        1 => Request::Insert(key, rng.next()),
+                        2 => Request::fetch_add(key, 1),
+                        _ => Request::Remove(key),
+                    }
+                })
+                .collect();
+            responses.clear();
+            map.batch()
+                .depth(4)
+                .prefetch(Prefetch::Always)
+                .run(&requests, &mut responses);
+            for (request, response) in requests.iter().zip(&responses) {
+                let expected = match *request {
+                    Request::Get(k) => Response::Get(model.get(&k).copied()),
+                    Request::Insert(k, v) => Response::Insert(Ok(match model.get(&k) {
+                        Some(&old) => Insert::Present(old),
+                        None => {
+                            model.insert(k, v);
+                            Insert::Inserted
+                        }
+                    })),
+                    Request::FetchAdd(k, _) => {
+                        let old = model.get(&k).copied();
+                        model.insert(k, old.unwrap_or(0) + 1);
+                        Response::FetchAdd(Ok(old))
+                    }
+                    Request::Remove(k) => Response::Remove(model.remove(&k)),
+                    _ => unreachable!(),
+                };
+                assert_eq!(*response, expected, "{request:?}");
+            }
+        }
+    });
+    map.check_invariants();
+}
