@@ -1,11 +1,24 @@
-//! The machine's ceiling: random 64-byte line reads over an array as large as the table.
+//! The machine's ceiling: random 64-byte line accesses over an array as large as the table.
 //!
-//! Each thread reads one word from a random line per step, with the line indexes prepared
-//! before timing and no software prefetch: the out-of-order core overlaps as many misses as
-//! its load buffers allow, which is exactly what an unbatched hash table get can do at best
-//! (one line per operation and nothing else). The array gets the same page size as the table.
+//! Each thread touches one word of a random line per step, with the line indexes prepared
+//! before timing (the same per-thread array length as the workloads). Two kinds of access:
+//!
+//! * **read**: a plain load. With no software prefetch the out-of-order core overlaps as many
+//!   misses as its load buffers allow, which is what an unbatched get can do at best (one line
+//!   per operation and nothing else).
+//! * **read-modify-write**: an atomic `fetch_add` (a locked instruction, like the CAS every
+//!   insert, put and remove of a concurrent map needs). Locked instructions drain the store
+//!   buffer and keep later loads waiting, so without prefetch these barely overlap at all.
+//!
+//! Each kind is measured with no prefetch and with a software-prefetch window `W` (the line
+//! `W` steps ahead is prefetched, `prefetchw` for RMW), the ceiling for batched interfaces.
+//! The array gets the same page size as the table.
 
-use std::{hint::black_box, time::Duration};
+use std::{
+    hint::black_box,
+    sync::atomic::{AtomicU64, Ordering},
+    time::Duration,
+};
 
 use crate::measure::{cycle_for, streams, Workers};
 
@@ -18,7 +31,7 @@ pub struct Ceiling {
     bytes: usize,
 }
 
-// SAFETY: the mapping is only read after construction (shared reads from several threads).
+// SAFETY: after construction the mapping is only accessed through atomics (`Ceiling::word`).
 unsafe impl Sync for Ceiling {}
 
 const HUGE_PAGE: usize = 2 << 20;
@@ -69,28 +82,139 @@ impl Ceiling {
         (self.bytes / 64) as u64
     }
 
-    /// Random line reads on `threads` threads for `duration`. Returns (Mops/s, None).
-    pub fn random_reads(
+    /// The word at index `word` (below `lines() * 8`).
+    #[inline(always)]
+    fn word(&self, word: u64) -> &AtomicU64 {
+        debug_assert!(word < self.lines() * 8);
+        // SAFETY: in bounds (the streams draw below `lines() * 8`), 8-byte aligned, and the
+        // mapping lives as long as `self`; every access goes through atomics.
+        unsafe { &*self.base.add(word as usize).cast::<AtomicU64>() }
+    }
+
+    /// Random line accesses on `threads` threads for `duration` with a prefetch window of
+    /// `window` lines (0: none). Returns Mops/s.
+    pub fn measure(
         &self,
         workers: &Workers,
         threads: usize,
         duration: Duration,
-    ) -> (f64, Option<f64>) {
+        access: Access,
+        window: usize,
+        stream_len: usize,
+    ) -> f64 {
         let lines = self.lines();
-        let streams = streams(threads, 0x1234, 1 << 20, |rng| rng.below(lines) * 8);
+        let streams = streams(threads, 0x1234, stream_len, |rng| rng.below(lines) * 8);
         let (elapsed, ops) = workers.run(threads, |i| {
+            let stream = &streams[i];
             let mut sum = 0u64;
-            let ops = cycle_for(&streams[i], duration, |&word| {
-                // SAFETY: `word` < lines * 8, inside the mapping; nobody writes it now.
-                sum = sum.wrapping_add(unsafe { self.base.add(word as usize).read_volatile() });
+            let mut ahead = window % stream.len();
+            let ops = cycle_for(stream, duration, |&word| {
+                if window > 0 {
+                    prefetch(self.word(stream[ahead]), access);
+                    ahead += 1;
+                    if ahead == stream.len() {
+                        ahead = 0;
+                    }
+                }
+                match access {
+                    Access::Read => {
+                        sum = sum.wrapping_add(self.word(word).load(Ordering::Relaxed));
+                    }
+                    Access::ReadModifyWrite => {
+                        self.word(word).fetch_add(1, Ordering::Relaxed);
+                    }
+                }
             });
             black_box(sum);
             ops
         });
-        (
-            ops.iter().sum::<u64>() as f64 / elapsed.as_secs_f64() / 1e6,
-            None,
-        )
+        ops.iter().sum::<u64>() as f64 / elapsed.as_secs_f64() / 1e6
+    }
+}
+
+/// The two kinds of access the ceiling measures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    Read,
+    ReadModifyWrite,
+}
+
+#[inline(always)]
+fn prefetch(word: &AtomicU64, access: Access) {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_ET0, _MM_HINT_T0};
+        let p = word.as_ptr().cast::<i8>().cast_const();
+        // SAFETY: prefetch has no architectural effect and never faults.
+        unsafe {
+            match access {
+                Access::Read => _mm_prefetch::<_MM_HINT_T0>(p),
+                Access::ReadModifyWrite => _mm_prefetch::<_MM_HINT_ET0>(p),
+            }
+        }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (word, access);
+}
+
+/// The ceilings one report needs, for one thread count (Mops/s).
+#[derive(Clone, Copy, Debug, Default, serde::Serialize, serde::Deserialize, PartialEq)]
+pub struct Figures {
+    pub threads: usize,
+    pub read_noprefetch_mops: f64,
+    pub read_window32_mops: f64,
+    pub read_window64_mops: f64,
+    pub rmw_noprefetch_mops: f64,
+    pub rmw_window64_mops: f64,
+}
+
+impl Figures {
+    /// The better of the two read windows.
+    pub fn read_window(&self) -> f64 {
+        self.read_window32_mops.max(self.read_window64_mops)
+    }
+
+    /// The matching ceiling for a workload that reads a fraction `reads` of its operations and
+    /// writes the rest: time per operation is the weighted sum of the two ceilings' times.
+    /// Unbatched runs (`batch` 1) use the no-prefetch figures, batched ones the windows.
+    pub fn matching(&self, reads: f64, batch: usize) -> f64 {
+        let (read, rmw) = if batch <= 1 {
+            (self.read_noprefetch_mops, self.rmw_noprefetch_mops)
+        } else {
+            (self.read_window(), self.rmw_window64_mops)
+        };
+        1.0 / (reads / read + (1.0 - reads) / rmw)
+    }
+
+    /// Measure all five figures, each the median of `repeat` runs.
+    pub fn measure(
+        ceiling: &Ceiling,
+        workers: &Workers,
+        threads: usize,
+        duration: Duration,
+        repeat: usize,
+        stream_len: usize,
+        mut tick: impl FnMut(),
+    ) -> Figures {
+        let mut median = |access, window| {
+            let mut runs: Vec<f64> = (0..repeat)
+                .map(|_| {
+                    let r = ceiling.measure(workers, threads, duration, access, window, stream_len);
+                    tick();
+                    r
+                })
+                .collect();
+            runs.sort_by(f64::total_cmp);
+            runs[runs.len() / 2]
+        };
+        Figures {
+            threads,
+            read_noprefetch_mops: median(Access::Read, 0),
+            read_window32_mops: median(Access::Read, 32),
+            read_window64_mops: median(Access::Read, 64),
+            rmw_noprefetch_mops: median(Access::ReadModifyWrite, 0),
+            rmw_window64_mops: median(Access::ReadModifyWrite, 64),
+        }
     }
 }
 

@@ -37,13 +37,6 @@ pub fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// `n` distinct pseudo-random keys.
-pub fn random_distinct(n: u64, seed: u64) -> Vec<u64> {
-    (0..n)
-        .map(|i| mix(i ^ seed.wrapping_mul(0x9e37_79b9_7f4a_7c15)))
-        .collect()
-}
-
 /// A small fast generator for per-thread index streams.
 pub struct Rng(pub u64);
 
@@ -84,13 +77,5 @@ mod tests {
         }
         assert_eq!(pretty_count(1 << 25), "2^25");
         assert_eq!(pretty_count(48 << 20), "48M");
-    }
-
-    #[test]
-    fn keys_are_distinct() {
-        let mut keys = random_distinct(100_000, 7);
-        keys.sort_unstable();
-        keys.dedup();
-        assert_eq!(keys.len(), 100_000);
     }
 }

@@ -1,60 +1,226 @@
-//! floe-bench: floe's throughput next to the machine's own ceiling, measured in the same run.
+//! floe-bench: floe and its peers side by side, next to the machine's own ceiling measured in
+//! the same run.
 //!
-//! With no arguments it runs the default job: a table of 2^25 keys (about 1.4 GB, far larger
-//! than the caches), unbatched inserts and gets from 1 and all threads, and the ceiling for
-//! random 64-byte line reads with no prefetch over an array of the same size. Every figure is
-//! the median of `--repeat` runs with min and max, and is shown as a fraction of the ceiling.
+//! * `floe-bench` (no arguments) runs the default suite: get, insdel and putheavy on a table
+//!   of 2^25 keys (far larger than the caches), 1 and all threads, floe against dashmap,
+//!   papaya, scc and a sharded `RwLock<hashbrown>`, a few minutes in all; prints the table and
+//!   writes `results/<timestamp>.json` and `.svg`.
+//! * `floe-bench run ...` measures one configuration (`--help` lists the flags).
+//! * `floe-bench ceiling ...` measures the ceiling alone.
 //!
-//! Build with `--features line-stats` to also count the distinct cache lines each operation
-//! reads (for machines where `perf stat` has no cache-miss counters).
+//! Build with `--features line-stats` to also count the cache lines floe reads per operation
+//! (for machines where `perf stat` has no cache-miss counters).
 
 mod ceiling;
+mod dist;
+mod experiment;
 mod keys;
 mod measure;
 mod peers;
+mod plot;
+mod report;
+mod workload;
 
-use std::{process::ExitCode, time::Duration};
+use std::{path::PathBuf, process::ExitCode, time::Duration};
 
-use clap::{Parser, ValueEnum};
+use clap::{Args, Parser, Subcommand, ValueEnum};
 use floe::{
     hash::{Crc32, Mix64, WyHash},
-    Backend, FlatMap,
+    Backend,
 };
 
 use crate::{
+    dist::Dist,
+    experiment::{stream_len, Experiment},
     keys::parse_count,
-    measure::{Summary, Workers},
-    peers::{BenchMap, MapKind},
+    measure::{AnyHash, Api, Workers},
+    peers::{MapKind, Recipe},
+    report::ceiling_table,
+    workload::Workload,
 };
 
 #[derive(Parser, Debug)]
 #[command(
     version,
-    about = "floe's throughput next to the machine's random-access ceiling"
+    args_conflicts_with_subcommands = true,
+    about = "floe and its peers side by side, next to the machine's random-access ceiling",
+    long_about = "floe and its peers side by side, next to the machine's random-access ceiling.\n\n\
+                  With no subcommand, runs the default suite and takes its flags."
 )]
-struct Args {
-    /// Keys in the table (accepts 2^25, 32M, 33554432).
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    suite: SuiteArgs,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// The default suite: get, insdel, putheavy; 1 and all threads; floe and the peers.
+    Suite(SuiteArgs),
+    /// One configuration: a workload on some maps at some thread counts.
+    Run(RunArgs),
+    /// The machine's ceiling alone: random line reads and RMWs, with and without prefetch.
+    Ceiling(CeilingArgs),
+    /// One `run` configuration over a range of one parameter (batch, keys, theta).
+    Sweep(SweepArgs),
+    /// Fill one map in this process and print its RSS growth (used by the memory measurement).
+    #[command(hide = true)]
+    MemoryProbe(ProbeArgs),
+}
+
+/// Flags every measurement shares.
+#[derive(Args, Debug, Clone)]
+struct Common {
+    /// Keys (the table's capacity and key space; accepts 2^25, 32M, 33554432).
     #[arg(long, default_value = "2^25", value_parser = parse_count)]
     keys: u64,
-    /// Thread counts to run, comma separated (default: 1 and all cores).
+    /// Thread counts, comma separated [default: 1 and all cores].
     #[arg(long, value_delimiter = ',')]
     threads: Vec<usize>,
-    /// Seconds per get measurement.
-    #[arg(long, default_value_t = 2.0)]
-    seconds: f64,
-    /// Repeats of every measurement (median, min, max are reported).
+    /// Seconds per timed run of a cycling workload [default: 1 for the suite, 2 for run].
+    #[arg(long)]
+    seconds: Option<f64>,
+    /// Operations per timed run instead of seconds (total over threads; the run-once
+    /// workloads' operation count).
+    #[arg(long, value_parser = parse_count)]
+    ops: Option<u64>,
+    /// Repeats of every measurement (median, min and max are reported).
     #[arg(long, default_value_t = 3)]
     repeat: usize,
-    /// Matching backends to compare (`all` = every one the CPU supports).
+    /// Maps, comma separated [default: floe,dashmap,papaya,scc,rwlock-hashbrown].
+    #[arg(long, value_enum, value_delimiter = ',')]
+    maps: Vec<MapKind>,
+    /// floe's matching backends (`all` = every one the CPU supports).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "auto")]
     backend: Vec<BackendArg>,
-    /// Transparent huge pages for the table and the ceiling array.
+    /// Hash function, for every map.
+    #[arg(long, value_enum, default_value = "mix64")]
+    hash: HashArg,
+    /// Transparent huge pages for floe's table and the ceiling array.
     #[arg(long, value_enum, default_value = "on")]
-    huge_pages: HugePages,
-    /// Maps to measure, comma separated (peers get the same hasher and full capacity).
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "floe")]
-    maps: Vec<MapKind>,
-    /// Hash function.
+    huge_pages: OnOff,
+    /// Sample per-operation latency (one operation in 256) into HDR histograms.
+    #[arg(long, value_enum, default_value = "on")]
+    latency: OnOff,
+    /// Measure RSS growth per key of the peers in child processes.
+    #[arg(long, value_enum, default_value = "on")]
+    memory: OnOff,
+    /// Write the report as JSON here.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Write the results as CSV here.
+    #[arg(long)]
+    csv: Option<PathBuf>,
+    /// Write the thread-scaling chart (SVG) here.
+    #[arg(long)]
+    plot: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+struct SuiteArgs {
+    #[command(flatten)]
+    common: Common,
+    /// Directory for `<timestamp>.json` and `<timestamp>.svg` (unless --json/--plot are given).
+    #[arg(long, default_value = "results")]
+    out: PathBuf,
+}
+
+#[derive(Args, Debug)]
+struct RunArgs {
+    #[command(flatten)]
+    common: Common,
+    /// The workload.
+    #[arg(long, value_enum, default_value = "get")]
+    workload: Workload,
+    /// Fraction of gets in `mixed` (the rest are puts).
+    #[arg(long, default_value_t = 0.9)]
+    read_ratio: f64,
+    /// Fraction of --keys inserted before timing [default: per workload].
+    #[arg(long)]
+    prefill: Option<f64>,
+    /// Key popularity: uniform, zipf:THETA (0 <= THETA < 1.5), hot:KEYS:PERCENT.
+    #[arg(long, default_value = "uniform")]
+    dist: Dist,
+    /// floe's prefetch depth (`--api batch`) or window (`--api pipeline`); 1 = unbatched.
+    #[arg(long, default_value_t = 1)]
+    batch: usize,
+    /// How floe gets its operations [default: batch if --batch > 1, else single]. Peers
+    /// always get theirs one by one.
+    #[arg(long, value_enum)]
+    api: Option<Api>,
+    /// When floe's batches and pipeline prefetch (auto: tables of 32 MiB and more).
+    #[arg(long, value_enum, default_value = "auto")]
+    prefetch: PrefetchArg,
+}
+
+#[derive(Args, Debug)]
+struct SweepArgs {
+    #[command(flatten)]
+    run: RunArgs,
+    /// The parameter to sweep.
+    #[arg(long, value_enum)]
+    param: SweepParam,
+    /// Its values, comma separated [default: batch 1..128 in powers of two; keys 2^12..2^26
+    /// in steps of 4x; theta 0..1.2 in steps of 0.2].
+    #[arg(long, value_delimiter = ',')]
+    values: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum SweepParam {
+    /// `--batch` (floe's prefetch depth or window).
+    Batch,
+    /// `--keys` (the table size).
+    Keys,
+    /// The Zipf skew (`--dist zipf:THETA`).
+    Theta,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum PrefetchArg {
+    Auto,
+    Always,
+    Never,
+}
+
+impl PrefetchArg {
+    fn floe(self) -> floe::Prefetch {
+        match self {
+            PrefetchArg::Auto => floe::Prefetch::Auto,
+            PrefetchArg::Always => floe::Prefetch::Always,
+            PrefetchArg::Never => floe::Prefetch::Never,
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+struct CeilingArgs {
+    /// Array size in keys of floe's table (as --keys elsewhere), unless --bytes is given.
+    #[arg(long, default_value = "2^25", value_parser = parse_count)]
+    keys: u64,
+    /// Array size in bytes (accepts 1G, 512M).
+    #[arg(long, value_parser = parse_count)]
+    bytes: Option<u64>,
+    /// Thread counts, comma separated [default: 1 and all cores].
+    #[arg(long, value_delimiter = ',')]
+    threads: Vec<usize>,
+    /// Seconds per measurement.
+    #[arg(long, default_value_t = 1.0)]
+    seconds: f64,
+    /// Repeats (median reported).
+    #[arg(long, default_value_t = 3)]
+    repeat: usize,
+    #[arg(long, value_enum, default_value = "on")]
+    huge_pages: OnOff,
+}
+
+#[derive(Args, Debug)]
+struct ProbeArgs {
+    #[arg(long, value_enum)]
+    map: MapKind,
+    #[arg(long, value_parser = parse_count)]
+    keys: u64,
     #[arg(long, value_enum, default_value = "mix64")]
     hash: HashArg,
 }
@@ -69,10 +235,15 @@ enum BackendArg {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum HugePages {
+enum OnOff {
     On,
     Off,
-    Both,
+}
+
+impl OnOff {
+    fn on(self) -> bool {
+        self == OnOff::On
+    }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -80,6 +251,24 @@ enum HashArg {
     Mix64,
     Wyhash,
     Crc32,
+}
+
+impl HashArg {
+    fn hasher(self) -> AnyHash {
+        match self {
+            HashArg::Mix64 => AnyHash::Mix64(Mix64::with_seed(1)),
+            HashArg::Wyhash => AnyHash::WyHash(WyHash::with_seed(1)),
+            HashArg::Crc32 => AnyHash::Crc32(Crc32::with_seed(1)),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            HashArg::Mix64 => "mix64",
+            HashArg::Wyhash => "wyhash",
+            HashArg::Crc32 => "crc32",
+        }
+    }
 }
 
 fn backends(args: &[BackendArg]) -> Result<Vec<Backend>, String> {
@@ -97,7 +286,7 @@ fn backends(args: &[BackendArg]) -> Result<Vec<Backend>, String> {
                 if arg == BackendArg::All {
                     continue;
                 }
-                return Err(format!("this CPU does not support the {b:?} backend"));
+                return Err(format!("--backend: this CPU does not support {b:?}"));
             }
             if !out.contains(&b) {
                 out.push(b);
@@ -107,266 +296,389 @@ fn backends(args: &[BackendArg]) -> Result<Vec<Backend>, String> {
     Ok(out)
 }
 
+/// Exit codes: 0 success, 1 a measurement failed (wrong answers, allocation), 2 bad flags.
+enum Failure {
+    Usage(String),
+    Run(String),
+}
+
 fn main() -> ExitCode {
-    let args = Args::parse();
-    match run(&args) {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        None => suite(cli.suite),
+        Some(Command::Suite(args)) => suite(args),
+        Some(Command::Run(args)) => run(args),
+        Some(Command::Ceiling(args)) => ceiling(args),
+        Some(Command::Sweep(args)) => sweep(args),
+        Some(Command::MemoryProbe(args)) => probe(args),
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(message) => {
+        Err(Failure::Usage(message)) => {
             eprintln!("floe-bench: {message}");
             ExitCode::from(2)
+        }
+        Err(Failure::Run(message)) => {
+            eprintln!("floe-bench: {message}");
+            ExitCode::from(1)
         }
     }
 }
 
-fn run(args: &Args) -> Result<(), String> {
-    let cores = core_affinity::get_core_ids().map_or(1, |c| c.len()).max(1);
-    let threads = if args.threads.is_empty() {
-        let mut t = vec![1, cores];
-        t.dedup();
-        t
-    } else {
-        args.threads.clone()
-    };
-    if threads.contains(&0) {
-        return Err("--threads: thread counts must be at least 1".into());
+impl Common {
+    /// The flags' defaults, for the no-argument suite.
+    fn parse_defaults() -> Common {
+        #[derive(Parser)]
+        struct Defaults {
+            #[command(flatten)]
+            common: Common,
+        }
+        Defaults::parse_from(["floe-bench"]).common
     }
-    if args.keys < 1024 {
-        return Err("--keys: use at least 1024 keys".into());
-    }
-    if args.repeat == 0 || !args.seconds.is_finite() || args.seconds <= 0.0 {
-        return Err("--repeat and --seconds must be positive".into());
-    }
-    let backends = backends(&args.backend)?;
-    let huge: &[bool] = match args.huge_pages {
-        HugePages::On => &[true],
-        HugePages::Off => &[false],
-        HugePages::Both => &[true, false],
-    };
-    let duration = Duration::from_secs_f64(args.seconds);
-    let workers = Workers::new();
 
-    println!("{}", measure::machine_description());
-    println!(
-        "keys {} ({}), hash {:?}, {} repeat(s), {:.1} s per get run, line stats {}",
-        args.keys,
-        keys::pretty_count(args.keys),
-        args.hash,
-        args.repeat,
-        args.seconds,
-        if cfg!(feature = "line-stats") {
-            "on"
+    fn threads(&self) -> Result<Vec<usize>, Failure> {
+        if self.threads.contains(&0) {
+            return Err(Failure::Usage(
+                "--threads: counts must be at least 1".into(),
+            ));
+        }
+        Ok(if self.threads.is_empty() {
+            let mut t = vec![1, Workers::new().cores()];
+            t.dedup();
+            t
         } else {
-            "off (build with --features line-stats)"
-        }
-    );
-    eprintln!("generating {} keys...", args.keys);
-    let all_keys = keys::random_distinct(args.keys, 0x5eed_f10e);
+            self.threads.clone()
+        })
+    }
 
-    for &huge_pages in huge {
-        // The ceiling over an array as large as the table the map allocates.
-        let probe_map = build_map(args, Backend::Scalar, huge_pages)?;
-        let table_bytes = probe_map.stats().allocated_bytes;
-        drop(probe_map);
-        println!();
-        println!(
-            "== huge pages {}; table {:.2} GiB ({:.1} bytes/key)",
-            if huge_pages { "on" } else { "off" },
-            table_bytes as f64 / (1u64 << 30) as f64,
-            table_bytes as f64 / args.keys as f64
-        );
-        let ceiling = ceiling::Ceiling::new(table_bytes, huge_pages)?;
-        let mut rows: Vec<(String, usize, Summary)> = Vec::new();
-        for &t in &threads {
-            let s = Summary::of(args.repeat, || ceiling.random_reads(&workers, t, duration));
-            rows.push(("ceiling: random line reads, no prefetch".into(), t, s));
+    /// The experiment these flags describe (workload-specific fields at their defaults).
+    fn experiment(&self, default_seconds: f64, runs_once: bool) -> Result<Experiment, Failure> {
+        let usage = |m: &str| Failure::Usage(m.to_string());
+        if self.keys < 1024 {
+            return Err(usage("--keys: use at least 1024 keys"));
         }
-        let ceilings: Vec<(usize, f64)> = rows.iter().map(|(_, t, s)| (*t, s.median)).collect();
-        drop(ceiling);
-
-        let mut memory = Vec::new();
-        for &kind in &args.maps {
-            let threads: Vec<usize> = threads
-                .iter()
-                .copied()
-                .filter(|&t| kind.concurrent() || t == 1)
-                .collect();
-            let hasher = hasher(args);
-            let capacity = args.keys as usize;
-            let bench = Bench {
-                workers: &workers,
-                threads: &threads,
-                keys: &all_keys,
-                repeat: args.repeat,
-                duration,
-            };
-            match kind {
-                MapKind::Floe => {
-                    for &backend in &backends {
-                        let label = format!("floe ({})", format!("{backend:?}").to_lowercase());
-                        let build = || {
-                            build_map(args, backend, huge_pages)
-                                .expect("the table was allocated once already")
-                        };
-                        bench.map(&label, build, &mut rows, &mut memory);
-                    }
-                }
-                MapKind::Dashmap => bench.map(
-                    "dashmap",
-                    || dashmap::DashMap::with_capacity_and_hasher(capacity, hasher),
-                    &mut rows,
-                    &mut memory,
-                ),
-                MapKind::Papaya | MapKind::PapayaIncremental => {
-                    let mode = || {
-                        if kind == MapKind::Papaya {
-                            papaya::ResizeMode::Blocking
-                        } else {
-                            papaya::ResizeMode::Incremental(64)
-                        }
-                    };
-                    let label = if kind == MapKind::Papaya {
-                        "papaya (blocking)"
+        if self.keys >= 1 << 40 {
+            return Err(usage("--keys: at most 2^40 keys"));
+        }
+        if self.repeat == 0 {
+            return Err(usage("--repeat must be at least 1"));
+        }
+        let seconds = match (self.seconds, self.ops) {
+            (Some(_), Some(_)) => return Err(usage("give --seconds or --ops, not both")),
+            (Some(s), None) if !s.is_finite() || s <= 0.0 => {
+                return Err(usage("--seconds must be positive"))
+            }
+            (Some(_), None) if runs_once => {
+                return Err(usage(
+                    "this workload runs a fixed number of operations; use --ops, not --seconds",
+                ))
+            }
+            (Some(s), None) => Some(s),
+            (None, Some(0)) => return Err(usage("--ops must be positive")),
+            (None, Some(_)) => None,
+            (None, None) if runs_once => None,
+            (None, None) => Some(default_seconds),
+        };
+        let ops = self.ops;
+        let kinds = if self.maps.is_empty() {
+            vec![
+                MapKind::Floe,
+                MapKind::Dashmap,
+                MapKind::Papaya,
+                MapKind::Scc,
+                MapKind::RwlockHashbrown,
+            ]
+        } else {
+            self.maps.clone()
+        };
+        let backends = backends(&self.backend).map_err(Failure::Usage)?;
+        let mut maps = Vec::new();
+        for kind in kinds {
+            if kind == MapKind::Floe {
+                for &b in &backends {
+                    let label = if backends.len() == 1 && b == Backend::Auto {
+                        "floe".to_string()
                     } else {
-                        "papaya (incremental)"
+                        format!("floe ({})", format!("{b:?}").to_lowercase())
                     };
-                    let build = || {
-                        papaya::HashMap::builder()
-                            .capacity(capacity)
-                            .hasher(hasher)
-                            .resize_mode(mode())
-                            .build()
-                    };
-                    bench.map(label, build, &mut rows, &mut memory);
+                    maps.push((kind, label, b));
                 }
-                MapKind::Scc => bench.map(
-                    "scc::HashMap",
-                    || scc::HashMap::with_capacity_and_hasher(capacity, hasher),
-                    &mut rows,
-                    &mut memory,
-                ),
-                MapKind::RwlockHashbrown => bench.map(
-                    "RwLock<hashbrown> x64",
-                    || peers::RwlockHashbrown::new(capacity, hasher),
-                    &mut rows,
-                    &mut memory,
-                ),
-                MapKind::Hashbrown => bench.map(
-                    "hashbrown (1 thread)",
-                    || peers::SingleThreadHashbrown::new(capacity, hasher),
-                    &mut rows,
-                    &mut memory,
-                ),
+            } else if !maps.iter().any(|(k, _, _)| *k == kind) {
+                maps.push((kind, kind.name().to_string(), Backend::Auto));
             }
         }
-        print_table(&rows, &ceilings);
-        for (name, bytes_per_key, how) in memory {
-            println!("memory: {name:<28} {bytes_per_key:>7.1} bytes/key ({how})");
-        }
+        Ok(Experiment {
+            workloads: vec![],
+            read_ratio: 0.9,
+            keys: self.keys,
+            prefill: None,
+            threads: self.threads()?,
+            dist: Dist::Uniform,
+            seconds,
+            ops,
+            repeat: self.repeat,
+            api: Api::Single,
+            batch: 1,
+            prefetch: floe::Prefetch::Auto,
+            maps,
+            recipe: Recipe {
+                capacity: self.keys as usize,
+                hasher: self.hash.hasher(),
+                backend: Backend::Auto,
+                huge_pages: self.huge_pages.on(),
+                churn: false,
+            },
+            latency: self.latency.on(),
+            memory: self.memory.on(),
+            hash_name: self.hash.name().into(),
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+        })
+    }
+}
+
+fn measure_and_report(
+    experiment: &Experiment,
+    common: &Common,
+    default_outputs: Option<(PathBuf, PathBuf)>,
+    title: &str,
+) -> Result<(), Failure> {
+    experiment.check().map_err(Failure::Usage)?;
+    let workers = Workers::new();
+    let machine = measure::machine();
+    println!("{machine}");
+    println!(
+        "keys {} ({}), hash {}, {} repeat(s), {}, latency sampling {}, huge pages {}",
+        experiment.keys,
+        keys::pretty_count(experiment.keys),
+        experiment.hash_name,
+        experiment.repeat,
+        match (experiment.seconds, experiment.ops) {
+            (Some(s), _) => format!("{s} s per run"),
+            (None, Some(ops)) => format!("{ops} ops per run"),
+            _ => "the workload's own operation count".into(),
+        },
+        if experiment.latency { "on" } else { "off" },
+        if experiment.recipe.huge_pages {
+            "on"
+        } else {
+            "off"
+        },
+    );
+    let report = experiment.run(&workers).map_err(Failure::Run)?;
+    println!(
+        "\nceiling over {:.2} GiB (the size of floe's table):",
+        report.ceiling.bytes as f64 / f64::from(1 << 30)
+    );
+    print!("{}", ceiling_table(&report.ceiling.by_threads));
+    println!("\nresults (x ceil = fraction of the matching ceiling; latency sampled 1 in 256):");
+    print!("{}", report.table());
+    for (name, per_key) in report
+        .results
+        .iter()
+        .filter_map(|r| r.rss_bytes_per_key.map(|b| (&r.map, b)))
+        .collect::<std::collections::BTreeMap<_, _>>()
+    {
+        println!("memory: {name} grows RSS by {per_key:.1} bytes/key (separate process)");
+    }
+    let (json, plot) = match default_outputs {
+        Some((json, plot)) => (
+            Some(common.json.clone().unwrap_or(json)),
+            Some(common.plot.clone().unwrap_or(plot)),
+        ),
+        None => (common.json.clone(), common.plot.clone()),
+    };
+    if let Some(path) = json {
+        report.write_json(&path).map_err(Failure::Run)?;
+        println!("wrote {}", path.display());
+    }
+    if let Some(path) = &common.csv {
+        report.write_csv(path).map_err(Failure::Run)?;
+        println!("wrote {}", path.display());
+    }
+    if let Some(path) = plot {
+        report::write_file(&path, &plot::svg(&report, title)).map_err(Failure::Run)?;
+        println!("wrote {}", path.display());
     }
     Ok(())
 }
 
-/// What every map's measurement shares.
-struct Bench<'a> {
-    workers: &'a Workers,
-    threads: &'a [usize],
-    keys: &'a [u64],
-    repeat: usize,
-    duration: Duration,
+fn suite(args: SuiteArgs) -> Result<(), Failure> {
+    let mut experiment = args.common.experiment(1.0, false)?;
+    experiment.workloads = vec![Workload::Get, Workload::Insdel, Workload::Putheavy];
+    let unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let stamp = report::timestamps(unix).1;
+    let outputs = (
+        args.out.join(format!("{stamp}.json")),
+        args.out.join(format!("{stamp}.svg")),
+    );
+    let title = format!(
+        "floe-bench suite: {} keys, uniform, unbatched",
+        keys::pretty_count(experiment.keys)
+    );
+    measure_and_report(&experiment, &args.common, Some(outputs), &title)
 }
 
-type Row = (String, usize, Summary);
+impl RunArgs {
+    fn experiment(&self) -> Result<Experiment, Failure> {
+        let mut experiment = self.common.experiment(2.0, self.workload.runs_once())?;
+        experiment.workloads = vec![self.workload];
+        experiment.read_ratio = self.read_ratio;
+        experiment.prefill = self.prefill;
+        experiment.dist = self.dist;
+        experiment.batch = self.batch;
+        experiment.api = self.api.unwrap_or(if self.batch > 1 {
+            Api::Batch
+        } else {
+            Api::Single
+        });
+        experiment.prefetch = self.prefetch.floe();
+        Ok(experiment)
+    }
+}
 
-impl Bench<'_> {
-    /// For each thread count: fill a fresh map with every key (`repeat` times), then run random
-    /// gets on the last one. Also records memory per key (table bytes, or RSS growth).
-    fn map<M: BenchMap>(
-        &self,
-        name: &str,
-        build: impl Fn() -> M,
-        rows: &mut Vec<Row>,
-        memory: &mut Vec<(String, f64, &'static str)>,
-    ) {
-        for &t in self.threads {
-            let mut filled = None;
-            let mut rss_growth = None;
-            let inserts = Summary::of(self.repeat, || {
-                drop(filled.take());
-                let rss_before = peers::rss_bytes();
-                let map = build();
-                let result = measure::insert_all(self.workers, t, &map, self.keys);
-                if let (Some(before), Some(after)) = (rss_before, peers::rss_bytes()) {
-                    rss_growth = Some(after.saturating_sub(before));
+fn run(args: RunArgs) -> Result<(), Failure> {
+    let experiment = args.experiment()?;
+    let title = format!(
+        "floe-bench run: {} on {} keys, {}",
+        args.workload.name(),
+        keys::pretty_count(experiment.keys),
+        args.dist
+    );
+    measure_and_report(&experiment, &args.common, None, &title)
+}
+
+fn sweep(args: SweepArgs) -> Result<(), Failure> {
+    let usage = |m: String| Failure::Usage(m);
+    let values: Vec<String> = if args.values.is_empty() {
+        match args.param {
+            SweepParam::Batch => (0..8).map(|i| (1u32 << i).to_string()).collect(),
+            SweepParam::Keys => (0..8).map(|i| format!("2^{}", 12 + 2 * i)).collect(),
+            SweepParam::Theta => (0..7)
+                .map(|i| format!("{:.1}", f64::from(i) * 0.2))
+                .collect(),
+        }
+    } else {
+        args.values.clone()
+    };
+    let base = args.run.experiment()?;
+    let mut experiments = Vec::new();
+    for value in &values {
+        let mut e = base.clone();
+        match args.param {
+            SweepParam::Batch => {
+                e.batch = value
+                    .parse()
+                    .map_err(|_| usage(format!("--values: '{value}' is not a batch size")))?;
+                if args.run.api.is_none() {
+                    e.api = if e.batch > 1 { Api::Batch } else { Api::Single };
                 }
-                filled = Some(map);
-                result
-            });
-            let map = filled.expect("repeat >= 1");
-            rows.push((format!("{name} insert"), t, inserts));
-            let gets = Summary::of(self.repeat, || {
-                measure::get_random(self.workers, t, &map, self.keys, self.duration)
-            });
-            rows.push((format!("{name} get, hit"), t, gets));
-            if !memory.iter().any(|(n, _, _)| n == name) {
-                let keys = self.keys.len() as f64;
-                match (map.table_bytes(), rss_growth) {
-                    (Some(bytes), _) => {
-                        memory.push((name.to_string(), bytes as f64 / keys, "table"))
-                    }
-                    (None, Some(bytes)) => {
-                        memory.push((name.to_string(), bytes as f64 / keys, "RSS growth"))
-                    }
-                    (None, None) => {}
+            }
+            SweepParam::Keys => {
+                e.keys = parse_count(value).map_err(|m| usage(format!("--values: {m}")))?;
+                if e.keys < 1024 {
+                    return Err(usage("--values: use at least 1024 keys".into()));
                 }
+                e.recipe.capacity = e.keys as usize;
+            }
+            SweepParam::Theta => {
+                e.dist = format!("zipf:{value}")
+                    .parse()
+                    .map_err(|m| usage(format!("--values: {m}")))?;
+            }
+        }
+        e.check().map_err(Failure::Usage)?;
+        experiments.push(e);
+    }
+    let workers = Workers::new();
+    println!("{}", measure::machine());
+    let mut combined: Option<report::Report> = None;
+    for e in &experiments {
+        let report = e.run(&workers).map_err(Failure::Run)?;
+        match combined.as_mut() {
+            None => combined = Some(report),
+            Some(all) => {
+                all.results.extend(report.results);
+                all.ceiling = report.ceiling;
             }
         }
     }
-}
-
-fn hasher(args: &Args) -> measure::AnyHash {
-    match args.hash {
-        HashArg::Mix64 => measure::AnyHash::Mix64(Mix64::with_seed(1)),
-        HashArg::Wyhash => measure::AnyHash::WyHash(WyHash::with_seed(1)),
-        HashArg::Crc32 => measure::AnyHash::Crc32(Crc32::with_seed(1)),
+    let report = combined.expect("at least one value");
+    print!("{}", report.table());
+    let common = &args.run.common;
+    if let Some(path) = &common.json {
+        report.write_json(path).map_err(Failure::Run)?;
     }
+    if let Some(path) = &common.csv {
+        report.write_csv(path).map_err(Failure::Run)?;
+    }
+    Ok(())
 }
 
-fn build_map(
-    args: &Args,
-    backend: Backend,
-    huge_pages: bool,
-) -> Result<FlatMap<u64, u64, measure::AnyHash>, String> {
-    FlatMap::<u64, u64>::builder()
-        .capacity(args.keys as usize)
-        .hasher(hasher(args))
-        .backend(backend)
-        .huge_pages(huge_pages)
-        .build()
-        .map_err(|e| format!("building the map: {e}"))
-}
-
-fn print_table(rows: &[(String, usize, Summary)], ceilings: &[(usize, f64)]) {
+fn ceiling(args: CeilingArgs) -> Result<(), Failure> {
+    let usage = |m: &str| Failure::Usage(m.to_string());
+    if args.repeat == 0 || !args.seconds.is_finite() || args.seconds <= 0.0 {
+        return Err(usage("--repeat and --seconds must be positive"));
+    }
+    let common = Common {
+        threads: args.threads.clone(),
+        ..Common::parse_defaults()
+    };
+    let threads = common.threads()?;
+    let bytes = match args.bytes {
+        Some(b) if b < 1 << 20 => return Err(usage("--bytes: use at least 1M")),
+        Some(b) => b as usize,
+        None => {
+            Recipe {
+                capacity: args.keys as usize,
+                hasher: HashArg::Mix64.hasher(),
+                backend: Backend::Scalar,
+                huge_pages: args.huge_pages.on(),
+                churn: false,
+            }
+            .floe()
+            .map_err(Failure::Usage)?
+            .stats()
+            .allocated_bytes
+        }
+    };
+    println!("{}", measure::machine());
+    let workers = Workers::new();
+    let array = ceiling::Ceiling::new(bytes, args.huge_pages.on()).map_err(Failure::Run)?;
     println!(
-        "{:<44} {:>7} {:>10} {:>10} {:>10} {:>10} {:>11}",
-        "operation", "threads", "Mops/s", "min", "max", "x ceiling", "lines/op"
+        "array {:.2} GiB, huge pages {}, median of {}",
+        bytes as f64 / f64::from(1 << 30),
+        if args.huge_pages.on() { "on" } else { "off" },
+        args.repeat
     );
-    for (name, threads, s) in rows {
-        let ceiling = ceilings
-            .iter()
-            .find(|(t, _)| t == threads)
-            .map_or(f64::NAN, |(_, c)| *c);
-        let lines = s
-            .lines_per_op
-            .map_or("-".to_string(), |l| format!("{l:.3}"));
-        println!(
-            "{:<44} {:>7} {:>10.2} {:>10.2} {:>10.2} {:>10.3} {:>11}",
-            name,
-            threads,
-            s.median,
-            s.min,
-            s.max,
-            s.median / ceiling,
-            lines
-        );
-    }
+    let figures: Vec<_> = threads
+        .iter()
+        .map(|&t| {
+            ceiling::Figures::measure(
+                &array,
+                &workers,
+                t,
+                Duration::from_secs_f64(args.seconds),
+                args.repeat,
+                stream_len((bytes / 64) as u64),
+                || {},
+            )
+        })
+        .collect();
+    print!("{}", ceiling_table(&figures));
+    Ok(())
+}
+
+fn probe(args: ProbeArgs) -> Result<(), Failure> {
+    let recipe = Recipe {
+        capacity: args.keys as usize,
+        hasher: args.hash.hasher(),
+        backend: Backend::Auto,
+        huge_pages: true,
+        churn: false,
+    };
+    let bytes = experiment::memory_probe(args.map, &recipe, args.keys).map_err(Failure::Run)?;
+    println!("rss_growth_bytes={bytes}");
+    Ok(())
 }

@@ -1,4 +1,11 @@
-//! Timed loops: pinned threads, a start barrier, per-thread work prepared before timing.
+//! Timed loops: pinned threads, a start barrier, per-thread work prepared before timing,
+//! every answer checked, latency sampled into HDR histograms.
+//!
+//! **Latency sampling.** One operation in every [`CHUNK`] is timed on its own with two clock
+//! reads (`Instant::now`, a vDSO `rdtsc` that is ordered after earlier loads), so the sampled
+//! operation's latency includes whatever of it did not overlap with its neighbours. The cost is
+//! two clock reads per 256 operations; BENCHMARKS.md has the measured effect on throughput
+//! (`--latency off` turns it off).
 
 use std::{
     hash::BuildHasher,
@@ -10,8 +17,14 @@ use floe::{
     hash::{Crc32, Mix64, WyHash},
     FlatMap,
 };
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
 
-use crate::{keys::Rng, peers::BenchMap};
+use crate::{
+    keys::Rng,
+    peers::BenchMap,
+    workload::{updated_value_of, value_matches, value_of, Kind, Op},
+};
 
 /// The hashers the bench can use, behind one type (the branch is perfectly predictable).
 #[derive(Clone, Copy, Debug)]
@@ -19,6 +32,14 @@ pub enum AnyHash {
     Mix64(Mix64),
     WyHash(WyHash),
     Crc32(Crc32),
+}
+
+/// The bench's default hasher. Only leapfrog's `LeapMap` asks for `Default` (a trait bound
+/// on its constructor); it is always given the run's hasher explicitly.
+impl Default for AnyHash {
+    fn default() -> Self {
+        AnyHash::Mix64(Mix64::with_seed(1))
+    }
 }
 
 /// The hasher of [`AnyHash`].
@@ -71,35 +92,6 @@ impl std::hash::Hasher for AnyHasher {
 
 pub type Map = FlatMap<u64, u64, AnyHash>;
 
-/// The value stored for a key, so gets can be checked without a second table.
-#[inline(always)]
-pub fn value_of(key: u64) -> u64 {
-    key ^ 0x0f0f_f0f0_5555_aaaa
-}
-
-/// Median, min and max of repeated measurements, in Mops/s.
-#[derive(Clone, Copy, Debug)]
-pub struct Summary {
-    pub median: f64,
-    pub min: f64,
-    pub max: f64,
-    pub lines_per_op: Option<f64>,
-}
-
-impl Summary {
-    /// Run `f` `repeat` times; each run returns (Mops/s, lines per op if counted).
-    pub fn of(repeat: usize, mut f: impl FnMut() -> (f64, Option<f64>)) -> Summary {
-        let mut runs: Vec<(f64, Option<f64>)> = (0..repeat).map(|_| f()).collect();
-        runs.sort_by(|a, b| a.0.total_cmp(&b.0));
-        Summary {
-            median: runs[runs.len() / 2].0,
-            min: runs[0].0,
-            max: runs[runs.len() - 1].0,
-            lines_per_op: runs[runs.len() / 2].1,
-        }
-    }
-}
-
 /// Thread placement: thread `i` of a run is pinned to core `i % cores`.
 pub struct Workers {
     cores: Vec<core_affinity::CoreId>,
@@ -112,15 +104,22 @@ impl Workers {
         }
     }
 
-    /// Run `body(i)` on `threads` pinned threads released together; returns the wall time from
-    /// the release to the last thread's end, and the bodies' results.
+    /// The number of cores threads are pinned to (at least 1).
+    pub fn cores(&self) -> usize {
+        self.cores.len().max(1)
+    }
+
+    /// Run `body(i)` on `threads` pinned threads released together; returns the time from the
+    /// first thread's start to the last thread's end (each thread reads the clock itself: the
+    /// spawning thread may not run again until a worker on its core is done), and the bodies'
+    /// results.
     pub fn run<R: Send>(
         &self,
         threads: usize,
         body: impl Fn(usize) -> R + Sync,
     ) -> (Duration, Vec<R>) {
-        let barrier = Barrier::new(threads + 1);
-        std::thread::scope(|s| {
+        let barrier = Barrier::new(threads);
+        let timed: Vec<(Instant, Instant, R)> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..threads)
                 .map(|i| {
                     let (barrier, body, cores) = (&barrier, &body, &self.cores);
@@ -129,18 +128,28 @@ impl Workers {
                             core_affinity::set_for_current(cores[i % cores.len()]);
                         }
                         barrier.wait();
-                        body(i)
+                        let start = Instant::now();
+                        let result = body(i);
+                        (start, Instant::now(), result)
                     })
                 })
                 .collect();
-            barrier.wait();
-            let start = Instant::now();
-            let results: Vec<R> = handles
+            handles
                 .into_iter()
                 .map(|h| h.join().expect("worker panicked"))
-                .collect();
-            (start.elapsed(), results)
-        })
+                .collect()
+        });
+        let first = timed
+            .iter()
+            .map(|t| t.0)
+            .min()
+            .expect("at least one thread");
+        let last = timed
+            .iter()
+            .map(|t| t.1)
+            .max()
+            .expect("at least one thread");
+        (last - first, timed.into_iter().map(|t| t.2).collect())
     }
 }
 
@@ -179,65 +188,387 @@ pub fn cycle_for<T>(stream: &[T], duration: Duration, mut op: impl FnMut(&T)) ->
     }
 }
 
-/// Lines read per op from the per-thread counters (`line-stats`), or `None`.
-fn lines_per_op(lines: u64, ops: u64) -> Option<f64> {
-    cfg!(feature = "line-stats").then(|| lines as f64 / ops as f64)
+/// When a timed run ends.
+#[derive(Clone, Copy, Debug)]
+pub enum Stop {
+    /// After this long (checked every 16 chunks), cycling through the arrays.
+    For(Duration),
+    /// After at least this many operations per thread (whole chunks), cycling.
+    PerThread(u64),
+    /// At the end of each thread's array.
+    Once,
 }
 
-/// Insert every key (thread `i` takes the `i`-th share) into an empty map.
-pub fn insert_all<M: BenchMap>(
-    workers: &Workers,
-    threads: usize,
-    map: &M,
-    keys: &[u64],
-) -> (f64, Option<f64>) {
-    let share = keys.len().div_ceil(threads);
-    let (elapsed, lines) = workers.run(threads, |i| {
-        let before = floe::lines_read();
-        for &k in keys.iter().skip(i * share).take(share) {
-            assert!(map.insert(k, value_of(k)), "keys are distinct");
+/// Operations between latency samples; runs stop only at chunk boundaries, so pairs of
+/// operations (InsDel's insert and delete) are never cut apart.
+pub const CHUNK: usize = 256;
+
+/// How operations are handed to the map.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Api {
+    /// One call per operation (every map).
+    Single,
+    /// floe's order-preserving batches (`FlatMap::batch`), `--batch` requests ahead.
+    Batch,
+    /// floe's asynchronous pipeline (`FlatMap::pipeline`), a window of `--batch` requests.
+    Pipeline,
+}
+
+/// How a run executes its operations.
+#[derive(Clone, Copy, Debug)]
+pub struct Mode {
+    pub api: Api,
+    /// Prefetch depth (batch) or window (pipeline).
+    pub batch: usize,
+    pub prefetch: floe::Prefetch,
+    pub sample_latency: bool,
+}
+
+impl Mode {
+    pub fn single(sample_latency: bool) -> Self {
+        Mode {
+            api: Api::Single,
+            batch: 1,
+            prefetch: floe::Prefetch::Auto,
+            sample_latency,
         }
-        floe::lines_read() - before
-    });
-    (
-        keys.len() as f64 / elapsed.as_secs_f64() / 1e6,
-        lines_per_op(lines.iter().sum(), keys.len() as u64),
-    )
+    }
 }
 
-/// Random gets of present keys for `duration`; every answer is checked.
-pub fn get_random<M: BenchMap>(
+/// One timed run.
+pub struct Sample {
+    pub mops: f64,
+    pub ops: u64,
+    pub latency: Option<Histogram<u64>>,
+    pub lines_per_op: Option<f64>,
+}
+
+/// Run `op` on `map` and say whether the answer is the expected one.
+#[inline(always)]
+fn execute<M: BenchMap>(map: &M, op: &Op, thread: usize) -> bool {
+    match op.kind {
+        Kind::Get => match map.get(op.key) {
+            Some(value) => op.expect && value_matches(op.key, value),
+            None => !op.expect,
+        },
+        Kind::Insert => map.insert(op.key, value_of(op.key)) == op.expect,
+        Kind::Update => map.update(op.key, updated_value_of(op.key, thread)) == op.expect,
+        Kind::Remove => map.remove(op.key) == op.expect,
+    }
+}
+
+fn histogram() -> Histogram<u64> {
+    // 1 ns to 100 s at 3 significant digits.
+    Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("valid bounds")
+}
+
+struct Driven {
+    ops: u64,
+    mistakes: Mistakes,
+    latency: Option<Histogram<u64>>,
+    lines: u64,
+}
+
+/// Walk `items` a chunk of [`CHUNK`] at a time until `stop`, calling `body(index of the
+/// chunk's first item, chunk)`. Returns the number of items processed.
+#[inline(always)]
+fn for_chunks<T>(items: &[T], stop: Stop, mut body: impl FnMut(usize, &[T])) -> u64 {
+    let (mut ops, mut chunks) = (0u64, 0u64);
+    let start = Instant::now();
+    'run: loop {
+        for (c, chunk) in items.chunks(CHUNK).enumerate() {
+            body(c * CHUNK, chunk);
+            ops += chunk.len() as u64;
+            chunks += 1;
+            match stop {
+                Stop::For(duration) if chunks % 16 == 0 && start.elapsed() >= duration => {
+                    break 'run
+                }
+                Stop::PerThread(n) if ops >= n => break 'run,
+                _ => {}
+            }
+        }
+        if matches!(stop, Stop::Once) || items.is_empty() {
+            break;
+        }
+    }
+    ops
+}
+
+/// Wrong answers seen by one thread.
+#[derive(Default)]
+struct Mistakes {
+    count: u64,
+    first: Option<Op>,
+}
+
+impl Mistakes {
+    #[inline(always)]
+    fn record(&mut self, right: bool, op: &Op) {
+        if !right {
+            self.count += 1;
+            self.first.get_or_insert(*op);
+        }
+    }
+}
+
+/// One thread's timed loop, one call per operation.
+fn drive<M: BenchMap>(map: &M, stream: &[Op], thread: usize, stop: Stop, sample: bool) -> Driven {
+    let mut latency = sample.then(histogram);
+    let lines_before = floe::lines_read();
+    let mut mistakes = Mistakes::default();
+    let ops = for_chunks(stream, stop, |_, chunk| {
+        let mut rest = chunk;
+        if let Some(histogram) = latency.as_mut() {
+            let t0 = Instant::now();
+            let right = execute(map, &chunk[0], thread);
+            let nanos = t0.elapsed().as_nanos() as u64;
+            histogram.saturating_record(nanos.max(1));
+            mistakes.record(right, &chunk[0]);
+            rest = &chunk[1..];
+        }
+        for op in rest {
+            mistakes.record(execute(map, op, thread), op);
+        }
+    });
+    Driven {
+        ops,
+        mistakes,
+        latency,
+        lines: floe::lines_read() - lines_before,
+    }
+}
+
+/// The floe request for a prepared operation.
+#[inline(always)]
+fn request_of(op: &Op, thread: usize) -> floe::Request<u64, u64> {
+    match op.kind {
+        Kind::Get => floe::Request::Get(op.key),
+        Kind::Insert => floe::Request::Insert(op.key, value_of(op.key)),
+        Kind::Update => floe::Request::Put(op.key, updated_value_of(op.key, thread)),
+        Kind::Remove => floe::Request::Remove(op.key),
+    }
+}
+
+/// Whether floe's response to `op` is the expected one.
+#[inline(always)]
+fn response_right(op: &Op, response: &floe::Response<u64>) -> bool {
+    use floe::Response as R;
+    match *response {
+        R::Get(Some(value)) => op.expect && value_matches(op.key, value),
+        R::Get(None) => !op.expect,
+        R::Insert(r) => matches!(r, Ok(floe::Insert::Inserted)) == op.expect,
+        R::Put(v) | R::Remove(v) => v.is_some() == op.expect,
+        R::Upsert(_) | R::FetchAdd(_) => false,
+    }
+}
+
+/// One thread's timed loop through floe's batches or pipeline, a chunk at a time, on requests
+/// made from `stream` before timing. No latency samples: a request's latency is not separable
+/// from its batch's.
+fn drive_batched(
+    map: &Map,
+    stream: &[Op],
+    requests: &[floe::Request<u64, u64>],
+    stop: Stop,
+    mode: Mode,
+) -> Driven {
+    let lines_before = floe::lines_read();
+    let mut mistakes = Mistakes::default();
+    let batch = map.batch().depth(mode.batch).prefetch(mode.prefetch);
+    let mut pipeline = map.pipeline::<usize>(mode.batch).prefetch(mode.prefetch);
+    let mut check = |index: usize, response: &floe::Response<u64>| {
+        mistakes.record(response_right(&stream[index], response), &stream[index]);
+    };
+    let ops = for_chunks(requests, stop, |first, chunk| match mode.api {
+        Api::Batch => {
+            batch.run_each(chunk, |i, response| check(first + i, &response));
+        }
+        Api::Pipeline => {
+            for (i, &request) in chunk.iter().enumerate() {
+                if let Some((index, response)) = pipeline.submit(first + i, request) {
+                    check(index, &response);
+                }
+            }
+        }
+        Api::Single => unreachable!("handled by drive"),
+    });
+    pipeline.flush(|index, response| check(index, &response));
+    Driven {
+        ops,
+        mistakes,
+        latency: None,
+        lines: floe::lines_read() - lines_before,
+    }
+}
+
+/// Time `streams` (one per thread) on `map`. Fails if any answer is wrong.
+pub fn timed<M: BenchMap>(
+    workers: &Workers,
+    map: &M,
+    streams: &[Vec<Op>],
+    stop: Stop,
+    mode: Mode,
+) -> Result<Sample, String> {
+    let (elapsed, driven) = match (mode.api, map.as_floe()) {
+        (Api::Single, _) => workers.run(streams.len(), |t| {
+            drive(map, &streams[t], t, stop, mode.sample_latency)
+        }),
+        (_, Some(floe)) => {
+            let requests: Vec<Vec<_>> = streams
+                .iter()
+                .enumerate()
+                .map(|(t, s)| s.iter().map(|op| request_of(op, t)).collect())
+                .collect();
+            workers.run(streams.len(), |t| {
+                drive_batched(floe, &streams[t], &requests[t], stop, mode)
+            })
+        }
+        (_, None) => return Err("only floe has batched interfaces".into()),
+    };
+    let ops: u64 = driven.iter().map(|d| d.ops).sum();
+    let wrong: u64 = driven.iter().map(|d| d.mistakes.count).sum();
+    if wrong > 0 {
+        let (thread, first) = driven
+            .iter()
+            .enumerate()
+            .find_map(|(t, d)| d.mistakes.first.map(|op| (t, op)))
+            .expect("a wrong answer was recorded");
+        return Err(format!(
+            "{wrong} of {ops} answers were wrong (first: {first:?} on thread {thread}); \
+             a full table answers inserts with `false`"
+        ));
+    }
+    let mut latency = (mode.sample_latency && mode.api == Api::Single).then(histogram);
+    for d in &driven {
+        if let (Some(all), Some(one)) = (latency.as_mut(), d.latency.as_ref()) {
+            all.add(one).expect("same bounds");
+        }
+    }
+    let lines: u64 = driven.iter().map(|d| d.lines).sum();
+    Ok(Sample {
+        mops: ops as f64 / elapsed.as_secs_f64() / 1e6,
+        ops,
+        latency,
+        lines_per_op: cfg!(feature = "line-stats").then(|| lines as f64 / ops.max(1) as f64),
+    })
+}
+
+/// Insert `keys` (value [`value_of`]) on `threads` threads; fails if an insert does not take.
+pub fn prefill<M: BenchMap>(
     workers: &Workers,
     threads: usize,
     map: &M,
     keys: &[u64],
-    duration: Duration,
-) -> (f64, Option<f64>) {
-    let streams = streams(threads, 0xabcd, 1 << 20, |rng| {
-        keys[rng.below(keys.len() as u64) as usize]
+) -> Result<(), String> {
+    let share = keys.len().div_ceil(threads).max(1);
+    let (_, failed) = workers.run(threads, |t| {
+        keys.iter()
+            .skip(t * share)
+            .take(share)
+            .filter(|&&k| !map.insert(k, value_of(k)))
+            .count()
     });
-    let (elapsed, results) = workers.run(threads, |i| {
-        let before = floe::lines_read();
-        let mut wrong = 0u64;
-        let ops = cycle_for(&streams[i], duration, |&k| {
-            wrong += u64::from(map.get(k) != Some(value_of(k)))
-        });
-        (ops, wrong, floe::lines_read() - before)
-    });
-    let ops: u64 = results.iter().map(|r| r.0).sum();
-    let wrong: u64 = results.iter().map(|r| r.1).sum();
-    assert_eq!(wrong, 0, "gets returned wrong values");
-    let lines: u64 = results.iter().map(|r| r.2).sum();
-    (
-        ops as f64 / elapsed.as_secs_f64() / 1e6,
-        lines_per_op(lines, ops),
-    )
+    let failed: usize = failed.iter().sum();
+    if failed > 0 {
+        return Err(format!(
+            "prefill: {failed} of {} inserts did not take (table full?)",
+            keys.len()
+        ));
+    }
+    Ok(())
 }
 
-/// CPU model, cores, caches and THP state, for the record.
-pub fn machine_description() -> String {
+/// Latency percentiles in nanoseconds (the JSON schema's `latency_ns`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Latency {
+    pub p50: u64,
+    pub p99: u64,
+    pub p999: u64,
+    pub p9999: u64,
+    pub max: u64,
+}
+
+impl Latency {
+    pub fn of(histogram: &Histogram<u64>) -> Option<Latency> {
+        (!histogram.is_empty()).then(|| Latency {
+            p50: histogram.value_at_quantile(0.5),
+            p99: histogram.value_at_quantile(0.99),
+            p999: histogram.value_at_quantile(0.999),
+            p9999: histogram.value_at_quantile(0.9999),
+            max: histogram.max(),
+        })
+    }
+}
+
+/// Median, min and max of repeated runs (Mops/s), with their latency samples merged.
+#[derive(Clone, Debug)]
+pub struct Summary {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    pub median_ops: u64,
+    pub latency: Option<Latency>,
+    pub lines_per_op: Option<f64>,
+}
+
+impl Summary {
+    pub fn of(mut samples: Vec<Sample>) -> Summary {
+        assert!(!samples.is_empty(), "at least one run");
+        let mut merged: Option<Histogram<u64>> = None;
+        for s in &samples {
+            if let Some(h) = &s.latency {
+                merged
+                    .get_or_insert_with(histogram)
+                    .add(h)
+                    .expect("same bounds");
+            }
+        }
+        samples.sort_by(|a, b| a.mops.total_cmp(&b.mops));
+        let mid = &samples[samples.len() / 2];
+        Summary {
+            median: mid.mops,
+            min: samples[0].mops,
+            max: samples[samples.len() - 1].mops,
+            median_ops: mid.ops,
+            latency: merged.as_ref().and_then(Latency::of),
+            lines_per_op: mid.lines_per_op,
+        }
+    }
+}
+
+/// What the report says about the machine.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Machine {
+    pub cpu: String,
+    pub cores: usize,
+    pub l1d: String,
+    pub l2: String,
+    pub l3: String,
+    pub thp: String,
+    pub kernel: String,
+}
+
+impl std::fmt::Display for Machine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "machine: {}; {} cores; L1d {} L2 {} L3 {}; THP {}; kernel {}",
+            self.cpu, self.cores, self.l1d, self.l2, self.l3, self.thp, self.kernel
+        )
+    }
+}
+
+/// CPU model, cores, caches, THP state and kernel, for the record.
+pub fn machine() -> Machine {
+    let read = |path: &str| {
+        std::fs::read_to_string(path)
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|_| "?".into())
+    };
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let model = cpuinfo
+    let cpu = cpuinfo
         .lines()
         .find_map(|l| {
             l.strip_prefix("model name")
@@ -245,20 +576,17 @@ pub fn machine_description() -> String {
         })
         .unwrap_or_else(|| "unknown CPU".into());
     let cache = |index: u32| {
-        std::fs::read_to_string(format!(
+        read(&format!(
             "/sys/devices/system/cpu/cpu0/cache/index{index}/size"
         ))
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "?".into())
     };
-    let thp = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled")
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown".into());
-    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
-    format!(
-        "machine: {model}; {cores} cores; L1d {} L2 {} L3 {}; THP {thp}",
-        cache(0),
-        cache(2),
-        cache(3)
-    )
+    Machine {
+        cpu,
+        cores: std::thread::available_parallelism().map_or(0, |n| n.get()),
+        l1d: cache(0),
+        l2: cache(2),
+        l3: cache(3),
+        thp: read("/sys/kernel/mm/transparent_hugepage/enabled"),
+        kernel: read("/proc/sys/kernel/osrelease"),
+    }
 }

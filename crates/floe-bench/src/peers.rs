@@ -13,8 +13,16 @@ pub trait BenchMap: Send + Sync {
     fn get(&self, key: u64) -> Option<u64>;
     /// Insert if absent; `true` if inserted.
     fn insert(&self, key: u64, value: u64) -> bool;
+    /// Replace the value if present; `true` if it was present.
+    fn update(&self, key: u64, value: u64) -> bool;
+    /// Remove if present; `true` if it was present.
+    fn remove(&self, key: u64) -> bool;
     /// Table bytes if the map reports them (otherwise the harness measures RSS growth).
     fn table_bytes(&self) -> Option<usize> {
+        None
+    }
+    /// floe's map, for its batched interfaces (no peer has any).
+    fn as_floe(&self) -> Option<&crate::measure::Map> {
         None
     }
 }
@@ -24,15 +32,26 @@ pub trait BenchMap: Send + Sync {
 pub enum MapKind {
     /// floe's FlatMap (backend from `--backend`).
     Floe,
-    /// dashmap 6: sharded `RwLock<hashbrown>`; `get` copies the value out under the read lock.
+    /// dashmap 6: sharded `RwLock<hashbrown>`; `get` copies the value out under the read lock;
+    /// insert-if-absent through `entry`.
     Dashmap,
     /// papaya 0.2, blocking resize; one guard pinned per operation (`map.pin()`), as its docs
     /// recommend for short operations.
     Papaya,
     /// papaya 0.2, incremental resize (its default, `Incremental(64)`); guards as above.
     PapayaIncremental,
-    /// scc 3 `HashMap` (`read_sync`, `insert_sync`).
+    /// scc 3 `HashMap` (`read_sync`, `insert_sync`, `update_sync`, `remove_sync`).
     Scc,
+    /// scc 3 `HashIndex`, the read-optimized variant: lock-free `peek_with` reads; an update
+    /// replaces the entry (copy on write) through `get_sync(..).update(..)`.
+    SccIndex,
+    /// flurry 0.5 (a port of Java's ConcurrentHashMap); one guard pinned per operation;
+    /// insert-if-absent is `try_insert`, update is `compute_if_present`.
+    Flurry,
+    /// leapfrog 0.3 `LeapMap` (feature `stable_alloc`): its `insert` replaces, so the adapter's
+    /// insert is insert-or-replace (the harness only inserts absent keys); a remove leaves a
+    /// tombstone. Reserves the values `u64::MAX` and `u64::MAX - 1` (the harness never uses them).
+    Leapfrog,
     /// 64 shards of `std::sync::RwLock<hashbrown::HashMap>`, shard chosen by the hash's top bits.
     RwlockHashbrown,
     /// `hashbrown::HashMap` alone, 1 thread only (no synchronization at all).
@@ -44,6 +63,102 @@ impl MapKind {
     pub fn concurrent(self) -> bool {
         self != MapKind::Hashbrown
     }
+
+    /// The name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            MapKind::Floe => "floe",
+            MapKind::Dashmap => "dashmap",
+            MapKind::Papaya => "papaya",
+            MapKind::PapayaIncremental => "papaya-incremental",
+            MapKind::Scc => "scc",
+            MapKind::SccIndex => "scc-index",
+            MapKind::Flurry => "flurry",
+            MapKind::Leapfrog => "leapfrog",
+            MapKind::RwlockHashbrown => "rwlock-hashbrown",
+            MapKind::Hashbrown => "hashbrown",
+        }
+    }
+}
+
+/// Builds a map of a given kind and hands it to a generic measurement (so every map's hot loop
+/// is compiled for its own type, with no dynamic dispatch per operation).
+pub trait Visit {
+    type Output;
+    fn visit<M: BenchMap>(
+        self,
+        build: &dyn Fn() -> Result<M, String>,
+    ) -> Result<Self::Output, String>;
+}
+
+/// How to build the maps: capacity, hasher, and floe's own options.
+#[derive(Clone, Copy, Debug)]
+pub struct Recipe {
+    pub capacity: usize,
+    pub hasher: AnyHash,
+    pub backend: floe::Backend,
+    pub huge_pages: bool,
+    /// The workloads insert and remove fresh keys in a full table (insert/remove churn).
+    /// floe does not grow yet (issue 5) and keeps a link bucket chained to its bin once used,
+    /// so under churn every bin that ever holds 3 keys ends up with one (about 27% of bins at
+    /// 1.75 keys per bin, Poisson): its link pool is then sized at one bucket per 3 bins
+    /// instead of DLHT's one per 8. The extra bytes show in its bytes per key.
+    pub churn: bool,
+}
+
+impl Recipe {
+    /// Call `visit` with a builder for `kind`.
+    pub fn visit<V: Visit>(&self, kind: MapKind, visit: V) -> Result<V::Output, String> {
+        let Recipe {
+            capacity, hasher, ..
+        } = *self;
+        match kind {
+            MapKind::Floe => visit.visit(&|| self.floe()),
+            MapKind::Dashmap => {
+                visit.visit(&|| Ok(dashmap::DashMap::with_capacity_and_hasher(capacity, hasher)))
+            }
+            MapKind::Papaya | MapKind::PapayaIncremental => visit.visit(&|| {
+                let mode = if kind == MapKind::Papaya {
+                    papaya::ResizeMode::Blocking
+                } else {
+                    papaya::ResizeMode::Incremental(64)
+                };
+                Ok(papaya::HashMap::builder()
+                    .capacity(capacity)
+                    .hasher(hasher)
+                    .resize_mode(mode)
+                    .build())
+            }),
+            MapKind::Scc => {
+                visit.visit(&|| Ok(scc::HashMap::with_capacity_and_hasher(capacity, hasher)))
+            }
+            MapKind::SccIndex => {
+                visit.visit(&|| Ok(scc::HashIndex::with_capacity_and_hasher(capacity, hasher)))
+            }
+            MapKind::Flurry => {
+                visit.visit(&|| Ok(flurry::HashMap::with_capacity_and_hasher(capacity, hasher)))
+            }
+            MapKind::Leapfrog => visit.visit(&|| {
+                Ok(leapfrog::LeapMap::with_capacity_and_hasher(
+                    capacity, hasher,
+                ))
+            }),
+            MapKind::RwlockHashbrown => visit.visit(&|| Ok(RwlockHashbrown::new(capacity, hasher))),
+            MapKind::Hashbrown => visit.visit(&|| Ok(SingleThreadHashbrown::new(capacity, hasher))),
+        }
+    }
+
+    /// floe's map for this recipe.
+    pub fn floe(&self) -> Result<crate::measure::Map, String> {
+        floe::FlatMap::<u64, u64>::builder()
+            .capacity(self.capacity)
+            .hasher(self.hasher)
+            .backend(self.backend)
+            .huge_pages(self.huge_pages)
+            .bins_per_link(if self.churn { 3 } else { 8 })
+            .build()
+            .map_err(|e| format!("building floe's map: {e}"))
+    }
 }
 
 impl BenchMap for crate::measure::Map {
@@ -53,12 +168,22 @@ impl BenchMap for crate::measure::Map {
     }
     #[inline]
     fn insert(&self, key: u64, value: u64) -> bool {
-        floe::FlatMap::insert(self, key, value)
-            .expect("the table is sized for every key")
-            .is_inserted()
+        // A full table answers `false`, which the harness reports as a wrong answer.
+        floe::FlatMap::insert(self, key, value).is_ok_and(|i| i.is_inserted())
+    }
+    #[inline]
+    fn update(&self, key: u64, value: u64) -> bool {
+        floe::FlatMap::put(self, key, value).is_some()
+    }
+    #[inline]
+    fn remove(&self, key: u64) -> bool {
+        floe::FlatMap::remove(self, &key).is_some()
     }
     fn table_bytes(&self) -> Option<usize> {
         Some(self.stats().allocated_bytes)
+    }
+    fn as_floe(&self) -> Option<&crate::measure::Map> {
+        Some(self)
     }
 }
 
@@ -77,6 +202,14 @@ impl BenchMap for dashmap::DashMap<u64, u64, AnyHash> {
             }
         }
     }
+    #[inline]
+    fn update(&self, key: u64, value: u64) -> bool {
+        self.get_mut(&key).map(|mut v| *v = value).is_some()
+    }
+    #[inline]
+    fn remove(&self, key: u64) -> bool {
+        dashmap::DashMap::remove(self, &key).is_some()
+    }
 }
 
 impl BenchMap for papaya::HashMap<u64, u64, AnyHash> {
@@ -88,6 +221,14 @@ impl BenchMap for papaya::HashMap<u64, u64, AnyHash> {
     fn insert(&self, key: u64, value: u64) -> bool {
         self.pin().try_insert(key, value).is_ok()
     }
+    #[inline]
+    fn update(&self, key: u64, value: u64) -> bool {
+        self.pin().update(key, |_| value).is_some()
+    }
+    #[inline]
+    fn remove(&self, key: u64) -> bool {
+        self.pin().remove(&key).is_some()
+    }
 }
 
 impl BenchMap for scc::HashMap<u64, u64, AnyHash> {
@@ -98,6 +239,73 @@ impl BenchMap for scc::HashMap<u64, u64, AnyHash> {
     #[inline]
     fn insert(&self, key: u64, value: u64) -> bool {
         self.insert_sync(key, value).is_ok()
+    }
+    #[inline]
+    fn update(&self, key: u64, value: u64) -> bool {
+        self.update_sync(&key, |_, v| *v = value).is_some()
+    }
+    #[inline]
+    fn remove(&self, key: u64) -> bool {
+        self.remove_sync(&key).is_some()
+    }
+}
+
+impl BenchMap for scc::HashIndex<u64, u64, AnyHash> {
+    #[inline]
+    fn get(&self, key: u64) -> Option<u64> {
+        self.peek_with(&key, |_, v| *v)
+    }
+    #[inline]
+    fn insert(&self, key: u64, value: u64) -> bool {
+        self.insert_sync(key, value).is_ok()
+    }
+    #[inline]
+    fn update(&self, key: u64, value: u64) -> bool {
+        self.get_sync(&key).map(|mut e| e.update(value)).is_some()
+    }
+    #[inline]
+    fn remove(&self, key: u64) -> bool {
+        self.remove_sync(&key)
+    }
+}
+
+impl BenchMap for flurry::HashMap<u64, u64, AnyHash> {
+    #[inline]
+    fn get(&self, key: u64) -> Option<u64> {
+        self.pin().get(&key).copied()
+    }
+    #[inline]
+    fn insert(&self, key: u64, value: u64) -> bool {
+        self.pin().try_insert(key, value).is_ok()
+    }
+    #[inline]
+    fn update(&self, key: u64, value: u64) -> bool {
+        self.pin()
+            .compute_if_present(&key, |_, _| Some(value))
+            .is_some()
+    }
+    #[inline]
+    fn remove(&self, key: u64) -> bool {
+        self.pin().remove(&key).is_some()
+    }
+}
+
+impl BenchMap for leapfrog::LeapMap<u64, u64, AnyHash> {
+    #[inline]
+    fn get(&self, key: u64) -> Option<u64> {
+        leapfrog::LeapMap::get(self, &key).and_then(|mut r| r.value())
+    }
+    #[inline]
+    fn insert(&self, key: u64, value: u64) -> bool {
+        leapfrog::LeapMap::insert(self, key, value).is_none()
+    }
+    #[inline]
+    fn update(&self, key: u64, value: u64) -> bool {
+        leapfrog::LeapMap::update(self, &key, value).is_some()
+    }
+    #[inline]
+    fn remove(&self, key: u64) -> bool {
+        leapfrog::LeapMap::remove(self, &key).is_some()
     }
 }
 
@@ -150,6 +358,16 @@ impl BenchMap for RwlockHashbrown {
             }
         }
     }
+    #[inline]
+    fn update(&self, key: u64, value: u64) -> bool {
+        let mut shard = self.shard(key).write().expect("no panics while locked");
+        shard.get_mut(&key).map(|v| *v = value).is_some()
+    }
+    #[inline]
+    fn remove(&self, key: u64) -> bool {
+        let mut shard = self.shard(key).write().expect("no panics while locked");
+        shard.remove(&key).is_some()
+    }
 }
 
 /// `hashbrown::HashMap` with no synchronization, for single-thread baselines.
@@ -185,6 +403,18 @@ impl BenchMap for SingleThreadHashbrown {
                 true
             }
         }
+    }
+    #[inline]
+    fn update(&self, key: u64, value: u64) -> bool {
+        // SAFETY: single-threaded use (see the `Sync` impl); this is the only reference.
+        let map = unsafe { &mut *self.0.get() };
+        map.get_mut(&key).map(|v| *v = value).is_some()
+    }
+    #[inline]
+    fn remove(&self, key: u64) -> bool {
+        // SAFETY: single-threaded use (see the `Sync` impl); this is the only reference.
+        let map = unsafe { &mut *self.0.get() };
+        map.remove(&key).is_some()
     }
 }
 

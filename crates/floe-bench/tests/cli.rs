@@ -1,0 +1,195 @@
+//! The command line end to end: bad flags exit 2 with a message, tiny runs write reports that
+//! follow the JSON schema, CSV and SVG files appear.
+
+use std::{
+    path::PathBuf,
+    process::{Command, Output},
+};
+
+fn bench(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_floe-bench"))
+        .args(args)
+        .output()
+        .expect("floe-bench runs")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("floe-bench-cli-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+#[test]
+fn bad_flags_exit_2_with_a_message() {
+    for (args, message) in [
+        (&["run", "--workload", "nope"][..], "invalid value 'nope'"),
+        (&["run", "--keys", "2^"], "not a count"),
+        (&["run", "--keys", "100"], "at least 1024"),
+        (&["run", "--dist", "zipf:1.5"], "THETA"),
+        (&["run", "--dist", "hot:0:50"], "at least one key"),
+        (&["run", "--threads", "0"], "at least 1"),
+        (&["run", "--seconds", "1", "--ops", "100"], "not both"),
+        (&["run", "--seconds", "0"], "positive"),
+        (&["run", "--batch", "0"], "at least 1"),
+        (&["run", "--batch", "999"], "at most 128"),
+        (
+            &["run", "--api", "single", "--batch", "4"],
+            "--api batch or pipeline",
+        ),
+        (
+            &["sweep", "--param", "keys", "--values", "12"],
+            "at least 1024",
+        ),
+        (&["sweep", "--param", "theta", "--values", "2"], "THETA"),
+        (&["run", "--repeat", "0"], "at least 1"),
+        (&["run", "--workload", "fill", "--seconds", "1"], "--ops"),
+        (
+            &["run", "--workload", "insdel", "--dist", "zipf:0.5"],
+            "--dist",
+        ),
+        (
+            &["run", "--maps", "hashbrown", "--threads", "2"],
+            "1 thread only",
+        ),
+        (&["run", "--prefill", "1.5"], "--prefill"),
+        (&["run", "--maps", "nomap"], "invalid value 'nomap'"),
+        (&["ceiling", "--bytes", "1K"], "at least 1M"),
+        (&["suite", "--keys", "12x"], "not a count"),
+    ] {
+        let out = bench(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn a_tiny_run_writes_a_report_in_the_schema() {
+    let dir = scratch("run");
+    let (json, csv, svg) = (dir.join("r.json"), dir.join("r.csv"), dir.join("r.svg"));
+    let out = bench(&[
+        "run",
+        "--workload",
+        "putheavy",
+        "--keys",
+        "4096",
+        "--seconds",
+        "0.05",
+        "--repeat",
+        "2",
+        "--threads",
+        "1,2",
+        "--maps",
+        "floe,dashmap",
+        "--dist",
+        "zipf:0.9",
+        "--json",
+        json.to_str().unwrap(),
+        "--csv",
+        csv.to_str().unwrap(),
+        "--plot",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    for field in [
+        "read_noprefetch_mops",
+        "read_window_mops",
+        "rmw_window_mops",
+    ] {
+        assert!(report["ceiling"][field].as_f64().unwrap() > 0.0, "{field}");
+    }
+    assert!(report["machine"]["cores"].as_u64().unwrap() >= 1);
+    let results = report["results"].as_array().unwrap();
+    assert_eq!(results.len(), 4, "2 maps x 2 thread counts");
+    for row in results {
+        assert_eq!(row["workload"], "putheavy");
+        assert_eq!(row["dist"], "zipf:0.9");
+        assert_eq!(row["keys"], 4096);
+        assert_eq!(row["batch"], 1);
+        let (mops, min, max) = (
+            row["mops"].as_f64().unwrap(),
+            row["mops_min"].as_f64().unwrap(),
+            row["mops_max"].as_f64().unwrap(),
+        );
+        assert!(min > 0.0 && min <= mops && mops <= max, "{row}");
+        let fraction = row["ceiling_fraction"].as_f64().unwrap();
+        assert!(fraction > 0.0 && fraction.is_finite(), "{row}");
+        let latency = &row["latency_ns"];
+        let p = |k: &str| latency[k].as_u64().unwrap();
+        assert!(p("p50") <= p("p99") && p("p99") <= p("p999"), "{row}");
+        assert!(p("p999") <= p("p9999") && p("p9999") <= p("max"), "{row}");
+        assert!(row["bytes_per_key"].as_f64().unwrap() > 8.0, "{row}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(&csv).unwrap().lines().count(),
+        5,
+        "header and 4 rows"
+    );
+    let svg = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        svg.starts_with("<svg") && svg.contains("dashmap") && svg.trim_end().ends_with("</svg>")
+    );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn run_once_workloads_and_the_ceiling_run() {
+    let dir = scratch("once");
+    let json = dir.join("r.json");
+    for workload in ["exchange", "fill"] {
+        let out = bench(&[
+            "run",
+            "--workload",
+            workload,
+            "--keys",
+            "4096",
+            "--repeat",
+            "1",
+            "--maps",
+            "floe,scc",
+            "--memory",
+            "off",
+            "--latency",
+            "off",
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let rows = report["results"].as_array().unwrap();
+        assert!(!rows.is_empty());
+        for row in rows {
+            assert!(row["latency_ns"].is_null(), "sampling was off");
+            assert!(row["mops"].as_f64().unwrap() > 0.0);
+        }
+    }
+    let out = bench(&[
+        "ceiling",
+        "--bytes",
+        "4M",
+        "--seconds",
+        "0.05",
+        "--repeat",
+        "1",
+        "--threads",
+        "1",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("rmw, pf 64"));
+    std::fs::remove_dir_all(dir).unwrap();
+}
