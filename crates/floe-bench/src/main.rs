@@ -149,7 +149,7 @@ struct RunArgs {
     /// always get theirs one by one.
     #[arg(long, value_enum)]
     api: Option<Api>,
-    /// When floe's batches and pipeline prefetch (auto: tables of 32 MiB and more).
+    /// When floe's batches and pipeline prefetch (auto: tables of 2 MiB and more).
     #[arg(long, value_enum, default_value = "auto")]
     prefetch: PrefetchArg,
 }

@@ -191,7 +191,7 @@ pub fn cycle_for<T>(stream: &[T], duration: Duration, mut op: impl FnMut(&T)) ->
 /// When a timed run ends.
 #[derive(Clone, Copy, Debug)]
 pub enum Stop {
-    /// After this long (checked every 16 chunks), cycling through the arrays.
+    /// After this long (the clock is read about every 4096 operations), cycling.
     For(Duration),
     /// After at least this many operations per thread (whole chunks), cycling.
     PerThread(u64),
@@ -203,13 +203,18 @@ pub enum Stop {
 /// operations (InsDel's insert and delete) are never cut apart.
 pub const CHUNK: usize = 256;
 
+/// Requests handed to one batch call (the prefetch window restarts at each call, so longer is
+/// closer to a stream).
+const BATCH_CHUNK: usize = 2048;
+
 /// How operations are handed to the map.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Api {
     /// One call per operation (every map).
     Single,
-    /// floe's order-preserving batches (`FlatMap::batch`), `--batch` requests ahead.
+    /// floe's order-preserving batches (`FlatMap::batch`), `--batch` requests ahead, 2048
+    /// requests per call: `Batch::get_many` when every operation is a get, else `run_each`.
     Batch,
     /// floe's asynchronous pipeline (`FlatMap::pipeline`), a window of `--batch` requests.
     Pipeline,
@@ -270,19 +275,21 @@ struct Driven {
     lines: u64,
 }
 
-/// Walk `items` a chunk of [`CHUNK`] at a time until `stop`, calling `body(index of the
-/// chunk's first item, chunk)`. Returns the number of items processed.
+/// Walk `items` `chunk` (even) at a time until `stop`, calling `body(index of the chunk's
+/// first item, chunk)`; the clock is read about every 4096 items. Returns the number of items
+/// processed.
 #[inline(always)]
-fn for_chunks<T>(items: &[T], stop: Stop, mut body: impl FnMut(usize, &[T])) -> u64 {
+fn for_chunks<T>(items: &[T], chunk: usize, stop: Stop, mut body: impl FnMut(usize, &[T])) -> u64 {
     let (mut ops, mut chunks) = (0u64, 0u64);
+    let clock_every = (4096 / chunk).max(1) as u64;
     let start = Instant::now();
     'run: loop {
-        for (c, chunk) in items.chunks(CHUNK).enumerate() {
-            body(c * CHUNK, chunk);
-            ops += chunk.len() as u64;
+        for (c, items) in items.chunks(chunk).enumerate() {
+            body(c * chunk, items);
+            ops += items.len() as u64;
             chunks += 1;
             match stop {
-                Stop::For(duration) if chunks % 16 == 0 && start.elapsed() >= duration => {
+                Stop::For(duration) if chunks % clock_every == 0 && start.elapsed() >= duration => {
                     break 'run
                 }
                 Stop::PerThread(n) if ops >= n => break 'run,
@@ -318,7 +325,7 @@ fn drive<M: BenchMap>(map: &M, stream: &[Op], thread: usize, stop: Stop, sample:
     let mut latency = sample.then(histogram);
     let lines_before = floe::lines_read();
     let mut mistakes = Mistakes::default();
-    let ops = for_chunks(stream, stop, |_, chunk| {
+    let ops = for_chunks(stream, CHUNK, stop, |_, chunk| {
         let mut rest = chunk;
         if let Some(histogram) = latency.as_mut() {
             let t0 = Instant::now();
@@ -381,7 +388,7 @@ fn drive_batched(
     let mut check = |index: usize, response: &floe::Response<u64>| {
         mistakes.record(response_right(&stream[index], response), &stream[index]);
     };
-    let ops = for_chunks(requests, stop, |first, chunk| match mode.api {
+    let ops = for_chunks(requests, BATCH_CHUNK, stop, |first, chunk| match mode.api {
         Api::Batch => {
             batch.run_each(chunk, |i, response| check(first + i, &response));
         }
@@ -403,6 +410,32 @@ fn drive_batched(
     }
 }
 
+/// All-get streams through `Batch::get_many` (the batch interface for read-only batches:
+/// no request or response enums), keys extracted before timing.
+fn drive_get_many(map: &Map, stream: &[Op], keys: &[u64], stop: Stop, mode: Mode) -> Driven {
+    let lines_before = floe::lines_read();
+    let mut mistakes = Mistakes::default();
+    let batch = map.batch().depth(mode.batch).prefetch(mode.prefetch);
+    let mut values = vec![None; BATCH_CHUNK];
+    let ops = for_chunks(keys, BATCH_CHUNK, stop, |first, chunk| {
+        let values = &mut values[..chunk.len()];
+        batch.get_many(chunk, values);
+        for (op, value) in stream[first..first + chunk.len()].iter().zip(values.iter()) {
+            let right = match *value {
+                Some(v) => op.expect && value_matches(op.key, v),
+                None => !op.expect,
+            };
+            mistakes.record(right, op);
+        }
+    });
+    Driven {
+        ops,
+        mistakes,
+        latency: None,
+        lines: floe::lines_read() - lines_before,
+    }
+}
+
 /// Time `streams` (one per thread) on `map`. Fails if any answer is wrong.
 pub fn timed<M: BenchMap>(
     workers: &Workers,
@@ -415,6 +448,15 @@ pub fn timed<M: BenchMap>(
         (Api::Single, _) => workers.run(streams.len(), |t| {
             drive(map, &streams[t], t, stop, mode.sample_latency)
         }),
+        (Api::Batch, Some(floe)) if streams.iter().flatten().all(|op| op.kind == Kind::Get) => {
+            let keys: Vec<Vec<u64>> = streams
+                .iter()
+                .map(|s| s.iter().map(|op| op.key).collect())
+                .collect();
+            workers.run(streams.len(), |t| {
+                drive_get_many(floe, &streams[t], &keys[t], stop, mode)
+            })
+        }
         (_, Some(floe)) => {
             let requests: Vec<Vec<_>> = streams
                 .iter()

@@ -24,8 +24,8 @@
 //! (only the order of requests on the same bin is kept, see [`Pipeline`]).
 //!
 //! When the table fits in the cache, prefetching only adds instructions: [`Prefetch::Auto`]
-//! (the default) prefetches only for tables larger than [`PREFETCH_THRESHOLD_BYTES`], a
-//! threshold measured with `floe-bench` (BENCHMARKS.md, "batch: table-size sweep").
+//! (the default) prefetches only for tables of at least [`PREFETCH_THRESHOLD_BYTES`], a
+//! threshold measured with `floe-bench sweep --param keys` (BENCHMARKS.md).
 
 use core::{fmt, hash::BuildHasher};
 use std::collections::VecDeque;
@@ -33,9 +33,11 @@ use std::collections::VecDeque;
 use crate::{Counter, Error, FlatMap, Inline, InlineKey, Insert};
 
 /// Tables at least this large are prefetched under [`Prefetch::Auto`] (bytes of bins and link
-/// buckets). Below it the table is mostly cache-resident and prefetch instructions cost more
-/// than they save; see BENCHMARKS.md for the sweep this comes from.
-pub const PREFETCH_THRESHOLD_BYTES: usize = 32 << 20;
+/// buckets). Measured (BENCHMARKS.md, "table-size sweep"): batched gets with prefetch ran at
+/// 0.62-0.73x of the same batches without it on tables of 0.2 and 0.7 MiB, and 1.10-1.96x on
+/// tables of 4.3 MiB and more; the crossover lies between, around the size of the L2 (2 MiB
+/// per core on the machine measured).
+pub const PREFETCH_THRESHOLD_BYTES: usize = 2 << 20;
 
 /// Deepest prefetch window a [`Batch`] keeps.
 pub const MAX_DEPTH: usize = 128;

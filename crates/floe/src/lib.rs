@@ -46,6 +46,28 @@
 //! sizes for ~1.75 keys per bin, about 41 bytes a key); an insert that finds its bin full
 //! returns [`Error::Full`] and changes nothing.
 //!
+//! # Batches and the pipeline
+//!
+//! For tables far larger than the caches, one operation at a time leaves the memory system
+//! mostly idle. [`FlatMap::batch`] runs a slice of [`Request`]s in order with the lines of the
+//! next ones prefetched (DLHT's batches); [`FlatMap::pipeline`] keeps a window of tagged
+//! requests in flight and completes them out of order (DRAMHiT's pipeline). See the
+//! [`batch`] module for the trade-offs and the automatic choice for small tables.
+//!
+//! ```
+//! use floe::{Request, Response};
+//!
+//! let map = floe::FlatMap::<u64, u64>::with_capacity(1 << 16)?;
+//! let inserts: Vec<_> = (0..1000).map(|k| Request::Insert(k, k * 2)).collect();
+//! let mut responses = Vec::new();
+//! map.batch().run(&inserts, &mut responses);
+//! let keys: Vec<u64> = (0..1000).collect();
+//! let mut values = vec![None; keys.len()];
+//! map.batch().depth(32).get_many(&keys, &mut values);
+//! assert_eq!(values[21], Some(42));
+//! # Ok::<(), floe::Error>(())
+//! ```
+//!
 //! # Performance
 //!
 //! - Hashing: [`hash::Mix64`] by default (one multiply); [`hash::WyHash`], [`hash::Crc32`] or

@@ -194,70 +194,115 @@ fn batch_and_pipeline_defaults() {
     assert_eq!(Request::<u64, u64>::Remove(4).key(), 4);
 }
 
+/// What one request does to a model of this thread's keys.
+fn model_answer(model: &mut HashMap<u64, u64>, request: Request<u64, u64>) -> Response<u64> {
+    match request {
+        Request::Get(k) => Response::Get(model.get(&k).copied()),
+        Request::Insert(k, v) => Response::Insert(Ok(match model.get(&k) {
+            Some(&old) => Insert::Present(old),
+            None => {
+                model.insert(k, v);
+                Insert::Inserted
+            }
+        })),
+        Request::FetchAdd(k, _) => {
+            let old = model.get(&k).copied();
+            model.insert(k, old.unwrap_or(0) + 1);
+            Response::FetchAdd(Ok(old))
+        }
+        Request::Remove(k) => Response::Remove(model.remove(&k)),
+        other => unreachable!("not generated: {other:?}"),
+    }
+}
+
+fn even_key_request(rng: &mut SplitMix) -> Request<u64, u64> {
+    let key = rng.below(32) * 2;
+    match rng.below(4) {
+        0 => Request::Get(key),
+        1 => Request::Insert(key, rng.next()),
+        2 => Request::fetch_add(key, 1),
+        _ => Request::Remove(key),
+    }
+}
+
+/// Another thread inserts, removes and overwrites the odd keys of the same 64 bins.
+fn odd_key_writer(map: &FlatMap<u64, u64>, rounds: usize) {
+    let mut rng = SplitMix(1);
+    for _ in 0..rounds {
+        let key = rng.below(64) * 2 + 1;
+        match rng.below(3) {
+            0 => drop(map.insert(key, key)),
+            1 => drop(map.remove(&key)),
+            _ => drop(map.upsert(key, rng.next())),
+        }
+    }
+}
+
+fn shared_map() -> FlatMap<u64, u64> {
+    FlatMap::<u64, u64>::builder()
+        .bins(64)
+        .link_buckets(64)
+        .build()
+        .unwrap()
+}
+
+/// The pipeline on one thread while another writes other keys: completions, matched by tag,
+/// are the answers of the requests in submission order (same-key order is kept).
+#[test]
+fn pipeline_with_concurrent_writers() {
+    let rounds = if cfg!(miri) { 200 } else { 30_000 };
+    let map = shared_map();
+    std::thread::scope(|s| {
+        s.spawn(|| odd_key_writer(&map, rounds * 2));
+        let mut rng = SplitMix(2);
+        let requests: Vec<Request<u64, u64>> =
+            (0..rounds).map(|_| even_key_request(&mut rng)).collect();
+        let mut model = HashMap::new();
+        let expected: Vec<Response<u64>> = requests
+            .iter()
+            .map(|&r| model_answer(&mut model, r))
+            .collect();
+        let mut got = vec![None; rounds];
+        let mut pipeline = map.pipeline::<usize>(12).prefetch(Prefetch::Always);
+        for (tag, &request) in requests.iter().enumerate() {
+            if let Some((t, response)) = pipeline.submit(tag, request) {
+                got[t] = Some(response);
+            }
+        }
+        pipeline.flush(|t, response| got[t] = Some(response));
+        for (tag, (got, expected)) in got.iter().zip(&expected).enumerate() {
+            assert_eq!(
+                got.as_ref(),
+                Some(expected),
+                "tag {tag}: {:?}",
+                requests[tag]
+            );
+        }
+    });
+    map.check_invariants();
+}
+
 /// Batches on one thread while another thread writes other keys of the same bins: the
 /// batch's answers are still exactly its one-by-one answers.
 #[test]
 fn batches_with_concurrent_writers() {
     let rounds = if cfg!(miri) { 20 } else { 2_000 };
-    let map = FlatMap::<u64, u64>::builder()
-        .bins(64)
-        .link_buckets(64)
-        .hasher(Mix64::with_seed(3))
-        .build()
-        .unwrap();
+    let map = shared_map();
     std::thread::scope(|s| {
-        // The other thread: odd keys only.
-        s.spawn(|| {
-            let mut rng = SplitMix(1);
-            for _ in 0..rounds * 20 {
-                let key = rng.below(64) * 2 + 1;
-                match rng.below(3) {
-                    0 => drop(map.insert(key, key)),
-                    1 => drop(map.remove(&key)),
-                    _ => drop(map.upsert(key, rng.next())),
-                }
-            }
-        });
-        // This thread: even keys, batches checked against a model of its own keys.
-        let mut model: HashMap<u64, u64> = HashMap::new();
+        s.spawn(|| odd_key_writer(&map, rounds * 20));
+        let mut model = HashMap::new();
         let mut rng = SplitMix(2);
         let mut responses = Vec::new();
         for _ in 0..rounds {
-            let requests: Vec<Request<u64, u64>> = (0..16)
-                .map(|_| {
-                    let key = rng.below(32) * 2;
-                    match rng.below(4) {
-                        0 => Request::Get(key),
-                        1 => Request::Insert(key, rng.next()),
-                        2 => Request::fetch_add(key, 1),
-                        _ => Request::Remove(key),
-                    }
-                })
-                .collect();
+            let requests: Vec<Request<u64, u64>> =
+                (0..16).map(|_| even_key_request(&mut rng)).collect();
             responses.clear();
             map.batch()
                 .depth(4)
                 .prefetch(Prefetch::Always)
                 .run(&requests, &mut responses);
-            for (request, response) in requests.iter().zip(&responses) {
-                let expected = match *request {
-                    Request::Get(k) => Response::Get(model.get(&k).copied()),
-                    Request::Insert(k, v) => Response::Insert(Ok(match model.get(&k) {
-                        Some(&old) => Insert::Present(old),
-                        None => {
-                            model.insert(k, v);
-                            Insert::Inserted
-                        }
-                    })),
-                    Request::FetchAdd(k, _) => {
-                        let old = model.get(&k).copied();
-                        model.insert(k, old.unwrap_or(0) + 1);
-                        Response::FetchAdd(Ok(old))
-                    }
-                    Request::Remove(k) => Response::Remove(model.remove(&k)),
-                    _ => unreachable!(),
-                };
-                assert_eq!(*response, expected, "{request:?}");
+            for (&request, response) in requests.iter().zip(&responses) {
+                assert_eq!(*response, model_answer(&mut model, request), "{request:?}");
             }
         }
     });
