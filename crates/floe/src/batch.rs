@@ -497,3 +497,70 @@ impl<K, V, S, T> fmt::Debug for Pipeline<'_, K, V, S, T> {
             .finish()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Small runs of every path, so Miri (`ci/miri.sh`, the library's unit tests) checks the
+    //! batch and pipeline code too; `tests/batch.rs` has the differential tests.
+
+    use super::*;
+
+    fn map() -> FlatMap<u64, u64> {
+        FlatMap::<u64, u64>::builder()
+            .bins(4)
+            .link_buckets(8)
+            .build()
+            .expect("tiny map")
+    }
+
+    #[test]
+    fn batch_paths_agree_with_single_calls() {
+        let single = map();
+        let requests: Vec<Request<u64, u64>> = (0..40u64)
+            .map(|i| match i % 5 {
+                0 => Request::Insert(i % 13, i),
+                1 => Request::Get(i % 13),
+                2 => Request::fetch_add(i % 13, 1),
+                3 => Request::Put(i % 13, i),
+                _ => Request::Remove(i % 7),
+            })
+            .collect();
+        let expected: Vec<_> = requests.iter().map(|&r| single.execute(r)).collect();
+        for depth in [0, 1, 3, MAX_DEPTH] {
+            let fresh = map();
+            let mut got = Vec::new();
+            let ran = fresh
+                .batch()
+                .depth(depth)
+                .prefetch(Prefetch::Always)
+                .run(&requests, &mut got);
+            assert_eq!((ran, &got), (requests.len(), &expected), "depth {depth}");
+        }
+        let keys: Vec<u64> = (0..13).collect();
+        let mut values = vec![None; keys.len()];
+        single
+            .batch()
+            .prefetch(Prefetch::Always)
+            .depth(4)
+            .get_many(&keys, &mut values);
+        for (k, v) in keys.iter().zip(values) {
+            assert_eq!(v, single.get(k));
+        }
+    }
+
+    #[test]
+    fn pipeline_completes_everything_once() {
+        let map = map();
+        let mut pipeline = map.pipeline::<usize>(3).prefetch(Prefetch::Always);
+        let mut seen = [0u8; 30];
+        for tag in 0..30 {
+            if let Some((t, _)) = pipeline.submit(tag, Request::Upsert(tag as u64 % 11, 1)) {
+                seen[t] += 1;
+            }
+            assert!(pipeline.in_flight() <= 3);
+        }
+        pipeline.flush(|t, _| seen[t] += 1);
+        assert!(seen.iter().all(|&n| n == 1));
+        assert_eq!(map.len(), 11);
+    }
+}
