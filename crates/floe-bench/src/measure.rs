@@ -419,7 +419,9 @@ fn drive_get_many(map: &Map, stream: &[Op], keys: &[u64], stop: Stop, mode: Mode
     let mut values = vec![None; BATCH_CHUNK];
     let ops = for_chunks(keys, BATCH_CHUNK, stop, |first, chunk| {
         let values = &mut values[..chunk.len()];
-        batch.get_many(chunk, values);
+        batch
+            .get_many(chunk, values)
+            .expect("one value slot per key");
         for (op, value) in stream[first..first + chunk.len()].iter().zip(values.iter()) {
             let right = match *value {
                 Some(v) => op.expect && value_matches(op.key, v),

@@ -364,10 +364,15 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Batch<'m, K, V, S> {
     /// Gets of `keys` into `values` (same length), in order, prefetched ahead: the common
     /// all-gets batch without building requests.
     ///
-    /// # Panics
-    /// If `keys` and `values` differ in length.
-    pub fn get_many(&self, keys: &[K], values: &mut [Option<V>]) {
-        assert_eq!(keys.len(), values.len(), "one value slot per key");
+    /// # Errors
+    /// [`Error::LengthMismatch`] if `keys` and `values` differ in length (nothing is read).
+    pub fn get_many(&self, keys: &[K], values: &mut [Option<V>]) -> Result<(), Error> {
+        if keys.len() != values.len() {
+            return Err(Error::LengthMismatch {
+                keys: keys.len(),
+                values: values.len(),
+            });
+        }
         let map = self.map;
         let depth = self.effective_depth();
         let raw = map.raw();
@@ -397,6 +402,7 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Batch<'m, K, V, S> {
             }
             *value = map.get_at(bin, word);
         }
+        Ok(())
     }
 }
 
@@ -542,7 +548,20 @@ mod tests {
             .batch()
             .prefetch(Prefetch::Always)
             .depth(4)
-            .get_many(&keys, &mut values);
+            .get_many(&keys, &mut values)
+            .expect("same lengths");
+        let mismatch = single.batch().get_many(&keys, &mut values[1..]);
+        assert_eq!(
+            mismatch,
+            Err(Error::LengthMismatch {
+                keys: 13,
+                values: 12
+            })
+        );
+        assert_eq!(
+            mismatch.unwrap_err().to_string(),
+            "13 keys but 12 value slots"
+        );
         for (k, v) in keys.iter().zip(values) {
             assert_eq!(v, single.get(k));
         }

@@ -27,6 +27,13 @@ pub enum Error {
     DegenerateHasher,
     /// A builder setting is out of range; the message says which.
     InvalidConfig(&'static str),
+    /// A batch call got a different number of keys and value slots.
+    LengthMismatch {
+        /// Keys given.
+        keys: usize,
+        /// Value slots given.
+        values: usize,
+    },
 }
 
 impl fmt::Display for Error {
@@ -38,6 +45,7 @@ impl fmt::Display for Error {
             Error::UnsupportedBackend(backend) => write!(f, "this CPU does not support the {backend:?} backend"),
             Error::DegenerateHasher => f.write_str("the hasher sends every key to the same bin"),
             Error::InvalidConfig(why) => write!(f, "invalid map configuration: {why}"),
+            Error::LengthMismatch { keys, values } => write!(f, "{keys} keys but {values} value slots"),
         }
     }
 }

@@ -63,7 +63,7 @@
 //! map.batch().run(&inserts, &mut responses);
 //! let keys: Vec<u64> = (0..1000).collect();
 //! let mut values = vec![None; keys.len()];
-//! map.batch().depth(32).get_many(&keys, &mut values);
+//! map.batch().depth(32).get_many(&keys, &mut values)?;
 //! assert_eq!(values[21], Some(42));
 //! # Ok::<(), floe::Error>(())
 //! ```

@@ -154,7 +154,8 @@ fn get_many_matches_get() {
             map.batch()
                 .depth(depth)
                 .prefetch(Prefetch::Always)
-                .get_many(&keys, &mut values);
+                .get_many(&keys, &mut values)
+                .unwrap();
             for (k, v) in keys.iter().zip(&values) {
                 assert_eq!(*v, map.get(k), "{backend:?} depth {depth} key {k}");
             }
