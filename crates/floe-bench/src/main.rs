@@ -3,7 +3,7 @@
 //!
 //! * `floe-bench` (no arguments) runs the default suite: get, insdel and putheavy on a table
 //!   of 2^25 keys (far larger than the caches), 1 and all threads, floe against dashmap,
-//!   papaya, scc and a sharded `RwLock<hashbrown>`, a few minutes in all; prints the table and
+//!   papaya, scc and leapfrog, a few minutes in all; prints the table and
 //!   writes `results/<timestamp>.json` and `.svg`.
 //! * `floe-bench run ...` measures one configuration (`--help` lists the flags).
 //! * `floe-bench ceiling ...` measures the ceiling alone.
@@ -88,7 +88,7 @@ struct Common {
     /// Repeats of every measurement (median, min and max are reported).
     #[arg(long, default_value_t = 3)]
     repeat: usize,
-    /// Maps, comma separated [default: floe,dashmap,papaya,scc,rwlock-hashbrown].
+    /// Maps, comma separated [default: floe,dashmap,papaya,scc,leapfrog].
     #[arg(long, value_enum, value_delimiter = ',')]
     maps: Vec<MapKind>,
     /// floe's matching backends (`all` = every one the CPU supports).
@@ -386,7 +386,7 @@ impl Common {
                 MapKind::Dashmap,
                 MapKind::Papaya,
                 MapKind::Scc,
-                MapKind::RwlockHashbrown,
+                MapKind::Leapfrog,
             ]
         } else {
             self.maps.clone()
