@@ -64,6 +64,8 @@ enum Command {
     Ceiling(CeilingArgs),
     /// One `run` configuration over a range of one parameter (batch, keys, theta).
     Sweep(SweepArgs),
+    /// Draw the thread-scaling chart of a saved JSON report.
+    Plot(PlotArgs),
     /// Fill one map in this process and print its RSS growth (used by the memory measurement).
     #[command(hide = true)]
     MemoryProbe(ProbeArgs),
@@ -195,6 +197,18 @@ impl PrefetchArg {
 }
 
 #[derive(Args, Debug)]
+struct PlotArgs {
+    /// A report written by `--json` (or the suite).
+    json: PathBuf,
+    /// The SVG to write.
+    #[arg(long)]
+    out: PathBuf,
+    /// The chart's title [default: the report's command].
+    #[arg(long)]
+    title: Option<String>,
+}
+
+#[derive(Args, Debug)]
 struct CeilingArgs {
     /// Array size in keys of floe's table (as --keys elsewhere), unless --bytes is given.
     #[arg(long, default_value = "2^25", value_parser = parse_count)]
@@ -310,6 +324,7 @@ fn main() -> ExitCode {
         Some(Command::Run(args)) => run(args),
         Some(Command::Ceiling(args)) => ceiling(args),
         Some(Command::Sweep(args)) => sweep(args),
+        Some(Command::Plot(args)) => replot(args),
         Some(Command::MemoryProbe(args)) => probe(args),
     };
     match result {
@@ -613,6 +628,17 @@ fn sweep(args: SweepArgs) -> Result<(), Failure> {
     if let Some(path) = &common.csv {
         report.write_csv(path).map_err(Failure::Run)?;
     }
+    Ok(())
+}
+
+fn replot(args: PlotArgs) -> Result<(), Failure> {
+    let text = std::fs::read_to_string(&args.json)
+        .map_err(|e| Failure::Usage(format!("{}: {e}", args.json.display())))?;
+    let report = report::Report::from_json(&text)
+        .map_err(|e| Failure::Usage(format!("{}: {e}", args.json.display())))?;
+    let title = args.title.unwrap_or_else(|| report.command.clone());
+    report::write_file(&args.out, &plot::svg(&report, &title)).map_err(Failure::Run)?;
+    println!("wrote {}", args.out.display());
     Ok(())
 }
 

@@ -36,6 +36,16 @@ fn nice_ceiling(v: f64) -> f64 {
         .unwrap_or(10.0 * magnitude)
 }
 
+/// An axis label: whole numbers as such, others (12.5, 0.25) with the digits they need.
+fn tick_label(v: f64) -> String {
+    if v.fract() == 0.0 {
+        format!("{v:.0}")
+    } else {
+        let text = format!("{v:.2}");
+        text.trim_end_matches('0').to_string()
+    }
+}
+
 fn unique<T: PartialEq + Clone>(items: impl Iterator<Item = T>) -> Vec<T> {
     let mut out: Vec<T> = Vec::new();
     for item in items {
@@ -120,10 +130,11 @@ pub fn svg(report: &Report, title: &str) -> String {
             let y = y_of(v);
             let _ = writeln!(
                 out,
-                r##"<line x1="{ox}" y1="{y:.1}" x2="{}" y2="{y:.1}" stroke="#eee"/><text x="{}" y="{:.1}" text-anchor="end">{v:.0}</text>"##,
+                r##"<line x1="{ox}" y1="{y:.1}" x2="{}" y2="{y:.1}" stroke="#eee"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
                 ox + PANEL_W,
                 ox - 4.0,
-                y + 4.0
+                y + 4.0,
+                tick_label(v)
             );
         }
         for &t in &threads {
@@ -210,5 +221,12 @@ mod tests {
         assert_eq!(nice_ceiling(101.0), 200.0);
         assert_eq!(nice_ceiling(20.0), 20.0);
         assert_eq!(escape("a<b&\"c\""), "a&lt;b&amp;&quot;c&quot;");
+        assert_eq!(tick_label(12.5), "12.5");
+        assert_eq!(tick_label(37.5), "37.5");
+        assert_eq!(tick_label(50.0), "50");
+        assert_eq!(tick_label(0.25), "0.25");
+        assert_eq!(tick_label(0.0), "0");
+        assert_eq!(tick_label(100.0), "100");
+        assert_eq!(tick_label(200.0), "200");
     }
 }

@@ -115,7 +115,6 @@ impl Report {
         serde_json::to_string_pretty(self).expect("reports serialize")
     }
 
-    #[cfg(test)]
     pub fn from_json(text: &str) -> Result<Self, String> {
         serde_json::from_str(text).map_err(|e| format!("not a floe-bench report: {e}"))
     }

@@ -19,6 +19,13 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
+/// The title text of a chart (the first bold text element).
+fn svg_title(svg: &str) -> String {
+    let start = svg.find("font-weight=\"bold\">").unwrap() + "font-weight=\"bold\">".len();
+    let end = start + svg[start..].find('<').unwrap();
+    format!(">{}<", &svg[start..end])
+}
+
 #[test]
 fn bad_flags_exit_2_with_a_message() {
     for (args, message) in [
@@ -55,6 +62,10 @@ fn bad_flags_exit_2_with_a_message() {
         (&["run", "--maps", "nomap"], "invalid value 'nomap'"),
         (&["ceiling", "--bytes", "1K"], "at least 1M"),
         (&["suite", "--keys", "12x"], "not a count"),
+        (
+            &["plot", "/nonexistent.json", "--out", "x.svg"],
+            "nonexistent",
+        ),
     ] {
         let out = bench(args);
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -131,9 +142,32 @@ fn a_tiny_run_writes_a_report_in_the_schema() {
         5,
         "header and 4 rows"
     );
-    let svg = std::fs::read_to_string(&svg).unwrap();
+    let svg_text = std::fs::read_to_string(&svg).unwrap();
     assert!(
-        svg.starts_with("<svg") && svg.contains("dashmap") && svg.trim_end().ends_with("</svg>")
+        svg_text.starts_with("<svg")
+            && svg_text.contains("dashmap")
+            && svg_text.trim_end().ends_with("</svg>")
+    );
+    // The chart can be drawn again from the JSON alone.
+    let again = dir.join("again.svg");
+    let out = bench(&[
+        "plot",
+        json.to_str().unwrap(),
+        "--out",
+        again.to_str().unwrap(),
+        "--title",
+        "t",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(&again)
+            .unwrap()
+            .replace(">t<", "><"),
+        svg_text.replace(&svg_title(&svg_text), "><")
     );
     std::fs::remove_dir_all(dir).unwrap();
 }
