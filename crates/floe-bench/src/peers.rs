@@ -309,10 +309,13 @@ impl BenchMap for leapfrog::LeapMap<u64, u64, AnyHash> {
     }
 }
 
+/// The table of the hashbrown-based maps.
+type Table = hashbrown::HashMap<u64, u64, AnyHash>;
+
 /// Sharded `RwLock<hashbrown::HashMap>`.
 pub struct RwlockHashbrown {
     hasher: AnyHash,
-    shards: Vec<RwLock<hashbrown::HashMap<u64, u64, AnyHash>>>,
+    shards: Vec<RwLock<Table>>,
 }
 
 const SHARDS: usize = 64;
@@ -331,47 +334,26 @@ impl RwlockHashbrown {
     }
 
     #[inline]
-    fn shard(&self, key: u64) -> &RwLock<hashbrown::HashMap<u64, u64, AnyHash>> {
+    fn shard(&self, key: u64) -> &RwLock<Table> {
         // Top bits pick the shard; hashbrown uses the low bits and the top 7 for its tags, so
         // within a shard the tags are less varied (the same trade-off dashmap makes).
         &self.shards[(self.hasher.hash_one(key) >> 58) as usize]
     }
 }
 
-impl BenchMap for RwlockHashbrown {
+impl HashbrownAccess for RwlockHashbrown {
     #[inline]
-    fn get(&self, key: u64) -> Option<u64> {
-        self.shard(key)
-            .read()
-            .expect("no panics while locked")
-            .get(&key)
-            .copied()
+    fn read<R>(&self, key: u64, f: impl FnOnce(&Table) -> R) -> R {
+        f(&self.shard(key).read().expect("no panics while locked"))
     }
     #[inline]
-    fn insert(&self, key: u64, value: u64) -> bool {
-        let mut shard = self.shard(key).write().expect("no panics while locked");
-        match shard.entry(key) {
-            hashbrown::hash_map::Entry::Occupied(_) => false,
-            hashbrown::hash_map::Entry::Vacant(v) => {
-                v.insert(value);
-                true
-            }
-        }
-    }
-    #[inline]
-    fn update(&self, key: u64, value: u64) -> bool {
-        let mut shard = self.shard(key).write().expect("no panics while locked");
-        shard.get_mut(&key).map(|v| *v = value).is_some()
-    }
-    #[inline]
-    fn remove(&self, key: u64) -> bool {
-        let mut shard = self.shard(key).write().expect("no panics while locked");
-        shard.remove(&key).is_some()
+    fn write<R>(&self, key: u64, f: impl FnOnce(&mut Table) -> R) -> R {
+        f(&mut self.shard(key).write().expect("no panics while locked"))
     }
 }
 
 /// `hashbrown::HashMap` with no synchronization, for single-thread baselines.
-pub struct SingleThreadHashbrown(UnsafeCell<hashbrown::HashMap<u64, u64, AnyHash>>);
+pub struct SingleThreadHashbrown(UnsafeCell<Table>);
 
 impl SingleThreadHashbrown {
     pub fn new(capacity: usize, hasher: AnyHash) -> Self {
@@ -386,35 +368,49 @@ impl SingleThreadHashbrown {
 // which orders every access.
 unsafe impl Sync for SingleThreadHashbrown {}
 
-impl BenchMap for SingleThreadHashbrown {
+impl HashbrownAccess for SingleThreadHashbrown {
+    #[inline]
+    fn read<R>(&self, _: u64, f: impl FnOnce(&Table) -> R) -> R {
+        // SAFETY: single-threaded use (see the `Sync` impl); no `&mut` is alive.
+        f(unsafe { &*self.0.get() })
+    }
+    #[inline]
+    fn write<R>(&self, _: u64, f: impl FnOnce(&mut Table) -> R) -> R {
+        // SAFETY: single-threaded use (see the `Sync` impl); this is the only reference.
+        f(unsafe { &mut *self.0.get() })
+    }
+}
+
+/// The maps built on plain `hashbrown` tables: how they give access to a key's table.
+trait HashbrownAccess: Send + Sync {
+    fn read<R>(&self, key: u64, f: impl FnOnce(&Table) -> R) -> R;
+    fn write<R>(&self, key: u64, f: impl FnOnce(&mut Table) -> R) -> R;
+}
+
+impl<T: HashbrownAccess> BenchMap for T {
     #[inline]
     fn get(&self, key: u64) -> Option<u64> {
-        // SAFETY: single-threaded use (see the `Sync` impl); no `&mut` is alive.
-        unsafe { (*self.0.get()).get(&key).copied() }
+        self.read(key, |table| table.get(&key).copied())
     }
     #[inline]
     fn insert(&self, key: u64, value: u64) -> bool {
-        // SAFETY: single-threaded use (see the `Sync` impl); this is the only reference.
-        let map = unsafe { &mut *self.0.get() };
-        match map.entry(key) {
+        self.write(key, |table| match table.entry(key) {
             hashbrown::hash_map::Entry::Occupied(_) => false,
             hashbrown::hash_map::Entry::Vacant(v) => {
                 v.insert(value);
                 true
             }
-        }
+        })
     }
     #[inline]
     fn update(&self, key: u64, value: u64) -> bool {
-        // SAFETY: single-threaded use (see the `Sync` impl); this is the only reference.
-        let map = unsafe { &mut *self.0.get() };
-        map.get_mut(&key).map(|v| *v = value).is_some()
+        self.write(key, |table| {
+            table.get_mut(&key).map(|v| *v = value).is_some()
+        })
     }
     #[inline]
     fn remove(&self, key: u64) -> bool {
-        // SAFETY: single-threaded use (see the `Sync` impl); this is the only reference.
-        let map = unsafe { &mut *self.0.get() };
-        map.remove(&key).is_some()
+        self.write(key, |table| table.remove(&key).is_some())
     }
 }
 

@@ -110,6 +110,15 @@ pub struct Row {
     pub lines_per_op: Option<f64>,
 }
 
+impl Row {
+    /// One latency percentile as text (`missing` when latency was not sampled).
+    fn latency_cell(&self, pick: fn(&Latency) -> u64, missing: &str) -> String {
+        self.latency_ns
+            .as_ref()
+            .map_or(missing.to_string(), |l| pick(l).to_string())
+    }
+}
+
 impl Report {
     pub fn to_json(&self) -> String {
         serde_json::to_string_pretty(self).expect("reports serialize")
@@ -130,9 +139,7 @@ impl Report {
         );
         let opt = |v: Option<f64>| v.map_or(String::new(), |v| format!("{v:.2}"));
         for r in &self.results {
-            let l = r.latency_ns;
-            let lat =
-                |f: fn(&Latency) -> u64| l.as_ref().map_or(String::new(), |l| f(l).to_string());
+            let lat = |pick| r.latency_cell(pick, "");
             let _ = writeln!(
                 out,
                 "{},{},{},{},{},{},{:.3},{:.3},{:.3},{},{},{},{},{},{},{},{:.4},{:.3}",
@@ -185,8 +192,7 @@ impl Report {
             "B/key"
         );
         for r in &self.results {
-            let l = r.latency_ns;
-            let lat = |f: fn(&Latency) -> u64| l.as_ref().map_or("-".into(), |l| f(l).to_string());
+            let lat = |pick| r.latency_cell(pick, "-");
             let _ = writeln!(
                 out,
                 "{:<22} {:<10} {:<12} {:>9} {:>3} {:>8.2} {:>8.2} {:>8.2} {:>7.3} {:>8} {:>8} {:>9} {:>9} {:>7}",

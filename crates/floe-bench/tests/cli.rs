@@ -13,6 +13,22 @@ fn bench(args: &[&str]) -> Output {
         .expect("floe-bench runs")
 }
 
+/// Run floe-bench, which must succeed; its standard output.
+fn bench_ok(args: &[&str]) -> String {
+    let out = bench(args);
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A JSON report written by floe-bench.
+fn read_report(path: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("floe-bench-cli-{}-{name}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -78,7 +94,7 @@ fn bad_flags_exit_2_with_a_message() {
 fn a_tiny_run_writes_a_report_in_the_schema() {
     let dir = scratch("run");
     let (json, csv, svg) = (dir.join("r.json"), dir.join("r.csv"), dir.join("r.svg"));
-    let out = bench(&[
+    bench_ok(&[
         "run",
         "--workload",
         "putheavy",
@@ -101,13 +117,7 @@ fn a_tiny_run_writes_a_report_in_the_schema() {
         "--plot",
         svg.to_str().unwrap(),
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let report: serde_json::Value = read_report(&json);
     for field in [
         "read_noprefetch_mops",
         "read_window_mops",
@@ -150,7 +160,7 @@ fn a_tiny_run_writes_a_report_in_the_schema() {
     );
     // The chart can be drawn again from the JSON alone.
     let again = dir.join("again.svg");
-    let out = bench(&[
+    bench_ok(&[
         "plot",
         json.to_str().unwrap(),
         "--out",
@@ -158,11 +168,6 @@ fn a_tiny_run_writes_a_report_in_the_schema() {
         "--title",
         "t",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     assert_eq!(
         std::fs::read_to_string(&again)
             .unwrap()
@@ -177,7 +182,7 @@ fn run_once_workloads_and_the_ceiling_run() {
     let dir = scratch("once");
     let json = dir.join("r.json");
     for workload in ["exchange", "fill"] {
-        let out = bench(&[
+        bench_ok(&[
             "run",
             "--workload",
             workload,
@@ -194,13 +199,7 @@ fn run_once_workloads_and_the_ceiling_run() {
             "--json",
             json.to_str().unwrap(),
         ]);
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let report: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+        let report: serde_json::Value = read_report(&json);
         let rows = report["results"].as_array().unwrap();
         assert!(!rows.is_empty());
         for row in rows {
@@ -208,7 +207,7 @@ fn run_once_workloads_and_the_ceiling_run() {
             assert!(row["mops"].as_f64().unwrap() > 0.0);
         }
     }
-    let out = bench(&[
+    let stdout = bench_ok(&[
         "ceiling",
         "--bytes",
         "4M",
@@ -219,11 +218,6 @@ fn run_once_workloads_and_the_ceiling_run() {
         "--threads",
         "1",
     ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(String::from_utf8_lossy(&out.stdout).contains("rmw, pf 64"));
+    assert!(stdout.contains("rmw, pf 64"));
     std::fs::remove_dir_all(dir).unwrap();
 }
