@@ -7,6 +7,7 @@
 //!   writes `results/<timestamp>.json` and `.svg`.
 //! * `floe-bench run ...` measures one configuration (`--help` lists the flags).
 //! * `floe-bench ceiling ...` measures the ceiling alone.
+//! * `floe-bench simd ...` runs the SIMD layout lab (SimdHT-Bench; see `simd/mod.rs`).
 //!
 //! Build with `--features line-stats` to also count the cache lines floe reads per operation
 //! (for machines where `perf stat` has no cache-miss counters).
@@ -19,6 +20,7 @@ mod measure;
 mod peers;
 mod plot;
 mod report;
+mod simd;
 mod workload;
 
 use std::{path::PathBuf, process::ExitCode, time::Duration};
@@ -66,6 +68,8 @@ enum Command {
     Sweep(SweepArgs),
     /// Draw the thread-scaling chart of a saved JSON report.
     Plot(PlotArgs),
+    /// The SIMD layout lab (SimdHT-Bench): vectorized vs scalar lookups over cuckoo layouts.
+    Simd(simd::SimdArgs),
     /// Fill one map in this process and print its RSS growth (used by the memory measurement).
     #[command(hide = true)]
     MemoryProbe(ProbeArgs),
@@ -325,6 +329,10 @@ fn main() -> ExitCode {
         Some(Command::Ceiling(args)) => ceiling(args),
         Some(Command::Sweep(args)) => sweep(args),
         Some(Command::Plot(args)) => replot(args),
+        Some(Command::Simd(args)) => simd::main(args).map_err(|e| match e {
+            simd::LabError::Usage(m) => Failure::Usage(m),
+            simd::LabError::Run(m) => Failure::Run(m),
+        }),
         Some(Command::MemoryProbe(args)) => probe(args),
     };
     match result {

@@ -221,3 +221,103 @@ fn run_once_workloads_and_the_ceiling_run() {
     assert!(stdout.contains("rmw, pf 64"));
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn the_simd_lab_refuses_bad_requests_with_a_reason() {
+    for (args, message) in [
+        (&["simd", "--layouts", "5x1"][..], "N = 2..4"),
+        (&["simd", "--layouts", "2x3"], "m = 1, 2, 4 or 8"),
+        (&["simd", "--kv", "8,32"], "16, 32 or 64"),
+        (&["simd", "--table-size", "2G"], "4K to 1G"),
+        (&["simd", "--case", "2", "--kv", "32,32"], "either the case"),
+        (&["simd", "--load-factor", "1.5"], "(0, 1]"),
+        (&["simd", "--hit-rate", "1.5"], "[0, 1]"),
+        (&["simd", "--pattern", "zipf:2"], "THETA"),
+        (&["simd", "--widths", "64"], "128, 256 or 512"),
+        (&["simd", "--repeat", "0"], "at least 1"),
+        (
+            &[
+                "simd",
+                "--layouts",
+                "2x8",
+                "--kv",
+                "64,64",
+                "--approach",
+                "horizontal",
+            ],
+            "does not fit in",
+        ),
+        (
+            &["simd", "--layouts", "3x1", "--widths", "128"],
+            "gathers start with AVX2",
+        ),
+    ] {
+        let out = bench(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn the_simd_lab_lists_designs_and_runs_a_tiny_study() {
+    let listing = bench_ok(&["simd", "--list"]);
+    assert!(listing.contains("*(k,v) = (32, 32)"), "{listing}");
+    assert!(listing.contains("*(2,4) -> V-Hor"), "{listing}");
+    let dir = scratch("simd");
+    let (json, svg) = (dir.join("lab.json"), dir.join("lab.svg"));
+    let text = bench_ok(&[
+        "simd",
+        "--layouts",
+        "3x1,2x4",
+        "--table-size",
+        "64K",
+        "--seconds",
+        "0.01",
+        "--repeat",
+        "2",
+        "--pattern",
+        "uniform,zipf:0.9",
+        "--threads",
+        "1",
+        "--json",
+        json.to_str().unwrap(),
+        "--svg",
+        svg.to_str().unwrap(),
+    ]);
+    assert!(text.contains("Mlookups/s/core"), "{text}");
+    let report = read_report(&json);
+    assert_eq!(report["schema"], "floe-bench-simd/1");
+    assert_eq!(report["tables"].as_array().unwrap().len(), 2);
+    let rows = report["rows"].as_array().unwrap();
+    for pattern in ["uniform", "zipf:0.9"] {
+        for layout in ["(3,1)", "(2,4)", "floe"] {
+            let scalar = if layout == "floe" {
+                "floe scalar"
+            } else {
+                "scalar"
+            };
+            assert!(
+                rows.iter().any(|r| r["layout"] == layout
+                    && r["pattern"] == pattern
+                    && r["approach"] == scalar),
+                "{layout} {pattern}"
+            );
+        }
+    }
+    for row in rows {
+        let (mlps, min, max) = (
+            row["mlps"].as_f64().unwrap(),
+            row["mlps_min"].as_f64().unwrap(),
+            row["mlps_max"].as_f64().unwrap(),
+        );
+        assert!(min > 0.0 && min <= mlps && mlps <= max, "{row}");
+        let hit = row["hit_rate"].as_f64().unwrap();
+        assert!((0.8..1.0).contains(&hit), "{row}");
+        assert_eq!(row["threads"], 1);
+    }
+    let svg_text = std::fs::read_to_string(&svg).unwrap();
+    assert!(svg_text.starts_with("<svg") && svg_text.trim_end().ends_with("</svg>"));
+    assert!(svg_text.contains("zipf:0.9"));
+    std::fs::remove_dir_all(dir).unwrap();
+}
