@@ -15,6 +15,7 @@
 mod ceiling;
 mod dist;
 mod experiment;
+mod growth;
 mod keys;
 mod measure;
 mod peers;
@@ -158,6 +159,17 @@ struct RunArgs {
     /// When floe's batches and pipeline prefetch (auto: tables of 2 MiB and more).
     #[arg(long, value_enum, default_value = "auto")]
     prefetch: PrefetchArg,
+    /// population / grow-read: slots of the table every map starts from (each is created
+    /// with capacity for half of them).
+    #[arg(long, default_value = "2^16", value_parser = parse_count)]
+    initial_slots: u64,
+    /// population / grow-read: record throughput every MS milliseconds and draw the timeline
+    /// (`--plot`).
+    #[arg(long, default_value_t = 50.0)]
+    timeline: f64,
+    /// grow-read: reader threads [default: half the threads].
+    #[arg(long)]
+    readers: Option<usize>,
 }
 
 #[derive(Args, Debug)]
@@ -450,6 +462,7 @@ impl Common {
                 backend: Backend::Auto,
                 huge_pages: self.huge_pages.on(),
                 churn: false,
+                resize: floe::ResizeMode::Incremental,
             },
             latency: self.latency.on(),
             memory: self.memory.on(),
@@ -562,6 +575,9 @@ impl RunArgs {
 }
 
 fn run(args: RunArgs) -> Result<(), Failure> {
+    if matches!(args.workload, Workload::Population | Workload::GrowRead) {
+        return grow(&args);
+    }
     let experiment = args.experiment()?;
     let title = format!(
         "floe-bench run: {} on {} keys, {}",
@@ -570,6 +586,143 @@ fn run(args: RunArgs) -> Result<(), Failure> {
         args.dist
     );
     measure_and_report(&experiment, &args.common, None, &title)
+}
+
+/// `run --workload population|grow-read` (growth.rs).
+fn grow(args: &RunArgs) -> Result<(), Failure> {
+    let usage = |m: &str| Failure::Usage(m.to_string());
+    let common = &args.common;
+    if args.initial_slots < 64 || args.initial_slots > 1 << 40 {
+        return Err(usage("--initial-slots: use 64 to 2^40"));
+    }
+    if common.keys < args.initial_slots {
+        return Err(usage(
+            "--keys must be at least --initial-slots (the maps are to grow)",
+        ));
+    }
+    if !(args.timeline.is_finite() && args.timeline > 0.0) {
+        return Err(usage(
+            "--timeline must be a positive number of milliseconds",
+        ));
+    }
+    if common.repeat == 0 {
+        return Err(usage("--repeat must be at least 1"));
+    }
+    if common.threads.contains(&0) {
+        return Err(usage("--threads: counts must be at least 1"));
+    }
+    let kind = if args.workload == Workload::Population {
+        growth::Kind::Population
+    } else {
+        growth::Kind::GrowRead
+    };
+    let threads = if common.threads.is_empty() {
+        vec![Workers::new().cores()]
+    } else {
+        common.threads.clone()
+    };
+    if kind == growth::Kind::GrowRead && threads.iter().any(|&t| t < 2) {
+        return Err(usage(
+            "grow-read needs at least 2 threads (writers and readers)",
+        ));
+    }
+    if let Some(r) = args.readers {
+        if r == 0 || threads.iter().any(|&t| r >= t) {
+            return Err(usage("--readers: at least 1, and fewer than the threads"));
+        }
+    }
+    let kinds = if common.maps.is_empty() {
+        vec![
+            MapKind::Floe,
+            MapKind::FloeBlocking,
+            MapKind::Papaya,
+            MapKind::PapayaIncremental,
+            MapKind::Scc,
+            MapKind::Dashmap,
+        ]
+    } else {
+        common.maps.clone()
+    };
+    if kinds.contains(&MapKind::Hashbrown) && threads.iter().any(|&t| t > 1) {
+        return Err(usage("--maps hashbrown runs with 1 thread only"));
+    }
+    let backend = backends(&common.backend).map_err(Failure::Usage)?[0];
+    let plan = growth::Plan {
+        kind,
+        maps: kinds.iter().map(|&k| (k, k.name().to_string())).collect(),
+        keys: common.keys,
+        initial_slots: args.initial_slots as usize,
+        threads,
+        readers: args.readers,
+        repeat: common.repeat,
+        interval: Duration::from_secs_f64(args.timeline / 1e3),
+        latency: common.latency.on(),
+        batch: args.batch,
+        recipe: Recipe {
+            capacity: 0,
+            hasher: common.hash.hasher(),
+            backend,
+            huge_pages: common.huge_pages.on(),
+            churn: false,
+            resize: floe::ResizeMode::Incremental,
+        },
+    };
+    let machine = measure::machine();
+    println!("{machine}");
+    println!(
+        "{}: {} keys from {} slots; every op timed: {}",
+        kind.name(),
+        keys::pretty_count(common.keys),
+        keys::pretty_count(args.initial_slots),
+        plan.latency
+    );
+    let rows = growth::run(&plan, |m| eprintln!("  {m}")).map_err(Failure::Run)?;
+    println!("\n{}", growth::table(&rows));
+    let mut triggers = Vec::new();
+    if kinds.contains(&MapKind::Floe) && kind == growth::Kind::Population {
+        println!("floe at its growth trigger (first insert that finds no room in a fixed table):");
+        for shift in [12u32, 16, 20] {
+            let t = growth::trigger(&plan.recipe, 1 << shift).map_err(Failure::Run)?;
+            println!(
+                "  2^{shift} bins: {} keys, {:.1}% of slots, space efficiency {:.1}%, lines/get {}",
+                t.keys,
+                100.0 * t.slot_load,
+                100.0 * t.space_efficiency,
+                t.lines_per_get
+                    .map_or("- (build with --features line-stats)".into(), |l| format!(
+                        "{l:.3}"
+                    ))
+            );
+            triggers.push(t);
+        }
+    }
+    let unix = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let report = growth::Report {
+        schema: growth::SCHEMA.into(),
+        timestamp: report::timestamps(unix).0,
+        machine,
+        rows,
+        triggers,
+    };
+    if let Some(path) = &common.json {
+        let json =
+            serde_json::to_string_pretty(&report).map_err(|e| Failure::Run(e.to_string()))?;
+        report::write_file(path, &json).map_err(Failure::Run)?;
+        println!("wrote {}", path.display());
+    }
+    if let Some(path) = &common.plot {
+        let title = format!(
+            "{}: {} keys from {} slots",
+            kind.name(),
+            keys::pretty_count(common.keys),
+            keys::pretty_count(args.initial_slots)
+        );
+        report::write_file(path, &growth::svg(&report, &title)).map_err(Failure::Run)?;
+        println!("wrote {}", path.display());
+    }
+    Ok(())
 }
 
 fn sweep(args: SweepArgs) -> Result<(), Failure> {
@@ -670,6 +823,7 @@ fn ceiling(args: CeilingArgs) -> Result<(), Failure> {
                 backend: Backend::Scalar,
                 huge_pages: args.huge_pages.on(),
                 churn: false,
+                resize: floe::ResizeMode::Incremental,
             }
             .floe()
             .map_err(Failure::Usage)?
@@ -711,6 +865,7 @@ fn probe(args: ProbeArgs) -> Result<(), Failure> {
         backend: Backend::Auto,
         huge_pages: true,
         churn: false,
+        resize: floe::ResizeMode::Incremental,
     };
     let bytes = experiment::memory_probe(args.map, &recipe, args.keys).map_err(Failure::Run)?;
     println!("rss_growth_bytes={bytes}");

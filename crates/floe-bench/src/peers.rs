@@ -1,7 +1,8 @@
 //! The maps under test behind one small interface, each adapter's choices written next to it.
 //!
 //! Every map gets the same hasher (the bench's `AnyHash`, Mix64 by default) and is created with
-//! capacity for all keys, so no map resizes during a measurement. Values are `u64`.
+//! capacity for all keys, so no map resizes during a measurement (except in the growth
+//! workloads, `growth.rs`, which create them small on purpose). Values are `u64`.
 
 use std::{cell::UnsafeCell, hash::BuildHasher, sync::RwLock};
 
@@ -30,8 +31,10 @@ pub trait BenchMap: Send + Sync {
 /// The maps `--maps` accepts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum MapKind {
-    /// floe's FlatMap (backend from `--backend`).
+    /// floe's FlatMap (backend from `--backend`), incremental resize (its default).
     Floe,
+    /// floe's FlatMap with `ResizeMode::Blocking` (every thread helps until a growth is done).
+    FloeBlocking,
     /// dashmap 6: sharded `RwLock<hashbrown>`; `get` copies the value out under the read lock;
     /// insert-if-absent through `entry`.
     Dashmap,
@@ -68,6 +71,7 @@ impl MapKind {
     pub fn name(self) -> &'static str {
         match self {
             MapKind::Floe => "floe",
+            MapKind::FloeBlocking => "floe-blocking",
             MapKind::Dashmap => "dashmap",
             MapKind::Papaya => "papaya",
             MapKind::PapayaIncremental => "papaya-incremental",
@@ -99,11 +103,14 @@ pub struct Recipe {
     pub backend: floe::Backend,
     pub huge_pages: bool,
     /// The workloads insert and remove fresh keys in a full table (insert/remove churn).
-    /// floe does not grow yet (issue 5) and keeps a link bucket chained to its bin once used,
-    /// so under churn every bin that ever holds 3 keys ends up with one (about 27% of bins at
-    /// 1.75 keys per bin, Poisson): its link pool is then sized at one bucket per 3 bins
-    /// instead of DLHT's one per 8. The extra bytes show in its bytes per key.
+    /// floe keeps a link bucket chained to its bin once used, so under churn every bin that
+    /// ever holds 3 keys ends up with one (about 27% of bins at 1.75 keys per bin, Poisson):
+    /// with DLHT's one bucket per 8 bins its pool would run out and the map would grow in the
+    /// middle of a steady-state measurement, so the pool is sized at one bucket per 3 bins
+    /// for these workloads. The extra bytes show in its bytes per key.
     pub churn: bool,
+    /// How floe grows (`MapKind::FloeBlocking` overrides it).
+    pub resize: floe::ResizeMode,
 }
 
 impl Recipe {
@@ -114,6 +121,13 @@ impl Recipe {
         } = *self;
         match kind {
             MapKind::Floe => visit.visit(&|| self.floe()),
+            MapKind::FloeBlocking => visit.visit(&|| {
+                Recipe {
+                    resize: floe::ResizeMode::Blocking,
+                    ..*self
+                }
+                .floe()
+            }),
             MapKind::Dashmap => {
                 visit.visit(&|| Ok(dashmap::DashMap::with_capacity_and_hasher(capacity, hasher)))
             }
@@ -156,6 +170,7 @@ impl Recipe {
             .backend(self.backend)
             .huge_pages(self.huge_pages)
             .bins_per_link(if self.churn { 3 } else { 8 })
+            .resize_mode(self.resize)
             .build()
             .map_err(|e| format!("building floe's map: {e}"))
     }

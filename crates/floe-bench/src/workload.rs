@@ -15,6 +15,11 @@
 //! | `readheavy` | conc-map-bench | 75% | read 98, insert 1, remove 1, update 0 (%) |
 //! | `exchange` | conc-map-bench | 75% | read 10, insert 40, remove 40, update 10 |
 //! | `rapidgrow` | conc-map-bench | 0% | read 5, insert 80, remove 5, update 10 |
+//! | `population` | DLHT Fig. 7 | 0% | insert `--keys` fresh keys into maps created small |
+//! | `grow-read` | DLHT Fig. 8 | first table | writers grow the map while readers get |
+//!
+//! The last two run in `growth.rs` (maps created for `--initial-slots`, timelines, every
+//! operation timed); the rest of this module does not see them.
 //!
 //! The first five run for `--seconds` (or `--ops`), cycling through their arrays; they leave the
 //! table as they found it (up to values), so one prefilled map serves every repeat and thread
@@ -52,6 +57,11 @@ pub enum Workload {
     Exchange,
     /// conc-map-bench RapidGrow: read 5, insert 80, remove 5, update 10.
     Rapidgrow,
+    /// DLHT Fig. 7: insert `--keys` fresh keys into a map created for `--initial-slots`
+    /// (growth benchmarks, `growth.rs`).
+    Population,
+    /// DLHT Fig. 8: writers grow the map while readers get (growth benchmarks, `growth.rs`).
+    GrowRead,
 }
 
 impl Workload {
@@ -66,6 +76,8 @@ impl Workload {
             Workload::Readheavy => "readheavy",
             Workload::Exchange => "exchange",
             Workload::Rapidgrow => "rapidgrow",
+            Workload::Population => "population",
+            Workload::GrowRead => "grow-read",
         }
     }
 
@@ -349,6 +361,9 @@ impl Spec {
             }
             Workload::Readheavy | Workload::Exchange | Workload::Rapidgrow => {
                 unreachable!("handled above")
+            }
+            Workload::Population | Workload::GrowRead => {
+                unreachable!("the growth workloads run in growth.rs")
             }
         };
         // InsDel holds one fresh key per thread on top of the prefill.

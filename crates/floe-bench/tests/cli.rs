@@ -321,3 +321,94 @@ fn the_simd_lab_lists_designs_and_runs_a_tiny_study() {
     assert!(svg_text.contains("zipf:0.9"));
     std::fs::remove_dir_all(dir).unwrap();
 }
+
+#[test]
+fn growth_workloads_run_tiny_and_refuse_bad_flags() {
+    for (args, message) in [
+        (
+            &[
+                "run",
+                "--workload",
+                "population",
+                "--keys",
+                "1K",
+                "--initial-slots",
+                "2^16",
+            ][..],
+            "at least --initial-slots",
+        ),
+        (
+            &["run", "--workload", "grow-read", "--threads", "1"],
+            "at least 2 threads",
+        ),
+        (
+            &["run", "--workload", "population", "--timeline", "0"],
+            "positive",
+        ),
+        (
+            &[
+                "run",
+                "--workload",
+                "grow-read",
+                "--threads",
+                "2",
+                "--readers",
+                "2",
+            ],
+            "fewer than the threads",
+        ),
+    ] {
+        let out = bench(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(message), "{args:?}: {stderr}");
+    }
+    let dir = scratch("grow");
+    let (json, svg) = (dir.join("g.json"), dir.join("g.svg"));
+    for workload in ["population", "grow-read"] {
+        let text = bench_ok(&[
+            "run",
+            "--workload",
+            workload,
+            "--keys",
+            "64K",
+            "--initial-slots",
+            "1K",
+            "--threads",
+            "2",
+            "--repeat",
+            "1",
+            "--timeline",
+            "1",
+            "--maps",
+            "floe,floe-blocking,papaya",
+            "--json",
+            json.to_str().unwrap(),
+            "--plot",
+            svg.to_str().unwrap(),
+        ]);
+        assert!(text.contains(workload), "{text}");
+        let report = read_report(&json);
+        assert_eq!(report["schema"], "floe-bench-growth/1");
+        let rows = report["rows"].as_array().unwrap();
+        assert_eq!(rows.len(), 3);
+        for row in rows {
+            assert!(row["insert_mops"].as_f64().unwrap() > 0.0, "{row}");
+            assert!(
+                !row["insert_timeline"].as_array().unwrap().is_empty(),
+                "{row}"
+            );
+            let latency = &row["insert_latency_ns"];
+            assert!(latency["p9999"].as_u64().unwrap() <= latency["max"].as_u64().unwrap());
+            if workload == "grow-read" {
+                assert!(row["get_mops_steady"].as_f64().unwrap() > 0.0, "{row}");
+            }
+        }
+        if workload == "population" {
+            assert_eq!(report["triggers"].as_array().unwrap().len(), 3);
+        }
+        let chart = std::fs::read_to_string(&svg).unwrap();
+        assert!(chart.starts_with("<svg") && chart.contains("<polyline"));
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}

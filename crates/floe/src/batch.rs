@@ -30,7 +30,7 @@
 use core::{fmt, hash::BuildHasher};
 use std::collections::VecDeque;
 
-use crate::{Counter, Error, FlatMap, Inline, InlineKey, Insert};
+use crate::{map::Pinned, Counter, Error, FlatMap, Inline, InlineKey, Insert};
 
 /// Tables at least this large are prefetched under [`Prefetch::Auto`] (bytes of bins and link
 /// buckets). Measured (BENCHMARKS.md, "table-size sweep"): batched gets with prefetch ran at
@@ -172,21 +172,21 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// ```
     #[inline(always)]
     pub fn execute(&self, request: Request<K, V>) -> Response<V> {
-        let (bin, word) = self.locate(request.key());
-        self.execute_at(bin, word, request)
+        let (hash, word) = self.locate(request.key());
+        self.execute_at(hash, word, request)
     }
 
     #[inline(always)]
-    fn execute_at(&self, bin: usize, word: u64, request: Request<K, V>) -> Response<V> {
+    fn execute_at(&self, hash: u64, word: u64, request: Request<K, V>) -> Response<V> {
         match request {
-            Request::Get(_) => Response::Get(self.get_at(bin, word)),
-            Request::Insert(_, v) => Response::Insert(self.insert_at(bin, word, v)),
-            Request::Upsert(_, v) => Response::Upsert(self.upsert_at(bin, word, v)),
-            Request::Put(_, v) => Response::Put(self.put_at(bin, word, v)),
+            Request::Get(_) => Response::Get(self.get_at(hash, word)),
+            Request::Insert(_, v) => Response::Insert(self.insert_at(hash, word, v)),
+            Request::Upsert(_, v) => Response::Upsert(self.upsert_at(hash, word, v)),
+            Request::Put(_, v) => Response::Put(self.put_at(hash, word, v)),
             Request::FetchAdd(_, d) => {
-                Response::FetchAdd(self.fetch_add_at(bin, word, d.delta, d.add))
+                Response::FetchAdd(self.fetch_add_at(hash, word, d.delta, d.add))
             }
-            Request::Remove(_) => Response::Remove(self.remove_at(bin, word)),
+            Request::Remove(_) => Response::Remove(self.remove_at(hash, word)),
         }
     }
 
@@ -237,7 +237,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
         Pipeline {
             map: self,
             window,
-            prefetch: Prefetch::Auto.enabled(self.raw().allocated_bytes()),
+            prefetch: Prefetch::Auto.enabled(self.table_bytes()),
             queue: VecDeque::with_capacity(window),
         }
     }
@@ -276,7 +276,7 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Batch<'m, K, V, S> {
 
     /// The prefetch distance this batch uses on its map.
     fn effective_depth(&self) -> usize {
-        if self.prefetch.enabled(self.map.raw().allocated_bytes()) {
+        if self.prefetch.enabled(self.map.table_bytes()) {
             self.depth
         } else {
             0
@@ -321,11 +321,11 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Batch<'m, K, V, S> {
         let mut ahead =
             (depth > 0).then(|| Lookahead::new(map, depth, requests.len(), |i| requests[i].key()));
         for (i, &request) in requests.iter().enumerate() {
-            let (bin, word) = match ahead.as_mut() {
+            let (hash, word) = match ahead.as_mut() {
                 Some(ahead) => ahead.take(i, |j| requests[j].key()),
                 None => map.locate(request.key()),
             };
-            let response = map.execute_at(bin, word, request);
+            let response = map.execute_at(hash, word, request);
             let stop = self.stop_on_failure && response.is_failure();
             each(i, response);
             if stop {
@@ -350,8 +350,8 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Batch<'m, K, V, S> {
         let map = self.map;
         let mut ahead = Lookahead::new(map, self.effective_depth(), keys.len(), |i| keys[i]);
         for (i, value) in values.iter_mut().enumerate() {
-            let (bin, word) = ahead.take(i, |j| keys[j]);
-            *value = map.get_at(bin, word);
+            let (hash, word) = ahead.take(i, |j| keys[j]);
+            *value = map.get_at(hash, word);
         }
         Ok(())
     }
@@ -363,11 +363,14 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Batch<'m, K, V, S> {
 /// locates.
 struct Lookahead<'m, K, V, S> {
     map: &'m FlatMap<K, V, S>,
+    /// The table prefetched into, held for the batch (operations follow a growth on their
+    /// own; a prefetch into a replaced table is only a wasted hint).
+    pinned: Pinned<'m, K, V, S>,
     depth: usize,
     n: usize,
-    /// `located[i % MAX_DEPTH]` holds request i's (bin, key word) from the time it was
+    /// `located[i % MAX_DEPTH]` holds request i's (hash, key word) from the time it was
     /// prefetched until it runs: at most `depth` <= MAX_DEPTH requests ahead.
-    located: [(usize, u64); MAX_DEPTH],
+    located: [(u64, u64); MAX_DEPTH],
 }
 
 impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Lookahead<'m, K, V, S> {
@@ -376,6 +379,7 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Lookahead<'m, K, V, S> {
         debug_assert!(depth <= MAX_DEPTH);
         let mut ahead = Lookahead {
             map,
+            pinned: map.pin(),
             depth,
             n,
             located: [(0, 0); MAX_DEPTH],
@@ -388,14 +392,15 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Lookahead<'m, K, V, S> {
 
     #[inline(always)]
     fn prefetch(&mut self, i: usize, key: K) {
-        let (bin, word) = self.map.locate(key);
-        self.map.raw().prefetch_bin(bin);
-        self.located[i % MAX_DEPTH] = (bin, word);
+        let (hash, word) = self.map.locate(key);
+        let table = self.pinned.table();
+        table.prefetch_bin(FlatMap::<K, V, S>::bin_of(table, hash));
+        self.located[i % MAX_DEPTH] = (hash, word);
     }
 
-    /// Request i's (bin, key word), advancing the window. Call for i = 0, 1, 2, ...
+    /// Request i's (hash, key word), advancing the window. Call for i = 0, 1, 2, ...
     #[inline(always)]
-    fn take(&mut self, i: usize, key: impl Fn(usize) -> K) -> (usize, u64) {
+    fn take(&mut self, i: usize, key: impl Fn(usize) -> K) -> (u64, u64) {
         if self.depth == 0 {
             return self.map.locate(key(i));
         }
@@ -408,9 +413,11 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Lookahead<'m, K, V, S> {
         }
         let half = i + self.depth / 2;
         if self.depth >= 2 && half < self.n {
-            self.map
-                .raw()
-                .prefetch_chain(self.located[half % MAX_DEPTH].0);
+            let table = self.pinned.table();
+            table.prefetch_chain(FlatMap::<K, V, S>::bin_of(
+                table,
+                self.located[half % MAX_DEPTH].0,
+            ));
         }
         here
     }
@@ -420,7 +427,7 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Lookahead<'m, K, V, S> {
 struct InFlight<K, V, T> {
     tag: T,
     request: Request<K, V>,
-    bin: usize,
+    hash: u64,
     word: u64,
     /// Sent round once already (its link buckets were prefetched).
     second_round: bool,
@@ -448,7 +455,7 @@ pub struct Pipeline<'m, K, V, S, T> {
 impl<'m, K: InlineKey, V: Inline, S: BuildHasher, T> Pipeline<'m, K, V, S, T> {
     /// Prefetch or not (default: [`Prefetch::Auto`], by table size).
     pub fn prefetch(mut self, prefetch: Prefetch) -> Self {
-        self.prefetch = prefetch.enabled(self.map.raw().allocated_bytes());
+        self.prefetch = prefetch.enabled(self.map.table_bytes());
         self
     }
 
@@ -466,14 +473,14 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher, T> Pipeline<'m, K, V, S, T> {
         } else {
             None
         };
-        let (bin, word) = self.map.locate(request.key());
+        let (hash, word) = self.map.locate(request.key());
         if self.prefetch {
-            self.map.raw().prefetch_bin(bin);
+            self.map.prefetch_hash(hash);
         }
         self.queue.push_back(InFlight {
             tag,
             request,
-            bin,
+            hash,
             word,
             second_round: false,
         });
@@ -493,12 +500,12 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher, T> Pipeline<'m, K, V, S, T> {
         // Each request is sent round at most once, so this loop runs at most len + 1 times.
         loop {
             let mut entry = self.queue.pop_front()?;
-            if self.prefetch && !entry.second_round && self.map.raw().prefetch_chain(entry.bin) {
+            if self.prefetch && !entry.second_round && self.map.prefetch_chain_hash(entry.hash) {
                 entry.second_round = true;
                 self.queue.push_back(entry);
                 continue;
             }
-            let response = self.map.execute_at(entry.bin, entry.word, entry.request);
+            let response = self.map.execute_at(entry.hash, entry.word, entry.request);
             return Some((entry.tag, response));
         }
     }

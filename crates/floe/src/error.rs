@@ -39,7 +39,7 @@ pub enum Error {
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Error::Full => f.write_str("the table is full for this key: its bin has no free slot and no link bucket is left"),
+            Error::Full => f.write_str("the table is full for this key: its bin has no free slot, no link bucket is left, and the map may not grow (max_bins)"),
             Error::CapacityOverflow => f.write_str("the requested capacity is too large for one table"),
             Error::AllocationFailed { bytes } => write!(f, "could not allocate {bytes} bytes for the table"),
             Error::UnsupportedBackend(backend) => write!(f, "this CPU does not support the {backend:?} backend"),

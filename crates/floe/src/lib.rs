@@ -40,11 +40,18 @@
 //! with loom models, a per-key linearizability checker under stress, and differential tests
 //! against `std::collections::HashMap`.
 //!
-//! # Full tables
+//! # Growing
 //!
-//! The table does not grow yet. Size it for the keys it will hold ([`FlatMap::with_capacity`]
-//! sizes for ~1.75 keys per bin, about 41 bytes a key); an insert that finds its bin full
-//! returns [`Error::Full`] and changes nothing.
+//! The map grows on demand: when an insert finds its bin full (15 keys) or the link pool
+//! empty, the keys move to a table 8, 4 or 2 times larger (larger steps for small tables)
+//! without stopping anyone: operations on bins not being moved carry on, an operation waits at
+//! most for the one bin it needs, and every thread that touches the map during the move does
+//! a bounded share of it ([`ResizeMode`]). The old table is freed once no thread can still read
+//! it, with no call from you. [`FlatMap::reserve`] grows up front and
+//! [`FlatMap::shrink_to_fit`] moves the keys into fewer bins after many removals (inserts
+//! pause while it runs); [`Builder::max_bins`] caps the growth, and a capped map answers an
+//! insert that finds no room with [`Error::Full`], changing nothing. The protocols and their
+//! argument are in `src/raw/migrate.rs`.
 //!
 //! # Batches and the pipeline
 //!
@@ -87,13 +94,14 @@ mod error;
 pub mod hash;
 mod map;
 mod raw;
+mod reclaim;
 mod sync;
 mod word;
 
 pub use crate::{
     batch::{Batch, Delta, Pipeline, Prefetch, Request, Response},
     error::Error,
-    map::{Backend, Builder, CompareExchangeError, FlatMap, Insert, Stats},
+    map::{Backend, Builder, CompareExchangeError, FlatMap, Insert, ResizeMode, Stats},
     raw::stats::lines_read,
     word::{Counter, Inline, InlineKey},
 };

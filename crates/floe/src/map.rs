@@ -1,13 +1,42 @@
 //! [`FlatMap`]: the safe facade over the engine, for keys and values that fit in 8 bytes.
 
 use core::{fmt, hash::BuildHasher, marker::PhantomData};
+use std::sync::{atomic::AtomicUsize as StdAtomicUsize, Arc};
 
 use crate::{
+    control::header::BinState,
     error::Error,
     hash::{fastrange, DefaultHashBuilder},
-    raw::{probe::ScalarProbe, DeadKeys, Full, Geometry, Inserted, Mismatch, RawTable},
+    raw::{
+        migrate::{Next, CHUNK_BINS},
+        probe::ScalarProbe,
+        DeadKeys, Full, Geometry, Inserted, Mismatch, Moved, RawTable,
+    },
+    reclaim::{Collector, Guard},
+    sync::{AtomicPtr, Ordering},
     word::{Counter, Inline, InlineKey},
 };
+
+/// How a map moves its keys when it grows (see `src/raw/migrate.rs`).
+///
+/// Either way, operations on bins not being moved carry on, an operation waits at most for
+/// the one bin it needs, every thread that touches a growing map helps move it, and the old
+/// table is freed once no thread can still read it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ResizeMode {
+    /// Each operation that finds the map growing moves one chunk of bins (32) before its own
+    /// work, and an insert that found its bin full moves just that bin. No operation pays for
+    /// more than a chunk, so tail latency stays flat while the map grows; the growth takes as
+    /// long as it takes the threads to do one chunk each, and both tables stay allocated until
+    /// then. The default.
+    #[default]
+    Incremental,
+    /// Every thread that finds the map growing moves chunks until none is left (papaya's
+    /// blocking mode with helpers). The growth finishes as fast as the threads can copy, and
+    /// the old table goes away soonest, but the operations that arrive during it wait for
+    /// the copy: a few milliseconds per GiB of table on each of them.
+    Blocking,
+}
 
 /// Which code matches a key against a bin's line.
 ///
@@ -101,7 +130,7 @@ impl ProbeKind {
 macro_rules! simd_entries {
     ($module:ident, $feature:literal, $probe:ty, $writer:path) => {
         mod $module {
-            use crate::raw::{Full, Inserted, Mismatch, RawTable};
+            use crate::raw::{Full, Inserted, Mismatch, Moved, RawTable};
 
             // Safety (every function): the caller holds a `$probe`, which exists only on CPUs
             // with `$feature`.
@@ -112,7 +141,7 @@ macro_rules! simd_entries {
                 p: $probe,
                 bin: usize,
                 key: u64,
-            ) -> Option<u64> {
+            ) -> Result<Option<u64>, Moved> {
                 raw.get(p, bin, key)
             }
 
@@ -123,7 +152,7 @@ macro_rules! simd_entries {
                 bin: usize,
                 key: u64,
                 value: u64,
-            ) -> Result<Inserted, Full> {
+            ) -> Result<Result<Inserted, Full>, Moved> {
                 raw.insert($writer(p), bin, key, value)
             }
 
@@ -133,7 +162,7 @@ macro_rules! simd_entries {
                 p: $probe,
                 bin: usize,
                 key: u64,
-            ) -> Option<u64> {
+            ) -> Result<Option<u64>, Moved> {
                 raw.remove($writer(p), bin, key)
             }
 
@@ -144,7 +173,7 @@ macro_rules! simd_entries {
                 bin: usize,
                 key: u64,
                 f: impl FnMut(u64) -> u64,
-            ) -> Option<(u64, u64)> {
+            ) -> Result<Option<(u64, u64)>, Moved> {
                 raw.update($writer(p), bin, key, f)
             }
 
@@ -156,7 +185,7 @@ macro_rules! simd_entries {
                 key: u64,
                 init: u64,
                 f: impl FnMut(u64) -> u64,
-            ) -> Result<Option<u64>, Full> {
+            ) -> Result<Result<Option<u64>, Full>, Moved> {
                 raw.upsert_with($writer(p), bin, key, init, f)
             }
 
@@ -168,7 +197,7 @@ macro_rules! simd_entries {
                 key: u64,
                 current: u64,
                 new: u64,
-            ) -> Result<u64, Mismatch> {
+            ) -> Result<Result<u64, Mismatch>, Moved> {
                 raw.compare_exchange($writer(p), bin, key, current, new)
             }
         }
@@ -190,10 +219,10 @@ simd_entries!(
     crate::raw::probe::Avx512Probe::writer
 );
 
-/// Run engine operation `$op` with the map's backend.
+/// Run engine operation `$op` on table `$table` with the map's backend.
 macro_rules! dispatch {
-    ($map:expr, $op:ident($($arg:expr),*)) => {{
-        let raw = &$map.raw;
+    ($map:expr, $table:expr, $op:ident($($arg:expr),*)) => {{
+        let raw: &RawTable = $table;
         match $map.probe {
             ProbeKind::Scalar(p) => raw.$op(p, $($arg),*),
             #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
@@ -271,6 +300,8 @@ pub struct Builder<K, V, S = DefaultHashBuilder> {
     hasher: S,
     backend: Backend,
     huge_pages: bool,
+    resize_mode: ResizeMode,
+    max_bins: usize,
     marker: PhantomData<fn(K, V)>,
 }
 
@@ -284,15 +315,16 @@ impl<K: InlineKey, V: Inline> Builder<K, V> {
             hasher: DefaultHashBuilder::new(),
             backend: Backend::Auto,
             huge_pages: true,
+            resize_mode: ResizeMode::Incremental,
+            max_bins: usize::MAX,
             marker: PhantomData,
         }
     }
 }
 
 impl<K: InlineKey, V: Inline, S: BuildHasher> Builder<K, V, S> {
-    /// Size the table so that `keys` uniformly hashed keys fit with high probability
-    /// (default 1024). The table does not grow yet: inserting well past this can return
-    /// [`Error::Full`].
+    /// Size the first table so that `keys` uniformly hashed keys fit with high probability
+    /// (default 1024). The map grows past it on demand.
     pub fn capacity(mut self, keys: usize) -> Self {
         self.capacity = keys;
         self
@@ -304,7 +336,8 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> Builder<K, V, S> {
         self
     }
 
-    /// Set the size of the link-bucket pool exactly (default: derived from the bin count).
+    /// Set the size of the first table's link-bucket pool exactly (default: derived from the
+    /// bin count, as it is for every table the map grows into).
     pub fn link_buckets(mut self, link_buckets: usize) -> Self {
         self.link_buckets = Some(link_buckets);
         self
@@ -327,8 +360,24 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> Builder<K, V, S> {
             hasher,
             backend: self.backend,
             huge_pages: self.huge_pages,
+            resize_mode: self.resize_mode,
+            max_bins: self.max_bins,
             marker: PhantomData,
         }
+    }
+
+    /// How the map moves its keys when it grows (default [`ResizeMode::Incremental`]).
+    pub fn resize_mode(mut self, mode: ResizeMode) -> Self {
+        self.resize_mode = mode;
+        self
+    }
+
+    /// Never grow past `bins` bins (default: no limit). A map at its limit answers an insert
+    /// that finds no room with [`Error::Full`] and changes nothing; `max_bins` equal to the
+    /// first table's bins makes a fixed-size map.
+    pub fn max_bins(mut self, bins: usize) -> Self {
+        self.max_bins = bins;
+        self
     }
 
     /// Choose the matching backend (default [`Backend::Auto`]).
@@ -367,37 +416,77 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> Builder<K, V, S> {
                 .div_ceil(TARGET_KEYS_PER_BIN_X4)
                 .max(2),
         };
-        let link_buckets = match self.link_buckets {
-            Some(n) => n,
-            None => {
-                // The expected demand plus four standard deviations of it and a constant, so
-                // small tables are not undone by one unlucky bin.
-                let mean = bins.div_ceil(self.bins_per_link);
-                mean + 4 * (mean as f64).sqrt() as usize + 8
-            }
-        };
-        let bytes = bins
-            .checked_add(link_buckets)
-            .and_then(|lines| lines.checked_mul(64))
-            .filter(|&b| b <= isize::MAX as usize)
-            .ok_or(Error::CapacityOverflow)?;
+        let link_buckets = self
+            .link_buckets
+            .unwrap_or_else(|| derived_link_buckets(bins, self.bins_per_link));
         if link_buckets >= u32::MAX as usize - 2 {
             return Err(Error::CapacityOverflow);
         }
         let probe = ProbeKind::new(self.backend).ok_or(Error::UnsupportedBackend(self.backend))?;
-        let dead = dead_keys(&self.hasher, bins)?;
-        let geometry = Geometry {
-            bins,
-            link_buckets,
-            huge_pages: self.huge_pages,
-        };
-        let raw = RawTable::new(geometry, dead).ok_or(Error::AllocationFailed { bytes })?;
+        let alive = Arc::new(StdAtomicUsize::new(0));
+        let first = allocate(&self.hasher, bins, link_buckets, 0, self.huge_pages, &alive)?;
         Ok(FlatMap {
-            raw,
+            current: AtomicPtr::new(first),
+            collector: Collector::new(),
             hasher: self.hasher,
             probe,
+            huge_pages: self.huge_pages,
+            resize_mode: self.resize_mode,
+            max_bins: self.max_bins,
+            bins_per_link: self.bins_per_link,
+            alive,
             marker: PhantomData,
         })
+    }
+}
+
+/// Allocate a table (boxed, for the map's pointer): `bins` bins, a regular pool of
+/// `link_buckets` and a transfer reserve of `reserve`.
+fn allocate(
+    hasher: &impl BuildHasher,
+    bins: usize,
+    link_buckets: usize,
+    reserve: usize,
+    huge_pages: bool,
+    alive: &Arc<StdAtomicUsize>,
+) -> Result<*mut RawTable, Error> {
+    let bytes = bins
+        .checked_add(link_buckets)
+        .and_then(|lines| lines.checked_add(reserve))
+        .and_then(|lines| lines.checked_mul(64))
+        .filter(|&b| b <= isize::MAX as usize)
+        .ok_or(Error::CapacityOverflow)?;
+    if link_buckets + reserve >= u32::MAX as usize - 2 {
+        return Err(Error::CapacityOverflow);
+    }
+    let dead = dead_keys(hasher, bins)?;
+    let geometry = Geometry {
+        bins,
+        link_buckets,
+        transfer_reserve: reserve,
+        huge_pages,
+    };
+    let raw = RawTable::new(geometry, dead, Arc::clone(alive))
+        .ok_or(Error::AllocationFailed { bytes })?;
+    Ok(Box::into_raw(Box::new(raw)))
+}
+
+/// The link pool for `bins` bins: the expected demand plus four standard deviations of it and
+/// a constant, so small tables are not undone by one unlucky bin.
+fn derived_link_buckets(bins: usize, bins_per_link: usize) -> usize {
+    let mean = bins.div_ceil(bins_per_link);
+    mean + 4 * (mean as f64).sqrt() as usize + 8
+}
+
+/// How many times more bins the next table gets (DLHT §3.2.5: larger steps for small tables,
+/// where a migration is cheap and the next one would come soon).
+fn growth_factor(bins: usize) -> usize {
+    if bins < 4096 {
+        8
+    } else if bins < 64 << 20 {
+        4
+    } else {
+        2
     }
 }
 
@@ -427,8 +516,8 @@ fn dead_keys(hasher: &impl BuildHasher, bins: usize) -> Result<DeadKeys, Error> 
 ///
 /// Each key lives in one cache-line bin (three slots, plus up to three chained 64-byte link
 /// buckets for unlucky bins), so a get costs about one memory access. A remove frees its slot
-/// at once. The table does not grow yet: size it with [`FlatMap::with_capacity`] or the
-/// [`Builder`]; an insert that finds no room returns [`Error::Full`] and changes nothing.
+/// at once. The map grows on demand without stopping its users (see the crate docs,
+/// "Growing"); [`FlatMap::with_capacity`] or [`FlatMap::reserve`] size it up front.
 ///
 /// ```
 /// use floe::{FlatMap, Insert};
@@ -445,10 +534,37 @@ fn dead_keys(hasher: &impl BuildHasher, bins: usize) -> Result<DeadKeys, Error> 
 /// # Ok::<(), floe::Error>(())
 /// ```
 pub struct FlatMap<K, V, S = DefaultHashBuilder> {
-    raw: RawTable,
+    /// The current table (module docs of `raw::migrate` for how it is replaced).
+    current: AtomicPtr<RawTable>,
+    /// Frees replaced tables once no thread can read them (`reclaim`).
+    collector: Collector,
     hasher: S,
     probe: ProbeKind,
+    huge_pages: bool,
+    resize_mode: ResizeMode,
+    /// Growth limit ([`Builder::max_bins`]).
+    max_bins: usize,
+    /// Link pool sizing of the tables it grows into ([`Builder::bins_per_link`]).
+    bins_per_link: usize,
+    /// Tables of this map alive (current, next, and retired ones not yet freed).
+    alive: Arc<StdAtomicUsize>,
     marker: PhantomData<fn() -> (K, V)>,
+}
+
+impl<K, V, S> Drop for FlatMap<K, V, S> {
+    fn drop(&mut self) {
+        let current = self.current.load(Ordering::Acquire);
+        // SAFETY: `&mut self`: no operation is running, so the current table and its
+        // successor (if a migration was left half done) are reachable only from here. Tables
+        // retired earlier belong to the collector, which frees them when it drops.
+        unsafe {
+            let next = (*current).next_ptr();
+            if !next.is_null() {
+                drop(Box::from_raw(next));
+            }
+            drop(Box::from_raw(current));
+        }
+    }
 }
 
 impl<K: InlineKey, V: Inline> FlatMap<K, V> {
@@ -473,10 +589,11 @@ impl<K: InlineKey, V: Inline> FlatMap<K, V> {
 }
 
 impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
+    /// The key's hash and word. The bin depends on the table (`bin_of`).
     #[inline(always)]
-    pub(crate) fn locate(&self, key: K) -> (usize, u64) {
+    pub(crate) fn locate(&self, key: K) -> (u64, u64) {
         let word = key.to_word();
-        (fastrange(self.hasher.hash_one(word), self.raw.bins()), word)
+        (self.hasher.hash_one(word), word)
     }
 
     /// The value of `key`, if present.
@@ -490,8 +607,8 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// ```
     #[inline]
     pub fn get(&self, key: &K) -> Option<V> {
-        let (bin, word) = self.locate(*key);
-        self.get_at(bin, word)
+        let (hash, word) = self.locate(*key);
+        self.get_at(hash, word)
     }
 
     /// Whether `key` is present.
@@ -519,11 +636,13 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// ```
     ///
     /// # Errors
-    /// [`Error::Full`] if the key's bin has no room; the map is unchanged.
+    /// [`Error::Full`] if the key's bin has no room and the map may not grow
+    /// ([`Builder::max_bins`]); [`Error::AllocationFailed`] or [`Error::CapacityOverflow`] if
+    /// the larger table cannot be had. The map is unchanged.
     #[inline]
     pub fn insert(&self, key: K, value: V) -> Result<Insert<V>, Error> {
-        let (bin, word) = self.locate(key);
-        self.insert_at(bin, word, value)
+        let (hash, word) = self.locate(key);
+        self.insert_at(hash, word, value)
     }
 
     /// Insert `key -> value`, overwriting any present value. Returns the previous value.
@@ -536,11 +655,12 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// ```
     ///
     /// # Errors
-    /// [`Error::Full`] if the key is absent and its bin has no room; the map is unchanged.
+    /// As [`insert`](Self::insert), when the key is absent: [`Error::Full`] at
+    /// [`Builder::max_bins`], or the larger table cannot be had. The map is unchanged.
     #[inline]
     pub fn upsert(&self, key: K, value: V) -> Result<Option<V>, Error> {
-        let (bin, word) = self.locate(key);
-        self.upsert_at(bin, word, value)
+        let (hash, word) = self.locate(key);
+        self.upsert_at(hash, word, value)
     }
 
     /// Overwrite the value of `key` only if it is present. Returns the previous value, or
@@ -556,8 +676,8 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// ```
     #[inline]
     pub fn put(&self, key: K, value: V) -> Option<V> {
-        let (bin, word) = self.locate(key);
-        self.put_at(bin, word, value)
+        let (hash, word) = self.locate(key);
+        self.put_at(hash, word, value)
     }
 
     /// Replace the value of a present `key` by `f(old)`, atomically. Returns the previous
@@ -574,11 +694,14 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// ```
     #[inline]
     pub fn update(&self, key: &K, mut f: impl FnMut(V) -> V) -> Option<V> {
-        let (bin, word) = self.locate(*key);
-        dispatch!(
-            self,
-            update(bin, word, |old| f(V::from_word(old)).to_word())
-        )
+        let (hash, word) = self.locate(*key);
+        self.run(hash, |table, bin| {
+            dispatch!(
+                self,
+                table,
+                update(bin, word, |old| f(V::from_word(old)).to_word())
+            )
+        })
         .map(|(old, _)| V::from_word(old))
     }
 
@@ -605,11 +728,14 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
         current: V,
         new: V,
     ) -> Result<V, CompareExchangeError<V>> {
-        let (bin, word) = self.locate(*key);
-        match dispatch!(
-            self,
-            compare_exchange(bin, word, current.to_word(), new.to_word())
-        ) {
+        let (hash, word) = self.locate(*key);
+        match self.run(hash, |table, bin| {
+            dispatch!(
+                self,
+                table,
+                compare_exchange(bin, word, current.to_word(), new.to_word())
+            )
+        }) {
             Ok(old) => Ok(V::from_word(old)),
             Err(Mismatch::Absent) => Err(CompareExchangeError::Absent),
             Err(Mismatch::Value(v)) => Err(CompareExchangeError::Mismatch(V::from_word(v))),
@@ -627,8 +753,8 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// ```
     #[inline]
     pub fn remove(&self, key: &K) -> Option<V> {
-        let (bin, word) = self.locate(*key);
-        self.remove_at(bin, word)
+        let (hash, word) = self.locate(*key);
+        self.remove_at(hash, word)
     }
 
     /// Start loading the line of `key`'s bin into the cache, without waiting for it. For
@@ -643,8 +769,10 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// ```
     #[inline]
     pub fn prefetch(&self, key: &K) {
-        let (bin, _) = self.locate(*key);
-        self.raw.prefetch_bin(bin);
+        let (hash, _) = self.locate(*key);
+        let guard = self.collector.enter();
+        let table = self.collector.load(&self.current, &guard);
+        table.prefetch_bin(fastrange(hash, table.bins()));
     }
 
     /// Remove every key. Safe to call concurrently with other operations; each bin is emptied
@@ -659,7 +787,16 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// # Ok::<(), floe::Error>(())
     /// ```
     pub fn clear(&self) {
-        self.raw.clear();
+        let guard = self.collector.enter();
+        let mut table = self.settled(&guard);
+        loop {
+            table.clear();
+            // A migration that started meanwhile carried some keys past the clear.
+            match table.migrating_into() {
+                Some(_) => table = self.settled(&guard),
+                None => return,
+            }
+        }
     }
 
     /// Number of keys. Exact when no insert or remove is running at the same time; a sum of
@@ -672,7 +809,10 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// # Ok::<(), floe::Error>(())
     /// ```
     pub fn len(&self) -> usize {
-        self.raw.len()
+        let guard = self.collector.enter();
+        let table = self.collector.load(&self.current, &guard);
+        // During a migration the keys are split between the two tables.
+        table.len() + table.migrating_into().map_or(0, RawTable::len)
     }
 
     /// Whether [`len`](Self::len) is zero.
@@ -689,7 +829,8 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// # Ok::<(), floe::Error>(())
     /// ```
     pub fn capacity(&self) -> usize {
-        self.raw.capacity()
+        let guard = self.collector.enter();
+        self.collector.load(&self.current, &guard).capacity()
     }
 
     /// `len / capacity`.
@@ -729,13 +870,18 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// # Ok::<(), floe::Error>(())
     /// ```
     pub fn stats(&self) -> Stats {
+        let guard = self.collector.enter();
+        let table = self.collector.load(&self.current, &guard);
         Stats {
-            bins: self.raw.bins(),
-            link_buckets: self.raw.link_buckets(),
-            link_buckets_used: self.raw.link_buckets_used(),
-            link_buckets_lost: self.raw.links_lost(),
-            allocated_bytes: self.raw.allocated_bytes(),
-            huge_pages: self.raw.huge_pages(),
+            bins: table.bins(),
+            link_buckets: table.link_buckets(),
+            link_buckets_used: table.link_buckets_used(),
+            link_buckets_lost: table.links_lost(),
+            allocated_bytes: table.allocated_bytes()
+                + table.migrating_into().map_or(0, RawTable::allocated_bytes),
+            huge_pages: table.huge_pages(),
+            migrating: table.migrating_into().is_some(),
+            live_tables: self.alive.load(std::sync::atomic::Ordering::Relaxed),
         }
     }
 
@@ -751,16 +897,148 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// assert_eq!(sum, 30);
     /// # Ok::<(), floe::Error>(())
     /// ```
+    ///
+    /// If the map is growing, the growth is finished first (this call does the remaining
+    /// work); a growth that starts during the walk can make it visit a pair twice.
     pub fn for_each(&self, mut visit: impl FnMut(K, V)) {
-        self.raw
-            .for_each(|k, v| visit(K::from_word(k), V::from_word(v)));
+        let guard = self.collector.enter();
+        let mut table = self.settled(&guard);
+        loop {
+            table.for_each(|k, v| visit(K::from_word(k), V::from_word(v)));
+            match table.migrating_into() {
+                Some(next) => table = next,
+                None => return,
+            }
+        }
+    }
+
+    /// Make room for `additional` more keys than the map holds now, growing it (and doing the
+    /// whole move in this call) if the current table is sized for fewer.
+    ///
+    /// ```
+    /// let map = floe::FlatMap::<u64, u64>::with_capacity(16)?;
+    /// map.reserve(100_000)?;
+    /// assert!(map.capacity() >= 100_000);
+    /// # Ok::<(), floe::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::CapacityOverflow`] or [`Error::AllocationFailed`] if the larger table cannot
+    /// be had; the map is unchanged.
+    pub fn reserve(&self, additional: usize) -> Result<(), Error> {
+        let want = self
+            .len()
+            .checked_add(additional)
+            .and_then(|keys| keys.checked_mul(4))
+            .ok_or(Error::CapacityOverflow)?
+            .div_ceil(TARGET_KEYS_PER_BIN_X4);
+        let guard = self.collector.enter();
+        loop {
+            let table = self.settled(&guard);
+            if table.bins() >= want {
+                return Ok(());
+            }
+            let factor = want.div_ceil(table.bins()).max(2);
+            if table.bins().saturating_mul(factor) > self.max_bins {
+                return Err(Error::CapacityOverflow);
+            }
+            let next = self.next_of(table, factor)?;
+            self.finish_migration(table, next, &guard);
+        }
+    }
+
+    /// Move the keys into a table with 2 to 32 times fewer bins if they fit it at the usual
+    /// load (about 1.75 keys a bin), returning whether it shrank.
+    ///
+    /// The shrink first *freezes* every bin: gets, puts and removes go on, inserts wait (a
+    /// frozen bin's key count can only fall). It then checks that every group of bins that
+    /// will share a new bin holds at most one bin's worth of keys (15), picking a smaller
+    /// factor if not, and moves the groups as a growth moves bins, with any thread that
+    /// touches the map helping. If no factor fits, the bins thaw and nothing changes. So
+    /// inserts pause for the length of the call (a few milliseconds per 100 MiB of table);
+    /// everything else does not. A growth already under way is finished first; a shrink
+    /// never races a growth.
+    ///
+    /// ```
+    /// let map = floe::FlatMap::<u64, u64>::with_capacity(1 << 16)?;
+    /// for k in 0..1000 {
+    ///     map.insert(k, k)?;
+    /// }
+    /// let before = map.stats().bins;
+    /// assert!(map.shrink_to_fit()?);
+    /// assert!(map.stats().bins < before);
+    /// assert_eq!(map.get(&999), Some(999));
+    /// # Ok::<(), floe::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::AllocationFailed`] if the smaller table cannot be had (nothing changes).
+    pub fn shrink_to_fit(&self) -> Result<bool, Error> {
+        let guard = self.collector.enter();
+        let table = self.settled(&guard);
+        let want = self
+            .len()
+            .saturating_mul(4)
+            .div_ceil(TARGET_KEYS_PER_BIN_X4)
+            .max(2);
+        let mut group = 1;
+        while group < CHUNK_BINS
+            && table.bins().is_multiple_of(group * 2)
+            && table.bins() / (group * 2) >= want
+        {
+            group *= 2;
+        }
+        if group == 1 {
+            return Ok(false);
+        }
+        // Hold the right to migrate this table (a growth that wants it waits, then joins).
+        let Next::Allocate = table.next_table(true) else {
+            return Ok(false);
+        };
+        if !table.set_all_bins(BinState::NoTransfer, BinState::Frozen) {
+            table.abandon_allocation();
+            return Ok(false);
+        }
+        let thaw = || {
+            table.set_all_bins(BinState::Frozen, BinState::NoTransfer);
+            table.abandon_allocation();
+        };
+        let fits = core::iter::successors(Some(group), |g| (*g > 2).then_some(g / 2))
+            .find_map(|g| table.group_demand(g).map(|links| (g, links)));
+        let Some((group, links)) = fits else {
+            thaw();
+            return Ok(false);
+        };
+        let bins = table.bins() / group;
+        let links_regular = derived_link_buckets(bins, self.bins_per_link);
+        match allocate(
+            &self.hasher,
+            bins,
+            links_regular,
+            links,
+            self.huge_pages,
+            &self.alive,
+        ) {
+            Ok(next) => {
+                table.install_next(next, group);
+                // SAFETY: just allocated; freed only after `table` (see `migrate`).
+                self.finish_migration(table, unsafe { &*next }, &guard);
+                Ok(true)
+            }
+            Err(error) => {
+                thaw();
+                Err(error)
+            }
+        }
     }
 
     /// Check the engine's invariants on a quiescent map, panicking on a violation, and return
-    /// the number of live keys. For tests: it walks the whole table.
+    /// the number of live keys. Finishes a growth in progress first. For tests: it walks the
+    /// whole table.
     #[doc(hidden)]
     pub fn check_invariants(&self) -> usize {
-        self.raw.check_invariants()
+        let guard = self.collector.enter();
+        self.settled(&guard).check_invariants()
     }
 }
 
@@ -779,75 +1057,323 @@ impl<K: InlineKey, V: Counter, S: BuildHasher> FlatMap<K, V, S> {
     /// ```
     ///
     /// # Errors
-    /// [`Error::Full`] if the key is absent and its bin has no room; the map is unchanged.
+    /// As [`insert`](Self::insert), when the key is absent: [`Error::Full`] at
+    /// [`Builder::max_bins`], or the larger table cannot be had. The map is unchanged.
     #[inline]
     pub fn fetch_add(&self, key: K, delta: V) -> Result<Option<V>, Error> {
-        let (bin, word) = self.locate(key);
-        self.fetch_add_at(bin, word, delta, V::add)
+        let (hash, word) = self.locate(key);
+        self.fetch_add_at(hash, word, delta, V::add)
     }
 }
-
 /// The operations on an already located key (`locate`), shared by the single-key methods,
 /// batches and the pipeline.
 impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     #[inline(always)]
-    pub(crate) fn get_at(&self, bin: usize, word: u64) -> Option<V> {
-        dispatch!(self, get(bin, word)).map(V::from_word)
+    pub(crate) fn get_at(&self, hash: u64, word: u64) -> Option<V> {
+        self.run(hash, |table, bin| dispatch!(self, table, get(bin, word)))
+            .map(V::from_word)
     }
 
     #[inline(always)]
-    pub(crate) fn insert_at(&self, bin: usize, word: u64, value: V) -> Result<Insert<V>, Error> {
-        match dispatch!(self, insert(bin, word, value.to_word())) {
-            Ok(Inserted::New) => Ok(Insert::Inserted),
-            Ok(Inserted::Exists(v)) => Ok(Insert::Present(V::from_word(v))),
-            Err(full) => Err(full.into()),
+    pub(crate) fn insert_at(&self, hash: u64, word: u64, value: V) -> Result<Insert<V>, Error> {
+        let value = value.to_word();
+        match self.run_growing(hash, |table, bin| {
+            dispatch!(self, table, insert(bin, word, value))
+        })? {
+            Inserted::New => Ok(Insert::Inserted),
+            Inserted::Exists(v) => Ok(Insert::Present(V::from_word(v))),
         }
     }
 
     #[inline(always)]
-    pub(crate) fn upsert_at(&self, bin: usize, word: u64, value: V) -> Result<Option<V>, Error> {
+    pub(crate) fn upsert_at(&self, hash: u64, word: u64, value: V) -> Result<Option<V>, Error> {
         let new = value.to_word();
-        dispatch!(self, upsert_with(bin, word, new, |_| new))
-            .map(|old| old.map(V::from_word))
-            .map_err(Error::from)
+        self.run_growing(hash, |table, bin| {
+            dispatch!(self, table, upsert_with(bin, word, new, |_| new))
+        })
+        .map(|old| old.map(V::from_word))
     }
 
     #[inline(always)]
-    pub(crate) fn put_at(&self, bin: usize, word: u64, value: V) -> Option<V> {
+    pub(crate) fn put_at(&self, hash: u64, word: u64, value: V) -> Option<V> {
         let new = value.to_word();
-        dispatch!(self, update(bin, word, |_| new)).map(|(old, _)| V::from_word(old))
+        self.run(hash, |table, bin| {
+            dispatch!(self, table, update(bin, word, |_| new))
+        })
+        .map(|(old, _)| V::from_word(old))
     }
 
     #[inline(always)]
-    pub(crate) fn remove_at(&self, bin: usize, word: u64) -> Option<V> {
-        dispatch!(self, remove(bin, word)).map(V::from_word)
+    pub(crate) fn remove_at(&self, hash: u64, word: u64) -> Option<V> {
+        self.run(hash, |table, bin| dispatch!(self, table, remove(bin, word)))
+            .map(V::from_word)
     }
 
     /// A counting upsert with `add` as the addition (`Counter::add` of `V`).
     #[inline(always)]
     pub(crate) fn fetch_add_at(
         &self,
-        bin: usize,
+        hash: u64,
         word: u64,
         delta: V,
         add: fn(V, V) -> V,
     ) -> Result<Option<V>, Error> {
-        dispatch!(
-            self,
-            upsert_with(bin, word, delta.to_word(), |old| add(
-                V::from_word(old),
-                delta
+        self.run_growing(hash, |table, bin| {
+            dispatch!(
+                self,
+                table,
+                upsert_with(bin, word, delta.to_word(), |old| add(
+                    V::from_word(old),
+                    delta
+                )
+                .to_word())
             )
-            .to_word())
-        )
+        })
         .map(|old| old.map(V::from_word))
-        .map_err(Error::from)
     }
 
-    /// The engine, for batches and the pipeline (prefetching).
+    /// Run `op` on the key's bin in the current table, following the key to the next table
+    /// while the map grows (`Moved`). Helps a growth in progress first.
     #[inline(always)]
-    pub(crate) fn raw(&self) -> &RawTable {
-        &self.raw
+    fn run<R>(&self, hash: u64, mut op: impl FnMut(&RawTable, usize) -> Result<R, Moved>) -> R {
+        let guard = self.collector.enter();
+        let mut table = self.collector.load(&self.current, &guard);
+        self.help(table, &guard);
+        loop {
+            match op(table, fastrange(hash, table.bins())) {
+                Ok(result) => return result,
+                Err(Moved) => table = moved_on(table),
+            }
+        }
+    }
+
+    /// As [`run`](Self::run) for operations that may insert: a full bin or link pool grows the
+    /// map and the operation goes on in the next table.
+    #[inline(always)]
+    fn run_growing<R>(
+        &self,
+        hash: u64,
+        mut op: impl FnMut(&RawTable, usize) -> Result<Result<R, Full>, Moved>,
+    ) -> Result<R, Error> {
+        let guard = self.collector.enter();
+        let mut table = self.collector.load(&self.current, &guard);
+        self.help(table, &guard);
+        loop {
+            let bin = fastrange(hash, table.bins());
+            match op(table, bin) {
+                Ok(Ok(result)) => return Ok(result),
+                Ok(Err(_full)) => table = self.grow(table, bin, &guard)?,
+                Err(Moved) => table = moved_on(table),
+            }
+        }
+    }
+
+    /// The current table with no growth in progress: finishes one if needed.
+    pub(crate) fn settled<'g>(&self, guard: &'g Guard<'_>) -> &'g RawTable {
+        loop {
+            let table = self.collector.load(&self.current, guard);
+            match table.migrating_into() {
+                None => return table,
+                Some(next) => self.finish_migration(table, next, guard),
+            }
+        }
+    }
+
+    /// The pinned current table, for batches: operations through [`Pinned`] share one guard.
+    pub(crate) fn pin(&self) -> Pinned<'_, K, V, S> {
+        Pinned {
+            map: self,
+            guard: self.collector.enter(),
+        }
+    }
+
+    /// The bin of `hash` in `table`.
+    #[inline(always)]
+    pub(crate) fn bin_of(table: &RawTable, hash: u64) -> usize {
+        fastrange(hash, table.bins())
+    }
+
+    /// Bytes of the current table (for the batches' prefetch decision).
+    pub(crate) fn table_bytes(&self) -> usize {
+        let guard = self.collector.enter();
+        self.collector.load(&self.current, &guard).allocated_bytes()
+    }
+
+    /// Start loading the bin of `hash` in the current table.
+    #[inline(always)]
+    pub(crate) fn prefetch_hash(&self, hash: u64) {
+        let guard = self.collector.enter();
+        let table = self.collector.load(&self.current, &guard);
+        table.prefetch_bin(fastrange(hash, table.bins()));
+    }
+
+    /// Start loading the link buckets of the bin of `hash`; whether it has any.
+    #[inline(always)]
+    pub(crate) fn prefetch_chain_hash(&self, hash: u64) -> bool {
+        let guard = self.collector.enter();
+        let table = self.collector.load(&self.current, &guard);
+        table.prefetch_chain(fastrange(hash, table.bins()))
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Growth (see `src/raw/migrate.rs` for the protocol and its argument)
+    // -----------------------------------------------------------------------------------------
+
+    /// Where the key `word` goes in `next`.
+    #[inline(always)]
+    fn new_bin<'a>(&'a self, next: &'a RawTable) -> impl Fn(u64) -> usize + 'a {
+        move |word| fastrange(self.hasher.hash_one(word), next.bins())
+    }
+
+    /// If `table` is migrating, do this operation's share of the work (one chunk, or all of
+    /// it in blocking mode).
+    #[inline(always)]
+    fn help(&self, table: &RawTable, guard: &Guard<'_>) {
+        if let Some(next) = table.migrating_into() {
+            self.help_slow(table, next, guard);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn help_slow(&self, table: &RawTable, next: &RawTable, guard: &Guard<'_>) {
+        match self.resize_mode {
+            ResizeMode::Incremental => {
+                if table.help_one_chunk(next, &self.new_bin(next)) == Some(true) {
+                    self.complete(table, next, guard);
+                }
+            }
+            ResizeMode::Blocking => self.finish_migration(table, next, guard),
+        }
+    }
+
+    /// Move every chunk still unclaimed, then wait until the others' chunks are done.
+    fn finish_migration(&self, table: &RawTable, next: &RawTable, guard: &Guard<'_>) {
+        let new_bin = self.new_bin(next);
+        while let Some(last) = table.help_one_chunk(next, &new_bin) {
+            if last {
+                self.complete(table, next, guard);
+            }
+        }
+        while !table.migration_done() || core::ptr::eq(self.current.load(Ordering::Acquire), table)
+        {
+            crate::sync::spin();
+        }
+    }
+
+    /// The last chunk is done: make `next` current and retire `table`.
+    fn complete(&self, table: &RawTable, next: &RawTable, guard: &Guard<'_>) {
+        let old = table as *const RawTable as *mut RawTable;
+        // Release: pairs with the Acquire load of `current` by every later operation, which
+        // then sees every transfer (this thread acquired them through the chunk counter).
+        let replaced = self.current.compare_exchange(
+            old,
+            next as *const RawTable as *mut RawTable,
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        );
+        debug_assert!(
+            replaced.is_ok(),
+            "only the migration's last chunk replaces its table"
+        );
+        // SAFETY: `old` came from `Box::into_raw` (`allocate`), is no longer current (new
+        // operations start at `next`), and only the last chunk's thread retires it, once.
+        unsafe { self.collector.retire(guard, old) };
+    }
+
+    /// `table` (current, or the successor of the current table) found a bin or the link pool
+    /// full at `bin`: start or join its growth, move that bin, and return the table to retry
+    /// in.
+    #[cold]
+    #[inline(never)]
+    fn grow<'g>(
+        &self,
+        table: &'g RawTable,
+        bin: usize,
+        guard: &'g Guard<'_>,
+    ) -> Result<&'g RawTable, Error> {
+        // A table grows only once it is current: finish the migration into it first.
+        let current = self.collector.load(&self.current, guard);
+        if !core::ptr::eq(current, table) {
+            if let Some(next) = current.migrating_into() {
+                self.finish_migration(current, next, guard);
+            }
+        }
+        let limit = self.max_bins / table.bins();
+        let factor = growth_factor(table.bins()).min(limit);
+        if factor < 2 && table.migrating_into().is_none() {
+            return Err(Error::Full);
+        }
+        let next = self.next_of(table, factor.max(2))?;
+        table.transfer_bin(bin, next, &self.new_bin(next));
+        if self.resize_mode == ResizeMode::Blocking {
+            self.finish_migration(table, next, guard);
+        }
+        Ok(next)
+    }
+
+    /// `table`'s next table: the one being filled, or a new one `factor` times larger
+    /// (allocated by this thread if it is the first to need it).
+    fn next_of<'g>(&self, table: &'g RawTable, factor: usize) -> Result<&'g RawTable, Error> {
+        match table.next_table(true) {
+            Next::Ready(next) => Ok(next),
+            Next::Idle => unreachable!("next_table(true) never answers Idle"),
+            Next::Allocate => {
+                let sized = table
+                    .bins()
+                    .checked_mul(factor)
+                    .map(|bins| (bins, derived_link_buckets(bins, self.bins_per_link)))
+                    .ok_or(Error::CapacityOverflow);
+                // Chained lines of the old table: its regular pool plus what its own filling
+                // took from its reserve; a split needs at most 4/3 of them (`migrate`).
+                let chained = table.link_buckets() + table.transfer_used();
+                let reserve = chained + chained.div_ceil(3);
+                match sized.and_then(|(bins, links)| {
+                    allocate(
+                        &self.hasher,
+                        bins,
+                        links,
+                        reserve,
+                        self.huge_pages,
+                        &self.alive,
+                    )
+                }) {
+                    Ok(next) => {
+                        // SAFETY: just allocated; freed only after `table` (see `migrate`).
+                        let next_table = unsafe { &*next };
+                        table.install_next(next, 1);
+                        Ok(next_table)
+                    }
+                    Err(error) => {
+                        table.abandon_allocation();
+                        Err(error)
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The table a moved bin's keys went to.
+#[inline(always)]
+fn moved_on(table: &RawTable) -> &RawTable {
+    table
+        .migrating_into()
+        .expect("a bin is moved only after its table's successor is installed")
+}
+
+/// A map with a guard held: batches run many operations under one guard and one load of the
+/// current table.
+pub(crate) struct Pinned<'m, K, V, S> {
+    map: &'m FlatMap<K, V, S>,
+    guard: Guard<'m>,
+}
+
+impl<K, V, S> Pinned<'_, K, V, S> {
+    /// The current table (prefetch targets; operations re-resolve it).
+    #[inline(always)]
+    pub(crate) fn table(&self) -> &RawTable {
+        self.map.collector.load(&self.map.current, &self.guard)
     }
 }
 
@@ -859,10 +1385,12 @@ impl From<Full> for Error {
 
 impl<K, V, S> fmt::Debug for FlatMap<K, V, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let guard = self.collector.enter();
+        let table = self.collector.load(&self.current, &guard);
         f.debug_struct("FlatMap")
-            .field("len", &self.raw.len())
-            .field("bins", &self.raw.bins())
-            .field("link_buckets", &self.raw.link_buckets())
+            .field("len", &table.len())
+            .field("bins", &table.bins())
+            .field("link_buckets", &table.link_buckets())
             .field("backend", &self.probe.backend())
             .finish()
     }
@@ -884,4 +1412,9 @@ pub struct Stats {
     pub allocated_bytes: usize,
     /// Whether the table was advised for transparent huge pages.
     pub huge_pages: bool,
+    /// Whether a growth is in progress (`allocated_bytes` then counts both tables).
+    pub migrating: bool,
+    /// Tables of this map not yet freed: 1, or 2 during a growth, more only while a thread
+    /// still reads a replaced table.
+    pub live_tables: usize,
 }

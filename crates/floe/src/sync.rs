@@ -7,10 +7,14 @@
 //! operations and header operations, which is where the protocols live).
 
 #[cfg(not(loom))]
-pub(crate) use core::sync::atomic::{fence, AtomicIsize, AtomicU64, AtomicUsize, Ordering};
+pub(crate) use core::sync::atomic::{
+    fence, AtomicIsize, AtomicPtr, AtomicU64, AtomicUsize, Ordering,
+};
 
 #[cfg(loom)]
-pub(crate) use loom::sync::atomic::{fence, AtomicIsize, AtomicU64, AtomicUsize, Ordering};
+pub(crate) use loom::sync::atomic::{
+    fence, AtomicIsize, AtomicPtr, AtomicU64, AtomicUsize, Ordering,
+};
 #[cfg(not(loom))]
 pub(crate) use portable_atomic::AtomicU128;
 

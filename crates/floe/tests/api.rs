@@ -7,7 +7,7 @@ use std::hash::{BuildHasher, Hasher};
 use common::SplitMix;
 use floe::{
     hash::{Crc32, Mix64, WyHash},
-    Backend, Error, FlatMap, Insert,
+    Backend, Error, FlatMap, Insert, ResizeMode,
 };
 
 #[test]
@@ -85,10 +85,11 @@ fn with_capacity_holds_that_many_random_keys() {
 
 #[test]
 fn full_table_answers_full_and_loses_nothing() {
-    // One link bucket for two bins: 3 + 3 + 4 slots.
+    // One link bucket for two bins: 3 + 3 + 4 slots, and no growth.
     let m = FlatMap::<u64, u64>::builder()
         .bins(2)
         .link_buckets(1)
+        .max_bins(2)
         .hasher(Mix64::with_seed(9))
         .build()
         .unwrap();
@@ -122,9 +123,11 @@ fn full_table_answers_full_and_loses_nothing() {
     assert_eq!(m.remove(&gone), Some(gone + 3));
     let newcomer = (100..).find(|&k| m.insert(k, 0).is_ok_and(|i| i.is_inserted()));
     assert!(newcomer.is_some());
+    assert_eq!(m.stats().live_tables, 1);
+    assert_eq!(m.reserve(1000), Err(Error::CapacityOverflow));
     assert_eq!(
         Error::Full.to_string(),
-        "the table is full for this key: its bin has no free slot and no link bucket is left"
+        "the table is full for this key: its bin has no free slot, no link bucket is left, and the map may not grow (max_bins)"
     );
 }
 
@@ -247,4 +250,103 @@ fn stats_describe_the_table() {
     assert!(s.allocated_bytes >= 1010 * 64);
     assert_eq!(m.capacity(), 3040);
     assert!(format!("{m:?}").contains("bins: 1000"));
+}
+
+#[test]
+fn a_tiny_map_grows_to_hold_everything_and_frees_its_old_tables() {
+    for mode in [ResizeMode::Incremental, ResizeMode::Blocking] {
+        let m = FlatMap::<u64, u64>::builder()
+            .bins(2)
+            .resize_mode(mode)
+            .hasher(Mix64::with_seed(3))
+            .build()
+            .unwrap();
+        let n = 50_000u64;
+        for k in 0..n {
+            match k % 3 {
+                0 => assert_eq!(m.insert(k, k), Ok(Insert::Inserted)),
+                1 => assert_eq!(m.upsert(k, k), Ok(None)),
+                _ => assert_eq!(m.fetch_add(k, k), Ok(None)),
+            }
+            if k % 7 == 0 {
+                assert_eq!(m.remove(&(k / 2)), Some(k / 2), "{mode:?} key {}", k / 2);
+                assert_eq!(m.insert(k / 2, k / 2), Ok(Insert::Inserted));
+            }
+        }
+        assert_eq!(m.check_invariants(), n as usize, "{mode:?}");
+        for k in 0..n {
+            assert_eq!(m.get(&k), Some(k), "{mode:?} key {k}");
+        }
+        let stats = m.stats();
+        assert!(stats.bins >= 10_000, "{stats:?}");
+        assert!(!stats.migrating);
+        assert_eq!(stats.live_tables, 1, "every replaced table was freed");
+        assert_eq!(m.len(), n as usize);
+    }
+}
+
+#[test]
+fn reserve_grows_once_up_front() {
+    let m = FlatMap::<u64, u64>::with_capacity(16).unwrap();
+    assert!(m.insert(1, 1).unwrap().is_inserted());
+    m.reserve(1 << 20).unwrap();
+    let bins = m.stats().bins;
+    assert!(m.capacity() >= 1 << 20);
+    for k in 2..100_000u64 {
+        assert!(m.insert(k, k).unwrap().is_inserted());
+    }
+    assert_eq!(
+        m.stats().bins,
+        bins,
+        "no growth after a reserve that covers the keys"
+    );
+    assert_eq!(m.get(&1), Some(1));
+    assert_eq!(m.stats().live_tables, 1);
+    assert_eq!(m.reserve(usize::MAX), Err(Error::CapacityOverflow));
+}
+
+#[test]
+fn shrink_to_fit_moves_the_keys_into_fewer_bins() {
+    for mode in [ResizeMode::Incremental, ResizeMode::Blocking] {
+        let m = FlatMap::<u64, u64>::builder()
+            .bins(2)
+            .resize_mode(mode)
+            .hasher(Mix64::with_seed(5))
+            .build()
+            .unwrap();
+        for k in 0..100_000u64 {
+            assert!(m.insert(k, k).unwrap().is_inserted());
+        }
+        for k in 1_000..100_000u64 {
+            assert_eq!(m.remove(&k), Some(k));
+        }
+        let before = m.stats().bins;
+        let mut shrinks = 0;
+        while m.shrink_to_fit().unwrap() {
+            shrinks += 1;
+            assert!(shrinks < 10, "shrinking must converge");
+        }
+        let after = m.stats().bins;
+        assert!(
+            shrinks >= 1 && after < before / 16,
+            "{before} -> {after} bins"
+        );
+        assert_eq!(m.check_invariants(), 1000);
+        for k in 0..2_000u64 {
+            assert_eq!(m.get(&k), (k < 1000).then_some(k), "{mode:?} key {k}");
+        }
+        assert_eq!(m.stats().live_tables, 1);
+        // The shrunk map grows again on demand.
+        for k in 1_000..50_000u64 {
+            assert!(m.insert(k, k + 1).unwrap().is_inserted());
+        }
+        assert_eq!(m.check_invariants(), 50_000);
+        assert_eq!(m.get(&49_999), Some(50_000));
+    }
+    // An empty map shrinks to two bins, and no further.
+    let empty = FlatMap::<u64, u64>::builder().bins(64).build().unwrap();
+    assert!(empty.shrink_to_fit().unwrap());
+    while empty.shrink_to_fit().unwrap() {}
+    assert_eq!(empty.stats().bins, 2);
+    assert!(empty.insert(1, 1).unwrap().is_inserted());
 }

@@ -171,3 +171,57 @@ fn concurrent_clear_leaves_a_consistent_table() {
         assert_eq!(seen, live);
     }
 }
+
+/// Shrinks and growths racing inserts, gets and removes on other threads: no key lost,
+/// resurrected or duplicated, every table freed.
+#[test]
+#[cfg_attr(miri, ignore = "thousands of operations across threads")]
+fn shrink_and_grow_while_others_work() {
+    use floe::ResizeMode;
+    for mode in [ResizeMode::Incremental, ResizeMode::Blocking] {
+        let map = std::sync::Arc::new(
+            FlatMap::<u64, u64>::builder()
+                .bins(2)
+                .resize_mode(mode)
+                .hasher(floe::hash::Mix64::with_seed(11))
+                .build()
+                .unwrap(),
+        );
+        let rounds = 30u64;
+        std::thread::scope(|s| {
+            // The shrinker: fills a burst of its own keys (growing the map), empties it,
+            // shrinks.
+            let m = map.clone();
+            s.spawn(move || {
+                for round in 0..rounds {
+                    let base = 1 << 40 | round << 20;
+                    for k in base..base + 3000 {
+                        assert!(m.insert(k, k).unwrap().is_inserted());
+                    }
+                    for k in base..base + 3000 {
+                        assert_eq!(m.remove(&k), Some(k));
+                    }
+                    let _ = m.shrink_to_fit().unwrap();
+                }
+            });
+            // A worker on a steady set of keys that must never disappear, plus churn.
+            let m = map.clone();
+            s.spawn(move || {
+                for k in 0..500u64 {
+                    assert!(m.insert(k, k).unwrap().is_inserted());
+                }
+                for round in 0..rounds * 40 {
+                    for k in (round % 7..500).step_by(7) {
+                        assert_eq!(m.get(&k), Some(k), "steady key {k} lost");
+                    }
+                    let churn = 1 << 30 | round;
+                    assert!(m.insert(churn, round).unwrap().is_inserted());
+                    assert_eq!(m.fetch_add(churn, 1).unwrap(), Some(round));
+                    assert_eq!(m.remove(&churn), Some(round + 1));
+                }
+            });
+        });
+        assert_eq!(map.check_invariants(), 500);
+        assert_eq!(map.stats().live_tables, 1);
+    }
+}

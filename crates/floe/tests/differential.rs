@@ -1,13 +1,14 @@
 //! Differential tests: random sequences of every operation against `std::collections::HashMap`,
-//! on tables tiny enough that bins fill, chain link buckets, empty and refill, and report
-//! `Full`. Runs over every backend the CPU supports.
+//! on fixed-size tables tiny enough that bins fill, chain link buckets, empty and refill, and
+//! report `Full`, and on growing tables that start at two bins and resize many times per run
+//! (both resize modes). Runs over every backend the CPU supports.
 
 mod common;
 
 use std::collections::HashMap;
 
-use common::{backends, tiny_map};
-use floe::{CompareExchangeError, Error, Insert};
+use common::{backends, growing_map, tiny_map};
+use floe::{hash::Mix64, CompareExchangeError, Error, FlatMap, Insert, ResizeMode};
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
@@ -23,10 +24,10 @@ enum Op {
     Clear,
 }
 
-/// Keys from a small pool so operations collide, including the extreme words.
-fn key() -> impl Strategy<Value = u64> {
+/// Keys from a pool of `pool` so operations collide, including the extreme words.
+fn key_in(pool: u64) -> impl Strategy<Value = u64> {
     prop_oneof![
-        8 => 0u64..24,
+        8 => 0u64..pool,
         1 => Just(u64::MAX),
         1 => Just(0xdead_f10e_dead_f10e), // the engine's first dead-key candidate
         1 => Just(0xdead_f10e_dead_f10f),
@@ -38,6 +39,12 @@ fn value() -> impl Strategy<Value = u64> {
 }
 
 fn op() -> impl Strategy<Value = Op> {
+    op_in(24, 1)
+}
+
+/// Operations on keys from a pool of `pool`; `clear` with weight `clear` (0: never).
+fn op_in(pool: u64, clear: u32) -> impl Strategy<Value = Op> {
+    let key = move || key_in(pool);
     prop_oneof![
         4 => key().prop_map(Op::Get),
         4 => (key(), value()).prop_map(|(k, v)| Op::Insert(k, v)),
@@ -47,7 +54,7 @@ fn op() -> impl Strategy<Value = Op> {
         2 => (key(), value()).prop_map(|(k, v)| Op::FetchAdd(k, v)),
         2 => (key(), value(), value()).prop_map(|(k, c, n)| Op::CompareExchange(k, c, n)),
         4 => key().prop_map(Op::Remove),
-        1 => Just(Op::Clear),
+        clear => Just(Op::Clear),
     ]
 }
 
@@ -56,7 +63,27 @@ fn op() -> impl Strategy<Value = Op> {
 /// every key it had.
 fn check(ops: &[Op], bins: usize, links: usize, seed: u64) {
     for backend in backends() {
-        let map = tiny_map(backend, bins, links, seed);
+        check_map(&tiny_map(backend, bins, links, seed), ops, backend);
+    }
+}
+
+/// As `check`, on maps that start at two bins and grow; returns how many times the map grew.
+fn check_growing(ops: &[Op], links: usize, seed: u64) -> usize {
+    let mut growths = 0;
+    for backend in backends() {
+        for mode in [ResizeMode::Incremental, ResizeMode::Blocking] {
+            let map = growing_map(backend, 2, links, mode, seed);
+            check_map(&map, ops, backend);
+            // Bins multiply by 8 per growth while the table is small.
+            growths += (map.stats().bins / 2).ilog(8) as usize;
+            assert_eq!(map.stats().live_tables, 1, "an old table was not freed");
+        }
+    }
+    growths
+}
+
+fn check_map(map: &FlatMap<u64, u64, Mix64>, ops: &[Op], backend: floe::Backend) {
+    {
         let mut model: HashMap<u64, u64> = HashMap::new();
         for (i, op) in ops.iter().enumerate() {
             let ctx = || format!("op {i} {op:?} on {backend:?}");
@@ -146,11 +173,52 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: if cfg!(miri) { 2 } else { 64 },
+        ..ProptestConfig::default()
+    })]
+
+    /// Growing tables: two bins to start, hundreds of keys, several growths a run (the bins
+    /// keep moving under every kind of operation).
+    #[test]
+    fn growing_tables_match_std(
+        ops in prop::collection::vec(op_in(600, 0), 1..1500),
+        links in 0usize..3,
+        seed in any::<u64>(),
+    ) {
+        check_growing(&ops, links, seed);
+    }
+}
+
+/// The growing differential runs resize many times (not just once or twice).
+#[test]
+fn growing_runs_resize_many_times() {
+    let mut rng = common::SplitMix(7);
+    let mut growths = 0;
+    for run in 0..if cfg!(miri) { 1 } else { 40 } {
+        let ops: Vec<Op> = (0..2000)
+            .map(|_| {
+                let k = rng.below(3000);
+                match rng.below(5) {
+                    0 => Op::Remove(k),
+                    1 => Op::Get(k),
+                    2 => Op::FetchAdd(k, 1),
+                    _ => Op::Insert(k, k),
+                }
+            })
+            .collect();
+        growths += check_growing(&ops, 1, run);
+    }
+    assert!(growths >= 100, "only {growths} growths");
+}
+
 /// A deterministic long run that cycles a small table through full and empty many times.
 #[test]
 fn fill_drain_cycles_reuse_slots() {
     let rounds = if cfg!(miri) { 2 } else { 50 };
     common::with_maps(4, 2, |map| {
+        // Fixed size: this test is about slots recycled in place.
         for round in 0..rounds {
             let mut inserted = Vec::new();
             for k in 0..200u64 {

@@ -39,16 +39,40 @@ impl BuildHasher for LowBit {
 
 type Map = FlatMap<u64, u64, LowBit>;
 
-/// Two bins of three slots, `links` link buckets.
+/// Two bins of three slots, `links` link buckets, never growing.
 fn map(links: usize) -> Arc<Map> {
     Arc::new(
         FlatMap::<u64, u64>::builder()
             .bins(2)
             .link_buckets(links)
+            .max_bins(2)
             .hasher(LowBit)
             .build()
             .unwrap(),
     )
+}
+
+/// Keys of bin 0 of the two-bin map that go to four different bins (0, 1, 2, 3) of the 16-bin
+/// table it grows into (the hasher rotates bit 0 to the top; the next bits down are the key's
+/// bits 63, 62, 61).
+const SPLIT: [u64; 4] = [0, 1 << 61, 2 << 61, 3 << 61];
+
+/// A two-bin map without link buckets whose bin 0 is full (`SPLIT[0..3]`, value = key + 1), so
+/// the next insert into bin 0 grows it. `ResizeMode::Incremental`: the rest of the move is
+/// left to whoever touches the map next.
+fn full_growing_map() -> Arc<Map> {
+    let m = Arc::new(
+        FlatMap::<u64, u64>::builder()
+            .bins(2)
+            .link_buckets(0)
+            .hasher(LowBit)
+            .build()
+            .unwrap(),
+    );
+    for &k in &SPLIT[..3] {
+        assert!(m.insert(k, k + 1).unwrap().is_inserted());
+    }
+    m
 }
 
 fn model(f: impl Fn() + Sync + Send + 'static) {
@@ -189,5 +213,117 @@ fn full_bin_reports_full_and_keeps_its_keys() {
         assert_eq!(m.get(&0), Some(0));
         assert_eq!(m.get(&2), Some(2));
         assert_eq!(m.check_invariants(), 3);
+    });
+}
+
+// ---------------------------------------------------------------------------------------------
+// Growth: one bin transfer racing a put, a remove and an insert (src/raw/migrate.rs).
+// ---------------------------------------------------------------------------------------------
+
+#[test]
+fn bin_transfer_racing_a_put_loses_no_write() {
+    model(|| {
+        let m = full_growing_map();
+        let other = m.clone();
+        // This insert finds bin 0 full, grows the map and moves bin 0.
+        let grower = thread::spawn(move || other.insert(SPLIT[3], 4).unwrap());
+        let put = m.put(SPLIT[1], 99);
+        assert_eq!(grower.join().unwrap(), Insert::Inserted);
+        assert_eq!(put, Some(SPLIT[1] + 1), "the put saw the key");
+        assert_eq!(
+            m.get(&SPLIT[1]),
+            Some(99),
+            "the put's write was lost in the old table"
+        );
+        assert_eq!(m.get(&SPLIT[3]), Some(4));
+        assert_eq!(m.get(&SPLIT[0]), Some(1));
+        assert_eq!(m.check_invariants(), 4);
+        assert_eq!(m.stats().bins, 16);
+    });
+}
+
+#[test]
+fn bin_transfer_racing_a_remove() {
+    model(|| {
+        let m = full_growing_map();
+        let other = m.clone();
+        let grower = thread::spawn(move || other.insert(SPLIT[3], 4).unwrap());
+        let removed = m.remove(&SPLIT[2]);
+        assert_eq!(grower.join().unwrap(), Insert::Inserted);
+        assert_eq!(removed, Some(SPLIT[2] + 1));
+        assert_eq!(
+            m.get(&SPLIT[2]),
+            None,
+            "a removed key came back after the move"
+        );
+        assert_eq!(m.get(&SPLIT[0]), Some(1));
+        assert_eq!(m.check_invariants(), 3);
+    });
+}
+
+#[test]
+fn bin_transfer_racing_an_insert_of_the_same_and_another_key() {
+    model(|| {
+        let m = full_growing_map();
+        let other = m.clone();
+        let grower = thread::spawn(move || other.insert(SPLIT[3], 4).unwrap());
+        // Another insert into bin 0: it may reserve a slot before the move (and must abandon
+        // it), find the bin moved, or help grow. An insert of a present key must see it.
+        let present = m.insert(SPLIT[0], 7).unwrap();
+        let same = m.insert(SPLIT[3], 5).unwrap();
+        let theirs = grower.join().unwrap();
+        assert_eq!(present, Insert::Present(1));
+        match (same, theirs) {
+            (Insert::Present(4), Insert::Inserted) => assert_eq!(m.get(&SPLIT[3]), Some(4)),
+            (Insert::Inserted, Insert::Present(5)) => assert_eq!(m.get(&SPLIT[3]), Some(5)),
+            other => panic!("not linearizable: {other:?}"),
+        }
+        assert_eq!(m.check_invariants(), 4);
+    });
+}
+
+#[test]
+fn get_during_a_bin_transfer_sees_the_key() {
+    model(|| {
+        let m = full_growing_map();
+        let other = m.clone();
+        let grower = thread::spawn(move || other.insert(SPLIT[3], 4).unwrap());
+        // The key is present throughout: a get must never miss it, whichever table it reads.
+        assert_eq!(m.get(&SPLIT[2]), Some(SPLIT[2] + 1));
+        assert_eq!(grower.join().unwrap(), Insert::Inserted);
+        assert_eq!(m.check_invariants(), 4);
+    });
+}
+
+#[test]
+fn shrink_racing_an_insert_and_a_put() {
+    // Four bins shrink to two: the insert either lands before the freeze (and is moved) or
+    // waits for the move and lands in the smaller table; the put is never lost. The shrink
+    // is a long walk (freeze, count, allocate, move) that the other threads spin-wait on, so
+    // this model gets more branches and one preemption.
+    let mut builder = loom::model::Builder::new();
+    builder.preemption_bound = Some(1);
+    builder.max_branches = 100_000;
+    builder.check(|| {
+        let m = Arc::new(
+            FlatMap::<u64, u64>::builder()
+                .bins(4)
+                .link_buckets(2)
+                .hasher(LowBit)
+                .build()
+                .unwrap(),
+        );
+        assert!(m.insert(SPLIT[0], 1).unwrap().is_inserted());
+        let (a, b) = (m.clone(), m.clone());
+        let inserter = thread::spawn(move || a.insert(SPLIT[1], 2).unwrap());
+        let putter = thread::spawn(move || b.put(SPLIT[0], 9));
+        let shrank = m.shrink_to_fit().unwrap();
+        assert_eq!(inserter.join().unwrap(), Insert::Inserted);
+        assert_eq!(putter.join().unwrap(), Some(1));
+        assert!(shrank);
+        assert_eq!(m.get(&SPLIT[0]), Some(9), "the put was lost by the shrink");
+        assert_eq!(m.get(&SPLIT[1]), Some(2));
+        assert_eq!(m.check_invariants(), 2);
+        assert_eq!(m.stats().bins, 2);
     });
 }

@@ -7,6 +7,11 @@
 //! operations and the key's state). Linearizability is local, so per-key checks cover the
 //! whole history.
 //!
+//! The growing variants start every round from a fresh two-bin map and have each thread
+//! insert filler keys between its operations, so the map resizes several times per round while
+//! the contended keys' bins are moved under gets, inserts, puts, removes and fetch-adds; every
+//! filler key must be there afterwards, and every replaced table freed.
+//!
 //! `quick_*` tests run in the normal suite (about a second); `stress_*` are `#[ignore]`d and
 //! run by `ci/stress.sh` for minutes.
 
@@ -20,8 +25,8 @@ use std::{
     },
 };
 
-use common::{backends, tiny_map, SplitMix};
-use floe::{Backend, CompareExchangeError, Insert};
+use common::{backends, growing_map, tiny_map, SplitMix};
+use floe::{Backend, CompareExchangeError, Insert, ResizeMode};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Call {
@@ -110,23 +115,41 @@ struct Config {
     rounds: usize,
     bins: usize,
     links: usize,
+    /// Grow from a fresh map each round, with this many filler inserts per operation.
+    grow: Option<(ResizeMode, u64)>,
 }
 
+/// Filler keys live far from the contended keys `0..keys`.
+const FILLER: u64 = 1 << 62;
+
 fn run(backend: Backend, config: &Config, seed: u64) {
-    let map = Arc::new(tiny_map(backend, config.bins, config.links, seed));
+    let maps: Arc<Vec<_>> = Arc::new(match config.grow {
+        None => vec![tiny_map(backend, config.bins, config.links, seed)],
+        Some((mode, _)) => (0..config.rounds)
+            .map(|round| growing_map(backend, 2, config.links, mode, seed ^ round as u64))
+            .collect(),
+    });
+    let fillers = config.grow.map_or(0, |(_, f)| f);
     let clock = Arc::new(AtomicU64::new(0));
     let barrier = Arc::new(Barrier::new(config.threads));
     let handles: Vec<_> = (0..config.threads)
         .map(|t| {
-            let (map, clock, barrier) = (map.clone(), clock.clone(), barrier.clone());
+            let (maps, clock, barrier) = (maps.clone(), clock.clone(), barrier.clone());
             let (keys, ops, rounds) = (config.keys, config.ops_per_thread, config.rounds);
             std::thread::spawn(move || {
                 let mut rng = SplitMix(seed ^ ((t as u64 + 1) * 0x1234_5678_9abc));
                 let mut log = Vec::with_capacity(rounds);
                 for round in 0..rounds {
+                    let map = &maps[round % maps.len()];
                     barrier.wait();
                     let mut events = Vec::with_capacity(ops);
+                    let filler =
+                        |i: usize, j: u64| FILLER | (t as u64) << 40 | (i as u64) << 20 | j;
                     for i in 0..ops {
+                        for j in 0..fillers {
+                            let k = filler(i, j);
+                            assert_eq!(map.insert(k, !k), Ok(Insert::Inserted));
+                        }
                         let key = rng.below(keys);
                         // Half the values from a tiny set (to provoke same-value ABA), half
                         // unique to this thread and operation.
@@ -176,10 +199,17 @@ fn run(backend: Backend, config: &Config, seed: u64) {
                         ));
                     }
                     log.push(events);
+                    for i in 0..ops {
+                        for j in 0..fillers {
+                            let k = filler(i, j);
+                            assert_eq!(map.get(&k), Some(!k), "filler key {k:#x} lost");
+                        }
+                    }
                     barrier.wait();
                     // Thread 0 resets the table for the next round once everyone has stopped.
                     if t == 0 {
                         map.check_invariants();
+                        assert_eq!(map.stats().live_tables, 1, "a replaced table was not freed");
                         map.clear();
                     }
                 }
@@ -203,6 +233,14 @@ fn run(backend: Backend, config: &Config, seed: u64) {
             );
         }
     }
+}
+
+/// Rounds per stress configuration: `FLOE_STRESS_ROUNDS`, 20000 by default.
+fn stress_rounds() -> usize {
+    std::env::var("FLOE_STRESS_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(20_000)
 }
 
 #[test]
@@ -259,18 +297,35 @@ fn quick_contended_keys_are_linearizable() {
             rounds: 2000,
             bins: 2,
             links: 12,
+            grow: None,
         };
         run(backend, &config, 0xf10e);
     }
 }
 
 #[test]
+#[cfg_attr(miri, ignore = "threads and thousands of rounds: too slow under Miri")]
+fn quick_contended_keys_are_linearizable_while_the_map_grows() {
+    for backend in backends() {
+        for mode in [ResizeMode::Incremental, ResizeMode::Blocking] {
+            let config = Config {
+                threads: 3,
+                keys: 3,
+                ops_per_thread: 6,
+                rounds: 300,
+                bins: 2,
+                links: 1,
+                grow: Some((mode, 8)),
+            };
+            run(backend, &config, 0x9e0);
+        }
+    }
+}
+
+#[test]
 #[ignore = "stress: run by ci/stress.sh"]
 fn stress_contended_keys_are_linearizable() {
-    let rounds: usize = std::env::var("FLOE_STRESS_ROUNDS")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(20_000);
+    let rounds: usize = stress_rounds();
     for backend in backends() {
         for (i, threads) in [2usize, 4].into_iter().enumerate() {
             let config = Config {
@@ -280,6 +335,7 @@ fn stress_contended_keys_are_linearizable() {
                 rounds,
                 bins: 2,
                 links: 16,
+                grow: None,
             };
             run(backend, &config, 0xbad5eed + i as u64);
         }
@@ -290,10 +346,7 @@ fn stress_contended_keys_are_linearizable() {
 #[ignore = "stress: run by ci/stress.sh"]
 fn stress_single_key_is_linearizable() {
     // Every thread on one key: the hottest contention, constant slot recycling.
-    let rounds: usize = std::env::var("FLOE_STRESS_ROUNDS")
-        .ok()
-        .and_then(|r| r.parse().ok())
-        .unwrap_or(20_000);
+    let rounds: usize = stress_rounds();
     for backend in backends() {
         let config = Config {
             threads: 3,
@@ -302,7 +355,28 @@ fn stress_single_key_is_linearizable() {
             rounds,
             bins: 2,
             links: 4,
+            grow: None,
         };
         run(backend, &config, 0x51);
+    }
+}
+
+#[test]
+#[ignore = "stress: run by ci/stress.sh"]
+fn stress_linearizable_while_growing() {
+    let rounds: usize = stress_rounds() / 4;
+    for backend in backends() {
+        for (mode, threads) in [(ResizeMode::Incremental, 4), (ResizeMode::Blocking, 3)] {
+            let config = Config {
+                threads,
+                keys: 3,
+                ops_per_thread: 6,
+                rounds,
+                bins: 2,
+                links: 1,
+                grow: Some((mode, 12)),
+            };
+            run(backend, &config, 0x6e0 + threads as u64);
+        }
     }
 }

@@ -16,7 +16,8 @@
 //! Slot states: `Invalid = 0b00` (free), `TryInsert = 0b01` (reserved by one inserter),
 //! `Valid = 0b10` (holds a live key), `Shadow = 0b11` (reserved for shadow inserts: a live key
 //! hidden from readers, DLHT §3.2.2). Bin states: `NoTransfer = 0`, `InTransfer = 1`,
-//! `DoneTransfer = 2` (reserved for the resize protocol, DLHT §3.2.5).
+//! `DoneTransfer = 2` (the resize protocol, DLHT §3.2.5; see `raw::migrate`), `Frozen = 3`
+//! (a shrink about to move the bin).
 //!
 //! # Slot masks in "spread" form
 //!
@@ -63,11 +64,9 @@ pub(crate) enum SlotState {
     Shadow = 0b11,
 }
 
-/// The state of a bin with respect to a resize. Only `NoTransfer` is produced until the
-/// resize protocol lands; the encoding is reserved now so the header layout does not change.
+/// The state of a bin with respect to a resize (`raw::migrate`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u64)]
-#[expect(clippy::enum_variant_names, reason = "the names DLHT §3.2.5 uses")]
 pub(crate) enum BinState {
     /// The bin lives in this table.
     NoTransfer = 0,
@@ -75,6 +74,9 @@ pub(crate) enum BinState {
     InTransfer = 1,
     /// The bin has been copied; operate on the next table.
     DoneTransfer = 2,
+    /// A shrink is about to move the bin: reads, puts and deletes go on, inserts wait (so the
+    /// bin's key count can only fall until it is moved; `raw::migrate`).
+    Frozen = 3,
 }
 
 /// A snapshot of a bin header word.
@@ -100,7 +102,8 @@ impl Header {
         match (self.0 >> BIN_STATE_SHIFT) & 0b11 {
             0 => BinState::NoTransfer,
             1 => BinState::InTransfer,
-            _ => BinState::DoneTransfer,
+            2 => BinState::DoneTransfer,
+            _ => BinState::Frozen,
         }
     }
 
@@ -119,6 +122,14 @@ impl Header {
         let shift = 2 * slot;
         let cleared = self.0 & !(0b11 << shift);
         Header((cleared | (state as u64) << shift).wrapping_add(1 << VERSION_SHIFT))
+    }
+
+    /// This header with the bin state set to `state` and the version bumped.
+    #[inline(always)]
+    #[must_use]
+    pub(crate) fn with_bin_state(self, state: BinState) -> Header {
+        let cleared = self.0 & !(0b11 << BIN_STATE_SHIFT);
+        Header((cleared | (state as u64) << BIN_STATE_SHIFT).wrapping_add(1 << VERSION_SHIFT))
     }
 
     /// Slots whose state is `Valid`, in spread form.
@@ -306,6 +317,14 @@ mod tests {
         assert_eq!(h2.valid().iter().collect::<Vec<_>>(), vec![4]);
         assert!(!h2.invalid().iter().any(|s| s == 4));
         assert_eq!(h2.bin_state(), BinState::NoTransfer);
+        let h3 = h2.with_bin_state(BinState::InTransfer);
+        assert_eq!((h3.version(), h3.bin_state()), (3, BinState::InTransfer));
+        assert_eq!(h3.valid(), h2.valid());
+        let h4 = h3
+            .with_slot(4, SlotState::Invalid)
+            .with_bin_state(BinState::DoneTransfer);
+        assert_eq!((h4.version(), h4.bin_state()), (5, BinState::DoneTransfer));
+        assert!(h4.valid().is_empty());
     }
 
     #[test]

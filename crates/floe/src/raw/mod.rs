@@ -3,9 +3,12 @@
 //! # Design
 //!
 //! This is the layout and the protocols of DLHT (Katsarakis et al., "Dandelion Hashtable",
-//! §3.1–§3.2.4), with two changes argued below: deletes retire a slot's key before freeing the
+//! §3.1–§3.2.5), with two changes argued below: deletes retire a slot's key before freeing the
 //! slot (so a racing put can never land on a deleted key), and a put waits out a re-insert of
-//! its slot instead of reporting a write nobody can see.
+//! its slot instead of reporting a write nobody can see. Growing (moving the bins to a larger
+//! table while operations go on) is in `migrate.rs`; here it shows only as the bin state every
+//! search checks first: a bin being moved is waited for, a moved bin answers `Moved` and the
+//! caller retries in the next table.
 //!
 //! ## Terminology
 //!
@@ -124,8 +127,9 @@
 //! inserted the key into another slot first), the put's write is discarded with the slot but
 //! the put still reports success. It takes a put stalled between its search and its CAS while
 //! three other operations on the same key and slot complete, with equal values. Closing it
-//! needs a per-slot generation that the 16-byte slot has no room for; the resize work (which
-//! revisits the slot format for transfer keys) is the place to add one.
+//! needs a per-slot generation that the 16-byte slot has no room for. (The resize protocol did
+//! not need one: its transfer key is the bin's dead key, so the slot format is unchanged and
+//! this race is still open.)
 //!
 //! ## Memory orderings
 //!
@@ -141,12 +145,20 @@
 //!   searches, which are ordered after it through the publication CAS of the slot they saw.
 //! - Slot CAS: `AcqRel` (see `Slot::compare_exchange`).
 //! - The pool cursor and the `len` shards: `Relaxed` (they order nothing).
+//! - Growth (`migrate.rs`): the claim CAS (`NoTransfer -> InTransfer`) is `AcqRel` (it reads
+//!   the slots published before it); the `DoneTransfer` CAS is `Release` and pairs with the
+//!   `Acquire` header load of every search, which then reads the new table's bins; the chunk
+//!   counter is `AcqRel` (a release sequence the last chunk's thread acquires) and the map's
+//!   current-table pointer is stored `Release` and loaded `Acquire`.
 
 mod alloc;
 mod counter;
 pub(crate) mod layout;
+pub(crate) mod migrate;
 pub(crate) mod probe;
 pub(crate) mod stats;
+
+use std::sync::{atomic::AtomicUsize as StdAtomicUsize, Arc};
 
 use crossbeam_utils::CachePadded;
 
@@ -154,15 +166,22 @@ use self::{
     alloc::TableMemory,
     counter::ShardedCounter,
     layout::{Bin, LinkBucket, Slot},
+    migrate::Migration,
     probe::Probe,
 };
 use crate::{
     control::{
         group::Group,
-        header::{slot_place, Header, Link, SlotMask, SlotState, LINK_SLOTS, PRIMARY_SLOTS},
+        header::{
+            slot_place, BinState, Header, Link, SlotMask, SlotState, LINK_SLOTS, PRIMARY_SLOTS,
+        },
     },
     sync::{fence, spin, AtomicUsize, Ordering},
 };
+
+/// The key's bin has been moved to the next table (`migrate`): retry there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Moved;
 
 /// Start loading the 64-byte line at `line` into the cache, without waiting for it. A hint:
 /// it never faults and has no visible effect.
@@ -230,6 +249,8 @@ impl DeadKeys {
 pub(crate) struct Geometry {
     pub(crate) bins: usize,
     pub(crate) link_buckets: usize,
+    /// Link buckets after the pool reserved for a migration's transfers (`migrate`).
+    pub(crate) transfer_reserve: usize,
     pub(crate) huge_pages: bool,
 }
 
@@ -252,9 +273,18 @@ struct Search {
 pub(crate) struct RawTable {
     bins: TableMemory<Bin>,
     links: TableMemory<LinkBucket>,
-    /// Pool cursor: link buckets `[next_link, links.len())` are free. May run past the end
+    /// Pool cursor: link buckets `[next_link, transfer_base)` are free. May run past the end
     /// (every later take then fails).
     next_link: CachePadded<AtomicUsize>,
+    /// Start of the transfer reserve: link buckets `[transfer_base, links.len())` are only
+    /// taken by a migration filling this table (`migrate`).
+    transfer_base: usize,
+    /// Cursor into the transfer reserve.
+    transfer_next: CachePadded<AtomicUsize>,
+    /// The migration out of this table.
+    migration: Migration,
+    /// Tables of the map alive (a statistic: decremented when this table is dropped).
+    alive: Arc<StdAtomicUsize>,
     /// Link buckets taken from the pool but lost in a chaining race (never used).
     links_lost: AtomicUsize,
     len: ShardedCounter,
@@ -263,16 +293,30 @@ pub(crate) struct RawTable {
 
 impl RawTable {
     /// Allocate a table. `None` if the memory cannot be had or a size overflows.
-    pub(crate) fn new(geometry: Geometry, dead: DeadKeys) -> Option<Self> {
+    pub(crate) fn new(
+        geometry: Geometry,
+        dead: DeadKeys,
+        alive: Arc<StdAtomicUsize>,
+    ) -> Option<Self> {
         debug_assert!(geometry.bins >= 2 && dead.primary_bin < geometry.bins);
+        let links = geometry
+            .link_buckets
+            .checked_add(geometry.transfer_reserve)?;
         // Link indexes are stored as `index + 1` in 32-bit fields.
-        if geometry.link_buckets >= u32::MAX as usize {
+        if links >= u32::MAX as usize {
             return None;
         }
+        let bins = TableMemory::zeroed(geometry.bins, geometry.huge_pages)?;
+        let links = TableMemory::zeroed(links, geometry.huge_pages)?;
+        alive.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         Some(Self {
-            bins: TableMemory::zeroed(geometry.bins, geometry.huge_pages)?,
-            links: TableMemory::zeroed(geometry.link_buckets, geometry.huge_pages)?,
+            bins,
+            links,
             next_link: CachePadded::new(AtomicUsize::new(0)),
+            transfer_base: geometry.link_buckets,
+            transfer_next: CachePadded::new(AtomicUsize::new(0)),
+            migration: Migration::new(),
+            alive,
             links_lost: AtomicUsize::new(0),
             len: ShardedCounter::new(),
             dead,
@@ -283,13 +327,17 @@ impl RawTable {
         self.bins.len()
     }
 
+    /// Link buckets of the regular pool (without the transfer reserve).
     pub(crate) fn link_buckets(&self) -> usize {
-        self.links.len()
+        self.transfer_base
     }
 
     /// Link buckets taken from the pool so far (chained or lost).
     pub(crate) fn link_buckets_used(&self) -> usize {
-        self.next_link.load(Ordering::Relaxed).min(self.links.len())
+        self.next_link
+            .load(Ordering::Relaxed)
+            .min(self.transfer_base)
+            + self.transfer_next.load(Ordering::Relaxed)
     }
 
     pub(crate) fn links_lost(&self) -> usize {
@@ -298,7 +346,7 @@ impl RawTable {
 
     /// Slots in the table: three per bin plus four per link bucket.
     pub(crate) fn capacity(&self) -> usize {
-        self.bins.len() * PRIMARY_SLOTS + self.links.len() * LINK_SLOTS
+        self.bins.len() * PRIMARY_SLOTS + self.transfer_base * LINK_SLOTS
     }
 
     /// Bytes of table memory (bins and link pool).
@@ -395,19 +443,30 @@ impl RawTable {
     }
 
     /// A search validated against the bin header (the seqlock read described in the essay).
+    /// Waits while the bin is being moved to the next table; `Moved` once it has been.
     #[inline(always)]
-    fn find<P: Probe>(&self, probe: P, bin: &Bin, key: u64) -> Search {
+    fn find<P: Probe>(&self, probe: P, bin: &Bin, key: u64) -> Result<Search, Moved> {
         // The bin's own line: read by the header load even when no slot is Valid. Retries
         // re-read it from the cache and are not counted again.
         stats::line_read();
         loop {
-            // Acquire: pairs with the Release publication CAS of every slot we may read.
+            // Acquire: pairs with the Release publication CAS of every slot we may read, and
+            // with the Release CAS that marks the bin DoneTransfer (`migrate`).
             let header = Header(bin.header.load(Ordering::Acquire));
+            match header.bin_state() {
+                // A frozen bin still holds its keys (`migrate`): reads go on.
+                BinState::NoTransfer | BinState::Frozen => {}
+                BinState::InTransfer => {
+                    self.wait_transferred(bin);
+                    return Err(Moved);
+                }
+                BinState::DoneTransfer => return Err(Moved),
+            }
             let hit = self.search(probe, bin, header, key);
             // Pairs with the inserters' fence(Release) between reservation and slot store.
             fence(Ordering::Acquire);
             if bin.header.load(Ordering::Relaxed) == header.0 {
-                return Search { header, hit };
+                return Ok(Search { header, hit });
             }
             spin();
         }
@@ -432,10 +491,16 @@ impl RawTable {
 
     /// The value of `key` in `bin`.
     #[inline(always)]
-    pub(crate) fn get<P: Probe>(&self, probe: P, bin: usize, key: u64) -> Option<u64> {
-        self.find(probe, &self.bins[bin], key)
+    pub(crate) fn get<P: Probe>(
+        &self,
+        probe: P,
+        bin: usize,
+        key: u64,
+    ) -> Result<Option<u64>, Moved> {
+        Ok(self
+            .find(probe, &self.bins[bin], key)?
             .hit
-            .map(|hit| hit.value)
+            .map(|hit| hit.value))
     }
 
     // ---------------------------------------------------------------------------------------
@@ -450,15 +515,20 @@ impl RawTable {
         bin_index: usize,
         key: u64,
         value: u64,
-    ) -> Result<Inserted, Full> {
+    ) -> Result<Result<Inserted, Full>, Moved> {
         let bin = &self.bins[bin_index];
         loop {
-            let Search { header, hit } = self.find(probe, bin, key);
+            let Search { header, hit } = self.find(probe, bin, key)?;
             if let Some(hit) = hit {
-                return Ok(Inserted::Exists(hit.value));
+                return Ok(Ok(Inserted::Exists(hit.value)));
+            }
+            if header.bin_state() == BinState::Frozen {
+                // A shrink is about to move the bin: no key may be added to it.
+                self.wait_unfrozen(bin);
+                continue;
             }
             let Some(slot) = header.invalid().first() else {
-                return Err(Full::Bin);
+                return Ok(Err(Full::Bin));
             };
             let reserved = header.with_slot(slot, SlotState::TryInsert);
             // Acquire on success: our reads of the link word below come after the reservation.
@@ -475,7 +545,7 @@ impl RawTable {
             fence(Ordering::Release);
             if let Err(full) = self.chain_for(bin, slot) {
                 self.abandon(bin_index, bin, slot);
-                return Err(full);
+                return Ok(Err(full));
             }
             if let (Some(bucket), _) = slot_place(slot) {
                 if header.valid().and(SlotMask::link_bucket(bucket)).is_empty() {
@@ -484,7 +554,11 @@ impl RawTable {
                 }
             }
             self.slot(bin, slot).store(key, value);
-            return Ok(self.publish(probe, bin_index, bin, slot, reserved, key));
+            match self.publish(probe, bin_index, bin, slot, reserved, key)? {
+                Some(inserted) => return Ok(Ok(inserted)),
+                // The bin was frozen under us: start over (and wait).
+                None => continue,
+            }
         }
     }
 
@@ -506,7 +580,7 @@ impl RawTable {
     fn chain_slow(&self, bin: &Bin, bucket: usize, link: &mut Link) -> Result<(), Full> {
         let width = Link::field_width(bucket);
         let taken = self.next_link.fetch_add(width, Ordering::Relaxed);
-        if taken + width > self.links.len() {
+        if taken + width > self.transfer_base {
             return Err(Full::LinkPool);
         }
         loop {
@@ -539,7 +613,7 @@ impl RawTable {
         slot: usize,
         reserved: Header,
         key: u64,
-    ) -> Inserted {
+    ) -> Result<Option<Inserted>, Moved> {
         let mut expected = reserved;
         loop {
             let published = expected.with_slot(slot, SlotState::Valid);
@@ -553,13 +627,23 @@ impl RawTable {
             ) {
                 Ok(_) => {
                     self.len.increment();
-                    return Inserted::New;
+                    return Ok(Some(Inserted::New));
                 }
                 Err(_) => {
-                    let Search { header, hit } = self.find(probe, bin, key);
+                    // A claimed bin never publishes (`migrate`): give the slot up and retry
+                    // the insert in the next table.
+                    let Ok(Search { header, hit }) = self.find(probe, bin, key) else {
+                        self.abandon(bin_index, bin, slot);
+                        return Err(Moved);
+                    };
                     if let Some(hit) = hit {
                         self.abandon(bin_index, bin, slot);
-                        return Inserted::Exists(hit.value);
+                        return Ok(Some(Inserted::Exists(hit.value)));
+                    }
+                    if header.bin_state() == BinState::Frozen {
+                        // A frozen bin's key count may only fall (`migrate`).
+                        self.abandon(bin_index, bin, slot);
+                        return Ok(None);
                     }
                     debug_assert_eq!(header.slot(slot), SlotState::TryInsert, "{header:?}");
                     expected = header;
@@ -611,11 +695,18 @@ impl RawTable {
 
     /// Remove `key`, returning its value.
     #[inline(always)]
-    pub(crate) fn remove<P: Probe>(&self, probe: P, bin_index: usize, key: u64) -> Option<u64> {
+    pub(crate) fn remove<P: Probe>(
+        &self,
+        probe: P,
+        bin_index: usize,
+        key: u64,
+    ) -> Result<Option<u64>, Moved> {
         let bin = &self.bins[bin_index];
         let dead = self.dead.of(bin_index);
         loop {
-            let hit = self.find(probe, bin, key).hit?;
+            let Some(hit) = self.find(probe, bin, key)?.hit else {
+                return Ok(None);
+            };
             // The linearization point: retire the key (see the essay, Delete).
             if self
                 .slot(bin, hit.slot)
@@ -627,7 +718,7 @@ impl RawTable {
             }
             if self.free_retired(bin, hit.slot, (dead, hit.value)) {
                 self.len.decrement();
-                return Some(hit.value);
+                return Ok(Some(hit.value));
             }
         }
     }
@@ -698,12 +789,14 @@ impl RawTable {
         bin_index: usize,
         key: u64,
         mut f: impl FnMut(u64) -> u64,
-    ) -> Option<(u64, u64)> {
+    ) -> Result<Option<(u64, u64)>, Moved> {
         let bin = &self.bins[bin_index];
         loop {
-            let hit = self.find(probe, bin, key).hit?;
+            let Some(hit) = self.find(probe, bin, key)?.hit else {
+                return Ok(None);
+            };
             if let Some(done) = self.try_put(bin, hit, key, &mut f) {
-                return Some(done);
+                return Ok(Some(done));
             }
             spin();
         }
@@ -735,17 +828,17 @@ impl RawTable {
         key: u64,
         current: u64,
         new: u64,
-    ) -> Result<u64, Mismatch> {
+    ) -> Result<Result<u64, Mismatch>, Moved> {
         let bin = &self.bins[bin_index];
         loop {
-            let Some(hit) = self.find(probe, bin, key).hit else {
-                return Err(Mismatch::Absent);
+            let Some(hit) = self.find(probe, bin, key)?.hit else {
+                return Ok(Err(Mismatch::Absent));
             };
             if hit.value != current {
-                return Err(Mismatch::Value(hit.value));
+                return Ok(Err(Mismatch::Value(hit.value)));
             }
             if self.try_put(bin, hit, key, &mut |_| new).is_some() {
-                return Ok(current);
+                return Ok(Ok(current));
             }
             spin();
         }
@@ -761,19 +854,20 @@ impl RawTable {
         key: u64,
         init: u64,
         mut f: impl FnMut(u64) -> u64,
-    ) -> Result<Option<u64>, Full> {
+    ) -> Result<Result<Option<u64>, Full>, Moved> {
         let bin = &self.bins[bin_index];
         loop {
-            match self.find(probe, bin, key).hit {
+            match self.find(probe, bin, key)?.hit {
                 Some(hit) => {
                     if let Some((old, _)) = self.try_put(bin, hit, key, &mut f) {
-                        return Ok(Some(old));
+                        return Ok(Ok(Some(old)));
                     }
                 }
                 None => match self.insert(probe, bin_index, key, init)? {
-                    Inserted::New => return Ok(None),
+                    Ok(Inserted::New) => return Ok(Ok(None)),
+                    Err(full) => return Ok(Err(full)),
                     // Someone inserted it meanwhile: update that copy.
-                    Inserted::Exists(_) => {}
+                    Ok(Inserted::Exists(_)) => {}
                 },
             }
             spin();
@@ -786,13 +880,21 @@ impl RawTable {
 
     /// Remove every key, bin by bin. Each bin is emptied with the delete protocol, so this is
     /// safe to run concurrently with anything; it is not one atomic snapshot (an insert into a
-    /// bin already cleared survives). Link buckets stay chained to their bins.
+    /// bin already cleared survives). Link buckets stay chained to their bins. Bins already
+    /// moved to a next table are skipped (their keys are there).
     pub(crate) fn clear(&self) {
         let mut removed = 0isize;
         for (bin_index, bin) in self.bins.iter().enumerate() {
             let dead = self.dead.of(bin_index);
             'bin: loop {
                 let header = Header(bin.header.load(Ordering::Acquire));
+                if matches!(
+                    header.bin_state(),
+                    BinState::InTransfer | BinState::DoneTransfer
+                ) {
+                    self.wait_transferred(bin);
+                    break;
+                }
                 for slot in header.valid().iter() {
                     let slot_ref = self.slot(bin, slot);
                     let (key, value) = slot_ref.load();
@@ -826,6 +928,11 @@ impl RawTable {
         let mut live = 0;
         for (bin_index, bin) in self.bins.iter().enumerate() {
             let header = Header(bin.header.load(Ordering::Relaxed));
+            assert_eq!(
+                header.bin_state(),
+                BinState::NoTransfer,
+                "a quiescent current table with a moved bin"
+            );
             let link = Link(bin.link.load(Ordering::Relaxed));
             for slot in 0..crate::control::header::SLOTS_PER_BIN {
                 let state = header.slot(slot);
@@ -864,7 +971,7 @@ impl RawTable {
 impl RawTable {
     /// Visit every present `(key, value)`, bin by bin. Each bin is read as one validated
     /// snapshot; the table as a whole is not (a pair inserted or removed while the walk runs
-    /// may or may not be seen).
+    /// may or may not be seen). Bins moved to a next table are skipped.
     pub(crate) fn for_each(&self, mut visit: impl FnMut(u64, u64)) {
         let mut pairs = Vec::with_capacity(crate::control::header::SLOTS_PER_BIN);
         for (bin_index, bin) in self.bins.iter().enumerate() {
@@ -872,6 +979,13 @@ impl RawTable {
             loop {
                 pairs.clear();
                 let header = Header(bin.header.load(Ordering::Acquire));
+                if matches!(
+                    header.bin_state(),
+                    BinState::InTransfer | BinState::DoneTransfer
+                ) {
+                    self.wait_transferred(bin);
+                    break;
+                }
                 for slot in header.valid().iter() {
                     pairs.push(self.slot(bin, slot).load());
                 }
@@ -886,6 +1000,13 @@ impl RawTable {
                 visit(key, value);
             }
         }
+    }
+}
+
+impl Drop for RawTable {
+    fn drop(&mut self) {
+        self.alive
+            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -905,9 +1026,11 @@ mod tests {
             Geometry {
                 bins,
                 link_buckets: links,
+                transfer_reserve: 0,
                 huge_pages: false,
             },
             dead,
+            Arc::default(),
         )
         .unwrap()
     }
@@ -919,23 +1042,23 @@ mod tests {
         let t = table(2, 3);
         // 15 keys fill bin 1: 3 primary slots, then link bucket 0, then the pair.
         for k in 0..15u64 {
-            assert_eq!(t.insert(P, 1, k, k * 10), Ok(Inserted::New));
+            assert_eq!(t.insert(P, 1, k, k * 10).unwrap(), Ok(Inserted::New));
         }
-        assert_eq!(t.insert(P, 1, 99, 0), Err(Full::Bin));
+        assert_eq!(t.insert(P, 1, 99, 0).unwrap(), Err(Full::Bin));
         assert_eq!(t.link_buckets_used(), 3);
         for k in 0..15u64 {
-            assert_eq!(t.get(P, 1, k), Some(k * 10));
-            assert_eq!(t.insert(P, 1, k, 0), Ok(Inserted::Exists(k * 10)));
+            assert_eq!(t.get(P, 1, k).unwrap(), Some(k * 10));
+            assert_eq!(t.insert(P, 1, k, 0).unwrap(), Ok(Inserted::Exists(k * 10)));
         }
-        assert_eq!(t.get(P, 1, 15), None);
+        assert_eq!(t.get(P, 1, 15).unwrap(), None);
         assert_eq!(t.check_invariants(), 15);
         // Free a slot in the pair bucket and one in the primary bucket: both are reused.
-        assert_eq!(t.remove(P, 1, 12), Some(120));
-        assert_eq!(t.remove(P, 1, 1), Some(10));
-        assert_eq!(t.remove(P, 1, 1), None);
-        assert_eq!(t.insert(P, 1, 100, 1), Ok(Inserted::New));
-        assert_eq!(t.insert(P, 1, 101, 2), Ok(Inserted::New));
-        assert_eq!(t.insert(P, 1, 102, 3), Err(Full::Bin));
+        assert_eq!(t.remove(P, 1, 12).unwrap(), Some(120));
+        assert_eq!(t.remove(P, 1, 1).unwrap(), Some(10));
+        assert_eq!(t.remove(P, 1, 1).unwrap(), None);
+        assert_eq!(t.insert(P, 1, 100, 1).unwrap(), Ok(Inserted::New));
+        assert_eq!(t.insert(P, 1, 101, 2).unwrap(), Ok(Inserted::New));
+        assert_eq!(t.insert(P, 1, 102, 3).unwrap(), Err(Full::Bin));
         assert_eq!(t.check_invariants(), 15);
     }
 
@@ -943,39 +1066,45 @@ mod tests {
     fn pool_exhaustion_is_reported_and_harmless() {
         let t = table(2, 1);
         for k in 0..7u64 {
-            assert_eq!(t.insert(P, 0, k, k), Ok(Inserted::New));
+            assert_eq!(t.insert(P, 0, k, k).unwrap(), Ok(Inserted::New));
         }
         // Bin 0 took the only link bucket; bin 1 can use its primary slots only.
         for k in 0..3u64 {
-            assert_eq!(t.insert(P, 1, k, k), Ok(Inserted::New));
+            assert_eq!(t.insert(P, 1, k, k).unwrap(), Ok(Inserted::New));
         }
-        assert_eq!(t.insert(P, 1, 3, 3), Err(Full::LinkPool));
+        assert_eq!(t.insert(P, 1, 3, 3).unwrap(), Err(Full::LinkPool));
         // The failed reservation was released (the invariant check below would see it);
         // bin 0 cannot chain its pair either.
-        assert_eq!(t.insert(P, 0, 7, 7), Err(Full::LinkPool));
+        assert_eq!(t.insert(P, 0, 7, 7).unwrap(), Err(Full::LinkPool));
         assert_eq!(t.check_invariants(), 10);
     }
 
     #[test]
     fn puts_update_present_keys_only() {
         let t = table(2, 0);
-        assert_eq!(t.update(P, 0, 5, |v| v + 1), None);
-        assert_eq!(t.insert(P, 0, 5, 1), Ok(Inserted::New));
-        assert_eq!(t.update(P, 0, 5, |v| v + 1), Some((1, 2)));
-        assert_eq!(t.compare_exchange(P, 0, 5, 1, 9), Err(Mismatch::Value(2)));
-        assert_eq!(t.compare_exchange(P, 0, 5, 2, 9), Ok(2));
-        assert_eq!(t.compare_exchange(P, 0, 6, 2, 9), Err(Mismatch::Absent));
-        assert_eq!(t.upsert_with(P, 0, 5, 0, |v| v * 2), Ok(Some(9)));
-        assert_eq!(t.upsert_with(P, 0, 6, 7, |v| v * 2), Ok(None));
-        assert_eq!(t.get(P, 0, 5), Some(18));
-        assert_eq!(t.get(P, 0, 6), Some(7));
+        assert_eq!(t.update(P, 0, 5, |v| v + 1).unwrap(), None);
+        assert_eq!(t.insert(P, 0, 5, 1).unwrap(), Ok(Inserted::New));
+        assert_eq!(t.update(P, 0, 5, |v| v + 1).unwrap(), Some((1, 2)));
+        assert_eq!(
+            t.compare_exchange(P, 0, 5, 1, 9).unwrap(),
+            Err(Mismatch::Value(2))
+        );
+        assert_eq!(t.compare_exchange(P, 0, 5, 2, 9).unwrap(), Ok(2));
+        assert_eq!(
+            t.compare_exchange(P, 0, 6, 2, 9).unwrap(),
+            Err(Mismatch::Absent)
+        );
+        assert_eq!(t.upsert_with(P, 0, 5, 0, |v| v * 2).unwrap(), Ok(Some(9)));
+        assert_eq!(t.upsert_with(P, 0, 6, 7, |v| v * 2).unwrap(), Ok(None));
+        assert_eq!(t.get(P, 0, 5).unwrap(), Some(18));
+        assert_eq!(t.get(P, 0, 6).unwrap(), Some(7));
     }
 
     #[test]
     fn removed_slots_hold_the_dead_key() {
         let t = table(2, 0);
-        assert_eq!(t.insert(P, 1, 5, 50), Ok(Inserted::New));
-        assert_eq!(t.remove(P, 1, 5), Some(50));
+        assert_eq!(t.insert(P, 1, 5, 50).unwrap(), Ok(Inserted::New));
+        assert_eq!(t.remove(P, 1, 5).unwrap(), Some(50));
         // A put that read (5, 50) before the remove now fails its CAS (invariant 4).
         let slot = &t.bins[1].slots[0];
         assert_eq!(slot.load(), (u64::MAX, 50));

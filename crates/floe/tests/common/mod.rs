@@ -1,7 +1,7 @@
 //! Shared helpers: run one test body over every configuration the machine supports.
 #![allow(dead_code)]
 
-use floe::{hash::Mix64, Backend, FlatMap};
+use floe::{hash::Mix64, Backend, FlatMap, ResizeMode};
 
 /// Every backend this CPU supports, scalar first (the oracle).
 pub fn backends() -> Vec<Backend> {
@@ -11,7 +11,8 @@ pub fn backends() -> Vec<Backend> {
         .collect()
 }
 
-/// A map with an exact geometry and a fixed seed (so every backend sees the same layout).
+/// A fixed-size map (it never grows: `max_bins` = `bins`) with an exact geometry and a fixed
+/// seed (so every backend sees the same layout), for the `Full` paths.
 pub fn tiny_map(
     backend: Backend,
     bins: usize,
@@ -21,10 +22,29 @@ pub fn tiny_map(
     FlatMap::<u64, u64>::builder()
         .bins(bins)
         .link_buckets(link_buckets)
+        .max_bins(bins)
         .hasher(Mix64::with_seed(seed))
         .backend(backend)
         .build()
         .expect("tiny map")
+}
+
+/// A map that starts at `bins` bins (and a pool of `link_buckets`) and grows on demand.
+pub fn growing_map(
+    backend: Backend,
+    bins: usize,
+    link_buckets: usize,
+    mode: ResizeMode,
+    seed: u64,
+) -> FlatMap<u64, u64, Mix64> {
+    FlatMap::<u64, u64>::builder()
+        .bins(bins)
+        .link_buckets(link_buckets)
+        .resize_mode(mode)
+        .hasher(Mix64::with_seed(seed))
+        .backend(backend)
+        .build()
+        .expect("growing map")
 }
 
 /// Run `body` once per supported backend with a map of `bins` bins and `link_buckets` links.

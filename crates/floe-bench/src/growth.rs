@@ -1,0 +1,827 @@
+//! Growth benchmarks (issue 5): maps that start small and grow while they are used.
+//!
+//! * `population` (DLHT Fig. 7): every thread inserts its share of `--keys` fresh keys into a
+//!   map created for `--initial-slots` slots (capacity = half of them), so the map grows many
+//!   times during the run. Throughput is keys over wall time.
+//! * `grow-read` (DLHT Fig. 8): the map is prefilled to its first table's capacity; then
+//!   writer threads insert the remaining keys (growing it) while reader threads get prefilled
+//!   keys at random. Readers keep going for a tail after the writers stop, which gives the
+//!   steady get rate the during-growth rate is compared with.
+//!
+//! With `--latency on` every operation is timed (one clock read per operation, the gap to the
+//! previous one), so the maximum and the far tail are exact rather than sampled; throughput
+//! from such runs includes that cost for every map alike. `--timeline MS` records operations
+//! per interval (SEPH Fig. 7) and draws them. Every insert must report "inserted" and every get
+//! the key's value, and after the run a sample of the keys is read back: a wrong answer fails
+//! the run (exit 1).
+
+use std::{
+    fmt::Write as _,
+    sync::atomic::{AtomicUsize, Ordering},
+    time::{Duration, Instant},
+};
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+use crate::{
+    keys::{mix, Rng},
+    measure::{Latency, Machine, Workers},
+    peers::{BenchMap, MapKind, Recipe, Visit},
+    workload::value_of,
+};
+
+/// Which growth workload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    Population,
+    GrowRead,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Population => "population",
+            Kind::GrowRead => "grow-read",
+        }
+    }
+}
+
+/// What to measure.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub kind: Kind,
+    pub maps: Vec<(MapKind, String)>,
+    pub keys: u64,
+    pub initial_slots: usize,
+    pub threads: Vec<usize>,
+    /// Readers of grow-read (default: half the threads, at least one writer).
+    pub readers: Option<usize>,
+    pub repeat: usize,
+    pub interval: Duration,
+    pub latency: bool,
+    /// floe's inserts through its batches of this prefetch depth (1: one call per insert;
+    /// peers always insert one by one).
+    pub batch: usize,
+    pub recipe: Recipe,
+}
+
+/// One map at one thread count (the median repeat by insert throughput).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Row {
+    pub map: String,
+    pub workload: Kind,
+    pub threads: usize,
+    pub writers: usize,
+    pub readers: usize,
+    pub keys: u64,
+    pub initial_slots: usize,
+    /// Million inserts per second: median, min, max of the repeats.
+    pub insert_mops: f64,
+    pub insert_mops_min: f64,
+    pub insert_mops_max: f64,
+    /// grow-read: million gets per second while the writers ran, and in the tail after.
+    pub get_mops_during: Option<f64>,
+    pub get_mops_steady: Option<f64>,
+    /// Lowest interval of the get timeline while writers ran, as a fraction of the steady rate.
+    pub get_min_interval_fraction: Option<f64>,
+    pub insert_latency_ns: Option<Latency>,
+    pub get_latency_ns: Option<Latency>,
+    /// Timeline intervals (while the writers ran) with no insert completed.
+    pub zero_insert_intervals: usize,
+    pub interval_ms: f64,
+    /// Million inserts (and gets) per second per interval, of the median repeat.
+    pub insert_timeline: Vec<f64>,
+    pub get_timeline: Vec<f64>,
+    /// Table bytes at the end, for maps that report them.
+    pub table_bytes: Option<usize>,
+}
+
+/// floe's table at the moment a growing map would grow (its first insert that finds no room).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Trigger {
+    pub bins: usize,
+    pub keys: usize,
+    pub table_bytes: usize,
+    /// Key and value bytes over table bytes (bins and link pool).
+    pub space_efficiency: f64,
+    /// Keys over slots (three a bin, four a link bucket).
+    pub slot_load: f64,
+    /// Distinct lines a get of a present key reads (`--features line-stats`; absent otherwise).
+    pub lines_per_get: Option<f64>,
+}
+
+/// One run's report.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    pub schema: String,
+    pub timestamp: String,
+    pub machine: Machine,
+    pub rows: Vec<Row>,
+    /// floe at its growth trigger, for a few table sizes.
+    pub triggers: Vec<Trigger>,
+}
+
+/// Fill a fixed floe table of `bins` bins (default link pool) with fresh keys until the first
+/// insert finds no room: the state in which a growing map grows.
+pub fn trigger(recipe: &Recipe, bins: usize) -> Result<Trigger, String> {
+    let map = floe::FlatMap::<u64, u64>::builder()
+        .bins(bins)
+        .max_bins(bins)
+        .hasher(recipe.hasher)
+        .huge_pages(recipe.huge_pages)
+        .build()
+        .map_err(|e| e.to_string())?;
+    let mut n = 0u64;
+    while map.insert(key(n), value_of(key(n))).is_ok() {
+        n += 1;
+    }
+    let before = floe::lines_read();
+    for j in 0..n {
+        if map.get(&key(j)) != Some(value_of(key(j))) {
+            return Err(format!("trigger: key number {j} lost"));
+        }
+    }
+    let lines = floe::lines_read() - before;
+    let stats = map.stats();
+    Ok(Trigger {
+        bins,
+        keys: n as usize,
+        table_bytes: stats.allocated_bytes,
+        space_efficiency: n as f64 * 16.0 / stats.allocated_bytes as f64,
+        slot_load: n as f64 / map.capacity() as f64,
+        lines_per_get: (lines > 0).then(|| lines as f64 / n as f64),
+    })
+}
+
+pub const SCHEMA: &str = "floe-bench-growth/1";
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("valid bounds")
+}
+
+/// Key number `i` (distinct for distinct `i`).
+#[inline(always)]
+fn key(i: u64) -> u64 {
+    mix(i ^ 0x6a09_e667_f3bc_c908)
+}
+
+/// What one thread did.
+struct Lane {
+    ops: u64,
+    wrong: u64,
+    timeline: Vec<u64>,
+    latency: Option<Histogram<u64>>,
+    /// grow-read readers: gets while writers ran, and the time they took.
+    during: (u64, Duration),
+    /// grow-read readers: the time after the writers finished.
+    tail: Duration,
+}
+
+impl Lane {
+    fn new(latency: bool) -> Lane {
+        Lane {
+            ops: 0,
+            wrong: 0,
+            timeline: Vec::new(),
+            latency: latency.then(histogram),
+            during: (0, Duration::ZERO),
+            tail: Duration::ZERO,
+        }
+    }
+}
+
+/// One repeat's totals.
+struct Sample {
+    insert_mops: f64,
+    get_during: Option<f64>,
+    get_steady: Option<f64>,
+    inserts: Vec<u64>,
+    gets: Vec<u64>,
+    insert_latency: Option<Histogram<u64>>,
+    get_latency: Option<Histogram<u64>>,
+    table_bytes: Option<usize>,
+}
+
+fn add_interval(timeline: &mut Vec<u64>, epoch: Instant, interval: Duration, ops: u64) {
+    let idx = (epoch.elapsed().as_nanos() / interval.as_nanos().max(1)) as usize;
+    if timeline.len() <= idx {
+        timeline.resize(idx + 1, 0);
+    }
+    timeline[idx] += ops;
+}
+
+/// Insert keys `lo..hi`, 64 at a time between clock reads (or every one timed); floe through
+/// its batches when `batch` > 1 (no per-insert latency then: an insert's latency is not
+/// separable from its batch's).
+fn insert_range<M: BenchMap>(
+    map: &M,
+    lo: u64,
+    hi: u64,
+    epoch: Instant,
+    interval: Duration,
+    latency: bool,
+    batch: usize,
+) -> Lane {
+    if let (Some(floe), true) = (map.as_floe(), batch > 1) {
+        return insert_batched(floe, lo, hi, epoch, interval, batch);
+    }
+    let mut lane = Lane::new(latency);
+    let mut i = lo;
+    let mut last = Instant::now();
+    while i < hi {
+        let end = (i + 64).min(hi);
+        for j in i..end {
+            let k = key(j);
+            lane.wrong += u64::from(!map.insert(k, value_of(k)));
+            if let Some(h) = lane.latency.as_mut() {
+                let now = Instant::now();
+                h.saturating_record((now - last).as_nanos() as u64);
+                last = now;
+            }
+        }
+        add_interval(&mut lane.timeline, epoch, interval, end - i);
+        lane.ops += end - i;
+        i = end;
+    }
+    lane
+}
+
+fn insert_batched(
+    map: &crate::measure::Map,
+    lo: u64,
+    hi: u64,
+    epoch: Instant,
+    interval: Duration,
+    depth: usize,
+) -> Lane {
+    let mut lane = Lane::new(false);
+    let batch = map.batch().depth(depth);
+    let mut requests = Vec::with_capacity(256);
+    let mut i = lo;
+    while i < hi {
+        let end = (i + 256).min(hi);
+        requests.clear();
+        requests.extend((i..end).map(|j| {
+            let k = key(j);
+            floe::Request::Insert(k, value_of(k))
+        }));
+        batch.run_each(&requests, |_, response| {
+            lane.wrong += u64::from(response != floe::Response::Insert(Ok(floe::Insert::Inserted)));
+        });
+        add_interval(&mut lane.timeline, epoch, interval, end - i);
+        lane.ops += end - i;
+        i = end;
+    }
+    lane
+}
+
+/// Get random keys among `0..present` until `writers_done` reaches `writers` and then `tail`
+/// more; the gets before the writers finished are counted apart.
+#[allow(clippy::too_many_arguments)]
+fn read_until<M: BenchMap>(
+    map: &M,
+    present: u64,
+    seed: u64,
+    writers_done: &AtomicUsize,
+    writers: usize,
+    tail: Duration,
+    epoch: Instant,
+    interval: Duration,
+    latency: bool,
+) -> Lane {
+    let mut lane = Lane::new(latency);
+    let mut rng = Rng(seed);
+    let start = Instant::now();
+    let mut finished_at: Option<Instant> = None;
+    let mut last = Instant::now();
+    loop {
+        for _ in 0..64 {
+            let k = key(rng.below(present));
+            lane.wrong += u64::from(map.get(k) != Some(value_of(k)));
+            if let Some(h) = lane.latency.as_mut() {
+                let now = Instant::now();
+                h.saturating_record((now - last).as_nanos() as u64);
+                last = now;
+            }
+        }
+        lane.ops += 64;
+        add_interval(&mut lane.timeline, epoch, interval, 64);
+        match finished_at {
+            None if writers_done.load(Ordering::Acquire) >= writers => {
+                finished_at = Some(Instant::now());
+                lane.during = (lane.ops, start.elapsed());
+            }
+            Some(at) if at.elapsed() >= tail => {
+                lane.tail = at.elapsed();
+                return lane;
+            }
+            _ => {}
+        }
+    }
+}
+
+struct Measure<'a> {
+    plan: &'a Plan,
+    threads: usize,
+    workers: &'a Workers,
+}
+
+impl Visit for Measure<'_> {
+    type Output = Sample;
+
+    fn visit<M: BenchMap>(self, build: &dyn Fn() -> Result<M, String>) -> Result<Sample, String> {
+        let plan = self.plan;
+        let map = build()?;
+        let interval = plan.interval;
+        match plan.kind {
+            Kind::Population => {
+                let threads = self.threads as u64;
+                let epoch = Instant::now();
+                let (elapsed, lanes) = self.workers.run(self.threads, |t| {
+                    let t = t as u64;
+                    let (lo, hi) = (plan.keys * t / threads, plan.keys * (t + 1) / threads);
+                    insert_range(&map, lo, hi, epoch, interval, plan.latency, plan.batch)
+                });
+                check(&map, &lanes, 0, plan.keys)?;
+                Ok(Sample {
+                    insert_mops: plan.keys as f64 / elapsed.as_secs_f64() / 1e6,
+                    get_during: None,
+                    get_steady: None,
+                    inserts: merge(lanes.iter().map(|l| &l.timeline)),
+                    gets: Vec::new(),
+                    insert_latency: merge_latency(lanes.iter()),
+                    get_latency: None,
+                    table_bytes: map.table_bytes(),
+                })
+            }
+            Kind::GrowRead => {
+                let readers = plan
+                    .readers
+                    .unwrap_or(self.threads / 2)
+                    .min(self.threads - 1);
+                let writers = self.threads - readers;
+                let present = (plan.initial_slots as u64 / 2).min(plan.keys / 2).max(1);
+                for j in 0..present {
+                    let k = key(j);
+                    if !map.insert(k, value_of(k)) {
+                        return Err(format!("prefill: key {k:#x} was not inserted"));
+                    }
+                }
+                let fresh = plan.keys - present;
+                let done = AtomicUsize::new(0);
+                let epoch = Instant::now();
+                let writer_time = AtomicUsize::new(0);
+                let (_, lanes) = self.workers.run(self.threads, |t| {
+                    if t < writers {
+                        let w = t as u64;
+                        let (lo, hi) = (
+                            present + fresh * w / writers as u64,
+                            present + fresh * (w + 1) / writers as u64,
+                        );
+                        let start = Instant::now();
+                        let lane =
+                            insert_range(&map, lo, hi, epoch, interval, plan.latency, plan.batch);
+                        writer_time
+                            .fetch_max(start.elapsed().as_nanos() as usize, Ordering::Relaxed);
+                        done.fetch_add(1, Ordering::Release);
+                        (true, lane)
+                    } else {
+                        let tail = Duration::from_millis(300);
+                        let lane = read_until(
+                            &map,
+                            present,
+                            t as u64 + 1,
+                            &done,
+                            writers,
+                            tail,
+                            epoch,
+                            interval,
+                            plan.latency,
+                        );
+                        (false, lane)
+                    }
+                });
+                let (inserters, getters): (Vec<_>, Vec<_>) =
+                    lanes.into_iter().partition(|(w, _)| *w);
+                let inserters: Vec<Lane> = inserters.into_iter().map(|(_, l)| l).collect();
+                let getters: Vec<Lane> = getters.into_iter().map(|(_, l)| l).collect();
+                check(&map, &inserters, 0, plan.keys)?;
+                if let Some(bad) = getters.iter().find(|l| l.wrong > 0) {
+                    return Err(format!("{} gets returned a wrong answer", bad.wrong));
+                }
+                let writer_secs = writer_time.load(Ordering::Relaxed) as f64 / 1e9;
+                let during_ops: u64 = getters.iter().map(|l| l.during.0).sum();
+                let during_secs = getters
+                    .iter()
+                    .map(|l| l.during.1.as_secs_f64())
+                    .fold(0.0, f64::max);
+                let total: u64 = getters.iter().map(|l| l.ops).sum();
+                let tail_secs = getters
+                    .iter()
+                    .map(|l| l.tail.as_secs_f64())
+                    .fold(0.0, f64::max);
+                Ok(Sample {
+                    insert_mops: fresh as f64 / writer_secs / 1e6,
+                    get_during: Some(during_ops as f64 / during_secs.max(1e-9) / 1e6),
+                    get_steady: Some((total - during_ops) as f64 / tail_secs.max(1e-9) / 1e6),
+                    inserts: merge(inserters.iter().map(|l| &l.timeline)),
+                    gets: merge(getters.iter().map(|l| &l.timeline)),
+                    insert_latency: merge_latency(inserters.iter()),
+                    get_latency: merge_latency(getters.iter()),
+                    table_bytes: map.table_bytes(),
+                })
+            }
+        }
+    }
+}
+
+/// Every insert said "inserted", and a sample of keys `lo..hi` reads back.
+fn check<M: BenchMap>(map: &M, lanes: &[Lane], lo: u64, hi: u64) -> Result<(), String> {
+    let wrong: u64 = lanes.iter().map(|l| l.wrong).sum();
+    if wrong > 0 {
+        return Err(format!("{wrong} inserts of fresh keys did not insert"));
+    }
+    for j in (lo..hi).step_by(61) {
+        let k = key(j);
+        if map.get(k) != Some(value_of(k)) {
+            return Err(format!("key {k:#x} (number {j}) lost after the growth"));
+        }
+    }
+    Ok(())
+}
+
+fn merge<'a>(timelines: impl Iterator<Item = &'a Vec<u64>>) -> Vec<u64> {
+    let mut out: Vec<u64> = Vec::new();
+    for t in timelines {
+        if out.len() < t.len() {
+            out.resize(t.len(), 0);
+        }
+        for (o, v) in out.iter_mut().zip(t) {
+            *o += v;
+        }
+    }
+    out
+}
+
+fn merge_latency<'a>(lanes: impl Iterator<Item = &'a Lane>) -> Option<Histogram<u64>> {
+    let mut out: Option<Histogram<u64>> = None;
+    for h in lanes.filter_map(|l| l.latency.as_ref()) {
+        match out.as_mut() {
+            Some(o) => o.add(h).expect("same bounds"),
+            None => out = Some(h.clone()),
+        }
+    }
+    out
+}
+
+fn per_interval(ops: &[u64], interval: Duration) -> Vec<f64> {
+    ops.iter()
+        .map(|&n| n as f64 / interval.as_secs_f64() / 1e6)
+        .collect()
+}
+
+/// Run the plan; `progress(message)` is told what runs.
+pub fn run(plan: &Plan, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, String> {
+    let workers = Workers::new();
+    let mut rows = Vec::new();
+    for &threads in &plan.threads {
+        if plan.kind == Kind::GrowRead && threads < 2 {
+            return Err("grow-read needs at least 2 threads (writers and readers)".into());
+        }
+        for (kind, label) in &plan.maps {
+            let mut samples = Vec::new();
+            for r in 0..plan.repeat {
+                progress(&format!(
+                    "{} {label} {threads} threads, repeat {}/{}",
+                    plan.kind.name(),
+                    r + 1,
+                    plan.repeat
+                ));
+                let recipe = Recipe {
+                    capacity: plan.initial_slots / 2,
+                    ..plan.recipe
+                };
+                let sample = recipe
+                    .visit(
+                        *kind,
+                        Measure {
+                            plan,
+                            threads,
+                            workers: &workers,
+                        },
+                    )
+                    .map_err(|e| format!("{label}: {e}"))?;
+                samples.push(sample);
+            }
+            samples.sort_by(|a, b| a.insert_mops.total_cmp(&b.insert_mops));
+            let (min, max) = (
+                samples[0].insert_mops,
+                samples[samples.len() - 1].insert_mops,
+            );
+            let mid = samples.swap_remove(samples.len() / 2);
+            let readers = match plan.kind {
+                Kind::Population => 0,
+                Kind::GrowRead => plan.readers.unwrap_or(threads / 2).min(threads - 1),
+            };
+            let writers_intervals = mid.inserts.len();
+            let insert_timeline = per_interval(&mid.inserts, plan.interval);
+            let get_timeline = per_interval(&mid.gets, plan.interval);
+            let zero_insert_intervals = mid.inserts[..writers_intervals.saturating_sub(1)]
+                .iter()
+                .filter(|&&n| n == 0)
+                .count();
+            let get_min_interval_fraction = mid.get_steady.map(|steady| {
+                // Whole intervals while the writers ran (not the last, partial one).
+                let during =
+                    &get_timeline[..writers_intervals.saturating_sub(1).min(get_timeline.len())];
+                during.iter().cloned().fold(f64::INFINITY, f64::min) / steady
+            });
+            rows.push(Row {
+                map: label.clone(),
+                workload: plan.kind,
+                threads,
+                writers: threads - readers,
+                readers,
+                keys: plan.keys,
+                initial_slots: plan.initial_slots,
+                insert_mops: mid.insert_mops,
+                insert_mops_min: min,
+                insert_mops_max: max,
+                get_mops_during: mid.get_during,
+                get_mops_steady: mid.get_steady,
+                get_min_interval_fraction: get_min_interval_fraction.filter(|f| f.is_finite()),
+                insert_latency_ns: mid.insert_latency.as_ref().and_then(Latency::of),
+                get_latency_ns: mid.get_latency.as_ref().and_then(Latency::of),
+                zero_insert_intervals,
+                interval_ms: plan.interval.as_secs_f64() * 1e3,
+                insert_timeline,
+                get_timeline,
+                table_bytes: mid.table_bytes,
+            });
+        }
+    }
+    Ok(rows)
+}
+
+/// The results as a text table, with each row's ratio to the best other map.
+pub fn table(rows: &[Row]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<20} {:>3} {:>10} {:>22}  {:>9} {:>9} {:>6}  {:>28}  {:>5}",
+        "map",
+        "thr",
+        "inserts",
+        "Mops/s (min-max)",
+        "gets dur",
+        "steady",
+        "min/st",
+        "insert p50/p99.99/max (us)",
+        "zero"
+    );
+    for r in rows {
+        let lat = |l: &Option<Latency>| {
+            l.map_or("-".to_string(), |l| {
+                format!(
+                    "{:.2}/{:.1}/{:.0}",
+                    l.p50 as f64 / 1e3,
+                    l.p9999 as f64 / 1e3,
+                    l.max as f64 / 1e3
+                )
+            })
+        };
+        let opt = |v: Option<f64>, p: usize| v.map_or("-".to_string(), |v| format!("{v:.p$}"));
+        let _ = writeln!(
+            out,
+            "{:<20} {:>3} {:>10} {:>7.2} ({:>6.2}-{:>6.2})  {:>9} {:>9} {:>6}  {:>28}  {:>5}",
+            r.map,
+            r.threads,
+            r.workload.name(),
+            r.insert_mops,
+            r.insert_mops_min,
+            r.insert_mops_max,
+            opt(r.get_mops_during, 2),
+            opt(r.get_mops_steady, 2),
+            opt(r.get_min_interval_fraction, 2),
+            lat(&r.insert_latency_ns),
+            r.zero_insert_intervals
+        );
+    }
+    out
+}
+
+/// The timeline chart (SEPH Fig. 7): Mops/s per interval against time, one line per map; a
+/// second panel for the gets of grow-read.
+pub fn svg(report: &Report, title: &str) -> String {
+    const W: f64 = 640.0;
+    const H: f64 = 260.0;
+    const L: f64 = 60.0;
+    const B: f64 = 36.0;
+    const T: f64 = 30.0;
+    const COLOURS: [&str; 8] = [
+        "#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
+    ];
+    let has_gets = report.rows.iter().any(|r| !r.get_timeline.is_empty());
+    fn inserts(r: &Row) -> &Vec<f64> {
+        &r.insert_timeline
+    }
+    fn gets(r: &Row) -> &Vec<f64> {
+        &r.get_timeline
+    }
+    type Series = fn(&Row) -> &Vec<f64>;
+    let panels: Vec<(&str, Series)> = if has_gets {
+        vec![("inserts", inserts), ("gets", gets)]
+    } else {
+        vec![("inserts", inserts)]
+    };
+    let height = 40.0 + panels.len() as f64 * (H + 10.0) + 20.0 * report.rows.len() as f64;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W:.0}" height="{height:.0}" font-family="sans-serif" font-size="11">"#
+    );
+    let _ = writeln!(out, r#"<rect width="100%" height="100%" fill="white"/>"#);
+    let _ = writeln!(
+        out,
+        r#"<text x="10" y="20" font-size="14" font-weight="bold">{}</text>"#,
+        title.replace('&', "&amp;").replace('<', "&lt;")
+    );
+    for (p, (name, series)) in panels.iter().enumerate() {
+        let y0 = 30.0 + p as f64 * (H + 10.0);
+        let max_y = report
+            .rows
+            .iter()
+            .flat_map(|r| series(r).iter().cloned())
+            .fold(0.0, f64::max)
+            .max(1e-9)
+            * 1.1;
+        let max_t = report
+            .rows
+            .iter()
+            .map(|r| series(r).len() as f64 * r.interval_ms)
+            .fold(0.0, f64::max)
+            .max(1.0);
+        let (pw, ph) = (W - L - 20.0, H - T - B);
+        let _ = writeln!(
+            out,
+            r##"<rect x="{L}" y="{:.1}" width="{pw:.1}" height="{ph:.1}" fill="none" stroke="#999"/>"##,
+            y0 + T
+        );
+        let _ = writeln!(
+            out,
+            r#"<text x="{L}" y="{:.1}" font-weight="bold">{name}: Mops/s per {} ms interval</text>"#,
+            y0 + T - 8.0,
+            report.rows.first().map_or(0.0, |r| r.interval_ms)
+        );
+        for i in 0..=4 {
+            let v = max_y * f64::from(i) / 4.0;
+            let y = y0 + T + ph - ph * f64::from(i) / 4.0;
+            let _ = writeln!(
+                out,
+                r##"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="#555">{v:.1}</text>"##,
+                L - 4.0,
+                y + 4.0
+            );
+            let t = max_t * f64::from(i) / 4.0;
+            let x = L + pw * f64::from(i) / 4.0;
+            let _ = writeln!(
+                out,
+                r##"<text x="{x:.1}" y="{:.1}" text-anchor="middle" fill="#555">{t:.0} ms</text>"##,
+                y0 + T + ph + 14.0
+            );
+        }
+        for (i, r) in report.rows.iter().enumerate() {
+            let s = series(r);
+            if s.is_empty() {
+                continue;
+            }
+            let points: Vec<String> = s
+                .iter()
+                .enumerate()
+                .map(|(j, &v)| {
+                    let x = L + pw * ((j as f64 + 0.5) * r.interval_ms) / max_t;
+                    let y = y0 + T + ph - ph * v / max_y;
+                    format!("{x:.1},{y:.1}")
+                })
+                .collect();
+            let _ = writeln!(
+                out,
+                r#"<polyline points="{}" fill="none" stroke="{}" stroke-width="1.5"/>"#,
+                points.join(" "),
+                COLOURS[i % COLOURS.len()]
+            );
+        }
+    }
+    let y = 30.0 + panels.len() as f64 * (H + 10.0);
+    for (i, r) in report.rows.iter().enumerate() {
+        let _ = writeln!(
+            out,
+            r#"<rect x="10" y="{:.1}" width="14" height="4" fill="{}"/><text x="30" y="{:.1}">{} ({} threads): {:.2} M inserts/s</text>"#,
+            y + 20.0 * i as f64,
+            COLOURS[i % COLOURS.len()],
+            y + 20.0 * i as f64 + 5.0,
+            r.map,
+            r.threads,
+            r.insert_mops
+        );
+    }
+    out.push_str("</svg>\n");
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::measure::AnyHash;
+
+    fn plan(kind: Kind, maps: &[MapKind]) -> Plan {
+        Plan {
+            kind,
+            maps: maps.iter().map(|&k| (k, k.name().to_string())).collect(),
+            keys: 40_000,
+            initial_slots: 1024,
+            threads: vec![2],
+            readers: None,
+            repeat: 1,
+            interval: Duration::from_millis(1),
+            latency: true,
+            batch: 1,
+            recipe: Recipe {
+                capacity: 0,
+                hasher: AnyHash::default(),
+                backend: floe::Backend::Auto,
+                huge_pages: false,
+                churn: false,
+                resize: floe::ResizeMode::Incremental,
+            },
+        }
+    }
+
+    #[test]
+    fn population_grows_every_map_and_checks_it() {
+        let rows = run(
+            &plan(
+                Kind::Population,
+                &[
+                    MapKind::Floe,
+                    MapKind::FloeBlocking,
+                    MapKind::Papaya,
+                    MapKind::Dashmap,
+                ],
+            ),
+            |_| {},
+        )
+        .unwrap();
+        assert_eq!(rows.len(), 4);
+        for r in &rows {
+            assert!(r.insert_mops > 0.0, "{r:?}");
+            let timeline_ops: f64 = r.insert_timeline.iter().sum::<f64>() * r.interval_ms * 1e3;
+            assert!((timeline_ops - 40_000.0).abs() < 1.0, "{timeline_ops}");
+            let l = r.insert_latency_ns.unwrap();
+            assert!(l.p50 <= l.p9999 && l.p9999 <= l.max);
+        }
+        let floe = &rows[0];
+        assert!(floe.table_bytes.unwrap() > 40_000 * 16, "the map grew");
+        let text = table(&rows);
+        assert!(text.contains("floe-blocking") && text.contains("population"));
+        let report = Report {
+            schema: SCHEMA.into(),
+            timestamp: "t".into(),
+            machine: crate::measure::machine(),
+            rows,
+            triggers: vec![trigger(&plan(Kind::Population, &[]).recipe, 1 << 12).unwrap()],
+        };
+        let t = &report.triggers[0];
+        assert!(t.keys > 1 << 12 && t.space_efficiency > 0.2 && t.space_efficiency < 1.0);
+        let chart = svg(&report, "population");
+        assert_eq!(chart.matches("<polyline").count(), 4);
+        let json = serde_json::to_string(&report).unwrap();
+        assert_eq!(serde_json::from_str::<Report>(&json).unwrap(), report);
+    }
+
+    #[test]
+    fn grow_read_reports_gets_during_and_after() {
+        let rows = run(
+            &plan(Kind::GrowRead, &[MapKind::Floe, MapKind::Scc]),
+            |_| {},
+        )
+        .unwrap();
+        for r in &rows {
+            assert_eq!((r.writers, r.readers), (1, 1));
+            assert!(r.get_mops_during.unwrap() > 0.0 && r.get_mops_steady.unwrap() > 0.0);
+            assert!(!r.get_timeline.is_empty());
+            assert!(r.get_latency_ns.is_some());
+        }
+        assert!(run(
+            &Plan {
+                threads: vec![1],
+                ..plan(Kind::GrowRead, &[MapKind::Floe])
+            },
+            |_| {}
+        )
+        .unwrap_err()
+        .contains("at least 2 threads"));
+    }
+}

@@ -1,0 +1,446 @@
+//! Growing a table without stopping it (DLHT §3.2.5, with IcebergHT's and SEPH's lessons on
+//! tail latency).
+//!
+//! # The protocol
+//!
+//! A *migration* moves every key of an old table into a new one whose bin count is a whole
+//! multiple `g` of the old one. Bins are picked with fastrange (`bin = hash * bins >> 64`), so
+//! old bin `b` maps onto exactly the new bins `g*b .. g*b + g` and no other old bin maps there:
+//! **each new bin is filled by the transfer of exactly one old bin**, so the transfer writes
+//! the new bins with plain stores, no CAS and no search, and nobody else can touch them until
+//! the old bin says the transfer is done.
+//!
+//! The old table's `Migration` holds the new table (allocated once, by the first thread that
+//! needs it) and a chunk cursor. A bin moves in three steps:
+//!
+//! 1. **Claim**: CAS the old bin's header from `NoTransfer` to `InTransfer`. From then on no
+//!    slot of the bin becomes `Valid` or `TryInsert` (both transitions are header CASes that
+//!    expect the `NoTransfer` header their search validated), gets and inserts that reach the
+//!    bin wait, and the set of `Valid` slots can only shrink (a delete that retired its key
+//!    before the claim may still free its slot).
+//! 2. **Move**: for every `Valid` slot, replace `(key, value)` by `(dead key, value)` with a
+//!    16-byte CAS (DLHT's *transfer key*: the bin's dead key, which no search ever matches),
+//!    retrying if a put changed the value, skipping the slot if a delete retired it first;
+//!    then place `(key, value)` in its new bin. A put that read the slot before the CAS either
+//!    lands first (and its value is the one moved) or fails on the dead key and retries; so no
+//!    put is lost in the old table. A delete is linearized by its own retire CAS, which either
+//!    precedes ours (the key is not moved) or fails (the delete retries and finds the key in
+//!    the new table).
+//! 3. **Publish**: CAS the header to `DoneTransfer` (Release). An operation that loads the
+//!    header (Acquire) and sees `DoneTransfer` goes to the new table, where it finds exactly
+//!    what the transfer placed.
+//!
+//! An insert that had reserved a slot before the claim cannot publish it (its CAS expects a
+//! `NoTransfer` header); it abandons the slot and retries, which takes it to the new table.
+//!
+//! # Who does the work, and how long anyone waits
+//!
+//! Every operation that finds its table migrating first *helps*: it claims the next chunk of
+//! [`CHUNK_BINS`] old bins and moves them (incremental mode, the default), or keeps claiming
+//! chunks until none is left (blocking mode, which finishes sooner at the cost of one long
+//! operation per thread). An insert that finds its bin full moves that one bin itself, out of
+//! order, and inserts into the new table. So an operation waits for at most one chunk of its
+//! own work plus the transfer of the one bin it needs; no operation copies the whole table.
+//! A chunk whose bin is being moved by someone else waits for that bin before counting the
+//! chunk done, and the thread that finishes the last chunk makes the new table current and
+//! retires the old one (freed once no thread can still be reading it, by the map's reclaimer).
+//!
+//! A table starts its own migration only once it is current, so a migration never writes into
+//! a table that is itself migrating.
+//!
+//! # Shrinking
+//!
+//! `shrink_to_fit` migrates to a table with `g` times fewer bins (`g` a power of two up to 32,
+//! dividing the bin count). Then new bin `j` takes old bins `g*j .. g*j + g` (fastrange again),
+//! a *group*: whoever claims a group's first bin claims the others and moves all `g`, so each
+//! new bin still has one writer. A group may hold more keys than a bin takes, so before the
+//! shrink starts every bin is *frozen* (`Frozen`): searches, puts and deletes go on, an insert
+//! waits (and an insert that had reserved a slot abandons it at publication), so a frozen
+//! bin's key count can only fall. The shrinker then counts each group's keys; only if every
+//! group fits one bin (15 keys, with its link buckets taken from the new table's reserve) does
+//! it install the new table and move the groups, claiming them from `Frozen` like any bin.
+//! Otherwise it tries a smaller `g`, and if none fits it thaws the bins and gives up, having
+//! changed nothing. It holds the table's migration right throughout (`ALLOCATING`), so a
+//! growth cannot start meanwhile: an insert that needs one waits for the shrink and joins it.
+//!
+//! # Link buckets
+//!
+//! A new bin can need more link buckets than its old bin had (8 + 7 keys split from one full
+//! old bin need 3 + 1 lines where the old bin had 3); over any split of at most 15 keys the
+//! new demand is at most 4/3 of the old bin's chained lines. The new table's pool therefore
+//! ends with a *transfer reserve* of `4/3` of the old pool, taken from its own cursor; regular
+//! inserts take from the part before it. Transfers can never run out.
+
+use crossbeam_utils::CachePadded;
+
+use super::{Bin, RawTable};
+use crate::{
+    control::header::{BinState, Header, Link, SlotState},
+    sync::{spin, AtomicPtr, AtomicUsize, Ordering},
+};
+
+/// Old bins per chunk of migration work: moving one costs about one line read and up to `g`
+/// line writes, so a chunk is a few microseconds to a few tens on tables far larger than the
+/// caches.
+pub(crate) const CHUNK_BINS: usize = 32;
+
+/// `Migration::state` values.
+const IDLE: usize = 0;
+const ALLOCATING: usize = 1;
+const READY: usize = 2;
+
+/// The migration out of a table (held by the old table).
+pub(crate) struct Migration {
+    /// Old bins per new bin: 1 when growing; `g` when shrinking `g` times.
+    group: AtomicUsize,
+    /// `IDLE`, `ALLOCATING` (one thread is allocating the next table) or `READY`.
+    state: AtomicUsize,
+    /// The next table, set once before `state` becomes `READY`.
+    next: AtomicPtr<RawTable>,
+    /// Next chunk to hand out. Padded (as `finished`): every operation reads the table's
+    /// header fields, which must not share a line with counters the helpers hammer.
+    claimed: CachePadded<AtomicUsize>,
+    /// Chunks completed.
+    finished: CachePadded<AtomicUsize>,
+}
+
+impl Migration {
+    pub(crate) fn new() -> Self {
+        Migration {
+            group: AtomicUsize::new(1),
+            state: AtomicUsize::new(IDLE),
+            next: AtomicPtr::new(core::ptr::null_mut()),
+            claimed: CachePadded::new(AtomicUsize::new(0)),
+            finished: CachePadded::new(AtomicUsize::new(0)),
+        }
+    }
+}
+
+/// What [`RawTable::next_table`] found.
+pub(crate) enum Next<'a> {
+    /// No migration has started.
+    Idle,
+    /// The caller won the right to allocate the next table: it must call
+    /// [`RawTable::install_next`] or [`RawTable::abandon_allocation`].
+    Allocate,
+    /// The next table.
+    Ready(&'a RawTable),
+}
+
+impl RawTable {
+    /// The table this one is migrating into, if the migration has started. Acquire: pairs
+    /// with the Release in `install_next`, so the new table's fields are visible.
+    #[inline(always)]
+    pub(crate) fn migrating_into(&self) -> Option<&RawTable> {
+        if self.migration.state.load(Ordering::Acquire) != READY {
+            return None;
+        }
+        // SAFETY: set (non-null) before `state` became READY and never changed after; the
+        // table it points to lives at least as long as this one is reachable (the map frees
+        // a table's successor only after the table itself, see `FlatMap`'s reclaimer).
+        Some(unsafe { &*self.migration.next.load(Ordering::Acquire) })
+    }
+
+    /// The next table, waiting out another thread's allocation; or the right to allocate it
+    /// (`start` = true asks for it when no migration has started).
+    pub(crate) fn next_table(&self, start: bool) -> Next<'_> {
+        loop {
+            match self.migration.state.load(Ordering::Acquire) {
+                READY => {
+                    return Next::Ready(self.migrating_into().expect("state is READY"));
+                }
+                IDLE if !start => return Next::Idle,
+                IDLE => {
+                    if self
+                        .migration
+                        .state
+                        .compare_exchange(IDLE, ALLOCATING, Ordering::Acquire, Ordering::Acquire)
+                        .is_ok()
+                    {
+                        return Next::Allocate;
+                    }
+                }
+                _ => spin(),
+            }
+        }
+    }
+
+    /// Publish `next` as this table's successor (after `next_table` returned `Allocate`);
+    /// `group` old bins go to each of its bins (1 when growing).
+    pub(crate) fn install_next(&self, next: *mut RawTable, group: usize) {
+        self.migration.group.store(group, Ordering::Relaxed);
+        self.migration.next.store(next, Ordering::Release);
+        // Release: the new table (and the pointer above) are visible to whoever sees READY.
+        self.migration.state.store(READY, Ordering::Release);
+    }
+
+    /// Give the allocation right back (the allocation failed).
+    pub(crate) fn abandon_allocation(&self) {
+        self.migration.state.store(IDLE, Ordering::Release);
+    }
+
+    /// The successor pointer, for the map's drop.
+    pub(crate) fn next_ptr(&self) -> *mut RawTable {
+        if self.migration.state.load(Ordering::Acquire) == READY {
+            self.migration.next.load(Ordering::Acquire)
+        } else {
+            core::ptr::null_mut()
+        }
+    }
+
+    /// Link buckets taken from the transfer reserve (by the migration that filled this table).
+    pub(crate) fn transfer_used(&self) -> usize {
+        self.transfer_next.load(Ordering::Relaxed)
+    }
+
+    fn chunks(&self) -> usize {
+        self.bins().div_ceil(CHUNK_BINS)
+    }
+
+    /// Whether the migration is complete (every bin moved).
+    pub(crate) fn migration_done(&self) -> bool {
+        self.migration.finished.load(Ordering::Acquire) >= self.chunks()
+    }
+
+    /// Claim and move one chunk into `next`. Returns `None` if no chunk was left to claim,
+    /// `Some(true)` if this chunk was the last to finish (the caller must then make `next`
+    /// current and retire `self`), `Some(false)` otherwise.
+    pub(crate) fn help_one_chunk(
+        &self,
+        next: &RawTable,
+        new_bin: &impl Fn(u64) -> usize,
+    ) -> Option<bool> {
+        let chunk = self.migration.claimed.fetch_add(1, Ordering::Relaxed);
+        let chunks = self.chunks();
+        if chunk >= chunks {
+            return None;
+        }
+        let end = ((chunk + 1) * CHUNK_BINS).min(self.bins());
+        let group = self.migration.group.load(Ordering::Relaxed);
+        // CHUNK_BINS is a multiple of every group size, so chunks hold whole groups.
+        for first in (chunk * CHUNK_BINS..end).step_by(group) {
+            self.transfer_bin(first, next, new_bin);
+        }
+        // AcqRel: the chunk counter is a release sequence; the thread that finishes the last
+        // chunk acquires every transfer's writes before it makes `next` current.
+        let done = self.migration.finished.fetch_add(1, Ordering::AcqRel) + 1;
+        Some(done == chunks)
+    }
+
+    /// Move bin `index` (with the rest of its group when shrinking) into `next` (module
+    /// docs), or, if another thread has claimed it, wait until that thread is done. Returns
+    /// when the bin is `DoneTransfer`.
+    pub(crate) fn transfer_bin(
+        &self,
+        index: usize,
+        next: &RawTable,
+        new_bin: &impl Fn(u64) -> usize,
+    ) {
+        let group = self.migration.group.load(Ordering::Relaxed);
+        let first = index / group * group;
+        // The group belongs to whoever claims its first bin; the others follow.
+        if self.claim(first) {
+            for member in first + 1..first + group {
+                let claimed = self.claim(member);
+                debug_assert!(
+                    claimed,
+                    "a group's other bins are claimed by its owner only"
+                );
+            }
+            // Touch the new bins with a write before anything reads them. A fresh page that is
+            // read first gets the shared zero page, and the first write then replaces it
+            // (copy-on-write) with a TLB shootdown to every CPU: measured, those interrupts
+            // made transfers many times slower in a VM. Storing the 0 they hold is free, and
+            // nobody else touches these bins until the group is `DoneTransfer`.
+            let new_bins = if next.bins() >= self.bins() {
+                let factor = next.bins() / self.bins();
+                first * factor..(first + 1) * factor
+            } else {
+                first / group..first / group + 1
+            };
+            for new in new_bins {
+                next.bins[new].header.store(0, Ordering::Relaxed);
+            }
+            for member in first..first + group {
+                self.move_bin(member, next, new_bin);
+            }
+        }
+        self.wait_transferred(&self.bins[index]);
+    }
+
+    /// CAS bin `index` to `InTransfer` from `NoTransfer` or `Frozen`; `false` if another
+    /// thread claimed it first.
+    fn claim(&self, index: usize) -> bool {
+        let bin = &self.bins[index];
+        let mut header = Header(bin.header.load(Ordering::Acquire));
+        loop {
+            match header.bin_state() {
+                BinState::DoneTransfer | BinState::InTransfer => return false,
+                BinState::NoTransfer | BinState::Frozen => {
+                    let claimed = header.with_bin_state(BinState::InTransfer);
+                    // AcqRel: Acquire for the slots published under `header`.
+                    match bin.header.compare_exchange(
+                        header.0,
+                        claimed.0,
+                        Ordering::AcqRel,
+                        Ordering::Acquire,
+                    ) {
+                        Ok(_) => return true,
+                        Err(now) => header = Header(now),
+                    }
+                }
+            }
+        }
+    }
+
+    /// Move the keys of bin `index` (claimed by the caller) into `next`, then publish
+    /// `DoneTransfer`.
+    fn move_bin(&self, index: usize, next: &RawTable, new_bin: &impl Fn(u64) -> usize) {
+        let bin = &self.bins[index];
+        // Acquire: the slots published before our claim (its CAS read them too). The set
+        // of Valid slots can only shrink from here.
+        let claimed = Header(bin.header.load(Ordering::Acquire));
+        let dead = self.dead.of(index);
+        let mut moved = 0isize;
+        for slot in claimed.valid().iter() {
+            let slot_ref = self.slot(bin, slot);
+            let mut content = slot_ref.load();
+            while content.0 != dead {
+                match slot_ref.compare_exchange(content, (dead, content.1)) {
+                    Ok(()) => {
+                        next.place(new_bin(content.0), content.0, content.1);
+                        moved += 1;
+                        break;
+                    }
+                    // A put changed the value (move the new one) or a delete retired the key
+                    // (the loop ends on the dead key).
+                    Err(now) => content = now,
+                }
+            }
+        }
+        let mut header = Header(bin.header.load(Ordering::Relaxed));
+        loop {
+            // Release: the placements above happen-before any operation that sees
+            // DoneTransfer (Acquire) and goes to `next`.
+            match bin.header.compare_exchange(
+                header.0,
+                header.with_bin_state(BinState::DoneTransfer).0,
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => break,
+                // A delete freed one of its retired slots meanwhile.
+                Err(now) => header = Header(now),
+            }
+        }
+        next.len.add(moved);
+        self.len.add(-moved);
+    }
+
+    /// Wait until another thread has moved `bin`.
+    #[inline(never)]
+    pub(crate) fn wait_transferred(&self, bin: &Bin) {
+        while Header(bin.header.load(Ordering::Acquire)).bin_state() != BinState::DoneTransfer {
+            spin();
+        }
+    }
+
+    /// Wait until a shrink has moved `bin` or given up (the bin is no longer `Frozen`).
+    #[inline(never)]
+    pub(crate) fn wait_unfrozen(&self, bin: &Bin) {
+        while Header(bin.header.load(Ordering::Acquire)).bin_state() == BinState::Frozen {
+            spin();
+        }
+    }
+
+    /// Move every bin from state `from` to `to` (a shrink's freeze and thaw), retrying on
+    /// unrelated header changes. A bin in another state (a growth started meanwhile) stops
+    /// the walk: the bins already changed are changed back and the answer is `false`.
+    pub(crate) fn set_all_bins(&self, from: BinState, to: BinState) -> bool {
+        for (index, bin) in self.bins.iter().enumerate() {
+            if !Self::set_bin(bin, from, to) {
+                for earlier in &self.bins[..index] {
+                    Self::set_bin(earlier, to, from);
+                }
+                return false;
+            }
+        }
+        true
+    }
+
+    fn set_bin(bin: &Bin, from: BinState, to: BinState) -> bool {
+        let mut header = Header(bin.header.load(Ordering::Acquire));
+        loop {
+            if header.bin_state() != from {
+                return false;
+            }
+            // AcqRel: the freeze orders the key counts read after it.
+            match bin.header.compare_exchange(
+                header.0,
+                header.with_bin_state(to).0,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return true,
+                Err(now) => header = Header(now),
+            }
+        }
+    }
+
+    /// For a frozen table and groups of `group` bins: the link buckets the new bins need if
+    /// no group holds more than one bin's 15 keys, `None` otherwise.
+    pub(crate) fn group_demand(&self, group: usize) -> Option<usize> {
+        let mut links = 0;
+        for members in self.bins.chunks(group) {
+            // Valid slots, retired ones included: an upper bound (frozen counts only fall).
+            let keys: usize = members
+                .iter()
+                .map(|bin| {
+                    Header(bin.header.load(Ordering::Acquire))
+                        .valid()
+                        .iter()
+                        .count()
+                })
+                .sum();
+            links += match keys {
+                0..=3 => 0,
+                4..=7 => 1,
+                8..=15 => 3,
+                _ => return None,
+            };
+        }
+        Some(links)
+    }
+
+    /// Put `(key, value)` into bin `index` of this (new) table, which only the caller can
+    /// reach (module docs: each new bin is filled by one old bin's transfer, and nobody reads
+    /// it before that old bin is `DoneTransfer`). Plain stores; their publication is the old
+    /// bin's `DoneTransfer` CAS.
+    fn place(&self, index: usize, key: u64, value: u64) {
+        let bin = &self.bins[index];
+        let header = Header(bin.header.load(Ordering::Relaxed));
+        let slot = header
+            .invalid()
+            .first()
+            .expect("a new bin receives the keys of one old bin: at most 15");
+        if let (Some(bucket), _) = crate::control::header::slot_place(slot) {
+            let link = Link(bin.link.load(Ordering::Relaxed));
+            if link.bucket(bucket).is_none() {
+                let width = Link::field_width(bucket);
+                let taken = self.transfer_next.fetch_add(width, Ordering::Relaxed);
+                let index = self.transfer_base + taken;
+                assert!(
+                    index + width <= self.links.len(),
+                    "the transfer reserve covers 4/3 of the old pool (module docs)"
+                );
+                bin.link
+                    .store(link.with_bucket(bucket, index as u32).0, Ordering::Relaxed);
+            }
+        }
+        self.slot(bin, slot).store(key, value);
+        bin.header.store(
+            header.with_slot(slot, SlotState::Valid).0,
+            Ordering::Relaxed,
+        );
+    }
+}
