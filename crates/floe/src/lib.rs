@@ -53,6 +53,13 @@
 //! insert that finds no room with [`Error::Full`], changing nothing. The protocols and their
 //! argument are in `src/raw/migrate.rs`.
 //!
+//! Tail latency while growing: a new table's pages are zeroed by the kernel on first touch,
+//! and with transparent huge pages that is 2 MiB at a time (plus memory compaction on some
+//! systems), which showed as stalls of tens of milliseconds in `BENCHMARKS.md`. Maps that
+//! must keep every operation under a few milliseconds while they grow should be built with
+//! [`Builder::huge_pages`]`(false)` (measured: max 4.2 ms instead of 37 ms, at 0.85x the
+//! throughput).
+//!
 //! # Batches and the pipeline
 //!
 //! For tables far larger than the caches, one operation at a time leaves the memory system
