@@ -1070,7 +1070,7 @@ impl<K: InlineKey, V: Counter, S: BuildHasher> FlatMap<K, V, S> {
 impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     #[inline(always)]
     pub(crate) fn get_at(&self, hash: u64, word: u64) -> Option<V> {
-        self.run(hash, |table, bin| dispatch!(self, table, get(bin, word)))
+        self.run_reading(hash, |table, bin| dispatch!(self, table, get(bin, word)))
             .map(V::from_word)
     }
 
@@ -1135,10 +1135,33 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// Run `op` on the key's bin in the current table, following the key to the next table
     /// while the map grows (`Moved`). Helps a growth in progress first.
     #[inline(always)]
-    fn run<R>(&self, hash: u64, mut op: impl FnMut(&RawTable, usize) -> Result<R, Moved>) -> R {
+    fn run<R>(&self, hash: u64, op: impl FnMut(&RawTable, usize) -> Result<R, Moved>) -> R {
         let guard = self.collector.enter();
-        let mut table = self.collector.load(&self.current, &guard);
+        let table = self.collector.load(&self.current, &guard);
         self.help(table, &guard);
+        Self::follow(table, hash, op)
+    }
+
+    /// As [`run`](Self::run) for gets, which help a growth on one call in
+    /// [`READER_HELP_EVERY`] per thread: a growth still finishes while only gets run, and a
+    /// read-mostly workload does not pay a chunk move on every get while the map grows
+    /// (measured: gets fell below half their steady rate for seconds when each helped).
+    #[inline(always)]
+    fn run_reading<R>(&self, hash: u64, op: impl FnMut(&RawTable, usize) -> Result<R, Moved>) -> R {
+        let guard = self.collector.enter();
+        let table = self.collector.load(&self.current, &guard);
+        if table.migrating_into().is_some() && reader_turn_to_help() {
+            self.help(table, &guard);
+        }
+        Self::follow(table, hash, op)
+    }
+
+    #[inline(always)]
+    fn follow<'g, R>(
+        mut table: &'g RawTable,
+        hash: u64,
+        mut op: impl FnMut(&RawTable, usize) -> Result<R, Moved>,
+    ) -> R {
         loop {
             match op(table, fastrange(hash, table.bins())) {
                 Ok(result) => return result,
@@ -1352,6 +1375,22 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
             }
         }
     }
+}
+
+/// Gets help a growth on one call in this many (per thread; see `run_reading`).
+const READER_HELP_EVERY: u32 = 16;
+
+/// Whether this get is the one in [`READER_HELP_EVERY`] of its thread that helps.
+#[inline(always)]
+fn reader_turn_to_help() -> bool {
+    std::thread_local! {
+        static GETS: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
+    }
+    GETS.with(|n| {
+        let v = n.get().wrapping_add(1);
+        n.set(v);
+        v % READER_HELP_EVERY == 0
+    })
 }
 
 /// The table a moved bin's keys went to.
