@@ -1157,8 +1157,8 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     }
 
     #[inline(always)]
-    fn follow<'g, R>(
-        mut table: &'g RawTable,
+    fn follow<R>(
+        mut table: &RawTable,
         hash: u64,
         mut op: impl FnMut(&RawTable, usize) -> Result<R, Moved>,
     ) -> R {
