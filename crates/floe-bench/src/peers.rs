@@ -35,6 +35,8 @@ pub enum MapKind {
     Floe,
     /// floe's FlatMap with `ResizeMode::Blocking` (every thread helps until a growth is done).
     FloeBlocking,
+    /// floe's FlatMap made fixed-size (`max_bins`): never grows, skips the reclaimer's guard.
+    FloeFixed,
     /// dashmap 6: sharded `RwLock<hashbrown>`; `get` copies the value out under the read lock;
     /// insert-if-absent through `entry`.
     Dashmap,
@@ -72,6 +74,7 @@ impl MapKind {
         match self {
             MapKind::Floe => "floe",
             MapKind::FloeBlocking => "floe-blocking",
+            MapKind::FloeFixed => "floe-fixed",
             MapKind::Dashmap => "dashmap",
             MapKind::Papaya => "papaya",
             MapKind::PapayaIncremental => "papaya-incremental",
@@ -121,6 +124,17 @@ impl Recipe {
         } = *self;
         match kind {
             MapKind::Floe => visit.visit(&|| self.floe()),
+            MapKind::FloeFixed => visit.visit(&|| {
+                floe::FlatMap::<u64, u64>::builder()
+                    .capacity(self.capacity)
+                    .hasher(self.hasher)
+                    .backend(self.backend)
+                    .huge_pages(self.huge_pages)
+                    .bins_per_link(if self.churn { 3 } else { 8 })
+                    .max_bins(1)
+                    .build()
+                    .map_err(|e| format!("building floe's map: {e}"))
+            }),
             MapKind::FloeBlocking => visit.visit(&|| {
                 Recipe {
                     resize: floe::ResizeMode::Blocking,
