@@ -125,12 +125,7 @@ impl Recipe {
         match kind {
             MapKind::Floe => visit.visit(&|| self.floe()),
             MapKind::FloeFixed => visit.visit(&|| {
-                floe::FlatMap::<u64, u64>::builder()
-                    .capacity(self.capacity)
-                    .hasher(self.hasher)
-                    .backend(self.backend)
-                    .huge_pages(self.huge_pages)
-                    .bins_per_link(if self.churn { 3 } else { 8 })
+                self.floe_builder()
                     .max_bins(1)
                     .build()
                     .map_err(|e| format!("building floe's map: {e}"))
@@ -178,6 +173,13 @@ impl Recipe {
 
     /// floe's map for this recipe.
     pub fn floe(&self) -> Result<crate::measure::Map, String> {
+        self.floe_builder()
+            .build()
+            .map_err(|e| format!("building floe's map: {e}"))
+    }
+
+    /// The builder behind [`floe`](Self::floe).
+    fn floe_builder(&self) -> floe::Builder<u64, u64, AnyHash> {
         floe::FlatMap::<u64, u64>::builder()
             .capacity(self.capacity)
             .hasher(self.hasher)
@@ -185,8 +187,6 @@ impl Recipe {
             .huge_pages(self.huge_pages)
             .bins_per_link(if self.churn { 3 } else { 8 })
             .resize_mode(self.resize)
-            .build()
-            .map_err(|e| format!("building floe's map: {e}"))
     }
 }
 
