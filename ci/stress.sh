@@ -1,7 +1,12 @@
 #!/usr/bin/env bash
-# Long stress runs: the ignored linearizability tests with many rounds, optimised with debug
-# assertions on. FLOE_STRESS_ROUNDS sets rounds per configuration (default 20000, ~10 s each).
+# Long stress runs, optimised with debug assertions on:
+# - the ignored linearizability tests with many rounds (FLOE_STRESS_ROUNDS per configuration,
+#   default 20000, ~10 s each);
+# - the ledger tests (tests/ledger.rs) for FLOE_LEDGER_SECONDS per configuration (default 30:
+#   about 2x10^8 operations, enough to catch the one-in-10^8 slot races they were written for).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export FLOE_STRESS_ROUNDS="${FLOE_STRESS_ROUNDS:-20000}"
+export FLOE_LEDGER_SECONDS="${FLOE_LEDGER_SECONDS:-30}"
 cargo test --profile stress -p floe --test stress -- --include-ignored "$@"
+cargo test --profile stress -p floe --test ledger "$@"

@@ -25,6 +25,11 @@ pub enum Error {
     /// The hasher maps every probed key into the same bin, so no key can serve as the dead key
     /// of that bin (see the engine's design notes). A constant hash function does this.
     DegenerateHasher,
+    /// More than a bin's worth of keys (15) share their hash, or its top 40 bits, with the
+    /// key being inserted, so no table of any size would give them separate bins: a weak or
+    /// adversarial hasher (use a keyed one, such as the default with a random seed). The map
+    /// is unchanged and did not grow.
+    HashCollisions,
     /// A builder setting is out of range; the message says which.
     InvalidConfig(&'static str),
     /// A batch call got a different number of keys and value slots.
@@ -44,6 +49,7 @@ impl fmt::Display for Error {
             Error::AllocationFailed { bytes } => write!(f, "could not allocate {bytes} bytes for the table"),
             Error::UnsupportedBackend(backend) => write!(f, "this CPU does not support the {backend:?} backend"),
             Error::DegenerateHasher => f.write_str("the hasher sends every key to the same bin"),
+            Error::HashCollisions => f.write_str("too many keys share this key's hash: no table size would separate them"),
             Error::InvalidConfig(why) => write!(f, "invalid map configuration: {why}"),
             Error::LengthMismatch { keys, values } => write!(f, "{keys} keys but {values} value slots"),
         }

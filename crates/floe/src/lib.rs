@@ -44,9 +44,10 @@
 //!
 //! The map grows on demand: when an insert finds its bin full (15 keys) or the link pool
 //! empty, the keys move to a table 8, 4 or 2 times larger (larger steps for small tables)
-//! without stopping anyone: operations on bins not being moved carry on, an operation waits at
-//! most for the one bin it needs, and every thread that touches the map during the move does
-//! a bounded share of it ([`ResizeMode`]). The old table is freed once no thread can still read
+//! without stopping anyone: operations on bins not being moved carry on, an operation usually
+//! waits at most for the one bin it needs (the exceptions are listed under "Waiting" below),
+//! and every thread that touches the map during the move does a bounded share of it
+//! ([`ResizeMode`]). The old table is freed once no thread can still read
 //! it, with no call from you. [`FlatMap::reserve`] grows up front and
 //! [`FlatMap::shrink_to_fit`] moves the keys into fewer bins after many removals (inserts
 //! pause while it runs); [`Builder::max_bins`] caps the growth, and a capped map answers an
@@ -59,6 +60,28 @@
 //! must keep every operation under a few milliseconds while they grow should be built with
 //! [`Builder::huge_pages`]`(false)` (measured: max 4.2 ms instead of 37 ms, at 0.85x the
 //! throughput).
+//!
+//! # Waiting
+//!
+//! Gets, puts and removes of keys whose bins are not being moved never wait for another
+//! thread. The waits there are, each for a step of one other thread (so a thread descheduled
+//! at that step delays the waiters until it runs again):
+//!
+//! - Any operation on a bin that another thread is moving to a new table waits for that bin
+//!   (at most 15 keys).
+//! - An insert waits while another insert into the same bin has committed its slot but not yet
+//!   written its key (a few instructions), and a remove of a key whose insert has not yet
+//!   finished waits for that insert's last step. A bin's move waits for such inserts too.
+//! - An insert that finds its bin full in a table that is itself still being filled by a
+//!   growth finishes that growth first, and so waits for every chunk of it, including chunks
+//!   other threads have claimed and not finished. So do [`FlatMap::reserve`],
+//!   [`FlatMap::shrink_to_fit`], [`FlatMap::clear`], [`FlatMap::for_each`] and every
+//!   operation in [`ResizeMode::Blocking`] that finds the map growing.
+//! - While [`FlatMap::shrink_to_fit`] runs, inserts into the bins it froze wait for it.
+//!
+//! A panic inside a bin's move (in the map's hasher, the only user code a move calls) aborts
+//! the process with a message: unwinding would leave the bin locked and every thread that
+//! needs it waiting forever.
 //!
 //! # Batches and the pipeline
 //!

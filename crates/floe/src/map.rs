@@ -4,7 +4,7 @@ use core::{fmt, hash::BuildHasher, marker::PhantomData};
 use std::sync::{atomic::AtomicUsize as StdAtomicUsize, Arc};
 
 use crate::{
-    control::header::BinState,
+    control::header::{BinState, SLOTS_PER_BIN},
     error::Error,
     hash::{fastrange, DefaultHashBuilder},
     raw::{
@@ -19,9 +19,10 @@ use crate::{
 
 /// How a map moves its keys when it grows (see `src/raw/migrate.rs`).
 ///
-/// Either way, operations on bins not being moved carry on, an operation waits at most for
-/// the one bin it needs, every thread that touches a growing map helps move it, and the old
-/// table is freed once no thread can still read it.
+/// Either way, operations on bins not being moved carry on, an operation usually waits at
+/// most for the one bin it needs (the crate docs, "Waiting", list the exceptions), every
+/// thread that touches a growing map helps move it, and the old table is freed once no thread
+/// can still read it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum ResizeMode {
     /// Each operation that finds the map growing moves one chunk of bins (32) before its own
@@ -495,8 +496,8 @@ fn growth_factor(bins: usize) -> usize {
 
 /// Find the table's dead keys: two words that hash to different bins.
 fn dead_keys(hasher: &impl BuildHasher, bins: usize) -> Result<DeadKeys, Error> {
-    // An arbitrary starting word; any would do.
-    const FIRST: u64 = 0xdead_f10e_dead_f10e;
+    // Zero: the dead key of every bin but one is then what fresh memory holds (engine essay).
+    const FIRST: u64 = 0;
     let primary_bin = fastrange(hasher.hash_one(FIRST), bins);
     (1..=4096u64)
         .map(|i| FIRST.wrapping_add(i))
@@ -643,8 +644,10 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     ///
     /// # Errors
     /// [`Error::Full`] if the key's bin has no room and the map may not grow
-    /// ([`Builder::max_bins`]); [`Error::AllocationFailed`] or [`Error::CapacityOverflow`] if
-    /// the larger table cannot be had. The map is unchanged.
+    /// ([`Builder::max_bins`]); [`Error::HashCollisions`] if the bin is full of keys whose
+    /// hashes agree with this key's so closely that no larger table would separate them (the
+    /// map does not grow for them); [`Error::AllocationFailed`] or [`Error::CapacityOverflow`]
+    /// if the larger table cannot be had. The map is unchanged.
     #[inline]
     pub fn insert(&self, key: K, value: V) -> Result<Insert<V>, Error> {
         let (hash, word) = self.locate(key);
@@ -1207,7 +1210,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
             let bin = fastrange(hash, table.bins());
             match op(table, bin) {
                 Ok(Ok(result)) => return Ok(result),
-                Ok(Err(_full)) => table = self.grow(table, bin, &guard)?,
+                Ok(Err(full)) => table = self.grow(table, bin, full, hash, &guard)?,
                 Err(Moved) => table = moved_on(table),
             }
         }
@@ -1341,16 +1344,22 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     }
 
     /// `table` (current, or the successor of the current table) found a bin or the link pool
-    /// full at `bin`: start or join its growth, move that bin, and return the table to retry
-    /// in.
+    /// full at `bin` for the key hashed to `hash`: start or join its growth, move that bin,
+    /// and return the table to retry in. A full bin whose keys no larger table would split
+    /// from the new key's is an error, not a growth (`separable`).
     #[cold]
     #[inline(never)]
     fn grow<'g>(
         &self,
         table: &'g RawTable,
         bin: usize,
+        full: Full,
+        hash: u64,
         guard: &'g Guard<'_>,
     ) -> Result<&'g RawTable, Error> {
+        if full == Full::Bin {
+            self.separable(table, bin, hash)?;
+        }
         // A table grows only once it is current: finish the migration into it first.
         let current = self.collector.load(&self.current, guard);
         if !core::ptr::eq(current, table) {
@@ -1369,6 +1378,44 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
             self.finish_migration(table, next, guard);
         }
         Ok(next)
+    }
+
+    /// Whether growing can make room for the key hashed to `hash` in its full `bin`: some
+    /// table the map may grow into (every growth step up to `max_bins` and what memory can
+    /// hold) must send at least one of the bin's keys elsewhere. Keys whose hashes agree on
+    /// their top bits stay together in every table up to `2^bits` bins; sixteen keys with one
+    /// hash stay together forever. Without this check each failed insert of such a key would
+    /// grow the map again, until the memory ran out.
+    ///
+    /// The keys are a snapshot of the bin (a concurrent remove may have made room since; the
+    /// bin was full when this insert found it so, which is when the error is linearized).
+    ///
+    /// # Errors
+    /// [`Error::HashCollisions`] if no table of any size would split them,
+    /// [`Error::Full`] if only a table larger than `max_bins` would.
+    fn separable(&self, table: &RawTable, bin: usize, hash: u64) -> Result<(), Error> {
+        let mut hashes = Vec::with_capacity(SLOTS_PER_BIN);
+        table.keys_of_bin(bin, |key| hashes.push(self.hasher.hash_one(key)));
+        let crowded = |bins: usize| {
+            let ours = fastrange(hash, bins);
+            hashes
+                .iter()
+                .filter(|&&h| fastrange(h, bins) == ours)
+                .count()
+                >= SLOTS_PER_BIN
+        };
+        if crowded(MAX_SEPARATING_BINS) {
+            return Err(Error::HashCollisions);
+        }
+        let mut bins = table.bins();
+        loop {
+            let step = growth_factor(bins);
+            match bins.checked_mul(step).filter(|&b| b <= self.max_bins) {
+                Some(larger) if !crowded(larger) => return Ok(()),
+                Some(larger) => bins = larger,
+                None => return Err(Error::Full),
+            }
+        }
     }
 
     /// `table`'s next table: the one being filled, or a new one `factor` times larger
@@ -1413,12 +1460,24 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     }
 }
 
+/// The largest table `separable` considers (2^40 bins are 64 TiB): keys whose hashes share
+/// their top 40 bits collide for every practical purpose.
+const MAX_SEPARATING_BINS: usize = 1 << 40;
+
 /// Gets help a growth on one call in this many (per thread; see `run_reading`).
 const READER_HELP_EVERY: u32 = 16;
 
 /// Whether this get is the one in [`READER_HELP_EVERY`] of its thread that helps.
 #[inline(always)]
 fn reader_turn_to_help() -> bool {
+    // Under loom a thread-local of loom's, which starts afresh in every execution (a std one
+    // would carry its count from one execution to the next and make the model
+    // nondeterministic).
+    #[cfg(loom)]
+    loom::thread_local! {
+        static GETS: core::cell::Cell<u32> = core::cell::Cell::new(0);
+    }
+    #[cfg(not(loom))]
     std::thread_local! {
         static GETS: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
     }

@@ -2,9 +2,13 @@
 //!
 //! Under `cfg(loom)` every atomic the engine uses comes from loom, so the loom models in
 //! `tests/loom.rs` explore the real protocol code. loom has no 128-bit atomic; the shim below
-//! models one as a loom mutex around a `u128`, which gives each slot operation the atomicity
-//! the real `cmpxchg16b`/`vmovdqa` provide (loom still explores every interleaving between slot
-//! operations and header operations, which is where the protocols live).
+//! models one faithfully: the slot's words live in an append-only list of versions and a loom
+//! atomic holds the index of the current one, so a load, a store and a CAS of the whole slot
+//! are one loom atomic access each, with the orderings the engine asks for (loom explores the
+//! stale values a `Relaxed` load may return). Reading a line as lanes (the SIMD probes) is
+//! modelled by [`AtomicU128::load_halves`], which reads the key and the value words with two
+//! separate loads: a reader can see the key of one version and the value of a later one,
+//! exactly the tearing the seqlock's fences and version check exist to catch.
 
 #[cfg(not(loom))]
 pub(crate) use core::sync::atomic::{
@@ -28,38 +32,73 @@ pub(crate) fn spin() {
     core::hint::spin_loop();
 }
 
-/// A 128-bit atomic for loom models: a mutex around the value.
+/// A 128-bit atomic for loom models (module docs): versions in a list only ever appended to,
+/// the current one named by a loom atomic index. The list is a plain (not loom) mutex: loom
+/// runs one thread at a time, so it never blocks, and it carries no ordering of its own (a
+/// version's words never change once appended; the index carries every ordering).
 #[cfg(loom)]
 #[derive(Debug)]
-pub(crate) struct AtomicU128(loom::sync::Mutex<u128>);
+pub(crate) struct AtomicU128 {
+    current: loom::sync::atomic::AtomicUsize,
+    versions: std::sync::Mutex<Vec<u128>>,
+}
 
 #[cfg(loom)]
 impl AtomicU128 {
     pub(crate) fn new(v: u128) -> Self {
-        Self(loom::sync::Mutex::new(v))
+        Self {
+            current: loom::sync::atomic::AtomicUsize::new(0),
+            versions: std::sync::Mutex::new(vec![v]),
+        }
     }
 
-    pub(crate) fn load(&self, _order: Ordering) -> u128 {
-        *self.0.lock().unwrap()
+    fn version(&self, index: usize) -> u128 {
+        self.versions.lock().unwrap()[index]
     }
 
-    pub(crate) fn store(&self, v: u128, _order: Ordering) {
-        *self.0.lock().unwrap() = v;
+    fn append(&self, v: u128) -> usize {
+        let mut versions = self.versions.lock().unwrap();
+        versions.push(v);
+        versions.len() - 1
+    }
+
+    pub(crate) fn load(&self, order: Ordering) -> u128 {
+        self.version(self.current.load(order))
+    }
+
+    /// The low word (key) and the high word (value) read by two separate loads, as a SIMD
+    /// line read may: the value may come from a later version than the key.
+    pub(crate) fn load_halves(&self, order: Ordering) -> u128 {
+        let low = self.version(self.current.load(order)) as u64;
+        let high = self.version(self.current.load(order)) >> 64;
+        u128::from(low) | high << 64
+    }
+
+    pub(crate) fn store(&self, v: u128, order: Ordering) {
+        let index = self.append(v);
+        self.current.store(index, order);
     }
 
     pub(crate) fn compare_exchange(
         &self,
         current: u128,
         new: u128,
-        _success: Ordering,
-        _failure: Ordering,
+        success: Ordering,
+        failure: Ordering,
     ) -> Result<u128, u128> {
-        let mut guard = self.0.lock().unwrap();
-        if *guard == current {
-            *guard = new;
-            Ok(current)
-        } else {
-            Err(*guard)
+        let mut seen = self.current.load(failure);
+        loop {
+            let value = self.version(seen);
+            if value != current {
+                return Err(value);
+            }
+            let index = self.append(new);
+            // One RMW on the index: succeeds only if the version we compared is still the
+            // current one, which is what a 16-byte CAS on the words does.
+            match self.current.compare_exchange(seen, index, success, failure) {
+                Ok(_) => return Ok(current),
+                Err(now) => seen = now,
+            }
         }
     }
 }

@@ -4,7 +4,7 @@ mod common;
 
 use std::hash::{BuildHasher, Hasher};
 
-use common::SplitMix;
+use common::{SplitMix, WordHash};
 use floe::{
     hash::{Crc32, Mix64, WyHash},
     Backend, Error, FlatMap, Insert, ResizeMode,
@@ -349,4 +349,80 @@ fn shrink_to_fit_moves_the_keys_into_fewer_bins() {
     while empty.shrink_to_fit().unwrap() {}
     assert_eq!(empty.stats().bins, 2);
     assert!(empty.insert(1, 1).unwrap().is_inserted());
+}
+
+/// Keys below 16 all hash to 42; the rest hash well.
+fn sixteen_collide(word: u64) -> u64 {
+    if word < 16 {
+        42
+    } else {
+        Mix64::with_seed(5).hash_one(word)
+    }
+}
+
+/// Sixteen keys with one hash can never share a bin: the sixteenth insert answers an error at
+/// once, without growing the map (issue 11, item 5: each failed insert grew the table again,
+/// to `max_bins` or until the memory ran out).
+#[test]
+fn colliding_hashes_answer_an_error_without_growing() {
+    for max_bins in [usize::MAX, 1 << 20] {
+        let m = FlatMap::<u64, u64>::builder()
+            .bins(4)
+            .max_bins(max_bins)
+            .hasher(WordHash(sixteen_collide))
+            .build()
+            .unwrap();
+        for k in 16..100u64 {
+            assert!(m.insert(k, k).unwrap().is_inserted());
+        }
+        // The bin of the colliding keys also holds other keys at first: growing splits those
+        // off, so the first fifteen may grow the map.
+        for k in 0..15u64 {
+            assert!(m.insert(k, k).unwrap().is_inserted(), "key {k}");
+        }
+        assert_eq!(m.check_invariants(), 99);
+        let bins = m.stats().bins;
+        for _ in 0..3 {
+            assert_eq!(m.insert(15, 15), Err(Error::HashCollisions));
+            assert_eq!(m.upsert(15, 15), Err(Error::HashCollisions));
+            assert_eq!(m.fetch_add(15, 1), Err(Error::HashCollisions));
+        }
+        let stats = m.stats();
+        assert_eq!(
+            (stats.bins, stats.migrating, stats.live_tables),
+            (bins, false, 1),
+            "grew for keys that cannot be split"
+        );
+        // The map is intact and still takes other keys; a freed slot takes the 16th.
+        assert_eq!(m.check_invariants(), 99);
+        assert!(m.insert(1000, 1).unwrap().is_inserted());
+        assert_eq!(m.remove(&3), Some(3));
+        assert!(m.insert(15, 15).unwrap().is_inserted());
+        assert!(Error::HashCollisions.to_string().contains("hash"));
+    }
+}
+
+/// Keys whose hashes differ only below the bits a capped map can ever use: `Full` at once,
+/// not a growth to `max_bins` first.
+#[test]
+fn keys_only_a_larger_table_would_split_answer_full() {
+    // Keys below 16 agree on their top 50 bits; the rest spread.
+    fn low_bits(word: u64) -> u64 {
+        if word < 16 {
+            word << 4
+        } else {
+            Mix64::with_seed(9).hash_one(word)
+        }
+    }
+    let m = FlatMap::<u64, u64>::builder()
+        .bins(4)
+        .max_bins(1 << 16)
+        .hasher(WordHash(low_bits))
+        .build()
+        .unwrap();
+    for k in 0..15u64 {
+        assert!(m.insert(k, k).unwrap().is_inserted());
+    }
+    assert_eq!(m.insert(15, 15), Err(Error::HashCollisions));
+    assert_eq!(m.stats().bins, 4);
 }

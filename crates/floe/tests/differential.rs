@@ -22,15 +22,19 @@ enum Op {
     CompareExchange(u64, u64, u64),
     Remove(u64),
     Clear,
+    /// `shrink_to_fit`: the contents must not change.
+    Shrink,
+    /// `reserve(n)`: the contents must not change.
+    Reserve(usize),
 }
 
-/// Keys from a pool of `pool` so operations collide, including the extreme words.
+/// Keys from a pool of `pool` so operations collide (the pool starts at 0 and 1, the engine's
+/// dead key and first fallback candidate), and the extreme words.
 fn key_in(pool: u64) -> impl Strategy<Value = u64> {
     prop_oneof![
         8 => 0u64..pool,
         1 => Just(u64::MAX),
-        1 => Just(0xdead_f10e_dead_f10e), // the engine's first dead-key candidate
-        1 => Just(0xdead_f10e_dead_f10f),
+        1 => Just(0xdead_f10e_dead_f10e),
     ]
 }
 
@@ -38,14 +42,15 @@ fn value() -> impl Strategy<Value = u64> {
     prop_oneof![0u64..4, any::<u64>()]
 }
 
-fn op() -> impl Strategy<Value = Op> {
+fn op() -> BoxedStrategy<Op> {
     op_in(24, 1)
 }
 
-/// Operations on keys from a pool of `pool`; `clear` with weight `clear` (0: never).
-fn op_in(pool: u64, clear: u32) -> impl Strategy<Value = Op> {
+/// Operations on keys from a pool of `pool`; `clear` with weight `clear` (0: never), against
+/// 21 for the key operations and 2 for `shrink_to_fit` and `reserve`.
+fn op_in(pool: u64, clear: u32) -> BoxedStrategy<Op> {
     let key = move || key_in(pool);
-    prop_oneof![
+    let keyed = prop_oneof![
         4 => key().prop_map(Op::Get),
         4 => (key(), value()).prop_map(|(k, v)| Op::Insert(k, v)),
         2 => (key(), value()).prop_map(|(k, v)| Op::Upsert(k, v)),
@@ -54,8 +59,13 @@ fn op_in(pool: u64, clear: u32) -> impl Strategy<Value = Op> {
         2 => (key(), value()).prop_map(|(k, v)| Op::FetchAdd(k, v)),
         2 => (key(), value(), value()).prop_map(|(k, c, n)| Op::CompareExchange(k, c, n)),
         4 => key().prop_map(Op::Remove),
-        clear => Just(Op::Clear),
-    ]
+    ];
+    let resize = prop_oneof![Just(Op::Shrink), (0usize..200).prop_map(Op::Reserve),];
+    if clear == 0 {
+        prop_oneof![21 => keyed, 2 => resize].boxed()
+    } else {
+        prop_oneof![21 => keyed, 2 => resize, clear => Just(Op::Clear)].boxed()
+    }
 }
 
 /// Apply `ops` to a floe map of the given geometry and to a HashMap; compare every result.
@@ -137,6 +147,25 @@ fn check_map(map: &FlatMap<u64, u64, Mix64>, ops: &[Op], backend: floe::Backend)
                     map.clear();
                     model.clear();
                 }
+                Op::Shrink => {
+                    // `reserve(0)` finishes a growth in progress, as the shrink would (a capped
+                    // map fuller than the usual load may answer that it cannot grow).
+                    match map.reserve(0) {
+                        Ok(()) | Err(Error::CapacityOverflow) => {}
+                        Err(e) => panic!("{}: {e}", ctx()),
+                    }
+                    let before = map.stats().bins;
+                    let shrank = map
+                        .shrink_to_fit()
+                        .unwrap_or_else(|e| panic!("{}: {e}", ctx()));
+                    assert_eq!(shrank, map.stats().bins < before, "{}", ctx());
+                }
+                Op::Reserve(n) => match map.reserve(n) {
+                    Ok(()) => {}
+                    // A capped map may not grow that far; nothing changes.
+                    Err(Error::CapacityOverflow) => {}
+                    Err(e) => panic!("{}: unexpected {e}", ctx()),
+                },
             }
             assert_eq!(map.len(), model.len(), "{}", ctx());
         }

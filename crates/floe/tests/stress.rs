@@ -37,6 +37,9 @@ enum Call {
     FetchAdd(u64),
     CompareExchange(u64, u64),
     Remove,
+    /// `clear()`: in every key's history (it empties each bin atomically, so each key at one
+    /// instant within the call).
+    Clear,
 }
 
 /// What an operation returned, normalised.
@@ -72,6 +75,7 @@ fn step(state: Option<u64>, call: Call, ret: Ret) -> Option<Option<u64>> {
             other => (Ret::Cas(Err(other)), other),
         },
         Call::Remove => (Ret::Value(state), None),
+        Call::Clear => (Ret::Value(None), None),
     };
     (expected == ret).then_some(next)
 }
@@ -117,7 +121,14 @@ struct Config {
     links: usize,
     /// Grow from a fresh map each round, with this many filler inserts per operation.
     grow: Option<(ResizeMode, u64)>,
+    /// Whole-map calls among the operations: `clear` (checked in every key's history),
+    /// `shrink_to_fit` and `reserve` (which must change no key). Fillers are then removed
+    /// after each operation (so the map can shrink) instead of checked at the end.
+    whole_map: bool,
 }
+
+/// The key under which `clear` events are logged: part of every key's history.
+const ALL_KEYS: u64 = u64::MAX;
 
 /// Filler keys live far from the contended keys `0..keys`.
 const FILLER: u64 = 1 << 62;
@@ -136,6 +147,7 @@ fn run(backend: Backend, config: &Config, seed: u64) {
         .map(|t| {
             let (maps, clock, barrier) = (maps.clone(), clock.clone(), barrier.clone());
             let (keys, ops, rounds) = (config.keys, config.ops_per_thread, config.rounds);
+            let whole_map = config.whole_map;
             std::thread::spawn(move || {
                 let mut rng = SplitMix(seed ^ ((t as u64 + 1) * 0x1234_5678_9abc));
                 let mut log = Vec::with_capacity(rounds);
@@ -149,6 +161,29 @@ fn run(backend: Backend, config: &Config, seed: u64) {
                         for j in 0..fillers {
                             let k = filler(i, j);
                             assert_eq!(map.insert(k, !k), Ok(Insert::Inserted));
+                        }
+                        if whole_map && rng.below(12) == 0 {
+                            match rng.below(3) {
+                                0 => {
+                                    let invoked = clock.fetch_add(1, Ordering::SeqCst);
+                                    map.clear();
+                                    let returned = clock.fetch_add(1, Ordering::SeqCst);
+                                    let (call, ret) = (Call::Clear, Ret::Value(None));
+                                    events.push((
+                                        ALL_KEYS,
+                                        Event {
+                                            call,
+                                            ret,
+                                            invoked,
+                                            returned,
+                                        },
+                                    ));
+                                }
+                                1 => {
+                                    map.shrink_to_fit().expect("shrink");
+                                }
+                                _ => map.reserve(rng.below(64) as usize).expect("reserve"),
+                            }
                         }
                         let key = rng.below(keys);
                         // Half the values from a tiny set (to provoke same-value ABA), half
@@ -186,8 +221,18 @@ fn run(backend: Backend, config: &Config, seed: u64) {
                                 }))
                             }
                             Call::Remove => Ret::Value(map.remove(&key)),
+                            Call::Clear => unreachable!("clears are issued above"),
                         };
                         let returned = clock.fetch_add(1, Ordering::SeqCst);
+                        if whole_map {
+                            for j in 0..fillers {
+                                let k = filler(i, j);
+                                // `None` if a clear ran since it was inserted.
+                                if let Some(v) = map.remove(&k) {
+                                    assert_eq!(v, !k, "filler key {k:#x}");
+                                }
+                            }
+                        }
                         events.push((
                             key,
                             Event {
@@ -199,7 +244,7 @@ fn run(backend: Backend, config: &Config, seed: u64) {
                         ));
                     }
                     log.push(events);
-                    for i in 0..ops {
+                    for i in (0..ops).filter(|_| !whole_map) {
                         for j in 0..fillers {
                             let k = filler(i, j);
                             assert_eq!(map.get(&k), Some(!k), "filler key {k:#x} lost");
@@ -224,7 +269,7 @@ fn run(backend: Backend, config: &Config, seed: u64) {
             let history: Vec<Event> = logs
                 .iter()
                 .flat_map(|log| log[round].iter())
-                .filter(|(k, _)| *k == key)
+                .filter(|(k, _)| *k == key || *k == ALL_KEYS)
                 .map(|(_, e)| *e)
                 .collect();
             assert!(
@@ -298,6 +343,7 @@ fn quick_contended_keys_are_linearizable() {
             bins: 2,
             links: 12,
             grow: None,
+            whole_map: false,
         };
         run(backend, &config, 0xf10e);
     }
@@ -316,6 +362,7 @@ fn quick_contended_keys_are_linearizable_while_the_map_grows() {
                 bins: 2,
                 links: 1,
                 grow: Some((mode, 8)),
+                whole_map: false,
             };
             run(backend, &config, 0x9e0);
         }
@@ -336,6 +383,7 @@ fn stress_contended_keys_are_linearizable() {
                 bins: 2,
                 links: 16,
                 grow: None,
+                whole_map: false,
             };
             run(backend, &config, 0xbad5eed + i as u64);
         }
@@ -356,6 +404,7 @@ fn stress_single_key_is_linearizable() {
             bins: 2,
             links: 4,
             grow: None,
+            whole_map: false,
         };
         run(backend, &config, 0x51);
     }
@@ -375,8 +424,50 @@ fn stress_linearizable_while_growing() {
                 bins: 2,
                 links: 1,
                 grow: Some((mode, 12)),
+                whole_map: false,
             };
             run(backend, &config, 0x6e0 + threads as u64);
+        }
+    }
+}
+
+#[test]
+#[cfg_attr(miri, ignore = "threads and thousands of rounds: too slow under Miri")]
+fn quick_linearizable_with_clear_shrink_and_reserve() {
+    for backend in backends() {
+        for mode in [ResizeMode::Incremental, ResizeMode::Blocking] {
+            let config = Config {
+                threads: 3,
+                keys: 3,
+                ops_per_thread: 6,
+                rounds: 300,
+                bins: 2,
+                links: 1,
+                grow: Some((mode, 8)),
+                whole_map: true,
+            };
+            run(backend, &config, 0xc1ea);
+        }
+    }
+}
+
+#[test]
+#[ignore = "stress: run by ci/stress.sh"]
+fn stress_linearizable_with_clear_shrink_and_reserve() {
+    let rounds: usize = stress_rounds() / 4;
+    for backend in backends() {
+        for (mode, threads) in [(ResizeMode::Incremental, 4), (ResizeMode::Blocking, 3)] {
+            let config = Config {
+                threads,
+                keys: 3,
+                ops_per_thread: 6,
+                rounds,
+                bins: 2,
+                links: 1,
+                grow: Some((mode, 12)),
+                whole_map: true,
+            };
+            run(backend, &config, 0x5c1 + threads as u64);
         }
     }
 }

@@ -13,9 +13,11 @@
 //! bumped by every header CAS, so two equal header words mean "nothing happened in this bin
 //! in between" (up to 2^32 wrap-around, see the engine essay).
 //!
-//! Slot states: `Invalid = 0b00` (free), `TryInsert = 0b01` (reserved by one inserter),
-//! `Valid = 0b10` (holds a live key), `Shadow = 0b11` (reserved for shadow inserts: a live key
-//! hidden from readers, DLHT §3.2.2). Bin states: `NoTransfer = 0`, `InTransfer = 1`,
+//! Slot states: `Invalid = 0b00` (free), `Inserting = 0b01` (taken by one committed insert,
+//! whose key is being written), `Valid = 0b10` (holds a live key), `Shadow = 0b11` (reserved for
+//! shadow inserts: a live key hidden from readers, DLHT §3.2.2). Searches match the keys of
+//! `Inserting` and `Valid` slots (`searchable`); see the engine essay for why an insert's
+//! slot is searchable before its key is written. Bin states: `NoTransfer = 0`, `InTransfer = 1`,
 //! `DoneTransfer = 2` (the resize protocol, DLHT §3.2.5; see `raw::migrate`), `Frozen = 3`
 //! (a shrink about to move the bin).
 //!
@@ -54,10 +56,12 @@ const VERSION_SHIFT: u32 = 32;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u64)]
 pub(crate) enum SlotState {
-    /// Free: an insert may reserve it.
+    /// Free: an insert may take it.
     Invalid = 0b00,
-    /// Reserved by one inserter, which is writing the key and value.
-    TryInsert = 0b01,
+    /// Taken by an insert that has committed (its header CAS succeeded): the slot holds the
+    /// bin's dead key until the inserter writes `(key, value)`, then the key; the inserter
+    /// moves it to `Valid` next. Never abandoned.
+    Inserting = 0b01,
     /// Holds a live key.
     Valid = 0b10,
     /// Reserved for shadow inserts (a key present but hidden). Never produced yet.
@@ -90,7 +94,7 @@ impl Header {
         debug_assert!(slot < SLOTS_PER_BIN);
         match (self.0 >> (2 * slot)) & 0b11 {
             0b00 => SlotState::Invalid,
-            0b01 => SlotState::TryInsert,
+            0b01 => SlotState::Inserting,
             0b10 => SlotState::Valid,
             _ => SlotState::Shadow,
         }
@@ -139,6 +143,20 @@ impl Header {
         SlotMask((self.0 >> 1) & !self.0 & ALL_SLOTS_SPREAD)
     }
 
+    /// Slots whose state is `Inserting`, in spread form.
+    #[inline(always)]
+    pub(crate) fn inserting(self) -> SlotMask {
+        // Inserting = 0b01: low bit set, high bit clear.
+        SlotMask(self.0 & !(self.0 >> 1) & ALL_SLOTS_SPREAD)
+    }
+
+    /// Slots a search matches keys in: `Valid` and `Inserting` (exactly one of the two state
+    /// bits set), in spread form.
+    #[inline(always)]
+    pub(crate) fn searchable(self) -> SlotMask {
+        SlotMask((self.0 ^ (self.0 >> 1)) & ALL_SLOTS_SPREAD)
+    }
+
     /// Slots whose state is `Invalid` (free), in spread form.
     #[inline(always)]
     pub(crate) fn invalid(self) -> SlotMask {
@@ -151,7 +169,7 @@ impl core::fmt::Debug for Header {
         let states: String = (0..SLOTS_PER_BIN)
             .map(|s| match self.slot(s) {
                 SlotState::Invalid => '.',
-                SlotState::TryInsert => 't',
+                SlotState::Inserting => 'i',
                 SlotState::Valid => 'V',
                 SlotState::Shadow => 's',
             })
@@ -178,6 +196,13 @@ impl SlotMask {
     #[inline(always)]
     pub(crate) fn is_empty(self) -> bool {
         self.0 == 0
+    }
+
+    /// The set holding only `slot`.
+    #[inline(always)]
+    pub(crate) fn single(slot: usize) -> SlotMask {
+        debug_assert!(slot < SLOTS_PER_BIN);
+        SlotMask(1 << (2 * slot))
     }
 
     /// The lowest slot in the set.
@@ -306,9 +331,9 @@ mod tests {
     #[test]
     fn transitions_bump_version_and_touch_one_slot() {
         let h = Header(0);
-        let h1 = h.with_slot(4, SlotState::TryInsert);
+        let h1 = h.with_slot(4, SlotState::Inserting);
         assert_eq!(h1.version(), 1);
-        assert_eq!(h1.slot(4), SlotState::TryInsert);
+        assert_eq!(h1.slot(4), SlotState::Inserting);
         for s in (0..SLOTS_PER_BIN).filter(|&s| s != 4) {
             assert_eq!(h1.slot(s), SlotState::Invalid);
         }
@@ -338,10 +363,10 @@ mod tests {
     #[test]
     fn masks_partition_the_slots() {
         // Every combination of states on a few slots: each slot is in exactly one of
-        // valid / invalid / neither (TryInsert, Shadow).
+        // valid / invalid / inserting / shadow.
         let states = [
             SlotState::Invalid,
-            SlotState::TryInsert,
+            SlotState::Inserting,
             SlotState::Valid,
             SlotState::Shadow,
         ];
@@ -353,8 +378,12 @@ mod tests {
             for s in 0..SLOTS_PER_BIN {
                 let valid = h.valid().iter().any(|x| x == s);
                 let invalid = h.invalid().iter().any(|x| x == s);
+                let inserting = h.inserting().iter().any(|x| x == s);
+                let searchable = h.searchable().iter().any(|x| x == s);
                 assert_eq!(valid, h.slot(s) == SlotState::Valid);
                 assert_eq!(invalid, h.slot(s) == SlotState::Invalid);
+                assert_eq!(inserting, h.slot(s) == SlotState::Inserting);
+                assert_eq!(searchable, valid || inserting);
             }
         }
     }

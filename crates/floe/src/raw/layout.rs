@@ -27,9 +27,19 @@ impl Slot {
         unpack(self.0.load(Ordering::Relaxed))
     }
 
-    /// Overwrite the slot. Only the inserter owning the slot (state `TryInsert`) calls this;
-    /// Relaxed because publication is the header CAS to `Valid` (Release) that follows, and
-    /// the inserter's `fence(Release)` before it orders it after the reservation.
+    /// `(key, value)` read as two lanes, as a SIMD line read may (loom models only: the
+    /// scalar probe reads lines with this under loom, see `sync.rs`).
+    #[cfg(loom)]
+    #[inline(always)]
+    pub(crate) fn load_lanes(&self) -> (u64, u64) {
+        unpack(self.0.load_halves(Ordering::Relaxed))
+    }
+
+    /// Overwrite the slot. Only the inserter that committed the slot (state `Inserting`), and
+    /// code writing slots nobody else can reach yet (a new table, a bucket not yet chained),
+    /// call this. Relaxed: the inserter's `fence(Release)` before it orders it after the
+    /// commit (for the readers' version check), and the header CAS to `Valid` (Release) after
+    /// it publishes it.
     #[inline(always)]
     pub(crate) fn store(&self, key: u64, value: u64) {
         self.0.store(pack(key, value), Ordering::Relaxed);

@@ -53,14 +53,18 @@
 //! `shrink_to_fit` migrates to a table with `g` times fewer bins (`g` a power of two up to 32,
 //! dividing the bin count). Then new bin `j` takes old bins `g*j .. g*j + g` (fastrange again),
 //! a *group*: whoever claims a group's first bin claims the others and moves all `g`, so each
-//! new bin still has one writer. A group may hold more keys than a bin takes, so before the
-//! shrink starts every bin is *frozen* (`Frozen`): searches, puts and deletes go on, an insert
-//! waits (and an insert that had reserved a slot abandons it at publication), so a frozen
-//! bin's key count can only fall. The shrinker then counts each group's keys; only if every
-//! group fits one bin (15 keys, with its link buckets taken from the new table's reserve) does
-//! it install the new table and move the groups, claiming them from `Frozen` like any bin.
-//! Otherwise it tries a smaller `g`, and if none fits it thaws the bins and gives up, having
-//! changed nothing. It holds the table's migration right throughout (`ALLOCATING`), so a
+//! new bin still has one writer. The group's bins are published (`DoneTransfer`) only after
+//! all of them have been placed: an operation that sees one of them done goes to the new bin,
+//! and must find it complete and no longer written with plain stores.
+//!
+//! A group may hold more keys than a bin takes, so before the shrink starts every bin is
+//! *frozen* (`Frozen`): searches, puts and deletes go on, an insert waits (an insert that had
+//! not committed when the bin froze fails its commit and waits; one that had committed
+//! completes and is counted), so a frozen bin's key count can only fall. The shrinker then
+//! counts each group's keys; only if every group fits one bin (15 keys, with its link buckets
+//! taken from the new table's reserve) does it install the new table and move the groups,
+//! claiming them from `Frozen` like any bin. Otherwise it tries a smaller `g`, and if none
+//! fits it thaws the bins and gives up, having changed nothing. It holds the table's migration right throughout (`ALLOCATING`), so a
 //! growth cannot start meanwhile: an insert that needs one waits for the shrink and joins it.
 //!
 //! # Link buckets
@@ -69,7 +73,15 @@
 //! old bin need 3 + 1 lines where the old bin had 3); over any split of at most 15 keys the
 //! new demand is at most 4/3 of the old bin's chained lines. The new table's pool therefore
 //! ends with a *transfer reserve* of `4/3` of the old pool, taken from its own cursor; regular
-//! inserts take from the part before it. Transfers can never run out.
+//! inserts take from the part before it. Transfers can never run out (a shrink sizes the
+//! reserve from the frozen groups' exact demand); should the argument fail, a transfer takes
+//! from the regular pool before it gives up.
+//!
+//! # Panics during a move
+//!
+//! A move calls the map's hasher (the key's bin in the new table). If that panics, the bin
+//! would stay `InTransfer` and every thread that needs it would wait forever; the mover
+//! therefore aborts the process instead, with a message (`AbortOnUnwind`).
 
 use crossbeam_utils::CachePadded;
 
@@ -261,9 +273,17 @@ impl RawTable {
             for new in new_bins {
                 next.bins[new].header.store(0, Ordering::Relaxed);
             }
+            let abort = AbortOnUnwind;
+            // Every bin of the group is placed before any is published (module docs).
+            let moved: isize = (first..first + group)
+                .map(|member| self.drain_bin(member, next, new_bin))
+                .sum();
             for member in first..first + group {
-                self.move_bin(member, next, new_bin);
+                self.publish_done(member);
             }
+            core::mem::forget(abort);
+            next.len.add(moved);
+            self.len.add(-moved);
         }
         self.wait_transferred(&self.bins[index]);
     }
@@ -293,13 +313,17 @@ impl RawTable {
         }
     }
 
-    /// Move the keys of bin `index` (claimed by the caller) into `next`, then publish
-    /// `DoneTransfer`.
-    fn move_bin(&self, index: usize, next: &RawTable, new_bin: &impl Fn(u64) -> usize) {
+    /// Move the keys of bin `index` (claimed by the caller) into `next`; the number moved.
+    fn drain_bin(&self, index: usize, next: &RawTable, new_bin: &impl Fn(u64) -> usize) -> isize {
         let bin = &self.bins[index];
-        // Acquire: the slots published before our claim (its CAS read them too). The set
-        // of Valid slots can only shrink from here.
-        let claimed = Header(bin.header.load(Ordering::Acquire));
+        // Acquire: the slots published before our claim (its CAS read them too). The set of
+        // searchable slots can only shrink from here; inserts committed before the claim
+        // complete, so wait for them.
+        let mut claimed = Header(bin.header.load(Ordering::Acquire));
+        while !claimed.inserting().is_empty() {
+            spin();
+            claimed = Header(bin.header.load(Ordering::Acquire));
+        }
         let dead = self.dead.of(index);
         let mut moved = 0isize;
         for slot in claimed.valid().iter() {
@@ -318,23 +342,27 @@ impl RawTable {
                 }
             }
         }
+        moved
+    }
+
+    /// Mark bin `index` (claimed and drained by the caller) `DoneTransfer`.
+    fn publish_done(&self, index: usize) {
+        let bin = &self.bins[index];
         let mut header = Header(bin.header.load(Ordering::Relaxed));
         loop {
-            // Release: the placements above happen-before any operation that sees
-            // DoneTransfer (Acquire) and goes to `next`.
+            // Release: the placements happen-before any operation that sees DoneTransfer
+            // (Acquire) and goes to `next`.
             match bin.header.compare_exchange(
                 header.0,
                 header.with_bin_state(BinState::DoneTransfer).0,
                 Ordering::Release,
                 Ordering::Relaxed,
             ) {
-                Ok(_) => break,
+                Ok(_) => return,
                 // A delete freed one of its retired slots meanwhile.
                 Err(now) => header = Header(now),
             }
         }
-        next.len.add(moved);
-        self.len.add(-moved);
     }
 
     /// Wait until another thread has moved `bin`.
@@ -392,12 +420,13 @@ impl RawTable {
     pub(crate) fn group_demand(&self, group: usize) -> Option<usize> {
         let mut links = 0;
         for members in self.bins.chunks(group) {
-            // Valid slots, retired ones included: an upper bound (frozen counts only fall).
+            // Searchable slots, retired ones and committed inserts included: an upper bound
+            // (frozen counts only fall).
             let keys: usize = members
                 .iter()
                 .map(|bin| {
                     Header(bin.header.load(Ordering::Acquire))
-                        .valid()
+                        .searchable()
                         .iter()
                         .count()
                 })
@@ -422,19 +451,17 @@ impl RawTable {
         let slot = header
             .invalid()
             .first()
-            .expect("a new bin receives the keys of one old bin: at most 15");
+            .expect("a new bin receives the keys of one old bin or group: at most 15");
         if let (Some(bucket), _) = crate::control::header::slot_place(slot) {
             let link = Link(bin.link.load(Ordering::Relaxed));
             if link.bucket(bucket).is_none() {
                 let width = Link::field_width(bucket);
-                let taken = self.transfer_next.fetch_add(width, Ordering::Relaxed);
-                let index = self.transfer_base + taken;
-                assert!(
-                    index + width <= self.links.len(),
-                    "the transfer reserve covers 4/3 of the old pool (module docs)"
-                );
+                let taken = self.take_for_transfer(width);
+                for line in &self.links[taken..taken + width] {
+                    self.fill_dead(&line.slots, self.dead_key(index));
+                }
                 bin.link
-                    .store(link.with_bucket(bucket, index as u32).0, Ordering::Relaxed);
+                    .store(link.with_bucket(bucket, taken as u32).0, Ordering::Relaxed);
             }
         }
         self.slot(bin, slot).store(key, value);
@@ -442,5 +469,35 @@ impl RawTable {
             header.with_slot(slot, SlotState::Valid).0,
             Ordering::Relaxed,
         );
+    }
+
+    /// `width` consecutive link buckets for a transfer: from the transfer reserve, or, should
+    /// the reserve's argument fail (module docs), from the regular pool.
+    fn take_for_transfer(&self, width: usize) -> usize {
+        let taken = self.transfer_next.fetch_add(width, Ordering::Relaxed);
+        let index = self.transfer_base + taken;
+        if index + width <= self.links.len() {
+            return index;
+        }
+        let regular = self.next_link.fetch_add(width, Ordering::Relaxed);
+        assert!(
+            regular + width <= self.transfer_base,
+            "a transfer found no link bucket left (the reserve covers the old pool's demand)"
+        );
+        regular
+    }
+}
+
+/// Aborts the process if dropped during a panic (see "Panics during a move"); forgotten on
+/// success.
+struct AbortOnUnwind;
+
+impl Drop for AbortOnUnwind {
+    fn drop(&mut self) {
+        eprintln!(
+            "floe: a panic while moving a bin to a new table (in the map's hasher?) would leave \
+             the bin locked and every thread that needs it waiting forever; aborting"
+        );
+        std::process::abort();
     }
 }

@@ -4,11 +4,15 @@
 //!
 //! This is the layout and the protocols of DLHT (Katsarakis et al., "Dandelion Hashtable",
 //! §3.1–§3.2.5), with two changes argued below: deletes retire a slot's key before freeing the
-//! slot (so a racing put can never land on a deleted key), and a put waits out a re-insert of
-//! its slot instead of reporting a write nobody can see. Growing (moving the bins to a larger
-//! table while operations go on) is in `migrate.rs`; here it shows only as the bin state every
-//! search checks first: a bin being moved is waited for, a moved bin answers `Moved` and the
-//! caller retries in the next table.
+//! slot (so a racing put can never land on a deleted key), and an insert *commits* its slot
+//! before it writes the key (so no slot ever holds a real key in a state it can be abandoned
+//! from: that is what gives a slot its generation without a generation counter). Growing
+//! (moving the bins to a larger table while operations go on) is in `migrate.rs`; here it
+//! shows only as the bin state every search checks first: a bin being moved is waited for, a
+//! moved bin answers `Moved` and the caller retries in the next table.
+//!
+//! Reading order: this essay, `control::header` (the words), `layout.rs` (the lines), the
+//! code below in the order of the essay, then `migrate.rs`.
 //!
 //! ## Terminology
 //!
@@ -23,7 +27,11 @@
 //! - **Header**: 32-bit version, 2-bit bin state (resize), 2-bit state per slot. See
 //!   `control::header`.
 //! - **Dead key** of bin `b`: a key that does not hash to `b`. No operation on bin `b` ever
-//!   searches for it, so a slot holding it matches nothing.
+//!   searches for it, so a slot holding it matches nothing. The dead key is 0 for every bin but
+//!   the one key 0 hashes to, so fresh (zeroed) memory already holds the dead key everywhere
+//!   else; that one bin's slots, and link buckets chained to it, are filled with its own dead
+//!   key before anyone can reach them.
+//! - **Real key**: any other key.
 //!
 //! ```text
 //!  primary bucket (bin b), one cache line                 link pool (nbins / 8 lines)
@@ -40,55 +48,68 @@
 //! 1. Every change to a header is a CAS that bumps its version. Two equal header words read
 //!    at two times mean no slot of the bin changed state in between (the version is 32 bits;
 //!    a reader would have to sleep through exactly 2^32 header CASes on one bin to be fooled).
-//! 2. Only the inserter that moved slot `s` from `Invalid` to `TryInsert` writes `(key, value)`
-//!    into it with a plain store, and only while it is `TryInsert`.
-//! 3. While a slot is `Valid`, its key word changes only to the bin's dead key (a delete or
-//!    `clear` retiring it) and its value only by a 16-byte CAS that keeps the key (a put).
-//! 4. A slot leaves `Valid` only after its key word was replaced by the dead key; an abandoned
-//!    reservation is also reset to the dead key before it is released. So a slot that is not
-//!    `Valid` holds a real key of its bin only between an inserter's store and its publication.
+//! 2. A slot that is `Invalid` holds the dead key. Only the insert that moved it `Invalid ->
+//!    Inserting` writes it with a plain store, once, from the dead key to `(key, value)`.
+//! 3. A slot holds a real key only while it is `Inserting` (after that store) or `Valid`. While
+//!    it does, its key word changes only to the dead key (a delete, `clear` or a transfer
+//!    retiring it) and its value only by a 16-byte CAS that keeps the key (a put).
+//! 4. A slot leaves `Inserting` only to `Valid` (its inserter), and leaves `Valid` only to
+//!    `Invalid`, by the one thread that retired its key. So between two frees of a slot there
+//!    is exactly one real key in it, written once: the *incarnation*.
 //! 5. Link fields go from zero to a pool index once and never change back while the table
-//!    lives; a slot in link bucket `c` is never `TryInsert` or `Valid` unless `c` is chained.
+//!    lives; a slot in link bucket `c` is never `Inserting` or `Valid` unless `c` is chained,
+//!    and a bucket's slots hold the bin's dead key before the link field names it.
+//! 6. A key is in at most one searchable (`Inserting` or `Valid`) slot of its bin.
 //!
 //! ## Get (DLHT §3.2.1): a seqlock read
 //!
-//! Load the header (`Acquire`), match the key against the `Valid` slots of the primary line
-//! (and of the chained link lines if some of their slots are `Valid`), `fence(Acquire)`, load
+//! Load the header (`Acquire`), match the key against the searchable slots of the primary line
+//! (and of the chained link lines if some of their slots are searchable), `fence(Acquire)`, load
 //! the header again (`Relaxed`). Equal words: the result is consistent and is returned;
-//! otherwise retry. Linearization point: the load of the slot that matched (its value is the
-//! key's value at that instant, invariant 3), or the first header load for a miss. A miss is
-//! right because every slot that was `Valid` at the first load kept its key or turned dead
-//! (invariants 1, 3), and no slot could become `Valid` without changing the header.
+//! otherwise retry. A hit in an `Inserting` slot is re-read as one 16-byte atomic (its key may
+//! have been written during the line read, with no header change to show it).
 //!
-//! The `Acquire` header load pairs with the `Release` CAS that published a slot (`TryInsert ->
-//! Valid`), so the slot's contents and the link word chaining its bucket are visible. The
-//! acquire fence pairs with the `fence(Release)` an inserter issues between reserving a slot
-//! and writing it: if a reader's slot load sees such a write, its second header load sees the
-//! reservation, so it retries instead of trusting a slot that was recycled under it.
+//! Linearization point: for a hit, the load of the slot that matched (its value is the key's
+//! value at that instant, invariant 3). For a miss, the load of the slot that could have held
+//! the key: between the two header loads no slot changed state, real keys only turned dead,
+//! and the one slot that may gain the key without a header change is an `Inserting` slot whose
+//! store had not happened when we read it (invariant 6 rules out a second one).
 //!
-//! ## Insert (DLHT §3.2.2, after CLHT)
+//! The `Acquire` header load pairs with the `Release` CASes that commit and publish slots, so a
+//! slot's content and the link word chaining its bucket are visible. The acquire fence pairs
+//! with the `fence(Release)` an inserter issues between committing a slot and writing it: if a
+//! reader's slot load sees such a write, its second header load sees the commit, so it retries
+//! instead of trusting a slot that was freed and taken again under it.
+//!
+//! ## Insert (DLHT §3.2.2, after CLHT, reordered)
 //!
 //! 1. Search the bin (validated, as a get). Found: return the present value.
-//! 2. Take the first `Invalid` slot `s`; none left: the bin is full, return `Err(Full)`.
-//! 3. CAS the header `Invalid -> TryInsert` for `s` (expected: the header the search was
-//!    validated against). Failure: back to 1.
-//! 4. `fence(Release)`. If `s` is in a link bucket that is not chained, take one (or two
-//!    consecutive) buckets from the pool with a `fetch_add` and CAS the link field; if the
-//!    pool is exhausted, release `s` and return `Err(Full)`.
-//! 5. Store `(key, value)` into `s`.
-//! 6. CAS the header `TryInsert -> Valid` for `s` (`Release`), expecting the header we last
-//!    validated a search against. Failure: search again under the new header; if the key is
-//!    now `Valid` elsewhere (another insert of it published first), reset `s` to the dead key,
-//!    release it and return the present value; otherwise retry 6 with the new header.
+//! 2. For every `Inserting` slot of that header, load it: the dead key means an insert has
+//!    committed but not written its key yet (it may be ours): wait and start over; our key
+//!    means it has been written: return it as present. Any other key cannot turn into ours
+//!    without a header change (invariant 4).
+//! 3. Take the first `Invalid` slot `s`; none left: the bin is full, return `Err(Full)`.
+//! 4. If `s` is in a link bucket that is not chained, take one (or two consecutive) buckets
+//!    from the pool with a `fetch_add`, fill their slots with the dead key, and CAS the link
+//!    field; if the pool is exhausted, return `Err(Full)`. Nothing was reserved, so nothing
+//!    is undone; a bucket chained by an insert that then loses its CAS stays chained, for the
+//!    next insert of the bin.
+//! 5. **Commit**: CAS the header `Invalid -> Inserting` for `s`, expecting the header of 1.
+//!    Failure: back to 1.
+//! 6. `fence(Release)`, then store `(key, value)` into `s`: the linearization point.
+//! 7. CAS the header `Inserting -> Valid` for `s`, retrying on unrelated header changes (any
+//!    bin state: a committed insert always completes).
 //!
-//! The CAS in 6 is the linearization point. At most one insert of a key can succeed: a
-//! successful step 6 requires the header to be unchanged since a search that did not find the
-//! key, and publishing the key changes the header.
+//! At most one copy of a key: a commit needs the header unchanged since 1-2 found no copy in
+//! a `Valid` slot (validated) nor in an `Inserting` one (each held the dead key, or another
+//! key for good); keys do not appear in a slot without a header change except by step 6 of a
+//! committed insert, which 2 waits for. Every later insert of the key sees the committed slot
+//! in its header and waits for it or finds the key. The insert is linearized at its store: a
+//! miss before it is right (previous paragraph of Get), a hit after it finds the key.
 //!
-//! Chaining: several inserters may hold reservations in one unchained link bucket; each takes
-//! a bucket from the pool and CASes the link field; the losers' buckets are wasted (counted in
-//! `links_lost`). DLHT accepts the same; it takes two threads reserving in the same bucket of
-//! the same bin at the same instant.
+//! Chaining: several inserters may race to chain one bucket; each takes a bucket from the pool
+//! and CASes the link field; the losers' buckets are wasted (counted in `links_lost`). DLHT
+//! accepts the same.
 //!
 //! ## Delete (DLHT §3.2.3, with retired keys)
 //!
@@ -98,51 +119,48 @@
 //!
 //! 1. Search (validated). Not found: return `None`.
 //! 2. CAS the slot `(key, value) -> (dead key, value)`. Failure (a put changed the value, or
-//!    the slot was recycled): back to 1. Success is the linearization point: from here every
-//!    search misses the key, and any put that read `(key, value)` fails its CAS.
-//! 3. Free the slot: CAS the header `Valid -> Invalid` for `s`, retrying on unrelated header
-//!    changes. The slot is reusable at once, with no tombstone.
+//!    the key was retired by someone else): back to 1. Success is the linearization point:
+//!    the slot held the key at that instant (invariant 3), from then on every search misses
+//!    it, and any put that read `(key, value)` fails its CAS.
+//! 3. Free the slot: wait while it is `Inserting` (its inserter is between steps 6 and 7),
+//!    then CAS the header `Valid -> Invalid` for `s`, retrying on unrelated header changes.
+//!    The slot is reusable at once, with no tombstone.
 //!
-//! Step 2 can hit a slot that was deleted and re-inserted with the *same* key and value by
-//! others after step 1 (ABA); the slot is then `TryInsert`. Step 3 waits for that inserter: if
-//! it publishes, the delete takes effect right after that insert; if it abandons, the delete
-//! starts over. Before freeing, step 3 re-reads the slot (validated against the header) and
-//! frees it only if it still holds the retired pair: after an abandonment the slot may already
-//! belong to another inserter, whose key must not be freed. Outside that triple race a retired
-//! slot stays `Valid` with our pair until we free it (nobody else moves a slot holding a dead
-//! key), so the wait and the check cost one L1 read.
+//! Nobody else moves a slot whose key we retired (invariant 4), so step 3 needs no check of
+//! the slot's content. Step 2 may hit a later incarnation of the slot than the one step 1 read
+//! (freed and re-inserted with the same key and value meanwhile); that incarnation held the
+//! key at the CAS, so removing it is what a delete at that instant does.
 //!
 //! ## Put and friends (DLHT §3.2.4)
 //!
 //! A put (`put`, `update`, `compare_exchange`, the update half of `upsert` and `fetch_add`)
 //! searches, then CASes the whole 16-byte slot from the `(key, old)` it read to `(key, new)`.
-//! The key in the expected value makes a put on a slot that was recycled for another key fail
-//! (the classic ABA); invariant 4 makes a put on a deleted key fail. Linearization point: the
-//! successful CAS. The CAS can also hit a slot re-inserted with the same key and value while it
-//! is still `TryInsert`; so after its CAS a put that finds its slot `TryInsert` waits until the
-//! slot is published or abandoned, and never returns before its write can be seen (the put
-//! then takes effect right after that insert).
+//! Linearization point: the successful CAS. The CAS succeeds only on a slot that holds the
+//! key at that instant (invariant 3): in the incarnation the search read, or in a later one
+//! that re-inserted the key with the same value. A committed insert is never abandoned, so a
+//! write to any incarnation is never discarded, and the put needs no wait after its CAS.
 //!
-//! FIXME: one race is left open. If that same-key re-insert is *abandoned* (a third thread
-//! inserted the key into another slot first), the put's write is discarded with the slot but
-//! the put still reports success. It takes a put stalled between its search and its CAS while
-//! three other operations on the same key and slot complete, with equal values. Closing it
-//! needs a per-slot generation that the 16-byte slot has no room for. (The resize protocol did
-//! not need one: its transfer key is the bin's dead key, so the slot format is unchanged and
-//! this race is still open.)
+//! Why this closes the two ABAs of the earlier protocol (reserve, write, then publish or
+//! abandon): there, an insert wrote its key into a reserved slot *before* deciding whether to
+//! publish it, so a stalled put or delete whose expected pair equalled the new write could
+//! succeed on a slot that was then abandoned (the put's write discarded; the delete freeing a
+//! slot another delete had retired). Here a slot holds a real key only after the point of no
+//! return, so a CAS that matches a real key always matches a live one.
 //!
 //! ## Memory orderings
 //!
-//! - Header loads that start an operation: `Acquire` (pair with the `Release` publication
-//!   CAS, see Get). Re-check loads: `Relaxed` after a `fence(Acquire)`.
-//! - Reservation CAS: `Acquire` on success (orders our later reads of the link word after it),
-//!   followed by `fence(Release)` before the slot store (pairs with the readers' acquire fence).
-//! - Publication CAS (`TryInsert -> Valid`): `Release`.
-//! - Freeing CAS (`-> Invalid`): `Relaxed` suffices for the slot (nobody reads an `Invalid`
-//!   slot) but it is `Release` so that the dead key written before is ordered before the slot
-//!   can be reserved again.
+//! - Header loads that start an operation: `Acquire` (pair with the `Release` commit and
+//!   publication CASes, see Get). Re-check loads: `Relaxed` after a `fence(Acquire)`.
+//! - Commit CAS (`Invalid -> Inserting`): `AcqRel`. Release: the chaining of the slot's bucket
+//!   (and the dead keys written into it) are visible to whoever sees the slot searchable.
+//!   It is followed by `fence(Release)` before the slot store (pairs with the readers'
+//!   acquire fence).
+//! - Publication CAS (`Inserting -> Valid`): `Release` (the slot store before it is visible to
+//!   anyone who sees `Valid`).
+//! - Freeing CAS (`-> Invalid`): `Release`, so that the dead key written before (the retire)
+//!   is ordered before the slot can be committed again.
 //! - Link field CAS: `AcqRel`; the link word is read `Acquire` by inserters and `Relaxed` by
-//!   searches, which are ordered after it through the publication CAS of the slot they saw.
+//!   searches, which are ordered after it through the commit CAS of the slot they saw.
 //! - Slot CAS: `AcqRel` (see `Slot::compare_exchange`).
 //! - The pool cursor and the `len` shards: `Relaxed` (they order nothing).
 //! - Growth (`migrate.rs`): the claim CAS (`NoTransfer -> InTransfer`) is `AcqRel` (it reads
@@ -224,6 +242,16 @@ pub(crate) enum Mismatch {
     Value(u64),
 }
 
+/// What step 2 of insert found in the bin's `Inserting` slots.
+enum Pending {
+    /// None holds the key or is unwritten.
+    None,
+    /// One holds the key, with this value.
+    Found(u64),
+    /// One has not been written yet: wait.
+    Unwritten,
+}
+
 /// The dead keys of a table: `primary` for every bin except `primary_bin`, `fallback` there.
 /// Invariant: `primary` hashes to `primary_bin` and `fallback` does not.
 #[derive(Clone, Copy, Debug)]
@@ -235,7 +263,7 @@ pub(crate) struct DeadKeys {
 
 impl DeadKeys {
     #[inline(always)]
-    fn of(self, bin: usize) -> u64 {
+    pub(crate) fn of(self, bin: usize) -> u64 {
         if bin == self.primary_bin {
             self.fallback
         } else {
@@ -309,7 +337,7 @@ impl RawTable {
         let bins = TableMemory::zeroed(geometry.bins, geometry.huge_pages)?;
         let links = TableMemory::zeroed(links, geometry.huge_pages)?;
         alive.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        Some(Self {
+        let table = Self {
             bins,
             links,
             next_link: CachePadded::new(AtomicUsize::new(0)),
@@ -320,7 +348,34 @@ impl RawTable {
             links_lost: AtomicUsize::new(0),
             len: ShardedCounter::new(),
             dead,
-        })
+        };
+        // Invariant 2: free slots hold their bin's dead key. Zeroed memory holds 0, the dead
+        // key of every bin but `primary_bin` when `primary` is 0 (as the map chooses it).
+        if dead.primary == 0 {
+            table.fill_dead(&table.bins[dead.primary_bin].slots, dead.fallback);
+        } else {
+            for (index, bin) in table.bins.iter().enumerate() {
+                table.fill_dead(&bin.slots, dead.of(index));
+            }
+        }
+        Some(table)
+    }
+
+    /// Store `dead` into free slots nobody else can reach yet (a new table's bins, link
+    /// buckets not yet chained). Skipped for 0, which zeroed memory already holds (and which
+    /// must not touch the pages of a fresh mapping).
+    fn fill_dead(&self, slots: &[Slot], dead: u64) {
+        if dead != 0 {
+            for slot in slots {
+                slot.store(dead, 0);
+            }
+        }
+    }
+
+    /// The dead key of `bin`.
+    #[inline(always)]
+    pub(crate) fn dead_key(&self, bin: usize) -> u64 {
+        self.dead.of(bin)
     }
 
     pub(crate) fn bins(&self) -> usize {
@@ -396,36 +451,34 @@ impl RawTable {
     // Reading
     // ---------------------------------------------------------------------------------------
 
-    /// Match `key` against the slots `header` says are `Valid`. Not validated: see `find`.
+    /// Match `key` against the slots `header` says are searchable. Not validated: see `find`.
     #[inline(always)]
     fn search<P: Probe>(&self, probe: P, bin: &Bin, header: Header, key: u64) -> Option<Hit> {
-        let valid = header.valid();
-        if valid.is_empty() {
+        let searchable = header.searchable();
+        if searchable.is_empty() {
             return None;
         }
         let line = probe.primary(bin);
-        let hits = SlotMask::from_primary_lanes(line.match_word(key)).and(valid);
+        let hits = SlotMask::from_primary_lanes(line.match_word(key)).and(searchable);
         if let Some(slot) = hits.first() {
-            return Some(Hit {
-                slot,
-                value: line.lane(3 + 2 * slot),
-            });
+            return self.confirm(bin, header, slot, key, line.lane(3 + 2 * slot));
         }
-        if valid.and(SlotMask::LINKED).is_empty() {
+        if searchable.and(SlotMask::LINKED).is_empty() {
             return None;
         }
-        // Relaxed: the link fields we follow were set before the publication of a slot that
-        // `header` (an Acquire load) shows Valid, so they are visible (invariant 5).
+        // Relaxed: the link fields we follow were set before the commit of a slot that
+        // `header` (an Acquire load) shows searchable, so they are visible (invariant 5).
         let link = Link(bin.link.load(Ordering::Relaxed));
         for bucket in 0..3 {
-            let in_bucket = valid.and(SlotMask::link_bucket(bucket));
+            let in_bucket = searchable.and(SlotMask::link_bucket(bucket));
             if in_bucket.is_empty() {
                 continue;
             }
-            // A Valid slot's bucket is chained and the chaining is visible (invariant 5 and the
-            // Acquire above), so this never fails; loom and the stress tests would catch it.
+            // A searchable slot's bucket is chained and the chaining is visible (invariant 5
+            // and the Acquire above), so this never fails; loom and the stress tests would
+            // catch it.
             let Some(index) = link.bucket(bucket) else {
-                debug_assert!(false, "a Valid slot in an unchained link bucket");
+                debug_assert!(false, "a searchable slot in an unchained link bucket");
                 continue;
             };
             let line = probe.link(&self.links[index]);
@@ -433,13 +486,24 @@ impl RawTable {
             let hits = SlotMask::from_link_lanes(line.match_word(key), bucket).and(in_bucket);
             if let Some(slot) = hits.first() {
                 let lane = 2 * ((slot - PRIMARY_SLOTS) % LINK_SLOTS);
-                return Some(Hit {
-                    slot,
-                    value: line.lane(lane + 1),
-                });
+                return self.confirm(bin, header, slot, key, line.lane(lane + 1));
             }
         }
         None
+    }
+
+    /// A key matched `slot` in a line read: a hit with `value`, unless the slot is `Inserting`.
+    /// Then its key may have been stored during the line read with no header change to show
+    /// it, and a line read is not one atomic access per slot; so the slot is read again as
+    /// one 16-byte atomic. (A `Valid` slot's words change only one at a time, invariant 3.)
+    #[inline(always)]
+    fn confirm(&self, bin: &Bin, header: Header, slot: usize, key: u64, value: u64) -> Option<Hit> {
+        if header.inserting().and(SlotMask::single(slot)).is_empty() {
+            return Some(Hit { slot, value });
+        }
+        let (now, value) = self.slot(bin, slot).load();
+        // Only a retire can have changed the key since it matched (invariant 3).
+        (now == key).then_some(Hit { slot, value })
     }
 
     /// A search validated against the bin header (the seqlock read described in the essay).
@@ -463,7 +527,7 @@ impl RawTable {
                 BinState::DoneTransfer => return Err(Moved),
             }
             let hit = self.search(probe, bin, header, key);
-            // Pairs with the inserters' fence(Release) between reservation and slot store.
+            // Pairs with the inserters' fence(Release) between commit and slot store.
             fence(Ordering::Acquire);
             if bin.header.load(Ordering::Relaxed) == header.0 {
                 return Ok(Search { header, hit });
@@ -472,8 +536,9 @@ impl RawTable {
         }
     }
 
-    /// The slot `slot` of `bin`. The slot must be `Valid` or reserved by the caller, so its
-    /// bucket is chained (invariant 5).
+    /// The slot `slot` of `bin`. The slot must be searchable in a header the caller loaded
+    /// (`Acquire`), or about to be committed by the caller after chaining, so its bucket is
+    /// chained (invariant 5).
     #[inline(always)]
     fn slot<'a>(&'a self, bin: &'a Bin, slot: usize) -> &'a Slot {
         match slot_place(slot) {
@@ -483,7 +548,7 @@ impl RawTable {
                 let link = Link(bin.link.load(Ordering::Acquire));
                 let pool_index = link
                     .bucket(bucket)
-                    .expect("a reserved or Valid slot's bucket is chained");
+                    .expect("a searchable slot's bucket is chained");
                 &self.links[pool_index].slots[index]
             }
         }
@@ -527,44 +592,76 @@ impl RawTable {
                 self.wait_unfrozen(bin);
                 continue;
             }
+            match self.committed_inserts(bin_index, bin, header, key) {
+                Pending::None => {}
+                Pending::Found(value) => return Ok(Ok(Inserted::Exists(value))),
+                Pending::Unwritten => {
+                    spin();
+                    continue;
+                }
+            }
             let Some(slot) = header.invalid().first() else {
                 return Ok(Err(Full::Bin));
             };
-            let reserved = header.with_slot(slot, SlotState::TryInsert);
-            // Acquire on success: our reads of the link word below come after the reservation.
+            if let Err(full) = self.chain_for(bin_index, bin, slot) {
+                return Ok(Err(full));
+            }
+            if let (Some(bucket), _) = slot_place(slot) {
+                if header
+                    .searchable()
+                    .and(SlotMask::link_bucket(bucket))
+                    .is_empty()
+                {
+                    // A link line the search did not read.
+                    stats::line_read();
+                }
+            }
+            // The commit (essay, Insert step 5). AcqRel: Release publishes the chaining above
+            // to readers that see the slot searchable.
+            let committed = header.with_slot(slot, SlotState::Inserting);
             if bin
                 .header
-                .compare_exchange(header.0, reserved.0, Ordering::Acquire, Ordering::Relaxed)
+                .compare_exchange(header.0, committed.0, Ordering::AcqRel, Ordering::Relaxed)
                 .is_err()
             {
                 spin();
                 continue;
             }
             // Pairs with the readers' fence(Acquire): a reader that sees the store below also
-            // sees the reservation above, and so fails its version check.
+            // sees the commit above, and so fails its version check if it started before it.
             fence(Ordering::Release);
-            if let Err(full) = self.chain_for(bin, slot) {
-                self.abandon(bin_index, bin, slot);
-                return Ok(Err(full));
-            }
-            if let (Some(bucket), _) = slot_place(slot) {
-                if header.valid().and(SlotMask::link_bucket(bucket)).is_empty() {
-                    // A link line the search did not read.
-                    stats::line_read();
-                }
-            }
+            // The linearization point.
             self.slot(bin, slot).store(key, value);
-            match self.publish(probe, bin_index, bin, slot, reserved, key)? {
-                Some(inserted) => return Ok(Ok(inserted)),
-                // The bin was frozen under us: start over (and wait).
-                None => continue,
+            self.set_state(bin, slot, SlotState::Inserting, SlotState::Valid);
+            self.len.increment();
+            return Ok(Ok(Inserted::New));
+        }
+    }
+
+    /// Step 2 of insert: look into the `Inserting` slots of `header` (see the essay).
+    #[inline(always)]
+    fn committed_inserts(&self, bin_index: usize, bin: &Bin, header: Header, key: u64) -> Pending {
+        let inserting = header.inserting();
+        if inserting.is_empty() {
+            return Pending::None;
+        }
+        let dead = self.dead.of(bin_index);
+        for slot in inserting.iter() {
+            let (now, value) = self.slot(bin, slot).load();
+            if now == dead {
+                // Not written yet (or written and already retired: either way brief).
+                return Pending::Unwritten;
+            }
+            if now == key {
+                return Pending::Found(value);
             }
         }
+        Pending::None
     }
 
     /// Make sure the bucket of `slot` is chained to `bin`, taking buckets from the pool if not.
     #[inline(always)]
-    fn chain_for(&self, bin: &Bin, slot: usize) -> Result<(), Full> {
+    fn chain_for(&self, bin_index: usize, bin: &Bin, slot: usize) -> Result<(), Full> {
         let (Some(bucket), _) = slot_place(slot) else {
             return Ok(());
         };
@@ -573,15 +670,25 @@ impl RawTable {
         if link.bucket(bucket).is_some() {
             return Ok(());
         }
-        self.chain_slow(bin, bucket, &mut link)
+        self.chain_slow(bin_index, bin, bucket, &mut link)
     }
 
     #[cold]
-    fn chain_slow(&self, bin: &Bin, bucket: usize, link: &mut Link) -> Result<(), Full> {
+    fn chain_slow(
+        &self,
+        bin_index: usize,
+        bin: &Bin,
+        bucket: usize,
+        link: &mut Link,
+    ) -> Result<(), Full> {
         let width = Link::field_width(bucket);
         let taken = self.next_link.fetch_add(width, Ordering::Relaxed);
         if taken + width > self.transfer_base {
             return Err(Full::LinkPool);
+        }
+        // The buckets are ours alone until the CAS below names them (invariant 5).
+        for line in &self.links[taken..taken + width] {
+            self.fill_dead(&line.slots, self.dead.of(bin_index));
         }
         loop {
             let chained = link.with_bucket(bucket, taken as u32);
@@ -603,80 +710,14 @@ impl RawTable {
         }
     }
 
-    /// Step 6 of insert: publish the reserved `slot`, or give it up if the key appeared.
-    #[inline(always)]
-    fn publish<P: Probe>(
-        &self,
-        probe: P,
-        bin_index: usize,
-        bin: &Bin,
-        slot: usize,
-        reserved: Header,
-        key: u64,
-    ) -> Result<Option<Inserted>, Moved> {
-        let mut expected = reserved;
-        loop {
-            let published = expected.with_slot(slot, SlotState::Valid);
-            // Release: makes the slot store (and the chaining) visible to every reader that
-            // Acquire-loads a header showing the slot Valid.
-            match bin.header.compare_exchange(
-                expected.0,
-                published.0,
-                Ordering::Release,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => {
-                    self.len.increment();
-                    return Ok(Some(Inserted::New));
-                }
-                Err(_) => {
-                    // A claimed bin never publishes (`migrate`): give the slot up and retry
-                    // the insert in the next table.
-                    let Ok(Search { header, hit }) = self.find(probe, bin, key) else {
-                        self.abandon(bin_index, bin, slot);
-                        return Err(Moved);
-                    };
-                    if let Some(hit) = hit {
-                        self.abandon(bin_index, bin, slot);
-                        return Ok(Some(Inserted::Exists(hit.value)));
-                    }
-                    if header.bin_state() == BinState::Frozen {
-                        // A frozen bin's key count may only fall (`migrate`).
-                        self.abandon(bin_index, bin, slot);
-                        return Ok(None);
-                    }
-                    debug_assert_eq!(header.slot(slot), SlotState::TryInsert, "{header:?}");
-                    expected = header;
-                }
-            }
-        }
-    }
-
-    /// Give up a reservation: reset the slot to the dead key (invariant 4) and free it.
-    #[cold]
-    fn abandon(&self, bin_index: usize, bin: &Bin, slot: usize) {
-        // If chaining failed the bucket is not chained and nobody can read the slot: nothing to
-        // reset.
-        let slot_ref = match slot_place(slot) {
-            (None, index) => Some(&bin.slots[index]),
-            (Some(bucket), index) => Link(bin.link.load(Ordering::Acquire))
-                .bucket(bucket)
-                .map(|pool_index| &self.links[pool_index].slots[index]),
-        };
-        if let Some(slot_ref) = slot_ref {
-            slot_ref.store(self.dead.of(bin_index), 0);
-        }
-        self.set_state(bin, slot, SlotState::TryInsert, SlotState::Invalid);
-    }
-
     /// CAS slot `slot` of `bin` from `from` to `to`, retrying on unrelated header changes.
     /// The caller owns the transition (nobody else moves this slot out of `from`).
     fn set_state(&self, bin: &Bin, slot: usize, from: SlotState, to: SlotState) {
         let mut header = Header(bin.header.load(Ordering::Relaxed));
         loop {
             debug_assert_eq!(header.slot(slot), from, "{header:?}");
-            // Release: orders our earlier slot writes (the dead key) before the slot can be
-            // reserved again.
+            // Release: orders our earlier slot writes (the key of an insert, the dead key of a
+            // retire) before the new state.
             match bin.header.compare_exchange(
                 header.0,
                 header.with_slot(slot, to).0,
@@ -716,63 +757,23 @@ impl RawTable {
                 spin();
                 continue;
             }
-            if self.free_retired(bin, hit.slot, (dead, hit.value)) {
-                self.len.decrement();
-                return Ok(Some(hit.value));
-            }
+            self.free_retired(bin, hit.slot);
+            self.len.decrement();
+            return Ok(Some(hit.value));
         }
     }
 
-    /// Step 3 of delete: free slot `slot`, whose key we just retired to `(dead, value)`.
-    /// Returns `false` if our retirement hit a reservation that was then abandoned (the delete
-    /// must start over).
-    fn free_retired(&self, bin: &Bin, slot: usize, retired: (u64, u64)) -> bool {
+    /// Step 3 of delete: free slot `slot`, whose key we retired. Nobody else moves it out of
+    /// `Valid` (invariant 4); if it is still `Inserting`, its inserter is about to publish it.
+    fn free_retired(&self, bin: &Bin, slot: usize) {
         loop {
-            let header = Header(bin.header.load(Ordering::Acquire));
-            match header.slot(slot) {
+            match Header(bin.header.load(Ordering::Acquire)).slot(slot) {
                 SlotState::Valid => {
-                    // Still our retired content in the same life of the slot? In the normal
-                    // case nobody else can move a retired slot, so this holds; after the ABA
-                    // race the slot may have been abandoned and reserved by another inserter,
-                    // whose key we must not free.
-                    let content = self.slot(bin, slot).load();
-                    fence(Ordering::Acquire);
-                    if bin.header.load(Ordering::Relaxed) != header.0 {
-                        continue;
-                    }
-                    if content != retired {
-                        return false;
-                    }
-                    if bin
-                        .header
-                        .compare_exchange(
-                            header.0,
-                            header.with_slot(slot, SlotState::Invalid).0,
-                            Ordering::Release,
-                            Ordering::Relaxed,
-                        )
-                        .is_ok()
-                    {
-                        return true;
-                    }
+                    return self.set_state(bin, slot, SlotState::Valid, SlotState::Invalid);
                 }
-                // We retired a re-inserted copy that is not published yet (the ABA race in the
-                // essay), or the slot was abandoned and reserved again: wait for its inserter.
-                SlotState::TryInsert => spin(),
-                SlotState::Invalid => return false,
-                SlotState::Shadow => unreachable!("shadow inserts are not produced"),
+                SlotState::Inserting => spin(),
+                state => unreachable!("a retired slot is {state:?}"),
             }
-        }
-    }
-
-    /// After a put's successful slot CAS: if the slot is a reservation, the put may have hit a
-    /// same-key re-insert (see the essay); wait until it is published or abandoned so the put
-    /// never returns before its write can be seen. (If the reservation is a later, unrelated
-    /// one, the wait is merely unnecessary.)
-    #[inline(always)]
-    fn settle_put(&self, bin: &Bin, slot: usize) {
-        while Header(bin.header.load(Ordering::Acquire)).slot(slot) == SlotState::TryInsert {
-            spin();
         }
     }
 
@@ -815,7 +816,6 @@ impl RawTable {
         self.slot(bin, hit.slot)
             .compare_exchange((key, hit.value), (key, new))
             .ok()?;
-        self.settle_put(bin, hit.slot);
         Some((hit.value, new))
     }
 
@@ -895,6 +895,8 @@ impl RawTable {
                     self.wait_transferred(bin);
                     break;
                 }
+                // `Inserting` slots belong to inserts that finish during the clear (it is not
+                // one atomic step).
                 for slot in header.valid().iter() {
                     let slot_ref = self.slot(bin, slot);
                     let (key, value) = slot_ref.load();
@@ -912,9 +914,8 @@ impl RawTable {
                     {
                         continue 'bin;
                     }
-                    if self.free_retired(bin, slot, (dead, value)) {
-                        removed += 1;
-                    }
+                    self.free_retired(bin, slot);
+                    removed += 1;
                     continue 'bin;
                 }
                 break;
@@ -938,8 +939,8 @@ impl RawTable {
                 let state = header.slot(slot);
                 assert_ne!(
                     state,
-                    SlotState::TryInsert,
-                    "quiescent table with a reservation: {header:?}"
+                    SlotState::Inserting,
+                    "quiescent table with an unfinished insert: {header:?}"
                 );
                 assert_ne!(state, SlotState::Shadow);
                 if state == SlotState::Valid {
@@ -969,35 +970,52 @@ impl RawTable {
 }
 
 impl RawTable {
+    /// Call `visit` with every key present in bin `bin` (a validated snapshot of the bin; none
+    /// if it has been moved to a next table).
+    pub(crate) fn keys_of_bin(&self, bin: usize, mut visit: impl FnMut(u64)) {
+        let mut pairs = Vec::with_capacity(crate::control::header::SLOTS_PER_BIN);
+        if self.snapshot_bin(bin, &mut pairs) {
+            pairs.iter().for_each(|&(key, _)| visit(key));
+        }
+    }
+
+    /// The present pairs of bin `bin`, read as one validated snapshot, into `pairs`; `false`
+    /// (and nothing) if the bin has been moved to a next table (waiting out a move).
+    fn snapshot_bin(&self, bin_index: usize, pairs: &mut Vec<(u64, u64)>) -> bool {
+        let bin = &self.bins[bin_index];
+        let dead = self.dead.of(bin_index);
+        loop {
+            pairs.clear();
+            let header = Header(bin.header.load(Ordering::Acquire));
+            if matches!(
+                header.bin_state(),
+                BinState::InTransfer | BinState::DoneTransfer
+            ) {
+                self.wait_transferred(bin);
+                return false;
+            }
+            for slot in header.searchable().iter() {
+                pairs.push(self.slot(bin, slot).load());
+            }
+            fence(Ordering::Acquire);
+            if bin.header.load(Ordering::Relaxed) == header.0 {
+                // A searchable slot holding the dead key is mid-delete (already gone) or an
+                // insert not yet written (not yet there).
+                pairs.retain(|&(key, _)| key != dead);
+                return true;
+            }
+            spin();
+        }
+    }
+
     /// Visit every present `(key, value)`, bin by bin. Each bin is read as one validated
     /// snapshot; the table as a whole is not (a pair inserted or removed while the walk runs
     /// may or may not be seen). Bins moved to a next table are skipped.
     pub(crate) fn for_each(&self, mut visit: impl FnMut(u64, u64)) {
         let mut pairs = Vec::with_capacity(crate::control::header::SLOTS_PER_BIN);
-        for (bin_index, bin) in self.bins.iter().enumerate() {
-            let dead = self.dead.of(bin_index);
-            loop {
-                pairs.clear();
-                let header = Header(bin.header.load(Ordering::Acquire));
-                if matches!(
-                    header.bin_state(),
-                    BinState::InTransfer | BinState::DoneTransfer
-                ) {
-                    self.wait_transferred(bin);
-                    break;
-                }
-                for slot in header.valid().iter() {
-                    pairs.push(self.slot(bin, slot).load());
-                }
-                fence(Ordering::Acquire);
-                if bin.header.load(Ordering::Relaxed) == header.0 {
-                    break;
-                }
-                spin();
-            }
-            // A Valid slot holding the dead key is mid-delete: already gone.
-            for &(key, value) in pairs.iter().filter(|(key, _)| *key != dead) {
-                visit(key, value);
+        for bin in 0..self.bins() {
+            if self.snapshot_bin(bin, &mut pairs) {
+                pairs.iter().for_each(|&(key, value)| visit(key, value));
             }
         }
     }
@@ -1073,8 +1091,8 @@ mod tests {
             assert_eq!(t.insert(P, 1, k, k).unwrap(), Ok(Inserted::New));
         }
         assert_eq!(t.insert(P, 1, 3, 3).unwrap(), Err(Full::LinkPool));
-        // The failed reservation was released (the invariant check below would see it);
-        // bin 0 cannot chain its pair either.
+        // Nothing was committed (chaining comes first; the invariant check below would see an
+        // `Inserting` slot); bin 0 cannot chain its pair either.
         assert_eq!(t.insert(P, 0, 7, 7).unwrap(), Err(Full::LinkPool));
         assert_eq!(t.check_invariants(), 10);
     }

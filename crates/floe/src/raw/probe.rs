@@ -28,14 +28,25 @@ pub(crate) trait Probe: Copy {
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct ScalarProbe;
 
+/// How the scalar probe reads one slot of a line: as one 16-byte atomic; under loom as two
+/// lanes that may tear, like a vector load (`sync.rs`), so the models check the protocols
+/// against the weaker reads of the SIMD probes.
+#[inline(always)]
+fn lanes(slot: &super::layout::Slot) -> (u64, u64) {
+    #[cfg(loom)]
+    return slot.load_lanes();
+    #[cfg(not(loom))]
+    slot.load()
+}
+
 impl Probe for ScalarProbe {
     type Line = ScalarLine;
 
     #[inline(always)]
     fn primary(self, bin: &Bin) -> ScalarLine {
-        let (k0, v0) = bin.slots[0].load();
-        let (k1, v1) = bin.slots[1].load();
-        let (k2, v2) = bin.slots[2].load();
+        let (k0, v0) = lanes(&bin.slots[0]);
+        let (k1, v1) = lanes(&bin.slots[1]);
+        let (k2, v2) = lanes(&bin.slots[2]);
         // Lanes 0 and 1 (header and link) are never matched: `SlotMask::from_primary_lanes`
         // drops them, so zero is as good as the real words here.
         ScalarLine([0, 0, k0, v0, k1, v1, k2, v2])
@@ -43,10 +54,10 @@ impl Probe for ScalarProbe {
 
     #[inline(always)]
     fn link(self, bucket: &LinkBucket) -> ScalarLine {
-        let (k0, v0) = bucket.slots[0].load();
-        let (k1, v1) = bucket.slots[1].load();
-        let (k2, v2) = bucket.slots[2].load();
-        let (k3, v3) = bucket.slots[3].load();
+        let (k0, v0) = lanes(&bucket.slots[0]);
+        let (k1, v1) = lanes(&bucket.slots[1]);
+        let (k2, v2) = lanes(&bucket.slots[2]);
+        let (k3, v3) = lanes(&bucket.slots[3]);
         ScalarLine([k0, v0, k1, v1, k2, v2, k3, v3])
     }
 }

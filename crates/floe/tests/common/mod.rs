@@ -76,3 +76,36 @@ impl SplitMix {
         ((u128::from(self.next()) * u128::from(n)) >> 64) as u64
     }
 }
+
+/// A hasher built from a function of the key word, for tests that choose where keys land
+/// (crowded bins, colliding hashes).
+#[derive(Clone, Copy)]
+pub struct WordHash(pub fn(u64) -> u64);
+
+/// The hasher of [`WordHash`].
+pub struct WordHasher {
+    hash: fn(u64) -> u64,
+    value: u64,
+}
+
+impl std::hash::Hasher for WordHasher {
+    fn write_u64(&mut self, word: u64) {
+        self.value = (self.hash)(word);
+    }
+    fn write(&mut self, _: &[u8]) {
+        unreachable!("the map hashes words only")
+    }
+    fn finish(&self) -> u64 {
+        self.value
+    }
+}
+
+impl std::hash::BuildHasher for WordHash {
+    type Hasher = WordHasher;
+    fn build_hasher(&self) -> WordHasher {
+        WordHasher {
+            hash: self.0,
+            value: 0,
+        }
+    }
+}
