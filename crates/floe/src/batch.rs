@@ -16,12 +16,13 @@
 //!   bounded window; each is prefetched on entry, and once the window is full each new
 //!   submission completes the oldest request whose lines should have arrived. A request whose
 //!   bin chains link buckets is sent round once more, after prefetching them, so requests
-//!   complete out of order. Completions carry their tags; [`Pipeline::flush`] completes the
-//!   rest. No allocation after construction.
+//!   complete out of order, except that requests on the same key always complete in the
+//!   order they were submitted. Completions carry their tags; [`Pipeline::flush`] completes
+//!   the rest. No allocation after construction.
 //!
 //! Why both: a batch preserves program order (needed when requests depend on each other, and
 //! what a lock manager wants), the pipeline never waits on a request that needs a second line
-//! (only the order of requests on the same bin is kept, see [`Pipeline`]).
+//! (only the order of requests on the same key is kept, see [`Pipeline`]).
 //!
 //! When the table fits in the cache, prefetching only adds instructions: [`Prefetch::Auto`]
 //! (the default) prefetches only for tables of at least [`PREFETCH_THRESHOLD_BYTES`], a
@@ -232,13 +233,18 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// assert!(done.iter().all(|(_, r)| *r == Response::Upsert(Ok(None))));
     /// # Ok::<(), floe::Error>(())
     /// ```
+    ///
+    /// The window is clamped to `1..=`[`MAX_PIPELINE_WINDOW`]: tens of requests cover the memory
+    /// latency (DRAMHiT uses 16 to 64), and the queue is allocated up front.
     pub fn pipeline<T>(&self, window: usize) -> Pipeline<'_, K, V, S, T> {
-        let window = window.max(1);
+        let window = window.clamp(1, MAX_PIPELINE_WINDOW);
         Pipeline {
             map: self,
             window,
             prefetch: Prefetch::Auto.enabled(self.table_bytes()),
             queue: VecDeque::with_capacity(window),
+            submitted: 0,
+            out_of_order: 0,
         }
     }
 }
@@ -423,14 +429,21 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Lookahead<'m, K, V, S> {
     }
 }
 
+/// The largest window [`FlatMap::pipeline`] keeps.
+pub const MAX_PIPELINE_WINDOW: usize = 4096;
+
 /// A request waiting in a [`Pipeline`].
 struct InFlight<K, V, T> {
     tag: T,
     request: Request<K, V>,
     hash: u64,
     word: u64,
-    /// Sent round once already (its link buckets were prefetched).
-    second_round: bool,
+    /// Submission number: the order requests on one key must complete in.
+    seq: u64,
+    /// Its link buckets were prefetched (it is sent round for them at most once).
+    chain_prefetched: bool,
+    /// Sent to the back of the queue at least once, so it may be behind later submissions.
+    out_of_order: bool,
 }
 
 /// An asynchronous, bounded window of requests completed out of order (DRAMHiT's pipeline).
@@ -441,15 +454,22 @@ struct InFlight<K, V, T> {
 /// buckets it has not yet waited for, in which case those are prefetched and it goes to the
 /// back of the queue (at most once) and the next oldest is tried.
 ///
-/// **Order.** Requests on different bins complete in any order. Requests on the same bin
-/// (so every two requests on the same key) complete in submission order: a bin's link
-/// buckets are never unchained, so when the first of them is sent round, every later one is
-/// too when its turn comes, and they keep their relative order in the queue.
+/// **Order.** Requests on different keys complete in any order; requests on the same key
+/// complete in submission order. Whether a request is sent round depends on the table it
+/// looks at: after a growth, a key whose old bin chained link buckets usually has an
+/// unchained bin, so a later request on it would not be sent round while an earlier one was.
+/// So before a request runs, the pipeline checks whether an earlier request on the same key
+/// is still queued (only requests sent round can be behind later ones, so the check runs only
+/// while some are queued, over the queue); if so, the request is sent round behind it.
 pub struct Pipeline<'m, K, V, S, T> {
     map: &'m FlatMap<K, V, S>,
     window: usize,
     prefetch: bool,
     queue: VecDeque<InFlight<K, V, T>>,
+    /// Requests submitted so far (the next sequence number).
+    submitted: u64,
+    /// Queued requests with `out_of_order` set.
+    out_of_order: usize,
 }
 
 impl<'m, K: InlineKey, V: Inline, S: BuildHasher, T> Pipeline<'m, K, V, S, T> {
@@ -482,8 +502,11 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher, T> Pipeline<'m, K, V, S, T> {
             request,
             hash,
             word,
-            second_round: false,
+            seq: self.submitted,
+            chain_prefetched: false,
+            out_of_order: false,
         });
+        self.submitted += 1;
         completed
     }
 
@@ -497,11 +520,28 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher, T> Pipeline<'m, K, V, S, T> {
     /// Complete the oldest request that is ready (see the type's docs); `None` if empty.
     #[inline]
     fn complete_one(&mut self) -> Option<(T, Response<V>)> {
-        // Each request is sent round at most once, so this loop runs at most len + 1 times.
+        // Bounded: a request is sent round for its chain at most once, and for an earlier
+        // request on its key only while that one is queued. The queued request submitted
+        // first is never held back by another, so it completes within two turns of the
+        // queue: at most 2 * len + 1 passes.
         loop {
             let mut entry = self.queue.pop_front()?;
-            if self.prefetch && !entry.second_round && self.map.prefetch_chain_hash(entry.hash) {
-                entry.second_round = true;
+            if entry.out_of_order {
+                self.out_of_order -= 1;
+            }
+            let waits_for_earlier = self.out_of_order > 0
+                && self
+                    .queue
+                    .iter()
+                    .any(|e| e.out_of_order && e.word == entry.word && e.seq < entry.seq);
+            let sent_for_chain = !waits_for_earlier
+                && self.prefetch
+                && !entry.chain_prefetched
+                && self.map.prefetch_chain_hash(entry.hash);
+            if waits_for_earlier || sent_for_chain {
+                entry.chain_prefetched |= sent_for_chain;
+                entry.out_of_order = true;
+                self.out_of_order += 1;
                 self.queue.push_back(entry);
                 continue;
             }
@@ -581,6 +621,64 @@ mod tests {
         );
         for (k, v) in keys.iter().zip(values) {
             assert_eq!(v, single.get(k));
+        }
+    }
+
+    #[test]
+    fn pipeline_keeps_per_key_order_across_a_growth() {
+        // Key 0's bin chains a link bucket, so its first upsert is sent round; the fillers
+        // behind it grow the map, where key 0's new bin chains nothing. The second upsert of
+        // key 0 must still complete after the first (issue 11: it used to overtake it).
+        let map = FlatMap::<u64, u64>::builder()
+            .bins(2)
+            .link_buckets(1)
+            .build()
+            .expect("tiny map");
+        let key = 0u64;
+        let bin_of = |k: u64| map.hasher().hash_one(k) >> 63;
+        for k in (1..).filter(|&k| bin_of(k) == bin_of(key)).take(3) {
+            assert!(map.insert(k, k).expect("room").is_inserted());
+        }
+        assert!(map.insert(key, 0).expect("room").is_inserted());
+        let mut pipeline = map
+            .pipeline::<u64>(MAX_PIPELINE_WINDOW)
+            .prefetch(Prefetch::Always);
+        let mut done = Vec::new();
+        let mut submit = |tag, request| done.extend(pipeline.submit(tag, request));
+        submit(0, Request::Upsert(key, 1));
+        for filler in 1..200 {
+            submit(filler, Request::Upsert(1000 + filler, 0));
+        }
+        submit(200, Request::Upsert(key, 2));
+        pipeline.flush(|tag, response| done.push((tag, response)));
+        assert!(map.stats().bins > 2, "the fillers grew the map");
+        let order: Vec<u64> = done
+            .iter()
+            .map(|(t, _)| *t)
+            .filter(|t| [0, 200].contains(t))
+            .collect();
+        assert_eq!(order, [0, 200]);
+        assert_eq!(map.get(&key), Some(2));
+    }
+
+    #[test]
+    fn pipeline_windows_are_clamped() {
+        let map = map();
+        for window in [
+            0,
+            1,
+            MAX_PIPELINE_WINDOW,
+            MAX_PIPELINE_WINDOW + 1,
+            usize::MAX,
+        ] {
+            let mut pipeline = map.pipeline::<usize>(window);
+            for tag in 0..10 {
+                let _ = pipeline.submit(tag, Request::Get(tag as u64));
+                assert!(pipeline.in_flight() <= window.clamp(1, MAX_PIPELINE_WINDOW));
+            }
+            let mut n = 0;
+            pipeline.flush(|_, _| n += 1);
+            assert_eq!(pipeline.in_flight(), 0);
         }
     }
 

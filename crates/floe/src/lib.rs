@@ -129,7 +129,7 @@ mod sync;
 mod word;
 
 pub use crate::{
-    batch::{Batch, Delta, Pipeline, Prefetch, Request, Response},
+    batch::{Batch, Delta, Pipeline, Prefetch, Request, Response, MAX_PIPELINE_WINDOW},
     error::Error,
     map::{Backend, Builder, CompareExchangeError, FlatMap, Insert, ResizeMode, Stats},
     raw::stats::lines_read,

@@ -12,9 +12,17 @@
 //! seize hands a retired batch to the threads active at that moment one entry per thread, and
 //! waits for more retirements while a batch has fewer entries than active threads. A map
 //! retires one table per growth, so a lone table could wait for the next growth (keeping a
-//! whole old table allocated); `retire` therefore pads the batch with zero-sized entries, more
-//! than the threads that can be active, so the table's batch goes out at once (with one heavy
-//! barrier: the batch size is exactly the table plus its padding).
+//! whole old table allocated); `retire` therefore pads the batch with zero-sized entries so
+//! that the table's batch goes out at once (with one heavy barrier: the batch size is exactly
+//! the table plus its padding).
+//!
+//! The padding does not depend on a guess of the thread count (one made from the core count
+//! was too small: 96 threads inside map operations on a 2-core machine kept a retired table
+//! alive after they all finished). It is [`RETIRE_BATCH`] entries, so the table goes out at
+//! once whenever at most that many threads are inside operations on the map at the moment
+//! it is retired; with more, it goes out with the next growth's retirement or when the map
+//! is dropped. An entry is a few words and the padding costs nothing to reclaim (zero-sized
+//! boxes), so the price is one vector of about 100 KiB per growth, which moves a table.
 //!
 //! Under loom (whose models cover the bin protocols, not reclamation) retired tables are kept
 //! until the map is dropped.
@@ -34,13 +42,11 @@ pub(crate) type Guard<'a> = seize::LocalGuard<'a>;
 #[cfg(not(loom))]
 impl Collector {
     pub(crate) fn new() -> Self {
-        let threads = std::thread::available_parallelism().map_or(8, |n| n.get());
-        // seize rounds batch sizes up to a power of two; a retirement fills exactly one batch,
-        // so it is attempted (one heavy barrier, ~80 us here) once, not once per entry.
-        let batch = (4 * threads + 16).next_power_of_two();
+        // A retirement fills exactly one batch, so it is attempted (one heavy barrier, ~80 us
+        // here) once, not once per entry.
         Collector {
-            seize: seize::Collector::new().batch_size(batch),
-            pad: batch - 1,
+            seize: seize::Collector::new().batch_size(RETIRE_BATCH),
+            pad: RETIRE_BATCH - 1,
         }
     }
 
@@ -82,6 +88,11 @@ impl Collector {
         }
     }
 }
+
+/// Entries of one retirement: the table and its padding (module docs). A power of two (seize
+/// rounds batch sizes up to one).
+#[cfg(not(loom))]
+const RETIRE_BATCH: usize = 4096;
 
 /// Tables at least this large are freed on a thread of their own (module docs).
 #[cfg(not(loom))]

@@ -6,16 +6,21 @@ mod common;
 
 use std::collections::HashMap;
 
-use floe::{hash::Mix64, FlatMap, Insert, Prefetch, Request, Response};
+use floe::{hash::Mix64, FlatMap, Insert, Prefetch, Request, ResizeMode, Response};
 use proptest::prelude::*;
 
-use crate::common::{backends, tiny_map, SplitMix};
+use crate::common::{backends, growing_map, tiny_map, SplitMix};
 
 type Map = FlatMap<u64, u64, Mix64>;
 
 fn request() -> impl Strategy<Value = Request<u64, u64>> {
     // Few keys, so batches hold many duplicates of one key.
-    let key = 0u64..24;
+    request_in(24)
+}
+
+/// Requests on keys `0..keys`.
+fn request_in(keys: u64) -> impl Strategy<Value = Request<u64, u64>> {
+    let key = 0u64..keys;
     prop_oneof![
         3 => key.clone().prop_map(Request::Get),
         3 => (key.clone(), any::<u64>()).prop_map(|(k, v)| Request::Insert(k, v)),
@@ -55,6 +60,68 @@ fn check_batch(requests: &[Request<u64, u64>], bins: usize, links: usize, seed: 
             assert_eq!(contents(&map), contents(&expected_map));
             map.check_invariants();
         }
+    }
+}
+
+/// Batches and the pipeline on maps that start at two bins and grow while they run: the same
+/// answers as one by one (for the pipeline by tag: requests on one key keep their order
+/// across tables, and a growing map never answers `Full`).
+fn check_growing(requests: &[Request<u64, u64>], links: usize, window: usize, seed: u64) {
+    for backend in backends() {
+        for mode in [ResizeMode::Incremental, ResizeMode::Blocking] {
+            let fresh = || growing_map(backend, 2, links, mode, seed);
+            let expected_map = fresh();
+            let expected = one_by_one(&expected_map, requests);
+            let map = fresh();
+            let mut responses = Vec::new();
+            let ran = map
+                .batch()
+                .depth(window)
+                .prefetch(Prefetch::Always)
+                .run(requests, &mut responses);
+            assert_eq!(
+                (ran, &responses),
+                (requests.len(), &expected),
+                "{backend:?} {mode:?}"
+            );
+            assert_eq!(contents(&map), contents(&expected_map));
+            let map = fresh();
+            let mut pipeline = map.pipeline::<usize>(window).prefetch(Prefetch::Always);
+            let mut got: Vec<Option<Response<u64>>> = vec![None; requests.len()];
+            for (tag, &r) in requests.iter().enumerate() {
+                if let Some((t, response)) = pipeline.submit(tag, r) {
+                    assert!(got[t].replace(response).is_none(), "tag {t} twice");
+                }
+            }
+            pipeline.flush(|t, response| assert!(got[t].replace(response).is_none()));
+            let got: Vec<Response<u64>> = got.into_iter().map(|r| r.expect("completed")).collect();
+            assert_eq!(
+                got, expected,
+                "pipeline, {backend:?} {mode:?} window {window}"
+            );
+            assert_eq!(contents(&map), contents(&expected_map));
+            assert!(expected_map.stats().bins > 2 || requests.len() < 20);
+            map.check_invariants();
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: if cfg!(miri) { 2 } else { 32 },
+        ..ProptestConfig::default()
+    })]
+
+    /// Hundreds of keys into a map of two bins: it grows several times under the batch and
+    /// the pipeline.
+    #[test]
+    fn batches_and_pipelines_match_one_by_one_while_growing(
+        requests in prop::collection::vec(request_in(400), 0..600),
+        links in 0usize..3,
+        window in 1usize..48,
+        seed in any::<u64>(),
+    ) {
+        check_growing(&requests, links, window, seed);
     }
 }
 

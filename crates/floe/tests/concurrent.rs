@@ -225,3 +225,45 @@ fn shrink_and_grow_while_others_work() {
         assert_eq!(map.stats().live_tables, 1);
     }
 }
+
+/// Many more threads inside map operations than the machine has cores while the map grows:
+/// every replaced table is freed once they are done (issue 11, item 6: with more threads in
+/// guards than the reclaimer's batch, sized from the core count, a retired table stayed
+/// allocated after quiescence).
+#[test]
+#[cfg_attr(miri, ignore = "96 threads")]
+fn old_tables_are_freed_with_many_threads_inside() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    for round in 0..3u64 {
+        let map = FlatMap::<u64, u64>::builder().bins(2).build().unwrap();
+        let stop = AtomicBool::new(false);
+        let readers = 96;
+        let started = Barrier::new(readers + 1);
+        std::thread::scope(|s| {
+            for t in 0..readers as u64 {
+                let (map, stop, started) = (&map, &stop, &started);
+                s.spawn(move || {
+                    started.wait();
+                    let mut k = t;
+                    while !stop.load(Ordering::Relaxed) {
+                        let _ = map.get(&k);
+                        k = k.wrapping_add(readers as u64);
+                    }
+                });
+            }
+            started.wait();
+            // Growths retire tables while ~96 threads are inside gets.
+            for k in 0..20_000u64 {
+                assert!(map.insert(round << 32 | k, k).unwrap().is_inserted());
+            }
+            stop.store(true, Ordering::Relaxed);
+        });
+        assert!(map.stats().bins > 2 * 512, "the map grew several times");
+        assert_eq!(map.check_invariants(), 20_000);
+        assert_eq!(
+            map.stats().live_tables,
+            1,
+            "round {round}: a replaced table outlived every guard"
+        );
+    }
+}
