@@ -8,6 +8,7 @@ use crate::{
     error::Error,
     hash::{fastrange, DefaultHashBuilder},
     raw::{
+        memory_fits,
         migrate::{Next, CHUNK_BINS},
         probe::ScalarProbe,
         DeadKeys, Full, Geometry, Inserted, Mismatch, Moved, RawTable,
@@ -331,7 +332,9 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> Builder<K, V, S> {
         self
     }
 
-    /// Set the number of bins exactly (overrides `capacity`). At least 2.
+    /// Set the number of bins exactly (overrides `capacity`). At least 2. A shrink moves
+    /// groups of 2 to 32 bins into one and needs a group size dividing the bin count, so a map
+    /// built with an odd count never shrinks below it (`capacity` picks multiples of 32).
     pub fn bins(mut self, bins: usize) -> Self {
         self.bins = Some(bins);
         self
@@ -412,12 +415,20 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> Builder<K, V, S> {
                 return Err(Error::InvalidConfig("a table needs at least 2 bins"))
             }
             Some(bins) => bins,
-            None => self
-                .capacity
-                .checked_mul(4)
-                .ok_or(Error::CapacityOverflow)?
-                .div_ceil(TARGET_KEYS_PER_BIN_X4)
-                .max(2),
+            // Rounded up to a multiple of 32 (2 for small maps): a shrink moves groups of
+            // 2 to 32 bins into one and needs a group size that divides the bin count, so an
+            // odd count (100_000 keys used to give 57_143 bins) could never shrink.
+            None => {
+                let bins = self
+                    .capacity
+                    .checked_mul(4)
+                    .ok_or(Error::CapacityOverflow)?
+                    .div_ceil(TARGET_KEYS_PER_BIN_X4)
+                    .max(2);
+                let step = if bins >= CHUNK_BINS { CHUNK_BINS } else { 2 };
+                bins.checked_next_multiple_of(step)
+                    .ok_or(Error::CapacityOverflow)?
+            }
         };
         let link_buckets = self
             .link_buckets
@@ -427,7 +438,15 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> Builder<K, V, S> {
         }
         let probe = ProbeKind::new(self.backend).ok_or(Error::UnsupportedBackend(self.backend))?;
         let alive = Arc::new(StdAtomicUsize::new(0));
-        let first = allocate(&self.hasher, bins, link_buckets, 0, self.huge_pages, &alive)?;
+        let first = allocate(
+            &self.hasher,
+            bins,
+            link_buckets,
+            0,
+            self.huge_pages,
+            &alive,
+            false,
+        )?;
         Ok(FlatMap {
             current: AtomicPtr::new(first),
             collector: Collector::new(),
@@ -445,7 +464,8 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> Builder<K, V, S> {
 }
 
 /// Allocate a table (boxed, for the map's pointer): `bins` bins, a regular pool of
-/// `link_buckets` and a transfer reserve of `reserve`.
+/// `link_buckets` and a transfer reserve of `reserve`. `written`: a migration will write the
+/// whole table at once (see `memory_fits`).
 fn allocate(
     hasher: &impl BuildHasher,
     bins: usize,
@@ -453,6 +473,7 @@ fn allocate(
     reserve: usize,
     huge_pages: bool,
     alive: &Arc<StdAtomicUsize>,
+    written: bool,
 ) -> Result<*mut RawTable, Error> {
     let bytes = bins
         .checked_add(link_buckets)
@@ -460,8 +481,11 @@ fn allocate(
         .and_then(|lines| lines.checked_mul(64))
         .filter(|&b| b <= isize::MAX as usize)
         .ok_or(Error::CapacityOverflow)?;
-    if link_buckets + reserve >= u32::MAX as usize - 2 {
+    if link_buckets.saturating_add(reserve) >= u32::MAX as usize - 2 {
         return Err(Error::CapacityOverflow);
+    }
+    if !memory_fits(bytes, written) {
+        return Err(Error::AllocationFailed { bytes });
     }
     let dead = dead_keys(hasher, bins)?;
     let geometry = Geometry {
@@ -479,7 +503,9 @@ fn allocate(
 /// a constant, so small tables are not undone by one unlucky bin.
 fn derived_link_buckets(bins: usize, bins_per_link: usize) -> usize {
     let mean = bins.div_ceil(bins_per_link);
-    mean + 4 * (mean as f64).sqrt() as usize + 8
+    // Saturating: absurd sizes end as `CapacityOverflow` in `allocate`, not as an overflow.
+    mean.saturating_add(4 * (mean as f64).sqrt() as usize)
+        .saturating_add(8)
 }
 
 /// How many times more bins the next table gets (DLHT §3.2.5: larger steps for small tables,
@@ -932,8 +958,11 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// ```
     ///
     /// # Errors
-    /// [`Error::CapacityOverflow`] or [`Error::AllocationFailed`] if the larger table cannot
-    /// be had; the map is unchanged.
+    /// [`Error::CapacityOverflow`] if the size cannot be addressed or exceeds
+    /// [`Builder::max_bins`]; [`Error::AllocationFailed`] if the larger table does not fit in
+    /// the memory available now (the move writes all of it at once, so a table the kernel
+    /// would map but not back is refused rather than killed for); [`Error::DegenerateHasher`]
+    /// as for [`shrink_to_fit`](Self::shrink_to_fit). The map is unchanged.
     pub fn reserve(&self, additional: usize) -> Result<(), Error> {
         let want = self
             .len()
@@ -980,8 +1009,13 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// # Ok::<(), floe::Error>(())
     /// ```
     ///
+    /// The factor must divide the bin count: a map built with an odd [`Builder::bins`] count
+    /// does not shrink (maps sized by [`Builder::capacity`] have multiples of 32).
+    ///
     /// # Errors
-    /// [`Error::AllocationFailed`] if the smaller table cannot be had (nothing changes).
+    /// Nothing changes on an error: [`Error::AllocationFailed`] if the smaller table cannot be
+    /// had; [`Error::DegenerateHasher`] if the hasher sends every key it is tried on to one
+    /// bin of the smaller table (no dead key can be found for it, see [`Builder::build`]).
     pub fn shrink_to_fit(&self) -> Result<bool, Error> {
         if self.fixed {
             return Ok(false);
@@ -1030,6 +1064,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
             links,
             self.huge_pages,
             &self.alive,
+            true,
         ) {
             Ok(next) => {
                 table.install_next(next, group);
@@ -1442,6 +1477,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
                         reserve,
                         self.huge_pages,
                         &self.alive,
+                        true,
                     )
                 }) {
                     Ok(next) => {

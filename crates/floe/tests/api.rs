@@ -426,3 +426,82 @@ fn keys_only_a_larger_table_would_split_answer_full() {
     assert_eq!(m.insert(15, 15), Err(Error::HashCollisions));
     assert_eq!(m.stats().bins, 4);
 }
+
+/// Sizes at the edges (issue 11, item 7): every one answers an error, never an overflow panic
+/// (debug builds check arithmetic), a mapping the machine cannot back, or an OOM kill.
+#[test]
+#[cfg_attr(miri, ignore = "mmap")]
+fn sizes_at_the_edges_answer_errors() {
+    let b = || FlatMap::<u64, u64>::builder();
+    for bins in [usize::MAX, usize::MAX / 2, usize::MAX / 64, 1 << 40] {
+        for per_link in [1, 8] {
+            let built = b().bins(bins).bins_per_link(per_link).build();
+            assert_eq!(built.err(), Some(Error::CapacityOverflow), "bins {bins}");
+        }
+        assert!(matches!(
+            b().bins(bins).link_buckets(0).build(),
+            Err(Error::CapacityOverflow | Error::AllocationFailed { .. })
+        ));
+    }
+    // 2^36 bins are 4 TiB: more than this machine holds, so refused up front rather than
+    // granted as a lazy mapping.
+    match b().bins(1 << 36).link_buckets(0).build() {
+        Err(Error::AllocationFailed { bytes }) => assert_eq!(bytes, 64 << 36),
+        other => panic!("{other:?}"),
+    }
+    // A reserve the machine cannot hold is an error and leaves the map as it was.
+    let m = FlatMap::<u64, u64>::with_capacity(1000).unwrap();
+    for k in 0..1000u64 {
+        assert!(m.insert(k, k).unwrap().is_inserted());
+    }
+    let bins = m.stats().bins;
+    for huge in [1usize << 36, 1 << 40, usize::MAX / 8, usize::MAX] {
+        assert!(matches!(
+            m.reserve(huge),
+            Err(Error::AllocationFailed { .. } | Error::CapacityOverflow)
+        ));
+    }
+    assert_eq!((m.stats().bins, m.stats().live_tables), (bins, 1));
+    assert_eq!(m.check_invariants(), 1000);
+    assert!(m.insert(5000, 1).unwrap().is_inserted());
+}
+
+/// Maps sized by capacity can always shrink (issue 11, item 7: `with_capacity(100_000)` gave
+/// 57_143 bins, which no group size divides, so it never shrank).
+#[test]
+fn maps_sized_by_capacity_shrink() {
+    for keys in [10, 100, 1000, 100_000] {
+        let m = FlatMap::<u64, u64>::with_capacity(keys).unwrap();
+        let bins = m.stats().bins;
+        assert!(
+            bins.is_multiple_of(2) && (bins < 32 || bins.is_multiple_of(32)),
+            "{keys}: {bins}"
+        );
+        assert!(m.insert(1, 1).unwrap().is_inserted());
+        if bins > 2 {
+            assert!(m.shrink_to_fit().unwrap(), "{keys} keys, {bins} bins");
+            assert!(m.stats().bins < bins);
+        }
+        assert_eq!(m.get(&1), Some(1));
+    }
+}
+
+/// A hasher that spreads keys over the top bins of a 64-bin table but sends them all to one
+/// bin of a 2-bin table: a shrink that far answers `DegenerateHasher` and changes nothing.
+#[test]
+fn a_shrink_the_hasher_cannot_serve_is_an_error() {
+    fn top_half_only(word: u64) -> u64 {
+        (word % 32) << 58
+    }
+    let m = FlatMap::<u64, u64>::builder()
+        .bins(64)
+        .hasher(WordHash(top_half_only))
+        .build()
+        .unwrap();
+    assert!(m.insert(3, 3).unwrap().is_inserted());
+    assert_eq!(m.shrink_to_fit(), Err(Error::DegenerateHasher));
+    assert_eq!(m.stats().bins, 64);
+    assert_eq!(m.get(&3), Some(3));
+    assert!(m.insert(4, 4).unwrap().is_inserted());
+    assert_eq!(m.check_invariants(), 2);
+}

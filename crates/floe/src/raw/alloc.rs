@@ -19,6 +19,36 @@ use core::ptr::NonNull;
 #[cfg(not(loom))]
 pub(crate) const HUGE_PAGE: usize = 2 << 20;
 
+/// Whether a table of `bytes` can be had: refuse what the machine cannot hold, instead of
+/// granting a lazy mapping whose first writes would have the process killed. `written`: the
+/// table is written all over at once (a growth, `reserve` or a shrink moving keys into it), so
+/// it must fit in the memory available now (`MemAvailable` plus free swap); otherwise it only
+/// must fit in the machine (RAM plus swap), since a table built up front is written as keys
+/// arrive. Where the figures cannot be read (not Linux, no `/proc`, Miri), every size is allowed.
+pub(crate) fn memory_fits(bytes: usize, written: bool) -> bool {
+    // Miri's isolation forbids reading host files (and its tables are small).
+    if cfg!(miri) {
+        return true;
+    }
+    let Ok(meminfo) = std::fs::read_to_string("/proc/meminfo") else {
+        return true;
+    };
+    let field = |name: &str| {
+        meminfo
+            .lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(':'))
+            .and_then(|rest| rest.trim().strip_suffix("kB"))
+            .and_then(|kib| kib.trim().parse::<usize>().ok())
+            .map(|kib| kib.saturating_mul(1024))
+    };
+    let limit = if written {
+        field("MemAvailable").zip(field("SwapFree"))
+    } else {
+        field("MemTotal").zip(field("SwapTotal"))
+    };
+    limit.is_none_or(|(memory, swap)| bytes <= memory.saturating_add(swap))
+}
+
 /// Types whose all-zero bit pattern is a valid value and the intended initial state.
 ///
 /// # Safety

@@ -180,6 +180,7 @@ use std::sync::{atomic::AtomicUsize as StdAtomicUsize, Arc};
 
 use crossbeam_utils::CachePadded;
 
+pub(crate) use self::alloc::memory_fits;
 use self::{
     alloc::TableMemory,
     counter::ShardedCounter,
