@@ -1360,21 +1360,26 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
 
     /// The last chunk is done: make `next` current and retire `table`.
     fn complete(&self, table: &RawTable, next: &RawTable, guard: &Guard<'_>) {
-        let old = table as *const RawTable as *mut RawTable;
+        // The pointers the tables were published with (both from `Box::into_raw`), not ones
+        // made from the shared references: the old one becomes a `Box` again when it is freed,
+        // and a pointer derived from `&RawTable` may not be used for that (Miri's Stacked
+        // Borrows rejects it).
+        let successor = table.next_ptr();
+        debug_assert!(core::ptr::eq(successor, next));
         // Release: pairs with the Acquire load of `current` by every later operation, which
         // then sees every transfer (this thread acquired them through the chunk counter).
         let replaced = self.current.compare_exchange(
-            old,
-            next as *const RawTable as *mut RawTable,
+            table as *const RawTable as *mut RawTable,
+            successor,
             Ordering::AcqRel,
             Ordering::Relaxed,
         );
-        debug_assert!(
-            replaced.is_ok(),
-            "only the migration's last chunk replaces its table"
-        );
-        // SAFETY: `old` came from `Box::into_raw` (`allocate`), is no longer current (new
-        // operations start at `next`), and only the last chunk's thread retires it, once.
+        let Ok(old) = replaced else {
+            unreachable!("only the migration's last chunk replaces its table");
+        };
+        // SAFETY: `old` is the pointer `current` held, from `Box::into_raw` (`allocate`); it is
+        // no longer current (new operations start at `next`), and only the last chunk's thread
+        // retires it, once.
         unsafe { self.collector.retire(guard, old) };
     }
 

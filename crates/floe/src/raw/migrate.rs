@@ -191,7 +191,8 @@ impl RawTable {
         self.migration.state.store(IDLE, Ordering::Release);
     }
 
-    /// The successor pointer, for the map's drop.
+    /// The successor pointer as published (from `Box::into_raw`), for the map's drop and for
+    /// making it current.
     pub(crate) fn next_ptr(&self) -> *mut RawTable {
         if self.migration.state.load(Ordering::Acquire) == READY {
             self.migration.next.load(Ordering::Acquire)

@@ -1130,6 +1130,56 @@ mod tests {
         assert!(slot.compare_exchange((5, 50), (5, 51)).is_err());
     }
 
+    /// The state a stalled put or remove meets in the ABA of issue 11 (items 3 and 4): the
+    /// key it read was removed, and an insert of the same key and value has taken the same
+    /// slot again. Up to its commit and until it writes, that slot holds the dead key, so the
+    /// stale CAS fails; after the write the insert cannot be abandoned, so a CAS that lands is
+    /// a put on (or a remove of) a present key. (The earlier protocol wrote the key into a
+    /// reserved slot it could still abandon: both CASes below succeeded on it, and the
+    /// abandonment then discarded the put or left the remove's key in the map.)
+    #[test]
+    fn a_stale_cas_never_lands_on_an_insert_that_can_be_abandoned() {
+        let t = table(2, 0);
+        let (key, value) = (5, 0);
+        assert_eq!(t.insert(P, 1, key, value).unwrap(), Ok(Inserted::New));
+        assert_eq!(t.remove(P, 1, key).unwrap(), Some(value));
+        // An insert of the same pair commits slot 0 again (essay, Insert step 5) and stalls
+        // before its write.
+        let bin = &t.bins[1];
+        let header = Header(bin.header.load(Ordering::Relaxed));
+        assert_eq!(header.invalid().first(), Some(0));
+        let committed = header.with_slot(0, SlotState::Inserting);
+        bin.header.store(committed.0, Ordering::Relaxed);
+        let slot = &bin.slots[0];
+        let dead = t.dead.of(1);
+        assert_eq!(
+            slot.load(),
+            (dead, value),
+            "a committed, unwritten slot holds the dead key"
+        );
+        // The stalled put and remove, with the pair they read before the remove.
+        assert!(slot.compare_exchange((key, value), (key, 9)).is_err());
+        assert!(slot.compare_exchange((key, value), (dead, value)).is_err());
+        // Searches see no key there; another insert of the key waits for the writer.
+        assert_eq!(t.get(P, 1, key).unwrap(), None);
+        assert!(matches!(
+            t.committed_inserts(1, bin, committed, key),
+            Pending::Unwritten
+        ));
+        // The insert writes and publishes; now the key is present and a CAS on it is a put.
+        slot.store(key, value);
+        assert!(matches!(
+            t.committed_inserts(1, bin, committed, key),
+            Pending::Found(0)
+        ));
+        assert_eq!(t.get(P, 1, key).unwrap(), Some(value));
+        t.set_state(bin, 0, SlotState::Inserting, SlotState::Valid);
+        t.len.increment();
+        assert_eq!(t.update(P, 1, key, |v| v + 9).unwrap(), Some((0, 9)));
+        assert_eq!(t.remove(P, 1, key).unwrap(), Some(9));
+        assert_eq!(t.check_invariants(), 0);
+    }
+
     #[test]
     fn clear_and_for_each_agree() {
         let t = table(4, 4);
