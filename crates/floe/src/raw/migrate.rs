@@ -14,10 +14,11 @@
 //! needs it) and a chunk cursor. A bin moves in three steps:
 //!
 //! 1. **Claim**: CAS the old bin's header from `NoTransfer` to `InTransfer`. From then on no
-//!    slot of the bin becomes `Valid` or `TryInsert` (both transitions are header CASes that
-//!    expect the `NoTransfer` header their search validated), gets and inserts that reach the
-//!    bin wait, and the set of `Valid` slots can only shrink (a delete that retired its key
-//!    before the claim may still free its slot).
+//!    insert commits a slot of the bin (the commit CAS expects the `NoTransfer` header its
+//!    search validated), gets and inserts that reach the bin wait, and the set of searchable
+//!    slots can only shrink (a delete that retired its key before the claim may still free its
+//!    slot). Inserts that committed before the claim complete (they are never abandoned): the
+//!    mover waits until the bin has no `Inserting` slot, so every key is in a `Valid` one.
 //! 2. **Move**: for every `Valid` slot, replace `(key, value)` by `(dead key, value)` with a
 //!    16-byte CAS (DLHT's *transfer key*: the bin's dead key, which no search ever matches),
 //!    retrying if a put changed the value, skipping the slot if a delete retired it first;
@@ -26,12 +27,13 @@
 //!    put is lost in the old table. A delete is linearized by its own retire CAS, which either
 //!    precedes ours (the key is not moved) or fails (the delete retries and finds the key in
 //!    the new table).
-//! 3. **Publish**: CAS the header to `DoneTransfer` (Release). An operation that loads the
+//! 3. **Publish**: CAS the header to `DoneTransfer` (Release); for a shrink's group, only once
+//!    every bin of the group has been moved (see Shrinking). An operation that loads the
 //!    header (Acquire) and sees `DoneTransfer` goes to the new table, where it finds exactly
 //!    what the transfer placed.
 //!
-//! An insert that had reserved a slot before the claim cannot publish it (its CAS expects a
-//! `NoTransfer` header); it abandons the slot and retries, which takes it to the new table.
+//! An insert that had not committed before the claim fails its commit CAS, searches again,
+//! finds the bin moving and retries in the new table.
 //!
 //! # Who does the work, and how long anyone waits
 //!
