@@ -505,3 +505,45 @@ fn a_shrink_the_hasher_cannot_serve_is_an_error() {
     assert!(m.insert(4, 4).unwrap().is_inserted());
     assert_eq!(m.check_invariants(), 2);
 }
+
+/// Hashes well, but panics when asked for key 12345's hash while `PANIC_ON_KEY` is set.
+fn panics_on_key(word: u64) -> u64 {
+    if word == 12345 && PANIC_ON_KEY.load(std::sync::atomic::Ordering::Relaxed) {
+        panic!("the hasher panics on key 12345");
+    }
+    Mix64::with_seed(2).hash_one(word)
+}
+
+static PANIC_ON_KEY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// A panic inside a bin's move (the hasher is the only user code a move calls) must not leave
+/// the bin locked for every other thread to wait on forever (issue 11, item 8): the process
+/// aborts with a message instead. Run in a child process of this test binary.
+#[test]
+#[cfg(unix)]
+#[cfg_attr(miri, ignore = "spawns a process")]
+fn a_panic_while_moving_a_bin_aborts_with_a_message() {
+    const CHILD: &str = "FLOE_TEST_PANICKING_MOVE";
+    const NAME: &str = "a_panic_while_moving_a_bin_aborts_with_a_message";
+    if std::env::var_os(CHILD).is_some() {
+        let m = FlatMap::<u64, u64>::builder()
+            .bins(2)
+            .hasher(WordHash(panics_on_key))
+            .build()
+            .unwrap();
+        assert!(m.insert(12345, 1).unwrap().is_inserted());
+        PANIC_ON_KEY.store(true, std::sync::atomic::Ordering::Relaxed);
+        // The move into the larger table hashes 12345 again: the panic must abort.
+        let _ = m.reserve(10_000);
+        unreachable!("the move of a bin holding key 12345 returned");
+    }
+    use std::os::unix::process::ExitStatusExt;
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", NAME, "--nocapture", "--test-threads=1"])
+        .env(CHILD, "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&child.stderr);
+    assert_eq!(child.status.signal(), Some(libc::SIGABRT), "{stderr}");
+    assert!(stderr.contains("aborting"), "{stderr}");
+}
