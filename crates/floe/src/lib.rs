@@ -63,9 +63,9 @@
 //!
 //! # Waiting
 //!
-//! Gets, puts and removes of keys whose bins are not being moved never wait for another
-//! thread. The waits there are, each for a step of one other thread (so a thread descheduled
-//! at that step delays the waiters until it runs again):
+//! Gets and puts of keys whose bins are not being moved never wait for another thread. The
+//! waits there are, each for a step of one other thread (so a thread descheduled at that step
+//! delays the waiters until it runs again):
 //!
 //! - Any operation on a bin that another thread is moving to a new table waits for that bin
 //!   (at most 15 keys).
