@@ -25,10 +25,10 @@ pub enum Error {
     /// The hasher maps every probed key into the same bin, so no key can serve as the dead key
     /// of that bin (see the engine's design notes). A constant hash function does this.
     DegenerateHasher,
-    /// More than a bin's worth of keys (15) share their hash, or its top 40 bits, with the
-    /// key being inserted, so no table of any size would give them separate bins: a weak or
-    /// adversarial hasher (use a keyed one, such as the default with a random seed). The map
-    /// is unchanged and did not grow.
+    /// More than a bin's worth of keys (15) share their hash, or so many of its top bits, with
+    /// the key being inserted that no table this machine could hold (nor any of up to 2^40
+    /// bins) would give them separate bins: a weak or adversarial hasher (use a keyed one,
+    /// such as the default with a random seed). The map is unchanged and did not grow.
     HashCollisions,
     /// A builder setting is out of range; the message says which.
     InvalidConfig(&'static str),

@@ -1431,8 +1431,8 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// bin was full when this insert found it so, which is when the error is linearized).
     ///
     /// # Errors
-    /// [`Error::HashCollisions`] if no table of any size would split them,
-    /// [`Error::Full`] if only a table larger than `max_bins` would.
+    /// [`Error::HashCollisions`] if no table the machine could hold (and none of up to 2^40
+    /// bins) would split them, [`Error::Full`] if only a table larger than `max_bins` would.
     fn separable(&self, table: &RawTable, bin: usize, hash: u64) -> Result<(), Error> {
         let mut hashes = Vec::with_capacity(SLOTS_PER_BIN);
         table.keys_of_bin(bin, |key| hashes.push(self.hasher.hash_one(key)));
@@ -1447,11 +1447,16 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
         if crowded(MAX_SEPARATING_BINS) {
             return Err(Error::HashCollisions);
         }
+        // A table the machine could not hold is no way out either (checked only for the
+        // sizes that do not separate the keys: a separating one that does not fit is left to
+        // the allocation, which answers `AllocationFailed`).
+        let fits = |bins: usize| bins.checked_mul(64).is_some_and(|b| memory_fits(b, false));
         let mut bins = table.bins();
         loop {
             let step = growth_factor(bins);
             match bins.checked_mul(step).filter(|&b| b <= self.max_bins) {
                 Some(larger) if !crowded(larger) => return Ok(()),
+                Some(larger) if !fits(larger) => return Err(Error::HashCollisions),
                 Some(larger) => bins = larger,
                 None => return Err(Error::Full),
             }

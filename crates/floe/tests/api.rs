@@ -427,6 +427,31 @@ fn keys_only_a_larger_table_would_split_answer_full() {
     assert_eq!(m.stats().bins, 4);
 }
 
+/// Keys whose hashes share their top 36 bits: only a table of 2^37 bins (8 TiB) would split
+/// them. An uncapped map answers `HashCollisions` at once instead of growing step by step
+/// until an allocation fails.
+#[test]
+#[cfg_attr(miri, ignore = "reads /proc/meminfo")]
+fn keys_only_a_table_larger_than_memory_would_split_answer_an_error() {
+    fn shared_top_36_bits(word: u64) -> u64 {
+        if word < 16 {
+            word << 24
+        } else {
+            Mix64::with_seed(4).hash_one(word)
+        }
+    }
+    let m = FlatMap::<u64, u64>::builder()
+        .bins(4)
+        .hasher(WordHash(shared_top_36_bits))
+        .build()
+        .unwrap();
+    for k in 0..15u64 {
+        assert!(m.insert(k, k).unwrap().is_inserted());
+    }
+    assert_eq!(m.insert(15, 15), Err(Error::HashCollisions));
+    assert_eq!((m.stats().bins, m.stats().live_tables), (4, 1));
+}
+
 /// Sizes at the edges (issue 11, item 7): every one answers an error, never an overflow panic
 /// (debug builds check arithmetic), a mapping the machine cannot back, or an OOM kill.
 #[test]
