@@ -31,7 +31,32 @@
 use core::{fmt, hash::BuildHasher};
 use std::collections::VecDeque;
 
-use crate::{map::Pinned, Counter, Error, FlatMap, Inline, InlineKey, Insert};
+use crate::{
+    raw::driver::{Pinned, RawMap},
+    Counter, Error, FlatMap, Inline, InlineKey, Insert,
+};
+
+/// What batches and the pipeline need of a map: every facade implements it, and nothing here
+/// reaches into a facade past it.
+pub(crate) trait BatchTarget {
+    /// The facade's key type.
+    type Key: Copy;
+    /// The facade's value type.
+    type Value: Copy;
+    /// The table driver (prefetches, the table's size).
+    fn raw(&self) -> &RawMap;
+    /// The key's hash and word.
+    fn locate(&self, key: Self::Key) -> (u64, u64);
+    /// Run `request` on the located key.
+    fn execute_at(
+        &self,
+        hash: u64,
+        word: u64,
+        request: Request<Self::Key, Self::Value>,
+    ) -> Response<Self::Value>;
+    /// A get of the located key.
+    fn get_at(&self, hash: u64, word: u64) -> Option<Self::Value>;
+}
 
 /// Tables at least this large are prefetched under [`Prefetch::Auto`] (bytes of bins and link
 /// buckets). Measured (BENCHMARKS.md, "table-size sweep"): batched gets with prefetch ran at
@@ -174,21 +199,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     #[inline(always)]
     pub fn execute(&self, request: Request<K, V>) -> Response<V> {
         let (hash, word) = self.locate(request.key());
-        self.execute_at(hash, word, request)
-    }
-
-    #[inline(always)]
-    fn execute_at(&self, hash: u64, word: u64, request: Request<K, V>) -> Response<V> {
-        match request {
-            Request::Get(_) => Response::Get(self.get_at(hash, word)),
-            Request::Insert(_, v) => Response::Insert(self.insert_at(hash, word, v)),
-            Request::Upsert(_, v) => Response::Upsert(self.upsert_at(hash, word, v)),
-            Request::Put(_, v) => Response::Put(self.put_at(hash, word, v)),
-            Request::FetchAdd(_, d) => {
-                Response::FetchAdd(self.fetch_add_at(hash, word, d.delta, d.add))
-            }
-            Request::Remove(_) => Response::Remove(self.remove_at(hash, word)),
-        }
+        BatchTarget::execute_at(self, hash, word, request)
     }
 
     /// A handle that runs slices of requests in order with their lines prefetched ahead.
@@ -241,11 +252,45 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
         Pipeline {
             map: self,
             window,
-            prefetch: Prefetch::Auto.enabled(self.table_bytes()),
+            prefetch: Prefetch::Auto.enabled(FlatMap::raw(self).table_bytes()),
             queue: VecDeque::with_capacity(window),
             submitted: 0,
             out_of_order: 0,
         }
+    }
+}
+
+impl<K: InlineKey, V: Inline, S: BuildHasher> BatchTarget for FlatMap<K, V, S> {
+    type Key = K;
+    type Value = V;
+
+    #[inline(always)]
+    fn raw(&self) -> &RawMap {
+        FlatMap::raw(self)
+    }
+
+    #[inline(always)]
+    fn locate(&self, key: K) -> (u64, u64) {
+        FlatMap::locate(self, key)
+    }
+
+    #[inline(always)]
+    fn execute_at(&self, hash: u64, word: u64, request: Request<K, V>) -> Response<V> {
+        match request {
+            Request::Get(_) => Response::Get(self.get_at(hash, word)),
+            Request::Insert(_, v) => Response::Insert(self.insert_at(hash, word, v)),
+            Request::Upsert(_, v) => Response::Upsert(self.upsert_at(hash, word, v)),
+            Request::Put(_, v) => Response::Put(self.put_at(hash, word, v)),
+            Request::FetchAdd(_, d) => {
+                Response::FetchAdd(self.fetch_add_at(hash, word, d.delta, d.add))
+            }
+            Request::Remove(_) => Response::Remove(self.remove_at(hash, word)),
+        }
+    }
+
+    #[inline(always)]
+    fn get_at(&self, hash: u64, word: u64) -> Option<V> {
+        FlatMap::get_at(self, hash, word)
     }
 }
 
@@ -282,7 +327,7 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Batch<'m, K, V, S> {
 
     /// The prefetch distance this batch uses on its map.
     fn effective_depth(&self) -> usize {
-        if self.prefetch.enabled(self.map.table_bytes()) {
+        if self.prefetch.enabled(self.map.raw().table_bytes()) {
             self.depth
         } else {
             0
@@ -329,9 +374,9 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Batch<'m, K, V, S> {
         for (i, &request) in requests.iter().enumerate() {
             let (hash, word) = match ahead.as_mut() {
                 Some(ahead) => ahead.take(i, |j| requests[j].key()),
-                None => map.locate(request.key()),
+                None => BatchTarget::locate(map, request.key()),
             };
-            let response = map.execute_at(hash, word, request);
+            let response = BatchTarget::execute_at(map, hash, word, request);
             let stop = self.stop_on_failure && response.is_failure();
             each(i, response);
             if stop {
@@ -357,7 +402,7 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Batch<'m, K, V, S> {
         let mut ahead = Lookahead::new(map, self.effective_depth(), keys.len(), |i| keys[i]);
         for (i, value) in values.iter_mut().enumerate() {
             let (hash, word) = ahead.take(i, |j| keys[j]);
-            *value = map.get_at(hash, word);
+            *value = BatchTarget::get_at(map, hash, word);
         }
         Ok(())
     }
@@ -367,11 +412,11 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Batch<'m, K, V, S> {
 /// is located and prefetched `depth` requests before it runs, and its link buckets
 /// `depth / 2` before, once the bin's line has had time to arrive. With `depth` 0 it only
 /// locates.
-struct Lookahead<'m, K, V, S> {
-    map: &'m FlatMap<K, V, S>,
+struct Lookahead<'m, M> {
+    map: &'m M,
     /// The table prefetched into, held for the batch (operations follow a growth on their
     /// own; a prefetch into a replaced table is only a wasted hint).
-    pinned: Pinned<'m, K, V, S>,
+    pinned: Pinned<'m>,
     depth: usize,
     n: usize,
     /// `located[i % MAX_DEPTH]` holds request i's (hash, key word) from the time it was
@@ -379,13 +424,13 @@ struct Lookahead<'m, K, V, S> {
     located: [(u64, u64); MAX_DEPTH],
 }
 
-impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Lookahead<'m, K, V, S> {
+impl<'m, M: BatchTarget> Lookahead<'m, M> {
     #[inline(always)]
-    fn new(map: &'m FlatMap<K, V, S>, depth: usize, n: usize, key: impl Fn(usize) -> K) -> Self {
+    fn new(map: &'m M, depth: usize, n: usize, key: impl Fn(usize) -> M::Key) -> Self {
         debug_assert!(depth <= MAX_DEPTH);
         let mut ahead = Lookahead {
             map,
-            pinned: map.pin(),
+            pinned: map.raw().pin(),
             depth,
             n,
             located: [(0, 0); MAX_DEPTH],
@@ -397,16 +442,15 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Lookahead<'m, K, V, S> {
     }
 
     #[inline(always)]
-    fn prefetch(&mut self, i: usize, key: K) {
+    fn prefetch(&mut self, i: usize, key: M::Key) {
         let (hash, word) = self.map.locate(key);
-        let table = self.pinned.table();
-        table.prefetch_bin(FlatMap::<K, V, S>::bin_of(table, hash));
+        self.pinned.prefetch_bin(hash);
         self.located[i % MAX_DEPTH] = (hash, word);
     }
 
     /// Request i's (hash, key word), advancing the window. Call for i = 0, 1, 2, ...
     #[inline(always)]
-    fn take(&mut self, i: usize, key: impl Fn(usize) -> K) -> (u64, u64) {
+    fn take(&mut self, i: usize, key: impl Fn(usize) -> M::Key) -> (u64, u64) {
         if self.depth == 0 {
             return self.map.locate(key(i));
         }
@@ -419,11 +463,7 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Lookahead<'m, K, V, S> {
         }
         let half = i + self.depth / 2;
         if self.depth >= 2 && half < self.n {
-            let table = self.pinned.table();
-            table.prefetch_chain(FlatMap::<K, V, S>::bin_of(
-                table,
-                self.located[half % MAX_DEPTH].0,
-            ));
+            self.pinned.prefetch_chain(self.located[half % MAX_DEPTH].0);
         }
         here
     }
@@ -475,7 +515,7 @@ pub struct Pipeline<'m, K, V, S, T> {
 impl<'m, K: InlineKey, V: Inline, S: BuildHasher, T> Pipeline<'m, K, V, S, T> {
     /// Prefetch or not (default: [`Prefetch::Auto`], by table size).
     pub fn prefetch(mut self, prefetch: Prefetch) -> Self {
-        self.prefetch = prefetch.enabled(self.map.table_bytes());
+        self.prefetch = prefetch.enabled(self.map.raw().table_bytes());
         self
     }
 
@@ -493,9 +533,9 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher, T> Pipeline<'m, K, V, S, T> {
         } else {
             None
         };
-        let (hash, word) = self.map.locate(request.key());
+        let (hash, word) = BatchTarget::locate(self.map, request.key());
         if self.prefetch {
-            self.map.prefetch_hash(hash);
+            self.map.raw().prefetch(hash);
         }
         self.queue.push_back(InFlight {
             tag,
@@ -537,7 +577,7 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher, T> Pipeline<'m, K, V, S, T> {
             let sent_for_chain = !waits_for_earlier
                 && self.prefetch
                 && !entry.chain_prefetched
-                && self.map.prefetch_chain_hash(entry.hash);
+                && self.map.raw().prefetch_chain(entry.hash);
             if waits_for_earlier || sent_for_chain {
                 entry.chain_prefetched |= sent_for_chain;
                 entry.out_of_order = true;
@@ -545,7 +585,7 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher, T> Pipeline<'m, K, V, S, T> {
                 self.queue.push_back(entry);
                 continue;
             }
-            let response = self.map.execute_at(entry.hash, entry.word, entry.request);
+            let response = BatchTarget::execute_at(self.map, entry.hash, entry.word, entry.request);
             return Some((entry.tag, response));
         }
     }

@@ -2,7 +2,7 @@
 
 use core::fmt;
 
-use crate::Backend;
+use crate::config::Backend;
 
 /// Everything a floe call can refuse.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -48,7 +48,11 @@
 //! waits at most for the one bin it needs (the exceptions are listed under "Waiting" below),
 //! and every thread that touches the map during the move does a bounded share of it
 //! ([`ResizeMode`]). The old table is freed once no thread can still read
-//! it, with no call from you. [`FlatMap::reserve`] grows up front and
+//! it, with no call from you: by the thread that replaced it, when its operation ends, or by a
+//! short-lived `floe-reclaim` thread if other threads were inside operations then. What this
+//! costs an operation while no growth runs is two stores to a line of the calling thread's own
+//! (no locked instruction, nothing another thread writes); the retiring thread pays a
+//! `membarrier` system call instead (`src/reclaim.rs` has the protocol and its argument). [`FlatMap::reserve`] grows up front and
 //! [`FlatMap::shrink_to_fit`] moves the keys into fewer bins after many removals (inserts
 //! pause while it runs); [`Builder::max_bins`] caps the growth, and a capped map answers an
 //! insert that finds no room with [`Error::Full`], changing nothing. The protocols and their
@@ -119,21 +123,23 @@
 #![warn(missing_docs)]
 
 pub mod batch;
+mod config;
 mod control;
 mod error;
 pub mod hash;
+mod inline;
 mod map;
 mod raw;
 mod reclaim;
 mod sync;
-mod word;
 
 pub use crate::{
     batch::{Batch, Delta, Pipeline, Prefetch, Request, Response, MAX_PIPELINE_WINDOW},
+    config::{Backend, ResizeMode, Stats},
     error::Error,
-    map::{Backend, Builder, CompareExchangeError, FlatMap, Insert, ResizeMode, Stats},
+    inline::{Counter, Inline, InlineKey},
+    map::{Builder, CompareExchangeError, FlatMap, Insert},
     raw::stats::lines_read,
-    word::{Counter, Inline, InlineKey},
 };
 
 /// The README's examples, compiled and run as doctests.

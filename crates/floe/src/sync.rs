@@ -5,20 +5,28 @@
 //! models one faithfully: the slot's words live in an append-only list of versions and a loom
 //! atomic holds the index of the current one, so a load, a store and a CAS of the whole slot
 //! are one loom atomic access each, with the orderings the engine asks for (loom explores the
-//! stale values a `Relaxed` load may return). Reading a line as lanes (the SIMD probes) is
+//! stale values a `Relaxed` load may return). Reading a line as lanes (the SIMD loaders) is
 //! modelled by [`AtomicU128::load_halves`], which reads the key and the value words with two
 //! separate loads: a reader can see the key of one version and the value of a later one,
 //! exactly the tearing the seqlock's fences and version check exist to catch.
 
 #[cfg(not(loom))]
+#[cfg_attr(miri, allow(unused_imports))]
 pub(crate) use core::sync::atomic::{
-    fence, AtomicIsize, AtomicPtr, AtomicU64, AtomicUsize, Ordering,
+    compiler_fence, fence, AtomicBool, AtomicIsize, AtomicPtr, AtomicU64, AtomicUsize, Ordering,
 };
 
 #[cfg(loom)]
 pub(crate) use loom::sync::atomic::{
-    fence, AtomicIsize, AtomicPtr, AtomicU64, AtomicUsize, Ordering,
+    fence, AtomicBool, AtomicIsize, AtomicPtr, AtomicU64, AtomicUsize, Ordering,
 };
+
+/// Statistics that no protocol reads (live tables, the sharded length counter): std atomics
+/// even under loom, where they would only add states for the model checker to explore and
+/// are touched outside models (tables dropped after a model ends).
+pub(crate) mod stat {
+    pub(crate) use std::sync::atomic::{AtomicUsize, Ordering};
+}
 #[cfg(not(loom))]
 pub(crate) use portable_atomic::AtomicU128;
 

@@ -222,7 +222,7 @@ fn shrink_and_grow_while_others_work() {
             });
         });
         assert_eq!(map.check_invariants(), 500);
-        assert_eq!(map.stats().live_tables, 1);
+        assert_eq!(common::live_tables(&map), 1);
     }
 }
 
@@ -261,9 +261,76 @@ fn old_tables_are_freed_with_many_threads_inside() {
         assert!(map.stats().bins > 2 * 512, "the map grew several times");
         assert_eq!(map.check_invariants(), 20_000);
         assert_eq!(
-            map.stats().live_tables,
+            common::live_tables(&map),
             1,
             "round {round}: a replaced table outlived every guard"
         );
     }
+}
+
+/// Readers (single gets, batches and a pipeline) on a map whose table a writer replaces again
+/// and again (a growth to a table large enough to be its own mapping, then a shrink back): a
+/// reader left on a freed table would fault on the unmapped memory or read wrong values. The
+/// targeted check of `src/reclaim.rs` outside loom.
+#[test]
+#[cfg_attr(miri, ignore = "large tables")]
+fn readers_are_never_left_on_a_freed_table() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    const KEYS: u64 = 20_000;
+    let map = FlatMap::<u64, u64>::with_capacity(KEYS as usize).unwrap();
+    for k in 0..KEYS {
+        assert!(map.insert(k, !k).unwrap().is_inserted());
+    }
+    let stop = AtomicBool::new(false);
+    let replaced = std::thread::scope(|s| {
+        for reader in 0..3u64 {
+            let (map, stop) = (&map, &stop);
+            s.spawn(move || {
+                let mut rng = SplitMix(reader);
+                let keys: Vec<u64> = (0..64).map(|_| rng.next() % KEYS).collect();
+                let mut values = vec![None; keys.len()];
+                while !stop.load(Ordering::Relaxed) {
+                    match reader {
+                        0 => {
+                            let k = rng.next() % KEYS;
+                            assert_eq!(map.get(&k), Some(!k));
+                        }
+                        1 => {
+                            map.batch().depth(8).get_many(&keys, &mut values).unwrap();
+                            for (k, v) in keys.iter().zip(&values) {
+                                assert_eq!(*v, Some(!k));
+                            }
+                        }
+                        _ => {
+                            let mut pipeline = map.pipeline::<u64>(16);
+                            let check = |k: u64, r: floe::Response<u64>| {
+                                assert_eq!(r, floe::Response::Get(Some(!k)));
+                            };
+                            for &k in &keys {
+                                if let Some((k, r)) = pipeline.submit(k, floe::Request::Get(k)) {
+                                    check(k, r);
+                                }
+                            }
+                            pipeline.flush(check);
+                        }
+                    }
+                }
+            });
+        }
+        let mut replaced = 0;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_millis(1500);
+        while std::time::Instant::now() < deadline {
+            // ~8 MiB of table (a mapping of its own), then back to ~0.7 MiB.
+            map.reserve(250_000).unwrap();
+            replaced += 1;
+            if map.shrink_to_fit().unwrap() {
+                replaced += 1;
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        replaced
+    });
+    assert!(replaced >= 4, "the table was replaced {replaced} times");
+    assert_eq!(map.check_invariants(), KEYS as usize);
+    assert_eq!(common::live_tables(&map), 1);
 }

@@ -6,7 +6,7 @@
 //! only approximately, and a shard can be transiently negative (a remove counted on one thread
 //! for a key whose insert was counted on another), which `sum` clamps at zero.
 
-use std::sync::atomic::{AtomicUsize as StdAtomicUsize, Ordering as StdOrdering};
+use crate::sync::stat::{AtomicUsize as StdAtomicUsize, Ordering as StdOrdering};
 
 use crossbeam_utils::CachePadded;
 

@@ -28,7 +28,7 @@ impl Slot {
     }
 
     /// `(key, value)` read as two lanes, as a SIMD line read may (loom models only: the
-    /// scalar probe reads lines with this under loom, see `sync.rs`).
+    /// scalar loader reads lines with this under loom, see `sync.rs`).
     #[cfg(loom)]
     #[inline(always)]
     pub(crate) fn load_lanes(&self) -> (u64, u64) {

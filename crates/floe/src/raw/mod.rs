@@ -11,8 +11,35 @@
 //! shows only as the bin state every search checks first: a bin being moved is waited for, a
 //! moved bin answers `Moved` and the caller retries in the next table.
 //!
-//! Reading order: this essay, `control::header` (the words), `layout.rs` (the lines), the
-//! code below in the order of the essay, then `migrate.rs`.
+//! Reading order: this essay, `control::header` (the words), `layout.rs` (the lines),
+//! `loader.rs` (how a backend reads a line), the code below in the order of the essay, then
+//! `migrate.rs` (moving bins between tables) and `driver.rs` (one map's tables over time).
+//!
+//! ## Layers
+//!
+//! Arrows point down only:
+//!
+//! ```text
+//!  map.rs (FlatMap<K, V, S>), batch.rs        typed facades: words in, types out
+//!        |
+//!  raw/driver.rs (RawMap)                     the current table, growth life cycle, runners
+//!        |            \
+//!  raw/dispatch.rs     reclaim.rs             backend chosen once; when old tables are freed
+//!        |
+//!  raw/mod.rs (RawTable), migrate.rs          one table: bin protocols, moving bins out
+//!        |
+//!  raw/loader.rs, layout.rs, alloc.rs         reading lines, the memory, its allocation
+//!        |
+//!  control/ (header words, SIMD groups)       bit tricks, no memory
+//!        |
+//!  sync.rs, config.rs, error.rs, inline.rs    atomics, options and reports, errors, word traits
+//! ```
+//!
+//! Everything from the driver down works on 64-bit words and is compiled once, whatever the
+//! key, value and hasher types: a facade converts, hashes, and passes the driver its hash
+//! function for the keys a growth moves. A new facade (a map for any key, a set, a C ABI) is
+//! another shell over `RawMap`; batches and the pipeline reach a facade only through the
+//! `BatchTarget` trait.
 //!
 //! ## Terminology
 //!
@@ -171,12 +198,16 @@
 
 mod alloc;
 mod counter;
+pub(crate) mod dispatch;
+pub(crate) mod driver;
 pub(crate) mod layout;
+pub(crate) mod loader;
 pub(crate) mod migrate;
-pub(crate) mod probe;
 pub(crate) mod stats;
 
-use std::sync::{atomic::AtomicUsize as StdAtomicUsize, Arc};
+use std::sync::Arc;
+
+use crate::sync::stat::{AtomicUsize as StdAtomicUsize, Ordering as StdOrdering};
 
 use crossbeam_utils::CachePadded;
 
@@ -185,8 +216,8 @@ use self::{
     alloc::TableMemory,
     counter::ShardedCounter,
     layout::{Bin, LinkBucket, Slot},
+    loader::LineLoader,
     migrate::Migration,
-    probe::Probe,
 };
 use crate::{
     control::{
@@ -337,7 +368,7 @@ impl RawTable {
         }
         let bins = TableMemory::zeroed(geometry.bins, geometry.huge_pages)?;
         let links = TableMemory::zeroed(links, geometry.huge_pages)?;
-        alive.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        alive.fetch_add(1, StdOrdering::Relaxed);
         let table = Self {
             bins,
             links,
@@ -454,12 +485,12 @@ impl RawTable {
 
     /// Match `key` against the slots `header` says are searchable. Not validated: see `find`.
     #[inline(always)]
-    fn search<P: Probe>(&self, probe: P, bin: &Bin, header: Header, key: u64) -> Option<Hit> {
+    fn search<P: LineLoader>(&self, loader: P, bin: &Bin, header: Header, key: u64) -> Option<Hit> {
         let searchable = header.searchable();
         if searchable.is_empty() {
             return None;
         }
-        let line = probe.primary(bin);
+        let line = loader.primary(bin);
         let hits = SlotMask::from_primary_lanes(line.match_word(key)).and(searchable);
         if let Some(slot) = hits.first() {
             return self.confirm(bin, header, slot, key, line.lane(3 + 2 * slot));
@@ -482,7 +513,7 @@ impl RawTable {
                 debug_assert!(false, "a searchable slot in an unchained link bucket");
                 continue;
             };
-            let line = probe.link(&self.links[index]);
+            let line = loader.link(&self.links[index]);
             stats::line_read();
             let hits = SlotMask::from_link_lanes(line.match_word(key), bucket).and(in_bucket);
             if let Some(slot) = hits.first() {
@@ -510,7 +541,7 @@ impl RawTable {
     /// A search validated against the bin header (the seqlock read described in the essay).
     /// Waits while the bin is being moved to the next table; `Moved` once it has been.
     #[inline(always)]
-    fn find<P: Probe>(&self, probe: P, bin: &Bin, key: u64) -> Result<Search, Moved> {
+    fn find<P: LineLoader>(&self, loader: P, bin: &Bin, key: u64) -> Result<Search, Moved> {
         // The bin's own line: read by the header load even when no slot is Valid. Retries
         // re-read it from the cache and are not counted again.
         stats::line_read();
@@ -527,7 +558,7 @@ impl RawTable {
                 }
                 BinState::DoneTransfer => return Err(Moved),
             }
-            let hit = self.search(probe, bin, header, key);
+            let hit = self.search(loader, bin, header, key);
             // Pairs with the inserters' fence(Release) between commit and slot store.
             fence(Ordering::Acquire);
             if bin.header.load(Ordering::Relaxed) == header.0 {
@@ -557,14 +588,14 @@ impl RawTable {
 
     /// The value of `key` in `bin`.
     #[inline(always)]
-    pub(crate) fn get<P: Probe>(
+    pub(crate) fn get<P: LineLoader>(
         &self,
-        probe: P,
+        loader: P,
         bin: usize,
         key: u64,
     ) -> Result<Option<u64>, Moved> {
         Ok(self
-            .find(probe, &self.bins[bin], key)?
+            .find(loader, &self.bins[bin], key)?
             .hit
             .map(|hit| hit.value))
     }
@@ -575,16 +606,16 @@ impl RawTable {
 
     /// Insert `key -> value` if `key` is absent.
     #[inline(always)]
-    pub(crate) fn insert<P: Probe>(
+    pub(crate) fn insert<P: LineLoader>(
         &self,
-        probe: P,
+        loader: P,
         bin_index: usize,
         key: u64,
         value: u64,
     ) -> Result<Result<Inserted, Full>, Moved> {
         let bin = &self.bins[bin_index];
         loop {
-            let Search { header, hit } = self.find(probe, bin, key)?;
+            let Search { header, hit } = self.find(loader, bin, key)?;
             if let Some(hit) = hit {
                 return Ok(Ok(Inserted::Exists(hit.value)));
             }
@@ -737,16 +768,16 @@ impl RawTable {
 
     /// Remove `key`, returning its value.
     #[inline(always)]
-    pub(crate) fn remove<P: Probe>(
+    pub(crate) fn remove<P: LineLoader>(
         &self,
-        probe: P,
+        loader: P,
         bin_index: usize,
         key: u64,
     ) -> Result<Option<u64>, Moved> {
         let bin = &self.bins[bin_index];
         let dead = self.dead.of(bin_index);
         loop {
-            let Some(hit) = self.find(probe, bin, key)?.hit else {
+            let Some(hit) = self.find(loader, bin, key)?.hit else {
                 return Ok(None);
             };
             // The linearization point: retire the key (see the essay, Delete).
@@ -785,16 +816,16 @@ impl RawTable {
     /// If `key` is present with value `old`, replace it by `f(old)`. Returns `(old, new)`.
     /// `f` may run more than once under contention.
     #[inline(always)]
-    pub(crate) fn update<P: Probe>(
+    pub(crate) fn update<P: LineLoader>(
         &self,
-        probe: P,
+        loader: P,
         bin_index: usize,
         key: u64,
         mut f: impl FnMut(u64) -> u64,
     ) -> Result<Option<(u64, u64)>, Moved> {
         let bin = &self.bins[bin_index];
         loop {
-            let Some(hit) = self.find(probe, bin, key)?.hit else {
+            let Some(hit) = self.find(loader, bin, key)?.hit else {
                 return Ok(None);
             };
             if let Some(done) = self.try_put(bin, hit, key, &mut f) {
@@ -822,9 +853,9 @@ impl RawTable {
 
     /// Replace the value of `key` by `new` if it is `current`.
     #[inline(always)]
-    pub(crate) fn compare_exchange<P: Probe>(
+    pub(crate) fn compare_exchange<P: LineLoader>(
         &self,
-        probe: P,
+        loader: P,
         bin_index: usize,
         key: u64,
         current: u64,
@@ -832,7 +863,7 @@ impl RawTable {
     ) -> Result<Result<u64, Mismatch>, Moved> {
         let bin = &self.bins[bin_index];
         loop {
-            let Some(hit) = self.find(probe, bin, key)?.hit else {
+            let Some(hit) = self.find(loader, bin, key)?.hit else {
                 return Ok(Err(Mismatch::Absent));
             };
             if hit.value != current {
@@ -848,9 +879,9 @@ impl RawTable {
     /// Insert `key -> init` if absent, else replace its value `old` by `f(old)`. Returns the
     /// previous value, `None` if the key was inserted.
     #[inline(always)]
-    pub(crate) fn upsert_with<P: Probe>(
+    pub(crate) fn upsert_with<P: LineLoader>(
         &self,
-        probe: P,
+        loader: P,
         bin_index: usize,
         key: u64,
         init: u64,
@@ -858,13 +889,13 @@ impl RawTable {
     ) -> Result<Result<Option<u64>, Full>, Moved> {
         let bin = &self.bins[bin_index];
         loop {
-            match self.find(probe, bin, key)?.hit {
+            match self.find(loader, bin, key)?.hit {
                 Some(hit) => {
                     if let Some((old, _)) = self.try_put(bin, hit, key, &mut f) {
                         return Ok(Ok(Some(old)));
                     }
                 }
-                None => match self.insert(probe, bin_index, key, init)? {
+                None => match self.insert(loader, bin_index, key, init)? {
                     Ok(Inserted::New) => return Ok(Ok(None)),
                     Err(full) => return Ok(Err(full)),
                     // Someone inserted it meanwhile: update that copy.
@@ -1024,14 +1055,13 @@ impl RawTable {
 
 impl Drop for RawTable {
     fn drop(&mut self) {
-        self.alive
-            .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        self.alive.fetch_sub(1, StdOrdering::Relaxed);
     }
 }
 
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use super::{probe::ScalarProbe, *};
+    use super::{loader::ScalarLoader, *};
 
     /// A table whose dead keys are `u64::MAX` (for every bin but 0) and `u64::MAX - 1` (bin
     /// 0); tests pick bins directly, so no hasher is involved.
@@ -1054,7 +1084,7 @@ mod tests {
         .unwrap()
     }
 
-    const P: ScalarProbe = ScalarProbe;
+    const P: ScalarLoader = ScalarLoader;
 
     #[test]
     fn insert_get_remove_in_one_bin_with_chains() {

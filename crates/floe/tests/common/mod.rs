@@ -109,3 +109,21 @@ impl std::hash::BuildHasher for WordHash {
         }
     }
 }
+
+/// The map's live tables once replaced tables have been freed: a replaced table is freed when
+/// every thread that was inside a map operation (of any map) at its retirement has left it,
+/// by the retiring thread or a `floe-reclaim` thread, so right after a growth a test running
+/// beside others may still see it. Polls for up to ten seconds.
+#[allow(dead_code)]
+pub fn live_tables<K: floe::InlineKey, V: floe::Inline, S: std::hash::BuildHasher>(
+    map: &floe::FlatMap<K, V, S>,
+) -> usize {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let live = map.stats().live_tables;
+        if live == 1 || std::time::Instant::now() > deadline {
+            return live;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+}

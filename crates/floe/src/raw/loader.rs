@@ -1,9 +1,9 @@
 //! How the engine reads a line, per backend.
 //!
-//! A probe turns a bucket (primary or link) into a [`Group`] value the matching code works on.
-//! The scalar probe assembles the line from 16-byte atomic slot loads (the portable path, the
-//! oracle, and the only one Miri and loom see). The SIMD probes load the whole line with one or
-//! two vector instructions. Probes are zero-sized tokens: a SIMD token exists only after the
+//! A line loader turns a bucket (primary or link) into a [`Group`] value the matching code works on.
+//! The scalar loader assembles the line from 16-byte atomic slot loads (the portable path, the
+//! oracle, and the only one Miri and loom see). The SIMD loaders load the whole line with one or
+//! two vector instructions. Loaders are zero-sized tokens: a SIMD token exists only after the
 //! CPU was checked for its feature, which is what makes calling its loads sound.
 
 #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
@@ -13,7 +13,7 @@ use crate::control::group::{scalar::ScalarLine, Group};
 use super::layout::{Bin, LinkBucket};
 
 /// Reads buckets as lines. See the module docs.
-pub(crate) trait Probe: Copy {
+pub(crate) trait LineLoader: Copy {
     /// The line type the backend matches on.
     type Line: Group;
 
@@ -24,13 +24,13 @@ pub(crate) trait Probe: Copy {
     fn link(self, bucket: &LinkBucket) -> Self::Line;
 }
 
-/// The portable probe.
+/// The portable loader.
 #[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct ScalarProbe;
+pub(crate) struct ScalarLoader;
 
-/// How the scalar probe reads one slot of a line: as one 16-byte atomic; under loom as two
+/// How the scalar loader reads one slot of a line: as one 16-byte atomic; under loom as two
 /// lanes that may tear, like a vector load (`sync.rs`), so the models check the protocols
-/// against the weaker reads of the SIMD probes.
+/// against the weaker reads of the SIMD loaders.
 #[inline(always)]
 fn lanes(slot: &super::layout::Slot) -> (u64, u64) {
     #[cfg(loom)]
@@ -39,7 +39,7 @@ fn lanes(slot: &super::layout::Slot) -> (u64, u64) {
     slot.load()
 }
 
-impl Probe for ScalarProbe {
+impl LineLoader for ScalarLoader {
     type Line = ScalarLine;
 
     #[inline(always)]
@@ -62,20 +62,20 @@ impl Probe for ScalarProbe {
     }
 }
 
-/// The AVX2 probe. Only constructible on a CPU with AVX2.
+/// The AVX2 loader. Only constructible on a CPU with AVX2.
 #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Avx2Probe(());
+pub(crate) struct Avx2Loader(());
 
 #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
-impl Avx2Probe {
+impl Avx2Loader {
     pub(crate) fn new() -> Option<Self> {
         std::is_x86_feature_detected!("avx2").then_some(Self(()))
     }
 }
 
 #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
-impl Probe for Avx2Probe {
+impl LineLoader for Avx2Loader {
     type Line = Avx2Line;
 
     #[inline(always)]
@@ -91,26 +91,26 @@ impl Probe for Avx2Probe {
     }
 }
 
-/// The AVX-512 probe. Only constructible on a CPU with AVX-512F and AVX2.
+/// The AVX-512 loader. Only constructible on a CPU with AVX-512F and AVX2.
 #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Avx512Probe(Avx2Probe);
+pub(crate) struct Avx512Loader(Avx2Loader);
 
 #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
-impl Avx512Probe {
+impl Avx512Loader {
     pub(crate) fn new() -> Option<Self> {
-        let avx2 = Avx2Probe::new()?;
+        let avx2 = Avx2Loader::new()?;
         std::is_x86_feature_detected!("avx512f").then_some(Self(avx2))
     }
 
-    /// The probe write operations use: AVX2 (see `Backend::Avx512` for the measurement).
-    pub(crate) fn writer(self) -> Avx2Probe {
+    /// The loader write operations use: AVX2 (see `Backend::Avx512` for the measurement).
+    pub(crate) fn writer(self) -> Avx2Loader {
         self.0
     }
 }
 
 #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
-impl Probe for Avx512Probe {
+impl LineLoader for Avx512Loader {
     type Line = Avx512Line;
 
     #[inline(always)]

@@ -1,0 +1,129 @@
+//! The map's options and reports, below everything else: the backend and resize mode a map is
+//! built with, the sizes the engine derives from them, and the statistics it reports. Plain
+//! data, no behaviour beyond the sizing rules.
+
+/// How a map moves its keys when it grows (see `src/raw/migrate.rs`).
+///
+/// Either way, operations on bins not being moved carry on, an operation usually waits at
+/// most for the one bin it needs (the crate docs, "Waiting", list the exceptions), every
+/// thread that touches a growing map helps move it, and the old table is freed once no thread
+/// can still read it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ResizeMode {
+    /// Each operation that finds the map growing moves one chunk of bins (32) before its own
+    /// work, and an insert that found its bin full moves just that bin. No operation pays for
+    /// more than a chunk, so tail latency stays flat while the map grows; the growth takes as
+    /// long as it takes the threads to do one chunk each, and both tables stay allocated until
+    /// then. The default.
+    #[default]
+    Incremental,
+    /// Every thread that finds the map growing moves chunks until none is left (papaya's
+    /// blocking mode with helpers). The growth finishes as fast as the threads can copy, and
+    /// the old table goes away soonest, but the operations that arrive during it wait for
+    /// the copy: a few milliseconds per GiB of table on each of them.
+    Blocking,
+}
+
+/// Which code matches a key against a bin's line.
+///
+/// The choice is made once, when the map is built, never per operation. All backends give
+/// the same answers (the test suite runs every one the CPU supports against the scalar one).
+///
+/// - `Scalar` reads the slots with 16-byte atomic loads and compares them one by one. It runs
+///   everywhere (and under Miri and loom).
+/// - `Avx2` loads the line in two 32-byte loads and compares four words per instruction.
+/// - `Avx512` loads the line in one 64-byte load and compares all eight words at once.
+///
+/// With three or four keys a line, the SIMD backends save instructions, not memory accesses:
+/// on tables larger than the caches all three wait on the same DRAM line. `BENCHMARKS.md`
+/// has the measured difference on this project's machines; `Auto` picks the widest backend
+/// the CPU has.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Backend {
+    /// The widest backend this CPU supports.
+    #[default]
+    Auto,
+    /// Portable code, atomic slot loads.
+    Scalar,
+    /// x86-64 AVX2.
+    Avx2,
+    /// x86-64 AVX-512F for lookups; writes (insert, remove, puts) use the AVX2 code. Measured
+    /// on this project's machines (Sapphire Rapids class, `BENCHMARKS.md`): AVX-512 matching
+    /// makes gets ~8% faster than AVX2, but inserts ~30% *slower* with 512-bit code in the
+    /// write path (measured, not explained: the compiled insert spills the 512-bit key
+    /// register around the slot-store call and its `vzeroupper`, and 512-bit instructions can
+    /// lower the core's clock for the latency-bound locked instructions), so writes keep
+    /// 256-bit code. Requires AVX2 as well (every AVX-512 CPU has it).
+    Avx512,
+}
+impl Backend {
+    /// Whether this CPU (and this build) can run the backend. `Auto` and `Scalar` always can.
+    pub fn is_supported(self) -> bool {
+        crate::raw::dispatch::Loader::new(self).is_some()
+    }
+}
+
+/// Keys per bin the sizing from a capacity aims at: 1.75 keys in three primary slots (DLHT
+/// sizes at ~1.5). With one link bucket per eight bins, about 10% of bins overflow their
+/// primary bucket at this load (Poisson tail), within the 12.5% the pool covers.
+pub(crate) const TARGET_KEYS_PER_BIN_X4: usize = 7;
+
+/// Default number of bins per link bucket (DLHT §3.1: 8 times fewer link buckets than bins).
+pub(crate) const DEFAULT_BINS_PER_LINK: usize = 8;
+
+/// What the engine needs to build and grow a map's tables (typed facades fill it from their
+/// builders).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Config {
+    /// Keys the first table is sized for (when `bins` is not given).
+    pub(crate) capacity: usize,
+    /// The first table's bins, exactly.
+    pub(crate) bins: Option<usize>,
+    /// The first table's link pool, exactly.
+    pub(crate) link_buckets: Option<usize>,
+    /// Link pool sizing of every derived pool.
+    pub(crate) bins_per_link: usize,
+    pub(crate) backend: Backend,
+    pub(crate) huge_pages: bool,
+    pub(crate) resize_mode: ResizeMode,
+    /// Growth limit.
+    pub(crate) max_bins: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            capacity: 1024,
+            bins: None,
+            link_buckets: None,
+            bins_per_link: DEFAULT_BINS_PER_LINK,
+            backend: Backend::Auto,
+            huge_pages: true,
+            resize_mode: ResizeMode::Incremental,
+            max_bins: usize::MAX,
+        }
+    }
+}
+
+/// Geometry and memory of a map (`FlatMap::stats`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Stats {
+    /// Bins (one 64-byte line each).
+    pub bins: usize,
+    /// Link buckets in the pool.
+    pub link_buckets: usize,
+    /// Link buckets taken from the pool (chained to a bin, or lost in a chaining race).
+    pub link_buckets_used: usize,
+    /// Link buckets lost in chaining races.
+    pub link_buckets_lost: usize,
+    /// Bytes of table memory (bins and pool), rounded to pages for large tables.
+    pub allocated_bytes: usize,
+    /// Whether the table was advised for transparent huge pages.
+    pub huge_pages: bool,
+    /// Whether a growth is in progress (`allocated_bytes` then counts both tables).
+    pub migrating: bool,
+    /// Tables of this map not yet freed: 1, or 2 during a growth, more only while a thread
+    /// still reads a replaced table.
+    pub live_tables: usize,
+}

@@ -1,0 +1,958 @@
+//! The table driver: one map's current table and its whole life cycle, for every facade.
+//!
+//! [`RawMap`] is what a typed map is made of, minus the types: it owns the pointer to the
+//! current [`RawTable`], the loader chosen for the CPU, the growth configuration and the
+//! retired tables. It runs every operation on 64-bit words (a facade converts its keys and
+//! values and hashes them), follows a key into the next table while the map grows, starts,
+//! helps and completes growths, reserves, shrinks, and retires replaced tables. Nothing here
+//! depends on a key, value or hasher type, so it is compiled once however many maps and
+//! facades a program has; the facades pass their hash function as `&dyn Fn(u64) -> u64`
+//! ([`Rehash`]), which only a growth calls (once per key moved).
+//!
+//! Reading order: the operation runners (`run`, `run_reading`, `run_growing`), which show
+//! what an operation costs when no growth is running (a reader announcement, `reclaim.rs`,
+//! and one load of the current pointer); then growth (`grow`, `help`, `complete`), whose
+//! per-bin protocol and argument are in `migrate.rs`; then the whole-map operations.
+
+use std::sync::Arc;
+
+use super::{
+    dispatch::{dispatch, Loader},
+    memory_fits,
+    migrate::{Next, CHUNK_BINS},
+    DeadKeys, Full, Geometry, Inserted, Mismatch, Moved, RawTable,
+};
+use crate::{
+    config::{Backend, Config, ResizeMode, Stats, TARGET_KEYS_PER_BIN_X4},
+    control::header::{BinState, SLOTS_PER_BIN},
+    error::Error,
+    hash::fastrange,
+    reclaim::{self, Collector, ReadGuard},
+    sync::{
+        stat::{AtomicUsize as StatCounter, Ordering as StatOrdering},
+        AtomicPtr, Ordering,
+    },
+};
+
+/// A facade's hash function on key words (used only to place keys in a new table).
+pub(crate) type Rehash<'a> = &'a dyn Fn(u64) -> u64;
+
+/// The untyped map (module docs).
+pub(crate) struct RawMap {
+    /// The current table (`migrate.rs` for how it is replaced).
+    current: AtomicPtr<RawTable>,
+    /// Replaced tables waiting for their readers (`reclaim.rs`).
+    collector: Collector,
+    loader: Loader,
+    huge_pages: bool,
+    resize_mode: ResizeMode,
+    /// Growth limit ([`crate::Builder::max_bins`]).
+    max_bins: usize,
+    /// `max_bins` equals the first table's bins: the table is never replaced (no growth, no
+    /// shrink), so operations skip the reader announcement (see `fixed_table`).
+    fixed: bool,
+    /// Link pool sizing of the tables it grows into.
+    bins_per_link: usize,
+    /// Tables of this map alive (current, next, and retired ones not yet freed).
+    alive: Arc<StatCounter>,
+}
+
+impl Drop for RawMap {
+    fn drop(&mut self) {
+        let current = self.current.load(Ordering::Acquire);
+        // SAFETY: `&mut self`: no operation is running, so the current table and its
+        // successor (if a migration was left half done) are reachable only from here. Tables
+        // retired earlier belong to the collector.
+        unsafe {
+            let next = (*current).next_ptr();
+            if !next.is_null() {
+                drop(Box::from_raw(next));
+            }
+            drop(Box::from_raw(current));
+        }
+    }
+}
+
+impl RawMap {
+    /// Build the first table as `config` says, placing dead keys with `rehash`.
+    ///
+    /// # Errors
+    /// As `Builder::build`.
+    pub(crate) fn new(config: &Config, rehash: Rehash<'_>) -> Result<Self, Error> {
+        if config.bins_per_link == 0 {
+            return Err(Error::InvalidConfig("bins_per_link must be at least 1"));
+        }
+        let bins = match config.bins {
+            Some(bins) if bins < 2 => {
+                return Err(Error::InvalidConfig("a table needs at least 2 bins"))
+            }
+            Some(bins) => bins,
+            // Rounded up to a multiple of 32 (2 for small maps): a shrink moves groups of
+            // 2 to 32 bins into one and needs a group size that divides the bin count, so an
+            // odd count (100_000 keys used to give 57_143 bins) could never shrink.
+            None => {
+                let bins = config
+                    .capacity
+                    .checked_mul(4)
+                    .ok_or(Error::CapacityOverflow)?
+                    .div_ceil(TARGET_KEYS_PER_BIN_X4)
+                    .max(2);
+                let step = if bins >= CHUNK_BINS { CHUNK_BINS } else { 2 };
+                bins.checked_next_multiple_of(step)
+                    .ok_or(Error::CapacityOverflow)?
+            }
+        };
+        let link_buckets = config
+            .link_buckets
+            .unwrap_or_else(|| derived_link_buckets(bins, config.bins_per_link));
+        if link_buckets >= u32::MAX as usize - 2 {
+            return Err(Error::CapacityOverflow);
+        }
+        let loader =
+            Loader::new(config.backend).ok_or(Error::UnsupportedBackend(config.backend))?;
+        let alive = Arc::new(StatCounter::new(0));
+        let first = allocate(
+            rehash,
+            bins,
+            link_buckets,
+            0,
+            config.huge_pages,
+            &alive,
+            false,
+        )?;
+        Ok(RawMap {
+            current: AtomicPtr::new(first),
+            collector: Collector::new(),
+            loader,
+            huge_pages: config.huge_pages,
+            resize_mode: config.resize_mode,
+            max_bins: config.max_bins,
+            fixed: config.max_bins <= bins,
+            bins_per_link: config.bins_per_link,
+            alive,
+        })
+    }
+
+    /// The backend in use (never `Auto`).
+    pub(crate) fn backend(&self) -> Backend {
+        self.loader.backend()
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Single-key operations on located keys (`hash` of the key word `word`)
+    // -----------------------------------------------------------------------------------------
+
+    #[inline(always)]
+    pub(crate) fn get(&self, hash: u64, word: u64, rehash: Rehash<'_>) -> Option<u64> {
+        let loader = self.loader;
+        self.run_reading(hash, rehash, |table, bin| {
+            dispatch!(loader, table, get(bin, word))
+        })
+    }
+
+    #[inline(always)]
+    pub(crate) fn insert(
+        &self,
+        hash: u64,
+        word: u64,
+        value: u64,
+        rehash: Rehash<'_>,
+    ) -> Result<Inserted, Error> {
+        let loader = self.loader;
+        self.run_growing(hash, rehash, |table, bin| {
+            dispatch!(loader, table, insert(bin, word, value))
+        })
+    }
+
+    /// Insert `init` if absent, else replace the value `v` by `f(v)`; the previous value.
+    #[inline(always)]
+    pub(crate) fn upsert_with(
+        &self,
+        hash: u64,
+        word: u64,
+        init: u64,
+        mut f: impl FnMut(u64) -> u64,
+        rehash: Rehash<'_>,
+    ) -> Result<Option<u64>, Error> {
+        let loader = self.loader;
+        self.run_growing(hash, rehash, |table, bin| {
+            dispatch!(loader, table, upsert_with(bin, word, init, &mut f))
+        })
+    }
+
+    /// Replace a present value `v` by `f(v)`: `(old, new)`, or `None` if absent.
+    #[inline(always)]
+    pub(crate) fn update(
+        &self,
+        hash: u64,
+        word: u64,
+        mut f: impl FnMut(u64) -> u64,
+        rehash: Rehash<'_>,
+    ) -> Option<(u64, u64)> {
+        let loader = self.loader;
+        self.run(hash, rehash, |table, bin| {
+            dispatch!(loader, table, update(bin, word, &mut f))
+        })
+    }
+
+    #[inline(always)]
+    pub(crate) fn compare_exchange(
+        &self,
+        hash: u64,
+        word: u64,
+        current: u64,
+        new: u64,
+        rehash: Rehash<'_>,
+    ) -> Result<u64, Mismatch> {
+        let loader = self.loader;
+        self.run(hash, rehash, |table, bin| {
+            dispatch!(loader, table, compare_exchange(bin, word, current, new))
+        })
+    }
+
+    #[inline(always)]
+    pub(crate) fn remove(&self, hash: u64, word: u64, rehash: Rehash<'_>) -> Option<u64> {
+        let loader = self.loader;
+        self.run(hash, rehash, |table, bin| {
+            dispatch!(loader, table, remove(bin, word))
+        })
+    }
+
+    /// Start loading the bin of `hash` in the current table.
+    #[inline(always)]
+    pub(crate) fn prefetch(&self, hash: u64) {
+        self.pin().prefetch_bin(hash);
+    }
+
+    /// Start loading the link buckets of the bin of `hash`; whether it has any.
+    #[inline(always)]
+    pub(crate) fn prefetch_chain(&self, hash: u64) -> bool {
+        self.pin().prefetch_chain(hash)
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Runners
+    // -----------------------------------------------------------------------------------------
+
+    /// Run `op` on the key's bin in the current table, following the key to the next table
+    /// while the map grows (`Moved`). Helps a growth in progress first.
+    #[inline(always)]
+    fn run<R>(
+        &self,
+        hash: u64,
+        rehash: Rehash<'_>,
+        op: impl FnMut(&RawTable, usize) -> Result<R, Moved>,
+    ) -> R {
+        self.run_helping(hash, rehash, || true, op)
+    }
+
+    /// As [`run`](Self::run) for gets, which help a growth on one call in
+    /// [`READER_HELP_EVERY`] per thread: a growth still finishes while only gets run, and a
+    /// read-mostly workload does not pay a chunk move on every get while the map grows
+    /// (measured: gets fell below half their steady rate for seconds when each helped).
+    #[inline(always)]
+    fn run_reading<R>(
+        &self,
+        hash: u64,
+        rehash: Rehash<'_>,
+        op: impl FnMut(&RawTable, usize) -> Result<R, Moved>,
+    ) -> R {
+        self.run_helping(hash, rehash, reader_turn_to_help, op)
+    }
+
+    /// [`run`](Self::run), helping a growth in progress when `helps()` says so.
+    #[inline(always)]
+    fn run_helping<R>(
+        &self,
+        hash: u64,
+        rehash: Rehash<'_>,
+        helps: impl FnOnce() -> bool,
+        op: impl FnMut(&RawTable, usize) -> Result<R, Moved>,
+    ) -> R {
+        if let Some(table) = self.fixed_table() {
+            return follow(table, hash, op);
+        }
+        let guard = reclaim::enter();
+        let table = self.load(&guard);
+        if let Some(next) = table.migrating_into() {
+            if helps() {
+                self.help_slow(table, next, rehash);
+            }
+        }
+        follow(table, hash, op)
+    }
+
+    /// As [`run`](Self::run) for operations that may insert: a full bin or link pool grows the
+    /// map and the operation goes on in the next table.
+    #[inline(always)]
+    fn run_growing<R>(
+        &self,
+        hash: u64,
+        rehash: Rehash<'_>,
+        mut op: impl FnMut(&RawTable, usize) -> Result<Result<R, Full>, Moved>,
+    ) -> Result<R, Error> {
+        if let Some(table) = self.fixed_table() {
+            return match op(table, fastrange(hash, table.bins())) {
+                Ok(Ok(result)) => Ok(result),
+                Ok(Err(_full)) => Err(Error::Full),
+                Err(Moved) => unreachable!("a fixed table never moves a bin"),
+            };
+        }
+        let guard = reclaim::enter();
+        let mut table = self.load(&guard);
+        self.help(table, rehash);
+        loop {
+            let bin = fastrange(hash, table.bins());
+            match op(table, bin) {
+                Ok(Ok(result)) => return Ok(result),
+                Ok(Err(full)) => table = self.grow(table, bin, full, hash, rehash, &guard)?,
+                Err(Moved) => table = moved_on(table),
+            }
+        }
+    }
+
+    /// A fixed map's table, without an announcement: a map whose `max_bins` is its first
+    /// table's bins never replaces that table, so nothing can be freed under a reader.
+    #[inline(always)]
+    fn fixed_table(&self) -> Option<&RawTable> {
+        // SAFETY: `fixed` maps never grow (`grow` refuses at `max_bins`) nor shrink
+        // (`shrink_to_fit` returns early), so `current` points to the first table until the
+        // map is dropped, and `&self` outlives the borrow.
+        self.fixed
+            .then(|| unsafe { &*self.current.load(Ordering::Relaxed) })
+    }
+
+    /// The current table, readable while `guard` lives.
+    #[inline(always)]
+    fn load<'g>(&'g self, _guard: &'g ReadGuard<'_>) -> &'g RawTable {
+        // Acquire: pairs with the Release of the swap that made this table current, so its
+        // contents (and every transfer into it) are visible.
+        let table = self.current.load(Ordering::Acquire);
+        // SAFETY: `current` always points to a live table; one that is replaced is freed only
+        // after every thread that announced before its retirement (we did, holding `guard`)
+        // has left its operation (`reclaim.rs`).
+        unsafe { &*table }
+    }
+
+    /// The current table with no growth in progress: finishes one if needed.
+    fn settled<'g>(&'g self, guard: &'g ReadGuard<'_>, rehash: Rehash<'_>) -> &'g RawTable {
+        loop {
+            let table = self.load(guard);
+            match table.migrating_into() {
+                None => return table,
+                Some(next) => self.finish_migration(table, next, rehash),
+            }
+        }
+    }
+
+    /// The current table pinned for a batch: prefetches of many keys share one announcement.
+    #[inline(always)]
+    pub(crate) fn pin(&self) -> Pinned<'_> {
+        Pinned {
+            map: self,
+            guard: (!self.fixed).then(reclaim::enter),
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Growth (see `migrate.rs` for the protocol and its argument)
+    // -----------------------------------------------------------------------------------------
+
+    /// If `table` is migrating, do this operation's share of the work (one chunk, or all of
+    /// it in blocking mode).
+    #[inline(always)]
+    fn help(&self, table: &RawTable, rehash: Rehash<'_>) {
+        if let Some(next) = table.migrating_into() {
+            self.help_slow(table, next, rehash);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn help_slow(&self, table: &RawTable, next: &RawTable, rehash: Rehash<'_>) {
+        match self.resize_mode {
+            ResizeMode::Incremental => {
+                if table.help_one_chunk(next, &new_bin(next, rehash)) == Some(true) {
+                    self.complete(table, next);
+                }
+            }
+            ResizeMode::Blocking => self.finish_migration(table, next, rehash),
+        }
+    }
+
+    /// Move every chunk still unclaimed, then wait until the others' chunks are done.
+    fn finish_migration(&self, table: &RawTable, next: &RawTable, rehash: Rehash<'_>) {
+        let new_bin = new_bin(next, rehash);
+        while let Some(last) = table.help_one_chunk(next, &new_bin) {
+            if last {
+                self.complete(table, next);
+            }
+        }
+        while !table.migration_done() || core::ptr::eq(self.current.load(Ordering::Acquire), table)
+        {
+            crate::sync::spin();
+        }
+    }
+
+    /// The last chunk is done: make `next` current and retire `table`.
+    fn complete(&self, table: &RawTable, next: &RawTable) {
+        // The pointers the tables were published with (both from `Box::into_raw`), not ones
+        // made from the shared references: the old one becomes a `Box` again when it is freed,
+        // and a pointer derived from `&RawTable` may not be used for that (Miri's Stacked
+        // Borrows rejects it).
+        let successor = table.next_ptr();
+        debug_assert!(core::ptr::eq(successor, next));
+        // Release: pairs with the Acquire load of `current` by every later operation, which
+        // then sees every transfer (this thread acquired them through the chunk counter).
+        let replaced = self.current.compare_exchange(
+            table as *const RawTable as *mut RawTable,
+            successor,
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        );
+        let Ok(old) = replaced else {
+            unreachable!("only the migration's last chunk replaces its table");
+        };
+        // SAFETY: `old` is the pointer `current` held, from `Box::into_raw` (`allocate`); the
+        // swap above unlinked it (new operations start at `next`), and only the last chunk's
+        // thread retires it, once.
+        unsafe { self.collector.retire(old) };
+    }
+
+    /// `table` (current, or the successor of the current table) found a bin or the link pool
+    /// full at `bin` for the key hashed to `hash`: start or join its growth, move that bin,
+    /// and return the table to retry in. A full bin whose keys no larger table would split
+    /// from the new key's is an error, not a growth (`separable`).
+    #[cold]
+    #[inline(never)]
+    fn grow<'g>(
+        &'g self,
+        table: &'g RawTable,
+        bin: usize,
+        full: Full,
+        hash: u64,
+        rehash: Rehash<'_>,
+        guard: &'g ReadGuard<'_>,
+    ) -> Result<&'g RawTable, Error> {
+        if full == Full::Bin {
+            self.separable(table, bin, hash, rehash)?;
+        }
+        // A table grows only once it is current: finish the migration into it first.
+        let current = self.load(guard);
+        if !core::ptr::eq(current, table) {
+            if let Some(next) = current.migrating_into() {
+                self.finish_migration(current, next, rehash);
+            }
+        }
+        let limit = self.max_bins / table.bins();
+        let factor = growth_factor(table.bins()).min(limit);
+        if factor < 2 && table.migrating_into().is_none() {
+            return Err(Error::Full);
+        }
+        let next = self.next_of(table, factor.max(2), rehash)?;
+        table.transfer_bin(bin, next, &new_bin(next, rehash));
+        if self.resize_mode == ResizeMode::Blocking {
+            self.finish_migration(table, next, rehash);
+        }
+        Ok(next)
+    }
+
+    /// Whether growing can make room for the key hashed to `hash` in its full `bin`: some
+    /// table the map may grow into (every growth step up to `max_bins` and what memory can
+    /// hold) must send at least one of the bin's keys elsewhere. Keys whose hashes agree on
+    /// their top bits stay together in every table up to `2^bits` bins; sixteen keys with one
+    /// hash stay together forever. Without this check each failed insert of such a key would
+    /// grow the map again, until the memory ran out.
+    ///
+    /// The keys are a snapshot of the bin (a concurrent remove may have made room since; the
+    /// bin was full when this insert found it so, which is when the error is linearized).
+    ///
+    /// # Errors
+    /// [`Error::HashCollisions`] if no table the machine could hold (and none of up to 2^40
+    /// bins) would split them, [`Error::Full`] if only a table larger than `max_bins` would.
+    fn separable(
+        &self,
+        table: &RawTable,
+        bin: usize,
+        hash: u64,
+        rehash: Rehash<'_>,
+    ) -> Result<(), Error> {
+        let mut hashes = Vec::with_capacity(SLOTS_PER_BIN);
+        table.keys_of_bin(bin, |key| hashes.push(rehash(key)));
+        let crowded = |bins: usize| {
+            let ours = fastrange(hash, bins);
+            hashes
+                .iter()
+                .filter(|&&h| fastrange(h, bins) == ours)
+                .count()
+                >= SLOTS_PER_BIN
+        };
+        if crowded(MAX_SEPARATING_BINS) {
+            return Err(Error::HashCollisions);
+        }
+        // A table the machine could not hold is no way out either (checked only for the
+        // sizes that do not separate the keys: a separating one that does not fit is left to
+        // the allocation, which answers `AllocationFailed`).
+        let fits = |bins: usize| bins.checked_mul(64).is_some_and(|b| memory_fits(b, false));
+        let mut bins = table.bins();
+        loop {
+            let step = growth_factor(bins);
+            match bins.checked_mul(step).filter(|&b| b <= self.max_bins) {
+                Some(larger) if !crowded(larger) => return Ok(()),
+                Some(larger) if !fits(larger) => return Err(Error::HashCollisions),
+                Some(larger) => bins = larger,
+                None => return Err(Error::Full),
+            }
+        }
+    }
+
+    /// `table`'s next table: the one being filled, or a new one `factor` times larger
+    /// (allocated by this thread if it is the first to need it).
+    fn next_of<'g>(
+        &self,
+        table: &'g RawTable,
+        factor: usize,
+        rehash: Rehash<'_>,
+    ) -> Result<&'g RawTable, Error> {
+        match table.next_table(true) {
+            Next::Ready(next) => Ok(next),
+            Next::Idle => unreachable!("next_table(true) never answers Idle"),
+            Next::Allocate => {
+                let sized = table
+                    .bins()
+                    .checked_mul(factor)
+                    .map(|bins| (bins, derived_link_buckets(bins, self.bins_per_link)))
+                    .ok_or(Error::CapacityOverflow);
+                // Chained lines of the old table: its regular pool plus what its own filling
+                // took from its reserve; a split needs at most 4/3 of them (`migrate`).
+                let chained = table.link_buckets() + table.transfer_used();
+                let reserve = chained + chained.div_ceil(3);
+                match sized.and_then(|(bins, links)| {
+                    allocate(
+                        rehash,
+                        bins,
+                        links,
+                        reserve,
+                        self.huge_pages,
+                        &self.alive,
+                        true,
+                    )
+                }) {
+                    Ok(next) => {
+                        // SAFETY: just allocated; freed only after `table` (see `migrate`).
+                        let next_table = unsafe { &*next };
+                        table.install_next(next, 1);
+                        Ok(next_table)
+                    }
+                    Err(error) => {
+                        table.abandon_allocation();
+                        Err(error)
+                    }
+                }
+            }
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Whole-map operations
+    // -----------------------------------------------------------------------------------------
+
+    /// Remove every key (see `FlatMap::clear` for what concurrent callers see).
+    pub(crate) fn clear(&self, rehash: Rehash<'_>) {
+        let guard = reclaim::enter();
+        let mut table = self.settled(&guard, rehash);
+        loop {
+            table.clear();
+            // A migration that started meanwhile carried some keys past the clear.
+            match table.migrating_into() {
+                Some(_) => table = self.settled(&guard, rehash),
+                None => return,
+            }
+        }
+    }
+
+    /// Keys present (see `FlatMap::len`).
+    pub(crate) fn len(&self) -> usize {
+        let guard = reclaim::enter();
+        let table = self.load(&guard);
+        // During a migration the keys are split between the two tables.
+        table.len() + table.migrating_into().map_or(0, RawTable::len)
+    }
+
+    /// Slots of the current table.
+    pub(crate) fn capacity(&self) -> usize {
+        let guard = reclaim::enter();
+        self.load(&guard).capacity()
+    }
+
+    /// Bytes of the current table (for the batches' prefetch decision).
+    pub(crate) fn table_bytes(&self) -> usize {
+        let guard = reclaim::enter();
+        self.load(&guard).allocated_bytes()
+    }
+
+    pub(crate) fn stats(&self) -> Stats {
+        let guard = reclaim::enter();
+        let table = self.load(&guard);
+        Stats {
+            bins: table.bins(),
+            link_buckets: table.link_buckets(),
+            link_buckets_used: table.link_buckets_used(),
+            link_buckets_lost: table.links_lost(),
+            allocated_bytes: table.allocated_bytes()
+                + table.migrating_into().map_or(0, RawTable::allocated_bytes),
+            huge_pages: table.huge_pages(),
+            migrating: table.migrating_into().is_some(),
+            live_tables: self.alive.load(StatOrdering::Relaxed),
+        }
+    }
+
+    /// Visit every `(key, value)` word pair (see `FlatMap::for_each`).
+    pub(crate) fn for_each(&self, rehash: Rehash<'_>, mut visit: impl FnMut(u64, u64)) {
+        let guard = reclaim::enter();
+        let mut table = self.settled(&guard, rehash);
+        loop {
+            table.for_each(&mut visit);
+            match table.migrating_into() {
+                Some(next) => table = next,
+                None => return,
+            }
+        }
+    }
+
+    /// Grow, doing the whole move, until the current table has room for `keys` keys at the
+    /// usual load (see `FlatMap::reserve`).
+    pub(crate) fn reserve_keys(&self, keys: usize, rehash: Rehash<'_>) -> Result<(), Error> {
+        let want = keys
+            .checked_mul(4)
+            .ok_or(Error::CapacityOverflow)?
+            .div_ceil(TARGET_KEYS_PER_BIN_X4);
+        let guard = reclaim::enter();
+        loop {
+            let table = self.settled(&guard, rehash);
+            if table.bins() >= want {
+                return Ok(());
+            }
+            let factor = want.div_ceil(table.bins()).max(2);
+            if table.bins().saturating_mul(factor) > self.max_bins {
+                return Err(Error::CapacityOverflow);
+            }
+            let next = self.next_of(table, factor, rehash)?;
+            self.finish_migration(table, next, rehash);
+        }
+    }
+
+    /// Move the keys into a table with 2 to 32 times fewer bins if they fit it (see
+    /// `FlatMap::shrink_to_fit`); whether it shrank.
+    pub(crate) fn shrink_to_fit(&self, rehash: Rehash<'_>) -> Result<bool, Error> {
+        if self.fixed {
+            return Ok(false);
+        }
+        let guard = reclaim::enter();
+        let table = self.settled(&guard, rehash);
+        let want = self
+            .len()
+            .saturating_mul(4)
+            .div_ceil(TARGET_KEYS_PER_BIN_X4)
+            .max(2);
+        let mut group = 1;
+        while group < CHUNK_BINS
+            && table.bins().is_multiple_of(group * 2)
+            && table.bins() / (group * 2) >= want
+        {
+            group *= 2;
+        }
+        if group == 1 {
+            return Ok(false);
+        }
+        // Hold the right to migrate this table (a growth that wants it waits, then joins).
+        let Next::Allocate = table.next_table(true) else {
+            return Ok(false);
+        };
+        if !table.set_all_bins(BinState::NoTransfer, BinState::Frozen) {
+            table.abandon_allocation();
+            return Ok(false);
+        }
+        let thaw = || {
+            table.set_all_bins(BinState::Frozen, BinState::NoTransfer);
+            table.abandon_allocation();
+        };
+        let fits = core::iter::successors(Some(group), |g| (*g > 2).then_some(g / 2))
+            .find_map(|g| table.group_demand(g).map(|links| (g, links)));
+        let Some((group, links)) = fits else {
+            thaw();
+            return Ok(false);
+        };
+        let bins = table.bins() / group;
+        let links_regular = derived_link_buckets(bins, self.bins_per_link);
+        match allocate(
+            rehash,
+            bins,
+            links_regular,
+            links,
+            self.huge_pages,
+            &self.alive,
+            true,
+        ) {
+            Ok(next) => {
+                table.install_next(next, group);
+                // SAFETY: just allocated; freed only after `table` (see `migrate`).
+                self.finish_migration(table, unsafe { &*next }, rehash);
+                Ok(true)
+            }
+            Err(error) => {
+                thaw();
+                Err(error)
+            }
+        }
+    }
+
+    /// Check the engine's invariants on a quiescent map (for tests); the live keys.
+    pub(crate) fn check_invariants(&self, rehash: Rehash<'_>) -> usize {
+        let guard = reclaim::enter();
+        self.settled(&guard, rehash).check_invariants()
+    }
+
+    /// `(len, bins, link_buckets)` of the current table, for `Debug`.
+    pub(crate) fn shape(&self) -> (usize, usize, usize) {
+        let guard = reclaim::enter();
+        let table = self.load(&guard);
+        (table.len(), table.bins(), table.link_buckets())
+    }
+}
+
+/// A map with an announcement held: batches prefetch many keys under one.
+pub(crate) struct Pinned<'m> {
+    map: &'m RawMap,
+    /// `None` for a fixed map (whose table is never freed).
+    guard: Option<ReadGuard<'static>>,
+}
+
+impl Pinned<'_> {
+    #[inline(always)]
+    fn table(&self) -> &RawTable {
+        match &self.guard {
+            Some(guard) => self.map.load(guard),
+            // SAFETY: as `fixed_table`: a fixed map's table lives as long as the map.
+            None => unsafe { &*self.map.current.load(Ordering::Relaxed) },
+        }
+    }
+
+    /// Start loading the bin of `hash` (a hint: a growth may move it meanwhile).
+    #[inline(always)]
+    pub(crate) fn prefetch_bin(&self, hash: u64) {
+        let table = self.table();
+        table.prefetch_bin(fastrange(hash, table.bins()));
+    }
+
+    /// Start loading the link buckets of the bin of `hash`; whether it has any.
+    #[inline(always)]
+    pub(crate) fn prefetch_chain(&self, hash: u64) -> bool {
+        let table = self.table();
+        table.prefetch_chain(fastrange(hash, table.bins()))
+    }
+}
+
+/// Run `op` on the key's bin of `table`, following the key while its bin moves.
+#[inline(always)]
+fn follow<R>(
+    mut table: &RawTable,
+    hash: u64,
+    mut op: impl FnMut(&RawTable, usize) -> Result<R, Moved>,
+) -> R {
+    loop {
+        match op(table, fastrange(hash, table.bins())) {
+            Ok(result) => return result,
+            Err(Moved) => table = moved_on(table),
+        }
+    }
+}
+
+/// Where the key `word` goes in `next`.
+fn new_bin<'a>(next: &'a RawTable, rehash: Rehash<'a>) -> impl Fn(u64) -> usize + 'a {
+    move |word| fastrange(rehash(word), next.bins())
+}
+
+/// Allocate a table (boxed, for the map's pointer): `bins` bins, a regular pool of
+/// `link_buckets` and a transfer reserve of `reserve`. `written`: a migration will write the
+/// whole table at once (see `memory_fits`).
+fn allocate(
+    rehash: Rehash<'_>,
+    bins: usize,
+    link_buckets: usize,
+    reserve: usize,
+    huge_pages: bool,
+    alive: &Arc<StatCounter>,
+    written: bool,
+) -> Result<*mut RawTable, Error> {
+    let bytes = bins
+        .checked_add(link_buckets)
+        .and_then(|lines| lines.checked_add(reserve))
+        .and_then(|lines| lines.checked_mul(64))
+        .filter(|&b| b <= isize::MAX as usize)
+        .ok_or(Error::CapacityOverflow)?;
+    if link_buckets.saturating_add(reserve) >= u32::MAX as usize - 2 {
+        return Err(Error::CapacityOverflow);
+    }
+    if !memory_fits(bytes, written) {
+        return Err(Error::AllocationFailed { bytes });
+    }
+    let dead = dead_keys(rehash, bins)?;
+    let geometry = Geometry {
+        bins,
+        link_buckets,
+        transfer_reserve: reserve,
+        huge_pages,
+    };
+    let raw = RawTable::new(geometry, dead, Arc::clone(alive))
+        .ok_or(Error::AllocationFailed { bytes })?;
+    Ok(Box::into_raw(Box::new(raw)))
+}
+
+/// The link pool for `bins` bins: the expected demand plus four standard deviations of it and
+/// a constant, so small tables are not undone by one unlucky bin.
+fn derived_link_buckets(bins: usize, bins_per_link: usize) -> usize {
+    let mean = bins.div_ceil(bins_per_link);
+    // Saturating: absurd sizes end as `CapacityOverflow` in `allocate`, not as an overflow.
+    mean.saturating_add(4 * (mean as f64).sqrt() as usize)
+        .saturating_add(8)
+}
+
+/// How many times more bins the next table gets (DLHT §3.2.5: larger steps for small tables,
+/// where a migration is cheap and the next one would come soon).
+fn growth_factor(bins: usize) -> usize {
+    if bins < 4096 {
+        8
+    } else if bins < 64 << 20 {
+        4
+    } else {
+        2
+    }
+}
+
+/// Find the table's dead keys: two words that hash to different bins.
+fn dead_keys(rehash: Rehash<'_>, bins: usize) -> Result<DeadKeys, Error> {
+    // Zero: the dead key of every bin but one is then what fresh memory holds (engine essay).
+    const FIRST: u64 = 0;
+    let primary_bin = fastrange(rehash(FIRST), bins);
+    (1..=4096u64)
+        .map(|i| FIRST.wrapping_add(i))
+        .find(|&candidate| fastrange(rehash(candidate), bins) != primary_bin)
+        .map(|fallback| DeadKeys {
+            primary: FIRST,
+            primary_bin,
+            fallback,
+        })
+        .ok_or(Error::DegenerateHasher)
+}
+
+/// The largest table `separable` considers (2^40 bins are 64 TiB): keys whose hashes share
+/// their top 40 bits collide for every practical purpose.
+const MAX_SEPARATING_BINS: usize = 1 << 40;
+
+/// Gets help a growth on one call in this many (per thread; see `run_reading`).
+const READER_HELP_EVERY: u32 = 16;
+
+/// Whether this get is the one in [`READER_HELP_EVERY`] of its thread that helps.
+#[inline(always)]
+fn reader_turn_to_help() -> bool {
+    // Under loom a thread-local of loom's, which starts afresh in every execution (a std one
+    // would carry its count from one execution to the next and make the model
+    // nondeterministic).
+    #[cfg(loom)]
+    loom::thread_local! {
+        static GETS: core::cell::Cell<u32> = core::cell::Cell::new(0);
+    }
+    #[cfg(not(loom))]
+    std::thread_local! {
+        static GETS: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
+    }
+    GETS.with(|n| {
+        let v = n.get().wrapping_add(1);
+        n.set(v);
+        v % READER_HELP_EVERY == 0
+    })
+}
+
+/// The table a moved bin's keys went to.
+#[inline(always)]
+fn moved_on(table: &RawTable) -> &RawTable {
+    table
+        .migrating_into()
+        .expect("a bin is moved only after its table's successor is installed")
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    //! Growth, shrink and reclamation on tables small enough for Miri (`ci/miri.sh`), which
+    //! checks the raw pointer work of replacing and freeing tables.
+
+    use super::*;
+
+    fn mix(word: u64) -> u64 {
+        (word ^ (word >> 29)).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+    }
+
+    fn tiny(mode: ResizeMode) -> RawMap {
+        let config = Config {
+            bins: Some(2),
+            resize_mode: mode,
+            backend: Backend::Scalar,
+            huge_pages: false,
+            ..Config::default()
+        };
+        RawMap::new(&config, &mix).unwrap()
+    }
+
+    const KEYS: u64 = if cfg!(miri) { 120 } else { 2_000 };
+
+    #[test]
+    fn grows_shrinks_and_frees_every_replaced_table() {
+        for mode in [ResizeMode::Incremental, ResizeMode::Blocking] {
+            let map = tiny(mode);
+            for k in 1..=KEYS {
+                assert_eq!(map.insert(mix(k), k, !k, &mix), Ok(Inserted::New));
+            }
+            assert!(map.stats().bins > 2, "the map grew");
+            for k in 1..=KEYS {
+                assert_eq!(map.get(mix(k), k, &mix), Some(!k), "{mode:?} key {k}");
+            }
+            for k in 11..=KEYS {
+                assert_eq!(map.remove(mix(k), k, &mix), Some(!k));
+            }
+            while map.shrink_to_fit(&mix).unwrap() {}
+            assert!(map.stats().bins <= 8, "{:?}", map.stats());
+            assert_eq!(map.check_invariants(&mix), 10);
+            // A single thread frees each table it replaced when the replacing operation ends.
+            assert_eq!(map.stats().live_tables, 1);
+        }
+    }
+
+    #[test]
+    fn a_reader_thread_keeps_a_replaced_table_until_it_leaves() {
+        let map = tiny(ResizeMode::Incremental);
+        for k in 1..=10 {
+            map.insert(mix(k), k, k, &mix).unwrap();
+        }
+        std::thread::scope(|s| {
+            let reader = s.spawn(|| {
+                for round in 0..KEYS {
+                    let k = round % 10 + 1;
+                    assert_eq!(map.get(mix(k), k, &mix), Some(k));
+                }
+            });
+            for k in 11..=KEYS {
+                map.insert(mix(k), k, k, &mix).unwrap();
+            }
+            reader.join().unwrap();
+        });
+        // Tables retired while the reader was inside an operation are freed by a
+        // `floe-reclaim` thread, or (under Miri) when this thread's next operation ends.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while map.stats().live_tables > 1 && std::time::Instant::now() < deadline {
+            std::thread::yield_now();
+        }
+        assert_eq!(map.stats().live_tables, 1);
+        assert_eq!(map.check_invariants(&mix), KEYS as usize);
+    }
+}
