@@ -910,61 +910,53 @@ impl RawTable {
     // Whole-table operations
     // ---------------------------------------------------------------------------------------
 
-    /// Remove every key, bin by bin. Each bin is emptied with the delete protocol, so this is
-    /// safe to run concurrently with anything; it is not one atomic snapshot (an insert into a
-    /// bin already cleared survives). Link buckets stay chained to their bins. Bins already
-    /// moved to a next table are skipped (their keys are there).
+    /// Remove every key, bin by bin. Each bin is emptied with the delete protocol (retire each
+    /// key of a snapshot, then free its slot), so this is safe to run concurrently with
+    /// anything; it is not one atomic snapshot (an insert into a bin already cleared
+    /// survives). Link buckets stay chained to their bins. Bins already moved to a next table
+    /// are skipped (their keys are there).
     pub(crate) fn clear(&self) {
         let mut removed = 0isize;
-        for (bin_index, bin) in self.bins.iter().enumerate() {
-            let dead = self.dead.of(bin_index);
-            'bin: loop {
-                let header = Header(bin.header.load(Ordering::Acquire));
-                if matches!(
-                    header.bin_state(),
-                    BinState::InTransfer | BinState::DoneTransfer
-                ) {
-                    self.wait_transferred(bin);
-                    break;
-                }
-                // `Inserting` slots belong to inserts that finish during the clear (it is not
-                // one atomic step).
-                for slot in header.valid().iter() {
-                    let slot_ref = self.slot(bin, slot);
-                    let (key, value) = slot_ref.load();
-                    if key == dead {
-                        // Already retired by a concurrent delete, which frees it.
-                        continue;
-                    }
-                    fence(Ordering::Acquire);
-                    if bin.header.load(Ordering::Relaxed) != header.0 {
-                        continue 'bin;
-                    }
-                    if slot_ref
-                        .compare_exchange((key, value), (dead, value))
-                        .is_err()
-                    {
-                        continue 'bin;
-                    }
+        self.walk(|snapshot| {
+            let bin = &self.bins[snapshot.bin];
+            let dead = self.dead.of(snapshot.bin);
+            let mut retired_any = false;
+            for &(slot, key, value) in snapshot.entries() {
+                // As a delete: a CAS that matches a real key retires the incarnation holding
+                // it (invariant 3). A failed one lost to a concurrent delete or put.
+                if self
+                    .slot(bin, slot)
+                    .compare_exchange((key, value), (dead, value))
+                    .is_ok()
+                {
                     self.free_retired(bin, slot);
                     removed += 1;
-                    continue 'bin;
                 }
-                break;
+                retired_any = true;
             }
-        }
+            // Read the bin again until a snapshot finds it empty: keys put or inserted
+            // meanwhile are cleared too (as before: a bin is emptied, not frozen).
+            if retired_any {
+                Walk::Again
+            } else {
+                Walk::Next
+            }
+        });
         self.len.add(-removed);
     }
 
     /// Re-derive the invariants that can be checked from a quiescent table (for tests).
     pub(crate) fn check_invariants(&self) -> usize {
         let mut live = 0;
-        for (bin_index, bin) in self.bins.iter().enumerate() {
-            let header = Header(bin.header.load(Ordering::Relaxed));
+        let mut bins_seen = 0;
+        self.walk(|snapshot| {
+            bins_seen += 1;
+            let header = snapshot.header;
+            let bin = &self.bins[snapshot.bin];
             assert_eq!(
                 header.bin_state(),
                 BinState::NoTransfer,
-                "a quiescent current table with a moved bin"
+                "a quiescent current table with a frozen bin"
             );
             let link = Link(bin.link.load(Ordering::Relaxed));
             for slot in 0..crate::control::header::SLOTS_PER_BIN {
@@ -982,16 +974,18 @@ impl RawTable {
                             "Valid slot {slot} in an unchained bucket"
                         );
                     }
-                    let (key, _) = self.slot(bin, slot).load();
-                    assert_ne!(
-                        key,
-                        self.dead.of(bin_index),
-                        "a Valid slot holds the dead key"
-                    );
-                    live += 1;
                 }
             }
-        }
+            // Every Valid slot holds a real key (the snapshot leaves out dead ones).
+            assert_eq!(
+                snapshot.entries().len(),
+                header.valid().iter().count(),
+                "a Valid slot holds the dead key: {header:?}"
+            );
+            live += snapshot.entries().len();
+            Walk::Next
+        });
+        assert_eq!(bins_seen, self.bins(), "a quiescent current table with a moved bin");
         assert_eq!(
             live,
             self.len(),
@@ -1001,23 +995,72 @@ impl RawTable {
     }
 }
 
+/// One bin read as a validated snapshot: its present pairs at one instant.
+pub(crate) struct BinSnapshot {
+    /// The bin.
+    pub(crate) bin: usize,
+    /// The header the snapshot is consistent with.
+    pub(crate) header: Header,
+    entries: [(usize, u64, u64); crate::control::header::SLOTS_PER_BIN],
+    len: usize,
+}
+
+impl BinSnapshot {
+    /// `(slot, key, value)` of every searchable slot that held a real key.
+    pub(crate) fn entries(&self) -> &[(usize, u64, u64)] {
+        &self.entries[..self.len]
+    }
+}
+
+/// What a [`RawTable::walk`] visitor wants next.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Walk {
+    /// The next bin.
+    Next,
+    /// A fresh snapshot of the same bin.
+    Again,
+}
+
 impl RawTable {
-    /// Call `visit` with every key present in bin `bin` (a validated snapshot of the bin; none
-    /// if it has been moved to a next table).
-    pub(crate) fn keys_of_bin(&self, bin: usize, mut visit: impl FnMut(u64)) {
-        let mut pairs = Vec::with_capacity(crate::control::header::SLOTS_PER_BIN);
-        if self.snapshot_bin(bin, &mut pairs) {
-            pairs.iter().for_each(|&(key, _)| visit(key));
+    /// The one walk over a table: every bin not moved to a next table, as a validated
+    /// snapshot (a bin being moved is waited for and skipped). It serves `clear`, `for_each`,
+    /// the growth check of full bins, and, later, iterators and recovery. The table as a
+    /// whole is not one snapshot: pairs inserted or removed while the walk runs may or may not
+    /// be seen.
+    pub(crate) fn walk(&self, mut visit: impl FnMut(&BinSnapshot) -> Walk) {
+        let mut snapshot = BinSnapshot {
+            bin: 0,
+            header: Header(0),
+            entries: [(0, 0, 0); crate::control::header::SLOTS_PER_BIN],
+            len: 0,
+        };
+        for bin in 0..self.bins() {
+            while self.snapshot_bin(bin, &mut snapshot) && visit(&snapshot) == Walk::Again {}
         }
     }
 
-    /// The present pairs of bin `bin`, read as one validated snapshot, into `pairs`; `false`
-    /// (and nothing) if the bin has been moved to a next table (waiting out a move).
-    fn snapshot_bin(&self, bin_index: usize, pairs: &mut Vec<(u64, u64)>) -> bool {
+    /// Call `visit` with every key present in bin `bin` (a validated snapshot of the bin; none
+    /// if it has been moved to a next table).
+    pub(crate) fn keys_of_bin(&self, bin: usize, mut visit: impl FnMut(u64)) {
+        let mut snapshot = BinSnapshot {
+            bin,
+            header: Header(0),
+            entries: [(0, 0, 0); crate::control::header::SLOTS_PER_BIN],
+            len: 0,
+        };
+        if self.snapshot_bin(bin, &mut snapshot) {
+            snapshot.entries().iter().for_each(|&(_, key, _)| visit(key));
+        }
+    }
+
+    /// Read bin `bin_index` into `snapshot`; `false` (and nothing) if the bin has been moved
+    /// to a next table (waiting out a move).
+    fn snapshot_bin(&self, bin_index: usize, snapshot: &mut BinSnapshot) -> bool {
         let bin = &self.bins[bin_index];
         let dead = self.dead.of(bin_index);
+        snapshot.bin = bin_index;
         loop {
-            pairs.clear();
+            snapshot.len = 0;
             let header = Header(bin.header.load(Ordering::Acquire));
             if matches!(
                 header.bin_state(),
@@ -1027,29 +1070,32 @@ impl RawTable {
                 return false;
             }
             for slot in header.searchable().iter() {
-                pairs.push(self.slot(bin, slot).load());
+                let (key, value) = self.slot(bin, slot).load();
+                // A searchable slot holding the dead key is mid-delete (already gone) or an
+                // insert not yet written (not yet there).
+                if key != dead {
+                    snapshot.entries[snapshot.len] = (slot, key, value);
+                    snapshot.len += 1;
+                }
             }
             fence(Ordering::Acquire);
             if bin.header.load(Ordering::Relaxed) == header.0 {
-                // A searchable slot holding the dead key is mid-delete (already gone) or an
-                // insert not yet written (not yet there).
-                pairs.retain(|&(key, _)| key != dead);
+                snapshot.header = header;
                 return true;
             }
             spin();
         }
     }
 
-    /// Visit every present `(key, value)`, bin by bin. Each bin is read as one validated
-    /// snapshot; the table as a whole is not (a pair inserted or removed while the walk runs
-    /// may or may not be seen). Bins moved to a next table are skipped.
+    /// Visit every present `(key, value)`, bin by bin (see [`walk`](Self::walk)).
     pub(crate) fn for_each(&self, mut visit: impl FnMut(u64, u64)) {
-        let mut pairs = Vec::with_capacity(crate::control::header::SLOTS_PER_BIN);
-        for bin in 0..self.bins() {
-            if self.snapshot_bin(bin, &mut pairs) {
-                pairs.iter().for_each(|&(key, value)| visit(key, value));
-            }
-        }
+        self.walk(|snapshot| {
+            snapshot
+                .entries()
+                .iter()
+                .for_each(|&(_, key, value)| visit(key, value));
+            Walk::Next
+        });
     }
 }
 
