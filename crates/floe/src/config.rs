@@ -35,12 +35,14 @@ pub enum ResizeMode {
 /// - `Avx512` loads the line in one 64-byte load and compares all eight words at once.
 ///
 /// With three or four keys a line, the SIMD backends save instructions, not memory accesses:
-/// on tables larger than the caches all three wait on the same DRAM line. `BENCHMARKS.md`
-/// has the measured difference on this project's machines; `Auto` picks the widest backend
-/// the CPU has.
+/// on tables larger than the caches all three wait on the same DRAM line. Which one is
+/// fastest depends on the CPU, not only on its feature list, so `Auto` measures: the first
+/// `Auto` map of a process times gets with every backend the CPU has on a small table (about
+/// a millisecond) and every `Auto` map then uses the fastest ([`Backend::resolve`] tells
+/// which). `BENCHMARKS.md` has the measured differences per CPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Backend {
-    /// The widest backend this CPU supports.
+    /// The backend measured fastest on this CPU (see above).
     #[default]
     Auto,
     /// Portable code, atomic slot loads.
@@ -60,6 +62,28 @@ impl Backend {
     /// Whether this CPU (and this build) can run the backend. `Auto` and `Scalar` always can.
     pub fn is_supported(self) -> bool {
         crate::raw::dispatch::Loader::new(self).is_some()
+    }
+
+    /// The backend a map built with this one uses: itself, or for `Auto` the one measured
+    /// fastest on this CPU; `None` if the CPU cannot run it.
+    ///
+    /// ```
+    /// let chosen = floe::Backend::Auto.resolve().unwrap();
+    /// assert_ne!(chosen, floe::Backend::Auto);
+    /// ```
+    pub fn resolve(self) -> Option<Backend> {
+        crate::raw::dispatch::Loader::new(self).map(|loader| loader.backend())
+    }
+
+    /// Run `Auto`'s calibration again and return nanoseconds per get of every backend this
+    /// CPU has (best of several rounds on an L2-sized table); empty where there is nothing to
+    /// choose. For benchmarks that report why `Auto` chose what it did.
+    #[doc(hidden)]
+    pub fn calibration() -> Vec<(Backend, f64)> {
+        #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+        return crate::raw::dispatch::calibrate().map_or_else(Vec::new, |c| c.nanos_per_get);
+        #[cfg(not(all(target_arch = "x86_64", not(miri), not(loom))))]
+        Vec::new()
     }
 }
 

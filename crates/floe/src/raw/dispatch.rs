@@ -24,12 +24,7 @@ impl Loader {
         {
             use crate::raw::loader::{Avx2Loader, Avx512Loader};
             match backend {
-                Backend::Auto => Some(
-                    Avx512Loader::new()
-                        .map(Loader::Avx512)
-                        .or_else(|| Avx2Loader::new().map(Loader::Avx2))
-                        .unwrap_or(Loader::Scalar(ScalarLoader)),
-                ),
+                Backend::Auto => Loader::new(calibrated()),
                 Backend::Scalar => Some(Loader::Scalar(ScalarLoader)),
                 Backend::Avx2 => Avx2Loader::new().map(Loader::Avx2),
                 Backend::Avx512 => Avx512Loader::new().map(Loader::Avx512),
@@ -169,3 +164,116 @@ macro_rules! dispatch {
     }};
 }
 pub(crate) use dispatch;
+
+/// The backend `Auto` stands for on this CPU: the one that ran gets fastest in a short
+/// calibration, made once per process at the first `Auto` map. Which backend wins depends on
+/// the CPU, not on the feature list: on the Intel hosts AVX-512 matching ran floe's gets ~1.8x
+/// scalar, while the AMD hosts' layout-lab runs put some wide kernels below scalar
+/// (`BENCHMARKS.md`, "The SIMD choice per CPU"), so it is measured rather than assumed.
+#[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+fn calibrated() -> Backend {
+    static CHOICE: std::sync::OnceLock<Backend> = std::sync::OnceLock::new();
+    *CHOICE.get_or_init(|| calibrate().map_or(Backend::Scalar, |c| c.choice))
+}
+
+/// What [`calibrate`] measured: nanoseconds per get of each supported backend (best of its
+/// rounds), and the choice.
+#[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+#[derive(Clone, Debug)]
+pub(crate) struct Calibration {
+    pub(crate) nanos_per_get: Vec<(Backend, f64)>,
+    pub(crate) choice: Backend,
+}
+
+/// Time gets (half hits, half misses) on a table that fits in the L2 cache with every backend
+/// the CPU has, interleaved over several rounds, and pick the fastest; a wider backend must
+/// win by 2% to be chosen over a narrower one (within that, the difference is noise). About a
+/// millisecond. `None` if the table cannot be had.
+#[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+pub(crate) fn calibrate() -> Option<Calibration> {
+    use std::{hint::black_box, sync::Arc, time::Instant};
+
+    use super::{
+        loader::{Avx2Loader, Avx512Loader},
+        DeadKeys, Geometry, RawTable,
+    };
+    use crate::hash::fastrange;
+
+    const BINS: usize = 4096;
+    const KEYS: u64 = 7000;
+    const ROUNDS: usize = 7;
+    let mix = |word: u64| (word ^ (word >> 31)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let dead = DeadKeys::find(&mix, BINS)?;
+    let geometry = Geometry {
+        bins: BINS,
+        link_buckets: BINS / 4,
+        transfer_reserve: 0,
+        huge_pages: false,
+    };
+    let table = RawTable::new(geometry, dead, Arc::default())?;
+    for key in 1..=KEYS {
+        let _ = table.insert(ScalarLoader, fastrange(mix(key), BINS), key, key);
+    }
+    // Keys 1..=KEYS are present (those the pool had room for), the rest absent.
+    let queries: Vec<(usize, u64)> = (0..4096u64)
+        .map(|i| mix(i ^ 0x5555).wrapping_rem(2 * KEYS) + 1)
+        .map(|key| (fastrange(mix(key), BINS), key))
+        .collect();
+    let mut candidates = vec![Loader::Scalar(ScalarLoader)];
+    candidates.extend(Avx2Loader::new().map(Loader::Avx2));
+    candidates.extend(Avx512Loader::new().map(Loader::Avx512));
+    let mut best = vec![f64::INFINITY; candidates.len()];
+    for _ in 0..ROUNDS {
+        for (loader, best) in candidates.iter().zip(&mut best) {
+            let start = Instant::now();
+            let mut found = 0u64;
+            for &(bin, key) in &queries {
+                if let Ok(Some(value)) = dispatch!(*loader, &table, get(bin, black_box(key))) {
+                    found = found.wrapping_add(value);
+                }
+            }
+            black_box(found);
+            let nanos = start.elapsed().as_nanos() as f64 / queries.len() as f64;
+            *best = best.min(nanos);
+        }
+    }
+    let mut choice = 0;
+    for i in 1..candidates.len() {
+        if best[i] < best[choice] * 0.98 {
+            choice = i;
+        }
+    }
+    Some(Calibration {
+        nanos_per_get: candidates
+            .iter()
+            .zip(&best)
+            .map(|(loader, &nanos)| (loader.backend(), nanos))
+            .collect(),
+        choice: candidates[choice].backend(),
+    })
+}
+
+#[cfg(all(test, target_arch = "x86_64", not(miri), not(loom)))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_measures_every_supported_backend_and_picks_one_of_them() {
+        let calibration = calibrate().expect("a small table");
+        let measured: Vec<Backend> = calibration.nanos_per_get.iter().map(|&(b, _)| b).collect();
+        for backend in [Backend::Scalar, Backend::Avx2, Backend::Avx512] {
+            assert_eq!(measured.contains(&backend), backend.is_supported());
+        }
+        assert!(calibration
+            .nanos_per_get
+            .iter()
+            .all(|&(_, ns)| ns > 0.0 && ns.is_finite()));
+        assert!(measured.contains(&calibration.choice));
+        let auto = Backend::Auto.resolve().unwrap();
+        assert!(auto != Backend::Auto && auto.is_supported());
+        println!(
+            "{:?} -> {:?}",
+            calibration.nanos_per_get, calibration.choice
+        );
+    }
+}

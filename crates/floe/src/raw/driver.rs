@@ -797,7 +797,7 @@ fn allocate(
     if !memory_fits(bytes, written) {
         return Err(Error::AllocationFailed { bytes });
     }
-    let dead = dead_keys(rehash, bins)?;
+    let dead = DeadKeys::find(rehash, bins).ok_or(Error::DegenerateHasher)?;
     let geometry = Geometry {
         bins,
         link_buckets,
@@ -828,22 +828,6 @@ fn growth_factor(bins: usize) -> usize {
     } else {
         2
     }
-}
-
-/// Find the table's dead keys: two words that hash to different bins.
-fn dead_keys(rehash: Rehash<'_>, bins: usize) -> Result<DeadKeys, Error> {
-    // Zero: the dead key of every bin but one is then what fresh memory holds (engine essay).
-    const FIRST: u64 = 0;
-    let primary_bin = fastrange(rehash(FIRST), bins);
-    (1..=4096u64)
-        .map(|i| FIRST.wrapping_add(i))
-        .find(|&candidate| fastrange(rehash(candidate), bins) != primary_bin)
-        .map(|fallback| DeadKeys {
-            primary: FIRST,
-            primary_bin,
-            fallback,
-        })
-        .ok_or(Error::DegenerateHasher)
 }
 
 /// The largest table `separable` considers (2^40 bins are 64 TiB): keys whose hashes share

@@ -294,6 +294,21 @@ pub(crate) struct DeadKeys {
 }
 
 impl DeadKeys {
+    /// The dead keys of a table of `bins` bins under the hash function `hash`: 0, and a word
+    /// that hashes to another bin than 0 does; `None` if none of the first 4096 does (a
+    /// degenerate hasher).
+    pub(crate) fn find(hash: &dyn Fn(u64) -> u64, bins: usize) -> Option<Self> {
+        // Zero: the dead key of every bin but one is then what fresh memory holds (essay).
+        let primary_bin = crate::hash::fastrange(hash(0), bins);
+        (1..=4096u64)
+            .find(|&candidate| crate::hash::fastrange(hash(candidate), bins) != primary_bin)
+            .map(|fallback| DeadKeys {
+                primary: 0,
+                primary_bin,
+                fallback,
+            })
+    }
+
     #[inline(always)]
     pub(crate) fn of(self, bin: usize) -> u64 {
         if bin == self.primary_bin {
@@ -985,7 +1000,11 @@ impl RawTable {
             live += snapshot.entries().len();
             Walk::Next
         });
-        assert_eq!(bins_seen, self.bins(), "a quiescent current table with a moved bin");
+        assert_eq!(
+            bins_seen,
+            self.bins(),
+            "a quiescent current table with a moved bin"
+        );
         assert_eq!(
             live,
             self.len(),
@@ -1049,7 +1068,10 @@ impl RawTable {
             len: 0,
         };
         if self.snapshot_bin(bin, &mut snapshot) {
-            snapshot.entries().iter().for_each(|&(_, key, _)| visit(key));
+            snapshot
+                .entries()
+                .iter()
+                .for_each(|&(_, key, _)| visit(key));
         }
     }
 
