@@ -35,7 +35,7 @@ pub enum MapKind {
     Floe,
     /// floe's FlatMap with `ResizeMode::Blocking` (every thread helps until a growth is done).
     FloeBlocking,
-    /// floe's FlatMap made fixed-size (`max_bins`): never grows, skips the reclaimer's guard.
+    /// floe's FlatMap made fixed-size (`max_bins`): never grows, skips the reader announcement.
     FloeFixed,
     /// dashmap 6: sharded `RwLock<hashbrown>`; `get` copies the value out under the read lock;
     /// insert-if-absent through `entry`.
