@@ -13,9 +13,9 @@
 //! holding a sequence number that is odd while the thread is inside a map operation.
 //!
 //! - **Enter** (outermost operation of the thread): `seq += 1` (odd) with a `Release` store
-//!   to the thread's own line (a plain store on x86), then a *light* barrier, then load the map's current table.
-//!   Nested operations (a map called from an `update` closure or a `for_each` visitor) see the
-//!   odd value and change nothing.
+//!   to the thread's own line (a plain store on x86), then a *light* barrier, then load the
+//!   map's current table. Nested operations (a map called from an `update` closure or a
+//!   `for_each` visitor) see the odd value and change nothing.
 //! - **Leave**: `seq += 1` (even), a `Release` store: every read of the table the operation
 //!   made is ordered before it.
 //! - **Retire** (the thread that replaced the current pointer, with the old table): a *heavy*
@@ -43,14 +43,21 @@
 //!
 //! # Freeing
 //!
-//! The retiring thread is itself inside an operation, so it cannot wait for all readers. The
-//! table goes to a short-lived `floe-reclaim` thread that polls the slots it waits for (with a
-//! backoff up to a millisecond) and then drops the table, which also keeps the unmapping of a
-//! large table (tens of milliseconds) off every operation's path. If no thread can be started,
-//! and under Miri (which would report the thread as leaked), the table waits in the map's list
-//! of retired tables, checked at every later retirement and freed at the latest when the map
-//! is dropped. Under loom (whose map models cover the bin protocols) retired tables are kept
-//! until the map is dropped; the announcement protocol has its own model here.
+//! The retiring thread is itself inside an operation, so it cannot wait for the readers there
+//! and then. It keeps the table in a thread-local list and marks its slot; when its outermost
+//! operation ends, it frees the table if every reader it waits for has moved on (the usual
+//! case: a single thread, or readers between operations), and otherwise hands it to a
+//! short-lived `floe-reclaim` thread that polls those slots (backing off up to a millisecond)
+//! and then frees it. Tables of 64 MiB and more are unmapped on a thread of their own, so no
+//! operation waits the tens of milliseconds that takes. Where no thread can be started (and
+//! under Miri, which would report the thread as leaked) the table stays in the thread's list,
+//! is retried when its next operation ends, and is waited for when the thread exits. Under
+//! loom (whose map models cover the bin protocols) retired tables are kept until the map is
+//! dropped; the announcement protocol has its own model at the end of this file.
+//!
+//! The registry is process-wide, so a table also waits for threads inside operations on other
+//! maps; they leave them as quickly. A slot is a 128-byte line per thread that ever used a
+//! growable map, reused by later threads, never freed.
 
 #[cfg(not(loom))]
 use core::cell::{Cell, RefCell};
