@@ -36,6 +36,18 @@ pub fn fastrange(hash: u64, n: usize) -> usize {
     ((u128::from(hash) * n as u128) >> 64) as usize
 }
 
+/// The hashes [`fastrange`] maps onto `bin` of `0..n` (`bin < n`): a contiguous run, since
+/// fastrange is monotonic. Walks that must handle every hash once across tables of different
+/// sizes go by these runs (`RawMap::walk_hashes`).
+pub(crate) fn fastrange_hashes(bin: usize, n: usize) -> core::ops::RangeInclusive<u64> {
+    debug_assert!(bin < n);
+    // The least h with h * n >= bin * 2^64, and one less than the least for bin + 1 (2^64
+    // for the last bin, so the end is u64::MAX).
+    let first = ((bin as u128) << 64).div_ceil(n as u128);
+    let end = (((bin + 1) as u128) << 64).div_ceil(n as u128);
+    first as u64..=(end - 1) as u64
+}
+
 /// Multiply two words into 128 bits and fold the halves together.
 #[inline(always)]
 fn fold_mul(a: u64, b: u64) -> u64 {
@@ -370,5 +382,31 @@ mod tests {
         assert_eq!(fastrange(u64::MAX, 3), 2);
         assert_eq!(fastrange(u64::MAX / 3 + 1, 3), 1);
         assert_eq!(fastrange(12345, 1), 0);
+    }
+
+    #[test]
+    fn fastrange_hashes_are_exactly_the_hashes_of_a_bin() {
+        for n in [1usize, 2, 3, 5, 7, 64, 1000, 1 << 40, usize::MAX / 2] {
+            for bin in [0, 1, n / 3, n / 2, n - 2, n - 1] {
+                if bin >= n {
+                    continue;
+                }
+                let hashes = fastrange_hashes(bin, n);
+                let (first, last) = (*hashes.start(), *hashes.end());
+                assert_eq!(fastrange(first, n), bin, "n {n} bin {bin}");
+                assert_eq!(fastrange(last, n), bin, "n {n} bin {bin}");
+                if first > 0 {
+                    assert_eq!(fastrange(first - 1, n), bin - 1, "n {n} bin {bin}");
+                }
+                if last < u64::MAX {
+                    assert_eq!(fastrange(last + 1, n), bin + 1, "n {n} bin {bin}");
+                } else {
+                    assert_eq!(bin, n - 1);
+                }
+                if bin == 0 {
+                    assert_eq!(first, 0);
+                }
+            }
+        }
     }
 }

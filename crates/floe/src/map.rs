@@ -406,9 +406,11 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
         self.raw.prefetch(hash);
     }
 
-    /// Remove every key. Safe to call concurrently with other operations; each bin is emptied
-    /// atomically but the table is not emptied as one atomic step (a key inserted into a bin
-    /// after that bin was cleared stays).
+    /// Remove every key. Safe to call concurrently with other operations: each key is removed
+    /// once, at one instant during the call, as by [`remove`](Self::remove), so a key present
+    /// throughout is gone when it returns; the table is not emptied as one atomic step (a key
+    /// inserted into its bin after the clear has passed that bin stays, also when a growth
+    /// moves it meanwhile). If the map is growing, the growth is finished first.
     ///
     /// ```
     /// let map = floe::FlatMap::<u64, u64>::with_capacity(10)?;
@@ -492,7 +494,8 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     }
 
     /// Call `visit` for every key-value pair. Every pair visited was present at some point
-    /// during the call; pairs inserted or removed concurrently may or may not be visited.
+    /// during the call, and no key is visited twice; a key present throughout is visited
+    /// once, and pairs inserted or removed concurrently may or may not be visited.
     ///
     /// ```
     /// let map = floe::FlatMap::<u64, u64>::with_capacity(10)?;
@@ -505,7 +508,8 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// ```
     ///
     /// If the map is growing, the growth is finished first (this call does the remaining
-    /// work); a growth that starts during the walk can make it visit a pair twice.
+    /// work); a growth or shrink that starts during the walk is followed key by key (no pair
+    /// is missed or met twice because it moved).
     pub fn for_each(&self, mut visit: impl FnMut(K, V)) {
         self.raw.for_each(&self.rehash(), |k, v| {
             visit(K::from_word(k), V::from_word(v));

@@ -172,6 +172,65 @@ fn concurrent_clear_leaves_a_consistent_table() {
     }
 }
 
+/// `for_each` while growths and shrinks run on another thread: it follows moved bins key by
+/// key, so no key is visited twice and every key present throughout is visited, with its value.
+#[test]
+#[cfg_attr(miri, ignore = "thousands of operations across threads")]
+fn for_each_meets_every_key_once_across_growth_and_shrink() {
+    use floe::ResizeMode;
+    const STABLE: u64 = 2000;
+    for mode in [ResizeMode::Incremental, ResizeMode::Blocking] {
+        let map = FlatMap::<u64, u64>::builder()
+            .bins(2)
+            .resize_mode(mode)
+            .hasher(floe::hash::Mix64::with_seed(5))
+            .build()
+            .unwrap();
+        for k in 0..STABLE {
+            assert!(map.insert(k, !k).unwrap().is_inserted());
+        }
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let mut walks = 0;
+        std::thread::scope(|s| {
+            let (m, done) = (&map, &done);
+            s.spawn(move || {
+                // Bursts of other keys make the map grow; emptied, it shrinks back.
+                for round in 0..40u64 {
+                    let base = 1 << 40 | round << 20;
+                    for k in base..base + 6000 {
+                        assert!(m.insert(k, k).unwrap().is_inserted());
+                    }
+                    for k in base..base + 6000 {
+                        assert_eq!(m.remove(&k), Some(k));
+                    }
+                    m.shrink_to_fit().unwrap();
+                }
+                done.store(true, std::sync::atomic::Ordering::Release);
+            });
+            while !done.load(std::sync::atomic::Ordering::Acquire) || walks < 3 {
+                let mut seen = HashSet::new();
+                let mut stable = 0;
+                map.for_each(|k, v| {
+                    assert!(seen.insert(k), "{mode:?}: for_each visited {k:#x} twice");
+                    if k < STABLE {
+                        assert_eq!(v, !k);
+                        stable += 1;
+                    } else {
+                        assert_eq!(v, k);
+                    }
+                });
+                assert_eq!(
+                    stable, STABLE,
+                    "{mode:?}: a key present throughout was missed"
+                );
+                walks += 1;
+            }
+        });
+        assert!(walks >= 3);
+        assert_eq!(map.check_invariants(), STABLE as usize);
+    }
+}
+
 /// Shrinks and growths racing inserts, gets and removes on other threads: no key lost,
 /// resurrected or duplicated, every table freed.
 #[test]

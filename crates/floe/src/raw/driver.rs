@@ -20,13 +20,13 @@ use super::{
     dispatch::{dispatch, Loader},
     memory_fits,
     migrate::{Next, CHUNK_BINS},
-    DeadKeys, Full, Geometry, Inserted, Mismatch, Moved, RawTable,
+    BinSnapshot, DeadKeys, Full, Geometry, Inserted, Mismatch, Moved, RawTable,
 };
 use crate::{
     config::{Backend, Config, ResizeMode, Stats, TARGET_KEYS_PER_BIN_X4},
     control::header::{BinState, SLOTS_PER_BIN},
     error::Error,
-    hash::fastrange,
+    hash::{fastrange, fastrange_hashes},
     reclaim::{self, Collector, ReadGuard},
     sync::{
         stat::{AtomicUsize as StatCounter, Ordering as StatOrdering},
@@ -72,6 +72,10 @@ impl Drop for RawMap {
         }
     }
 }
+
+/// What [`RawMap::walk_hashes`] calls per bin: the table, its snapshot, and which of the
+/// snapshot's keys are the walk's (by key word).
+type BinVisitor<'v> = dyn FnMut(&RawTable, &BinSnapshot, &dyn Fn(u64) -> bool) + 'v;
 
 impl RawMap {
     /// Build the first table as `config` says, placing dead keys with `rehash`.
@@ -560,15 +564,19 @@ impl RawMap {
     /// Remove every key (see `FlatMap::clear` for what concurrent callers see).
     pub(crate) fn clear(&self, rehash: Rehash<'_>) {
         let guard = reclaim::enter();
-        let mut table = self.settled(&guard, rehash);
-        loop {
-            table.clear();
-            // A migration that started meanwhile carried some keys past the clear.
-            match table.migrating_into() {
-                Some(_) => table = self.settled(&guard, rehash),
-                None => return,
-            }
-        }
+        let table = self.settled(&guard, rehash);
+        self.walk_hashes(
+            table,
+            0..=u64::MAX,
+            rehash,
+            &mut |table, snapshot, wanted| {
+                table.clear_snapshot(snapshot, wanted, |key| {
+                    // Changed since the snapshot: remove it wherever it is now (once: the walk
+                    // never comes back to this key's hashes).
+                    self.remove(rehash(key), key, rehash);
+                });
+            },
+        );
     }
 
     /// Keys present (see `FlatMap::len`).
@@ -610,18 +618,59 @@ impl RawMap {
     /// Visit every `(key, value)` word pair (see `FlatMap::for_each`).
     pub(crate) fn for_each(&self, rehash: Rehash<'_>, mut visit: impl FnMut(u64, u64)) {
         let guard = reclaim::enter();
-        let mut table = self.settled(&guard, rehash);
-        loop {
-            table.for_each(&mut visit);
-            match table.migrating_into() {
-                Some(next) => table = next,
-                None => return,
+        let table = self.settled(&guard, rehash);
+        self.walk_hashes(table, 0..=u64::MAX, rehash, &mut |_, snapshot, wanted| {
+            for &(_, key, value) in snapshot.entries() {
+                if wanted(key) {
+                    visit(key, value);
+                }
+            }
+        });
+    }
+
+    /// Visit, as validated snapshots, the bins of `table` that hold the hashes `hashes`, each
+    /// with a filter (`wanted`, by key) for the keys whose hash is in the range; a bin that
+    /// has been moved to the next table is followed there for its share of the range.
+    ///
+    /// Why by hash: every hash is handled in exactly one table, by one snapshot, however many
+    /// growths or shrinks run meanwhile. Bins are contiguous runs of hashes (fastrange), a
+    /// bin's run is taken whole or handed on whole, and the walk goes through the runs in
+    /// order and never back. So a key is seen at most once, and once only if present when its
+    /// bin was read (a key present throughout is seen exactly once): `for_each` visits no pair
+    /// twice and `clear` removes no key twice. Walking each table in turn instead would meet a
+    /// key again after a growth carried it past the walk (a clear would then remove a key
+    /// inserted after it had already cleared that key's bin). A growth's bins lie inside the
+    /// old bin's run (every key of theirs wanted); a shrink's bin takes several old runs, so
+    /// its keys are filtered by hash (`rehash`).
+    fn walk_hashes(
+        &self,
+        table: &RawTable,
+        hashes: core::ops::RangeInclusive<u64>,
+        rehash: Rehash<'_>,
+        visit: &mut BinVisitor<'_>,
+    ) {
+        let (first, last) = (*hashes.start(), *hashes.end());
+        let bins = table.bins();
+        for bin in fastrange(first, bins)..=fastrange(last, bins) {
+            let of_bin = fastrange_hashes(bin, bins);
+            let wanted = first.max(*of_bin.start())..=last.min(*of_bin.end());
+            match table.snapshot(bin) {
+                Some(snapshot) => {
+                    let whole = wanted == of_bin;
+                    visit(table, &snapshot, &|key| {
+                        whole || wanted.contains(&rehash(key))
+                    });
+                }
+                None => {
+                    let next = table
+                        .migrating_into()
+                        .expect("a bin is moved only into the table's successor");
+                    self.walk_hashes(next, wanted, rehash, visit);
+                }
             }
         }
     }
 
-    /// Grow, doing the whole move, until the current table has room for `keys` keys at the
-    /// usual load (see `FlatMap::reserve`).
     pub(crate) fn reserve_keys(&self, keys: usize, rehash: Rehash<'_>) -> Result<(), Error> {
         let want = keys
             .checked_mul(4)

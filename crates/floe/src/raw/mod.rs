@@ -925,38 +925,40 @@ impl RawTable {
     // Whole-table operations
     // ---------------------------------------------------------------------------------------
 
-    /// Remove every key, bin by bin. Each bin is emptied with the delete protocol (retire each
-    /// key of a snapshot, then free its slot), so this is safe to run concurrently with
-    /// anything; it is not one atomic snapshot (an insert into a bin already cleared
-    /// survives). Link buckets stay chained to their bins. Bins already moved to a next table
-    /// are skipped (their keys are there).
-    pub(crate) fn clear(&self) {
+    /// Remove the keys of `snapshot` that `wanted` accepts, each as `remove` would: retire
+    /// it with a CAS on the pair the snapshot saw, then free its slot. A CAS fails when the
+    /// pair changed since the snapshot (a put replaced the value, a delete retired it, a
+    /// growth moved it to the next table); `lost` gets such a key, for the caller to remove
+    /// wherever it now is. So each key of the snapshot is removed once, and keys inserted
+    /// after the snapshot stay: `clear` is one removal per key, never two (a second pass over
+    /// the bin would remove a key inserted after the first, and the stress tests' checker
+    /// rejects that history). Link buckets stay chained to their bins.
+    pub(crate) fn clear_snapshot(
+        &self,
+        snapshot: &BinSnapshot,
+        wanted: &dyn Fn(u64) -> bool,
+        mut lost: impl FnMut(u64),
+    ) {
+        let bin = &self.bins[snapshot.bin];
+        let dead = self.dead.of(snapshot.bin);
         let mut removed = 0isize;
-        self.walk(|snapshot| {
-            let bin = &self.bins[snapshot.bin];
-            let dead = self.dead.of(snapshot.bin);
-            let mut retired_any = false;
-            for &(slot, key, value) in snapshot.entries() {
-                // As a delete: a CAS that matches a real key retires the incarnation holding
-                // it (invariant 3). A failed one lost to a concurrent delete or put.
-                if self
-                    .slot(bin, slot)
-                    .compare_exchange((key, value), (dead, value))
-                    .is_ok()
-                {
-                    self.free_retired(bin, slot);
-                    removed += 1;
-                }
-                retired_any = true;
+        for &(slot, key, value) in snapshot.entries() {
+            if !wanted(key) {
+                continue;
             }
-            // Read the bin again until a snapshot finds it empty: keys put or inserted
-            // meanwhile are cleared too (as before: a bin is emptied, not frozen).
-            if retired_any {
-                Walk::Again
+            // As a delete: a CAS that matches a real key retires the incarnation holding it
+            // (invariant 3).
+            if self
+                .slot(bin, slot)
+                .compare_exchange((key, value), (dead, value))
+                .is_ok()
+            {
+                self.free_retired(bin, slot);
+                removed += 1;
             } else {
-                Walk::Next
+                lost(key);
             }
-        });
+        }
         self.len.add(-removed);
     }
 
@@ -998,7 +1000,6 @@ impl RawTable {
                 "a Valid slot holds the dead key: {header:?}"
             );
             live += snapshot.entries().len();
-            Walk::Next
         });
         assert_eq!(
             bins_seen,
@@ -1031,48 +1032,39 @@ impl BinSnapshot {
     }
 }
 
-/// What a [`RawTable::walk`] visitor wants next.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Walk {
-    /// The next bin.
-    Next,
-    /// A fresh snapshot of the same bin.
-    Again,
-}
-
 impl RawTable {
-    /// The one walk over a table: every bin not moved to a next table, as a validated
-    /// snapshot (a bin being moved is waited for and skipped). It serves `clear`, `for_each`,
-    /// the growth check of full bins, and, later, iterators and recovery. The table as a
-    /// whole is not one snapshot: pairs inserted or removed while the walk runs may or may not
-    /// be seen.
-    pub(crate) fn walk(&self, mut visit: impl FnMut(&BinSnapshot) -> Walk) {
-        let mut snapshot = BinSnapshot {
-            bin: 0,
-            header: Header(0),
-            entries: [(0, 0, 0); crate::control::header::SLOTS_PER_BIN],
-            len: 0,
-        };
+    /// Every bin of this table not moved to a next table, as a validated snapshot (a bin
+    /// being moved is waited for and skipped), for `check_invariants` and the unit tests.
+    /// Walks that must follow keys into a next table go by hash (`RawMap::walk_hashes`).
+    pub(crate) fn walk(&self, mut visit: impl FnMut(&BinSnapshot)) {
         for bin in 0..self.bins() {
-            while self.snapshot_bin(bin, &mut snapshot) && visit(&snapshot) == Walk::Again {}
+            if let Some(snapshot) = self.snapshot(bin) {
+                visit(&snapshot);
+            }
         }
     }
 
     /// Call `visit` with every key present in bin `bin` (a validated snapshot of the bin; none
     /// if it has been moved to a next table).
     pub(crate) fn keys_of_bin(&self, bin: usize, mut visit: impl FnMut(u64)) {
+        if let Some(snapshot) = self.snapshot(bin) {
+            snapshot
+                .entries()
+                .iter()
+                .for_each(|&(_, key, _)| visit(key));
+        }
+    }
+
+    /// Bin `bin` as a validated snapshot: its present pairs at one instant. `None` if the bin
+    /// has been moved to the next table (after waiting out the move).
+    pub(crate) fn snapshot(&self, bin: usize) -> Option<BinSnapshot> {
         let mut snapshot = BinSnapshot {
             bin,
             header: Header(0),
             entries: [(0, 0, 0); crate::control::header::SLOTS_PER_BIN],
             len: 0,
         };
-        if self.snapshot_bin(bin, &mut snapshot) {
-            snapshot
-                .entries()
-                .iter()
-                .for_each(|&(_, key, _)| visit(key));
-        }
+        self.snapshot_bin(bin, &mut snapshot).then_some(snapshot)
     }
 
     /// Read bin `bin_index` into `snapshot`; `false` (and nothing) if the bin has been moved
@@ -1107,17 +1099,6 @@ impl RawTable {
             }
             spin();
         }
-    }
-
-    /// Visit every present `(key, value)`, bin by bin (see [`walk`](Self::walk)).
-    pub(crate) fn for_each(&self, mut visit: impl FnMut(u64, u64)) {
-        self.walk(|snapshot| {
-            snapshot
-                .entries()
-                .iter()
-                .for_each(|&(_, key, value)| visit(key, value));
-            Walk::Next
-        });
     }
 }
 
@@ -1279,22 +1260,24 @@ mod tests {
     }
 
     #[test]
-    fn clear_and_for_each_agree() {
+    fn clear_removes_the_wanted_keys_of_a_walk() {
         let t = table(4, 4);
         for k in 0..20u64 {
             let _ = t.insert(P, (k % 4) as usize, k, k + 1);
         }
         let mut seen = Vec::new();
-        t.for_each(|k, v| seen.push((k, v)));
+        t.walk(|snapshot| seen.extend(snapshot.entries().iter().map(|&(_, k, v)| (k, v))));
         seen.sort_unstable();
         assert_eq!(seen.len(), t.len());
         assert!(seen.iter().all(|&(k, v)| v == k + 1));
-        t.clear();
-        assert_eq!(t.len(), 0);
-        let mut after = 0;
-        t.for_each(|_, _| after += 1);
-        assert_eq!(after, 0);
-        assert_eq!(t.check_invariants(), 0);
+        // Keep the odd keys: only the wanted ones go, and no CAS is lost when nobody races.
+        t.walk(|snapshot| t.clear_snapshot(snapshot, &|k| k % 2 == 0, |k| panic!("lost {k}")));
+        assert_eq!(t.len(), 10);
+        let mut after = Vec::new();
+        t.walk(|snapshot| after.extend(snapshot.entries().iter().map(|&(_, k, _)| k)));
+        after.sort_unstable();
+        assert_eq!(after, (1..20).step_by(2).collect::<Vec<u64>>());
+        assert_eq!(t.check_invariants(), 10);
     }
 
     #[test]
