@@ -19,8 +19,8 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use crate::{
     ceiling::{Ceiling, Figures},
     dist::Dist,
-    measure::{self, prefill, timed, Api, Mode, Stop, Summary, Workers},
-    peers::{BenchMap, MapKind, Recipe, Visit},
+    maps::{BenchMap, MapKind, Recipe, Visit},
+    measure::{prefill, timed, Api, Mode, Stop, Summary, Workers},
     report::{CeilingReport, Report, Row},
     workload::{Plan, Spec, Workload},
 };
@@ -237,16 +237,11 @@ impl Experiment {
         }
         progress.finish_and_clear();
         eprintln!("measured in {:.0} s", started.elapsed().as_secs_f64());
-        let unix = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
         Ok(Report {
-            machine: measure::machine(),
+            envelope: crate::report::Envelope::now(crate::report::SCHEMA),
             ceiling,
             results: rows,
             command: self.command.clone(),
-            timestamp: crate::report::timestamps(unix).0,
-            floe_bench_version: env!("CARGO_PKG_VERSION").into(),
         })
     }
 
@@ -317,10 +312,10 @@ pub fn memory_probe(kind: MapKind, recipe: &Recipe, keys: u64) -> Result<u64, St
         fn visit<M: BenchMap>(self, build: &dyn Fn() -> Result<M, String>) -> Result<u64, String> {
             // The key array first, so its pages are not counted.
             let keys: Vec<u64> = (0..self.keys).map(crate::workload::present_key).collect();
-            let before = crate::peers::rss_bytes().ok_or("no /proc/self/statm")?;
+            let before = crate::machine::rss_bytes().ok_or("no /proc/self/statm")?;
             let map = build()?;
             prefill(self.workers, self.threads, &map, &keys)?;
-            let after = crate::peers::rss_bytes().ok_or("no /proc/self/statm")?;
+            let after = crate::machine::rss_bytes().ok_or("no /proc/self/statm")?;
             drop(map);
             Ok(after.saturating_sub(before) as u64)
         }

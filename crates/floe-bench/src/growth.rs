@@ -26,8 +26,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     keys::{mix, Rng},
-    measure::{Latency, Machine, Workers},
-    peers::{BenchMap, MapKind, Recipe, Visit},
+    maps::{BenchMap, MapKind, Recipe, Visit},
+    measure::{histogram, Latency, Workers},
+    svg::{Svg, PALETTE},
     workload::value_of,
 };
 
@@ -115,9 +116,8 @@ pub struct Trigger {
 /// One run's report.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Report {
-    pub schema: String,
-    pub timestamp: String,
-    pub machine: Machine,
+    #[serde(flatten)]
+    pub envelope: crate::report::Envelope,
     pub rows: Vec<Row>,
     /// floe at its growth trigger, for a few table sizes.
     pub triggers: Vec<Trigger>,
@@ -156,10 +156,6 @@ pub fn trigger(recipe: &Recipe, bins: usize) -> Result<Trigger, String> {
 }
 
 pub const SCHEMA: &str = "floe-bench-growth/1";
-
-fn histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("valid bounds")
-}
 
 /// Key number `i` (distinct for distinct `i`).
 #[inline(always)]
@@ -249,7 +245,7 @@ fn insert_range<M: BenchMap>(
 }
 
 fn insert_batched(
-    map: &crate::measure::Map,
+    map: &crate::maps::Map,
     lo: u64,
     hi: u64,
     epoch: Instant,
@@ -620,9 +616,6 @@ pub fn svg(report: &Report, title: &str) -> String {
     const L: f64 = 60.0;
     const B: f64 = 36.0;
     const T: f64 = 30.0;
-    const COLOURS: [&str; 8] = [
-        "#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
-    ];
     let has_gets = report.rows.iter().any(|r| !r.get_timeline.is_empty());
     fn inserts(r: &Row) -> &Vec<f64> {
         &r.insert_timeline
@@ -637,17 +630,8 @@ pub fn svg(report: &Report, title: &str) -> String {
         vec![("inserts", inserts)]
     };
     let height = 40.0 + panels.len() as f64 * (H + 10.0) + 20.0 * report.rows.len() as f64;
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{W:.0}" height="{height:.0}" font-family="sans-serif" font-size="11">"#
-    );
-    let _ = writeln!(out, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let _ = writeln!(
-        out,
-        r#"<text x="10" y="20" font-size="14" font-weight="bold">{}</text>"#,
-        title.replace('&', "&amp;").replace('<', "&lt;")
-    );
+    let mut svg = Svg::new(W, height, 11, title);
+    let interval = report.rows.first().map_or(0.0, |r| r.interval_ms);
     for (p, (name, series)) in panels.iter().enumerate() {
         let y0 = 30.0 + p as f64 * (H + 10.0);
         let max_y = report
@@ -664,77 +648,66 @@ pub fn svg(report: &Report, title: &str) -> String {
             .fold(0.0, f64::max)
             .max(1.0);
         let (pw, ph) = (W - L - 20.0, H - T - B);
-        let _ = writeln!(
-            out,
-            r##"<rect x="{L}" y="{:.1}" width="{pw:.1}" height="{ph:.1}" fill="none" stroke="#999"/>"##,
-            y0 + T
-        );
-        let _ = writeln!(
-            out,
-            r#"<text x="{L}" y="{:.1}" font-weight="bold">{name}: Mops/s per {} ms interval</text>"#,
+        svg.rect(L, y0 + T, pw, ph, r##"fill="none" stroke="#999""##);
+        svg.text(
+            L,
             y0 + T - 8.0,
-            report.rows.first().map_or(0.0, |r| r.interval_ms)
+            r#"font-weight="bold""#,
+            &format!("{name}: Mops/s per {interval} ms interval"),
         );
         for i in 0..=4 {
             let v = max_y * f64::from(i) / 4.0;
             let y = y0 + T + ph - ph * f64::from(i) / 4.0;
-            let _ = writeln!(
-                out,
-                r##"<text x="{:.1}" y="{:.1}" text-anchor="end" fill="#555">{v:.1}</text>"##,
+            svg.text(
                 L - 4.0,
-                y + 4.0
+                y + 4.0,
+                r##"text-anchor="end" fill="#555""##,
+                &format!("{v:.1}"),
             );
             let t = max_t * f64::from(i) / 4.0;
             let x = L + pw * f64::from(i) / 4.0;
-            let _ = writeln!(
-                out,
-                r##"<text x="{x:.1}" y="{:.1}" text-anchor="middle" fill="#555">{t:.0} ms</text>"##,
-                y0 + T + ph + 14.0
+            svg.text(
+                x,
+                y0 + T + ph + 14.0,
+                r##"text-anchor="middle" fill="#555""##,
+                &format!("{t:.0} ms"),
             );
         }
         for (i, r) in report.rows.iter().enumerate() {
-            let s = series(r);
-            if s.is_empty() {
-                continue;
-            }
-            let points: Vec<String> = s
+            let points: Vec<_> = series(r)
                 .iter()
                 .enumerate()
                 .map(|(j, &v)| {
                     let x = L + pw * ((j as f64 + 0.5) * r.interval_ms) / max_t;
-                    let y = y0 + T + ph - ph * v / max_y;
-                    format!("{x:.1},{y:.1}")
+                    (x, y0 + T + ph - ph * v / max_y)
                 })
                 .collect();
-            let _ = writeln!(
-                out,
-                r#"<polyline points="{}" fill="none" stroke="{}" stroke-width="1.5"/>"#,
-                points.join(" "),
-                COLOURS[i % COLOURS.len()]
-            );
+            let colour = PALETTE[i % PALETTE.len()];
+            svg.polyline(&points, &format!(r#"stroke="{colour}" stroke-width="1.5""#));
         }
     }
     let y = 30.0 + panels.len() as f64 * (H + 10.0);
     for (i, r) in report.rows.iter().enumerate() {
-        let _ = writeln!(
-            out,
-            r#"<rect x="10" y="{:.1}" width="14" height="4" fill="{}"/><text x="30" y="{:.1}">{} ({} threads): {:.2} M inserts/s</text>"#,
-            y + 20.0 * i as f64,
-            COLOURS[i % COLOURS.len()],
-            y + 20.0 * i as f64 + 5.0,
-            r.map,
-            r.threads,
-            r.insert_mops
+        let row_y = y + 20.0 * i as f64;
+        let colour = PALETTE[i % PALETTE.len()];
+        svg.rect(10.0, row_y, 14.0, 4.0, &format!(r#"fill="{colour}""#));
+        svg.text(
+            30.0,
+            row_y + 5.0,
+            "",
+            &format!(
+                "{} ({} threads): {:.2} M inserts/s",
+                r.map, r.threads, r.insert_mops
+            ),
         );
     }
-    out.push_str("</svg>\n");
-    out
+    svg.finish()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::measure::AnyHash;
+    use crate::maps::AnyHash;
 
     fn plan(kind: Kind, maps: &[MapKind]) -> Plan {
         Plan {
@@ -787,9 +760,7 @@ mod tests {
         let text = table(&rows);
         assert!(text.contains("floe-blocking") && text.contains("population"));
         let report = Report {
-            schema: SCHEMA.into(),
-            timestamp: "t".into(),
-            machine: crate::measure::machine(),
+            envelope: crate::report::Envelope::now(SCHEMA),
             rows,
             triggers: vec![trigger(&plan(Kind::Population, &[]).recipe, 1 << 12).unwrap()],
         };

@@ -11,320 +11,57 @@
 //!
 //! Build with `--features line-stats` to also count the cache lines floe reads per operation
 //! (for machines where `perf stat` has no cache-miss counters).
+//!
+//! # Layers
+//!
+//! Arrows point down only; each module uses only those below it.
+//!
+//! ```text
+//! main.rs          subcommands: arguments -> experiments -> reports on disk
+//! args.rs          every flag (clap), and flags -> the bench's own types
+//! experiment.rs    one configuration run in full    growth.rs  timelines while maps grow
+//! plot.rs          the scaling chart                 simd/      the layout lab (own layers)
+//! report.rs        rows, the report Envelope (schema, time, machine), JSON/CSV/tables
+//! ceiling.rs       the machine's random-line ceiling, on the same harness
+//! measure.rs       the harness: pinned workers, timed loops, checked answers, latency
+//! workload.rs      operation streams per workload (dist.rs: key distributions)
+//! maps/            the maps under test behind `BenchMap` (floe_map.rs, peers.rs, hasher.rs)
+//! svg.rs  machine.rs  keys.rs    leaves: the SVG writer, machine facts, key mixing and counts
+//! ```
 
+mod args;
 mod ceiling;
 mod dist;
 mod experiment;
 mod growth;
 mod keys;
+mod machine;
+mod maps;
 mod measure;
-mod peers;
 mod plot;
 mod report;
 mod simd;
+mod svg;
 mod workload;
 
 use std::{path::PathBuf, process::ExitCode, time::Duration};
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
-use floe::{
-    hash::{Crc32, Mix64, WyHash},
-    Backend,
-};
+use clap::Parser;
+use floe::Backend;
 
 use crate::{
+    args::{
+        backends, CeilingArgs, Cli, Command, Common, HashArg, PlotArgs, ProbeArgs, RunArgs,
+        SuiteArgs, SweepArgs, SweepParam,
+    },
     dist::Dist,
     experiment::{stream_len, Experiment},
     keys::parse_count,
-    measure::{AnyHash, Api, Workers},
-    peers::{MapKind, Recipe},
+    maps::{MapKind, Recipe},
+    measure::{Api, Workers},
     report::ceiling_table,
     workload::Workload,
 };
-
-#[derive(Parser, Debug)]
-#[command(
-    version,
-    args_conflicts_with_subcommands = true,
-    about = "floe and its peers side by side, next to the machine's random-access ceiling",
-    long_about = "floe and its peers side by side, next to the machine's random-access ceiling.\n\n\
-                  With no subcommand, runs the default suite and takes its flags."
-)]
-struct Cli {
-    #[command(subcommand)]
-    command: Option<Command>,
-    #[command(flatten)]
-    suite: SuiteArgs,
-}
-
-#[derive(Subcommand, Debug)]
-enum Command {
-    /// The default suite: get, insdel, putheavy; 1 and all threads; floe and the peers.
-    Suite(SuiteArgs),
-    /// One configuration: a workload on some maps at some thread counts.
-    Run(RunArgs),
-    /// The machine's ceiling alone: random line reads and RMWs, with and without prefetch.
-    Ceiling(CeilingArgs),
-    /// One `run` configuration over a range of one parameter (batch, keys, theta).
-    Sweep(SweepArgs),
-    /// Draw the thread-scaling chart of a saved JSON report.
-    Plot(PlotArgs),
-    /// The SIMD layout lab (SimdHT-Bench): vectorized vs scalar lookups over cuckoo layouts.
-    Simd(simd::SimdArgs),
-    /// Fill one map in this process and print its RSS growth (used by the memory measurement).
-    #[command(hide = true)]
-    MemoryProbe(ProbeArgs),
-}
-
-/// Flags every measurement shares.
-#[derive(Args, Debug, Clone)]
-struct Common {
-    /// Keys (the table's capacity and key space; accepts 2^25, 32M, 33554432).
-    #[arg(long, default_value = "2^25", value_parser = parse_count)]
-    keys: u64,
-    /// Thread counts, comma separated [default: 1 and all cores].
-    #[arg(long, value_delimiter = ',')]
-    threads: Vec<usize>,
-    /// Seconds per timed run of a cycling workload [default: 1 for the suite, 2 for run].
-    #[arg(long)]
-    seconds: Option<f64>,
-    /// Operations per timed run instead of seconds (total over threads; the run-once
-    /// workloads' operation count).
-    #[arg(long, value_parser = parse_count)]
-    ops: Option<u64>,
-    /// Repeats of every measurement (median, min and max are reported).
-    #[arg(long, default_value_t = 3)]
-    repeat: usize,
-    /// Maps, comma separated [default: floe,dashmap,papaya,scc,leapfrog].
-    #[arg(long, value_enum, value_delimiter = ',')]
-    maps: Vec<MapKind>,
-    /// floe's matching backends (`all` = every one the CPU supports).
-    #[arg(long, value_enum, value_delimiter = ',', default_value = "auto")]
-    backend: Vec<BackendArg>,
-    /// Hash function, for every map.
-    #[arg(long, value_enum, default_value = "mix64")]
-    hash: HashArg,
-    /// Transparent huge pages for floe's table and the ceiling array.
-    #[arg(long, value_enum, default_value = "on")]
-    huge_pages: OnOff,
-    /// Sample per-operation latency (one operation in 256) into HDR histograms.
-    #[arg(long, value_enum, default_value = "on")]
-    latency: OnOff,
-    /// Measure RSS growth per key of the peers in child processes.
-    #[arg(long, value_enum, default_value = "on")]
-    memory: OnOff,
-    /// Write the report as JSON here.
-    #[arg(long)]
-    json: Option<PathBuf>,
-    /// Write the results as CSV here.
-    #[arg(long)]
-    csv: Option<PathBuf>,
-    /// Write the thread-scaling chart (SVG) here.
-    #[arg(long)]
-    plot: Option<PathBuf>,
-}
-
-#[derive(Args, Debug)]
-struct SuiteArgs {
-    #[command(flatten)]
-    common: Common,
-    /// Directory for `<timestamp>.json` and `<timestamp>.svg` (unless --json/--plot are given).
-    #[arg(long, default_value = "results")]
-    out: PathBuf,
-}
-
-#[derive(Args, Debug)]
-struct RunArgs {
-    #[command(flatten)]
-    common: Common,
-    /// The workload.
-    #[arg(long, value_enum, default_value = "get")]
-    workload: Workload,
-    /// Fraction of gets in `mixed` (the rest are puts).
-    #[arg(long, default_value_t = 0.9)]
-    read_ratio: f64,
-    /// Fraction of --keys inserted before timing [default: per workload].
-    #[arg(long)]
-    prefill: Option<f64>,
-    /// Key popularity: uniform, zipf:THETA (0 <= THETA < 1.5), hot:KEYS:PERCENT.
-    #[arg(long, default_value = "uniform")]
-    dist: Dist,
-    /// floe's prefetch depth (`--api batch`) or window (`--api pipeline`); 1 = unbatched.
-    #[arg(long, default_value_t = 1)]
-    batch: usize,
-    /// How floe gets its operations [default: batch if --batch > 1, else single]. Peers
-    /// always get theirs one by one.
-    #[arg(long, value_enum)]
-    api: Option<Api>,
-    /// When floe's batches and pipeline prefetch (auto: tables of 2 MiB and more).
-    #[arg(long, value_enum, default_value = "auto")]
-    prefetch: PrefetchArg,
-    /// population / grow-read: slots of the table every map starts from (each is created
-    /// with capacity for half of them).
-    #[arg(long, default_value = "2^16", value_parser = parse_count)]
-    initial_slots: u64,
-    /// population / grow-read: record throughput every MS milliseconds and draw the timeline
-    /// (`--plot`).
-    #[arg(long, default_value_t = 50.0)]
-    timeline: f64,
-    /// grow-read: reader threads [default: half the threads].
-    #[arg(long)]
-    readers: Option<usize>,
-}
-
-#[derive(Args, Debug)]
-struct SweepArgs {
-    #[command(flatten)]
-    run: RunArgs,
-    /// The parameter to sweep.
-    #[arg(long, value_enum)]
-    param: SweepParam,
-    /// Its values, comma separated [default: batch 1..128 in powers of two; keys 2^12..2^26
-    /// in steps of 4x; theta 0..1.2 in steps of 0.2].
-    #[arg(long, value_delimiter = ',')]
-    values: Vec<String>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum SweepParam {
-    /// `--batch` (floe's prefetch depth or window).
-    Batch,
-    /// `--keys` (the table size).
-    Keys,
-    /// The Zipf skew (`--dist zipf:THETA`).
-    Theta,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum PrefetchArg {
-    Auto,
-    Always,
-    Never,
-}
-
-impl PrefetchArg {
-    fn floe(self) -> floe::Prefetch {
-        match self {
-            PrefetchArg::Auto => floe::Prefetch::Auto,
-            PrefetchArg::Always => floe::Prefetch::Always,
-            PrefetchArg::Never => floe::Prefetch::Never,
-        }
-    }
-}
-
-#[derive(Args, Debug)]
-struct PlotArgs {
-    /// A report written by `--json` (or the suite).
-    json: PathBuf,
-    /// The SVG to write.
-    #[arg(long)]
-    out: PathBuf,
-    /// The chart's title [default: the report's command].
-    #[arg(long)]
-    title: Option<String>,
-}
-
-#[derive(Args, Debug)]
-struct CeilingArgs {
-    /// Array size in keys of floe's table (as --keys elsewhere), unless --bytes is given.
-    #[arg(long, default_value = "2^25", value_parser = parse_count)]
-    keys: u64,
-    /// Array size in bytes (accepts 1G, 512M).
-    #[arg(long, value_parser = parse_count)]
-    bytes: Option<u64>,
-    /// Thread counts, comma separated [default: 1 and all cores].
-    #[arg(long, value_delimiter = ',')]
-    threads: Vec<usize>,
-    /// Seconds per measurement.
-    #[arg(long, default_value_t = 1.0)]
-    seconds: f64,
-    /// Repeats (median reported).
-    #[arg(long, default_value_t = 3)]
-    repeat: usize,
-    #[arg(long, value_enum, default_value = "on")]
-    huge_pages: OnOff,
-}
-
-#[derive(Args, Debug)]
-struct ProbeArgs {
-    #[arg(long, value_enum)]
-    map: MapKind,
-    #[arg(long, value_parser = parse_count)]
-    keys: u64,
-    #[arg(long, value_enum, default_value = "mix64")]
-    hash: HashArg,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum BackendArg {
-    Auto,
-    Scalar,
-    Avx2,
-    Avx512,
-    All,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum OnOff {
-    On,
-    Off,
-}
-
-impl OnOff {
-    fn on(self) -> bool {
-        self == OnOff::On
-    }
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum HashArg {
-    Mix64,
-    Wyhash,
-    Crc32,
-}
-
-impl HashArg {
-    fn hasher(self) -> AnyHash {
-        match self {
-            HashArg::Mix64 => AnyHash::Mix64(Mix64::with_seed(1)),
-            HashArg::Wyhash => AnyHash::WyHash(WyHash::with_seed(1)),
-            HashArg::Crc32 => AnyHash::Crc32(Crc32::with_seed(1)),
-        }
-    }
-
-    fn name(self) -> &'static str {
-        match self {
-            HashArg::Mix64 => "mix64",
-            HashArg::Wyhash => "wyhash",
-            HashArg::Crc32 => "crc32",
-        }
-    }
-}
-
-fn backends(args: &[BackendArg]) -> Result<Vec<Backend>, String> {
-    let mut out = Vec::new();
-    for &arg in args {
-        let wanted: &[Backend] = match arg {
-            BackendArg::Auto => &[Backend::Auto],
-            BackendArg::Scalar => &[Backend::Scalar],
-            BackendArg::Avx2 => &[Backend::Avx2],
-            BackendArg::Avx512 => &[Backend::Avx512],
-            BackendArg::All => &[Backend::Scalar, Backend::Avx2, Backend::Avx512],
-        };
-        for &b in wanted {
-            if !b.is_supported() {
-                if arg == BackendArg::All {
-                    continue;
-                }
-                return Err(format!("--backend: this CPU does not support {b:?}"));
-            }
-            if !out.contains(&b) {
-                out.push(b);
-            }
-        }
-    }
-    Ok(out)
-}
 
 /// Exit codes: 0 success, 1 a measurement failed (wrong answers, allocation), 2 bad flags.
 enum Failure {
@@ -480,7 +217,7 @@ fn measure_and_report(
 ) -> Result<(), Failure> {
     experiment.check().map_err(Failure::Usage)?;
     let workers = Workers::new();
-    let machine = measure::machine();
+    let machine = crate::machine::machine();
     println!("{machine}");
     println!(
         "keys {} ({}), hash {}, {} repeat(s), {}, latency sampling {}, huge pages {}",
@@ -541,10 +278,7 @@ fn measure_and_report(
 fn suite(args: SuiteArgs) -> Result<(), Failure> {
     let mut experiment = args.common.experiment(1.0, false)?;
     experiment.workloads = vec![Workload::Get, Workload::Insdel, Workload::Putheavy];
-    let unix = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let stamp = report::timestamps(unix).1;
+    let stamp = report::file_stamp();
     let outputs = (
         args.out.join(format!("{stamp}.json")),
         args.out.join(format!("{stamp}.svg")),
@@ -667,7 +401,7 @@ fn grow(args: &RunArgs) -> Result<(), Failure> {
             resize: floe::ResizeMode::Incremental,
         },
     };
-    let machine = measure::machine();
+    let machine = crate::machine::machine();
     println!("{machine}");
     println!(
         "{}: {} keys from {} slots; every op timed: {}",
@@ -696,13 +430,8 @@ fn grow(args: &RunArgs) -> Result<(), Failure> {
             triggers.push(t);
         }
     }
-    let unix = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
     let report = growth::Report {
-        schema: growth::SCHEMA.into(),
-        timestamp: report::timestamps(unix).0,
-        machine,
+        envelope: report::Envelope::now(growth::SCHEMA),
         rows,
         triggers,
     };
@@ -768,7 +497,7 @@ fn sweep(args: SweepArgs) -> Result<(), Failure> {
         experiments.push(e);
     }
     let workers = Workers::new();
-    println!("{}", measure::machine());
+    println!("{}", crate::machine::machine());
     let mut combined: Option<report::Report> = None;
     for e in &experiments {
         let report = e.run(&workers).map_err(Failure::Run)?;
@@ -831,7 +560,7 @@ fn ceiling(args: CeilingArgs) -> Result<(), Failure> {
             .allocated_bytes
         }
     };
-    println!("{}", measure::machine());
+    println!("{}", crate::machine::machine());
     let workers = Workers::new();
     let array = ceiling::Ceiling::new(bytes, args.huge_pages.on()).map_err(Failure::Run)?;
     println!(

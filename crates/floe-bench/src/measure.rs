@@ -8,89 +8,18 @@
 //! (`--latency off` turns it off).
 
 use std::{
-    hash::BuildHasher,
     sync::Barrier,
     time::{Duration, Instant},
 };
 
-use floe::{
-    hash::{Crc32, Mix64, WyHash},
-    FlatMap,
-};
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::{
     keys::Rng,
-    peers::BenchMap,
+    maps::{BenchMap, Map},
     workload::{updated_value_of, value_matches, value_of, Kind, Op},
 };
-
-/// The hashers the bench can use, behind one type (the branch is perfectly predictable).
-#[derive(Clone, Copy, Debug)]
-pub enum AnyHash {
-    Mix64(Mix64),
-    WyHash(WyHash),
-    Crc32(Crc32),
-}
-
-/// The bench's default hasher. Only leapfrog's `LeapMap` asks for `Default` (a trait bound
-/// on its constructor); it is always given the run's hasher explicitly.
-impl Default for AnyHash {
-    fn default() -> Self {
-        AnyHash::Mix64(Mix64::with_seed(1))
-    }
-}
-
-/// The hasher of [`AnyHash`].
-pub enum AnyHasher {
-    Mix64(<Mix64 as BuildHasher>::Hasher),
-    WyHash(<WyHash as BuildHasher>::Hasher),
-    Crc32(<Crc32 as BuildHasher>::Hasher),
-}
-
-impl BuildHasher for AnyHash {
-    type Hasher = AnyHasher;
-
-    #[inline(always)]
-    fn build_hasher(&self) -> AnyHasher {
-        match self {
-            AnyHash::Mix64(h) => AnyHasher::Mix64(h.build_hasher()),
-            AnyHash::WyHash(h) => AnyHasher::WyHash(h.build_hasher()),
-            AnyHash::Crc32(h) => AnyHasher::Crc32(h.build_hasher()),
-        }
-    }
-}
-
-impl std::hash::Hasher for AnyHasher {
-    #[inline(always)]
-    fn write_u64(&mut self, word: u64) {
-        match self {
-            AnyHasher::Mix64(h) => h.write_u64(word),
-            AnyHasher::WyHash(h) => h.write_u64(word),
-            AnyHasher::Crc32(h) => h.write_u64(word),
-        }
-    }
-
-    fn write(&mut self, bytes: &[u8]) {
-        match self {
-            AnyHasher::Mix64(h) => h.write(bytes),
-            AnyHasher::WyHash(h) => h.write(bytes),
-            AnyHasher::Crc32(h) => h.write(bytes),
-        }
-    }
-
-    #[inline(always)]
-    fn finish(&self) -> u64 {
-        match self {
-            AnyHasher::Mix64(h) => h.finish(),
-            AnyHasher::WyHash(h) => h.finish(),
-            AnyHasher::Crc32(h) => h.finish(),
-        }
-    }
-}
-
-pub type Map = FlatMap<u64, u64, AnyHash>;
 
 /// Thread placement: thread `i` of a run is pinned to core `i % cores`.
 pub struct Workers {
@@ -263,7 +192,8 @@ fn execute<M: BenchMap>(map: &M, op: &Op, thread: usize) -> bool {
     }
 }
 
-fn histogram() -> Histogram<u64> {
+/// A latency histogram as every timed loop of the bench keeps them.
+pub fn histogram() -> Histogram<u64> {
     // 1 ns to 100 s at 3 significant digits.
     Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("valid bounds")
 }
@@ -579,58 +509,5 @@ impl Summary {
             latency: merged.as_ref().and_then(Latency::of),
             lines_per_op: mid.lines_per_op,
         }
-    }
-}
-
-/// What the report says about the machine.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Machine {
-    pub cpu: String,
-    pub cores: usize,
-    pub l1d: String,
-    pub l2: String,
-    pub l3: String,
-    pub thp: String,
-    pub kernel: String,
-}
-
-impl std::fmt::Display for Machine {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "machine: {}; {} cores; L1d {} L2 {} L3 {}; THP {}; kernel {}",
-            self.cpu, self.cores, self.l1d, self.l2, self.l3, self.thp, self.kernel
-        )
-    }
-}
-
-/// CPU model, cores, caches, THP state and kernel, for the record.
-pub fn machine() -> Machine {
-    let read = |path: &str| {
-        std::fs::read_to_string(path)
-            .map(|s| s.trim().to_string())
-            .unwrap_or_else(|_| "?".into())
-    };
-    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let cpu = cpuinfo
-        .lines()
-        .find_map(|l| {
-            l.strip_prefix("model name")
-                .map(|r| r.trim_start_matches([' ', '\t', ':']).to_string())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    let cache = |index: u32| {
-        read(&format!(
-            "/sys/devices/system/cpu/cpu0/cache/index{index}/size"
-        ))
-    };
-    Machine {
-        cpu,
-        cores: std::thread::available_parallelism().map_or(0, |n| n.get()),
-        l1d: cache(0),
-        l2: cache(2),
-        l3: cache(3),
-        thp: read("/sys/kernel/mm/transparent_hugepage/enabled"),
-        kernel: read("/proc/sys/kernel/osrelease"),
     }
 }

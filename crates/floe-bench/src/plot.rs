@@ -1,50 +1,17 @@
 //! The thread-scaling chart as a self-contained SVG: one panel per workload (and distribution),
 //! throughput against threads, one line per map, and the matching ceiling dashed.
 
-use std::fmt::Write as _;
+use crate::{
+    report::Report,
+    svg::{nice_ceiling, tick_label, Svg, PALETTE},
+};
 
-use crate::report::Report;
-
-const PALETTE: [&str; 10] = [
-    "#d62728", "#1f77b4", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#17becf",
-    "#bcbd22", "#7f7f7f",
-];
 const PANEL_W: f64 = 340.0;
 const PANEL_H: f64 = 260.0;
 const MARGIN_L: f64 = 56.0;
 const MARGIN_B: f64 = 40.0;
 const MARGIN_T: f64 = 30.0;
 const LEGEND_H: f64 = 24.0;
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
-/// A "nice" axis maximum at or above `v` (1, 2 or 5 times a power of ten).
-fn nice_ceiling(v: f64) -> f64 {
-    if v <= 0.0 || !v.is_finite() {
-        return 1.0;
-    }
-    let magnitude = 10f64.powf(v.log10().floor());
-    [1.0, 2.0, 5.0, 10.0]
-        .iter()
-        .map(|m| m * magnitude)
-        .find(|&c| c >= v)
-        .unwrap_or(10.0 * magnitude)
-}
-
-/// An axis label: whole numbers as such, others (12.5, 0.25) with the digits they need.
-fn tick_label(v: f64) -> String {
-    if v.fract() == 0.0 {
-        format!("{v:.0}")
-    } else {
-        let text = format!("{v:.2}");
-        text.trim_end_matches('0').to_string()
-    }
-}
 
 fn unique<T: PartialEq + Clone>(items: impl Iterator<Item = T>) -> Vec<T> {
     let mut out: Vec<T> = Vec::new();
@@ -73,28 +40,17 @@ pub fn svg(report: &Report, title: &str) -> String {
     let legend_rows = maps.len().div_ceil(4) as f64;
     let top = 34.0 + legend_rows * LEGEND_H;
     let height = top + rows as f64 * (PANEL_H + MARGIN_B + MARGIN_T);
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" font-family="sans-serif" font-size="12">"#
-    );
-    let _ = writeln!(
-        out,
-        r#"<rect width="100%" height="100%" fill="white"/><text x="10" y="20" font-size="15" font-weight="bold">{}</text>"#,
-        escape(title)
-    );
+    let mut svg = Svg::new(width, height, 12, title);
     for (i, map) in maps.iter().enumerate() {
         let x = 10.0 + (i % 4) as f64 * 250.0;
         let y = 34.0 + (i / 4) as f64 * LEGEND_H;
         let color = PALETTE[i % PALETTE.len()];
-        let _ = writeln!(
-            out,
-            r#"<line x1="{x}" y1="{y}" x2="{}" y2="{y}" stroke="{color}" stroke-width="3"/><text x="{}" y="{}">{}</text>"#,
-            x + 24.0,
-            x + 30.0,
-            y + 4.0,
-            escape(map)
+        svg.line(
+            (x, y),
+            (x + 24.0, y),
+            &format!(r#"stroke="{color}" stroke-width="3""#),
         );
+        svg.text(x + 30.0, y + 4.0, "", map);
     }
     for (p, (workload, dist)) in panels.iter().enumerate() {
         let ox = 10.0 + (p % columns) as f64 * (PANEL_W + MARGIN_L) + MARGIN_L;
@@ -117,41 +73,38 @@ pub fn svg(report: &Report, title: &str) -> String {
             ox + 20.0 + i / n * (PANEL_W - 40.0)
         };
         let y_of = |v: f64| oy + PANEL_H - v / y_max * PANEL_H;
-        let _ = writeln!(
-            out,
-            r##"<rect x="{ox}" y="{oy}" width="{PANEL_W}" height="{PANEL_H}" fill="none" stroke="#999"/><text x="{}" y="{}" font-weight="bold" text-anchor="middle">{} ({})</text>"##,
+        svg.rect(ox, oy, PANEL_W, PANEL_H, r##"fill="none" stroke="#999""##);
+        svg.text(
             ox + PANEL_W / 2.0,
             oy - 8.0,
-            escape(workload),
-            escape(dist)
+            r#"font-weight="bold" text-anchor="middle""#,
+            &format!("{workload} ({dist})"),
         );
         for tick in 0..=4 {
             let v = y_max * f64::from(tick) / 4.0;
             let y = y_of(v);
-            let _ = writeln!(
-                out,
-                r##"<line x1="{ox}" y1="{y:.1}" x2="{}" y2="{y:.1}" stroke="#eee"/><text x="{}" y="{:.1}" text-anchor="end">{}</text>"##,
-                ox + PANEL_W,
-                ox - 4.0,
-                y + 4.0,
-                tick_label(v)
-            );
+            svg.line((ox, y), (ox + PANEL_W, y), r##"stroke="#eee""##);
+            svg.text(ox - 4.0, y + 4.0, r#"text-anchor="end""#, &tick_label(v));
         }
         for &t in &threads {
-            let _ = writeln!(
-                out,
-                r#"<text x="{:.1}" y="{}" text-anchor="middle">{t}</text>"#,
+            svg.text(
                 x_of(t),
-                oy + PANEL_H + 16.0
+                oy + PANEL_H + 16.0,
+                r#"text-anchor="middle""#,
+                &t.to_string(),
             );
         }
-        let _ = writeln!(
-            out,
-            r#"<text x="{}" y="{}" text-anchor="middle">threads</text><text transform="translate({},{}) rotate(-90)" text-anchor="middle">Mops/s</text>"#,
+        svg.text(
             ox + PANEL_W / 2.0,
             oy + PANEL_H + 32.0,
+            r#"text-anchor="middle""#,
+            "threads",
+        );
+        svg.vertical_text(
             ox - 40.0,
-            oy + PANEL_H / 2.0
+            oy + PANEL_H / 2.0,
+            r#"text-anchor="middle""#,
+            "Mops/s",
         );
         // The matching ceiling of this panel (one per thread count).
         let mut ceiling: Vec<(usize, f64)> = unique(
@@ -164,50 +117,45 @@ pub fn svg(report: &Report, title: &str) -> String {
         .collect();
         ceiling.sort_by_key(|&(t, _)| t);
         ceiling.dedup_by_key(|&mut (t, _)| t);
-        let points: Vec<String> = ceiling
-            .iter()
-            .map(|&(t, v)| format!("{:.1},{:.1}", x_of(t), y_of(v)))
-            .collect();
-        if !points.is_empty() {
-            let _ = writeln!(
-                out,
-                r##"<polyline points="{}" fill="none" stroke="#444" stroke-dasharray="6,4"/><text x="{:.1}" y="{:.1}" fill="#444" text-anchor="end">ceiling</text>"##,
-                points.join(" "),
+        if let Some(&(_, last)) = ceiling.last() {
+            let points: Vec<_> = ceiling.iter().map(|&(t, v)| (x_of(t), y_of(v))).collect();
+            svg.polyline(&points, r##"stroke="#444" stroke-dasharray="6,4""##);
+            svg.text(
                 ox + PANEL_W - 4.0,
-                y_of(ceiling.last().map_or(0.0, |c| c.1)) - 4.0
+                y_of(last) - 4.0,
+                r##"fill="#444" text-anchor="end""##,
+                "ceiling",
             );
         }
         for (m, map) in maps.iter().enumerate() {
             let color = PALETTE[m % PALETTE.len()];
             let mut line: Vec<_> = rows_here.iter().filter(|r| &r.map == map).collect();
             line.sort_by_key(|r| r.threads);
-            let points: Vec<String> = line
+            let points: Vec<_> = line
                 .iter()
-                .map(|r| format!("{:.1},{:.1}", x_of(r.threads), y_of(r.mops)))
+                .map(|r| (x_of(r.threads), y_of(r.mops)))
                 .collect();
-            if points.len() > 1 {
-                let _ = writeln!(
-                    out,
-                    r#"<polyline points="{}" fill="none" stroke="{color}" stroke-width="2"/>"#,
-                    points.join(" ")
-                );
-            }
+            svg.polyline(&points, &format!(r#"stroke="{color}" stroke-width="2""#));
             for r in line {
                 let (x, y) = (x_of(r.threads), y_of(r.mops));
-                let _ = writeln!(
-                    out,
-                    r#"<line x1="{x:.1}" y1="{:.1}" x2="{x:.1}" y2="{:.1}" stroke="{color}"/><circle cx="{x:.1}" cy="{y:.1}" r="3.5" fill="{color}"><title>{}: {:.2} Mops/s ({:.3} of ceiling)</title></circle>"#,
-                    y_of(r.mops_min),
-                    y_of(r.mops_max),
-                    escape(map),
-                    r.mops,
-                    r.ceiling_fraction
+                svg.line(
+                    (x, y_of(r.mops_min)),
+                    (x, y_of(r.mops_max)),
+                    &format!(r#"stroke="{color}""#),
+                );
+                svg.circle(
+                    (x, y),
+                    3.5,
+                    &format!(r#"fill="{color}""#),
+                    Some(&format!(
+                        "{map}: {:.2} Mops/s ({:.3} of ceiling)",
+                        r.mops, r.ceiling_fraction
+                    )),
                 );
             }
         }
     }
-    out.push_str("</svg>\n");
-    out
+    svg.finish()
 }
 
 #[cfg(test)]
@@ -215,18 +163,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn axis_maxima_are_round() {
-        assert_eq!(nice_ceiling(0.0), 1.0);
-        assert_eq!(nice_ceiling(3.2), 5.0);
-        assert_eq!(nice_ceiling(101.0), 200.0);
-        assert_eq!(nice_ceiling(20.0), 20.0);
-        assert_eq!(escape("a<b&\"c\""), "a&lt;b&amp;&quot;c&quot;");
-        assert_eq!(tick_label(12.5), "12.5");
-        assert_eq!(tick_label(37.5), "37.5");
-        assert_eq!(tick_label(50.0), "50");
-        assert_eq!(tick_label(0.25), "0.25");
-        assert_eq!(tick_label(0.0), "0");
-        assert_eq!(tick_label(100.0), "100");
-        assert_eq!(tick_label(200.0), "200");
+    fn one_panel_per_workload_with_a_point_per_result() {
+        let report = crate::report::tests::sample();
+        let chart = svg(&report, "suite & more");
+        assert!(chart.contains("suite &amp; more"));
+        assert!(chart.contains("get (zipf:0.99)"));
+        assert_eq!(chart.matches("<circle").count(), report.results.len());
+        assert!(chart.contains("30.50 Mops/s (0.305 of ceiling)"));
     }
 }

@@ -20,19 +20,47 @@ use std::{fmt::Write as _, path::Path};
 
 use serde::{Deserialize, Serialize};
 
-use crate::{ceiling::Figures, measure::Latency, measure::Machine};
+use crate::{ceiling::Figures, machine::Machine, measure::Latency};
+
+/// What every report of the bench starts with (the suite's and `run`'s, the growth runs', the
+/// layout lab's): which report it is, when and where it was measured. Flattened into each
+/// report's JSON, so the fields sit at the top level.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Envelope {
+    /// `floe-bench/1`, `floe-bench-growth/1`, `floe-bench-simd/1`. Reports written before the
+    /// suite's had one read as the empty string.
+    #[serde(default)]
+    pub schema: String,
+    /// UTC, `YYYY-MM-DDTHH:MM:SSZ`.
+    pub timestamp: String,
+    pub machine: Machine,
+    pub floe_bench_version: String,
+}
+
+impl Envelope {
+    /// An envelope for a report of `schema` measured now on this machine.
+    pub fn now(schema: &str) -> Envelope {
+        Envelope {
+            schema: schema.into(),
+            timestamp: timestamps(unix_now()).0,
+            machine: crate::machine::machine(),
+            floe_bench_version: env!("CARGO_PKG_VERSION").into(),
+        }
+    }
+}
+
+/// The schema of [`Report`].
+pub const SCHEMA: &str = "floe-bench/1";
 
 /// One `floe-bench` invocation's results.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Report {
-    pub machine: Machine,
+    #[serde(flatten)]
+    pub envelope: Envelope,
     pub ceiling: CeilingReport,
     pub results: Vec<Row>,
     /// The command line that produced the report.
     pub command: String,
-    /// UTC, `YYYY-MM-DDTHH:MM:SSZ`.
-    pub timestamp: String,
-    pub floe_bench_version: String,
 }
 
 /// The ceiling in the same run: random 64-byte line accesses over an array of the table's size.
@@ -258,8 +286,19 @@ pub fn write_file(path: &Path, text: &str) -> Result<(), String> {
     std::fs::write(path, text).map_err(|e| format!("writing {}: {e}", path.display()))
 }
 
+/// Now as a file name stem, UTC `YYYYMMDD-HHMMSS` (`results/<stamp>.json`).
+pub fn file_stamp() -> String {
+    timestamps(unix_now()).1
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
 /// Seconds since the epoch as UTC `(YYYY-MM-DDTHH:MM:SSZ, YYYYMMDD-HHMMSS)`.
-pub fn timestamps(unix_seconds: u64) -> (String, String) {
+fn timestamps(unix_seconds: u64) -> (String, String) {
     let days = (unix_seconds / 86_400) as i64;
     let secs = unix_seconds % 86_400;
     let (h, m, s) = (secs / 3600, secs / 60 % 60, secs % 60);
@@ -280,10 +319,10 @@ pub fn timestamps(unix_seconds: u64) -> (String, String) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn sample() -> Report {
+    pub(crate) fn sample() -> Report {
         let figures = vec![
             Figures {
                 threads: 1,
@@ -303,7 +342,12 @@ mod tests {
             },
         ];
         Report {
-            machine: crate::measure::machine(),
+            envelope: Envelope {
+                schema: SCHEMA.into(),
+                timestamp: timestamps(0).0,
+                machine: crate::machine::machine(),
+                floe_bench_version: "0".into(),
+            },
             ceiling: CeilingReport::new(figures, 1 << 30, true),
             results: vec![Row {
                 map: "floe, \"auto\"".into(),
@@ -334,8 +378,6 @@ mod tests {
                 lines_per_op: None,
             }],
             command: "floe-bench run".into(),
-            timestamp: timestamps(0).0,
-            floe_bench_version: "0".into(),
         }
     }
 

@@ -39,7 +39,7 @@ pub enum ResizeMode {
 /// fastest depends on the CPU, not only on its feature list, so `Auto` measures: the first
 /// `Auto` map of a process times gets with every backend the CPU has on a small table (about
 /// a millisecond) and every `Auto` map then uses the fastest ([`Backend::resolve`] tells
-/// which). `BENCHMARKS.md` has the measured differences per CPU.
+/// which; its methods live with the dispatch code, `src/raw/dispatch.rs`). `BENCHMARKS.md` has the measured differences per CPU.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Backend {
     /// The backend measured fastest on this CPU (see above).
@@ -57,34 +57,6 @@ pub enum Backend {
     /// lower the core's clock for the latency-bound locked instructions), so writes keep
     /// 256-bit code. Requires AVX2 as well (every AVX-512 CPU has it).
     Avx512,
-}
-impl Backend {
-    /// Whether this CPU (and this build) can run the backend. `Auto` and `Scalar` always can.
-    pub fn is_supported(self) -> bool {
-        crate::raw::dispatch::Loader::new(self).is_some()
-    }
-
-    /// The backend a map built with this one uses: itself, or for `Auto` the one measured
-    /// fastest on this CPU; `None` if the CPU cannot run it.
-    ///
-    /// ```
-    /// let chosen = floe::Backend::Auto.resolve().unwrap();
-    /// assert_ne!(chosen, floe::Backend::Auto);
-    /// ```
-    pub fn resolve(self) -> Option<Backend> {
-        crate::raw::dispatch::Loader::new(self).map(|loader| loader.backend())
-    }
-
-    /// Run `Auto`'s calibration again and return nanoseconds per get of every backend this
-    /// CPU has (best of several rounds on an L2-sized table); empty where there is nothing to
-    /// choose. For benchmarks that report why `Auto` chose what it did.
-    #[doc(hidden)]
-    pub fn calibration() -> Vec<(Backend, f64)> {
-        #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
-        return crate::raw::dispatch::calibrate().map_or_else(Vec::new, |c| c.nanos_per_get);
-        #[cfg(not(all(target_arch = "x86_64", not(miri), not(loom))))]
-        Vec::new()
-    }
 }
 
 /// Keys per bin the sizing from a capacity aims at: 1.75 keys in three primary slots (DLHT

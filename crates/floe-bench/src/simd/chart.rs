@@ -4,9 +4,8 @@
 //! colour the approach. The best rate of a panel is ringed red, the best rate among tables that
 //! reached the asked load factor green.
 
-use std::fmt::Write as _;
-
 use super::engine::{LabReport, Row};
+use crate::svg::Svg;
 
 const COLUMNS: [(&str, Option<u32>); 8] = [
     ("scalar", None),
@@ -47,12 +46,6 @@ fn colour(r: &Row) -> &'static str {
         "hybrid" => "#9467bd",
         _ => "#ff7f0e",
     }
-}
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
 }
 
 type PanelKey = (u64, u32, u32, String, usize);
@@ -117,22 +110,21 @@ pub fn svg(report: &LabReport) -> String {
     let title_h = 46.0;
     let legend_h = 28.0;
     let height = title_h + line_h.iter().sum::<f64>() + legend_h;
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width:.0}" height="{height:.0}" font-family="sans-serif" font-size="11">"#
+    let mut svg = Svg::new(
+        width,
+        height,
+        11,
+        &format!("SIMD layout lab: {}", report.study),
     );
-    let _ = writeln!(out, r#"<rect width="100%" height="100%" fill="white"/>"#);
-    let _ = writeln!(
-        out,
-        r#"<text x="10" y="20" font-size="14" font-weight="bold">SIMD layout lab: {}</text>"#,
-        escape(&report.study)
-    );
-    let _ = writeln!(
-        out,
-        r##"<text x="10" y="36" fill="#555">Million lookups/s per core (bubble area); hit rate {:.0}%; {}</text>"##,
-        100.0 * report.hit_rate,
-        escape(&report.machine.cpu)
+    svg.text(
+        10.0,
+        36.0,
+        r##"fill="#555""##,
+        &format!(
+            "Million lookups/s per core (bubble area); hit rate {:.0}%; {}",
+            100.0 * report.hit_rate,
+            report.envelope.machine.cpu
+        ),
     );
     let mut y0 = title_h;
     for (line, h) in line_h.iter().enumerate() {
@@ -141,48 +133,32 @@ pub fn svg(report: &LabReport) -> String {
                 break;
             };
             let x0 = p as f64 * panel_w;
-            draw_panel(&mut out, x0, y0, key, rows, &used);
+            draw_panel(&mut svg, x0, y0, key, rows, &used);
         }
         y0 += h;
     }
     let legend = [
-        ("#9a9a9a", "scalar"),
-        ("#e8b100", "horizontal"),
-        ("#1f77b4", "vertical"),
-        ("#9467bd", "hybrid"),
-        ("#ff7f0e", "floe bins"),
+        (r##"fill="#9a9a9a""##, "scalar"),
+        (r##"fill="#e8b100""##, "horizontal"),
+        (r##"fill="#1f77b4""##, "vertical"),
+        (r##"fill="#9467bd""##, "hybrid"),
+        (r##"fill="#ff7f0e""##, "floe bins"),
+        (
+            r##"fill="none" stroke="#d62728" stroke-width="3""##,
+            "best rate",
+        ),
+        (
+            r##"fill="none" stroke="#2ca02c" stroke-width="3""##,
+            "best rate at the asked load factor",
+        ),
     ];
     let mut x = 10.0;
-    for (c, name) in legend {
-        let _ = writeln!(
-            out,
-            r#"<circle cx="{:.1}" cy="{:.1}" r="6" fill="{c}"/><text x="{:.1}" y="{:.1}">{name}</text>"#,
-            x + 6.0,
-            y0 + 12.0,
-            x + 16.0,
-            y0 + 16.0
-        );
+    for (attrs, name) in legend {
+        svg.circle((x + 6.0, y0 + 12.0), 6.0, attrs, None);
+        svg.text(x + 16.0, y0 + 16.0, "", name);
         x += 30.0 + 7.0 * name.len() as f64;
     }
-    let _ = writeln!(
-        out,
-        r##"<circle cx="{:.1}" cy="{:.1}" r="6" fill="none" stroke="#d62728" stroke-width="3"/><text x="{:.1}" y="{:.1}">best rate</text>"##,
-        x + 6.0,
-        y0 + 12.0,
-        x + 16.0,
-        y0 + 16.0
-    );
-    x += 90.0;
-    let _ = writeln!(
-        out,
-        r##"<circle cx="{:.1}" cy="{:.1}" r="6" fill="none" stroke="#2ca02c" stroke-width="3"/><text x="{:.1}" y="{:.1}">best rate at the asked load factor</text>"##,
-        x + 6.0,
-        y0 + 12.0,
-        x + 16.0,
-        y0 + 16.0
-    );
-    out.push_str("</svg>\n");
-    out
+    svg.finish()
 }
 
 fn distinct(items: impl Iterator<Item = String>) -> Vec<String> {
@@ -195,17 +171,18 @@ fn distinct(items: impl Iterator<Item = String>) -> Vec<String> {
     out
 }
 
-fn draw_panel(out: &mut String, x0: f64, y0: f64, key: &PanelKey, rows: &[&Row], used: &[usize]) {
+fn draw_panel(svg: &mut Svg, x0: f64, y0: f64, key: &PanelKey, rows: &[&Row], used: &[usize]) {
     let (bytes, k, v, pattern, threads) = key;
     let layouts = distinct(rows.iter().map(|r| r.layout.clone()));
-    let _ = writeln!(
-        out,
-        r#"<text x="{:.1}" y="{:.1}" font-weight="bold">{} table, (K,V) = ({k},{v}), {}, {threads} thread{}</text>"#,
+    svg.text(
         x0 + 10.0,
         y0 + 16.0,
-        super::engine::human_bytes(*bytes),
-        escape(pattern),
-        if *threads == 1 { "" } else { "s" }
+        r#"font-weight="bold""#,
+        &format!(
+            "{} table, (K,V) = ({k},{v}), {pattern}, {threads} thread{}",
+            super::engine::human_bytes(*bytes),
+            if *threads == 1 { "" } else { "s" }
+        ),
     );
     for (i, &c) in used.iter().enumerate() {
         let (approach, width) = COLUMNS[c];
@@ -213,11 +190,11 @@ fn draw_panel(out: &mut String, x0: f64, y0: f64, key: &PanelKey, rows: &[&Row],
             Some(w) => format!("{} {w}", &approach[..3]),
             None => approach.to_string(),
         };
-        let _ = writeln!(
-            out,
-            r##"<text x="{:.1}" y="{:.1}" text-anchor="middle" fill="#333">{label}</text>"##,
+        svg.text(
             x0 + LABEL_W + CELL_W * (i as f64 + 0.5),
-            y0 + HEAD_H - 12.0
+            y0 + HEAD_H - 12.0,
+            r##"text-anchor="middle" fill="#333""##,
+            &label,
         );
     }
     let max = rows.iter().map(|r| r.mlps).fold(0.0, f64::max).max(1e-9);
@@ -237,25 +214,21 @@ fn draw_panel(out: &mut String, x0: f64, y0: f64, key: &PanelKey, rows: &[&Row],
             .find(|r| &r.layout == layout)
             .map_or(0.0, |r| r.load_factor);
         let name = if layout == "floe" {
-            "floe bin".to_string()
+            "floe bin"
         } else {
-            layout.clone()
+            layout.as_str()
         };
-        let _ = writeln!(
-            out,
-            r##"<text x="{:.1}" y="{:.1}">{}</text><text x="{:.1}" y="{:.1}" fill="#777" font-size="9">LF {:.0}%</text>"##,
-            x0 + 8.0,
-            cy - 2.0,
-            escape(&name),
+        svg.text(x0 + 8.0, cy - 2.0, "", name);
+        svg.text(
             x0 + 8.0,
             cy + 10.0,
-            100.0 * lf
+            r##"fill="#777" font-size="9""##,
+            &format!("LF {:.0}%", 100.0 * lf),
         );
-        let _ = writeln!(
-            out,
-            r##"<line x1="{:.1}" y1="{cy:.1}" x2="{:.1}" y2="{cy:.1}" stroke="#eee"/>"##,
-            x0 + LABEL_W,
-            x0 + LABEL_W + CELL_W * used.len() as f64
+        svg.line(
+            (x0 + LABEL_W, cy),
+            (x0 + LABEL_W + CELL_W * used.len() as f64, cy),
+            r##"stroke="#eee""##,
         );
         for r in rows.iter().filter(|r| &r.layout == layout) {
             let Some(c) = column(r) else { continue };
@@ -264,31 +237,34 @@ fn draw_panel(out: &mut String, x0: f64, y0: f64, key: &PanelKey, rows: &[&Row],
             };
             let cx = x0 + LABEL_W + CELL_W * (i as f64 + 0.5);
             let radius = (MAX_R * (r.mlps / max).sqrt()).max(2.0);
-            let _ = writeln!(
-                out,
-                r#"<circle cx="{cx:.1}" cy="{cy:.1}" r="{radius:.1}" fill="{}" fill-opacity="0.8"/>"#,
-                colour(r)
+            svg.circle(
+                (cx, cy),
+                radius,
+                &format!(r#"fill="{}" fill-opacity="0.8""#, colour(r)),
+                None,
             );
             let this = (*r) as *const Row;
             if Some(this) == best {
-                let _ = writeln!(
-                    out,
-                    r##"<circle cx="{cx:.1}" cy="{cy:.1}" r="{:.1}" fill="none" stroke="#d62728" stroke-width="3"/>"##,
-                    radius + 3.0
+                svg.circle(
+                    (cx, cy),
+                    radius + 3.0,
+                    r##"fill="none" stroke="#d62728" stroke-width="3""##,
+                    None,
                 );
             }
             if Some(this) == best_full {
-                let _ = writeln!(
-                    out,
-                    r##"<circle cx="{cx:.1}" cy="{cy:.1}" r="{:.1}" fill="none" stroke="#2ca02c" stroke-width="2.5"/>"##,
-                    radius + if Some(this) == best { 6.5 } else { 3.0 }
+                svg.circle(
+                    (cx, cy),
+                    radius + if Some(this) == best { 6.5 } else { 3.0 },
+                    r##"fill="none" stroke="#2ca02c" stroke-width="2.5""##,
+                    None,
                 );
             }
-            let _ = writeln!(
-                out,
-                r#"<text x="{cx:.1}" y="{:.1}" text-anchor="middle" font-size="10">{:.0}</text>"#,
+            svg.text(
+                cx,
                 cy + 4.0,
-                r.mlps
+                r#"text-anchor="middle" font-size="10""#,
+                &format!("{:.0}", r.mlps),
             );
         }
     }
@@ -326,10 +302,8 @@ mod tests {
     #[test]
     fn bubbles_and_the_two_rings() {
         let report = LabReport {
-            schema: super::super::engine::SCHEMA.into(),
-            timestamp: "t".into(),
+            envelope: crate::report::Envelope::now(super::super::engine::SCHEMA),
             study: "case 1(a)".into(),
-            machine: crate::measure::machine(),
             cpu_widths: vec![128, 256, 512],
             hit_rate: 0.9,
             seconds: 0.1,

@@ -19,7 +19,7 @@ use super::{
     table::{queries, Pattern, Queries, Table, QUERY_BLOCK},
     validate::{designs, Approach},
 };
-use crate::measure::{Machine, Workers};
+use crate::measure::Workers;
 
 /// Layouts measured together: one key/payload size, some table sizes, some approaches.
 #[derive(Clone, Debug)]
@@ -99,10 +99,9 @@ pub struct TableInfo {
 /// One `floe-bench simd` run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct LabReport {
-    pub schema: String,
-    pub timestamp: String,
+    #[serde(flatten)]
+    pub envelope: crate::report::Envelope,
     pub study: String,
-    pub machine: Machine,
     /// Vector widths this CPU runs (bits).
     pub cpu_widths: Vec<u32>,
     pub hit_rate: f64,

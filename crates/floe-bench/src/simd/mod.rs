@@ -33,6 +33,7 @@ pub mod chart;
 pub mod engine;
 pub mod kernels;
 pub mod layout;
+mod scalar;
 pub mod table;
 pub mod validate;
 mod x86;
@@ -374,15 +375,10 @@ pub fn main(args: SimdArgs) -> Result<(), LabError> {
     println!();
     let (tables, rows) = engine::run(&study, |line| println!("{line}")).map_err(LabError::Run)?;
     println!("\n{}", engine::table_text(&rows));
-    let unix = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let (timestamp, stamp) = report::timestamps(unix);
+    let stamp = report::file_stamp();
     let lab = LabReport {
-        schema: engine::SCHEMA.into(),
-        timestamp,
+        envelope: report::Envelope::now(engine::SCHEMA),
         study: study.name.clone(),
-        machine: crate::measure::machine(),
         cpu_widths: study.widths.iter().map(|w| w.bits()).collect(),
         hit_rate: study.hit_rate,
         seconds: study.seconds,
@@ -404,7 +400,7 @@ pub fn main(args: SimdArgs) -> Result<(), LabError> {
     report::write_file(&svg_path, &chart::svg(&lab)).map_err(LabError::Run)?;
     println!(
         "{}\nwrote {} and {}",
-        lab.machine,
+        lab.envelope.machine,
         json_path.display(),
         svg_path.display()
     );

@@ -1,5 +1,5 @@
 //! The vector kernels (x86-64): horizontal over buckets at 128/256/512 bits, vertical (and
-//! hybrid) with gathers at 256/512 bits. The scalar kernel in `kernels.rs` is their oracle.
+//! hybrid) with gathers at 256/512 bits. The scalar kernel in `scalar.rs` is their oracle.
 //!
 //! # Horizontal (Algorithm 1)
 //! Per query: broadcast the key to every lane of its width; load `per_vector` of the key's
@@ -25,8 +25,8 @@
 use std::arch::x86_64::*;
 
 use super::{
-    kernels::{KernelFn, Probe},
     layout::{fold, Width, HASH_MULTIPLIERS},
+    scalar::{KernelFn, Probe},
     table::Queries,
 };
 
@@ -575,7 +575,7 @@ unsafe fn vertical_512_lanes64(p: &Probe<'_>, q: &Queries, out: &mut [u64]) -> u
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::simd::kernels::read;
+    use crate::simd::scalar::read;
 
     #[test]
     fn lane_masks() {

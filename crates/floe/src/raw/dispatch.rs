@@ -8,6 +8,37 @@
 use super::loader::ScalarLoader;
 use crate::config::Backend;
 
+// `Backend` is plain data at the bottom (`config.rs`); what it can do on this CPU is the
+// dispatch's to answer, so its methods live here and the arrows keep pointing down.
+impl Backend {
+    /// Whether this CPU (and this build) can run the backend. `Auto` and `Scalar` always can.
+    pub fn is_supported(self) -> bool {
+        Loader::new(self).is_some()
+    }
+
+    /// The backend a map built with this one uses: itself, or for `Auto` the one measured
+    /// fastest on this CPU; `None` if the CPU cannot run it.
+    ///
+    /// ```
+    /// let chosen = floe::Backend::Auto.resolve().unwrap();
+    /// assert_ne!(chosen, floe::Backend::Auto);
+    /// ```
+    pub fn resolve(self) -> Option<Backend> {
+        Loader::new(self).map(|loader| loader.backend())
+    }
+
+    /// Run `Auto`'s calibration again and return nanoseconds per get of every backend this
+    /// CPU has (best of several rounds on an L2-sized table); empty where there is nothing to
+    /// choose. For benchmarks that report why `Auto` chose what it did.
+    #[doc(hidden)]
+    pub fn calibration() -> Vec<(Backend, f64)> {
+        #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+        return calibrate().map_or_else(Vec::new, |c| c.nanos_per_get);
+        #[cfg(not(all(target_arch = "x86_64", not(miri), not(loom))))]
+        Vec::new()
+    }
+}
+
 /// The resolved backend: a zero-sized proof that the CPU supports it.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Loader {

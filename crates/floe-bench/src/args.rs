@@ -1,0 +1,303 @@
+//! The command line: every subcommand's flags, and the small conversions from flags to the
+//! bench's own types. No measurement here (`main.rs` turns these into experiments).
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use floe::{
+    hash::{Crc32, Mix64, WyHash},
+    Backend,
+};
+
+use crate::{
+    dist::Dist,
+    keys::parse_count,
+    maps::{AnyHash, MapKind},
+    measure::Api,
+    simd,
+    workload::Workload,
+};
+
+#[derive(Parser, Debug)]
+#[command(
+    version,
+    args_conflicts_with_subcommands = true,
+    about = "floe and its peers side by side, next to the machine's random-access ceiling",
+    long_about = "floe and its peers side by side, next to the machine's random-access ceiling.\n\n\
+                  With no subcommand, runs the default suite and takes its flags."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Option<Command>,
+    #[command(flatten)]
+    pub suite: SuiteArgs,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// The default suite: get, insdel, putheavy; 1 and all threads; floe and the peers.
+    Suite(SuiteArgs),
+    /// One configuration: a workload on some maps at some thread counts.
+    Run(RunArgs),
+    /// The machine's ceiling alone: random line reads and RMWs, with and without prefetch.
+    Ceiling(CeilingArgs),
+    /// One `run` configuration over a range of one parameter (batch, keys, theta).
+    Sweep(SweepArgs),
+    /// Draw the thread-scaling chart of a saved JSON report.
+    Plot(PlotArgs),
+    /// The SIMD layout lab (SimdHT-Bench): vectorized vs scalar lookups over cuckoo layouts.
+    Simd(simd::SimdArgs),
+    /// Fill one map in this process and print its RSS growth (used by the memory measurement).
+    #[command(hide = true)]
+    MemoryProbe(ProbeArgs),
+}
+
+/// Flags every measurement shares.
+#[derive(Args, Debug, Clone)]
+pub struct Common {
+    /// Keys (the table's capacity and key space; accepts 2^25, 32M, 33554432).
+    #[arg(long, default_value = "2^25", value_parser = parse_count)]
+    pub keys: u64,
+    /// Thread counts, comma separated [default: 1 and all cores].
+    #[arg(long, value_delimiter = ',')]
+    pub threads: Vec<usize>,
+    /// Seconds per timed run of a cycling workload [default: 1 for the suite, 2 for run].
+    #[arg(long)]
+    pub seconds: Option<f64>,
+    /// Operations per timed run instead of seconds (total over threads; the run-once
+    /// workloads' operation count).
+    #[arg(long, value_parser = parse_count)]
+    pub ops: Option<u64>,
+    /// Repeats of every measurement (median, min and max are reported).
+    #[arg(long, default_value_t = 3)]
+    pub repeat: usize,
+    /// Maps, comma separated [default: floe,dashmap,papaya,scc,leapfrog].
+    #[arg(long, value_enum, value_delimiter = ',')]
+    pub maps: Vec<MapKind>,
+    /// floe's matching backends (`all` = every one the CPU supports).
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "auto")]
+    pub backend: Vec<BackendArg>,
+    /// Hash function, for every map.
+    #[arg(long, value_enum, default_value = "mix64")]
+    pub hash: HashArg,
+    /// Transparent huge pages for floe's table and the ceiling array.
+    #[arg(long, value_enum, default_value = "on")]
+    pub huge_pages: OnOff,
+    /// Sample per-operation latency (one operation in 256) into HDR histograms.
+    #[arg(long, value_enum, default_value = "on")]
+    pub latency: OnOff,
+    /// Measure RSS growth per key of the peers in child processes.
+    #[arg(long, value_enum, default_value = "on")]
+    pub memory: OnOff,
+    /// Write the report as JSON here.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
+    /// Write the results as CSV here.
+    #[arg(long)]
+    pub csv: Option<PathBuf>,
+    /// Write the thread-scaling chart (SVG) here.
+    #[arg(long)]
+    pub plot: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct SuiteArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// Directory for `<timestamp>.json` and `<timestamp>.svg` (unless --json/--plot are given).
+    #[arg(long, default_value = "results")]
+    pub out: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    #[command(flatten)]
+    pub common: Common,
+    /// The workload.
+    #[arg(long, value_enum, default_value = "get")]
+    pub workload: Workload,
+    /// Fraction of gets in `mixed` (the rest are puts).
+    #[arg(long, default_value_t = 0.9)]
+    pub read_ratio: f64,
+    /// Fraction of --keys inserted before timing [default: per workload].
+    #[arg(long)]
+    pub prefill: Option<f64>,
+    /// Key popularity: uniform, zipf:THETA (0 <= THETA < 1.5), hot:KEYS:PERCENT.
+    #[arg(long, default_value = "uniform")]
+    pub dist: Dist,
+    /// floe's prefetch depth (`--api batch`) or window (`--api pipeline`); 1 = unbatched.
+    #[arg(long, default_value_t = 1)]
+    pub batch: usize,
+    /// How floe gets its operations [default: batch if --batch > 1, else single]. Peers
+    /// always get theirs one by one.
+    #[arg(long, value_enum)]
+    pub api: Option<Api>,
+    /// When floe's batches and pipeline prefetch (auto: tables of 2 MiB and more).
+    #[arg(long, value_enum, default_value = "auto")]
+    pub prefetch: PrefetchArg,
+    /// population / grow-read: slots of the table every map starts from (each is created
+    /// with capacity for half of them).
+    #[arg(long, default_value = "2^16", value_parser = parse_count)]
+    pub initial_slots: u64,
+    /// population / grow-read: record throughput every MS milliseconds and draw the timeline
+    /// (`--plot`).
+    #[arg(long, default_value_t = 50.0)]
+    pub timeline: f64,
+    /// grow-read: reader threads [default: half the threads].
+    #[arg(long)]
+    pub readers: Option<usize>,
+}
+
+#[derive(Args, Debug)]
+pub struct SweepArgs {
+    #[command(flatten)]
+    pub run: RunArgs,
+    /// The parameter to sweep.
+    #[arg(long, value_enum)]
+    pub param: SweepParam,
+    /// Its values, comma separated [default: batch 1..128 in powers of two; keys 2^12..2^26
+    /// in steps of 4x; theta 0..1.2 in steps of 0.2].
+    #[arg(long, value_delimiter = ',')]
+    pub values: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum SweepParam {
+    /// `--batch` (floe's prefetch depth or window).
+    Batch,
+    /// `--keys` (the table size).
+    Keys,
+    /// The Zipf skew (`--dist zipf:THETA`).
+    Theta,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum PrefetchArg {
+    Auto,
+    Always,
+    Never,
+}
+
+impl PrefetchArg {
+    pub fn floe(self) -> floe::Prefetch {
+        match self {
+            PrefetchArg::Auto => floe::Prefetch::Auto,
+            PrefetchArg::Always => floe::Prefetch::Always,
+            PrefetchArg::Never => floe::Prefetch::Never,
+        }
+    }
+}
+
+#[derive(Args, Debug)]
+pub struct PlotArgs {
+    /// A report written by `--json` (or the suite).
+    pub json: PathBuf,
+    /// The SVG to write.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// The chart's title [default: the report's command].
+    #[arg(long)]
+    pub title: Option<String>,
+}
+
+#[derive(Args, Debug)]
+pub struct CeilingArgs {
+    /// Array size in keys of floe's table (as --keys elsewhere), unless --bytes is given.
+    #[arg(long, default_value = "2^25", value_parser = parse_count)]
+    pub keys: u64,
+    /// Array size in bytes (accepts 1G, 512M).
+    #[arg(long, value_parser = parse_count)]
+    pub bytes: Option<u64>,
+    /// Thread counts, comma separated [default: 1 and all cores].
+    #[arg(long, value_delimiter = ',')]
+    pub threads: Vec<usize>,
+    /// Seconds per measurement.
+    #[arg(long, default_value_t = 1.0)]
+    pub seconds: f64,
+    /// Repeats (median reported).
+    #[arg(long, default_value_t = 3)]
+    pub repeat: usize,
+    #[arg(long, value_enum, default_value = "on")]
+    pub huge_pages: OnOff,
+}
+
+#[derive(Args, Debug)]
+pub struct ProbeArgs {
+    #[arg(long, value_enum)]
+    pub map: MapKind,
+    #[arg(long, value_parser = parse_count)]
+    pub keys: u64,
+    #[arg(long, value_enum, default_value = "mix64")]
+    pub hash: HashArg,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum BackendArg {
+    Auto,
+    Scalar,
+    Avx2,
+    Avx512,
+    All,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum OnOff {
+    On,
+    Off,
+}
+
+impl OnOff {
+    pub fn on(self) -> bool {
+        self == OnOff::On
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum HashArg {
+    Mix64,
+    Wyhash,
+    Crc32,
+}
+
+impl HashArg {
+    pub fn hasher(self) -> AnyHash {
+        match self {
+            HashArg::Mix64 => AnyHash::Mix64(Mix64::with_seed(1)),
+            HashArg::Wyhash => AnyHash::WyHash(WyHash::with_seed(1)),
+            HashArg::Crc32 => AnyHash::Crc32(Crc32::with_seed(1)),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            HashArg::Mix64 => "mix64",
+            HashArg::Wyhash => "wyhash",
+            HashArg::Crc32 => "crc32",
+        }
+    }
+}
+
+pub fn backends(args: &[BackendArg]) -> Result<Vec<Backend>, String> {
+    let mut out = Vec::new();
+    for &arg in args {
+        let wanted: &[Backend] = match arg {
+            BackendArg::Auto => &[Backend::Auto],
+            BackendArg::Scalar => &[Backend::Scalar],
+            BackendArg::Avx2 => &[Backend::Avx2],
+            BackendArg::Avx512 => &[Backend::Avx512],
+            BackendArg::All => &[Backend::Scalar, Backend::Avx2, Backend::Avx512],
+        };
+        for &b in wanted {
+            if !b.is_supported() {
+                if arg == BackendArg::All {
+                    continue;
+                }
+                return Err(format!("--backend: this CPU does not support {b:?}"));
+            }
+            if !out.contains(&b) {
+                out.push(b);
+            }
+        }
+    }
+    Ok(out)
+}

@@ -1,0 +1,69 @@
+//! The hashers the bench can give every map, behind one `BuildHasher`.
+
+use std::hash::BuildHasher;
+
+use floe::hash::{Crc32, Mix64, WyHash};
+
+/// The hashers the bench can use, behind one type (the branch is perfectly predictable).
+#[derive(Clone, Copy, Debug)]
+pub enum AnyHash {
+    Mix64(Mix64),
+    WyHash(WyHash),
+    Crc32(Crc32),
+}
+
+/// The bench's default hasher. Only leapfrog's `LeapMap` asks for `Default` (a trait bound
+/// on its constructor); it is always given the run's hasher explicitly.
+impl Default for AnyHash {
+    fn default() -> Self {
+        AnyHash::Mix64(Mix64::with_seed(1))
+    }
+}
+
+/// The hasher of [`AnyHash`].
+pub enum AnyHasher {
+    Mix64(<Mix64 as BuildHasher>::Hasher),
+    WyHash(<WyHash as BuildHasher>::Hasher),
+    Crc32(<Crc32 as BuildHasher>::Hasher),
+}
+
+impl BuildHasher for AnyHash {
+    type Hasher = AnyHasher;
+
+    #[inline(always)]
+    fn build_hasher(&self) -> AnyHasher {
+        match self {
+            AnyHash::Mix64(h) => AnyHasher::Mix64(h.build_hasher()),
+            AnyHash::WyHash(h) => AnyHasher::WyHash(h.build_hasher()),
+            AnyHash::Crc32(h) => AnyHasher::Crc32(h.build_hasher()),
+        }
+    }
+}
+
+impl std::hash::Hasher for AnyHasher {
+    #[inline(always)]
+    fn write_u64(&mut self, word: u64) {
+        match self {
+            AnyHasher::Mix64(h) => h.write_u64(word),
+            AnyHasher::WyHash(h) => h.write_u64(word),
+            AnyHasher::Crc32(h) => h.write_u64(word),
+        }
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        match self {
+            AnyHasher::Mix64(h) => h.write(bytes),
+            AnyHasher::WyHash(h) => h.write(bytes),
+            AnyHasher::Crc32(h) => h.write(bytes),
+        }
+    }
+
+    #[inline(always)]
+    fn finish(&self) -> u64 {
+        match self {
+            AnyHasher::Mix64(h) => h.finish(),
+            AnyHasher::WyHash(h) => h.finish(),
+            AnyHasher::Crc32(h) => h.finish(),
+        }
+    }
+}

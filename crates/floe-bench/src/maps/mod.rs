@@ -1,0 +1,198 @@
+//! The maps under test behind one small interface (`BenchMap`), built from one `Recipe`; each
+//! adapter's choices are written next to it (`floe_map.rs`, `peers.rs`).
+//!
+//! Every map gets the same hasher (the bench's `AnyHash`, Mix64 by default) and is created with
+//! capacity for all keys, so no map resizes during a measurement (except in the growth
+//! workloads, `growth.rs`, which create them small on purpose). Values are `u64`.
+
+mod floe_map;
+mod hasher;
+mod peers;
+
+pub use hasher::AnyHash;
+pub use peers::{RwlockHashbrown, SingleThreadHashbrown};
+
+/// floe's map as the bench builds it (every map gets the run's hasher).
+pub type Map = floe::FlatMap<u64, u64, AnyHash>;
+
+/// What a workload asks of a map. `&self` everywhere: the maps are shared by all threads.
+pub trait BenchMap: Send + Sync {
+    /// The value of `key`.
+    fn get(&self, key: u64) -> Option<u64>;
+    /// Insert if absent; `true` if inserted.
+    fn insert(&self, key: u64, value: u64) -> bool;
+    /// Replace the value if present; `true` if it was present.
+    fn update(&self, key: u64, value: u64) -> bool;
+    /// Remove if present; `true` if it was present.
+    fn remove(&self, key: u64) -> bool;
+    /// Table bytes if the map reports them (otherwise the harness measures RSS growth).
+    fn table_bytes(&self) -> Option<usize> {
+        None
+    }
+    /// floe's map, for its batched interfaces (no peer has any).
+    fn as_floe(&self) -> Option<&Map> {
+        None
+    }
+}
+
+/// The maps `--maps` accepts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum MapKind {
+    /// floe's FlatMap (backend from `--backend`), incremental resize (its default).
+    Floe,
+    /// floe's FlatMap with `ResizeMode::Blocking` (every thread helps until a growth is done).
+    FloeBlocking,
+    /// floe's FlatMap made fixed-size (`max_bins`): never grows, skips the reader announcement.
+    FloeFixed,
+    /// dashmap 6: sharded `RwLock<hashbrown>`; `get` copies the value out under the read lock;
+    /// insert-if-absent through `entry`.
+    Dashmap,
+    /// papaya 0.2, blocking resize; one guard pinned per operation (`map.pin()`), as its docs
+    /// recommend for short operations.
+    Papaya,
+    /// papaya 0.2, incremental resize (its default, `Incremental(64)`); guards as above.
+    PapayaIncremental,
+    /// scc 3 `HashMap` (`read_sync`, `insert_sync`, `update_sync`, `remove_sync`).
+    Scc,
+    /// scc 3 `HashIndex`, the read-optimized variant: lock-free `peek_with` reads; an update
+    /// replaces the entry (copy on write) through `get_sync(..).update(..)`.
+    SccIndex,
+    /// flurry 0.5 (a port of Java's ConcurrentHashMap); one guard pinned per operation;
+    /// insert-if-absent is `try_insert`, update is `compute_if_present`.
+    Flurry,
+    /// leapfrog 0.3 `LeapMap` (feature `stable_alloc`): its `insert` replaces, so the adapter's
+    /// insert is insert-or-replace (the harness only inserts absent keys); a remove leaves a
+    /// tombstone. Reserves the values `u64::MAX` and `u64::MAX - 1` (the harness never uses them).
+    Leapfrog,
+    /// 64 shards of `std::sync::RwLock<hashbrown::HashMap>`, shard chosen by the hash's top bits.
+    RwlockHashbrown,
+    /// `hashbrown::HashMap` alone, 1 thread only (no synchronization at all).
+    Hashbrown,
+}
+
+impl MapKind {
+    /// Whether the map may be used from more than one thread.
+    pub fn concurrent(self) -> bool {
+        self != MapKind::Hashbrown
+    }
+
+    /// The name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            MapKind::Floe => "floe",
+            MapKind::FloeBlocking => "floe-blocking",
+            MapKind::FloeFixed => "floe-fixed",
+            MapKind::Dashmap => "dashmap",
+            MapKind::Papaya => "papaya",
+            MapKind::PapayaIncremental => "papaya-incremental",
+            MapKind::Scc => "scc",
+            MapKind::SccIndex => "scc-index",
+            MapKind::Flurry => "flurry",
+            MapKind::Leapfrog => "leapfrog",
+            MapKind::RwlockHashbrown => "rwlock-hashbrown",
+            MapKind::Hashbrown => "hashbrown",
+        }
+    }
+}
+
+/// Builds a map of a given kind and hands it to a generic measurement (so every map's hot loop
+/// is compiled for its own type, with no dynamic dispatch per operation).
+pub trait Visit {
+    type Output;
+    fn visit<M: BenchMap>(
+        self,
+        build: &dyn Fn() -> Result<M, String>,
+    ) -> Result<Self::Output, String>;
+}
+
+/// How to build the maps: capacity, hasher, and floe's own options.
+#[derive(Clone, Copy, Debug)]
+pub struct Recipe {
+    pub capacity: usize,
+    pub hasher: AnyHash,
+    pub backend: floe::Backend,
+    pub huge_pages: bool,
+    /// The workloads insert and remove fresh keys in a full table (insert/remove churn).
+    /// floe keeps a link bucket chained to its bin once used, so under churn every bin that
+    /// ever holds 3 keys ends up with one (about 27% of bins at 1.75 keys per bin, Poisson):
+    /// with DLHT's one bucket per 8 bins its pool would run out and the map would grow in the
+    /// middle of a steady-state measurement, so the pool is sized at one bucket per 3 bins
+    /// for these workloads. The extra bytes show in its bytes per key.
+    pub churn: bool,
+    /// How floe grows (`MapKind::FloeBlocking` overrides it).
+    pub resize: floe::ResizeMode,
+}
+
+impl Recipe {
+    /// Call `visit` with a builder for `kind`.
+    pub fn visit<V: Visit>(&self, kind: MapKind, visit: V) -> Result<V::Output, String> {
+        let Recipe {
+            capacity, hasher, ..
+        } = *self;
+        match kind {
+            MapKind::Floe => visit.visit(&|| self.floe()),
+            MapKind::FloeFixed => visit.visit(&|| {
+                self.floe_builder()
+                    .max_bins(1)
+                    .build()
+                    .map_err(|e| format!("building floe's map: {e}"))
+            }),
+            MapKind::FloeBlocking => visit.visit(&|| {
+                Recipe {
+                    resize: floe::ResizeMode::Blocking,
+                    ..*self
+                }
+                .floe()
+            }),
+            MapKind::Dashmap => {
+                visit.visit(&|| Ok(dashmap::DashMap::with_capacity_and_hasher(capacity, hasher)))
+            }
+            MapKind::Papaya | MapKind::PapayaIncremental => visit.visit(&|| {
+                let mode = if kind == MapKind::Papaya {
+                    papaya::ResizeMode::Blocking
+                } else {
+                    papaya::ResizeMode::Incremental(64)
+                };
+                Ok(papaya::HashMap::builder()
+                    .capacity(capacity)
+                    .hasher(hasher)
+                    .resize_mode(mode)
+                    .build())
+            }),
+            MapKind::Scc => {
+                visit.visit(&|| Ok(scc::HashMap::with_capacity_and_hasher(capacity, hasher)))
+            }
+            MapKind::SccIndex => {
+                visit.visit(&|| Ok(scc::HashIndex::with_capacity_and_hasher(capacity, hasher)))
+            }
+            MapKind::Flurry => {
+                visit.visit(&|| Ok(flurry::HashMap::with_capacity_and_hasher(capacity, hasher)))
+            }
+            MapKind::Leapfrog => visit.visit(&|| {
+                Ok(leapfrog::LeapMap::with_capacity_and_hasher(
+                    capacity, hasher,
+                ))
+            }),
+            MapKind::RwlockHashbrown => visit.visit(&|| Ok(RwlockHashbrown::new(capacity, hasher))),
+            MapKind::Hashbrown => visit.visit(&|| Ok(SingleThreadHashbrown::new(capacity, hasher))),
+        }
+    }
+
+    /// floe's map for this recipe.
+    pub fn floe(&self) -> Result<Map, String> {
+        self.floe_builder()
+            .build()
+            .map_err(|e| format!("building floe's map: {e}"))
+    }
+
+    /// The builder behind [`floe`](Self::floe).
+    fn floe_builder(&self) -> floe::Builder<u64, u64, AnyHash> {
+        floe::FlatMap::<u64, u64>::builder()
+            .capacity(self.capacity)
+            .hasher(self.hasher)
+            .backend(self.backend)
+            .huge_pages(self.huge_pages)
+            .bins_per_link(if self.churn { 3 } else { 8 })
+            .resize_mode(self.resize)
+    }
+}
