@@ -47,6 +47,9 @@ pub enum Command {
     Plot(PlotArgs),
     /// The SIMD layout lab (SimdHT-Bench): vectorized vs scalar lookups over cuckoo layouts.
     Simd(simd::SimdArgs),
+    /// conc-map-bench's mixes through the `bustle` crate itself (beside `run --workload
+    /// readheavy|exchange|rapidgrow`, floe-bench's port of them).
+    Bustle(BustleArgs),
     /// Fill one map in this process and print its RSS growth (used by the memory measurement).
     #[command(hide = true)]
     MemoryProbe(ProbeArgs),
@@ -189,6 +192,42 @@ impl PrefetchArg {
 }
 
 #[derive(Args, Debug)]
+pub struct BustleArgs {
+    /// The mixes (readheavy, exchange, rapidgrow).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "readheavy,exchange,rapidgrow"
+    )]
+    pub workloads: Vec<Workload>,
+    /// Maps, comma separated.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "floe,papaya,scc,dashmap"
+    )]
+    pub maps: Vec<MapKind>,
+    /// Thread counts, comma separated [default: 1 and all cores].
+    #[arg(long, value_delimiter = ',')]
+    pub threads: Vec<usize>,
+    /// The table's initial capacity, a power of two (bustle's `initial_capacity_log2`); the
+    /// operations are `--operations` times this.
+    #[arg(long, default_value = "2^24", value_parser = parse_count)]
+    pub keys: u64,
+    /// Operations as a multiple of --keys (bustle's `operations`).
+    #[arg(long, default_value_t = 1.0)]
+    pub operations: f64,
+    /// Repeats (median, min and max reported).
+    #[arg(long, default_value_t = 3)]
+    pub repeat: usize,
+    /// Hash function, for every map [default: ahash, as conc-map-bench].
+    #[arg(long, value_enum, default_value = "ahash")]
+    pub hash: HashArg,
+}
+
+#[derive(Args, Debug)]
 pub struct PlotArgs {
     /// A report written by `--json` (or the suite).
     pub json: PathBuf,
@@ -257,6 +296,8 @@ pub enum HashArg {
     Mix64,
     Wyhash,
     Crc32,
+    /// ahash with fixed seeds (conc-map-bench's hasher).
+    Ahash,
 }
 
 impl HashArg {
@@ -265,6 +306,7 @@ impl HashArg {
             HashArg::Mix64 => AnyHash::Mix64(Mix64::with_seed(1)),
             HashArg::Wyhash => AnyHash::WyHash(WyHash::with_seed(1)),
             HashArg::Crc32 => AnyHash::Crc32(Crc32::with_seed(1)),
+            HashArg::Ahash => AnyHash::Ahash(&crate::maps::AHASH),
         }
     }
 
@@ -273,6 +315,7 @@ impl HashArg {
             HashArg::Mix64 => "mix64",
             HashArg::Wyhash => "wyhash",
             HashArg::Crc32 => "crc32",
+            HashArg::Ahash => "ahash",
         }
     }
 }

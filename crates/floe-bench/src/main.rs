@@ -30,6 +30,7 @@
 //! ```
 
 mod args;
+mod bustle_run;
 mod ceiling;
 mod dist;
 mod experiment;
@@ -51,8 +52,8 @@ use floe::Backend;
 
 use crate::{
     args::{
-        backends, CeilingArgs, Cli, Command, Common, HashArg, PlotArgs, ProbeArgs, RunArgs,
-        SuiteArgs, SweepArgs, SweepParam,
+        backends, BustleArgs, CeilingArgs, Cli, Command, Common, HashArg, PlotArgs, ProbeArgs,
+        RunArgs, SuiteArgs, SweepArgs, SweepParam,
     },
     dist::Dist,
     experiment::{stream_len, Experiment},
@@ -78,6 +79,7 @@ fn main() -> ExitCode {
         Some(Command::Ceiling(args)) => ceiling(args),
         Some(Command::Sweep(args)) => sweep(args),
         Some(Command::Plot(args)) => replot(args),
+        Some(Command::Bustle(args)) => bustle(args),
         Some(Command::Simd(args)) => simd::main(args).map_err(|e| match e {
             simd::LabError::Usage(m) => Failure::Usage(m),
             simd::LabError::Run(m) => Failure::Run(m),
@@ -518,6 +520,73 @@ fn sweep(args: SweepArgs) -> Result<(), Failure> {
     if let Some(path) = &common.csv {
         report.write_csv(path).map_err(Failure::Run)?;
     }
+    Ok(())
+}
+
+fn bustle(args: BustleArgs) -> Result<(), Failure> {
+    if !args.keys.is_power_of_two() || args.keys < 64 {
+        return Err(Failure::Usage(format!(
+            "--keys: bustle takes a power of two of at least 64, not {}",
+            args.keys
+        )));
+    }
+    if args.repeat == 0 || !args.operations.is_finite() || args.operations <= 0.0 {
+        return Err(Failure::Usage(
+            "--repeat and --operations must be positive".into(),
+        ));
+    }
+    if let Some(w) = args.workloads.iter().find(|w| w.bustle_mix().is_none()) {
+        return Err(Failure::Usage(format!(
+            "--workloads: {} is not a conc-map-bench mix (readheavy, exchange, rapidgrow)",
+            w.name()
+        )));
+    }
+    let cores = Workers::new().cores();
+    let threads = if args.threads.is_empty() {
+        let mut t = vec![1, cores];
+        t.dedup();
+        t
+    } else {
+        args.threads.clone()
+    };
+    if let Some(&t) = threads.iter().find(|&&t| t == 0) {
+        return Err(Failure::Usage(format!("--threads: {t} threads")));
+    }
+    if let Some(m) = args.maps.iter().find(|m| !m.concurrent()) {
+        if threads.iter().any(|&t| t > 1) {
+            return Err(Failure::Usage(format!(
+                "--maps: {} runs on one thread only",
+                m.name()
+            )));
+        }
+    }
+    let plan = bustle_run::Plan {
+        workloads: args.workloads.clone(),
+        maps: args.maps.clone(),
+        threads,
+        capacity_log2: args.keys.trailing_zeros() as u8,
+        operations: args.operations,
+        repeat: args.repeat,
+        recipe: Recipe {
+            capacity: args.keys as usize,
+            hasher: args.hash.hasher(),
+            backend: Backend::Auto,
+            huge_pages: true,
+            churn: true,
+            resize: floe::ResizeMode::Incremental,
+        },
+    };
+    println!("{}", crate::machine::machine());
+    println!(
+        "bustle 0.5: capacity {} ({}), operations {}x, hash {}, {} repeat(s)",
+        args.keys,
+        keys::pretty_count(args.keys),
+        args.operations,
+        args.hash.name(),
+        args.repeat
+    );
+    let rows = bustle_run::run(&plan, |m| eprintln!("  {m}")).map_err(Failure::Run)?;
+    println!("\n{}", bustle_run::table(&rows));
     Ok(())
 }
 

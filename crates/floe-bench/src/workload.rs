@@ -109,7 +109,7 @@ impl Workload {
     }
 
     /// The bustle mix (read, insert, remove, update), for the conc-map-bench workloads.
-    fn bustle_mix(self) -> Option<[u8; 4]> {
+    pub fn bustle_mix(self) -> Option<[u8; 4]> {
         match self {
             Workload::Readheavy => Some([98, 1, 1, 0]),
             Workload::Exchange => Some([10, 40, 40, 10]),

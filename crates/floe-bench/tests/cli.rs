@@ -78,6 +78,14 @@ fn bad_flags_exit_2_with_a_message() {
         (&["run", "--maps", "nomap"], "invalid value 'nomap'"),
         (&["ceiling", "--bytes", "1K"], "at least 1M"),
         (&["suite", "--keys", "12x"], "not a count"),
+        (&["bustle", "--keys", "1000"], "power of two"),
+        (
+            &["bustle", "--workloads", "get"],
+            "not a conc-map-bench mix",
+        ),
+        (&["bustle", "--repeat", "0"], "positive"),
+        (&["bustle", "--operations", "nan"], "positive"),
+        (&["bustle", "--threads", "0"], "--threads"),
         (
             &["plot", "/nonexistent.json", "--out", "x.svg"],
             "nonexistent",
@@ -411,4 +419,36 @@ fn growth_workloads_run_tiny_and_refuse_bad_flags() {
         assert!(chart.starts_with("<svg") && chart.contains("<polyline"));
     }
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn bustle_runs_the_conc_map_bench_mixes_on_every_map() {
+    let out = bench_ok(&[
+        "bustle",
+        "--keys",
+        "2^12",
+        "--threads",
+        "1,2",
+        "--repeat",
+        "1",
+        "--maps",
+        "floe,floe-fixed,papaya,scc,dashmap,leapfrog",
+    ]);
+    for workload in ["readheavy", "exchange", "rapidgrow"] {
+        for map in ["floe", "floe-fixed", "papaya", "scc", "dashmap", "leapfrog"] {
+            for threads in [1, 2] {
+                assert!(
+                    out.lines().any(|l| {
+                        let fields: Vec<&str> = l.split_whitespace().collect();
+                        fields.len() >= 4
+                            && fields[0] == workload
+                            && fields[1] == threads.to_string()
+                            && fields[2] == map
+                            && fields[3].parse::<f64>().is_ok_and(|m| m > 0.0)
+                    }),
+                    "no {workload} row for {map} at {threads} threads:\n{out}"
+                );
+            }
+        }
+    }
 }

@@ -10,7 +10,13 @@ pub enum AnyHash {
     Mix64(Mix64),
     WyHash(WyHash),
     Crc32(Crc32),
+    /// ahash with fixed seeds ([`AHASH`]): conc-map-bench's hasher, for runs compared with its
+    /// figures.
+    Ahash(&'static ahash::RandomState),
 }
+
+/// The ahash the bench uses: fixed seeds, so runs repeat.
+pub static AHASH: ahash::RandomState = ahash::RandomState::with_seeds(1, 2, 3, 4);
 
 /// The bench's default hasher. Only leapfrog's `LeapMap` asks for `Default` (a trait bound
 /// on its constructor); it is always given the run's hasher explicitly.
@@ -25,6 +31,7 @@ pub enum AnyHasher {
     Mix64(<Mix64 as BuildHasher>::Hasher),
     WyHash(<WyHash as BuildHasher>::Hasher),
     Crc32(<Crc32 as BuildHasher>::Hasher),
+    Ahash(ahash::AHasher),
 }
 
 impl BuildHasher for AnyHash {
@@ -36,6 +43,7 @@ impl BuildHasher for AnyHash {
             AnyHash::Mix64(h) => AnyHasher::Mix64(h.build_hasher()),
             AnyHash::WyHash(h) => AnyHasher::WyHash(h.build_hasher()),
             AnyHash::Crc32(h) => AnyHasher::Crc32(h.build_hasher()),
+            AnyHash::Ahash(h) => AnyHasher::Ahash(h.build_hasher()),
         }
     }
 }
@@ -47,6 +55,7 @@ impl std::hash::Hasher for AnyHasher {
             AnyHasher::Mix64(h) => h.write_u64(word),
             AnyHasher::WyHash(h) => h.write_u64(word),
             AnyHasher::Crc32(h) => h.write_u64(word),
+            AnyHasher::Ahash(h) => h.write_u64(word),
         }
     }
 
@@ -55,6 +64,7 @@ impl std::hash::Hasher for AnyHasher {
             AnyHasher::Mix64(h) => h.write(bytes),
             AnyHasher::WyHash(h) => h.write(bytes),
             AnyHasher::Crc32(h) => h.write(bytes),
+            AnyHasher::Ahash(h) => h.write(bytes),
         }
     }
 
@@ -64,6 +74,7 @@ impl std::hash::Hasher for AnyHasher {
             AnyHasher::Mix64(h) => h.finish(),
             AnyHasher::WyHash(h) => h.finish(),
             AnyHasher::Crc32(h) => h.finish(),
+            AnyHasher::Ahash(h) => h.finish(),
         }
     }
 }

@@ -9,14 +9,14 @@ mod floe_map;
 mod hasher;
 mod peers;
 
-pub use hasher::AnyHash;
+pub use hasher::{AnyHash, AHASH};
 pub use peers::{RwlockHashbrown, SingleThreadHashbrown};
 
 /// floe's map as the bench builds it (every map gets the run's hasher).
 pub type Map = floe::FlatMap<u64, u64, AnyHash>;
 
 /// What a workload asks of a map. `&self` everywhere: the maps are shared by all threads.
-pub trait BenchMap: Send + Sync {
+pub trait BenchMap: Send + Sync + 'static {
     /// The value of `key`.
     fn get(&self, key: u64) -> Option<u64>;
     /// Insert if absent; `true` if inserted.

@@ -204,7 +204,7 @@ trait HashbrownAccess: Send + Sync {
     fn write<R>(&self, key: u64, f: impl FnOnce(&mut Table) -> R) -> R;
 }
 
-impl<T: HashbrownAccess> BenchMap for T {
+impl<T: HashbrownAccess + 'static> BenchMap for T {
     #[inline]
     fn get(&self, key: u64) -> Option<u64> {
         self.read(key, |table| table.get(&key).copied())

@@ -1,0 +1,201 @@
+//! conc-map-bench's mixes through bustle itself, the field's own driver (a port of libcuckoo's
+//! universal benchmark), beside floe-bench's port of them (`workload.rs`, `floe-bench run
+//! --workload readheavy`). Same maps and adapters (`maps/`), conc-map-bench's hasher (ahash,
+//! fixed seeds) by default, and bustle's own key generation, prefill, operation stream, answer
+//! checks and clock. BENCHMARKS.md explains where the two harnesses differ.
+
+use std::{
+    any::Any,
+    panic::AssertUnwindSafe,
+    sync::{Arc, Mutex},
+};
+
+use bustle::{Collection, CollectionHandle, Measurement, Mix};
+
+use crate::{
+    maps::{BenchMap, MapKind, Recipe, Visit},
+    workload::{value_of, Workload},
+};
+
+/// bustle builds its collection itself, through `T::with_capacity` (nothing but a capacity), so
+/// the map the recipe built (with the run's hasher and floe's options) waits here for it.
+static HANDOVER: Mutex<Option<Box<dyn Any + Send>>> = Mutex::new(None);
+
+/// A bench map as a bustle collection; each thread's handle is a clone of the `Arc`.
+struct Bustled<M>(Arc<M>);
+
+impl<M: BenchMap> Collection for Bustled<M> {
+    type Handle = Self;
+
+    fn with_capacity(_capacity: usize) -> Self {
+        let map = HANDOVER
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take()
+            .and_then(|map| map.downcast::<M>().ok())
+            .expect("RunBustle hands over a map of the type it runs");
+        Bustled(Arc::new(*map))
+    }
+
+    fn pin(&self) -> Self {
+        Bustled(Arc::clone(&self.0))
+    }
+}
+
+impl<M: BenchMap> CollectionHandle for Bustled<M> {
+    type Key = u64;
+
+    #[inline]
+    fn get(&mut self, key: &u64) -> bool {
+        self.0.get(*key).is_some()
+    }
+
+    #[inline]
+    fn insert(&mut self, key: &u64) -> bool {
+        self.0.insert(*key, value_of(*key))
+    }
+
+    #[inline]
+    fn remove(&mut self, key: &u64) -> bool {
+        self.0.remove(*key)
+    }
+
+    #[inline]
+    fn update(&mut self, key: &u64) -> bool {
+        self.0.update(*key, value_of(*key))
+    }
+}
+
+/// One bustle run of a built map.
+struct RunBustle<'a>(&'a bustle::Workload);
+
+impl Visit for RunBustle<'_> {
+    type Output = Measurement;
+
+    fn visit<M: BenchMap>(
+        self,
+        build: &dyn Fn() -> Result<M, String>,
+    ) -> Result<Measurement, String> {
+        let map = build()?;
+        *HANDOVER
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(Box::new(map));
+        // bustle asserts every answer in its worker threads; a wrong one panics there and again
+        // at the join, here.
+        std::panic::catch_unwind(AssertUnwindSafe(|| self.0.run_silently::<Bustled<M>>()))
+            .map_err(|_| "bustle saw a wrong answer (its assertion is printed above)".to_string())
+    }
+}
+
+/// What to run.
+pub struct Plan {
+    pub workloads: Vec<Workload>,
+    pub maps: Vec<MapKind>,
+    pub threads: Vec<usize>,
+    pub capacity_log2: u8,
+    /// Operations as a multiple of the capacity (bustle's `operations`).
+    pub operations: f64,
+    pub repeat: usize,
+    pub recipe: Recipe,
+}
+
+/// One row of the result: a map's throughputs over the repeats.
+pub struct Row {
+    pub workload: Workload,
+    pub threads: usize,
+    pub map: MapKind,
+    /// Million operations per second, one per repeat.
+    pub mops: Vec<f64>,
+}
+
+impl Row {
+    pub fn median(&self) -> f64 {
+        let mut sorted = self.mops.clone();
+        sorted.sort_by(f64::total_cmp);
+        sorted[sorted.len() / 2]
+    }
+}
+
+/// Run every workload, thread count and map; repeats go round the maps (map A, B, C, then A
+/// again) so a host's drift falls on every map alike.
+pub fn run(plan: &Plan, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, String> {
+    let mut rows = Vec::new();
+    for &workload in &plan.workloads {
+        let [read, insert, remove, update] = workload
+            .bustle_mix()
+            .ok_or_else(|| format!("{} is not a conc-map-bench mix", workload.name()))?;
+        let mix = Mix {
+            read,
+            insert,
+            remove,
+            update,
+            upsert: 0,
+        };
+        for &threads in &plan.threads {
+            let first = rows.len();
+            rows.extend(plan.maps.iter().map(|&map| Row {
+                workload,
+                threads,
+                map,
+                mops: Vec::new(),
+            }));
+            for repeat in 0..plan.repeat {
+                let mut bustle = bustle::Workload::new(threads, mix);
+                bustle
+                    .initial_capacity_log2(plan.capacity_log2)
+                    .prefill_fraction(workload.default_prefill())
+                    .operations(plan.operations)
+                    .seed([repeat as u8 + 1; 32]);
+                let recipe = Recipe {
+                    capacity: 1 << plan.capacity_log2,
+                    churn: workload.churns(),
+                    ..plan.recipe
+                };
+                for row in &mut rows[first..] {
+                    let measured = recipe.visit(row.map, RunBustle(&bustle))?;
+                    row.mops.push(measured.throughput / 1e6);
+                    progress(&format!(
+                        "{} {threads} thread(s) {}: {:.2} Mops/s",
+                        workload.name(),
+                        row.map.name(),
+                        measured.throughput / 1e6
+                    ));
+                }
+            }
+        }
+    }
+    Ok(rows)
+}
+
+/// The result as a table: median, min and max per map, and floe's ratio to the best peer.
+pub fn table(rows: &[Row]) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::from(
+        "workload    threads  map                  Mops/s (median [min, max])   vs best peer\n",
+    );
+    for row in rows {
+        let best_peer = rows
+            .iter()
+            .filter(|r| r.workload == row.workload && r.threads == row.threads)
+            .filter(|r| !r.map.name().starts_with("floe"))
+            .map(Row::median)
+            .fold(0.0, f64::max);
+        let min = row.mops.iter().copied().fold(f64::INFINITY, f64::min);
+        let max = row.mops.iter().copied().fold(0.0, f64::max);
+        let ratio = if best_peer > 0.0 {
+            format!("{:.2}x", row.median() / best_peer)
+        } else {
+            "-".into()
+        };
+        let _ = writeln!(
+            out,
+            "{:<11} {:>7}  {:<20} {:>8.2} [{min:.2}, {max:.2}]{:>18}",
+            row.workload.name(),
+            row.threads,
+            row.map.name(),
+            row.median(),
+            ratio
+        );
+    }
+    out
+}
