@@ -8,7 +8,7 @@ use std::{
     sync::Arc,
 };
 
-use floe::{Error, FlatMap, Insert};
+use floe::{Error, FlatMap, Insert, ResizeMode};
 use loom::thread;
 
 /// Bit 0 of the key picks the bin of a 2-bin table (fastrange uses the top bit of the hash):
@@ -259,6 +259,58 @@ fn get_never_returns_the_value_of_a_recycled_slot() {
 }
 
 #[test]
+fn a_commit_publishes_only_inserts_it_saw_written() {
+    // An insert leaves its slot `Inserting`; the next commit in the bin publishes it (`Valid`)
+    // if its step 2 read the key. One thread inserts 2; the other inserts 4 (whose commit may
+    // publish 2's slot) and then 2 itself. Had the commit of 4 published 2's slot before it
+    // was written, the second insert of 2 would no longer look at it (step 2 reads `Inserting`
+    // slots only), miss it in its search and take a second slot: two winners. An insert that
+    // does not wait for an unwritten slot (and so publishes it) fails this model.
+    model(|| {
+        let m = map(0);
+        let other = m.clone();
+        let first = thread::spawn(move || other.insert(2, 20).unwrap());
+        assert_eq!(m.insert(4, 40).unwrap(), Insert::Inserted);
+        let second = m.insert(2, 21).unwrap();
+        match (first.join().unwrap(), second) {
+            (Insert::Inserted, Insert::Present(20)) => assert_eq!(m.get(&2), Some(20)),
+            (Insert::Present(21), Insert::Inserted) => assert_eq!(m.get(&2), Some(21)),
+            other => panic!("not linearizable: {other:?}"),
+        }
+        assert_eq!(m.get(&4), Some(40));
+        assert_eq!(m.check_invariants(), 2);
+    });
+}
+
+#[test]
+fn a_remove_frees_its_slot_while_a_commit_publishes_it() {
+    // Key 2's slot is `Inserting` (written, never published) when one thread removes 2 while
+    // another inserts 4 into the bin, whose commit may publish 2's slot between the remove's
+    // retire and its free. The slot must be freed exactly once, from whichever state it is
+    // in, and reused. A free that gives up when its header CAS fails leaks the slot and fails
+    // this model.
+    model(|| {
+        let m = map(0);
+        assert!(m.insert(2, 20).unwrap().is_inserted());
+        let other = m.clone();
+        let inserter = thread::spawn(move || {
+            let four = other.insert(4, 40).unwrap();
+            (four, other.get(&2))
+        });
+        assert_eq!(m.remove(&2), Some(20));
+        let (four, two) = inserter.join().unwrap();
+        assert_eq!(four, Insert::Inserted);
+        assert!(matches!(two, None | Some(20)), "get(2) = {two:?}");
+        assert_eq!(m.get(&2), None);
+        // Both freed slots are reusable: the bin takes three keys again.
+        for k in [6, 8] {
+            assert_eq!(m.insert(k, k).unwrap(), Insert::Inserted);
+        }
+        assert_eq!(m.check_invariants(), 3);
+    });
+}
+
+#[test]
 fn get_racing_an_insert_that_chains_a_link_bucket() {
     // Bin 0's primary slots are full: inserting 6 chains a link bucket, then commits a slot in
     // it. A reader that sees the slot searchable must see the chaining (the commit CAS is
@@ -372,6 +424,36 @@ fn bin_transfer_racing_an_insert_of_the_same_and_another_key() {
             other => panic!("not linearizable: {other:?}"),
         }
         assert_eq!(m.check_invariants(), 4);
+    });
+}
+
+#[test]
+fn bin_transfer_waits_for_an_insert_committed_before_its_claim() {
+    // Bin 0 is full, so one thread's insert there grows the map and moves bin 1 too, while
+    // the other inserts key 1 into bin 1, which has room: its commit may come before the
+    // claim and its write after it. The mover must wait for that write (an insert is never
+    // abandoned) and move the key; a mover that skips the unwritten slot loses the insert.
+    // Blocking resize: the grower moves every bin itself.
+    model(|| {
+        let m = Arc::new(
+            FlatMap::<u64, u64>::builder()
+                .bins(2)
+                .link_buckets(0)
+                .resize_mode(ResizeMode::Blocking)
+                .hasher(LowBit)
+                .build()
+                .unwrap(),
+        );
+        for &k in &SPLIT[..3] {
+            assert!(m.insert(k, k + 1).unwrap().is_inserted());
+        }
+        let other = m.clone();
+        let grower = thread::spawn(move || other.insert(SPLIT[3], 4).unwrap());
+        assert_eq!(m.insert(1, 10).unwrap(), Insert::Inserted);
+        assert_eq!(grower.join().unwrap(), Insert::Inserted);
+        assert_eq!(m.get(&1), Some(10));
+        assert_eq!(m.get(&SPLIT[3]), Some(4));
+        assert_eq!(m.check_invariants(), 5);
     });
 }
 

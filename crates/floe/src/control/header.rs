@@ -128,6 +128,20 @@ impl Header {
         Header((cleared | (state as u64) << shift).wrapping_add(1 << VERSION_SHIFT))
     }
 
+    /// This header with the `Inserting` slots of `written` made `Valid`, version unchanged
+    /// (the caller's CAS installs it together with its own change, which bumps the version).
+    /// Every slot of `written` must be `Inserting` in this header.
+    #[inline(always)]
+    #[must_use]
+    pub(crate) fn with_published(self, written: SlotMask) -> Header {
+        debug_assert!(
+            written.and(self.inserting()) == written,
+            "{self:?} {written:?}"
+        );
+        // Inserting = 0b01 -> Valid = 0b10: clear the low bit, set the high one.
+        Header(self.0 ^ written.0 ^ (written.0 << 1))
+    }
+
     /// This header with the bin state set to `state` and the version bumped.
     #[inline(always)]
     #[must_use]
@@ -136,8 +150,8 @@ impl Header {
         Header((cleared | (state as u64) << BIN_STATE_SHIFT).wrapping_add(1 << VERSION_SHIFT))
     }
 
-    /// Slots whose state is `Valid`, in spread form.
-    #[inline(always)]
+    /// Slots whose state is `Valid`, in spread form (the engine goes by `searchable`).
+    #[cfg(test)]
     pub(crate) fn valid(self) -> SlotMask {
         // Valid = 0b10: high bit set, low bit clear.
         SlotMask((self.0 >> 1) & !self.0 & ALL_SLOTS_SPREAD)
@@ -350,6 +364,28 @@ mod tests {
             .with_bin_state(BinState::DoneTransfer);
         assert_eq!((h4.version(), h4.bin_state()), (5, BinState::DoneTransfer));
         assert!(h4.valid().is_empty());
+    }
+
+    #[test]
+    fn publishing_moves_only_the_given_inserting_slots_to_valid() {
+        let h = Header(7 << VERSION_SHIFT)
+            .with_slot(0, SlotState::Inserting)
+            .with_slot(5, SlotState::Inserting)
+            .with_slot(9, SlotState::Valid)
+            .with_slot(14, SlotState::Inserting);
+        let written = SlotMask(SlotMask::single(5).0 | SlotMask::single(14).0);
+        let p = h.with_published(written);
+        assert_eq!(p.version(), h.version(), "no version bump of its own");
+        assert_eq!(p.bin_state(), h.bin_state());
+        for s in 0..SLOTS_PER_BIN {
+            let expected = match s {
+                5 | 14 | 9 => SlotState::Valid,
+                0 => SlotState::Inserting,
+                _ => SlotState::Invalid,
+            };
+            assert_eq!(p.slot(s), expected, "slot {s}");
+        }
+        assert_eq!(h.with_published(SlotMask(0)), h);
     }
 
     #[test]

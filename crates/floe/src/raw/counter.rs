@@ -1,68 +1,155 @@
-//! A sharded counter for `len`: every thread adds to its own cache-padded shard, so inserts and
-//! removes on different threads never share a line; `sum` adds the shards up.
+//! A sharded counter for `len` that costs an insert or a remove no locked instruction.
 //!
-//! The sum is exact when no insert or remove is running (every increment is an atomic RMW and
-//! `sum` reads each shard once); under concurrency it is a value the count had at some point
-//! only approximately, and a shard can be transiently negative (a remove counted on one thread
-//! for a key whose insert was counted on another), which `sum` clamps at zero.
+//! Every live thread has a small *index*, unique among the live threads of the process and
+//! reused after a thread exits (`ThreadIndex`). A counter has one cache-padded *owned* shard
+//! per index below a bound (twice the core count): only the thread holding that index writes
+//! it, so it adds with a plain load and store (`mov`, not `lock xadd`). Threads whose index is
+//! past the bound (more live threads than that) share a few *overflow* shards, added to with
+//! atomic RMWs, and so do calls made while the thread's index is being torn down (a
+//! thread-local destructor that uses a map) and all of them under loom, whose threads share
+//! one OS thread and so one thread-local index.
+//!
+//! Why a plain add is exact: an owned shard has one writer at a time. A thread gives its index
+//! back (under a mutex) only when it exits, after its last add; the next thread to take the
+//! index takes it under the same mutex, so its first load of the shard happens after the last
+//! store of the previous holder and reads it. `sum` only loads.
+//!
+//! The sum is exact when no insert or remove is running (it reads each shard once); under
+//! concurrency it is a value the count had at some point only approximately, and a shard can
+//! be transiently negative (a remove counted on one thread for a key whose insert was counted
+//! on another), which `sum` clamps at zero.
 
-use crate::sync::stat::{AtomicUsize as StdAtomicUsize, Ordering as StdOrdering};
+use std::{cmp::Reverse, collections::BinaryHeap};
 
 use crossbeam_utils::CachePadded;
 
 use crate::sync::{AtomicIsize, Ordering};
 
 pub(crate) struct ShardedCounter {
-    shards: Box<[CachePadded<AtomicIsize>]>,
+    /// Shard `i` is written only by the thread holding index `i`.
+    owned: Box<[CachePadded<AtomicIsize>]>,
+    /// Shared by the threads without an owned shard; a power of two in length.
+    overflow: Box<[CachePadded<AtomicIsize>]>,
 }
 
-/// The shard of the calling thread: threads are numbered in the order they first touch any
-/// counter. Shard choice is a performance matter only, so this uses std atomics even under loom.
-fn thread_shard() -> usize {
-    static NEXT: StdAtomicUsize = StdAtomicUsize::new(0);
-    std::thread_local! {
-        static SHARD: usize = NEXT.fetch_add(1, StdOrdering::Relaxed);
+/// Hands out small indices, the lowest free one first, so indices stay dense.
+#[cfg_attr(loom, allow(dead_code))]
+struct IndexPool {
+    /// Indices given back, and the next never-used index.
+    free: std::sync::Mutex<(BinaryHeap<Reverse<usize>>, usize)>,
+}
+
+#[cfg_attr(loom, allow(dead_code))]
+impl IndexPool {
+    const fn new() -> Self {
+        Self {
+            free: std::sync::Mutex::new((BinaryHeap::new(), 0)),
+        }
     }
-    SHARD.with(|s| *s)
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, (BinaryHeap<Reverse<usize>>, usize)> {
+        // A panic while holding this lock cannot leave it inconsistent (a push, a pop or an
+        // increment), so a poisoned lock is still good.
+        self.free
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn take(&self) -> usize {
+        let mut free = self.lock();
+        if let Some(Reverse(index)) = free.0.pop() {
+            return index;
+        }
+        free.1 += 1;
+        free.1 - 1
+    }
+
+    fn give_back(&self, index: usize) {
+        self.lock().0.push(Reverse(index));
+    }
+}
+
+/// The calling thread's index (module docs).
+#[cfg(not(loom))]
+mod thread_index {
+    use super::IndexPool;
+
+    static POOL: IndexPool = IndexPool::new();
+
+    /// The calling thread's hold on its index; gives it back when the thread exits.
+    struct Held(usize);
+
+    impl Drop for Held {
+        fn drop(&mut self) {
+            POOL.give_back(self.0);
+        }
+    }
+
+    std::thread_local! {
+        static HELD: Held = Held(POOL.take());
+    }
+
+    /// The calling thread's index; `None` while the thread's locals are being destroyed.
+    #[inline]
+    pub(super) fn current() -> Option<usize> {
+        HELD.try_with(|held| held.0).ok()
+    }
 }
 
 impl ShardedCounter {
     pub(crate) fn new() -> Self {
-        // Twice the core count keeps collisions rare without wasting much: 128 bytes a shard.
-        let shards = std::thread::available_parallelism()
-            .map_or(8, |n| n.get() * 2)
-            .next_power_of_two();
-        Self {
-            shards: (0..shards)
+        let cores = std::thread::available_parallelism().map_or(4, |n| n.get());
+        let padded = |n: usize| -> Box<[CachePadded<AtomicIsize>]> {
+            (0..n)
                 .map(|_| CachePadded::new(AtomicIsize::new(0)))
-                .collect(),
+                .collect()
+        };
+        Self {
+            owned: padded(2 * cores),
+            overflow: padded(cores.next_power_of_two().min(16)),
         }
     }
 
-    #[inline]
-    fn shard(&self) -> &AtomicIsize {
-        &self.shards[thread_shard() & (self.shards.len() - 1)]
-    }
-
-    /// Count one more. Relaxed: the counter orders nothing; the table's own synchronisation
-    /// does.
-    #[inline]
-    pub(crate) fn increment(&self) {
-        self.shard().fetch_add(1, Ordering::Relaxed);
-    }
-
+    /// Add `n` to the count. Relaxed: the counter orders nothing; the table's own
+    /// synchronisation does.
     #[inline]
     pub(crate) fn add(&self, n: isize) {
-        self.shard().fetch_add(n, Ordering::Relaxed);
+        #[cfg(not(loom))]
+        let index = thread_index::current();
+        #[cfg(loom)]
+        let index: Option<usize> = None;
+        match index {
+            Some(index) if index < self.owned.len() => {
+                // Only this thread writes this shard (module docs): a plain add.
+                let shard = &self.owned[index];
+                shard.store(shard.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+            }
+            _ => {
+                let spread = index.unwrap_or(0) & (self.overflow.len() - 1);
+                self.overflow[spread].fetch_add(n, Ordering::Relaxed);
+            }
+        }
     }
 
+    /// Count one more.
+    #[inline]
+    pub(crate) fn increment(&self) {
+        self.add(1);
+    }
+
+    /// Count one less.
     #[inline]
     pub(crate) fn decrement(&self) {
-        self.shard().fetch_sub(1, Ordering::Relaxed);
+        self.add(-1);
     }
 
     pub(crate) fn sum(&self) -> usize {
-        let total: isize = self.shards.iter().map(|s| s.load(Ordering::Relaxed)).sum();
+        let total: isize = self
+            .owned
+            .iter()
+            .chain(self.overflow.iter())
+            .map(|s| s.load(Ordering::Relaxed))
+            .sum();
         usize::try_from(total).unwrap_or(0)
     }
 }
@@ -89,5 +176,47 @@ mod tests {
         assert_eq!(c.sum(), 3000);
         c.add(-5000);
         assert_eq!(c.sum(), 0, "a negative total clamps at zero");
+    }
+
+    #[test]
+    fn more_threads_than_owned_shards_and_reused_indices_lose_no_count() {
+        // Threads past the owned shards go to the overflow ones; threads started after others
+        // exited reuse their indices (and shards). Several waves of many threads each.
+        let c = ShardedCounter::new();
+        let threads = 3 * c.owned.len() + 1;
+        let rounds = if cfg!(miri) { 10 } else { 100_000 };
+        for _wave in 0..3 {
+            std::thread::scope(|s| {
+                for t in 0..threads {
+                    let c = &c;
+                    s.spawn(move || {
+                        for _ in 0..rounds {
+                            c.add((t % 3 + 1) as isize);
+                        }
+                    });
+                }
+            });
+        }
+        let per_wave: isize = (0..threads).map(|t| (t as isize % 3 + 1) * rounds).sum();
+        assert_eq!(c.sum(), usize::try_from(3 * per_wave).unwrap());
+    }
+
+    #[test]
+    fn indices_are_reused_lowest_first() {
+        let pool = IndexPool::new();
+        assert_eq!((pool.take(), pool.take(), pool.take()), (0, 1, 2));
+        pool.give_back(2);
+        pool.give_back(0);
+        assert_eq!(pool.take(), 0);
+        assert_eq!(pool.take(), 2);
+        assert_eq!(pool.take(), 3);
+    }
+
+    #[test]
+    fn a_live_thread_keeps_its_index_and_two_live_threads_differ() {
+        let mine = thread_index::current().unwrap();
+        assert_eq!(thread_index::current(), Some(mine));
+        let theirs = std::thread::spawn(thread_index::current).join().unwrap();
+        assert_ne!(theirs, Some(mine));
     }
 }

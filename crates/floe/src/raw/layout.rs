@@ -37,12 +37,13 @@ impl Slot {
 
     /// Overwrite the slot. Only the inserter that committed the slot (state `Inserting`), and
     /// code writing slots nobody else can reach yet (a new table, a bucket not yet chained),
-    /// call this. Relaxed: the inserter's `fence(Release)` before it orders it after the
-    /// commit (for the readers' version check), and the header CAS to `Valid` (Release) after
-    /// it publishes it.
+    /// call this. The inserter's `fence(Release)` before it orders it after the commit (for
+    /// the readers' version check). Release: whoever reads the pair and then fences `Acquire`
+    /// (every search does) sees what the writer wrote before it, which a map whose values
+    /// point to memory will need; the same plain `vmovdqa` store on x86 as Relaxed.
     #[inline(always)]
     pub(crate) fn store(&self, key: u64, value: u64) {
-        self.0.store(pack(key, value), Ordering::Relaxed);
+        self.0.store(pack(key, value), Ordering::Release);
     }
 
     /// Replace `current` by `new` if the slot holds exactly `current` (16-byte CAS).

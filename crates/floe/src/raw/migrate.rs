@@ -17,12 +17,14 @@
 //!    insert commits a slot of the bin (the commit CAS expects the `NoTransfer` header its
 //!    search validated), gets and inserts that reach the bin wait, and the set of searchable
 //!    slots can only shrink (a delete that retired its key before the claim may still free its
-//!    slot). Inserts that committed before the claim complete (they are never abandoned): the
-//!    mover waits until the bin has no `Inserting` slot, so every key is in a `Valid` one.
-//! 2. **Move**: for every `Valid` slot, replace `(key, value)` by `(dead key, value)` with a
-//!    16-byte CAS (DLHT's *transfer key*: the bin's dead key, which no search ever matches),
-//!    retrying if a put changed the value, skipping the slot if a delete retired it first;
-//!    then place `(key, value)` in its new bin. A put that read the slot before the CAS either
+//!    slot). Inserts that committed before the claim complete (they are never abandoned): an
+//!    `Inserting` slot still holding the dead key is waited for until it holds its key (its
+//!    insert wrote it) or is no longer searchable (a delete had retired it and freed it).
+//! 2. **Move**: for every searchable slot (`Valid`, or `Inserting` and written), replace
+//!    `(key, value)` by `(dead key, value)` with a 16-byte CAS (DLHT's *transfer key*: the
+//!    bin's dead key, which no search ever matches), retrying if a put changed the value,
+//!    skipping the slot if a delete retired it first; then place `(key, value)` in its new
+//!    bin. A put that read the slot before the CAS either
 //!    lands first (and its value is the one moved) or fails on the dead key and retries; so no
 //!    put is lost in the old table. A delete is linearized by its own retire CAS, which either
 //!    precedes ours (the key is not moved) or fails (the delete retries and finds the key in
@@ -319,19 +321,24 @@ impl RawTable {
     /// Move the keys of bin `index` (claimed by the caller) into `next`; the number moved.
     fn drain_bin(&self, index: usize, next: &RawTable, new_bin: &impl Fn(u64) -> usize) -> isize {
         let bin = &self.bins[index];
-        // Acquire: the slots published before our claim (its CAS read them too). The set of
-        // searchable slots can only shrink from here; inserts committed before the claim
-        // complete, so wait for them.
-        let mut claimed = Header(bin.header.load(Ordering::Acquire));
-        while !claimed.inserting().is_empty() {
-            spin();
-            claimed = Header(bin.header.load(Ordering::Acquire));
-        }
+        // Acquire: the slots committed before our claim (its CAS read them too). The set of
+        // searchable slots can only shrink from here.
+        let claimed = Header(bin.header.load(Ordering::Acquire));
         let dead = self.dead.of(index);
         let mut moved = 0isize;
-        for slot in claimed.valid().iter() {
+        for slot in claimed.searchable().iter() {
             let slot_ref = self.slot(bin, slot);
             let mut content = slot_ref.load();
+            // An `Inserting` slot with the dead key: an insert committed before the claim
+            // that has not written yet (never abandoned: wait for its key), or a retired slot
+            // its delete is about to free (wait until it is no longer searchable). A `Valid`
+            // one with the dead key was retired: nothing to move.
+            while content.0 == dead
+                && Header(bin.header.load(Ordering::Acquire)).slot(slot) == SlotState::Inserting
+            {
+                spin();
+                content = slot_ref.load();
+            }
             while content.0 != dead {
                 match slot_ref.compare_exchange(content, (dead, content.1)) {
                     Ok(()) => {

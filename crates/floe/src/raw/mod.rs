@@ -80,9 +80,11 @@
 //! 3. A slot holds a real key only while it is `Inserting` (after that store) or `Valid`. While
 //!    it does, its key word changes only to the dead key (a delete, `clear` or a transfer
 //!    retiring it) and its value only by a 16-byte CAS that keeps the key (a put).
-//! 4. A slot leaves `Inserting` only to `Valid` (its inserter), and leaves `Valid` only to
-//!    `Invalid`, by the one thread that retired its key. So between two frees of a slot there
-//!    is exactly one real key in it, written once: the *incarnation*.
+//! 4. A slot leaves `Inserting` for `Valid` only by a header CAS of a thread that has read
+//!    the slot's key written (a later commit in the bin, see Publication), and it leaves
+//!    `Inserting` or `Valid` for `Invalid` only by the one thread that retired its key. So
+//!    between two frees of a slot there is exactly one real key in it, written once: the
+//!    *incarnation*.
 //! 5. Link fields go from zero to a pool index once and never change back while the table
 //!    lives; a slot in link bucket `c` is never `Inserting` or `Valid` unless `c` is chained,
 //!    and a bucket's slots hold the bin's dead key before the link field names it.
@@ -124,8 +126,9 @@
 //! 5. **Commit**: CAS the header `Invalid -> Inserting` for `s`, expecting the header of 1.
 //!    Failure: back to 1.
 //! 6. `fence(Release)`, then store `(key, value)` into `s`: the linearization point.
-//! 7. CAS the header `Inserting -> Valid` for `s`, retrying on unrelated header changes (any
-//!    bin state: a committed insert always completes).
+//!
+//! There is no step 7: the slot stays `Inserting`, written, until a later header CAS of the
+//! bin publishes it (Publication, below). An insert's only locked instruction is its commit.
 //!
 //! At most one copy of a key: a commit needs the header unchanged since 1-2 found no copy in
 //! a `Valid` slot (validated) nor in an `Inserting` one (each held the dead key, or another
@@ -133,6 +136,27 @@
 //! committed insert, which 2 waits for. Every later insert of the key sees the committed slot
 //! in its header and waits for it or finds the key. The insert is linearized at its store: a
 //! miss before it is right (previous paragraph of Get), a hit after it finds the key.
+//!
+//! ## Publication: `Inserting -> Valid` on someone else's CAS
+//!
+//! DLHT ends an insert with a second header CAS, `Inserting -> Valid`. Here nothing needs it
+//! at once: an `Inserting` slot is searchable, a get that matches it re-reads the slot as one
+//! 16-byte atomic (`confirm`), and a delete frees it from either state. What `Valid` buys is
+//! that re-read, and that step 2 of later inserts need not look at the slot. So the next
+//! commit in the bin publishes every `Inserting` slot of the header it expects, in the same
+//! CAS that commits its own slot: its step 2 read each of them under that header and found a
+//! real key (an unwritten one makes it wait, and any header change fails the CAS). That CAS is a Release that comes after
+//! the step-2 load, and a reader that sees `Valid` (Acquire header load) is ordered after the
+//! load, so by read-read coherence it sees the key or a later write of the slot: the same
+//! guarantee it had when the inserter published. A slot whose key was retired after that load
+//! and before the CAS becomes `Valid` holding the dead key, which is the state a retired slot
+//! had before (its delete frees it from `Valid`). Invariant 4 is what a retire needs: nobody
+//! but its retirer makes a slot `Invalid`, so a delete frees each incarnation once.
+//!
+//! A bin keeps at most one `Inserting` slot in the common case (the last insert). The cost of
+//! leaving it: a get that hits it reads the slot once more from L1, an insert into the bin
+//! reads it in step 2 (the line is already in L1), and step 2 now also waits for a slot whose
+//! key a delete has retired but not yet freed (two instructions of that delete's thread).
 //!
 //! Chaining: several inserters may race to chain one bucket; each takes a bucket from the pool
 //! and CASes the link field; the losers' buckets are wasted (counted in `links_lost`). DLHT
@@ -149,9 +173,9 @@
 //!    the key was retired by someone else): back to 1. Success is the linearization point:
 //!    the slot held the key at that instant (invariant 3), from then on every search misses
 //!    it, and any put that read `(key, value)` fails its CAS.
-//! 3. Free the slot: wait while it is `Inserting` (its inserter is between steps 6 and 7),
-//!    then CAS the header `Valid -> Invalid` for `s`, retrying on unrelated header changes.
-//!    The slot is reusable at once, with no tombstone.
+//! 3. Free the slot: CAS the header `Inserting -> Invalid` or `Valid -> Invalid` for `s`
+//!    (whichever it is; a commit may publish it meanwhile), retrying on unrelated header
+//!    changes. The slot is reusable at once, with no tombstone.
 //!
 //! Nobody else moves a slot whose key we retired (invariant 4), so step 3 needs no check of
 //! the slot's content. Step 2 may hit a later incarnation of the slot than the one step 1 read
@@ -178,12 +202,11 @@
 //!
 //! - Header loads that start an operation: `Acquire` (pair with the `Release` commit and
 //!   publication CASes, see Get). Re-check loads: `Relaxed` after a `fence(Acquire)`.
-//! - Commit CAS (`Invalid -> Inserting`): `AcqRel`. Release: the chaining of the slot's bucket
-//!   (and the dead keys written into it) are visible to whoever sees the slot searchable.
-//!   It is followed by `fence(Release)` before the slot store (pairs with the readers'
-//!   acquire fence).
-//! - Publication CAS (`Inserting -> Valid`): `Release` (the slot store before it is visible to
-//!   anyone who sees `Valid`).
+//! - Commit CAS (`Invalid -> Inserting`, publishing written slots on the way): `AcqRel`.
+//!   Release: the chaining of the slot's bucket (and the dead keys written into it) are
+//!   visible to whoever sees the slot searchable, and the step-2 loads of the slots it
+//!   publishes are ordered before whoever sees them `Valid` (Publication). It is followed by
+//!   `fence(Release)` before the slot store (pairs with the readers' acquire fence).
 //! - Freeing CAS (`-> Invalid`): `Release`, so that the dead key written before (the retire)
 //!   is ordered before the slot can be committed again.
 //! - Link field CAS: `AcqRel`; the link word is read `Acquire` by inserters and `Relaxed` by
@@ -276,8 +299,9 @@ pub(crate) enum Mismatch {
 
 /// What step 2 of insert found in the bin's `Inserting` slots.
 enum Pending {
-    /// None holds the key or is unwritten.
-    None,
+    /// None holds the key or is unwritten: every one holds another key (so the commit may
+    /// publish them all, see Publication in the essay).
+    Absent,
     /// One holds the key, with this value.
     Found(u64),
     /// One has not been written yet: wait.
@@ -561,8 +585,9 @@ impl RawTable {
         // re-read it from the cache and are not counted again.
         stats::line_read();
         loop {
-            // Acquire: pairs with the Release publication CAS of every slot we may read, and
-            // with the Release CAS that marks the bin DoneTransfer (`migrate`).
+            // Acquire: pairs with the Release commit CAS of every slot we may read (and of
+            // the commit that published it), and with the Release CAS that marks the bin
+            // DoneTransfer (`migrate`).
             let header = Header(bin.header.load(Ordering::Acquire));
             match header.bin_state() {
                 // A frozen bin still holds its keys (`migrate`): reads go on.
@@ -640,7 +665,7 @@ impl RawTable {
                 continue;
             }
             match self.committed_inserts(bin_index, bin, header, key) {
-                Pending::None => {}
+                Pending::Absent => {}
                 Pending::Found(value) => return Ok(Ok(Inserted::Exists(value))),
                 Pending::Unwritten => {
                     spin();
@@ -663,9 +688,13 @@ impl RawTable {
                     stats::line_read();
                 }
             }
-            // The commit (essay, Insert step 5). AcqRel: Release publishes the chaining above
-            // to readers that see the slot searchable.
-            let committed = header.with_slot(slot, SlotState::Inserting);
+            // The commit (essay, Insert step 5), publishing the bin's other `Inserting` slots
+            // on the way: step 2 read each of them written, under this very header. AcqRel:
+            // Release publishes the chaining above to readers that see the slot searchable,
+            // and orders the loads of step 2 before the new `Valid` states.
+            let committed = header
+                .with_published(header.inserting())
+                .with_slot(slot, SlotState::Inserting);
             if bin
                 .header
                 .compare_exchange(header.0, committed.0, Ordering::AcqRel, Ordering::Relaxed)
@@ -677,9 +706,9 @@ impl RawTable {
             // Pairs with the readers' fence(Acquire): a reader that sees the store below also
             // sees the commit above, and so fails its version check if it started before it.
             fence(Ordering::Release);
-            // The linearization point.
+            // The linearization point. The slot stays `Inserting` until a later header CAS of
+            // the bin publishes it: no second header CAS per insert.
             self.slot(bin, slot).store(key, value);
-            self.set_state(bin, slot, SlotState::Inserting, SlotState::Valid);
             self.len.increment();
             return Ok(Ok(Inserted::New));
         }
@@ -690,20 +719,21 @@ impl RawTable {
     fn committed_inserts(&self, bin_index: usize, bin: &Bin, header: Header, key: u64) -> Pending {
         let inserting = header.inserting();
         if inserting.is_empty() {
-            return Pending::None;
+            return Pending::Absent;
         }
         let dead = self.dead.of(bin_index);
         for slot in inserting.iter() {
             let (now, value) = self.slot(bin, slot).load();
             if now == dead {
-                // Not written yet (or written and already retired: either way brief).
+                // Not written yet, or written and retired by a delete that has not freed it
+                // yet: either way a few instructions of one thread.
                 return Pending::Unwritten;
             }
             if now == key {
                 return Pending::Found(value);
             }
         }
-        Pending::None
+        Pending::Absent
     }
 
     /// Make sure the bucket of `slot` is chained to `bin`, taking buckets from the pool if not.
@@ -757,26 +787,6 @@ impl RawTable {
         }
     }
 
-    /// CAS slot `slot` of `bin` from `from` to `to`, retrying on unrelated header changes.
-    /// The caller owns the transition (nobody else moves this slot out of `from`).
-    fn set_state(&self, bin: &Bin, slot: usize, from: SlotState, to: SlotState) {
-        let mut header = Header(bin.header.load(Ordering::Relaxed));
-        loop {
-            debug_assert_eq!(header.slot(slot), from, "{header:?}");
-            // Release: orders our earlier slot writes (the key of an insert, the dead key of a
-            // retire) before the new state.
-            match bin.header.compare_exchange(
-                header.0,
-                header.with_slot(slot, to).0,
-                Ordering::Release,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return,
-                Err(now) => header = Header(now),
-            }
-        }
-    }
-
     // ---------------------------------------------------------------------------------------
     // Remove
     // ---------------------------------------------------------------------------------------
@@ -810,16 +820,26 @@ impl RawTable {
         }
     }
 
-    /// Step 3 of delete: free slot `slot`, whose key we retired. Nobody else moves it out of
-    /// `Valid` (invariant 4); if it is still `Inserting`, its inserter is about to publish it.
+    /// Step 3 of delete: free slot `slot`, whose key we retired, from `Inserting` or `Valid`
+    /// (a commit may publish it meanwhile; nobody else frees it, invariant 4), retrying on
+    /// unrelated header changes.
     fn free_retired(&self, bin: &Bin, slot: usize) {
+        let mut header = Header(bin.header.load(Ordering::Relaxed));
         loop {
-            match Header(bin.header.load(Ordering::Acquire)).slot(slot) {
-                SlotState::Valid => {
-                    return self.set_state(bin, slot, SlotState::Valid, SlotState::Invalid);
-                }
-                SlotState::Inserting => spin(),
-                state => unreachable!("a retired slot is {state:?}"),
+            debug_assert!(
+                !header.searchable().and(SlotMask::single(slot)).is_empty(),
+                "a retired slot that is not searchable: {header:?}"
+            );
+            // Release: the retire (our dead-key CAS on the slot) is ordered before the slot
+            // can be committed again, so the next incarnation's store comes after it.
+            match bin.header.compare_exchange(
+                header.0,
+                header.with_slot(slot, SlotState::Invalid).0,
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(now) => header = Header(now),
             }
         }
     }
@@ -978,13 +998,8 @@ impl RawTable {
             let link = Link(bin.link.load(Ordering::Relaxed));
             for slot in 0..crate::control::header::SLOTS_PER_BIN {
                 let state = header.slot(slot);
-                assert_ne!(
-                    state,
-                    SlotState::Inserting,
-                    "quiescent table with an unfinished insert: {header:?}"
-                );
                 assert_ne!(state, SlotState::Shadow);
-                if state == SlotState::Valid {
+                if matches!(state, SlotState::Valid | SlotState::Inserting) {
                     if let (Some(bucket), _) = slot_place(slot) {
                         assert!(
                             link.bucket(bucket).is_some(),
@@ -993,11 +1008,13 @@ impl RawTable {
                     }
                 }
             }
-            // Every Valid slot holds a real key (the snapshot leaves out dead ones).
+            // Every searchable slot holds a real key (the snapshot leaves out dead ones): a
+            // quiescent table has no unwritten insert and no retired, unfreed slot; an
+            // `Inserting` slot is one written and not yet published.
             assert_eq!(
                 snapshot.entries().len(),
-                header.valid().iter().count(),
-                "a Valid slot holds the dead key: {header:?}"
+                header.searchable().iter().count(),
+                "a searchable slot holds the dead key: {header:?}"
             );
             live += snapshot.entries().len();
         });
@@ -1245,14 +1262,14 @@ mod tests {
             t.committed_inserts(1, bin, committed, key),
             Pending::Unwritten
         ));
-        // The insert writes and publishes; now the key is present and a CAS on it is a put.
+        // The insert writes (its linearization point); now the key is present and a CAS on
+        // it is a put. The slot stays `Inserting` until a later commit publishes it.
         slot.store(key, value);
         assert!(matches!(
             t.committed_inserts(1, bin, committed, key),
             Pending::Found(0)
         ));
         assert_eq!(t.get(P, 1, key).unwrap(), Some(value));
-        t.set_state(bin, 0, SlotState::Inserting, SlotState::Valid);
         t.len.increment();
         assert_eq!(t.update(P, 1, key, |v| v + 9).unwrap(), Some((0, 9)));
         assert_eq!(t.remove(P, 1, key).unwrap(), Some(9));
