@@ -106,6 +106,16 @@ impl Experiment {
             }
             _ => {}
         }
+        if self.api == Api::Bare
+            && self
+                .workloads
+                .iter()
+                .any(|w| !matches!(w, Workload::Get | Workload::GetMiss))
+        {
+            return Err(
+                "--api bare measures the harness on all-get workloads (get, get-miss)".into(),
+            );
+        }
         if self.seconds.is_some() && self.ops.is_some() {
             return Err("give --seconds or --ops, not both".into());
         }
@@ -365,7 +375,23 @@ impl Visit for MeasureMap<'_> {
                 let plan = &self.plans[&(workload, threads)];
                 let what = format!("{} {} {threads}T", self.label, workload.name());
                 let fail = |e: String| format!("{what}: {e}");
-                let samples = if workload.runs_once() {
+                // `--api bare` measures the harness against its floor: the bench's batched
+                // loop and the bare one, alternating on the same map, as two rows.
+                let modes: Vec<Mode> = if self.mode.api == Api::Bare {
+                    vec![
+                        Mode {
+                            api: Api::Batch,
+                            ..self.mode
+                        },
+                        self.mode,
+                    ]
+                } else {
+                    vec![self.mode]
+                };
+                let per_mode: Vec<Vec<crate::measure::Sample>> = if workload.runs_once() {
+                    if modes.len() > 1 {
+                        return Err(fail("--api bare needs a cycling all-get workload".into()));
+                    }
                     let mut samples = Vec::new();
                     // No separate warm-up: each repeat's prefill runs the same code paths.
                     for _ in 0..e.repeat {
@@ -381,7 +407,7 @@ impl Visit for MeasureMap<'_> {
                         samples.push(sample);
                         self.progress.inc(1);
                     }
-                    samples
+                    vec![samples]
                 } else {
                     if shared.is_none() {
                         self.progress
@@ -403,55 +429,61 @@ impl Visit for MeasureMap<'_> {
                         other => other,
                     };
                     self.progress.set_message(format!("{what}: warm-up"));
-                    let quiet = Mode {
-                        sample_latency: false,
-                        ..self.mode
-                    };
-                    timed(self.workers, map, &plan.streams, warm_up, quiet).map_err(fail)?;
+                    for mode in &modes {
+                        let quiet = Mode {
+                            sample_latency: false,
+                            ..*mode
+                        };
+                        timed(self.workers, map, &plan.streams, warm_up, quiet).map_err(fail)?;
+                    }
                     self.progress.inc(1);
                     self.progress.set_message(what.clone());
-                    let mut samples = Vec::new();
+                    let mut per_mode: Vec<Vec<_>> = modes.iter().map(|_| Vec::new()).collect();
                     for _ in 0..e.repeat {
-                        samples.push(
-                            timed(self.workers, map, &plan.streams, stop, self.mode)
-                                .map_err(fail)?,
-                        );
+                        for (mode, samples) in modes.iter().zip(&mut per_mode) {
+                            samples.push(
+                                timed(self.workers, map, &plan.streams, stop, *mode)
+                                    .map_err(fail)?,
+                            );
+                        }
                         self.progress.inc(1);
                     }
-                    samples
+                    per_mode
                 };
-                let summary = Summary::of(samples);
-                let figures = self
-                    .ceiling
-                    .at(threads)
-                    .expect("the ceiling is measured at every thread count");
-                let ceiling_mops = figures.matching(plan.read_fraction, self.mode.batch);
-                let read_ratio = plan.read_fraction;
-                let bytes_per_key = table_bytes
-                    .map(|b| b as f64 / e.keys as f64)
-                    .or(self.rss_per_key);
-                rows.push(Row {
-                    map: self.label.to_string(),
-                    workload: workload.name().into(),
-                    dist: e.dist.to_string(),
-                    threads,
-                    keys: e.keys,
-                    batch: self.mode.batch,
-                    api: self.mode.api,
-                    mops: summary.median,
-                    mops_min: summary.min,
-                    mops_max: summary.max,
-                    latency_ns: summary.latency,
-                    bytes_per_key,
-                    ceiling_fraction: summary.median / ceiling_mops,
-                    ceiling_mops,
-                    rss_bytes_per_key: self.rss_per_key,
-                    read_ratio,
-                    prefill: spec.prefill,
-                    repeat: e.repeat,
-                    ops: summary.median_ops,
-                    lines_per_op: summary.lines_per_op,
-                });
+                for (mode, samples) in modes.iter().zip(per_mode) {
+                    let summary = Summary::of(samples);
+                    let figures = self
+                        .ceiling
+                        .at(threads)
+                        .expect("the ceiling is measured at every thread count");
+                    let ceiling_mops = figures.matching(plan.read_fraction, mode.batch);
+                    let read_ratio = plan.read_fraction;
+                    let bytes_per_key = table_bytes
+                        .map(|b| b as f64 / e.keys as f64)
+                        .or(self.rss_per_key);
+                    rows.push(Row {
+                        map: self.label.to_string(),
+                        workload: workload.name().into(),
+                        dist: e.dist.to_string(),
+                        threads,
+                        keys: e.keys,
+                        batch: mode.batch,
+                        api: mode.api,
+                        mops: summary.median,
+                        mops_min: summary.min,
+                        mops_max: summary.max,
+                        latency_ns: summary.latency,
+                        bytes_per_key,
+                        ceiling_fraction: summary.median / ceiling_mops,
+                        ceiling_mops,
+                        rss_bytes_per_key: self.rss_per_key,
+                        read_ratio,
+                        prefill: spec.prefill,
+                        repeat: e.repeat,
+                        ops: summary.median_ops,
+                        lines_per_op: summary.lines_per_op,
+                    });
+                }
             }
         }
         Ok(rows)

@@ -231,6 +231,7 @@ impl Report {
                     crate::measure::Api::Single => "single".to_string(),
                     crate::measure::Api::Batch => format!("batch {}", r.batch),
                     crate::measure::Api::Pipeline => format!("pipe {}", r.batch),
+                    crate::measure::Api::Bare => format!("bare {}", r.batch),
                 },
                 r.threads,
                 r.mops,

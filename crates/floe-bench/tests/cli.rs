@@ -56,6 +56,10 @@ fn bad_flags_exit_2_with_a_message() {
         (&["run", "--batch", "0"], "at least 1"),
         (&["run", "--batch", "999"], "at most 128"),
         (
+            &["run", "--workload", "insdel", "--api", "bare"],
+            "all-get workloads",
+        ),
+        (
             &["run", "--api", "single", "--batch", "4"],
             "--api batch or pipeline",
         ),
@@ -182,6 +186,44 @@ fn a_tiny_run_writes_a_report_in_the_schema() {
             .replace(">t<", "><"),
         svg_text.replace(&svg_title(&svg_text), "><")
     );
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn the_bare_api_runs_the_batched_loop_beside_its_floor() {
+    let dir = scratch("bare");
+    let json = dir.join("r.json");
+    bench_ok(&[
+        "run",
+        "--workload",
+        "get",
+        "--keys",
+        "4096",
+        "--repeat",
+        "1",
+        "--seconds",
+        "0.05",
+        "--threads",
+        "1",
+        "--maps",
+        "floe",
+        "--batch",
+        "8",
+        "--api",
+        "bare",
+        "--memory",
+        "off",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    let report = read_report(&json);
+    let apis: Vec<&str> = report["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|row| row["api"].as_str().unwrap())
+        .collect();
+    assert_eq!(apis, ["batch", "bare"], "one row per loop, same map");
     std::fs::remove_dir_all(dir).unwrap();
 }
 
