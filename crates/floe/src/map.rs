@@ -628,6 +628,16 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     }
 
     #[inline(always)]
+    pub(crate) fn get_words_at(
+        &self,
+        located: &[(u64, u64)],
+        depth: usize,
+        out: &mut [Option<u64>],
+    ) {
+        self.raw.get_batch(located, depth, out, &self.rehash());
+    }
+
+    #[inline(always)]
     pub(crate) fn insert_at(&self, hash: u64, word: u64, value: V) -> Result<Insert<V>, Error> {
         match self
             .raw

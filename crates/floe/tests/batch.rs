@@ -240,7 +240,8 @@ fn get_many_matches_get() {
                 assert!(map.insert(k, k * 10).unwrap().is_inserted());
             }
         }
-        let keys: Vec<u64> = (0..500).collect();
+        // More keys than one chunk of the engine's batch loop (512), and a last partial one.
+        let keys: Vec<u64> = (0..1300).map(|k| k % 500).collect();
         for depth in [0, 3, 16, 64] {
             let mut values = vec![Some(1); keys.len()];
             map.batch()
@@ -251,6 +252,48 @@ fn get_many_matches_get() {
             for (k, v) in keys.iter().zip(&values) {
                 assert_eq!(*v, map.get(k), "{backend:?} depth {depth} key {k}");
             }
+        }
+    }
+}
+
+/// `get_many` while another thread grows the map again and again: batches that start during
+/// a growth go key by key, batches during which one starts finish key by key from the first
+/// moved bin; every present key is found with its value either way.
+#[test]
+#[cfg_attr(miri, ignore = "many growths")]
+fn get_many_while_the_map_grows() {
+    for backend in backends() {
+        for mode in [ResizeMode::Incremental, ResizeMode::Blocking] {
+            let map = growing_map(backend, 4, 1, mode, 5);
+            let present: Vec<u64> = (0..1500).collect();
+            for &k in &present {
+                assert!(map.insert(k, !k).unwrap().is_inserted());
+            }
+            let done = std::sync::atomic::AtomicBool::new(false);
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    for k in 1_000_000..1_060_000u64 {
+                        assert!(map.insert(k, k).unwrap().is_inserted());
+                    }
+                    done.store(true, std::sync::atomic::Ordering::Relaxed);
+                });
+                let mut values = vec![None; present.len()];
+                let mut rounds = 0;
+                while !done.load(std::sync::atomic::Ordering::Relaxed) || rounds < 3 {
+                    values.fill(None);
+                    map.batch()
+                        .depth(16)
+                        .prefetch(Prefetch::Always)
+                        .get_many(&present, &mut values)
+                        .unwrap();
+                    for (k, v) in present.iter().zip(&values) {
+                        assert_eq!(*v, Some(!k), "{backend:?} {mode:?} key {k}");
+                    }
+                    rounds += 1;
+                }
+            });
+            assert_eq!(map.len(), 61_500);
+            map.check_invariants();
         }
     }
 }

@@ -111,6 +111,14 @@ impl Header {
         }
     }
 
+    /// Whether the bin is being moved or has been (`InTransfer` or `DoneTransfer`): the one
+    /// test a search makes on its hot path, a bit trick instead of the match (which compiles
+    /// to a jump table). The states are 1 and 2: the two state bits differ.
+    #[inline(always)]
+    pub(crate) fn moving(self) -> bool {
+        ((self.0 >> BIN_STATE_SHIFT) ^ (self.0 >> (BIN_STATE_SHIFT + 1))) & 1 == 1
+    }
+
     /// The 32-bit version counter.
     #[inline(always)]
     pub(crate) fn version(self) -> u32 {
@@ -386,6 +394,21 @@ mod tests {
             assert_eq!(p.slot(s), expected, "slot {s}");
         }
         assert_eq!(h.with_published(SlotMask(0)), h);
+    }
+
+    #[test]
+    fn moving_is_in_or_done_transfer() {
+        for state in [
+            BinState::NoTransfer,
+            BinState::InTransfer,
+            BinState::DoneTransfer,
+            BinState::Frozen,
+        ] {
+            let h = Header(u64::MAX).with_bin_state(state);
+            let h0 = Header(0).with_bin_state(state);
+            let expected = matches!(state, BinState::InTransfer | BinState::DoneTransfer);
+            assert_eq!((h.moving(), h0.moving()), (expected, expected), "{state:?}");
+        }
     }
 
     #[test]

@@ -102,6 +102,17 @@ macro_rules! simd_entries {
             }
 
             #[target_feature(enable = $feature)]
+            pub(crate) unsafe fn get_batch(
+                raw: &RawTable,
+                p: $loader,
+                located: &[(u64, u64)],
+                depth: usize,
+                out: &mut [Option<u64>],
+            ) -> Result<(), usize> {
+                raw.get_batch(p, located, depth, out)
+            }
+
+            #[target_feature(enable = $feature)]
             pub(crate) unsafe fn insert(
                 raw: &RawTable,
                 p: $loader,

@@ -154,6 +154,31 @@ impl RawMap {
         })
     }
 
+    /// Gets of the `located` (hash, key word) pairs into `out`, `depth` prefetched ahead: one
+    /// reader announcement and one backend call for the whole slice while no growth runs;
+    /// key by key (each following its key, helping the growth) from where one is found.
+    pub(crate) fn get_batch(
+        &self,
+        located: &[(u64, u64)],
+        depth: usize,
+        out: &mut [Option<u64>],
+        rehash: Rehash<'_>,
+    ) {
+        let loader = self.loader;
+        let pinned = self.pin();
+        let table = pinned.table();
+        let mut answered = 0;
+        if table.migrating_into().is_none() {
+            match dispatch!(loader, table, get_batch(located, depth, out)) {
+                Ok(()) => return,
+                Err(moved) => answered = moved,
+            }
+        }
+        for (&(hash, word), answer) in located[answered..].iter().zip(&mut out[answered..]) {
+            *answer = self.get(hash, word, rehash);
+        }
+    }
+
     #[inline(always)]
     pub(crate) fn insert(
         &self,

@@ -589,14 +589,9 @@ impl RawTable {
             // the commit that published it), and with the Release CAS that marks the bin
             // DoneTransfer (`migrate`).
             let header = Header(bin.header.load(Ordering::Acquire));
-            match header.bin_state() {
-                // A frozen bin still holds its keys (`migrate`): reads go on.
-                BinState::NoTransfer | BinState::Frozen => {}
-                BinState::InTransfer => {
-                    self.wait_transferred(bin);
-                    return Err(Moved);
-                }
-                BinState::DoneTransfer => return Err(Moved),
+            // A frozen bin still holds its keys (`migrate`): reads go on.
+            if header.moving() {
+                return Err(self.moved(bin, header));
             }
             let hit = self.search(loader, bin, header, key);
             // Pairs with the inserters' fence(Release) between commit and slot store.
@@ -606,6 +601,16 @@ impl RawTable {
             }
             spin();
         }
+    }
+
+    /// A search found `bin` moving (`header`): wait out a transfer in progress.
+    #[cold]
+    #[inline(never)]
+    fn moved(&self, bin: &Bin, header: Header) -> Moved {
+        if header.bin_state() == BinState::InTransfer {
+            self.wait_transferred(bin);
+        }
+        Moved
     }
 
     /// The slot `slot` of `bin`. The slot must be searchable in a header the caller loaded
@@ -638,6 +643,39 @@ impl RawTable {
             .find(loader, &self.bins[bin], key)?
             .hit
             .map(|hit| hit.value))
+    }
+
+    /// Gets of the `located` (hash, key word) pairs into `out` (same length), bins
+    /// prefetched `depth` gets ahead and link buckets `depth / 2` ahead: the batch loop
+    /// compiled inside the backend's entry point, so a get costs no call, no reader
+    /// announcement and no table load of its own. `Err(i)`: the bin of pair `i` has moved
+    /// (a growth started during the batch); pairs before `i` are answered.
+    #[inline(always)]
+    pub(crate) fn get_batch<P: LineLoader>(
+        &self,
+        loader: P,
+        located: &[(u64, u64)],
+        depth: usize,
+        out: &mut [Option<u64>],
+    ) -> Result<(), usize> {
+        debug_assert_eq!(located.len(), out.len());
+        let bins = self.bins();
+        let bin_of = |hash: u64| crate::hash::fastrange(hash, bins);
+        for &(hash, _) in located.iter().take(depth) {
+            self.prefetch_bin(bin_of(hash));
+        }
+        for (i, (&(hash, key), answer)) in located.iter().zip(out.iter_mut()).enumerate() {
+            if depth > 0 {
+                if let Some(&(ahead, _)) = located.get(i + depth) {
+                    self.prefetch_bin(bin_of(ahead));
+                }
+                if let Some(&(half, _)) = located.get(i + depth / 2).filter(|_| depth >= 2) {
+                    self.prefetch_chain(bin_of(half));
+                }
+            }
+            *answer = self.get(loader, bin_of(hash), key).map_err(|Moved| i)?;
+        }
+        Ok(())
     }
 
     // ---------------------------------------------------------------------------------------
