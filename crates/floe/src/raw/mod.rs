@@ -145,13 +145,14 @@
 //! that re-read, and that step 2 of later inserts need not look at the slot. So the next
 //! commit in the bin publishes every `Inserting` slot of the header it expects, in the same
 //! CAS that commits its own slot: its step 2 read each of them under that header and found a
-//! real key (an unwritten one makes it wait, and any header change fails the CAS). That CAS is a Release that comes after
-//! the step-2 load, and a reader that sees `Valid` (Acquire header load) is ordered after the
-//! load, so by read-read coherence it sees the key or a later write of the slot: the same
-//! guarantee it had when the inserter published. A slot whose key was retired after that load
-//! and before the CAS becomes `Valid` holding the dead key, which is the state a retired slot
-//! had before (its delete frees it from `Valid`). Invariant 4 is what a retire needs: nobody
-//! but its retirer makes a slot `Invalid`, so a delete frees each incarnation once.
+//! real key (an unwritten one makes it wait, and any header change fails the CAS). That CAS
+//! is a Release that comes after the step-2 load, and a reader that sees `Valid` (Acquire
+//! header load) is ordered after the load, so by read-read coherence it sees the key or a
+//! later write of the slot: the same guarantee it had when the inserter published. A slot
+//! whose key was retired after that load and before the CAS becomes `Valid` holding the dead
+//! key, which is the state a retired slot had before (its delete frees it from `Valid`).
+//! Invariant 4 is what a retire needs: nobody but its retirer makes a slot `Invalid`, so a
+//! delete frees each incarnation once.
 //!
 //! A bin keeps at most one `Inserting` slot in the common case (the last insert). The cost of
 //! leaving it: a get that hits it reads the slot once more from L1, an insert into the bin
