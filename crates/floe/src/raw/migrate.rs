@@ -24,11 +24,10 @@
 //!    `(key, value)` by `(dead key, value)` with a 16-byte CAS (DLHT's *transfer key*: the
 //!    bin's dead key, which no search ever matches), retrying if a put changed the value,
 //!    skipping the slot if a delete retired it first; then place `(key, value)` in its new
-//!    bin. A put that read the slot before the CAS either
-//!    lands first (and its value is the one moved) or fails on the dead key and retries; so no
-//!    put is lost in the old table. A delete is linearized by its own retire CAS, which either
-//!    precedes ours (the key is not moved) or fails (the delete retries and finds the key in
-//!    the new table).
+//!    bin. A put that read the slot before the CAS either lands first (and its value is the
+//!    one moved) or fails on the dead key and retries; so no put is lost in the old table. A
+//!    delete is linearized by its own retire CAS, which either precedes ours (the key is not
+//!    moved) or fails (the delete retries and finds the key in the new table).
 //! 3. **Publish**: CAS the header to `DoneTransfer` (Release); for a shrink's group, only once
 //!    every bin of the group has been moved (see Shrinking). An operation that loads the
 //!    header (Acquire) and sees `DoneTransfer` goes to the new table, where it finds exactly
