@@ -231,7 +231,7 @@ impl Experiment {
                     progress: &progress,
                     ceiling: &ceiling,
                     rss_per_key: memory,
-                    mode: if *kind == MapKind::Floe {
+                    mode: if kind.is_floe() {
                         Mode {
                             api: self.api,
                             batch: self.batch,
@@ -275,7 +275,7 @@ impl Experiment {
     /// process (in this one, freed memory of earlier maps would be reused). Maps that report
     /// their table size skip it.
     fn memory_probe(&self, kind: MapKind) -> Result<Option<f64>, String> {
-        let reports_table = matches!(kind, MapKind::Floe);
+        let reports_table = kind.is_floe();
         if reports_table {
             return Ok(None);
         }

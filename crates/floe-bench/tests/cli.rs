@@ -190,7 +190,7 @@ fn a_tiny_run_writes_a_report_in_the_schema() {
 }
 
 #[test]
-fn the_bare_api_runs_the_batched_loop_beside_its_floor() {
+fn the_bare_api_runs_the_batched_loop_beside_its_floor_on_every_floe_kind() {
     let dir = scratch("bare");
     let json = dir.join("r.json");
     bench_ok(&[
@@ -206,7 +206,7 @@ fn the_bare_api_runs_the_batched_loop_beside_its_floor() {
         "--threads",
         "1",
         "--maps",
-        "floe",
+        "floe,floe-fixed",
         "--batch",
         "8",
         "--api",
@@ -217,13 +217,22 @@ fn the_bare_api_runs_the_batched_loop_beside_its_floor() {
         json.to_str().unwrap(),
     ]);
     let report = read_report(&json);
-    let apis: Vec<&str> = report["results"]
+    let rows: Vec<(&str, &str)> = report["results"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|row| row["api"].as_str().unwrap())
+        .map(|row| (row["map"].as_str().unwrap(), row["api"].as_str().unwrap()))
         .collect();
-    assert_eq!(apis, ["batch", "bare"], "one row per loop, same map");
+    assert_eq!(
+        rows,
+        [
+            ("floe", "batch"),
+            ("floe", "bare"),
+            ("floe-fixed", "batch"),
+            ("floe-fixed", "bare")
+        ],
+        "one row per loop and map: every floe kind runs batched"
+    );
     std::fs::remove_dir_all(dir).unwrap();
 }
 

@@ -76,6 +76,14 @@ impl MapKind {
         self != MapKind::Hashbrown
     }
 
+    /// Whether the map is one of floe's (batches, the pipeline and a table size of its own).
+    pub fn is_floe(self) -> bool {
+        matches!(
+            self,
+            MapKind::Floe | MapKind::FloeBlocking | MapKind::FloeFixed
+        )
+    }
+
     /// The name in reports.
     pub fn name(self) -> &'static str {
         match self {
