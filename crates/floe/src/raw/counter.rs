@@ -1,9 +1,10 @@
 //! A sharded counter for `len` that costs an insert or a remove no locked instruction.
 //!
 //! Every live thread has a small *index*, unique among the live threads of the process and
-//! reused after a thread exits (`ThreadIndex`). A counter has one cache-padded *owned* shard
-//! per index below a bound (twice the core count): only the thread holding that index writes
-//! it, so it adds with a plain load and store (`mov`, not `lock xadd`). Threads whose index is
+//! reused after a thread exits (`thread_index`, handed out by an `IndexPool`). A counter has
+//! one cache-padded *owned* shard per index below a bound (twice the core count): only the
+//! thread holding that index writes it, so it adds with a plain load and store (`mov`, not
+//! `lock xadd`). Threads whose index is
 //! past the bound (more live threads than that) share a few *overflow* shards, added to with
 //! atomic RMWs, and so do calls made while the thread's index is being torn down (a
 //! thread-local destructor that uses a map) and all of them under loom, whose threads share
