@@ -4,11 +4,10 @@
 //! reused after a thread exits (`thread_index`, handed out by an `IndexPool`). A counter has
 //! one cache-padded *owned* shard per index below a bound (twice the core count): only the
 //! thread holding that index writes it, so it adds with a plain load and store (`mov`, not
-//! `lock xadd`). Threads whose index is
-//! past the bound (more live threads than that) share a few *overflow* shards, added to with
-//! atomic RMWs, and so do calls made while the thread's index is being torn down (a
-//! thread-local destructor that uses a map) and all of them under loom, whose threads share
-//! one OS thread and so one thread-local index.
+//! `lock xadd`). Threads whose index is past the bound (more live threads than that) share a
+//! few *overflow* shards, added to with atomic RMWs, and so do calls made while the thread's
+//! index is being torn down (a thread-local destructor that uses a map) and all of them under
+//! loom, whose threads share one OS thread and so one thread-local index.
 //!
 //! Why a plain add is exact: an owned shard has one writer at a time. A thread gives its index
 //! back (under a mutex) only when it exits, after its last add; the next thread to take the
