@@ -370,6 +370,15 @@ impl GetStream {
     fn expects(&self, i: usize) -> bool {
         self.expect[i / 64] >> (i % 64) & 1 == 1
     }
+
+    /// Hits expected in each chunk of `chunk` keys (a multiple of 64), for the bare loop.
+    fn hits_per_chunk(&self, chunk: usize) -> Vec<u32> {
+        debug_assert_eq!(chunk % 64, 0);
+        self.expect
+            .chunks(chunk / 64)
+            .map(|words| words.iter().map(|w| w.count_ones()).sum())
+            .collect()
+    }
 }
 
 /// All-get streams through `Batch::get_many` (the batch interface for read-only batches:
@@ -406,12 +415,13 @@ fn drive_get_many(map: &Map, stream: &[Op], gets: &GetStream, stop: Stop, mode: 
 /// All-get streams through `Batch::get_many` as a user's own loop would run them: prebuilt
 /// keys, and per call only the number of hits compared with the one expected (counted before
 /// timing). What `drive_get_many` costs beyond this is the harness.
-fn drive_bare(map: &Map, keys: &[u64], hits: &[u32], stop: Stop, mode: Mode) -> Driven {
+fn drive_bare(map: &Map, gets: &GetStream, stop: Stop, mode: Mode) -> Driven {
     let lines_before = floe::lines_read();
     let batch = map.batch().depth(mode.batch).prefetch(mode.prefetch);
+    let hits = gets.hits_per_chunk(BATCH_CHUNK);
     let mut values = vec![None; BATCH_CHUNK];
     let mut wrong_calls = 0u64;
-    let ops = for_chunks(keys, BATCH_CHUNK, stop, |first, chunk| {
+    let ops = for_chunks(&gets.keys, BATCH_CHUNK, stop, |first, chunk| {
         let values = &mut values[..chunk.len()];
         batch
             .get_many(chunk, values)
@@ -419,13 +429,12 @@ fn drive_bare(map: &Map, keys: &[u64], hits: &[u32], stop: Stop, mode: Mode) -> 
         let found = values.iter().filter(|v| v.is_some()).count();
         wrong_calls += u64::from(found != hits[first / BATCH_CHUNK] as usize);
     });
-    let mut mistakes = Mistakes::default();
-    if wrong_calls > 0 {
-        mistakes.count = wrong_calls;
-    }
     Driven {
         ops,
-        mistakes,
+        mistakes: Mistakes {
+            count: wrong_calls,
+            first: None,
+        },
         latency: None,
         lines: floe::lines_read() - lines_before,
     }
@@ -450,21 +459,8 @@ pub fn timed<M: BenchMap>(
             })
         }
         (Api::Bare, Some(floe)) if streams.iter().flatten().all(|op| op.kind == Kind::Get) => {
-            let keys: Vec<Vec<u64>> = streams
-                .iter()
-                .map(|s| s.iter().map(|op| op.key).collect())
-                .collect();
-            let hits: Vec<Vec<u32>> = streams
-                .iter()
-                .map(|s| {
-                    s.chunks(BATCH_CHUNK)
-                        .map(|c| c.iter().filter(|op| op.expect).count() as u32)
-                        .collect()
-                })
-                .collect();
-            workers.run(streams.len(), |t| {
-                drive_bare(floe, &keys[t], &hits[t], stop, mode)
-            })
+            let gets: Vec<GetStream> = streams.iter().map(|s| GetStream::of(s)).collect();
+            workers.run(streams.len(), |t| drive_bare(floe, &gets[t], stop, mode))
         }
         (Api::Bare, _) => return Err("--api bare runs all-get workloads on floe only".into()),
         (_, Some(floe)) => {
@@ -591,5 +587,33 @@ impl Summary {
             latency: merged.as_ref().and_then(Latency::of),
             lines_per_op: mid.lines_per_op,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_get_stream_keeps_every_expectation_and_counts_hits_per_chunk() {
+        // 5000 gets (two whole chunks and a partial one), hits on keys divisible by 3.
+        let stream: Vec<Op> = (0..5000u64)
+            .map(|key| Op {
+                key,
+                kind: Kind::Get,
+                expect: key % 3 == 0,
+            })
+            .collect();
+        let gets = GetStream::of(&stream);
+        assert_eq!(
+            gets.keys,
+            stream.iter().map(|op| op.key).collect::<Vec<_>>()
+        );
+        assert!((0..stream.len()).all(|i| gets.expects(i) == stream[i].expect));
+        let direct: Vec<u32> = stream
+            .chunks(BATCH_CHUNK)
+            .map(|c| c.iter().filter(|op| op.expect).count() as u32)
+            .collect();
+        assert_eq!(gets.hits_per_chunk(BATCH_CHUNK), direct);
     }
 }

@@ -696,6 +696,8 @@ impl RawMap {
         }
     }
 
+    /// Grow, doing the whole move, until the current table has room for `keys` keys at the
+    /// usual load (see `FlatMap::reserve`).
     pub(crate) fn reserve_keys(&self, keys: usize, rehash: Rehash<'_>) -> Result<(), Error> {
         let want = keys
             .checked_mul(4)
