@@ -331,9 +331,11 @@ impl RawTable {
             // An `Inserting` slot with the dead key: an insert committed before the claim
             // that has not written yet (never abandoned: wait for its key), or a retired slot
             // its delete is about to free (wait until it is no longer searchable). A `Valid`
-            // one with the dead key was retired: nothing to move.
+            // one with the dead key was retired: nothing to move. Relaxed: the state only
+            // ends the wait (no commit reuses the slot after our claim, so nothing read later
+            // depends on it); the key, once written, is taken by the AcqRel CAS below.
             while content.0 == dead
-                && Header(bin.header.load(Ordering::Acquire)).slot(slot) == SlotState::Inserting
+                && Header(bin.header.load(Ordering::Relaxed)).slot(slot) == SlotState::Inserting
             {
                 spin();
                 content = slot_ref.load();
