@@ -5,10 +5,12 @@
 //! models one faithfully: the slot's words live in an append-only list of versions and a loom
 //! atomic holds the index of the current one, so a load, a store and a CAS of the whole slot
 //! are one loom atomic access each, with the orderings the engine asks for (loom explores the
-//! stale values a `Relaxed` load may return). Reading a line as lanes (the SIMD loaders) is
-//! modelled by [`AtomicU128::load_halves`], which reads the key and the value words with two
-//! separate loads: a reader can see the key of one version and the value of a later one,
-//! exactly the tearing the seqlock's fences and version check exist to catch.
+//! stale values a `Relaxed` load may return). Reading a line in pieces other than whole slots
+//! is modelled by [`AtomicU128::load_halves`], which reads the key and the value words with
+//! two separate loads: a reader can see the key of one version and the value of another,
+//! exactly the tearing the seqlock's fences and version check (a key older than its value)
+//! and `RawTable::confirm` (a key newer than its value) exist to catch. The SIMD loaders
+//! read whole slots atomically; the models check the protocols against weaker reads.
 
 #[cfg(not(loom))]
 #[cfg_attr(miri, allow(unused_imports))]
@@ -74,11 +76,17 @@ impl AtomicU128 {
         self.version(self.current.load(order))
     }
 
-    /// The low word (key) and the high word (value) read by two separate loads, as a SIMD
-    /// line read may: the value may come from a later version than the key.
-    pub(crate) fn load_halves(&self, order: Ordering) -> u128 {
-        let low = self.version(self.current.load(order)) as u64;
-        let high = self.version(self.current.load(order)) >> 64;
+    /// The low word (key) and the high word (value) read by two separate loads, as a line
+    /// read by wider or narrower loads than the slot may: the word read second may come from
+    /// a later version than the other. `high_first` picks which word that is.
+    pub(crate) fn load_halves(&self, order: Ordering, high_first: bool) -> u128 {
+        let (low, high) = if high_first {
+            let high = self.version(self.current.load(order)) >> 64;
+            (self.version(self.current.load(order)) as u64, high)
+        } else {
+            let low = self.version(self.current.load(order)) as u64;
+            (low, self.version(self.current.load(order)) >> 64)
+        };
         u128::from(low) | high << 64
     }
 

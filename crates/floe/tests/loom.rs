@@ -259,6 +259,27 @@ fn get_never_returns_the_value_of_a_recycled_slot() {
 }
 
 #[test]
+fn get_never_returns_a_new_key_with_the_value_before_it() {
+    // Slot 1 of bin 0 holds (2, 1); one thread removes 2 and inserts 4 with another value,
+    // which takes the same slot and leaves it `Inserting`, written. Under loom the scalar
+    // loader reads slot 1 value first (`loader.rs`), so a reader can see key 4 beside the
+    // old value 1 with no header change after its first header load: only `confirm`'s
+    // re-read of an `Inserting` slot rejects that. Skip the re-read and this model fails.
+    model(|| {
+        let m = map(0);
+        assert!(m.insert(6, 7).unwrap().is_inserted());
+        assert!(m.insert(2, 1).unwrap().is_inserted());
+        let reader = m.clone();
+        let reader = thread::spawn(move || reader.get(&4));
+        assert_eq!(m.remove(&2), Some(1));
+        assert!(m.insert(4, 40).unwrap().is_inserted());
+        let four = reader.join().unwrap();
+        assert!(matches!(four, None | Some(40)), "get(4) = {four:?}");
+        assert_eq!(m.check_invariants(), 2);
+    });
+}
+
+#[test]
 fn a_commit_publishes_only_inserts_it_saw_written() {
     // An insert leaves its slot `Inserting`; the next commit in the bin publishes it (`Valid`)
     // if its step 2 read the key. One thread inserts 2; the other inserts 4 (whose commit may

@@ -27,12 +27,13 @@ impl Slot {
         unpack(self.0.load(Ordering::Relaxed))
     }
 
-    /// `(key, value)` read as two lanes, as a SIMD line read may (loom models only: the
-    /// scalar loader reads lines with this under loom, see `sync.rs`).
+    /// `(key, value)` read as two lanes, the value first if `value_first`, as a line read that
+    /// is not one atomic access per slot may (loom models only: the scalar loader reads lines
+    /// with this under loom, see `sync.rs` and `loader.rs`).
     #[cfg(loom)]
     #[inline(always)]
-    pub(crate) fn load_lanes(&self) -> (u64, u64) {
-        unpack(self.0.load_halves(Ordering::Relaxed))
+    pub(crate) fn load_lanes(&self, value_first: bool) -> (u64, u64) {
+        unpack(self.0.load_halves(Ordering::Relaxed, value_first))
     }
 
     /// Overwrite the slot. Only the inserter that committed the slot (state `Inserting`), and

@@ -95,8 +95,11 @@
 //! Load the header (`Acquire`), match the key against the searchable slots of the primary line
 //! (and of the chained link lines if some of their slots are searchable), `fence(Acquire)`, load
 //! the header again (`Relaxed`). Equal words: the result is consistent and is returned;
-//! otherwise retry. A hit in an `Inserting` slot is re-read as one 16-byte atomic (its key may
-//! have been written during the line read, with no header change to show it).
+//! otherwise retry. The SIMD loaders read each 16-byte slot of the line with one atomic load, so
+//! a matched key comes with the value stored with it; a loader that reads slots in halves
+//! (the scalar one under loom) re-reads a hit in an `Inserting` slot as one 16-byte atomic,
+//! since its key may have been written during the line read, with no header change to show
+//! it, beside the value from before.
 //!
 //! Linearization point: for a hit, the load of the slot that matched (its value is the key's
 //! value at that instant, invariant 3). For a miss, the load of the slot that could have held
@@ -140,9 +143,9 @@
 //! ## Publication: `Inserting -> Valid` on someone else's CAS
 //!
 //! DLHT ends an insert with a second header CAS, `Inserting -> Valid`. Here nothing needs it
-//! at once: an `Inserting` slot is searchable, a get that matches it re-reads the slot as one
-//! 16-byte atomic (`confirm`), and a delete frees it from either state. What `Valid` buys is
-//! that re-read, and that step 2 of later inserts need not look at the slot. So the next
+//! at once: an `Inserting` slot is searchable, a get that matches it has its key and value from
+//! one atomic slot read (`confirm`), and a delete frees it from either state. What `Valid`
+//! buys is that step 2 of later inserts need not look at the slot. So the next
 //! commit in the bin publishes every `Inserting` slot of the header it expects, in the same
 //! CAS that commits its own slot: its step 2 read each of them under that header and found a
 //! real key (an unwritten one makes it wait, and any header change fails the CAS). That CAS
@@ -154,10 +157,14 @@
 //! Invariant 4 is what a retire needs: nobody but its retirer makes a slot `Invalid`, so a
 //! delete frees each incarnation once.
 //!
-//! A bin keeps at most one `Inserting` slot in the common case (the last insert). The cost of
-//! leaving it: a get that hits it reads the slot once more from L1, an insert into the bin
-//! reads it in step 2 (the line is already in L1), and step 2 now also waits for a slot whose
-//! key a delete has retired but not yet freed (two instructions of that delete's thread).
+//! A bin keeps at most one `Inserting` slot in the common case (the last insert), so after a
+//! fill every non-empty bin holds one. That is why the SIMD loaders read slot by slot:
+//! with a line read that promised atomicity only per 8 bytes, every get that hit such a slot
+//! had to read it again, and that re-read (a branch no predictor learns, plus portable-atomic's
+//! dispatched call) made cache-resident gets about 1.4x slower (BENCHMARKS, issue 12). The
+//! remaining cost of leaving a slot `Inserting`: an insert into the bin reads it in step 2
+//! (the line is already in L1), and step 2 also waits for a slot whose key a delete has
+//! retired but not yet freed (two instructions of that delete's thread).
 //!
 //! Chaining: several inserters may race to chain one bucket; each takes a bucket from the pool
 //! and CASes the link field; the losers' buckets are wasted (counted in `links_lost`). DLHT
@@ -533,7 +540,7 @@ impl RawTable {
         let line = loader.primary(bin);
         let hits = SlotMask::from_primary_lanes(line.match_word(key)).and(searchable);
         if let Some(slot) = hits.first() {
-            return self.confirm(bin, header, slot, key, line.lane(3 + 2 * slot));
+            return self.confirm::<P>(bin, header, slot, key, line.lane(3 + 2 * slot));
         }
         if searchable.and(SlotMask::LINKED).is_empty() {
             return None;
@@ -558,19 +565,27 @@ impl RawTable {
             let hits = SlotMask::from_link_lanes(line.match_word(key), bucket).and(in_bucket);
             if let Some(slot) = hits.first() {
                 let lane = 2 * ((slot - PRIMARY_SLOTS) % LINK_SLOTS);
-                return self.confirm(bin, header, slot, key, line.lane(lane + 1));
+                return self.confirm::<P>(bin, header, slot, key, line.lane(lane + 1));
             }
         }
         None
     }
 
-    /// A key matched `slot` in a line read: a hit with `value`, unless the slot is `Inserting`.
-    /// Then its key may have been stored during the line read with no header change to show
-    /// it, and a line read is not one atomic access per slot; so the slot is read again as
-    /// one 16-byte atomic. (A `Valid` slot's words change only one at a time, invariant 3.)
+    /// A key matched `slot` in a line read: a hit with `value`, unless the slot is `Inserting`
+    /// and the loader reads a line word by word (`P::ATOMIC_SLOTS` false: the scalar loader
+    /// under loom). Then its key may have been stored during the line read with no header
+    /// change to show it, beside an older value; so the slot is read again as one 16-byte
+    /// atomic. (A `Valid` slot's words change only one at a time, invariant 3.)
     #[inline(always)]
-    fn confirm(&self, bin: &Bin, header: Header, slot: usize, key: u64, value: u64) -> Option<Hit> {
-        if header.inserting().and(SlotMask::single(slot)).is_empty() {
+    fn confirm<P: LineLoader>(
+        &self,
+        bin: &Bin,
+        header: Header,
+        slot: usize,
+        key: u64,
+        value: u64,
+    ) -> Option<Hit> {
+        if P::ATOMIC_SLOTS || header.inserting().and(SlotMask::single(slot)).is_empty() {
             return Some(Hit { slot, value });
         }
         let (now, value) = self.slot(bin, slot).load();

@@ -6,12 +6,20 @@ use super::{Group, LANES};
 
 /// A line in two `ymm` registers (lanes 0..4 and 4..8).
 #[derive(Clone, Copy)]
-pub(crate) struct Avx2Line(__m256i, __m256i);
+pub(crate) struct Avx2Line(pub(super) __m256i, pub(super) __m256i);
 
 impl Avx2Line {
-    /// Load a 64-byte line in two instructions. Inline assembly for the reason given on
-    /// `Avx512Line::load`: each aligned 32-byte load has the effect of four relaxed 8-byte
-    /// atomic loads, and the engine validates the result with the header version.
+    /// Load a 64-byte line as four 16-byte loads, one per slot, joined into two registers.
+    ///
+    /// The line is shared with writers that update it through atomic operations, so a plain
+    /// `_mm256_load_si256` would be a data race (undefined behaviour, even if the result were
+    /// discarded). Inline assembly is outside the Rust memory model. Each `vmovdqa xmm` is one
+    /// atomic 16-byte load on every CPU with AVX (Intel SDM vol. 3A §9.1.1, AMD APM vol. 1
+    /// §3.9.1; portable-atomic's 16-byte atomic load is the same instruction), so a slot's key
+    /// and value come from one instant: a key that matched is read with the value stored with
+    /// it, and the engine need not read an `Inserting` slot again (`LineLoader::ATOMIC_SLOTS`).
+    /// A 32-byte load carries no such promise. The four loads are not one atomic read of the
+    /// line; the engine validates the line with the header version.
     ///
     /// # Safety
     /// - `line` is 64-byte aligned and valid for reads of 64 bytes;
@@ -23,15 +31,23 @@ impl Avx2Line {
         let lo: __m256i;
         let hi: __m256i;
         // SAFETY:
-        // - `line` and `line + 32 bytes` are 32-byte aligned and readable (caller);
-        // - the instructions only read memory and write `lo`/`hi`.
+        // - `line + 16 * i` are 16-byte aligned and readable (caller);
+        // - the instructions only read memory and write their register operands.
         unsafe {
+            // Fixed registers below 16: VEX encodings cannot name the upper sixteen, which the
+            // allocator may hand out where this is inlined into AVX-512 code.
             asm!(
-                "vmovdqa {lo}, ymmword ptr [{p}]",
-                "vmovdqa {hi}, ymmword ptr [{p} + 32]",
-                lo = out(ymm_reg) lo,
-                hi = out(ymm_reg) hi,
+                "vmovdqa xmm0, xmmword ptr [{p}]",
+                "vmovdqa xmm1, xmmword ptr [{p} + 16]",
+                "vmovdqa xmm2, xmmword ptr [{p} + 32]",
+                "vmovdqa xmm3, xmmword ptr [{p} + 48]",
+                "vinserti128 ymm0, ymm0, xmm1, 1",
+                "vinserti128 ymm2, ymm2, xmm3, 1",
                 p = in(reg) line,
+                out("ymm0") lo,
+                out("ymm1") _,
+                out("ymm2") hi,
+                out("ymm3") _,
                 options(nostack, preserves_flags, readonly),
             );
         }

@@ -1,44 +1,27 @@
 //! AVX-512: the whole line in one `zmm` register, one compare into a mask register.
 
-use core::arch::{asm, x86_64::*};
+use core::arch::x86_64::*;
 
-use super::{Group, LANES};
+use super::{avx2::Avx2Line, Group, LANES};
 
 /// A line in a `zmm` register.
 #[derive(Clone, Copy)]
 pub(crate) struct Avx512Line(__m512i);
 
 impl Avx512Line {
-    /// Load a 64-byte line in one instruction.
-    ///
-    /// The line is shared with writers that update it through atomic operations, so a plain
-    /// `_mm512_load_si512` would be a data race (undefined behaviour, even if the result were
-    /// discarded). Inline assembly is outside the Rust memory model: the load below has the
-    /// effect of eight relaxed 8-byte atomic loads in unspecified order, because an aligned
-    /// 64-byte load within one cache line never tears an aligned 8-byte element on x86. The
-    /// engine validates every result with the bin header's version (seqlock), so any mix of
-    /// old and new words is discarded.
+    /// Load a 64-byte line as four 16-byte loads, one per slot, joined into one register:
+    /// the AVX2 load (see `Avx2Line::load` for why inline assembly and why per slot: a
+    /// 64-byte load would promise atomicity only per 8 bytes) and one insert.
     ///
     /// # Safety
     /// - `line` is 64-byte aligned and valid for reads of 64 bytes;
-    /// - the CPU supports AVX-512F (checked once, when the map is built).
+    /// - the CPU supports AVX-512F and AVX2 (checked once, when the map is built).
     #[inline]
-    #[target_feature(enable = "avx512f")]
+    #[target_feature(enable = "avx512f,avx2")]
     pub(crate) unsafe fn load(line: *const u64) -> Self {
-        debug_assert!((line as usize).is_multiple_of(64));
-        let v: __m512i;
-        // SAFETY:
-        // - `line` is aligned and readable for 64 bytes (caller);
-        // - the instruction only reads memory and writes `v` (no stack, flags untouched).
-        unsafe {
-            asm!(
-                "vmovdqa64 {v}, zmmword ptr [{p}]",
-                v = out(zmm_reg) v,
-                p = in(reg) line,
-                options(nostack, preserves_flags, readonly),
-            );
-        }
-        Self(v)
+        // SAFETY: the caller's contract, which includes `Avx2Line::load`'s.
+        let Avx2Line(lo, hi) = unsafe { Avx2Line::load(line) };
+        Self(_mm512_inserti64x4::<1>(_mm512_castsi256_si512(lo), hi))
     }
 }
 
@@ -68,7 +51,7 @@ mod tests {
 
     #[test]
     fn agrees_with_scalar() {
-        if !std::is_x86_feature_detected!("avx512f") {
+        if !(std::is_x86_feature_detected!("avx512f") && std::is_x86_feature_detected!("avx2")) {
             return;
         }
         let words = Aligned([5, 9, 5, u64::MAX, 0, 5, 1 << 63, 9]);

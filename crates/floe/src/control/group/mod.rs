@@ -5,8 +5,9 @@
 //! Every backend answers them the same way; the algorithm in `raw` is written once over the
 //! [`Group`] trait. The scalar backend is always compiled, is the oracle the SIMD backends are
 //! tested against, and is the only one Miri and loom run. The SIMD backends also know how to
-//! *load* a line in one instruction (see their `load` functions for why that load is inline
-//! assembly); the scalar line is assembled by the engine from atomic slot loads.
+//! *load* a line, as four 16-byte atomic loads joined in registers (see `Avx2Line::load` for
+//! why per slot and why inline assembly); the scalar line is assembled by the engine from
+//! atomic slot loads.
 //!
 //! Which backend a map uses is decided once, when it is built (`crate::Backend`), never per
 //! probe.
