@@ -9,6 +9,13 @@
 //! and removes are one or two compare-and-swaps on the bin's header word; puts are one 16-byte
 //! compare-and-swap on the slot. No operation takes a lock.
 //!
+//! [`Map`] takes any `K: Hash + Eq` and any `V` on the same engine: each key and value live in
+//! one heap entry, the slot holds the key's 64-bit hash and a pointer to the entry, so a miss
+//! still costs one line and a growth moves slots without reading entries; removed and replaced
+//! entries are freed through `seize` once no reader can hold them. Its reads return references
+//! tied to a pinned handle ([`Map::pin`]). The design and its argument are at the top of
+//! `src/any_map.rs`.
+//!
 //! # Usage
 //!
 //! ```
@@ -122,6 +129,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+mod any_map;
 pub mod batch;
 mod config;
 mod control;
@@ -134,11 +142,12 @@ mod reclaim;
 mod sync;
 
 pub use crate::{
+    any_map::{Map, MapRef},
     batch::{Batch, Delta, Pipeline, Prefetch, Request, Response, MAX_PIPELINE_WINDOW},
     config::{Backend, ResizeMode, Stats},
     error::Error,
     inline::{Counter, Inline, InlineKey},
-    map::{Builder, CompareExchangeError, FlatMap, Insert},
+    map::{Builder, CompareExchangeError, FlatMap, ForFlatMap, ForMap, Insert},
     raw::stats::lines_read,
 };
 

@@ -63,15 +63,26 @@ pub enum CompareExchangeError<V> {
 /// assert_eq!(map.backend(), Backend::Scalar);
 /// assert!(map.capacity() >= 1 << 20);
 /// ```
+///
+/// The same builder configures a [`Map`](crate::Map) (`Map::builder()`); `T` names which of
+/// the two [`build`](Builder::build) makes ([`ForFlatMap`] or [`ForMap`]).
 #[derive(Clone, Debug)]
-pub struct Builder<K, V, S = DefaultHashBuilder> {
-    config: Config,
-    hasher: S,
-    marker: PhantomData<fn(K, V)>,
+pub struct Builder<K, V, S = DefaultHashBuilder, T = ForFlatMap> {
+    pub(crate) config: Config,
+    pub(crate) hasher: S,
+    marker: PhantomData<fn(K, V, T)>,
 }
 
-impl<K: InlineKey, V: Inline> Builder<K, V> {
-    fn new() -> Self {
+/// A [`Builder`] that builds a [`FlatMap`].
+#[derive(Clone, Copy, Debug)]
+pub struct ForFlatMap;
+
+/// A [`Builder`] that builds a [`Map`](crate::Map).
+#[derive(Clone, Copy, Debug)]
+pub struct ForMap;
+
+impl<K, V, T> Builder<K, V, DefaultHashBuilder, T> {
+    pub(crate) fn new() -> Self {
         Self {
             config: Config::default(),
             hasher: DefaultHashBuilder::new(),
@@ -80,7 +91,7 @@ impl<K: InlineKey, V: Inline> Builder<K, V> {
     }
 }
 
-impl<K: InlineKey, V: Inline, S: BuildHasher> Builder<K, V, S> {
+impl<K, V, S, T> Builder<K, V, S, T> {
     /// Size the first table so that `keys` uniformly hashed keys fit with high probability
     /// (default 1024). The map grows past it on demand.
     pub fn capacity(mut self, keys: usize) -> Self {
@@ -111,7 +122,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> Builder<K, V, S> {
     }
 
     /// Use another hasher.
-    pub fn hasher<S2: BuildHasher>(self, hasher: S2) -> Builder<K, V, S2> {
+    pub fn hasher<S2: BuildHasher>(self, hasher: S2) -> Builder<K, V, S2, T> {
         Builder {
             config: self.config,
             hasher,
@@ -146,7 +157,9 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> Builder<K, V, S> {
         self.config.huge_pages = huge_pages;
         self
     }
+}
 
+impl<K: InlineKey, V: Inline, S: BuildHasher> Builder<K, V, S> {
     /// Allocate the map.
     ///
     /// # Errors
@@ -533,11 +546,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// would map but not back is refused rather than killed for); [`Error::DegenerateHasher`]
     /// as for [`shrink_to_fit`](Self::shrink_to_fit). The map is unchanged.
     pub fn reserve(&self, additional: usize) -> Result<(), Error> {
-        let keys = self
-            .len()
-            .checked_add(additional)
-            .ok_or(Error::CapacityOverflow)?;
-        self.raw.reserve_keys(keys, &self.rehash())
+        self.raw.reserve(additional, &self.rehash())
     }
 
     /// Move the keys into a table with 2 to 32 times fewer bins if they fit it at the usual

@@ -134,6 +134,17 @@ macro_rules! simd_entries {
             }
 
             #[target_feature(enable = $feature)]
+            pub(crate) unsafe fn remove_if(
+                raw: &RawTable,
+                p: $loader,
+                bin: usize,
+                key: u64,
+                accept: impl FnMut(u64) -> bool,
+            ) -> Result<Result<u64, Mismatch>, Moved> {
+                raw.remove_if($writer(p), bin, key, accept)
+            }
+
+            #[target_feature(enable = $feature)]
             pub(crate) unsafe fn update(
                 raw: &RawTable,
                 p: $loader,

@@ -247,6 +247,21 @@ impl RawMap {
         })
     }
 
+    /// Remove `word` if its value satisfies `accept` (see `RawTable::remove_if`).
+    #[inline(always)]
+    pub(crate) fn remove_if(
+        &self,
+        hash: u64,
+        word: u64,
+        mut accept: impl FnMut(u64) -> bool,
+        rehash: Rehash<'_>,
+    ) -> Result<u64, Mismatch> {
+        let loader = self.loader;
+        self.run(hash, rehash, |table, bin| {
+            dispatch!(loader, table, remove_if(bin, word, &mut accept))
+        })
+    }
+
     /// Start loading the bin of `hash` in the current table.
     #[inline(always)]
     pub(crate) fn prefetch(&self, hash: u64) {
@@ -694,6 +709,15 @@ impl RawMap {
                 }
             }
         }
+    }
+
+    /// Room for `additional` more keys than the table holds now (see `FlatMap::reserve`).
+    pub(crate) fn reserve(&self, additional: usize, rehash: Rehash<'_>) -> Result<(), Error> {
+        let keys = self
+            .len()
+            .checked_add(additional)
+            .ok_or(Error::CapacityOverflow)?;
+        self.reserve_keys(keys, rehash)
     }
 
     /// Grow, doing the whole move, until the current table has room for `keys` keys at the

@@ -853,12 +853,29 @@ impl RawTable {
         bin_index: usize,
         key: u64,
     ) -> Result<Option<u64>, Moved> {
+        Ok(self.remove_if(loader, bin_index, key, |_| true)?.ok())
+    }
+
+    /// Remove `key` if its value satisfies `accept`, returning the value. `accept` is asked
+    /// about the value the retire CAS then expects, so the key is removed only with a value
+    /// it accepted (a put in between fails the CAS, and `accept` is asked about the new one).
+    #[inline(always)]
+    pub(crate) fn remove_if<P: LineLoader>(
+        &self,
+        loader: P,
+        bin_index: usize,
+        key: u64,
+        mut accept: impl FnMut(u64) -> bool,
+    ) -> Result<Result<u64, Mismatch>, Moved> {
         let bin = &self.bins[bin_index];
         let dead = self.dead.of(bin_index);
         loop {
             let Some(hit) = self.find(loader, bin, key)?.hit else {
-                return Ok(None);
+                return Ok(Err(Mismatch::Absent));
             };
+            if !accept(hit.value) {
+                return Ok(Err(Mismatch::Value(hit.value)));
+            }
             // The linearization point: retire the key (see the essay, Delete).
             if self
                 .slot(bin, hit.slot)
@@ -870,7 +887,7 @@ impl RawTable {
             }
             self.free_retired(bin, hit.slot);
             self.len.decrement();
-            return Ok(Some(hit.value));
+            return Ok(Ok(hit.value));
         }
     }
 

@@ -1,0 +1,887 @@
+//! [`Map`]: the typed facade for any key and value (DLHT's allocator mode, §3.1-§3.4).
+//!
+//! # Design
+//!
+//! A key and its value live in one heap [`Entry`] outside the table. The engine (the same
+//! `RawMap` under [`FlatMap`](crate::FlatMap)) stores, per entry, two words:
+//!
+//! - **key word** = the key's full 64-bit hash under the map's hasher. A miss costs one bin
+//!   line, as in `FlatMap`: the search compares hash words, and only a hash match leads to an
+//!   entry. The bin is chosen from the byte-swapped hash word, so a growth places every slot
+//!   from its word alone without reading an entry (SEPH's dereference-free rehashing) and
+//!   without the user's hasher; the swap puts the hash's low bytes (which every reasonable
+//!   hasher mixes) in the bits `fastrange` reads, and gives the engine a dead key for bin 0
+//!   (`DeadKeys::find`).
+//! - **value word** = a pointer: to the [`Entry`] (low bit clear), or, for the rare keys
+//!   whose 64-bit hashes are equal, to a [`Collided`] list of entries (low bit set).
+//!
+//! The engine keeps one slot per key word, so "one slot per hash": keys whose hashes collide
+//! share the slot through a `Collided` list, which is never changed in place: adding or
+//! removing one of its keys swaps the slot's value word for a new list with the engine's
+//! 16-byte compare-and-swap. Every hash match is confirmed with the key's `Eq`.
+//!
+//! ## Every write is one swap of a value word
+//!
+//! - insert, absent hash: the engine's insert stores `(hash, entry)`; present hash, absent
+//!   key: CAS the value word from what was read to a list holding one more entry.
+//! - upsert / update of a present key: CAS the value word to a new entry (or a new list with
+//!   the entry replaced); the old entry is retired.
+//! - remove: the engine's `remove_if` retires the slot only if its value word is still the
+//!   one read (so a concurrent insert of a colliding key is never removed with it); for a
+//!   list of several, CAS to the list without the key.
+//!
+//! A CAS that fails means the value word changed since it was read: start over. Each write is
+//! linearized at its engine operation (the store of an insert, the successful CAS, the
+//! retire of a remove), a get at the engine's load of the value word; the entries and lists
+//! behind a word never change once published, so what a get follows is the state at that
+//! load.
+//!
+//! ## Memory
+//!
+//! An entry or list leaves the table only by a successful swap or remove, and the thread that
+//! did it is the only one that retires it, once. Retirement goes through the map's `seize`
+//! collector (`Guard::defer_retire`): it is freed after every thread that could have read the
+//! word has left its guard. Every operation holds a guard ([`Map::pin`] holds one for as long
+//! as the handle lives), and a reference a get returns is tied to it. A pointer read from the
+//! table is protected as `seize` requires because it is read inside the guard, after the
+//! guard's entry: the engine's searches load slots after an `Acquire` header load and fence
+//! `Acquire` after them (and on x86 every load is ordered after the guard's store by the
+//! collector's barrier). The pointer's target is initialized before it is published: the
+//! engine's slot store is `Release` and its CAS `AcqRel`, and a search fences `Acquire`.
+//!
+//! ABA on a value word cannot happen: a word read under a guard names an allocation that is
+//! not freed (so not reused) before the guard ends, and every CAS expecting it runs under the
+//! same guard.
+
+use core::{
+    borrow::Borrow,
+    fmt,
+    hash::{BuildHasher, Hash},
+    marker::PhantomData,
+};
+
+use seize::{Collector, Guard, LocalGuard};
+
+use crate::{
+    error::Error,
+    hash::DefaultHashBuilder,
+    map::{Builder, ForMap, Insert},
+    raw::{driver::RawMap, Inserted, Mismatch},
+};
+
+/// One key and its value, at a stable address.
+struct Entry<K, V> {
+    key: K,
+    value: V,
+}
+
+/// Entries whose keys have the same 64-bit hash (distinct keys, two or more).
+struct Collided<K, V> {
+    entries: Box<[*mut Entry<K, V>]>,
+}
+
+/// The tag of a value word that points to a [`Collided`] list.
+const COLLIDED: u64 = 1;
+
+/// A value word decoded. Raw pointers, not references: the thread that takes an entry out of
+/// the table frees it through the pointer the word held (a pointer derived from a shared
+/// reference could not be freed).
+enum Target<K, V> {
+    One(*mut Entry<K, V>),
+    Many(*mut Collided<K, V>),
+}
+
+/// The pointer a value word holds (its provenance was exposed when the word was made).
+fn pointer<T>(word: u64) -> *mut T {
+    core::ptr::with_exposed_provenance_mut((word & !COLLIDED) as usize)
+}
+
+/// The word of a pointer, exposing its provenance for [`pointer`].
+fn word<T>(pointer: *mut T) -> u64 {
+    pointer.expose_provenance() as u64
+}
+
+/// Decode a value word.
+fn target<K, V>(word: u64) -> Target<K, V> {
+    if word & COLLIDED == 0 {
+        Target::One(pointer(word))
+    } else {
+        Target::Many(pointer(word))
+    }
+}
+
+/// A reference to an entry read from the table.
+///
+/// # Safety
+/// The entry was reachable from the table while the caller's guard was held, and `'g` does
+/// not outlive that guard: entries are retired through the collector only after they left
+/// the table, so it is alive until then.
+unsafe fn entry<'g, K, V>(entry: *mut Entry<K, V>) -> &'g Entry<K, V> {
+    // SAFETY: caller.
+    unsafe { &*entry }
+}
+
+impl<K, V> Target<K, V> {
+    /// The entry of `key`, if this word holds it.
+    ///
+    /// # Safety
+    /// As [`entry`], for the word decoded.
+    unsafe fn find<Q>(&self, key: &Q) -> Option<*mut Entry<K, V>>
+    where
+        K: Borrow<Q>,
+        Q: Eq + ?Sized,
+    {
+        match *self {
+            // SAFETY: caller.
+            Target::One(one) => (unsafe { entry(one) }.key.borrow() == key).then_some(one),
+            // SAFETY: caller; a published list and its entries live as long as the list is
+            // reachable.
+            Target::Many(list) => unsafe { &(*list).entries }.iter().copied().find(|&one| {
+                // SAFETY: as above.
+                unsafe { entry(one) }.key.borrow() == key
+            }),
+        }
+    }
+
+    /// The entry pointers this word holds.
+    ///
+    /// # Safety
+    /// As [`entry`], for the word decoded.
+    unsafe fn entries(&self) -> Vec<*mut Entry<K, V>> {
+        match *self {
+            Target::One(one) => vec![one],
+            // SAFETY: caller.
+            Target::Many(list) => unsafe { (*list).entries.to_vec() },
+        }
+    }
+}
+
+/// What `MapRef::find_present` found: the value word, the key's entry, all the word's entries.
+type Present<K, V> = (u64, *mut Entry<K, V>, Vec<*mut Entry<K, V>>);
+
+/// A new value word for `entries` (one or more): the entry itself, or a new list.
+fn word_of<K, V>(entries: Vec<*mut Entry<K, V>>) -> u64 {
+    debug_assert!(!entries.is_empty());
+    if entries.len() == 1 {
+        return word(entries[0]);
+    }
+    let list = Box::into_raw(Box::new(Collided {
+        entries: entries.into_boxed_slice(),
+    }));
+    word(list) | COLLIDED
+}
+
+/// The value word of one entry.
+fn word_of_entry<K, V>(entry: *mut Entry<K, V>) -> u64 {
+    word(entry)
+}
+
+/// Put `new` where `old` is in `entries`.
+fn replace<K, V>(entries: &mut [*mut Entry<K, V>], old: *mut Entry<K, V>, new: *mut Entry<K, V>) {
+    let at = entries
+        .iter()
+        .position(|&e| e == old)
+        .expect("the entry was found in these entries");
+    entries[at] = new;
+}
+
+/// Free a list that was never published (its entries are not its own).
+///
+/// # Safety
+/// `word` came from `word_of` and was never stored in the table.
+unsafe fn discard_unpublished<K, V>(word: u64) {
+    if word & COLLIDED != 0 {
+        // SAFETY: from `Box::into_raw` in `word_of`; nobody else saw it (caller).
+        drop(unsafe { Box::from_raw(pointer::<Collided<K, V>>(word)) });
+    }
+}
+
+/// Reclaimers for `seize`.
+mod reclaim {
+    use super::{Collided, Entry};
+
+    /// # Safety
+    /// `entry` came from `Box::into_raw` and nobody can reach it any more.
+    pub(super) unsafe fn entry<K, V>(entry: *mut Entry<K, V>, _: &seize::Collector) {
+        // SAFETY: caller.
+        drop(unsafe { Box::from_raw(entry) });
+    }
+
+    /// A list without its entries (they are retired on their own, or still in use).
+    ///
+    /// # Safety
+    /// As [`entry`].
+    pub(super) unsafe fn list<K, V>(list: *mut Collided<K, V>, _: &seize::Collector) {
+        // SAFETY: caller.
+        drop(unsafe { Box::from_raw(list) });
+    }
+}
+
+/// Retire the list a replaced value word pointed to, if it was one (not its entries).
+///
+/// # Safety
+/// `word` was just swapped out of the table by the caller (so only the caller retires it).
+unsafe fn retire_list<K, V>(guard: &LocalGuard<'_>, word: u64) {
+    if word & COLLIDED != 0 {
+        // SAFETY: unreachable for threads that enter from now on (caller); freed by
+        // `reclaim::list` once the threads that could have read it have left.
+        unsafe { guard.defer_retire(pointer::<Collided<K, V>>(word), reclaim::list::<K, V>) };
+    }
+}
+
+/// A concurrent hash map for any key and value: entries out of line, one bin line per miss.
+///
+/// `K: Hash + Eq`, any `V`. All operations take `&self`; reads hand out references tied to a
+/// guard, so they go through a pinned handle ([`Map::pin`]), as in papaya. The table, growth,
+/// batches of bins and the lock-free protocols are `FlatMap`'s engine; see the module docs
+/// of `any_map.rs` for what the slots hold and why it is linearizable.
+///
+/// ```
+/// use floe::{Insert, Map};
+///
+/// let map = Map::<String, Vec<u8>>::with_capacity(16)?;
+/// let m = map.pin();
+/// assert_eq!(m.insert("a".to_string(), vec![1])?, Insert::Inserted);
+/// assert_eq!(m.insert("a".to_string(), vec![2])?, Insert::Present(&vec![1]));
+/// assert_eq!(m.get("a"), Some(&vec![1]));          // `Borrow` lookups: &str for String
+/// assert_eq!(m.upsert("a".to_string(), vec![3])?, Some(&vec![1]));
+/// assert_eq!(m.remove("a"), Some(&vec![3]));
+/// assert!(m.get("a").is_none());
+/// # Ok::<(), floe::Error>(())
+/// ```
+pub struct Map<K, V, S = DefaultHashBuilder> {
+    raw: RawMap,
+    hasher: S,
+    /// Entries and lists waiting for readers (module docs, "Memory").
+    collector: Collector,
+    /// Keys beyond the first in `Collided` lists (the engine counts slots).
+    collided_keys: crate::sync::stat::AtomicUsize,
+    /// The map owns its keys and values (drop check); `Send`/`Sync` are implemented below.
+    marker: PhantomData<(K, V)>,
+}
+
+// SAFETY: the map owns its keys and values; moving it moves them (`K: Send`, `V: Send`).
+unsafe impl<K: Send, V: Send, S: Send> Send for Map<K, V, S> {}
+// SAFETY: a shared map lets any thread insert keys and values that another drops (`Send`) and
+// hands out `&K`/`&V` to every thread (`Sync`).
+unsafe impl<K: Send + Sync, V: Send + Sync, S: Sync> Sync for Map<K, V, S> {}
+
+impl<K: Hash + Eq, V> Map<K, V> {
+    /// A map sized for `keys` keys, with the default hasher and the best backend.
+    ///
+    /// # Errors
+    /// As [`Builder::build`](crate::Builder::build).
+    pub fn with_capacity(keys: usize) -> Result<Self, Error> {
+        Self::builder().capacity(keys).build()
+    }
+
+    /// A [`Builder`] with the defaults (the same options as `FlatMap`'s).
+    pub fn builder() -> Builder<K, V, DefaultHashBuilder, ForMap> {
+        Builder::new()
+    }
+}
+
+impl<K: Hash + Eq, V, S: BuildHasher> Builder<K, V, S, ForMap> {
+    /// Allocate a [`Map`].
+    ///
+    /// ```
+    /// let map = floe::Map::<String, u64>::builder().capacity(1000).build()?;
+    /// assert!(map.capacity() >= 1000);
+    /// # Ok::<(), floe::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As for a `FlatMap` ([`Builder::build`](crate::Builder::build)), except that no hasher is
+    /// degenerate for it: the engine places slots by hash word alone.
+    pub fn build(self) -> Result<Map<K, V, S>, Error> {
+        Ok(Map {
+            raw: RawMap::new(&self.config, &bin_hash)?,
+            hasher: self.hasher,
+            collector: Collector::new(),
+            collided_keys: crate::sync::stat::AtomicUsize::new(0),
+            marker: PhantomData,
+        })
+    }
+}
+
+/// Where the engine places a hash word (module docs).
+#[inline(always)]
+fn bin_hash(word: u64) -> u64 {
+    word.swap_bytes()
+}
+
+impl<K, V, S> Map<K, V, S> {
+    /// A handle for operations, holding the guard their references are tied to. Keep it for a
+    /// burst of operations, not for long: entries removed meanwhile (by any thread) are freed
+    /// only after it is dropped.
+    pub fn pin(&self) -> MapRef<'_, K, V, S> {
+        MapRef {
+            map: self,
+            guard: self.collector.enter(),
+        }
+    }
+
+    /// Number of keys. Exact when no insert or remove runs at the same time.
+    pub fn len(&self) -> usize {
+        self.raw.len()
+            + self
+                .collided_keys
+                .load(crate::sync::stat::Ordering::Relaxed)
+    }
+
+    /// Whether [`len`](Self::len) is zero.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Slots in the table (see `FlatMap::capacity`).
+    pub fn capacity(&self) -> usize {
+        self.raw.capacity()
+    }
+
+    /// The hasher.
+    pub fn hasher(&self) -> &S {
+        &self.hasher
+    }
+
+    /// Remove every key (each at one instant, as by a remove; see `FlatMap::clear` for what
+    /// concurrent callers see). Entries are freed once no reader can hold them.
+    pub fn clear(&self) {
+        let guard = self.collector.enter();
+        let mut words = Vec::new();
+        self.raw.for_each(&bin_hash, |word, _| words.push(word));
+        for word in words {
+            if let Some(value) = self.raw.remove(bin_hash(word), word, &bin_hash) {
+                // SAFETY: our remove took `value` out of the table.
+                unsafe { self.retire_word(&guard, value) };
+            }
+        }
+    }
+
+    /// Retire everything a value word that left the table holds: its entries and its list.
+    ///
+    /// # Safety
+    /// The caller's engine operation took `word` out of the table.
+    unsafe fn retire_word(&self, guard: &LocalGuard<'_>, word: u64) {
+        // SAFETY: read under `guard`, which the caller holds.
+        let entries = unsafe { target::<K, V>(word).entries() };
+        if entries.len() > 1 {
+            self.collided_keys
+                .fetch_sub(entries.len() - 1, crate::sync::stat::Ordering::Relaxed);
+        }
+        for entry in entries {
+            // SAFETY: the entries of a word that left the table are unreachable for threads
+            // that enter from now on, and retired only here (by the thread that removed them).
+            unsafe { guard.defer_retire(entry, reclaim::entry::<K, V>) };
+        }
+        // SAFETY: as above.
+        unsafe { retire_list::<K, V>(guard, word) };
+    }
+
+    /// Make room for `additional` more keys than the map holds now (see `FlatMap::reserve`;
+    /// keys whose hashes collide take less room than that).
+    ///
+    /// # Errors
+    /// As `FlatMap::reserve`: [`Error::CapacityOverflow`] if the size cannot be addressed or
+    /// exceeds [`Builder::max_bins`], [`Error::AllocationFailed`] if the table does not fit
+    /// in the memory available now. The map is unchanged.
+    pub fn reserve(&self, additional: usize) -> Result<(), Error> {
+        self.raw.reserve(additional, &bin_hash)
+    }
+
+    /// Check the engine's invariants on a quiescent map and return the number of keys (for
+    /// tests).
+    #[doc(hidden)]
+    pub fn check_invariants(&self) -> usize {
+        self.raw.check_invariants(&bin_hash)
+            + self
+                .collided_keys
+                .load(crate::sync::stat::Ordering::Relaxed)
+    }
+}
+
+impl<K: Hash + Eq, V: Clone, S: BuildHasher> Map<K, V, S> {
+    /// A clone of the value of `key`, if present.
+    pub fn get_cloned<Q>(&self, key: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.pin().get(key).cloned()
+    }
+}
+
+impl<K: Hash + Eq, V, S: BuildHasher> Map<K, V, S> {
+    /// Whether `key` is present.
+    pub fn contains_key<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.pin().get(key).is_some()
+    }
+}
+
+impl<K, V, S> Drop for Map<K, V, S> {
+    fn drop(&mut self) {
+        let mut words = Vec::new();
+        self.raw.for_each(&bin_hash, |_, value| words.push(value));
+        for word in words {
+            // SAFETY: `&mut self`: no operation runs and no handle lives, so the table's
+            // words are ours; each entry is in exactly one word, each word freed once.
+            unsafe {
+                for entry in target::<K, V>(word).entries() {
+                    drop(Box::from_raw(entry));
+                }
+                if word & COLLIDED != 0 {
+                    drop(Box::from_raw(pointer::<Collided<K, V>>(word)));
+                }
+            }
+        }
+        // Entries retired earlier are freed by the collector's own drop, after this.
+    }
+}
+
+impl<K, V, S> fmt::Debug for Map<K, V, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (_, bins, link_buckets) = self.raw.shape();
+        f.debug_struct("Map")
+            .field("len", &self.len())
+            .field("bins", &bins)
+            .field("link_buckets", &link_buckets)
+            .field("backend", &self.raw.backend())
+            .finish()
+    }
+}
+
+/// A pinned handle on a [`Map`] ([`Map::pin`]): its operations hand out references that live
+/// as long as the handle.
+pub struct MapRef<'m, K, V, S> {
+    map: &'m Map<K, V, S>,
+    guard: LocalGuard<'m>,
+}
+
+impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
+    /// The key's hash word and the engine's placement hash.
+    #[inline(always)]
+    fn locate<Q: Hash + ?Sized>(&self, key: &Q) -> (u64, u64) {
+        let word = self.map.hasher.hash_one(key);
+        (bin_hash(word), word)
+    }
+
+    /// The value of `key`, if present.
+    #[inline]
+    pub fn get<Q>(&self, key: &Q) -> Option<&V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let (hash, word) = self.locate(key);
+        let value = self.map.raw.get(hash, word, &bin_hash)?;
+        // SAFETY: read from the table under `self.guard`; the reference lives as `self`.
+        unsafe {
+            let found = target::<K, V>(value).find(key)?;
+            Some(&entry(found).value)
+        }
+    }
+
+    /// Whether `key` is present.
+    pub fn contains_key<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.get(key).is_some()
+    }
+
+    /// Insert `key -> value` only if `key` is absent; otherwise leave the map unchanged (and
+    /// drop `value`) and return the present value.
+    ///
+    /// # Errors
+    /// As `FlatMap::insert`: [`Error::Full`] at [`Builder::max_bins`], or the larger table
+    /// cannot be had. The map is unchanged and `key` and `value` are dropped.
+    pub fn insert(&self, key: K, value: V) -> Result<Insert<&V>, Error> {
+        let (hash, word) = self.locate(&key);
+        let new = Box::into_raw(Box::new(Entry { key, value }));
+        // SAFETY: ours until published, then alive while our guard is.
+        let key = unsafe { &entry(new).key };
+        loop {
+            let present = match self
+                .map
+                .raw
+                .insert(hash, word, word_of_entry(new), &bin_hash)
+            {
+                Ok(Inserted::New) => return Ok(Insert::Inserted),
+                Ok(Inserted::Exists(present)) => present,
+                Err(error) => {
+                    // SAFETY: never published.
+                    drop(unsafe { Box::from_raw(new) });
+                    return Err(error);
+                }
+            };
+            let target = target::<K, V>(present);
+            // SAFETY: read from the table under our guard.
+            if let Some(found) = unsafe { target.find(key) } {
+                // SAFETY: never published; `found` lives while our guard does.
+                unsafe {
+                    drop(Box::from_raw(new));
+                    return Ok(Insert::Present(&entry(found).value));
+                }
+            }
+            // Another key with our hash: one more entry in its list.
+            // SAFETY: as above.
+            let mut entries = unsafe { target.entries() };
+            entries.push(new);
+            if self.swap(hash, word, present, word_of(entries)) {
+                self.count_collided(1);
+                return Ok(Insert::Inserted);
+            }
+        }
+    }
+
+    /// Insert `key -> value`, replacing any present value. Returns the previous value.
+    ///
+    /// # Errors
+    /// As [`insert`](Self::insert), when the key is absent.
+    pub fn upsert(&self, key: K, value: V) -> Result<Option<&V>, Error> {
+        let (hash, word) = self.locate(&key);
+        let new = Box::into_raw(Box::new(Entry { key, value }));
+        // SAFETY: ours until published, then alive while our guard is.
+        let key = unsafe { &entry(new).key };
+        loop {
+            let Some(present) = self.map.raw.get(hash, word, &bin_hash) else {
+                match self
+                    .map
+                    .raw
+                    .insert(hash, word, word_of_entry(new), &bin_hash)
+                {
+                    Ok(Inserted::New) => return Ok(None),
+                    // Inserted meanwhile: replace it.
+                    Ok(Inserted::Exists(_)) => continue,
+                    Err(error) => {
+                        // SAFETY: never published.
+                        drop(unsafe { Box::from_raw(new) });
+                        return Err(error);
+                    }
+                }
+            };
+            let target = target::<K, V>(present);
+            // SAFETY: read from the table under our guard.
+            let (old, mut entries) = unsafe { (target.find(key), target.entries()) };
+            match old {
+                Some(old) => replace(&mut entries, old, new),
+                None => entries.push(new),
+            }
+            if self.swap(hash, word, present, word_of(entries)) {
+                let Some(old) = old else {
+                    self.count_collided(1);
+                    return Ok(None);
+                };
+                // SAFETY: our swap took `old` out of the table; it lives while our guard does.
+                unsafe {
+                    self.guard.defer_retire(old, reclaim::entry::<K, V>);
+                    return Ok(Some(&entry(old).value));
+                }
+            }
+        }
+    }
+
+    /// Replace the value of a present `key` by `f(&old)` (copy on write: `f` may run more
+    /// than once under contention, with the newer value each time). Returns the new value,
+    /// or `None` if the key is absent (then `f` does not run).
+    pub fn update<Q>(&self, key: &Q, mut f: impl FnMut(&V) -> V) -> Option<&V>
+    where
+        K: Borrow<Q> + Clone,
+        Q: Hash + Eq + ?Sized,
+    {
+        let (hash, word) = self.locate(key);
+        loop {
+            let (present, old, mut entries) = self.find_present(hash, word, key)?;
+            // SAFETY: read from the table under our guard.
+            let current = unsafe { entry(old) };
+            let new = Box::into_raw(Box::new(Entry {
+                key: current.key.clone(),
+                value: f(&current.value),
+            }));
+            replace(&mut entries, old, new);
+            if self.swap(hash, word, present, word_of(entries)) {
+                // SAFETY: our swap took `old` out of the table and published `new`, which is
+                // retired only by whoever takes it out, after our guard ends.
+                unsafe {
+                    self.guard.defer_retire(old, reclaim::entry::<K, V>);
+                    return Some(&entry(new).value);
+                }
+            }
+            // SAFETY: never published.
+            drop(unsafe { Box::from_raw(new) });
+        }
+    }
+
+    /// Remove `key`, returning its value (valid as long as this handle).
+    pub fn remove<Q>(&self, key: &Q) -> Option<&V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.remove_if(key, |_| true)
+    }
+
+    /// Remove `key` if `accept` says so of its value; returns the removed value. `accept`
+    /// may run more than once under contention.
+    pub fn remove_if<Q>(&self, key: &Q, mut accept: impl FnMut(&V) -> bool) -> Option<&V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let (hash, word) = self.locate(key);
+        loop {
+            let (present, old, mut entries) = self.find_present(hash, word, key)?;
+            // SAFETY: read from the table under our guard.
+            if !accept(unsafe { &entry(old).value }) {
+                return None;
+            }
+            let removed = if entries.len() == 1 {
+                // Only if the word is still the one read: a colliding key inserted meanwhile
+                // must stay.
+                self.map
+                    .raw
+                    .remove_if(hash, word, |now| now == present, &bin_hash)
+                    .is_ok()
+            } else {
+                entries.retain(|&e| e != old);
+                let swapped = self.swap(hash, word, present, word_of(entries));
+                if swapped {
+                    self.count_collided(-1);
+                }
+                swapped
+            };
+            if removed {
+                // SAFETY: our remove or swap took `old` out of the table (the swap retired
+                // the list `present` pointed to, if one); it lives while our guard does.
+                unsafe {
+                    self.guard.defer_retire(old, reclaim::entry::<K, V>);
+                    return Some(&entry(old).value);
+                }
+            }
+        }
+    }
+
+    /// For a present `key`: the value word of its hash, its entry, and every entry of that
+    /// word. `None` if the key is absent.
+    fn find_present<Q>(&self, hash: u64, word: u64, key: &Q) -> Option<Present<K, V>>
+    where
+        K: Borrow<Q>,
+        Q: Eq + ?Sized,
+    {
+        let present = self.map.raw.get(hash, word, &bin_hash)?;
+        let target = target::<K, V>(present);
+        // SAFETY: read from the table under our guard.
+        unsafe { Some((present, target.find(key)?, target.entries())) }
+    }
+
+    /// Count keys added to (`1`) or taken from (`-1`) a `Collided` list.
+    fn count_collided(&self, change: isize) {
+        let collided = &self.map.collided_keys;
+        if change > 0 {
+            collided.fetch_add(1, crate::sync::stat::Ordering::Relaxed);
+        } else {
+            collided.fetch_sub(1, crate::sync::stat::Ordering::Relaxed);
+        }
+    }
+
+    /// Swap the value word of `word` from `present` to `new` (from `word_of`). On success
+    /// the list `present` pointed to (if one) is retired; on failure `new`'s list (if one) is
+    /// freed, its entries untouched. Whether it swapped.
+    fn swap(&self, hash: u64, word: u64, present: u64, new: u64) -> bool {
+        match self
+            .map
+            .raw
+            .compare_exchange(hash, word, present, new, &bin_hash)
+        {
+            Ok(_) => {
+                // SAFETY: our CAS took `present` out of the table.
+                unsafe { retire_list::<K, V>(&self.guard, present) };
+                true
+            }
+            Err(Mismatch::Absent | Mismatch::Value(_)) => {
+                // SAFETY: `new` was never stored.
+                unsafe { discard_unpublished::<K, V>(new) };
+                false
+            }
+        }
+    }
+}
+
+impl<K, V, S> fmt::Debug for MapRef<'_, K, V, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self.map, f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::{
+        collections::HashMap,
+        hash::{BuildHasherDefault, Hasher},
+        sync::atomic::{AtomicUsize, Ordering},
+    };
+
+    use super::*;
+
+    /// A hasher that sends every key to one hash word: every key collides.
+    #[derive(Default)]
+    struct Constant;
+    impl Hasher for Constant {
+        fn write(&mut self, _: &[u8]) {}
+        fn finish(&self) -> u64 {
+            0x1234_5678
+        }
+    }
+
+    fn small<K: Hash + Eq, V>() -> Map<K, V> {
+        Map::builder().bins(2).build().unwrap()
+    }
+
+    #[test]
+    fn operations_agree_with_std() {
+        let map = small::<String, Vec<u8>>();
+        let mut model = HashMap::new();
+        let m = map.pin();
+        let (operations, keys) = if cfg!(miri) {
+            (300u32, 40)
+        } else {
+            (2000, 300)
+        };
+        for i in 0..operations {
+            let key = format!("k{}", i % keys);
+            let value = i.to_le_bytes().to_vec();
+            match i % 5 {
+                0 | 1 => {
+                    let got = m.insert(key.clone(), value.clone()).unwrap();
+                    match model.get(&key) {
+                        Some(v) => assert_eq!(got, Insert::Present(v)),
+                        None => {
+                            assert_eq!(got, Insert::Inserted);
+                            model.insert(key, value);
+                        }
+                    }
+                }
+                2 => assert_eq!(
+                    m.upsert(key.clone(), value.clone()).unwrap().cloned(),
+                    model.insert(key, value)
+                ),
+                3 => assert_eq!(m.remove(key.as_str()).cloned(), model.remove(&key)),
+                _ => assert_eq!(m.get(key.as_str()), model.get(&key)),
+            }
+        }
+        assert_eq!(map.len(), model.len());
+        drop(m);
+        assert_eq!(map.check_invariants(), model.len());
+    }
+
+    #[test]
+    fn colliding_hashes_are_told_apart_by_eq() {
+        let map: Map<u32, u32, _> = Map::builder()
+            .hasher(BuildHasherDefault::<Constant>::default())
+            .bins(2)
+            .build()
+            .unwrap();
+        let m = map.pin();
+        for k in 0..20 {
+            assert_eq!(m.insert(k, k * 10).unwrap(), Insert::Inserted);
+        }
+        assert_eq!(m.insert(3, 0).unwrap(), Insert::Present(&30));
+        assert_eq!(map.len(), 20);
+        assert_eq!(m.upsert(4, 41).unwrap(), Some(&40));
+        assert_eq!(m.update(&5, |v| v + 1), Some(&51));
+        assert_eq!(m.remove(&6), Some(&60));
+        assert_eq!(m.remove_if(&7, |&v| v == 0), None);
+        for k in 0..20 {
+            let expect = match k {
+                4 => Some(41),
+                5 => Some(51),
+                6 => None,
+                k => Some(k * 10),
+            };
+            assert_eq!(m.get(&k).copied(), expect, "key {k}");
+        }
+        assert_eq!(map.len(), 19);
+        for k in 0..20 {
+            m.remove(&k);
+        }
+        assert!(map.is_empty());
+        drop(m);
+        assert_eq!(map.check_invariants(), 0);
+    }
+
+    /// Counts its drops, to check every key and value is dropped exactly once.
+    struct Counted<'c>(&'c AtomicUsize);
+    impl Drop for Counted<'_> {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    #[test]
+    fn every_value_is_dropped_once() {
+        let drops = AtomicUsize::new(0);
+        let made;
+        {
+            let map = small::<u32, Counted<'_>>();
+            let m = map.pin();
+            let mut count = 0;
+            for k in 0..200u32 {
+                let _ = m.insert(k, Counted(&drops)).unwrap();
+                count += 1;
+            }
+            for k in 0..200u32 {
+                // A present key: the rejected value is dropped at once.
+                let _ = m.insert(k, Counted(&drops)).unwrap();
+                count += 1;
+            }
+            for k in (0..200u32).step_by(3) {
+                let _ = m.upsert(k, Counted(&drops)).unwrap();
+                count += 1;
+            }
+            for k in (0..200u32).step_by(5) {
+                assert!(m.remove(&k).is_some());
+            }
+            drop(m);
+            map.clear();
+            for k in 0..50u32 {
+                let _ = map.pin().insert(k, Counted(&drops)).unwrap();
+                count += 1;
+            }
+            made = count;
+        }
+        assert_eq!(drops.load(Ordering::Relaxed), made);
+    }
+
+    #[test]
+    fn threads_on_shared_keys_keep_the_map_consistent() {
+        let map = small::<String, u64>();
+        let (threads, operations) = if cfg!(miri) { (2u64, 60u64) } else { (4, 500) };
+        std::thread::scope(|scope| {
+            for t in 0..threads {
+                let map = &map;
+                scope.spawn(move || {
+                    for i in 0..operations {
+                        let key = format!("{}", i % 20);
+                        let m = map.pin();
+                        match (i + t) % 4 {
+                            0 => drop(m.insert(key, i).unwrap()),
+                            1 => drop(m.upsert(key, i).unwrap()),
+                            2 => drop(m.update(key.as_str(), |v| v + 1)),
+                            _ => drop(m.remove(key.as_str())),
+                        }
+                    }
+                });
+            }
+        });
+        let keys = (0..20)
+            .filter(|k| map.contains_key(&format!("{k}")))
+            .count();
+        assert_eq!(map.len(), keys);
+        assert_eq!(map.check_invariants(), keys);
+    }
+}

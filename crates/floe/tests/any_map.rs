@@ -1,0 +1,233 @@
+//! `floe::Map` against `std::collections::HashMap<String, Vec<u8>>`: every operation, on a
+//! map of two bins that grows (and shrinks through `clear`), with a good hasher and with one
+//! that gives only four hash words (so most keys share a slot through a collision list).
+
+use std::{
+    collections::HashMap,
+    hash::{BuildHasher, Hasher},
+};
+
+use floe::{Error, Insert, Map};
+use proptest::prelude::*;
+
+/// Four hash words for all keys: the sum of the bytes, mod 4.
+#[derive(Clone, Copy, Default)]
+struct FourWords;
+
+#[derive(Default)]
+struct FourWordsHasher(u64);
+
+impl Hasher for FourWordsHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        self.0 = bytes
+            .iter()
+            .fold(self.0, |sum, &byte| sum.wrapping_add(u64::from(byte)));
+    }
+    fn finish(&self) -> u64 {
+        self.0 % 4
+    }
+}
+
+impl BuildHasher for FourWords {
+    type Hasher = FourWordsHasher;
+    fn build_hasher(&self) -> FourWordsHasher {
+        FourWordsHasher::default()
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Insert(u8, Vec<u8>),
+    Upsert(u8, Vec<u8>),
+    Update(u8, u8),
+    Remove(u8),
+    RemoveIfEmpty(u8),
+    Get(u8),
+    Clear,
+}
+
+fn op(keys: u8) -> impl Strategy<Value = Op> {
+    let value = || prop::collection::vec(any::<u8>(), 0..4);
+    prop_oneof![
+        4 => (0..keys, value()).prop_map(|(k, v)| Op::Insert(k, v)),
+        3 => (0..keys, value()).prop_map(|(k, v)| Op::Upsert(k, v)),
+        2 => (0..keys, any::<u8>()).prop_map(|(k, b)| Op::Update(k, b)),
+        3 => (0..keys).prop_map(Op::Remove),
+        1 => (0..keys).prop_map(Op::RemoveIfEmpty),
+        4 => (0..keys).prop_map(Op::Get),
+        1 => Just(Op::Clear),
+    ]
+}
+
+fn key(k: u8) -> String {
+    format!("key-{k}")
+}
+
+fn check<S: BuildHasher>(map: &Map<String, Vec<u8>, S>, ops: &[Op]) {
+    let mut model: HashMap<String, Vec<u8>> = HashMap::new();
+    for op in ops {
+        let m = map.pin();
+        match op.clone() {
+            Op::Insert(k, v) => {
+                let got = m.insert(key(k), v.clone()).unwrap();
+                match model.get(&key(k)) {
+                    Some(present) => assert_eq!(got, Insert::Present(present)),
+                    None => {
+                        assert_eq!(got, Insert::Inserted);
+                        model.insert(key(k), v);
+                    }
+                }
+            }
+            Op::Upsert(k, v) => assert_eq!(
+                m.upsert(key(k), v.clone()).unwrap().cloned(),
+                model.insert(key(k), v)
+            ),
+            Op::Update(k, byte) => {
+                let got = m.update(key(k).as_str(), |v| {
+                    let mut v = v.clone();
+                    v.push(byte);
+                    v
+                });
+                let expect = model.get_mut(&key(k)).map(|v| {
+                    v.push(byte);
+                    v.clone()
+                });
+                assert_eq!(got.cloned(), expect);
+            }
+            Op::Remove(k) => assert_eq!(m.remove(key(k).as_str()).cloned(), model.remove(&key(k))),
+            Op::RemoveIfEmpty(k) => {
+                let got = m.remove_if(key(k).as_str(), |v| v.is_empty()).cloned();
+                let expect = match model.get(&key(k)) {
+                    Some(v) if v.is_empty() => model.remove(&key(k)),
+                    _ => None,
+                };
+                assert_eq!(got, expect);
+            }
+            Op::Get(k) => assert_eq!(m.get(key(k).as_str()), model.get(&key(k))),
+            Op::Clear => {
+                drop(m);
+                map.clear();
+                model.clear();
+            }
+        }
+        assert_eq!(map.len(), model.len());
+    }
+    for (k, v) in &model {
+        assert_eq!(map.pin().get(k.as_str()), Some(v));
+    }
+    assert_eq!(map.check_invariants(), model.len());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: if cfg!(miri) { 2 } else { 64 },
+        ..ProptestConfig::default()
+    })]
+
+    /// Up to 200 keys into two bins: the map grows several times.
+    #[test]
+    fn map_agrees_with_std_while_growing(ops in prop::collection::vec(op(200), 0..600)) {
+        let map = Map::<String, Vec<u8>>::builder().bins(2).build().unwrap();
+        check(&map, &ops);
+    }
+
+    /// Every key on one of four hash words: collision lists of up to dozens of keys.
+    #[test]
+    fn map_agrees_with_std_when_hashes_collide(ops in prop::collection::vec(op(40), 0..400)) {
+        let map = Map::<String, Vec<u8>>::builder().bins(2).hasher(FourWords).build().unwrap();
+        check(&map, &ops);
+    }
+}
+
+#[test]
+fn a_full_capped_map_answers_full_and_keeps_its_keys() {
+    let map = Map::<String, String>::builder()
+        .bins(2)
+        .link_buckets(0)
+        .max_bins(2)
+        .build()
+        .unwrap();
+    let m = map.pin();
+    let mut kept = Vec::new();
+    for k in 0..100 {
+        match m.insert(key(k), format!("v{k}")) {
+            Ok(inserted) => {
+                assert!(inserted.is_inserted());
+                kept.push(k);
+            }
+            Err(error) => assert_eq!(error, Error::Full),
+        }
+    }
+    // Two bins of three slots hold six hash words.
+    assert!(kept.len() <= 6 && !kept.is_empty(), "{kept:?}");
+    for &k in &kept {
+        assert_eq!(m.get(key(k).as_str()), Some(&format!("v{k}")));
+    }
+    assert_eq!(map.len(), kept.len());
+}
+
+#[test]
+fn reserve_past_any_memory_is_an_error() {
+    let map = Map::<String, u64>::with_capacity(10).unwrap();
+    assert!(map.reserve(usize::MAX).is_err());
+    assert!(map.pin().insert("a".into(), 1).unwrap().is_inserted());
+    assert_eq!(map.get_cloned("a"), Some(1));
+}
+
+/// One hash word for every key.
+#[derive(Clone, Copy, Default)]
+struct OneWord;
+
+/// The hasher of [`OneWord`].
+struct Zero;
+
+impl Hasher for Zero {
+    fn write(&mut self, _: &[u8]) {}
+    fn finish(&self) -> u64 {
+        0
+    }
+}
+
+impl BuildHasher for OneWord {
+    type Hasher = Zero;
+    fn build_hasher(&self) -> Zero {
+        Zero
+    }
+}
+
+/// A key removed by one thread shares its slot (hash word) with keys another thread keeps
+/// inserting: the remove must take its own key only, never the other thread's (it removes
+/// the slot only if the slot still holds the word it read). Fails if the remove of a lone
+/// entry drops the slot unconditionally.
+#[test]
+fn removing_a_key_never_removes_a_colliding_one() {
+    let map = Map::<String, u32, _>::builder()
+        .bins(2)
+        .hasher(OneWord)
+        .build()
+        .unwrap();
+    let rounds = if cfg!(miri) { 30 } else { 20_000 };
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            for i in 0..rounds {
+                let m = map.pin();
+                let _ = m.insert("lone".to_string(), i).unwrap();
+                m.remove("lone");
+            }
+        });
+        scope.spawn(|| {
+            for i in 0..rounds {
+                let m = map.pin();
+                let key = format!("kept-{}", i % 3);
+                assert!(m.insert(key.clone(), i).unwrap().is_inserted());
+                assert_eq!(
+                    m.get(key.as_str()),
+                    Some(&i),
+                    "a colliding remove took {key}"
+                );
+                assert_eq!(m.remove(key.as_str()), Some(&i));
+            }
+        });
+    });
+    assert!(map.is_empty());
+}
