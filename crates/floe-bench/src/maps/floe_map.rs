@@ -1,4 +1,4 @@
-//! floe's `FlatMap` as a `BenchMap`.
+//! floe's `FlatMap` and `Map` as `BenchMap`s.
 
 use super::{BenchMap, Map};
 
@@ -25,5 +25,27 @@ impl BenchMap for Map {
     }
     fn as_floe(&self) -> Option<&Map> {
         Some(self)
+    }
+}
+
+/// The any-key map with the bench's keys and values.
+pub type AnyMap = floe::Map<u64, u64, super::AnyHash>;
+
+impl BenchMap for AnyMap {
+    #[inline]
+    fn get(&self, key: u64) -> Option<u64> {
+        self.pin().get(&key).copied()
+    }
+    #[inline]
+    fn insert(&self, key: u64, value: u64) -> bool {
+        self.pin().insert(key, value).is_ok_and(|i| i.is_inserted())
+    }
+    #[inline]
+    fn update(&self, key: u64, value: u64) -> bool {
+        self.pin().update(&key, |_| value).is_some()
+    }
+    #[inline]
+    fn remove(&self, key: u64) -> bool {
+        self.pin().remove(&key).is_some()
     }
 }

@@ -44,6 +44,10 @@ pub enum MapKind {
     FloeBlocking,
     /// floe's FlatMap made fixed-size (`max_bins`): never grows, skips the reader announcement.
     FloeFixed,
+    /// floe's `Map` for any key and value, here `Map<u64, u64>`: the slot holds the key's hash
+    /// and a pointer to a heap entry (one more line per hit than `FlatMap`); one handle pinned
+    /// per operation (`map.pin()`), as for papaya. No batches yet.
+    FloeAny,
     /// dashmap 6: sharded `RwLock<hashbrown>`; `get` copies the value out under the read lock;
     /// insert-if-absent through `entry`.
     Dashmap,
@@ -90,6 +94,7 @@ impl MapKind {
             MapKind::Floe => "floe",
             MapKind::FloeBlocking => "floe-blocking",
             MapKind::FloeFixed => "floe-fixed",
+            MapKind::FloeAny => "floe-any",
             MapKind::Dashmap => "dashmap",
             MapKind::Papaya => "papaya",
             MapKind::PapayaIncremental => "papaya-incremental",
@@ -145,6 +150,11 @@ impl Recipe {
                     .build()
                     .map_err(|e| format!("building floe's map: {e}"))
             }),
+            MapKind::FloeAny => visit.visit(&|| {
+                self.configure(floe::Map::<u64, u64>::builder())
+                    .build()
+                    .map_err(|e| format!("building floe's any-key map: {e}"))
+            }),
             MapKind::FloeBlocking => visit.visit(&|| {
                 Recipe {
                     resize: floe::ResizeMode::Blocking,
@@ -195,7 +205,15 @@ impl Recipe {
 
     /// The builder behind [`floe`](Self::floe).
     fn floe_builder(&self) -> floe::Builder<u64, u64, AnyHash> {
-        floe::FlatMap::<u64, u64>::builder()
+        self.configure(floe::FlatMap::<u64, u64>::builder())
+    }
+
+    /// This recipe's options on a builder of either floe map.
+    fn configure<T>(
+        &self,
+        builder: floe::Builder<u64, u64, floe::hash::DefaultHashBuilder, T>,
+    ) -> floe::Builder<u64, u64, AnyHash, T> {
+        builder
             .capacity(self.capacity)
             .hasher(self.hasher)
             .backend(self.backend)
