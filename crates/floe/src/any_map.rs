@@ -389,6 +389,15 @@ impl<K, V, S> Map<K, V, S> {
         self.raw.reserve(additional, &bin_hash)
     }
 
+    /// Shrink the table if it is much larger than its keys need (see `FlatMap::shrink_to_fit`);
+    /// whether it shrank.
+    ///
+    /// # Errors
+    /// [`Error::AllocationFailed`] if the smaller table cannot be had; the map is unchanged.
+    pub fn shrink_to_fit(&self) -> Result<bool, Error> {
+        self.raw.shrink_to_fit(&bin_hash)
+    }
+
     /// Check the engine's invariants on a quiescent map and return the number of keys (for
     /// tests).
     #[doc(hidden)]
@@ -679,6 +688,25 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
         unsafe { Some((present, target.find(key)?, target.entries())) }
     }
 
+    /// An iterator over `(&key, &value)`, weakly consistent as `FlatMap::iter`: a key present
+    /// for the whole iteration is yielded exactly once, also across growth; a key inserted or
+    /// removed during it may or may not be. It never blocks writers. Entries it yields live as
+    /// long as this handle, so a long iteration delays the freeing of entries removed
+    /// meanwhile.
+    pub fn iter(&self) -> MapIter<'_, K, V, S> {
+        self.into_iter()
+    }
+
+    /// The keys, as [`iter`](Self::iter) yields them.
+    pub fn keys(&self) -> impl Iterator<Item = &K> + '_ {
+        self.iter().map(|(k, _)| k)
+    }
+
+    /// The values, as [`iter`](Self::iter) yields them.
+    pub fn values(&self) -> impl Iterator<Item = &V> + '_ {
+        self.iter().map(|(_, v)| v)
+    }
+
     /// Count keys added to (`1`) or taken from (`-1`) a `Collided` list.
     fn count_collided(&self, change: isize) {
         let collided = &self.map.collided_keys;
@@ -708,6 +736,48 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
                 unsafe { discard_unpublished::<K, V>(new) };
                 false
             }
+        }
+    }
+}
+
+/// The iterator of [`MapRef::iter`].
+pub struct MapIter<'h, K, V, S> {
+    handle: &'h MapRef<'h, K, V, S>,
+    /// The first hash of the next run of bins to read; `None` once the last was read.
+    next: Option<u64>,
+    buffer: std::vec::IntoIter<*mut Entry<K, V>>,
+}
+
+impl<'h, K, V, S> Iterator for MapIter<'h, K, V, S> {
+    type Item = (&'h K, &'h V);
+
+    fn next(&mut self) -> Option<(&'h K, &'h V)> {
+        loop {
+            if let Some(found) = self.buffer.next() {
+                // SAFETY: read from the table under the handle's guard, which outlives `'h`.
+                let found = unsafe { entry(found) };
+                return Some((&found.key, &found.value));
+            }
+            let start = self.next?;
+            let mut entries = Vec::new();
+            self.next = self.handle.map.raw.walk_run(start, &bin_hash, |_, value| {
+                // SAFETY: as above.
+                entries.extend(unsafe { target::<K, V>(value).entries() });
+            });
+            self.buffer = entries.into_iter();
+        }
+    }
+}
+
+impl<'h, K, V, S> IntoIterator for &'h MapRef<'h, K, V, S> {
+    type Item = (&'h K, &'h V);
+    type IntoIter = MapIter<'h, K, V, S>;
+
+    fn into_iter(self) -> MapIter<'h, K, V, S> {
+        MapIter {
+            handle: self,
+            next: Some(0),
+            buffer: Vec::new().into_iter(),
         }
     }
 }

@@ -142,12 +142,12 @@ mod reclaim;
 mod sync;
 
 pub use crate::{
-    any_map::{Map, MapRef},
+    any_map::{Map, MapIter, MapRef},
     batch::{Batch, Delta, Pipeline, Prefetch, Request, Response, MAX_PIPELINE_WINDOW},
     config::{Backend, ResizeMode, Stats},
     error::Error,
     inline::{Counter, Inline, InlineKey},
-    map::{Builder, CompareExchangeError, FlatMap, ForFlatMap, ForMap, Insert},
+    map::{Builder, CompareExchangeError, FlatMap, ForFlatMap, ForMap, Insert, Iter},
     raw::stats::lines_read,
 };
 

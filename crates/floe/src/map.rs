@@ -529,6 +529,41 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
         });
     }
 
+    /// An iterator over the `(key, value)` pairs, weakly consistent: a key present for the
+    /// whole iteration is yielded exactly once, also when the map grows or shrinks meanwhile;
+    /// a key inserted or removed during it may or may not be. It never blocks writers and
+    /// never finishes a growth: it reads the table a few dozen bins at a time, so it holds no
+    /// more than that many pairs and delays the freeing of a replaced table only for a step.
+    ///
+    /// ```
+    /// let map = floe::FlatMap::<u64, u64>::with_capacity(10)?;
+    /// for k in 0..5 {
+    ///     map.insert(k, k * k)?;
+    /// }
+    /// let mut pairs: Vec<_> = map.iter().collect();
+    /// pairs.sort();
+    /// assert_eq!(pairs, [(0, 0), (1, 1), (2, 4), (3, 9), (4, 16)]);
+    /// assert_eq!(map.keys().count(), 5);
+    /// # Ok::<(), floe::Error>(())
+    /// ```
+    pub fn iter(&self) -> Iter<'_, K, V, S> {
+        Iter {
+            map: self,
+            next: Some(0),
+            buffer: Vec::new().into_iter(),
+        }
+    }
+
+    /// The keys, as [`iter`](Self::iter) yields them.
+    pub fn keys(&self) -> impl Iterator<Item = K> + '_ {
+        self.iter().map(|(k, _)| k)
+    }
+
+    /// The values, as [`iter`](Self::iter) yields them.
+    pub fn values(&self) -> impl Iterator<Item = V> + '_ {
+        self.iter().map(|(_, v)| v)
+    }
+
     /// Make room for `additional` more keys than the map holds now, growing it (and doing the
     /// whole move in this call) if the current table is sized for fewer.
     ///
@@ -698,6 +733,41 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
                 &self.rehash(),
             )
             .map(|old| old.map(V::from_word))
+    }
+}
+
+/// The iterator of [`FlatMap::iter`].
+pub struct Iter<'m, K, V, S> {
+    map: &'m FlatMap<K, V, S>,
+    /// The first hash of the next run of bins to read; `None` once the last was read.
+    next: Option<u64>,
+    buffer: std::vec::IntoIter<(K, V)>,
+}
+
+impl<K: InlineKey, V: Inline, S: BuildHasher> Iterator for Iter<'_, K, V, S> {
+    type Item = (K, V);
+
+    fn next(&mut self) -> Option<(K, V)> {
+        loop {
+            if let Some(pair) = self.buffer.next() {
+                return Some(pair);
+            }
+            let start = self.next?;
+            let mut pairs = Vec::new();
+            self.next = self.map.raw.walk_run(start, &self.map.rehash(), |k, v| {
+                pairs.push((K::from_word(k), V::from_word(v)));
+            });
+            self.buffer = pairs.into_iter();
+        }
+    }
+}
+
+impl<'m, K: InlineKey, V: Inline, S: BuildHasher> IntoIterator for &'m FlatMap<K, V, S> {
+    type Item = (K, V);
+    type IntoIter = Iter<'m, K, V, S>;
+
+    fn into_iter(self) -> Iter<'m, K, V, S> {
+        self.iter()
     }
 }
 

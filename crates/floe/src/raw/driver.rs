@@ -34,6 +34,10 @@ use crate::{
     },
 };
 
+/// Bins per step of an iterator ([`RawMap::walk_run`]): a few pages of table, so a step's
+/// buffer stays small and a step never holds back reclamation for long.
+pub(crate) const WALK_CHUNK_BINS: usize = 64;
+
 /// A facade's hash function on key words (used only to place keys in a new table).
 pub(crate) type Rehash<'a> = &'a dyn Fn(u64) -> u64;
 
@@ -666,6 +670,35 @@ impl RawMap {
                 }
             }
         });
+    }
+
+    /// Visit the `(key, value)` pairs whose hashes lie in the run of about [`WALK_CHUNK_BINS`]
+    /// bins of the current table that starts at hash `start`; the start of the next run, or
+    /// `None` after the last. An iterator's step: calls for successive runs visit every key
+    /// present throughout exactly once (each hash lies in exactly one run, and within a run
+    /// the argument of [`walk_hashes`](Self::walk_hashes) holds), across growths and shrinks
+    /// between or during the calls, which never finish a growth or wait for one.
+    pub(crate) fn walk_run(
+        &self,
+        start: u64,
+        rehash: Rehash<'_>,
+        mut visit: impl FnMut(u64, u64),
+    ) -> Option<u64> {
+        let guard = reclaim::enter();
+        let table = self.load(&guard);
+        let bins = table.bins();
+        let last_bin = fastrange(start, bins)
+            .saturating_add(WALK_CHUNK_BINS - 1)
+            .min(bins - 1);
+        let end = *fastrange_hashes(last_bin, bins).end();
+        self.walk_hashes(table, start..=end, rehash, &mut |_, snapshot, wanted| {
+            for &(_, key, value) in snapshot.entries() {
+                if wanted(key) {
+                    visit(key, value);
+                }
+            }
+        });
+        end.checked_add(1)
     }
 
     /// Visit, as validated snapshots, the bins of `table` that hold the hashes `hashes`, each
