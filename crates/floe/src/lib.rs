@@ -139,6 +139,7 @@ mod inline;
 mod map;
 mod raw;
 mod reclaim;
+mod set;
 mod sync;
 
 pub use crate::{
@@ -149,6 +150,7 @@ pub use crate::{
     inline::{Counter, Inline, InlineKey},
     map::{Builder, CompareExchangeError, FlatMap, ForFlatMap, ForMap, Insert, Iter},
     raw::stats::lines_read,
+    set::{FlatSet, Set, SetRef},
 };
 
 /// The README's examples, compiled and run as doctests.

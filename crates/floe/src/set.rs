@@ -1,0 +1,250 @@
+//! Sets: [`FlatSet`] over `FlatMap<K, ()>` and [`Set`] over `Map<K, ()>`, with the maps'
+//! guarantees (lock-free, linearizable per key, weakly consistent iteration).
+//!
+//! A set is its map with the unit value: `()` is an 8-byte-or-less [`Inline`](crate::Inline)
+//! value (the value word is always zero) and a `Map` entry of `(K, ())` is just the key.
+
+use core::{
+    borrow::Borrow,
+    fmt,
+    hash::{BuildHasher, Hash},
+};
+
+use crate::{
+    any_map::{Map, MapRef},
+    error::Error,
+    hash::DefaultHashBuilder,
+    inline::InlineKey,
+    map::FlatMap,
+};
+
+/// A concurrent set of keys of up to 8 bytes, stored inline (a [`FlatMap`] with `()` values).
+///
+/// ```
+/// let set = floe::FlatSet::<u64>::with_capacity(100)?;
+/// assert!(set.insert(3)?);
+/// assert!(!set.insert(3)?);
+/// assert!(set.contains(&3));
+/// assert!(set.remove(&3));
+/// assert!(set.is_empty());
+/// # Ok::<(), floe::Error>(())
+/// ```
+///
+/// Other options (hasher, backend, growth limit): build the map and convert it,
+/// `FlatSet::from(FlatMap::<K, ()>::builder()...build()?)`.
+pub struct FlatSet<K, S = DefaultHashBuilder> {
+    map: FlatMap<K, (), S>,
+}
+
+impl<K: InlineKey> FlatSet<K> {
+    /// A set sized for `keys` keys, with the default hasher.
+    ///
+    /// # Errors
+    /// As [`Builder::build`](crate::Builder::build).
+    pub fn with_capacity(keys: usize) -> Result<Self, Error> {
+        FlatMap::with_capacity(keys).map(Self::from)
+    }
+}
+
+impl<K, S> From<FlatMap<K, (), S>> for FlatSet<K, S> {
+    fn from(map: FlatMap<K, (), S>) -> Self {
+        Self { map }
+    }
+}
+
+impl<K: InlineKey, S: BuildHasher> FlatSet<K, S> {
+    /// Add `key`; whether it was absent.
+    ///
+    /// # Errors
+    /// As [`FlatMap::insert`]; the set is unchanged.
+    pub fn insert(&self, key: K) -> Result<bool, Error> {
+        Ok(self.map.insert(key, ())?.is_inserted())
+    }
+
+    /// Whether `key` is present.
+    pub fn contains(&self, key: &K) -> bool {
+        self.map.contains_key(key)
+    }
+
+    /// Remove `key`; whether it was present.
+    pub fn remove(&self, key: &K) -> bool {
+        self.map.remove(key).is_some()
+    }
+
+    /// Number of keys (see [`FlatMap::len`]).
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether [`len`](Self::len) is zero.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Remove every key (see [`FlatMap::clear`]).
+    pub fn clear(&self) {
+        self.map.clear();
+    }
+
+    /// The keys, weakly consistent (see [`FlatMap::iter`]).
+    pub fn iter(&self) -> impl Iterator<Item = K> + '_ {
+        self.map.keys()
+    }
+
+    /// The map underneath (for its statistics, `reserve`, batches).
+    pub fn as_map(&self) -> &FlatMap<K, (), S> {
+        &self.map
+    }
+}
+
+impl<K, S> fmt::Debug for FlatSet<K, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("FlatSet").field("map", &self.map).finish()
+    }
+}
+
+/// A concurrent set of any `K: Hash + Eq` (a [`Map`] with `()` values).
+///
+/// ```
+/// let set = floe::Set::<String>::with_capacity(100)?;
+/// assert!(set.insert("a".to_string())?);
+/// assert!(set.contains("a"));
+/// assert_eq!(set.pin().iter().count(), 1);
+/// assert!(set.remove("a"));
+/// # Ok::<(), floe::Error>(())
+/// ```
+pub struct Set<K, S = DefaultHashBuilder> {
+    map: Map<K, (), S>,
+}
+
+impl<K: Hash + Eq> Set<K> {
+    /// A set sized for `keys` keys, with the default hasher.
+    ///
+    /// # Errors
+    /// As [`Builder::build`](crate::Builder::build).
+    pub fn with_capacity(keys: usize) -> Result<Self, Error> {
+        Map::with_capacity(keys).map(Self::from)
+    }
+}
+
+impl<K, S> From<Map<K, (), S>> for Set<K, S> {
+    fn from(map: Map<K, (), S>) -> Self {
+        Self { map }
+    }
+}
+
+impl<K: Hash + Eq, S: BuildHasher> Set<K, S> {
+    /// Add `key`; whether it was absent.
+    ///
+    /// # Errors
+    /// As [`MapRef::insert`]; the set is unchanged.
+    pub fn insert(&self, key: K) -> Result<bool, Error> {
+        Ok(self.map.pin().insert(key, ())?.is_inserted())
+    }
+
+    /// Whether `key` is present.
+    pub fn contains<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.map.contains_key(key)
+    }
+
+    /// Remove `key`; whether it was present.
+    pub fn remove<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.map.pin().remove(key).is_some()
+    }
+
+    /// A handle whose iterator yields references to the keys ([`Map::pin`]).
+    pub fn pin(&self) -> SetRef<'_, K, S> {
+        SetRef {
+            map: self.map.pin(),
+        }
+    }
+}
+
+impl<K, S> Set<K, S> {
+    /// Number of keys (see [`Map::len`]).
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether [`len`](Self::len) is zero.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Remove every key (see [`Map::clear`]).
+    pub fn clear(&self) {
+        self.map.clear();
+    }
+
+    /// The map underneath.
+    pub fn as_map(&self) -> &Map<K, (), S> {
+        &self.map
+    }
+}
+
+impl<K, S> fmt::Debug for Set<K, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Set").field("map", &self.map).finish()
+    }
+}
+
+/// A pinned handle on a [`Set`] ([`Set::pin`]).
+pub struct SetRef<'s, K, S> {
+    map: MapRef<'s, K, (), S>,
+}
+
+impl<K: Hash + Eq, S: BuildHasher> SetRef<'_, K, S> {
+    /// The keys, weakly consistent (see [`MapRef::iter`]), as long as this handle.
+    pub fn iter(&self) -> impl Iterator<Item = &K> + '_ {
+        self.map.keys()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashSet;
+
+    use super::*;
+
+    #[test]
+    fn sets_agree_with_std() {
+        let flat = FlatSet::from(FlatMap::<u16, ()>::builder().bins(2).build().unwrap());
+        let any = Set::from(Map::<String, ()>::builder().bins(2).build().unwrap());
+        let mut model = HashSet::new();
+        let operations = if cfg!(miri) { 200u32 } else { 3000 };
+        for i in 0..operations {
+            let key = (i.wrapping_mul(2_654_435_761) % 97) as u16;
+            let name = key.to_string();
+            match i % 3 {
+                0 | 1 => {
+                    let absent = model.insert(key);
+                    assert_eq!(flat.insert(key).unwrap(), absent);
+                    assert_eq!(any.insert(name).unwrap(), absent);
+                }
+                _ => {
+                    let present = model.remove(&key);
+                    assert_eq!(flat.remove(&key), present);
+                    assert_eq!(any.remove(name.as_str()), present);
+                }
+            }
+            assert_eq!(flat.contains(&key), model.contains(&key));
+            assert_eq!(any.contains(key.to_string().as_str()), model.contains(&key));
+        }
+        assert_eq!(flat.len(), model.len());
+        assert_eq!(any.len(), model.len());
+        assert_eq!(flat.iter().collect::<HashSet<_>>(), model);
+        let keys: HashSet<u16> = any.pin().iter().map(|k| k.parse().unwrap()).collect();
+        assert_eq!(keys, model);
+        flat.clear();
+        any.clear();
+        assert!(flat.is_empty() && any.is_empty());
+    }
+}
