@@ -67,6 +67,7 @@ use crate::{
     hash::DefaultHashBuilder,
     map::{Builder, ForMap, Insert},
     raw::{driver::RawMap, Inserted, Mismatch},
+    sync::stat::{AtomicIsize, Ordering},
 };
 
 /// One key and its value, at a stable address.
@@ -254,8 +255,9 @@ pub struct Map<K, V, S = DefaultHashBuilder> {
     hasher: S,
     /// Entries and lists waiting for readers (module docs, "Memory").
     collector: Collector,
-    /// Keys beyond the first in `Collided` lists (the engine counts slots).
-    collided_keys: crate::sync::stat::AtomicUsize,
+    /// Keys beyond the first in `Collided` lists (the engine counts slots). Signed: a remove
+    /// from a list may count before the insert that grew the list has.
+    collided_keys: AtomicIsize,
     /// The map owns its keys and values (drop check); `Send`/`Sync` are implemented below.
     marker: PhantomData<(K, V)>,
 }
@@ -298,7 +300,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> Builder<K, V, S, ForMap> {
             raw: RawMap::new(&self.config, &bin_hash)?,
             hasher: self.hasher,
             collector: Collector::new(),
-            collided_keys: crate::sync::stat::AtomicUsize::new(0),
+            collided_keys: AtomicIsize::new(0),
             marker: PhantomData,
         })
     }
@@ -323,10 +325,13 @@ impl<K, V, S> Map<K, V, S> {
 
     /// Number of keys. Exact when no insert or remove runs at the same time.
     pub fn len(&self) -> usize {
-        self.raw.len()
-            + self
-                .collided_keys
-                .load(crate::sync::stat::Ordering::Relaxed)
+        self.with_collided(self.raw.len())
+    }
+
+    /// `slots` plus the keys beyond the first in collision lists.
+    fn with_collided(&self, slots: usize) -> usize {
+        let collided = self.collided_keys.load(Ordering::Relaxed);
+        slots.saturating_add_signed(collided)
     }
 
     /// Whether [`len`](Self::len) is zero.
@@ -366,8 +371,9 @@ impl<K, V, S> Map<K, V, S> {
         // SAFETY: read under `guard`, which the caller holds.
         let entries = unsafe { target::<K, V>(word).entries() };
         if entries.len() > 1 {
-            self.collided_keys
-                .fetch_sub(entries.len() - 1, crate::sync::stat::Ordering::Relaxed);
+            // A list holds at most as many entries as keys exist, far below `isize::MAX`.
+            let extra = isize::try_from(entries.len() - 1).unwrap_or(isize::MAX);
+            self.collided_keys.fetch_sub(extra, Ordering::Relaxed);
         }
         for entry in entries {
             // SAFETY: the entries of a word that left the table are unreachable for threads
@@ -402,10 +408,7 @@ impl<K, V, S> Map<K, V, S> {
     /// tests).
     #[doc(hidden)]
     pub fn check_invariants(&self) -> usize {
-        self.raw.check_invariants(&bin_hash)
-            + self
-                .collided_keys
-                .load(crate::sync::stat::Ordering::Relaxed)
+        self.with_collided(self.raw.check_invariants(&bin_hash))
     }
 }
 
@@ -709,12 +712,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
 
     /// Count keys added to (`1`) or taken from (`-1`) a `Collided` list.
     fn count_collided(&self, change: isize) {
-        let collided = &self.map.collided_keys;
-        if change > 0 {
-            collided.fetch_add(1, crate::sync::stat::Ordering::Relaxed);
-        } else {
-            collided.fetch_sub(1, crate::sync::stat::Ordering::Relaxed);
-        }
+        self.map.collided_keys.fetch_add(change, Ordering::Relaxed);
     }
 
     /// Swap the value word of `word` from `present` to `new` (from `word_of`). On success

@@ -677,7 +677,8 @@ impl RawMap {
     /// `None` after the last. An iterator's step: calls for successive runs visit every key
     /// present throughout exactly once (each hash lies in exactly one run, and within a run
     /// the argument of [`walk_hashes`](Self::walk_hashes) holds), across growths and shrinks
-    /// between or during the calls, which never finish a growth or wait for one.
+    /// between or during the calls. A call never finishes a growth; at most it waits out the
+    /// transfer of one bin it reads.
     pub(crate) fn walk_run(
         &self,
         start: u64,
