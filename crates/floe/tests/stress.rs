@@ -12,6 +12,11 @@
 //! the contended keys' bins are moved under gets, inserts, puts, removes and fetch-adds; every
 //! filler key must be there afterwards, and every replaced table freed.
 //!
+//! The same runs check `Map<String, u64>` (`run_any`), with a hasher that puts every
+//! contended key on one hash word: each of its writes swaps that one slot's pointer to a new
+//! collision list, and `update` is a copy-on-write read-modify-write (a lost update shows as
+//! a history with no valid order).
+//!
 //! `quick_*` tests run in the normal suite (about a second); `stress_*` are `#[ignore]`d and
 //! run by `ci/stress.sh` for minutes.
 
@@ -25,8 +30,10 @@ use std::{
     },
 };
 
+use std::hash::{BuildHasher, Hasher};
+
 use common::{backends, growing_map, tiny_map, SplitMix};
-use floe::{Backend, CompareExchangeError, Insert, ResizeMode};
+use floe::{hash::Mix64, Backend, CompareExchangeError, FlatMap, Insert, Map, ResizeMode};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Call {
@@ -40,6 +47,10 @@ enum Call {
     /// `clear()`: in every key's history (it empties each bin atomically, so each key at one
     /// instant within the call).
     Clear,
+    /// `Map`'s copy-on-write `update(k, |_| v)`: the new value if present.
+    Update(u64),
+    /// `Map`'s `update(k, |old| old + d)`: the new value if present (a read-modify-write).
+    AddIfPresent(u64),
 }
 
 /// What an operation returned, normalised.
@@ -76,6 +87,11 @@ fn step(state: Option<u64>, call: Call, ret: Ret) -> Option<Option<u64>> {
         },
         Call::Remove => (Ret::Value(state), None),
         Call::Clear => (Ret::Value(None), None),
+        Call::Update(v) => (Ret::Value(state.map(|_| v)), state.map(|_| v)),
+        Call::AddIfPresent(d) => {
+            let next = state.map(|o| o.wrapping_add(d));
+            (Ret::Value(next), next)
+        }
     };
     (expected == ret).then_some(next)
 }
@@ -112,6 +128,164 @@ fn linearizable(history: &[Event], initial: Option<u64>) -> bool {
     search(history, 0, initial, &mut HashSet::new())
 }
 
+/// A map under test, on `u64` keys and values.
+trait Subject: Send + Sync + 'static {
+    /// A random operation of those the map has, with `value` for the ones that write one.
+    fn choose(rng: &mut SplitMix, value: u64) -> Call;
+    /// Run `call` on `key`.
+    fn call(&self, key: u64, call: Call) -> Ret;
+    fn shrink_to_fit(&self);
+    fn reserve(&self, additional: usize);
+    /// After a round, with every thread stopped: check the map and empty it.
+    fn end_round(&self);
+}
+
+impl Subject for FlatMap<u64, u64, Mix64> {
+    fn choose(rng: &mut SplitMix, value: u64) -> Call {
+        match rng.below(14) {
+            0..=2 => Call::Get,
+            3..=5 => Call::Insert(value),
+            6 => Call::Upsert(value),
+            7..=8 => Call::Put(value),
+            9 => Call::FetchAdd(value),
+            10 => Call::CompareExchange(rng.below(3), value),
+            _ => Call::Remove,
+        }
+    }
+
+    fn call(&self, key: u64, call: Call) -> Ret {
+        match call {
+            Call::Get => Ret::Value(self.get(&key)),
+            Call::Insert(v) => Ret::Value(match self.insert(key, v).expect("room") {
+                Insert::Inserted => None,
+                Insert::Present(p) => Some(p),
+            }),
+            Call::Upsert(v) => Ret::Value(self.upsert(key, v).expect("room")),
+            Call::Put(v) => Ret::Value(self.put(key, v)),
+            Call::FetchAdd(d) => Ret::Value(self.fetch_add(key, d).expect("room")),
+            Call::CompareExchange(c, n) => {
+                Ret::Cas(self.compare_exchange(&key, c, n).map_err(|e| match e {
+                    CompareExchangeError::Absent => None,
+                    CompareExchangeError::Mismatch(v) => Some(v),
+                }))
+            }
+            Call::Remove => Ret::Value(self.remove(&key)),
+            Call::Clear => {
+                self.clear();
+                Ret::Value(None)
+            }
+            Call::Update(_) | Call::AddIfPresent(_) => unreachable!("not chosen for FlatMap"),
+        }
+    }
+
+    fn shrink_to_fit(&self) {
+        FlatMap::shrink_to_fit(self).expect("shrink");
+    }
+
+    fn reserve(&self, additional: usize) {
+        FlatMap::reserve(self, additional).expect("reserve");
+    }
+
+    fn end_round(&self) {
+        self.check_invariants();
+        assert_eq!(
+            common::live_tables(self),
+            1,
+            "a replaced table was not freed"
+        );
+        self.clear();
+    }
+}
+
+/// A hasher for `Map<String, u64>` that gives every contended key (`c…`) one hash word, so
+/// they all share one slot through a collision list, and other keys a real hash.
+#[derive(Clone, Copy)]
+struct Crowd(u64);
+
+struct CrowdHasher {
+    seed: u64,
+    bytes: Vec<u8>,
+}
+
+impl Hasher for CrowdHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        self.bytes.extend_from_slice(bytes);
+    }
+    fn finish(&self) -> u64 {
+        if self.bytes.first() == Some(&b'c') {
+            return self.seed;
+        }
+        Mix64::with_seed(self.seed).hash_one(&self.bytes[..])
+    }
+}
+
+impl BuildHasher for Crowd {
+    type Hasher = CrowdHasher;
+    fn build_hasher(&self) -> CrowdHasher {
+        CrowdHasher {
+            seed: self.0,
+            bytes: Vec::new(),
+        }
+    }
+}
+
+/// `Map`'s key for the key number `key`: contended keys (below `FILLER`) start with `c`.
+fn map_key(key: u64) -> String {
+    if key < FILLER {
+        format!("c{key}")
+    } else {
+        format!("f{key:x}")
+    }
+}
+
+impl Subject for Map<String, u64, Crowd> {
+    fn choose(rng: &mut SplitMix, value: u64) -> Call {
+        match rng.below(12) {
+            0..=2 => Call::Get,
+            3..=5 => Call::Insert(value),
+            6 => Call::Upsert(value),
+            7 => Call::Update(value),
+            8 => Call::AddIfPresent(value),
+            _ => Call::Remove,
+        }
+    }
+
+    fn call(&self, key: u64, call: Call) -> Ret {
+        let m = self.pin();
+        let key = map_key(key);
+        Ret::Value(match call {
+            Call::Get => m.get(key.as_str()).copied(),
+            Call::Insert(v) => match m.insert(key, v).expect("room") {
+                Insert::Inserted => None,
+                Insert::Present(&p) => Some(p),
+            },
+            Call::Upsert(v) => m.upsert(key, v).expect("room").copied(),
+            Call::Update(v) => m.update(key.as_str(), |_| v).copied(),
+            Call::AddIfPresent(d) => m.update(key.as_str(), |&o| o.wrapping_add(d)).copied(),
+            Call::Remove => m.remove(key.as_str()).copied(),
+            Call::Clear => {
+                drop(m);
+                self.clear();
+                None
+            }
+            other => unreachable!("not chosen for Map: {other:?}"),
+        })
+    }
+
+    fn shrink_to_fit(&self) {
+        Map::shrink_to_fit(self).expect("shrink");
+    }
+
+    fn reserve(&self, additional: usize) {
+        Map::reserve(self, additional).expect("reserve");
+    }
+
+    fn end_round(&self) {
+        assert_eq!(self.check_invariants(), self.len());
+        self.clear();
+    }
+}
+
 struct Config {
     threads: usize,
     keys: u64,
@@ -134,12 +308,41 @@ const ALL_KEYS: u64 = u64::MAX;
 const FILLER: u64 = 1 << 62;
 
 fn run(backend: Backend, config: &Config, seed: u64) {
-    let maps: Arc<Vec<_>> = Arc::new(match config.grow {
+    let maps = match config.grow {
         None => vec![tiny_map(backend, config.bins, config.links, seed)],
         Some((mode, _)) => (0..config.rounds)
             .map(|round| growing_map(backend, 2, config.links, mode, seed ^ round as u64))
             .collect(),
-    });
+    };
+    run_on(&format!("{backend:?}"), maps, config, seed);
+}
+
+/// `run` for `Map<String, u64>`: every contended key on one hash word (`Crowd`).
+fn run_any(backend: Backend, config: &Config, seed: u64) {
+    let map = |round: usize, bins: usize, max_bins: usize, mode: ResizeMode| {
+        Map::<String, u64>::builder()
+            .bins(bins)
+            .link_buckets(config.links)
+            .max_bins(max_bins)
+            .resize_mode(mode)
+            .backend(backend)
+            .hasher(Crowd(seed ^ round as u64))
+            .build()
+            .expect("map")
+    };
+    let maps = match config.grow {
+        None => vec![map(0, config.bins, config.bins, ResizeMode::Incremental)],
+        Some((mode, _)) => (0..config.rounds)
+            .map(|round| map(round, 2, usize::MAX, mode))
+            .collect(),
+    };
+    run_on(&format!("Map, {backend:?}"), maps, config, seed);
+}
+
+/// Run the configuration's rounds on `maps` (one for all rounds, or one per round) and check
+/// every key's history.
+fn run_on<M: Subject>(label: &str, maps: Vec<M>, config: &Config, seed: u64) {
+    let maps = Arc::new(maps);
     let fillers = config.grow.map_or(0, |(_, f)| f);
     let clock = Arc::new(AtomicU64::new(0));
     let barrier = Arc::new(Barrier::new(config.threads));
@@ -160,15 +363,15 @@ fn run(backend: Backend, config: &Config, seed: u64) {
                     for i in 0..ops {
                         for j in 0..fillers {
                             let k = filler(i, j);
-                            assert_eq!(map.insert(k, !k), Ok(Insert::Inserted));
+                            assert_eq!(map.call(k, Call::Insert(!k)), Ret::Value(None));
                         }
                         if whole_map && rng.below(12) == 0 {
                             match rng.below(3) {
                                 0 => {
                                     let invoked = clock.fetch_add(1, Ordering::SeqCst);
-                                    map.clear();
+                                    let ret = map.call(ALL_KEYS, Call::Clear);
                                     let returned = clock.fetch_add(1, Ordering::SeqCst);
-                                    let (call, ret) = (Call::Clear, Ret::Value(None));
+                                    let call = Call::Clear;
                                     events.push((
                                         ALL_KEYS,
                                         Event {
@@ -179,10 +382,8 @@ fn run(backend: Backend, config: &Config, seed: u64) {
                                         },
                                     ));
                                 }
-                                1 => {
-                                    map.shrink_to_fit().expect("shrink");
-                                }
-                                _ => map.reserve(rng.below(64) as usize).expect("reserve"),
+                                1 => map.shrink_to_fit(),
+                                _ => map.reserve(rng.below(64) as usize),
                             }
                         }
                         let key = rng.below(keys);
@@ -193,44 +394,19 @@ fn run(backend: Backend, config: &Config, seed: u64) {
                         } else {
                             (t as u64) << 40 | (round * ops + i) as u64
                         };
-                        let call = match rng.below(14) {
-                            0..=2 => Call::Get,
-                            3..=5 => Call::Insert(value),
-                            6 => Call::Upsert(value),
-                            7..=8 => Call::Put(value),
-                            9 => Call::FetchAdd(value),
-                            10 => Call::CompareExchange(rng.below(3), value),
-                            _ => Call::Remove,
-                        };
+                        let call = M::choose(&mut rng, value);
                         let invoked = clock.fetch_add(1, Ordering::SeqCst);
-                        let ret = match call {
-                            Call::Get => Ret::Value(map.get(&key)),
-                            Call::Insert(v) => {
-                                Ret::Value(match map.insert(key, v).expect("room") {
-                                    Insert::Inserted => None,
-                                    Insert::Present(p) => Some(p),
-                                })
-                            }
-                            Call::Upsert(v) => Ret::Value(map.upsert(key, v).expect("room")),
-                            Call::Put(v) => Ret::Value(map.put(key, v)),
-                            Call::FetchAdd(d) => Ret::Value(map.fetch_add(key, d).expect("room")),
-                            Call::CompareExchange(c, n) => {
-                                Ret::Cas(map.compare_exchange(&key, c, n).map_err(|e| match e {
-                                    CompareExchangeError::Absent => None,
-                                    CompareExchangeError::Mismatch(v) => Some(v),
-                                }))
-                            }
-                            Call::Remove => Ret::Value(map.remove(&key)),
-                            Call::Clear => unreachable!("clears are issued above"),
-                        };
+                        let ret = map.call(key, call);
                         let returned = clock.fetch_add(1, Ordering::SeqCst);
                         if whole_map {
                             for j in 0..fillers {
                                 let k = filler(i, j);
                                 // `None` if a clear ran since it was inserted.
-                                if let Some(v) = map.remove(&k) {
-                                    assert_eq!(v, !k, "filler key {k:#x}");
-                                }
+                                let ret = map.call(k, Call::Remove);
+                                assert!(
+                                    matches!(ret, Ret::Value(None)) || ret == Ret::Value(Some(!k)),
+                                    "filler key {k:#x}: {ret:?}"
+                                );
                             }
                         }
                         events.push((
@@ -247,19 +423,17 @@ fn run(backend: Backend, config: &Config, seed: u64) {
                     for i in (0..ops).filter(|_| !whole_map) {
                         for j in 0..fillers {
                             let k = filler(i, j);
-                            assert_eq!(map.get(&k), Some(!k), "filler key {k:#x} lost");
+                            assert_eq!(
+                                map.call(k, Call::Get),
+                                Ret::Value(Some(!k)),
+                                "filler key {k:#x} lost"
+                            );
                         }
                     }
                     barrier.wait();
                     // Thread 0 resets the table for the next round once everyone has stopped.
                     if t == 0 {
-                        map.check_invariants();
-                        assert_eq!(
-                            common::live_tables(map),
-                            1,
-                            "a replaced table was not freed"
-                        );
-                        map.clear();
+                        map.end_round();
                     }
                 }
                 log
@@ -278,7 +452,7 @@ fn run(backend: Backend, config: &Config, seed: u64) {
                 .collect();
             assert!(
                 linearizable(&history, None),
-                "{backend:?}, seed {seed:#x}, round {round}, key {key}: not linearizable:\n{history:#?}"
+                "{label}, seed {seed:#x}, round {round}, key {key}: not linearizable:\n{history:#?}"
             );
         }
     }
@@ -472,6 +646,72 @@ fn stress_linearizable_with_clear_shrink_and_reserve() {
                 whole_map: true,
             };
             run(backend, &config, 0x5c1 + threads as u64);
+        }
+    }
+}
+
+/// `Map<String, u64>` with every contended key on one hash word: each operation swaps the one
+/// slot's pointer to a new collision list (or entry) under contention.
+#[test]
+#[cfg_attr(miri, ignore = "threads and thousands of rounds: too slow under Miri")]
+fn quick_map_contended_keys_are_linearizable() {
+    for backend in backends() {
+        let config = Config {
+            threads: 3,
+            keys: 3,
+            ops_per_thread: 6,
+            rounds: 1000,
+            bins: 2,
+            links: 2,
+            grow: None,
+            whole_map: false,
+        };
+        run_any(backend, &config, 0xa11);
+    }
+}
+
+/// As above while the map grows from two bins, with clear, shrink and reserve in the mix.
+#[test]
+#[cfg_attr(miri, ignore = "threads and thousands of rounds: too slow under Miri")]
+fn quick_map_linearizable_while_growing_with_clear_shrink_and_reserve() {
+    for backend in backends() {
+        for mode in [ResizeMode::Incremental, ResizeMode::Blocking] {
+            let config = Config {
+                threads: 3,
+                keys: 3,
+                ops_per_thread: 6,
+                rounds: 200,
+                bins: 2,
+                links: 1,
+                grow: Some((mode, 8)),
+                whole_map: true,
+            };
+            run_any(backend, &config, 0xa12);
+        }
+    }
+}
+
+#[test]
+#[ignore = "stress: run by ci/stress.sh"]
+fn stress_map_is_linearizable() {
+    let rounds: usize = stress_rounds() / 4;
+    for backend in backends() {
+        for (grow, whole_map, threads) in [
+            (None, false, 4),
+            (Some((ResizeMode::Incremental, 12)), false, 4),
+            (Some((ResizeMode::Blocking, 12)), true, 3),
+        ] {
+            let config = Config {
+                threads,
+                keys: 3,
+                ops_per_thread: 6,
+                rounds,
+                bins: 2,
+                links: 1,
+                grow,
+                whole_map,
+            };
+            run_any(backend, &config, 0xa13 + threads as u64);
         }
     }
 }
