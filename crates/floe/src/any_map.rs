@@ -177,6 +177,38 @@ fn word_of_entry<K, V>(entry: *mut Entry<K, V>) -> u64 {
     word(entry)
 }
 
+/// An entry not yet in the table: freed (its key and value dropped) when this is dropped,
+/// on an error, a present key or a panic in the user's `Eq`, unless it was published.
+struct Unpublished<K, V>(*mut Entry<K, V>);
+
+impl<K, V> Unpublished<K, V> {
+    fn new(key: K, value: V) -> Self {
+        Self(Box::into_raw(Box::new(Entry { key, value })))
+    }
+
+    fn pointer(&self) -> *mut Entry<K, V> {
+        self.0
+    }
+
+    /// The entry's value word.
+    fn word(&self) -> u64 {
+        word_of_entry(self.0)
+    }
+
+    /// The entry is in the table now: the table owns it.
+    fn published(self) {
+        core::mem::forget(self);
+    }
+}
+
+impl<K, V> Drop for Unpublished<K, V> {
+    fn drop(&mut self) {
+        // SAFETY: from `Box::into_raw` in `new`, never stored in the table (else `published`
+        // would have forgotten `self`).
+        drop(unsafe { Box::from_raw(self.0) });
+    }
+}
+
 /// Put `new` where `old` is in `entries`.
 fn replace<K, V>(entries: &mut [*mut Entry<K, V>], old: *mut Entry<K, V>, new: *mut Entry<K, V>) {
     let at = entries
@@ -514,37 +546,31 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
     /// cannot be had. The map is unchanged and `key` and `value` are dropped.
     pub fn insert(&self, key: K, value: V) -> Result<Insert<&V>, Error> {
         let (hash, word) = self.locate(&key);
-        let new = Box::into_raw(Box::new(Entry { key, value }));
-        // SAFETY: ours until published, then alive while our guard is.
-        let key = unsafe { &entry(new).key };
+        let new = Unpublished::new(key, value);
+        // SAFETY: ours until published, then alive while our guard is; only read before
+        // `new` is dropped (every use below is before a return).
+        let key = unsafe { &entry(new.pointer()).key };
         loop {
-            let present = match self
-                .map
-                .raw
-                .insert(hash, word, word_of_entry(new), &bin_hash)
-            {
-                Ok(Inserted::New) => return Ok(Insert::Inserted),
-                Ok(Inserted::Exists(present)) => present,
-                Err(error) => {
-                    // SAFETY: never published.
-                    drop(unsafe { Box::from_raw(new) });
-                    return Err(error);
+            let present = match self.map.raw.insert(hash, word, new.word(), &bin_hash) {
+                Ok(Inserted::New) => {
+                    new.published();
+                    return Ok(Insert::Inserted);
                 }
+                Ok(Inserted::Exists(present)) => present,
+                Err(error) => return Err(error),
             };
             let target = target::<K, V>(present);
             // SAFETY: read from the table under our guard.
             if let Some(found) = unsafe { target.find(key) } {
-                // SAFETY: never published; `found` lives while our guard does.
-                unsafe {
-                    drop(Box::from_raw(new));
-                    return Ok(Insert::Present(&entry(found).value));
-                }
+                // SAFETY: `found` is in the table; it lives while our guard does.
+                return Ok(Insert::Present(unsafe { &entry(found).value }));
             }
             // Another key with our hash: one more entry in its list.
             // SAFETY: as above.
             let mut entries = unsafe { target.entries() };
-            entries.push(new);
+            entries.push(new.pointer());
             if self.swap(hash, word, present, word_of(entries)) {
+                new.published();
                 self.count_collided(1);
                 return Ok(Insert::Inserted);
             }
@@ -557,34 +583,30 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
     /// As [`insert`](Self::insert), when the key is absent.
     pub fn upsert(&self, key: K, value: V) -> Result<Option<&V>, Error> {
         let (hash, word) = self.locate(&key);
-        let new = Box::into_raw(Box::new(Entry { key, value }));
-        // SAFETY: ours until published, then alive while our guard is.
-        let key = unsafe { &entry(new).key };
+        let new = Unpublished::new(key, value);
+        // SAFETY: as in `insert`.
+        let key = unsafe { &entry(new.pointer()).key };
         loop {
             let Some(present) = self.map.raw.get(hash, word, &bin_hash) else {
-                match self
-                    .map
-                    .raw
-                    .insert(hash, word, word_of_entry(new), &bin_hash)
-                {
-                    Ok(Inserted::New) => return Ok(None),
+                match self.map.raw.insert(hash, word, new.word(), &bin_hash) {
+                    Ok(Inserted::New) => {
+                        new.published();
+                        return Ok(None);
+                    }
                     // Inserted meanwhile: replace it.
                     Ok(Inserted::Exists(_)) => continue,
-                    Err(error) => {
-                        // SAFETY: never published.
-                        drop(unsafe { Box::from_raw(new) });
-                        return Err(error);
-                    }
+                    Err(error) => return Err(error),
                 }
             };
             let target = target::<K, V>(present);
             // SAFETY: read from the table under our guard.
             let (old, mut entries) = unsafe { (target.find(key), target.entries()) };
             match old {
-                Some(old) => replace(&mut entries, old, new),
-                None => entries.push(new),
+                Some(old) => replace(&mut entries, old, new.pointer()),
+                None => entries.push(new.pointer()),
             }
             if self.swap(hash, word, present, word_of(entries)) {
+                new.published();
                 let Some(old) = old else {
                     self.count_collided(1);
                     return Ok(None);
@@ -923,6 +945,57 @@ mod tests {
             made = count;
         }
         assert_eq!(drops.load(Ordering::Relaxed), made);
+    }
+
+    /// A key whose `Eq` panics when `PANIC_EQ` is set.
+    struct Touchy(u32);
+    impl Hash for Touchy {
+        fn hash<H: Hasher>(&self, state: &mut H) {
+            self.0.hash(state);
+        }
+    }
+    static PANIC_EQ: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    impl PartialEq for Touchy {
+        fn eq(&self, other: &Self) -> bool {
+            assert!(!PANIC_EQ.load(Ordering::Relaxed), "Eq panics, as asked");
+            self.0 == other.0
+        }
+    }
+    impl Eq for Touchy {}
+
+    /// A panic in `Eq` while an insert or upsert holds its new entry frees that entry (and
+    /// drops its value): counted here, and Miri's leak check sees it too.
+    #[test]
+    fn a_panicking_eq_frees_the_entry_being_inserted() {
+        let drops = AtomicUsize::new(0);
+        {
+            let map: Map<Touchy, Counted<'_>, _> = Map::builder()
+                .hasher(BuildHasherDefault::<Constant>::default())
+                .bins(2)
+                .build()
+                .unwrap();
+            let m = map.pin();
+            assert!(m.insert(Touchy(1), Counted(&drops)).unwrap().is_inserted());
+            PANIC_EQ.store(true, Ordering::Relaxed);
+            for upsert in [false, true] {
+                let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    if upsert {
+                        let _ = m.upsert(Touchy(2), Counted(&drops));
+                    } else {
+                        let _ = m.insert(Touchy(2), Counted(&drops));
+                    }
+                }));
+                assert!(outcome.is_err());
+            }
+            PANIC_EQ.store(false, Ordering::Relaxed);
+            assert_eq!(
+                drops.load(Ordering::Relaxed),
+                2,
+                "both rejected values dropped"
+            );
+            assert_eq!(map.len(), 1);
+        }
+        assert_eq!(drops.load(Ordering::Relaxed), 3);
     }
 
     #[test]
