@@ -262,6 +262,13 @@ unsafe fn retire_list<K, V>(guard: &LocalGuard<'_>, word: u64) {
     }
 }
 
+/// How many keys ahead [`MapRef::get_many`] prefetches bins, and then entries (the default
+/// depth of `FlatMap`'s batches).
+const BATCH_DEPTH: usize = 16;
+
+/// Keys hashed and run through the engine's batch loop at a time by [`MapRef::get_many`].
+const BATCH_CHUNK: usize = 512;
+
 /// A concurrent hash map for any key and value: entries out of line, one bin line per miss.
 ///
 /// `K: Hash + Eq`, any `V`. All operations take `&self`; reads hand out references tied to a
@@ -536,6 +543,75 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
         Q: Hash + Eq + ?Sized,
     {
         self.get(key).is_some()
+    }
+
+    /// Gets of `keys` into `values` (same length), in order, for tables larger than the
+    /// caches: a chunk's bins go through the engine's batch loop with each bin prefetched 16
+    /// keys ahead (as `Batch::get_many`, when the table is at least
+    /// [`PREFETCH_THRESHOLD_BYTES`](crate::batch::PREFETCH_THRESHOLD_BYTES)), then the entry of
+    /// every hit is prefetched 16 keys before its key is compared. Each answer is the one
+    /// `get` would give at some instant during the call.
+    ///
+    /// ```
+    /// let map = floe::Map::<String, u32>::with_capacity(10)?;
+    /// let m = map.pin();
+    /// m.insert("a".to_string(), 1)?;
+    /// let mut values = [None; 2];
+    /// m.get_many(&["a", "b"], &mut values)?;
+    /// assert_eq!(values, [Some(&1), None]);
+    /// # Ok::<(), floe::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::LengthMismatch`] if `keys` and `values` differ in length (nothing is read).
+    pub fn get_many<'h, Q>(&'h self, keys: &[&Q], values: &mut [Option<&'h V>]) -> Result<(), Error>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        if keys.len() != values.len() {
+            return Err(Error::LengthMismatch {
+                keys: keys.len(),
+                values: values.len(),
+            });
+        }
+        let prefetch = self.map.raw.table_bytes() >= crate::batch::PREFETCH_THRESHOLD_BYTES;
+        let depth = if prefetch { BATCH_DEPTH } else { 0 };
+        let mut located = [(0u64, 0u64); BATCH_CHUNK];
+        let mut words = [None::<u64>; BATCH_CHUNK];
+        for (keys, values) in keys.chunks(BATCH_CHUNK).zip(values.chunks_mut(BATCH_CHUNK)) {
+            let (located, words) = (&mut located[..keys.len()], &mut words[..keys.len()]);
+            for (place, &key) in located.iter_mut().zip(keys) {
+                *place = self.locate(key);
+            }
+            self.map.raw.get_batch(located, depth, words, &bin_hash);
+            let entry_line = |word: &Option<u64>| {
+                if let Some(word) = *word {
+                    // The entry (or list) a hit points to: its first line.
+                    crate::raw::prefetch_line(pointer::<u8>(word).cast_const());
+                }
+            };
+            for word in words.iter().take(depth) {
+                entry_line(word);
+            }
+            for (i, ((value, word), &key)) in
+                values.iter_mut().zip(words.iter()).zip(keys).enumerate()
+            {
+                if depth > 0 {
+                    if let Some(ahead) = words.get(i + depth) {
+                        entry_line(ahead);
+                    }
+                }
+                *value = word.and_then(|word| {
+                    // SAFETY: read from the table under our guard, which outlives `'h`.
+                    unsafe {
+                        let found = target::<K, V>(word).find(key)?;
+                        Some(&entry(found).value)
+                    }
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Insert `key -> value` only if `key` is absent; otherwise leave the map unchanged (and

@@ -295,3 +295,42 @@ fn a_panicking_eq_does_not_corrupt_the_map() {
     }
     assert_eq!(map.check_invariants(), model.len());
 }
+
+/// Query `0..probes` (shuffled) through `get_many` and `get`: the same answers.
+fn agree<S: BuildHasher>(map: &Map<u64, u64, S>, probes: u64) {
+    let m = map.pin();
+    let queries: Vec<u64> = (0..probes)
+        .map(|i| i.wrapping_mul(0x9e37_79b9) % probes)
+        .collect();
+    let refs: Vec<&u64> = queries.iter().collect();
+    let mut values = vec![None; refs.len()];
+    m.get_many(&refs, &mut values).unwrap();
+    for (q, value) in queries.iter().zip(&values) {
+        assert_eq!(*value, m.get(q), "key {q}");
+    }
+}
+
+/// `get_many` answers as `get` does: on a table past the prefetch threshold (bins and entries
+/// prefetched), on a small one, and with colliding hashes (lists behind the words).
+#[test]
+fn get_many_agrees_with_get() {
+    let keys: u64 = if cfg!(miri) { 200 } else { 60_000 };
+    let big = Map::<u64, u64>::with_capacity(keys as usize).unwrap();
+    let colliding = Map::<u64, u64, _>::builder()
+        .hasher(FourWords)
+        .build()
+        .unwrap();
+    for k in 0..keys {
+        let _ = big.pin().insert(k * 2, k).unwrap();
+        if k < 300 {
+            let _ = colliding.pin().insert(k * 2, k).unwrap();
+        }
+    }
+    agree(&big, 2 * keys);
+    agree(&colliding, 700);
+    let mut short = [None; 1];
+    assert_eq!(
+        big.pin().get_many(&[&1, &2], &mut short),
+        Err(Error::LengthMismatch { keys: 2, values: 1 })
+    );
+}
