@@ -83,6 +83,14 @@ impl Experiment {
         }
     }
 
+    /// Whether every workload of this experiment is all gets (so a map with batched gets
+    /// but no other batch interface, `floe-any`, can run `--api batch`).
+    fn all_gets(&self) -> bool {
+        self.workloads
+            .iter()
+            .all(|w| matches!(w, Workload::Get | Workload::GetMiss))
+    }
+
     fn threads_for(&self, kind: MapKind) -> Vec<usize> {
         self.threads
             .iter()
@@ -106,12 +114,7 @@ impl Experiment {
             }
             _ => {}
         }
-        if self.api == Api::Bare
-            && self
-                .workloads
-                .iter()
-                .any(|w| !matches!(w, Workload::Get | Workload::GetMiss))
-        {
+        if self.api == Api::Bare && !self.all_gets() {
             return Err(
                 "--api bare measures the harness on all-get workloads (get, get-miss)".into(),
             );
@@ -231,9 +234,15 @@ impl Experiment {
                     progress: &progress,
                     ceiling: &ceiling,
                     rss_per_key: memory,
-                    mode: if kind.is_floe() {
+                    mode: if kind.is_floe() || (kind.batches_gets() && self.all_gets()) {
                         Mode {
-                            api: self.api,
+                            // The bare loop is FlatMap's (`Batch::get_many` unchecked): the
+                            // other floe map runs its checked batch alone.
+                            api: if kind.is_floe() || self.api != Api::Bare {
+                                self.api
+                            } else {
+                                Api::Batch
+                            },
                             batch: self.batch,
                             prefetch: self.prefetch,
                             sample_latency: self.latency,

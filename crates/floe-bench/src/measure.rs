@@ -383,16 +383,19 @@ impl GetStream {
 
 /// All-get streams through `Batch::get_many` (the batch interface for read-only batches:
 /// no request or response enums), every answer checked.
-fn drive_get_many(map: &Map, stream: &[Op], gets: &GetStream, stop: Stop, mode: Mode) -> Driven {
+fn drive_get_many<M: BenchMap>(
+    map: &M,
+    stream: &[Op],
+    gets: &GetStream,
+    stop: Stop,
+    mode: Mode,
+) -> Driven {
     let lines_before = floe::lines_read();
     let mut mistakes = Mistakes::default();
-    let batch = map.batch().depth(mode.batch).prefetch(mode.prefetch);
     let mut values = vec![None; BATCH_CHUNK];
     let ops = for_chunks(&gets.keys, BATCH_CHUNK, stop, |first, chunk| {
         let values = &mut values[..chunk.len()];
-        batch
-            .get_many(chunk, values)
-            .expect("one value slot per key");
+        map.get_many(chunk, values, mode.batch, mode.prefetch);
         for (i, (&key, value)) in chunk.iter().zip(values.iter()).enumerate() {
             let expect = gets.expects(first + i);
             let right = match *value {
@@ -452,10 +455,12 @@ pub fn timed<M: BenchMap>(
         (Api::Single, _) => workers.run(streams.len(), |t| {
             drive(map, &streams[t], t, stop, mode.sample_latency)
         }),
-        (Api::Batch, Some(floe)) if streams.iter().flatten().all(|op| op.kind == Kind::Get) => {
+        (Api::Batch, _)
+            if M::GET_MANY && streams.iter().flatten().all(|op| op.kind == Kind::Get) =>
+        {
             let gets: Vec<GetStream> = streams.iter().map(|s| GetStream::of(s)).collect();
             workers.run(streams.len(), |t| {
-                drive_get_many(floe, &streams[t], &gets[t], stop, mode)
+                drive_get_many(map, &streams[t], &gets[t], stop, mode)
             })
         }
         (Api::Bare, Some(floe)) if streams.iter().flatten().all(|op| op.kind == Kind::Get) => {
@@ -473,7 +478,9 @@ pub fn timed<M: BenchMap>(
                 drive_batched(floe, &streams[t], &requests[t], stop, mode)
             })
         }
-        (_, None) => return Err("only floe has batched interfaces".into()),
+        (_, None) => {
+            return Err("only floe's FlatMap has batched interfaces beyond all-get batches".into())
+        }
     };
     let ops: u64 = driven.iter().map(|d| d.ops).sum();
     let wrong: u64 = driven.iter().map(|d| d.mistakes.count).sum();

@@ -206,7 +206,7 @@ fn the_bare_api_runs_the_batched_loop_beside_its_floor_on_every_floe_kind() {
         "--threads",
         "1",
         "--maps",
-        "floe,floe-fixed",
+        "floe,floe-fixed,floe-any",
         "--batch",
         "8",
         "--api",
@@ -229,9 +229,10 @@ fn the_bare_api_runs_the_batched_loop_beside_its_floor_on_every_floe_kind() {
             ("floe", "batch"),
             ("floe", "bare"),
             ("floe-fixed", "batch"),
-            ("floe-fixed", "bare")
+            ("floe-fixed", "bare"),
+            ("floe-any", "batch")
         ],
-        "one row per loop and map: every floe kind runs batched"
+        "one row per loop and map: every floe kind runs batched (the any-key map has no bare loop)"
     );
     std::fs::remove_dir_all(dir).unwrap();
 }

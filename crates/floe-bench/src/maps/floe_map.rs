@@ -26,6 +26,21 @@ impl BenchMap for Map {
     fn as_floe(&self) -> Option<&Map> {
         Some(self)
     }
+    const GET_MANY: bool = true;
+    #[inline]
+    fn get_many(
+        &self,
+        keys: &[u64],
+        values: &mut [Option<u64>],
+        depth: usize,
+        prefetch: floe::Prefetch,
+    ) {
+        self.batch()
+            .depth(depth)
+            .prefetch(prefetch)
+            .get_many(keys, values)
+            .expect("one value slot per key");
+    }
 }
 
 /// The any-key map with the bench's keys and values.
@@ -47,5 +62,25 @@ impl BenchMap for AnyMap {
     #[inline]
     fn remove(&self, key: u64) -> bool {
         self.pin().remove(&key).is_some()
+    }
+    const GET_MANY: bool = true;
+    /// `MapRef::get_many` takes references to keys and hands out references to values: the
+    /// two conversions are part of what this measures (a slice of pointers per call).
+    #[inline]
+    fn get_many(
+        &self,
+        keys: &[u64],
+        values: &mut [Option<u64>],
+        _depth: usize,
+        _prefetch: floe::Prefetch,
+    ) {
+        let m = self.pin();
+        let refs: Vec<&u64> = keys.iter().collect();
+        let mut found = vec![None; keys.len()];
+        m.get_many(&refs, &mut found)
+            .expect("one value slot per key");
+        for (value, found) in values.iter_mut().zip(found) {
+            *value = found.copied();
+        }
     }
 }

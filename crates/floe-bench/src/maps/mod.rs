@@ -33,6 +33,21 @@ pub trait BenchMap: Send + Sync + 'static {
     fn as_floe(&self) -> Option<&Map> {
         None
     }
+    /// Whether [`get_many`](Self::get_many) is a batch interface (floe's two maps).
+    const GET_MANY: bool = false;
+    /// Gets of `keys` into `values` in one call (`depth` and `prefetch` as `--batch` and
+    /// `--prefetch`, for the maps that take them). Unless `GET_MANY`, one get at a time.
+    fn get_many(
+        &self,
+        keys: &[u64],
+        values: &mut [Option<u64>],
+        _depth: usize,
+        _prefetch: floe::Prefetch,
+    ) {
+        for (key, value) in keys.iter().zip(values) {
+            *value = self.get(*key);
+        }
+    }
 }
 
 /// The maps `--maps` accepts.
@@ -46,7 +61,8 @@ pub enum MapKind {
     FloeFixed,
     /// floe's `Map` for any key and value, here `Map<u64, u64>`: the slot holds the key's hash
     /// and a pointer to a heap entry (one more line per hit than `FlatMap`); one handle pinned
-    /// per operation (`map.pin()`), as for papaya. No batches yet.
+    /// per operation (`map.pin()`), as for papaya. Batched gets (`MapRef::get_many`, its own
+    /// depth of 16) for all-get workloads; other workloads run one by one.
     FloeAny,
     /// dashmap 6: sharded `RwLock<hashbrown>`; `get` copies the value out under the read lock;
     /// insert-if-absent through `entry`.
@@ -78,6 +94,11 @@ impl MapKind {
     /// Whether the map may be used from more than one thread.
     pub fn concurrent(self) -> bool {
         self != MapKind::Hashbrown
+    }
+
+    /// Whether the map has a batched get (`BenchMap::GET_MANY`): floe's maps.
+    pub fn batches_gets(self) -> bool {
+        self.is_floe() || self == MapKind::FloeAny
     }
 
     /// Whether the map is one of floe's (batches, the pipeline and a table size of its own).
