@@ -70,13 +70,18 @@ use crate::{
     sync::stat::{AtomicIsize, Ordering},
 };
 
-/// One key and its value, at a stable address.
+/// One key and its value, at a stable address. Aligned to 8 so that its address never has
+/// the low bit a value word uses as the `COLLIDED` tag (an `Entry<u8, ()>` would otherwise
+/// have alignment 1, and an `Entry<(), ()>` no allocation at all, at address 1).
+#[repr(align(8))]
 struct Entry<K, V> {
     key: K,
     value: V,
 }
 
-/// Entries whose keys have the same 64-bit hash (distinct keys, two or more).
+/// Entries whose keys have the same 64-bit hash (distinct keys, two or more). Aligned as
+/// `Entry`, for the same tag bit.
+#[repr(align(8))]
 struct Collided<K, V> {
     entries: Box<[*mut Entry<K, V>]>,
 }
@@ -1072,6 +1077,27 @@ mod tests {
             assert_eq!(map.len(), 1);
         }
         assert_eq!(drops.load(Ordering::Relaxed), 3);
+    }
+
+    /// Entries of tiny and zero-sized types keep the tag bit clear: a set of `u8` and a map
+    /// of `()` behave (Miri gives align-1 allocations odd addresses, which this would catch).
+    #[test]
+    fn tiny_and_zero_sized_entries() {
+        let bytes: Map<u8, ()> = small();
+        let m = bytes.pin();
+        for b in 0..=255u8 {
+            assert!(m.insert(b, ()).unwrap().is_inserted());
+        }
+        assert_eq!(bytes.len(), 256);
+        assert_eq!(m.remove(&7), Some(&()));
+        assert_eq!(m.get(&7), None);
+        assert_eq!(m.get(&8), Some(&()));
+        let unit: Map<(), ()> = small();
+        let u = unit.pin();
+        assert!(u.insert((), ()).unwrap().is_inserted());
+        assert_eq!(u.upsert((), ()).unwrap(), Some(&()));
+        assert_eq!(u.get(&()), Some(&()));
+        assert_eq!(unit.len(), 1);
     }
 
     #[test]
