@@ -498,6 +498,17 @@ impl<K, V, S> Drop for Map<K, V, S> {
     }
 }
 
+/// Maps at rest are equal when they hold the same keys with equal values (as std's maps);
+/// while other threads write to either, the answer is one of a weakly consistent walk.
+impl<K: Hash + Eq, V: PartialEq, S: BuildHasher> PartialEq for Map<K, V, S> {
+    fn eq(&self, other: &Self) -> bool {
+        let (mine, theirs) = (self.pin(), other.pin());
+        self.len() == other.len() && mine.iter().all(|(k, v)| theirs.get(k) == Some(v))
+    }
+}
+
+impl<K: Hash + Eq, V: Eq, S: BuildHasher> Eq for Map<K, V, S> {}
+
 impl<K, V, S> fmt::Debug for Map<K, V, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let (_, bins, link_buckets) = self.raw.shape();
@@ -1077,6 +1088,22 @@ mod tests {
             assert_eq!(map.len(), 1);
         }
         assert_eq!(drops.load(Ordering::Relaxed), 3);
+    }
+
+    #[test]
+    fn maps_at_rest_compare_as_std_maps() {
+        let (a, b) = (small::<String, u32>(), small::<String, u32>());
+        assert!(a == b);
+        for k in 0..100u32 {
+            let _ = a.pin().insert(k.to_string(), k).unwrap();
+            let _ = b.pin().insert((99 - k).to_string(), 99 - k).unwrap();
+        }
+        assert!(a == b);
+        let _ = b.pin().upsert("5".to_string(), 6).unwrap();
+        assert!(a != b);
+        let _ = b.pin().upsert("5".to_string(), 5).unwrap();
+        let _ = b.pin().insert("extra".to_string(), 0).unwrap();
+        assert!(a != b);
     }
 
     /// Entries of tiny and zero-sized types keep the tag bit clear: a set of `u8` and a map

@@ -771,6 +771,16 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher> IntoIterator for &'m FlatMap<K
     }
 }
 
+/// Maps at rest are equal when they hold the same keys with equal values (as std's maps);
+/// while other threads write to either, the answer is one of a weakly consistent walk.
+impl<K: InlineKey, V: Inline + PartialEq, S: BuildHasher> PartialEq for FlatMap<K, V, S> {
+    fn eq(&self, other: &Self) -> bool {
+        self.len() == other.len() && self.iter().all(|(k, v)| other.get(&k) == Some(v))
+    }
+}
+
+impl<K: InlineKey, V: Inline + Eq, S: BuildHasher> Eq for FlatMap<K, V, S> {}
+
 impl From<Full> for Error {
     fn from(_: Full) -> Self {
         Error::Full

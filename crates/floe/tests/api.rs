@@ -572,3 +572,20 @@ fn a_panic_while_moving_a_bin_aborts_with_a_message() {
     assert_eq!(child.status.signal(), Some(libc::SIGABRT), "{stderr}");
     assert!(stderr.contains("aborting"), "{stderr}");
 }
+
+#[test]
+fn maps_at_rest_compare_as_std_maps() {
+    let a = FlatMap::<u32, u64>::with_capacity(64).unwrap();
+    let b = FlatMap::<u32, u64>::builder().bins(2).build().unwrap();
+    assert!(a == b, "empty maps of different shapes are equal");
+    for k in 0..200u32 {
+        let _ = a.insert(k, u64::from(k)).unwrap();
+        let _ = b.insert(199 - k, u64::from(199 - k)).unwrap();
+    }
+    assert!(a == b);
+    b.put(7, 8);
+    assert!(a != b);
+    b.put(7, 7);
+    b.remove(&9);
+    assert!(a != b);
+}
