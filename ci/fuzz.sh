@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Differential fuzzing of FlatMap against std's HashMap (fuzz/fuzz_targets/differential.rs):
-# a bounded run from the corpus in the repository. Installs nightly and cargo-fuzz when
-# missing. FLOE_FUZZ_SECONDS (default 60) bounds the run; new corpus entries it finds are kept
-# in fuzz/corpus/differential (commit the ones worth keeping, after `cargo fuzz cmin`).
+# Differential fuzzing against std's HashMap: FlatMap (fuzz/fuzz_targets/differential.rs) and
+# Map (fuzz/fuzz_targets/any_map.rs), each a bounded run from its corpus in the repository.
+# Installs nightly and cargo-fuzz when missing. FLOE_FUZZ_SECONDS (default 60) bounds each
+# target's run; new corpus entries are kept in fuzz/corpus/<target> (commit the ones worth
+# keeping, after `cargo fuzz cmin`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! cargo +nightly --version >/dev/null 2>&1; then
@@ -14,7 +15,10 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
     cargo install cargo-fuzz --locked
 fi
 seconds="${FLOE_FUZZ_SECONDS:-60}"
-mkdir -p fuzz/corpus/differential
 cd fuzz
-cargo +nightly fuzz run differential corpus/differential -- \
-    -max_total_time="$seconds" -rss_limit_mb=2048 -max_len=4096 "$@"
+# Each target for the whole budget: FlatMap (with batches) and Map (with collision lists).
+for target in differential any_map; do
+    mkdir -p "corpus/$target"
+    cargo +nightly fuzz run "$target" "corpus/$target" -- \
+        -max_total_time="$seconds" -rss_limit_mb=2048 -max_len=4096 "$@"
+done
