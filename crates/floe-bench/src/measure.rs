@@ -381,8 +381,9 @@ impl GetStream {
     }
 }
 
-/// All-get streams through `Batch::get_many` (the batch interface for read-only batches:
-/// no request or response enums), every answer checked.
+/// All-get streams through the map's batched get (`BenchMap::get_many`: `Batch::get_many` for
+/// `FlatMap`, `MapRef::get_many` for `Map`; no request or response enums), every answer
+/// checked.
 fn drive_get_many<M: BenchMap>(
     map: &M,
     stream: &[Op],
