@@ -397,14 +397,10 @@ impl<K, V, S> Map<K, V, S> {
     /// concurrent callers see). Entries are freed once no reader can hold them.
     pub fn clear(&self) {
         let guard = self.collector.enter();
-        let mut words = Vec::new();
-        self.raw.for_each(&bin_hash, |word, _| words.push(word));
-        for word in words {
-            if let Some(value) = self.raw.remove(bin_hash(word), word, &bin_hash) {
-                // SAFETY: our remove took `value` out of the table.
-                unsafe { self.retire_word(&guard, value) };
-            }
-        }
+        self.raw.clear(&bin_hash, |value| {
+            // SAFETY: the clear's remove took `value` out of the table.
+            unsafe { self.retire_word(&guard, value) };
+        });
     }
 
     /// Retire everything a value word that left the table holds: its entries and its list.
@@ -591,7 +587,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
                 values: values.len(),
             });
         }
-        let prefetch = self.map.raw.table_bytes() >= crate::batch::PREFETCH_THRESHOLD_BYTES;
+        let prefetch = crate::batch::Prefetch::Auto.enabled(self.map.raw.table_bytes());
         let depth = if prefetch { BATCH_DEPTH } else { 0 };
         let mut located = [(0u64, 0u64); BATCH_CHUNK];
         let mut words = [None::<u64>; BATCH_CHUNK];

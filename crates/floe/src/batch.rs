@@ -177,7 +177,7 @@ pub enum Prefetch {
 }
 
 impl Prefetch {
-    fn enabled(self, table_bytes: usize) -> bool {
+    pub(crate) fn enabled(self, table_bytes: usize) -> bool {
         match self {
             Prefetch::Auto => table_bytes >= PREFETCH_THRESHOLD_BYTES,
             Prefetch::Always => true,

@@ -433,7 +433,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// # Ok::<(), floe::Error>(())
     /// ```
     pub fn clear(&self) {
-        self.raw.clear(&self.rehash());
+        self.raw.clear(&self.rehash(), |_| {});
     }
 
     /// Number of keys. Exact when no insert or remove is running at the same time; a sum of

@@ -605,8 +605,9 @@ impl RawMap {
     // Whole-map operations
     // -----------------------------------------------------------------------------------------
 
-    /// Remove every key (see `FlatMap::clear` for what concurrent callers see).
-    pub(crate) fn clear(&self, rehash: Rehash<'_>) {
+    /// Remove every key (see `FlatMap::clear` for what concurrent callers see), handing each
+    /// removed key's value to `taken` (the any-key map retires its entries there).
+    pub(crate) fn clear(&self, rehash: Rehash<'_>, mut taken: impl FnMut(u64)) {
         let guard = reclaim::enter();
         let table = self.settled(&guard, rehash);
         self.walk_hashes(
@@ -614,10 +615,13 @@ impl RawMap {
             0..=u64::MAX,
             rehash,
             &mut |table, snapshot, wanted| {
-                table.clear_snapshot(snapshot, wanted, |key| {
-                    // Changed since the snapshot: remove it wherever it is now (once: the walk
-                    // never comes back to this key's hashes).
-                    self.remove(rehash(key), key, rehash);
+                table.clear_snapshot(snapshot, wanted, |key, removed| {
+                    // Lost (changed since the snapshot): remove it wherever it is now (once:
+                    // the walk never comes back to this key's hashes).
+                    let removed = removed.or_else(|| self.remove(rehash(key), key, rehash));
+                    if let Some(value) = removed {
+                        taken(value);
+                    }
                 });
             },
         );

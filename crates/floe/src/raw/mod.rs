@@ -1019,8 +1019,9 @@ impl RawTable {
     /// Remove the keys of `snapshot` that `wanted` accepts, each as `remove` would: retire
     /// it with a CAS on the pair the snapshot saw, then free its slot. A CAS fails when the
     /// pair changed since the snapshot (a put replaced the value, a delete retired it, a
-    /// growth moved it to the next table); `lost` gets such a key, for the caller to remove
-    /// wherever it now is. So each key of the snapshot is removed once, and keys inserted
+    /// growth moved it to the next table). `each(key, outcome)` hears of every wanted key:
+    /// `Some(value)` if removed here, `None` if lost (for the caller to remove wherever it now
+    /// is). So each key of the snapshot is removed once, and keys inserted
     /// after the snapshot stay: `clear` is one removal per key, never two (a second pass over
     /// the bin would remove a key inserted after the first, and the stress tests' checker
     /// rejects that history). Link buckets stay chained to their bins.
@@ -1028,7 +1029,7 @@ impl RawTable {
         &self,
         snapshot: &BinSnapshot,
         wanted: &dyn Fn(u64) -> bool,
-        mut lost: impl FnMut(u64),
+        mut each: impl FnMut(u64, Option<u64>),
     ) {
         let bin = &self.bins[snapshot.bin];
         let dead = self.dead.of(snapshot.bin);
@@ -1046,8 +1047,9 @@ impl RawTable {
             {
                 self.free_retired(bin, slot);
                 removed += 1;
+                each(key, Some(value));
             } else {
-                lost(key);
+                each(key, None);
             }
         }
         self.len.add(-removed);
@@ -1359,7 +1361,11 @@ mod tests {
         assert_eq!(seen.len(), t.len());
         assert!(seen.iter().all(|&(k, v)| v == k + 1));
         // Keep the odd keys: only the wanted ones go, and no CAS is lost when nobody races.
-        t.walk(|snapshot| t.clear_snapshot(snapshot, &|k| k % 2 == 0, |k| panic!("lost {k}")));
+        t.walk(|snapshot| {
+            t.clear_snapshot(snapshot, &|k| k % 2 == 0, |k, removed| {
+                assert!(removed.is_some(), "lost {k}");
+            })
+        });
         assert_eq!(t.len(), 10);
         let mut after = Vec::new();
         t.walk(|snapshot| after.extend(snapshot.entries().iter().map(|&(_, k, _)| k)));
