@@ -130,7 +130,7 @@ fuzz_target!(|case: Case| {
     for op in case.ops.iter().take(512) {
         match *op {
             Op::Get(k) => assert_eq!(map.get(&k.word()), model.get(&k.word()).copied()),
-            Op::Insert(k, v) => match map.insert(k.word(), v) {
+            Op::Insert(k, v) => match map.try_insert(k.word(), v) {
                 Ok(Insert::Inserted) => assert_eq!(model.insert(k.word(), v), None),
                 Ok(Insert::Present(old)) => assert_eq!(model.get(&k.word()), Some(&old)),
                 Err(e) => {
@@ -138,7 +138,7 @@ fuzz_target!(|case: Case| {
                     allowed(e, may_fail);
                 }
             },
-            Op::Upsert(k, v) => match map.upsert(k.word(), v) {
+            Op::Upsert(k, v) => match map.try_upsert(k.word(), v) {
                 Ok(old) => assert_eq!(old, model.insert(k.word(), v)),
                 Err(e) => {
                     assert!(!model.contains_key(&k.word()));
@@ -171,7 +171,7 @@ fuzz_target!(|case: Case| {
                 assert_eq!(map.compare_exchange(&k.word(), current, new), expected);
             }
             Op::Remove(k) => assert_eq!(map.remove(&k.word()), model.remove(&k.word())),
-            Op::FetchAdd(k, d) => match map.fetch_add(k.word(), d) {
+            Op::FetchAdd(k, d) => match map.try_fetch_add(k.word(), d) {
                 Ok(old) => {
                     let slot = model.entry(k.word()).or_insert(0);
                     let before = (old.is_some()).then_some(*slot);

@@ -134,7 +134,7 @@ pub fn trigger(recipe: &Recipe, bins: usize) -> Result<Trigger, String> {
         .build()
         .map_err(|e| e.to_string())?;
     let mut n = 0u64;
-    while map.insert(key(n), value_of(key(n))).is_ok() {
+    while map.try_insert(key(n), value_of(key(n))).is_ok() {
         n += 1;
     }
     let before = floe::lines_read();

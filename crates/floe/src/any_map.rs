@@ -63,7 +63,7 @@ use core::{
 use seize::{Collector, Guard, LocalGuard};
 
 use crate::{
-    error::Error,
+    error::{Error, OrRaise},
     hash::DefaultHashBuilder,
     map::{Builder, ForMap, Insert},
     raw::{driver::RawMap, Inserted, Mismatch},
@@ -284,15 +284,14 @@ const BATCH_CHUNK: usize = 512;
 /// ```
 /// use floe::{Insert, Map};
 ///
-/// let map = Map::<String, Vec<u8>>::with_capacity(16)?;
+/// let map = Map::<String, Vec<u8>>::with_capacity(16);
 /// let m = map.pin();
-/// assert_eq!(m.insert("a".to_string(), vec![1])?, Insert::Inserted);
-/// assert_eq!(m.insert("a".to_string(), vec![2])?, Insert::Present(&vec![1]));
+/// assert_eq!(m.insert("a".to_string(), vec![1]), Insert::Inserted);
+/// assert_eq!(m.insert("a".to_string(), vec![2]), Insert::Present(&vec![1]));
 /// assert_eq!(m.get("a"), Some(&vec![1]));          // `Borrow` lookups: &str for String
-/// assert_eq!(m.upsert("a".to_string(), vec![3])?, Some(&vec![1]));
+/// assert_eq!(m.upsert("a".to_string(), vec![3]), Some(&vec![1]));
 /// assert_eq!(m.remove("a"), Some(&vec![3]));
 /// assert!(m.get("a").is_none());
-/// # Ok::<(), floe::Error>(())
 /// ```
 pub struct Map<K, V, S = DefaultHashBuilder> {
     raw: RawMap,
@@ -312,12 +311,44 @@ unsafe impl<K: Send, V: Send, S: Send> Send for Map<K, V, S> {}
 // hands out `&K`/`&V` to every thread (`Sync`).
 unsafe impl<K: Send + Sync, V: Send + Sync, S: Sync> Sync for Map<K, V, S> {}
 
+/// An empty map with `S::default()` as its hasher (see [`Map::new`]).
+impl<K: Hash + Eq, V, S: BuildHasher + Default> Default for Map<K, V, S> {
+    #[track_caller]
+    fn default() -> Self {
+        Map::<K, V>::builder()
+            .hasher(S::default())
+            .build()
+            .or_raise()
+    }
+}
+
 impl<K: Hash + Eq, V> Map<K, V> {
+    /// An empty map with the default hasher and the best backend, sized for the builder's
+    /// default of 1024 keys; it grows on demand.
+    ///
+    /// # Panics
+    /// If the operating system refuses the first table's memory (64 KiB), as std's collections
+    /// do; [`try_with_capacity`](Self::try_with_capacity) returns the error instead.
+    #[track_caller]
+    pub fn new() -> Self {
+        Self::builder().build().or_raise()
+    }
+
     /// A map sized for `keys` keys, with the default hasher and the best backend.
+    ///
+    /// # Panics
+    /// If `keys` cannot be addressed or its table's memory cannot be had, as std's collections
+    /// do; [`try_with_capacity`](Self::try_with_capacity) returns the error instead.
+    #[track_caller]
+    pub fn with_capacity(keys: usize) -> Self {
+        Self::try_with_capacity(keys).or_raise()
+    }
+
+    /// A map sized for `keys` keys, or the reason it cannot be had.
     ///
     /// # Errors
     /// As [`Builder::build`](crate::Builder::build).
-    pub fn with_capacity(keys: usize) -> Result<Self, Error> {
+    pub fn try_with_capacity(keys: usize) -> Result<Self, Error> {
         Self::builder().capacity(keys).build()
     }
 
@@ -565,9 +596,9 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
     /// `get` would give at some instant during the call.
     ///
     /// ```
-    /// let map = floe::Map::<String, u32>::with_capacity(10)?;
+    /// let map = floe::Map::<String, u32>::with_capacity(10);
     /// let m = map.pin();
-    /// m.insert("a".to_string(), 1)?;
+    /// m.insert("a".to_string(), 1);
     /// let mut values = [None; 2];
     /// m.get_many(&["a", "b"], &mut values)?;
     /// assert_eq!(values, [Some(&1), None]);
@@ -627,12 +658,31 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
     }
 
     /// Insert `key -> value` only if `key` is absent; otherwise leave the map unchanged (and
-    /// drop `value`) and return the present value.
+    /// drop `key` and `value`) and return the present value.
+    ///
+    /// ```
+    /// use floe::Insert;
+    /// let map = floe::Map::<String, Vec<u8>>::new();
+    /// let map = map.pin();
+    /// assert_eq!(map.insert("k".to_string(), vec![1]), Insert::Inserted);
+    /// assert_eq!(map.insert("k".to_string(), vec![2]), Insert::Present(&vec![1]));
+    /// ```
+    ///
+    /// # Panics
+    /// As [`FlatMap::insert`](crate::FlatMap::insert): if the larger table's memory cannot be
+    /// had, or a map capped with [`Builder::max_bins`] is full. [`try_insert`](Self::try_insert)
+    /// returns these as errors; use it on a capped map.
+    #[track_caller]
+    pub fn insert(&self, key: K, value: V) -> Insert<&V> {
+        self.try_insert(key, value).or_raise()
+    }
+
+    /// [`insert`](Self::insert), answering what it panics on with an error.
     ///
     /// # Errors
-    /// As `FlatMap::insert`: [`Error::Full`] at [`Builder::max_bins`], or the larger table
+    /// As `FlatMap::try_insert`: [`Error::Full`] at [`Builder::max_bins`], or the larger table
     /// cannot be had. The map is unchanged and `key` and `value` are dropped.
-    pub fn insert(&self, key: K, value: V) -> Result<Insert<&V>, Error> {
+    pub fn try_insert(&self, key: K, value: V) -> Result<Insert<&V>, Error> {
         let (hash, word) = self.locate(&key);
         let new = Unpublished::new(key, value);
         // SAFETY: ours until published, then alive while our guard is; only read before
@@ -665,11 +715,30 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
         }
     }
 
-    /// Insert `key -> value`, replacing any present value. Returns the previous value.
+    /// Insert `key -> value`, replacing any present value. Returns the previous value (alive
+    /// while this handle is; the map drops it once no handle can see it).
+    ///
+    /// ```
+    /// let map = floe::Map::<String, u64>::new();
+    /// let map = map.pin();
+    /// assert_eq!(map.upsert("k".to_string(), 1), None);
+    /// assert_eq!(map.upsert("k".to_string(), 2), Some(&1));
+    /// assert_eq!(map.get("k"), Some(&2));
+    /// ```
+    ///
+    /// # Panics
+    /// As [`insert`](Self::insert), when the key is absent; [`try_upsert`](Self::try_upsert)
+    /// returns the error instead.
+    #[track_caller]
+    pub fn upsert(&self, key: K, value: V) -> Option<&V> {
+        self.try_upsert(key, value).or_raise()
+    }
+
+    /// [`upsert`](Self::upsert), answering what it panics on with an error.
     ///
     /// # Errors
-    /// As [`insert`](Self::insert), when the key is absent.
-    pub fn upsert(&self, key: K, value: V) -> Result<Option<&V>, Error> {
+    /// As [`try_insert`](Self::try_insert), when the key is absent.
+    pub fn try_upsert(&self, key: K, value: V) -> Result<Option<&V>, Error> {
         let (hash, word) = self.locate(&key);
         let new = Unpublished::new(key, value);
         // SAFETY: as in `insert`.
@@ -935,7 +1004,7 @@ mod tests {
             let value = i.to_le_bytes().to_vec();
             match i % 5 {
                 0 | 1 => {
-                    let got = m.insert(key.clone(), value.clone()).unwrap();
+                    let got = m.try_insert(key.clone(), value.clone()).unwrap();
                     match model.get(&key) {
                         Some(v) => assert_eq!(got, Insert::Present(v)),
                         None => {
@@ -945,7 +1014,7 @@ mod tests {
                     }
                 }
                 2 => assert_eq!(
-                    m.upsert(key.clone(), value.clone()).unwrap().cloned(),
+                    m.try_upsert(key.clone(), value.clone()).unwrap().cloned(),
                     model.insert(key, value)
                 ),
                 3 => assert_eq!(m.remove(key.as_str()).cloned(), model.remove(&key)),
@@ -966,11 +1035,11 @@ mod tests {
             .unwrap();
         let m = map.pin();
         for k in 0..20 {
-            assert_eq!(m.insert(k, k * 10).unwrap(), Insert::Inserted);
+            assert_eq!(m.try_insert(k, k * 10).unwrap(), Insert::Inserted);
         }
-        assert_eq!(m.insert(3, 0).unwrap(), Insert::Present(&30));
+        assert_eq!(m.try_insert(3, 0).unwrap(), Insert::Present(&30));
         assert_eq!(map.len(), 20);
-        assert_eq!(m.upsert(4, 41).unwrap(), Some(&40));
+        assert_eq!(m.try_upsert(4, 41).unwrap(), Some(&40));
         assert_eq!(m.update(&5, |v| v + 1), Some(&51));
         assert_eq!(m.remove(&6), Some(&60));
         assert_eq!(m.remove_if(&7, |&v| v == 0), None);
@@ -1009,16 +1078,16 @@ mod tests {
             let m = map.pin();
             let mut count = 0;
             for k in 0..200u32 {
-                let _ = m.insert(k, Counted(&drops)).unwrap();
+                let _ = m.try_insert(k, Counted(&drops)).unwrap();
                 count += 1;
             }
             for k in 0..200u32 {
                 // A present key: the rejected value is dropped at once.
-                let _ = m.insert(k, Counted(&drops)).unwrap();
+                let _ = m.try_insert(k, Counted(&drops)).unwrap();
                 count += 1;
             }
             for k in (0..200u32).step_by(3) {
-                let _ = m.upsert(k, Counted(&drops)).unwrap();
+                let _ = m.try_upsert(k, Counted(&drops)).unwrap();
                 count += 1;
             }
             for k in (0..200u32).step_by(5) {
@@ -1027,7 +1096,7 @@ mod tests {
             drop(m);
             map.clear();
             for k in 0..50u32 {
-                let _ = map.pin().insert(k, Counted(&drops)).unwrap();
+                let _ = map.pin().try_insert(k, Counted(&drops)).unwrap();
                 count += 1;
             }
             made = count;
@@ -1063,14 +1132,17 @@ mod tests {
                 .build()
                 .unwrap();
             let m = map.pin();
-            assert!(m.insert(Touchy(1), Counted(&drops)).unwrap().is_inserted());
+            assert!(m
+                .try_insert(Touchy(1), Counted(&drops))
+                .unwrap()
+                .is_inserted());
             PANIC_EQ.store(true, Ordering::Relaxed);
             for upsert in [false, true] {
                 let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     if upsert {
-                        let _ = m.upsert(Touchy(2), Counted(&drops));
+                        let _ = m.try_upsert(Touchy(2), Counted(&drops));
                     } else {
-                        let _ = m.insert(Touchy(2), Counted(&drops));
+                        let _ = m.try_insert(Touchy(2), Counted(&drops));
                     }
                 }));
                 assert!(outcome.is_err());
@@ -1091,14 +1163,14 @@ mod tests {
         let (a, b) = (small::<String, u32>(), small::<String, u32>());
         assert!(a == b);
         for k in 0..100u32 {
-            let _ = a.pin().insert(k.to_string(), k).unwrap();
-            let _ = b.pin().insert((99 - k).to_string(), 99 - k).unwrap();
+            let _ = a.pin().try_insert(k.to_string(), k).unwrap();
+            let _ = b.pin().try_insert((99 - k).to_string(), 99 - k).unwrap();
         }
         assert!(a == b);
-        let _ = b.pin().upsert("5".to_string(), 6).unwrap();
+        let _ = b.pin().try_upsert("5".to_string(), 6).unwrap();
         assert!(a != b);
-        let _ = b.pin().upsert("5".to_string(), 5).unwrap();
-        let _ = b.pin().insert("extra".to_string(), 0).unwrap();
+        let _ = b.pin().try_upsert("5".to_string(), 5).unwrap();
+        let _ = b.pin().try_insert("extra".to_string(), 0).unwrap();
         assert!(a != b);
     }
 
@@ -1109,7 +1181,7 @@ mod tests {
         let bytes: Map<u8, ()> = small();
         let m = bytes.pin();
         for b in 0..=255u8 {
-            assert!(m.insert(b, ()).unwrap().is_inserted());
+            assert!(m.try_insert(b, ()).unwrap().is_inserted());
         }
         assert_eq!(bytes.len(), 256);
         assert_eq!(m.remove(&7), Some(&()));
@@ -1117,8 +1189,8 @@ mod tests {
         assert_eq!(m.get(&8), Some(&()));
         let unit: Map<(), ()> = small();
         let u = unit.pin();
-        assert!(u.insert((), ()).unwrap().is_inserted());
-        assert_eq!(u.upsert((), ()).unwrap(), Some(&()));
+        assert!(u.try_insert((), ()).unwrap().is_inserted());
+        assert_eq!(u.try_upsert((), ()).unwrap(), Some(&()));
         assert_eq!(u.get(&()), Some(&()));
         assert_eq!(unit.len(), 1);
     }
@@ -1135,8 +1207,8 @@ mod tests {
                         let key = format!("{}", i % 20);
                         let m = map.pin();
                         match (i + t) % 4 {
-                            0 => drop(m.insert(key, i).unwrap()),
-                            1 => drop(m.upsert(key, i).unwrap()),
+                            0 => drop(m.try_insert(key, i).unwrap()),
+                            1 => drop(m.try_upsert(key, i).unwrap()),
                             2 => drop(m.update(key.as_str(), |v| v + 1)),
                             _ => drop(m.remove(key.as_str())),
                         }

@@ -191,11 +191,10 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     ///
     /// ```
     /// use floe::{Request, Response};
-    /// let map = floe::FlatMap::<u64, u64>::with_capacity(10)?;
+    /// let map = floe::FlatMap::<u64, u64>::with_capacity(10);
     /// assert_eq!(map.execute(Request::Upsert(1, 5)), Response::Upsert(Ok(None)));
     /// assert_eq!(map.execute(Request::fetch_add(1, 2)), Response::FetchAdd(Ok(Some(5))));
     /// assert_eq!(map.execute(Request::Get(1)), Response::Get(Some(7)));
-    /// # Ok::<(), floe::Error>(())
     /// ```
     #[inline(always)]
     pub fn execute(&self, request: Request<K, V>) -> Response<V> {
@@ -207,7 +206,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     ///
     /// ```
     /// use floe::{Request, Response, Insert};
-    /// let map = floe::FlatMap::<u64, u64>::with_capacity(1000)?;
+    /// let map = floe::FlatMap::<u64, u64>::with_capacity(1000);
     /// let requests = [Request::Insert(1, 10), Request::Get(1), Request::Remove(1), Request::Get(1)];
     /// let mut responses = Vec::new();
     /// map.batch().run(&requests, &mut responses);
@@ -217,7 +216,6 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     ///     Response::Remove(Some(10)),
     ///     Response::Get(None),
     /// ]);
-    /// # Ok::<(), floe::Error>(())
     /// ```
     pub fn batch(&self) -> Batch<'_, K, V, S> {
         Batch {
@@ -232,7 +230,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     ///
     /// ```
     /// use floe::{Request, Response};
-    /// let map = floe::FlatMap::<u64, u64>::with_capacity(1000)?;
+    /// let map = floe::FlatMap::<u64, u64>::with_capacity(1000);
     /// let mut pipeline = map.pipeline::<u32>(8);
     /// let mut done = Vec::new();
     /// for i in 0..100u32 {
@@ -243,7 +241,6 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// pipeline.flush(|tag, response| done.push((tag, response)));
     /// assert_eq!(done.len(), 100);
     /// assert!(done.iter().all(|(_, r)| *r == Response::Upsert(Ok(None))));
-    /// # Ok::<(), floe::Error>(())
     /// ```
     ///
     /// The window is clamped to `1..=`[`MAX_PIPELINE_WINDOW`]: tens of requests cover the memory
@@ -356,12 +353,11 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Batch<'m, K, V, S> {
     ///
     /// ```
     /// use floe::{Request, Response};
-    /// let map = floe::FlatMap::<u64, u64>::with_capacity(100)?;
+    /// let map = floe::FlatMap::<u64, u64>::with_capacity(100);
     /// let requests: Vec<_> = (0..10).map(|k| Request::Upsert(k, k)).collect();
     /// let mut inserted = 0;
     /// map.batch().run_each(&requests, |_, r| inserted += usize::from(r == Response::Upsert(Ok(None))));
     /// assert_eq!(inserted, 10);
-    /// # Ok::<(), floe::Error>(())
     /// ```
     #[inline]
     pub fn run_each(
@@ -693,9 +689,9 @@ mod tests {
         let key = 0u64;
         let bin_of = |k: u64| map.hasher().hash_one(k) >> 63;
         for k in (1..).filter(|&k| bin_of(k) == bin_of(key)).take(3) {
-            assert!(map.insert(k, k).expect("room").is_inserted());
+            assert!(map.try_insert(k, k).expect("room").is_inserted());
         }
-        assert!(map.insert(key, 0).expect("room").is_inserted());
+        assert!(map.try_insert(key, 0).expect("room").is_inserted());
         let mut pipeline = map
             .pipeline::<u64>(MAX_PIPELINE_WINDOW)
             .prefetch(Prefetch::Always);

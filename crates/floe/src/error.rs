@@ -8,9 +8,11 @@ use crate::config::Backend;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Error {
-    /// The key's bin has no free slot and cannot chain another link bucket (all 15 slots are
-    /// taken, or the table's pool of link buckets is used up). Nothing stored was changed.
-    /// Until floe grows tables on demand, size the map for the keys it will hold.
+    /// The key's bin has no free slot, cannot chain another link bucket (all 15 slots are
+    /// taken, or the table's pool of link buckets is used up), and the map may not grow: it
+    /// was capped with `Builder::max_bins`. Nothing stored was changed.
+    /// A capped map answers with this from the `try_` forms (`try_insert`, ...); the plain
+    /// forms panic with it.
     Full,
     /// The requested size does not fit in memory addresses, or exceeds what one table can
     /// index (2^32 link buckets).
@@ -57,3 +59,31 @@ impl fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+impl Error {
+    /// Panic with this error. The infallible forms (`insert`, `with_capacity`, ...) do, as
+    /// std's collections panic on a capacity overflow; their `try_` twins return it instead.
+    #[cold]
+    #[inline(never)]
+    #[track_caller]
+    pub(crate) fn raise(self) -> ! {
+        panic!("floe: {self}")
+    }
+}
+
+/// `Result::unwrap` for the infallible forms, with the error's own message and the caller's
+/// location in the panic.
+pub(crate) trait OrRaise<T> {
+    fn or_raise(self) -> T;
+}
+
+impl<T> OrRaise<T> for Result<T, Error> {
+    #[inline(always)]
+    #[track_caller]
+    fn or_raise(self) -> T {
+        match self {
+            Ok(value) => value,
+            Err(error) => error.raise(),
+        }
+    }
+}

@@ -20,8 +20,8 @@
 /// // Two RowIds are equal exactly when their words are: they can be keys.
 /// impl InlineKey for RowId {}
 ///
-/// let map = FlatMap::<RowId, u64>::with_capacity(1000).unwrap();
-/// map.insert(RowId { table: 3, row: 7 }, 42).unwrap();
+/// let map = FlatMap::<RowId, u64>::with_capacity(1000);
+/// map.insert(RowId { table: 3, row: 7 }, 42);
 /// assert_eq!(map.get(&RowId { table: 3, row: 7 }), Some(42));
 /// ```
 pub trait Inline: Copy + Send + Sync + 'static {

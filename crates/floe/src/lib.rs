@@ -22,20 +22,19 @@
 //! use std::thread;
 //! use floe::FlatMap;
 //!
-//! let counts = FlatMap::<u64, u64>::with_capacity(100_000)?;
+//! let counts = FlatMap::<u64, u64>::with_capacity(100_000);
 //! thread::scope(|s| {
 //!     for t in 0..2 {
 //!         let counts = &counts;
 //!         s.spawn(move || {
 //!             for i in 0..10_000u64 {
-//!                 counts.fetch_add(i % 1000, 1).expect("sized for these keys");
+//!                 counts.fetch_add(i % 1000, 1);
 //!             }
 //!         });
 //!     }
 //! });
 //! assert_eq!(counts.len(), 1000);
 //! assert_eq!(counts.get(&7), Some(20));
-//! # Ok::<(), floe::Error>(())
 //! ```
 //!
 //! # Consistency
@@ -105,7 +104,7 @@
 //! ```
 //! use floe::{Request, Response};
 //!
-//! let map = floe::FlatMap::<u64, u64>::with_capacity(1 << 16)?;
+//! let map = floe::FlatMap::<u64, u64>::with_capacity(1 << 16);
 //! let inserts: Vec<_> = (0..1000).map(|k| Request::Insert(k, k * 2)).collect();
 //! let mut responses = Vec::new();
 //! map.batch().run(&inserts, &mut responses);

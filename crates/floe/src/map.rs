@@ -9,7 +9,7 @@ use core::{fmt, hash::BuildHasher, marker::PhantomData};
 
 use crate::{
     config::{Backend, Config, ResizeMode, Stats},
-    error::Error,
+    error::{Error, OrRaise},
     hash::DefaultHashBuilder,
     inline::{Counter, Inline, InlineKey},
     raw::{driver::RawMap, Full, Inserted, Mismatch},
@@ -137,7 +137,9 @@ impl<K, V, S, T> Builder<K, V, S, T> {
     }
 
     /// Never grow past `bins` bins (default: no limit). A map at its limit answers an insert
-    /// that finds no room with [`Error::Full`] and changes nothing. `max_bins` at most the
+    /// that finds no room with [`Error::Full`] and changes nothing: call the `try_` forms
+    /// (`try_insert`, `try_upsert`, `try_fetch_add`) on a capped map, since the plain ones
+    /// panic with the error, as a full `arrayvec::ArrayVec`'s `push` does. `max_bins` at most the
     /// first table's bins makes a *fixed* map: it never grows or shrinks, and in exchange its
     /// operations skip even the reader announcement of growable maps (a thread-local load and
     /// store; `BENCHMARKS.md` compares the two).
@@ -194,16 +196,15 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> Builder<K, V, S> {
 /// ```
 /// use floe::{FlatMap, Insert};
 ///
-/// let map = FlatMap::<u64, u64>::with_capacity(1 << 16)?;
-/// assert_eq!(map.insert(7, 70)?, Insert::Inserted);
-/// assert_eq!(map.insert(7, 71)?, Insert::Present(70)); // insert never overwrites
-/// assert_eq!(map.upsert(7, 72)?, Some(70));             // upsert does
-/// assert_eq!(map.fetch_add(8, 1)?, None);               // counting upsert
-/// assert_eq!(map.fetch_add(8, 1)?, Some(1));
+/// let map = FlatMap::<u64, u64>::with_capacity(1 << 16);
+/// assert_eq!(map.insert(7, 70), Insert::Inserted);
+/// assert_eq!(map.insert(7, 71), Insert::Present(70)); // insert never overwrites
+/// assert_eq!(map.upsert(7, 72), Some(70));             // upsert does
+/// assert_eq!(map.fetch_add(8, 1), None);               // counting upsert
+/// assert_eq!(map.fetch_add(8, 1), Some(1));
 /// assert_eq!(map.get(&8), Some(2));
 /// assert_eq!(map.remove(&7), Some(72));
 /// assert_eq!(map.len(), 1);
-/// # Ok::<(), floe::Error>(())
 /// ```
 pub struct FlatMap<K, V, S = DefaultHashBuilder> {
     raw: RawMap,
@@ -211,18 +212,57 @@ pub struct FlatMap<K, V, S = DefaultHashBuilder> {
     marker: PhantomData<fn() -> (K, V)>,
 }
 
+/// An empty map with `S::default()` as its hasher (see [`FlatMap::new`]).
+///
+/// # Panics
+/// As [`FlatMap::new`], and if `S::default()` sends every key to one bin
+/// ([`Error::DegenerateHasher`]).
+impl<K: InlineKey, V: Inline, S: BuildHasher + Default> Default for FlatMap<K, V, S> {
+    #[track_caller]
+    fn default() -> Self {
+        FlatMap::<K, V>::builder()
+            .hasher(S::default())
+            .build()
+            .or_raise()
+    }
+}
+
 impl<K: InlineKey, V: Inline> FlatMap<K, V> {
+    /// An empty map with the default hasher and the best backend, sized for the builder's
+    /// default of 1024 keys; it grows on demand.
+    ///
+    /// # Panics
+    /// If the operating system refuses the first table's memory (64 KiB), as std's collections
+    /// do; [`try_with_capacity`](Self::try_with_capacity) returns the error instead.
+    #[track_caller]
+    pub fn new() -> Self {
+        Self::builder().build().or_raise()
+    }
+
     /// A map sized for `keys` keys, with the default hasher and the best backend.
     ///
     /// ```
-    /// let map = floe::FlatMap::<u32, f64>::with_capacity(100)?;
+    /// let map = floe::FlatMap::<u32, f64>::with_capacity(100);
     /// assert!(map.is_empty());
-    /// # Ok::<(), floe::Error>(())
+    /// ```
+    ///
+    /// # Panics
+    /// If `keys` cannot be addressed or its table's memory cannot be had, as std's collections
+    /// do; [`try_with_capacity`](Self::try_with_capacity) returns the error instead.
+    #[track_caller]
+    pub fn with_capacity(keys: usize) -> Self {
+        Self::try_with_capacity(keys).or_raise()
+    }
+
+    /// A map sized for `keys` keys, or the reason it cannot be had.
+    ///
+    /// ```
+    /// assert!(floe::FlatMap::<u64, u64>::try_with_capacity(usize::MAX).is_err());
     /// ```
     ///
     /// # Errors
     /// As [`Builder::build`].
-    pub fn with_capacity(keys: usize) -> Result<Self, Error> {
+    pub fn try_with_capacity(keys: usize) -> Result<Self, Error> {
         Self::builder().capacity(keys).build()
     }
 
@@ -243,11 +283,10 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// The value of `key`, if present.
     ///
     /// ```
-    /// let map = floe::FlatMap::<u64, char>::with_capacity(10)?;
-    /// map.insert(1, 'a')?;
+    /// let map = floe::FlatMap::<u64, char>::with_capacity(10);
+    /// map.insert(1, 'a');
     /// assert_eq!(map.get(&1), Some('a'));
     /// assert_eq!(map.get(&2), None);
-    /// # Ok::<(), floe::Error>(())
     /// ```
     #[inline]
     pub fn get(&self, key: &K) -> Option<V> {
@@ -258,10 +297,9 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// Whether `key` is present.
     ///
     /// ```
-    /// let map = floe::FlatMap::<i32, ()>::with_capacity(10)?;
-    /// map.insert(-3, ())?;
+    /// let map = floe::FlatMap::<i32, ()>::with_capacity(10);
+    /// map.insert(-3, ());
     /// assert!(map.contains_key(&-3));
-    /// # Ok::<(), floe::Error>(())
     /// ```
     #[inline]
     pub fn contains_key(&self, key: &K) -> bool {
@@ -273,9 +311,36 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     ///
     /// ```
     /// use floe::Insert;
-    /// let map = floe::FlatMap::<u64, u64>::with_capacity(10)?;
-    /// assert!(map.insert(5, 1)?.is_inserted());
-    /// assert_eq!(map.insert(5, 2)?, Insert::Present(1));
+    /// let map = floe::FlatMap::<u64, u64>::with_capacity(10);
+    /// assert!(map.insert(5, 1).is_inserted());
+    /// assert_eq!(map.insert(5, 2), Insert::Present(1));
+    /// ```
+    ///
+    /// # Panics
+    /// Where std's maps would (the larger table's memory cannot be had), and where they would
+    /// not: when a map capped with [`Builder::max_bins`] is full, or when the hasher puts more
+    /// than a bin's worth of keys on nearly the same hash. [`try_insert`](Self::try_insert)
+    /// returns these as errors; use it on a capped map.
+    #[inline]
+    #[track_caller]
+    pub fn insert(&self, key: K, value: V) -> Insert<V> {
+        self.try_insert(key, value).or_raise()
+    }
+
+    /// [`insert`](Self::insert), answering what it panics on with an error.
+    ///
+    /// ```
+    /// use floe::{Error, Insert};
+    /// let capped = floe::FlatMap::<u64, u64>::builder().bins(2).max_bins(2).build()?;
+    /// let mut refused = 0;
+    /// for key in 0..100 {
+    ///     match capped.try_insert(key, key) {
+    ///         Ok(Insert::Inserted) => {}
+    ///         Err(Error::Full) => refused += 1,
+    ///         other => panic!("{other:?}"),
+    ///     }
+    /// }
+    /// assert_eq!(capped.len() + refused, 100);
     /// # Ok::<(), floe::Error>(())
     /// ```
     ///
@@ -286,7 +351,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// map does not grow for them); [`Error::AllocationFailed`] or [`Error::CapacityOverflow`]
     /// if the larger table cannot be had. The map is unchanged.
     #[inline]
-    pub fn insert(&self, key: K, value: V) -> Result<Insert<V>, Error> {
+    pub fn try_insert(&self, key: K, value: V) -> Result<Insert<V>, Error> {
         let (hash, word) = self.locate(key);
         self.insert_at(hash, word, value)
     }
@@ -294,17 +359,27 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// Insert `key -> value`, overwriting any present value. Returns the previous value.
     ///
     /// ```
-    /// let map = floe::FlatMap::<u64, u64>::with_capacity(10)?;
-    /// assert_eq!(map.upsert(1, 10)?, None);
-    /// assert_eq!(map.upsert(1, 11)?, Some(10));
-    /// # Ok::<(), floe::Error>(())
+    /// let map = floe::FlatMap::<u64, u64>::with_capacity(10);
+    /// assert_eq!(map.upsert(1, 10), None);
+    /// assert_eq!(map.upsert(1, 11), Some(10));
     /// ```
     ///
+    /// # Panics
+    /// As [`insert`](Self::insert), when the key is absent; [`try_upsert`](Self::try_upsert)
+    /// returns the error instead.
+    #[inline]
+    #[track_caller]
+    pub fn upsert(&self, key: K, value: V) -> Option<V> {
+        self.try_upsert(key, value).or_raise()
+    }
+
+    /// [`upsert`](Self::upsert), answering what it panics on with an error.
+    ///
     /// # Errors
-    /// As [`insert`](Self::insert), when the key is absent: [`Error::Full`] at
+    /// As [`try_insert`](Self::try_insert), when the key is absent: [`Error::Full`] at
     /// [`Builder::max_bins`], or the larger table cannot be had. The map is unchanged.
     #[inline]
-    pub fn upsert(&self, key: K, value: V) -> Result<Option<V>, Error> {
+    pub fn try_upsert(&self, key: K, value: V) -> Result<Option<V>, Error> {
         let (hash, word) = self.locate(key);
         self.upsert_at(hash, word, value)
     }
@@ -313,12 +388,11 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// `None` (and writes nothing) if the key is absent.
     ///
     /// ```
-    /// let map = floe::FlatMap::<u64, u64>::with_capacity(10)?;
+    /// let map = floe::FlatMap::<u64, u64>::with_capacity(10);
     /// assert_eq!(map.put(1, 5), None);
     /// assert!(!map.contains_key(&1));
-    /// map.insert(1, 5)?;
+    /// map.insert(1, 5);
     /// assert_eq!(map.put(1, 6), Some(5));
-    /// # Ok::<(), floe::Error>(())
     /// ```
     #[inline]
     pub fn put(&self, key: K, value: V) -> Option<V> {
@@ -331,12 +405,11 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// once (with the newer value each time), so it should be a pure function.
     ///
     /// ```
-    /// let map = floe::FlatMap::<u64, u32>::with_capacity(10)?;
-    /// map.insert(1, 20)?;
+    /// let map = floe::FlatMap::<u64, u32>::with_capacity(10);
+    /// map.insert(1, 20);
     /// assert_eq!(map.update(&1, |v| v * 2), Some(20));
     /// assert_eq!(map.get(&1), Some(40));
     /// assert_eq!(map.update(&2, |v| v * 2), None);
-    /// # Ok::<(), floe::Error>(())
     /// ```
     #[inline]
     pub fn update(&self, key: &K, mut f: impl FnMut(V) -> V) -> Option<V> {
@@ -356,12 +429,11 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     ///
     /// ```
     /// use floe::CompareExchangeError;
-    /// let map = floe::FlatMap::<u64, u64>::with_capacity(10)?;
+    /// let map = floe::FlatMap::<u64, u64>::with_capacity(10);
     /// assert_eq!(map.compare_exchange(&1, 0, 1), Err(CompareExchangeError::Absent));
-    /// map.insert(1, 0)?;
+    /// map.insert(1, 0);
     /// assert_eq!(map.compare_exchange(&1, 0, 1), Ok(0));
     /// assert_eq!(map.compare_exchange(&1, 0, 2), Err(CompareExchangeError::Mismatch(1)));
-    /// # Ok::<(), floe::Error>(())
     /// ```
     ///
     /// # Errors
@@ -391,11 +463,10 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// Remove `key`, returning its value. The slot is free for another insert at once.
     ///
     /// ```
-    /// let map = floe::FlatMap::<u64, u64>::with_capacity(10)?;
-    /// map.insert(1, 2)?;
+    /// let map = floe::FlatMap::<u64, u64>::with_capacity(10);
+    /// map.insert(1, 2);
     /// assert_eq!(map.remove(&1), Some(2));
     /// assert_eq!(map.remove(&1), None);
-    /// # Ok::<(), floe::Error>(())
     /// ```
     #[inline]
     pub fn remove(&self, key: &K) -> Option<V> {
@@ -408,10 +479,9 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// lookups): prefetch several keys, do something else, then operate on them.
     ///
     /// ```
-    /// let map = floe::FlatMap::<u64, u64>::with_capacity(10)?;
+    /// let map = floe::FlatMap::<u64, u64>::with_capacity(10);
     /// map.prefetch(&3);
     /// assert_eq!(map.get(&3), None);
-    /// # Ok::<(), floe::Error>(())
     /// ```
     #[inline]
     pub fn prefetch(&self, key: &K) {
@@ -426,11 +496,10 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// moves it meanwhile). If the map is growing, the growth is finished first.
     ///
     /// ```
-    /// let map = floe::FlatMap::<u64, u64>::with_capacity(10)?;
-    /// map.insert(1, 2)?;
+    /// let map = floe::FlatMap::<u64, u64>::with_capacity(10);
+    /// map.insert(1, 2);
     /// map.clear();
     /// assert!(map.is_empty());
-    /// # Ok::<(), floe::Error>(())
     /// ```
     pub fn clear(&self) {
         self.raw.clear(&self.rehash(), |_| {});
@@ -440,10 +509,9 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// per-thread counters otherwise.
     ///
     /// ```
-    /// let map = floe::FlatMap::<u64, u64>::with_capacity(10)?;
-    /// map.insert(1, 1)?;
+    /// let map = floe::FlatMap::<u64, u64>::with_capacity(10);
+    /// map.insert(1, 1);
     /// assert_eq!(map.len(), 1);
-    /// # Ok::<(), floe::Error>(())
     /// ```
     pub fn len(&self) -> usize {
         self.raw.len()
@@ -470,7 +538,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     ///
     /// ```
     /// let map = floe::FlatMap::<u64, u64>::builder().bins(10).link_buckets(0).build()?;
-    /// map.insert(1, 1)?;
+    /// map.insert(1, 1);
     /// assert!((map.load_factor() - 1.0 / 30.0).abs() < 1e-9);
     /// # Ok::<(), floe::Error>(())
     /// ```
@@ -481,9 +549,8 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// The backend in use (never `Auto`).
     ///
     /// ```
-    /// let map = floe::FlatMap::<u64, u64>::with_capacity(10)?;
+    /// let map = floe::FlatMap::<u64, u64>::with_capacity(10);
     /// assert_ne!(map.backend(), floe::Backend::Auto);
-    /// # Ok::<(), floe::Error>(())
     /// ```
     pub fn backend(&self) -> Backend {
         self.raw.backend()
@@ -497,10 +564,9 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// Statistics about the table's memory and geometry.
     ///
     /// ```
-    /// let map = floe::FlatMap::<u64, u64>::with_capacity(1000)?;
+    /// let map = floe::FlatMap::<u64, u64>::with_capacity(1000);
     /// let stats = map.stats();
     /// assert!(stats.bins * 64 <= stats.allocated_bytes);
-    /// # Ok::<(), floe::Error>(())
     /// ```
     pub fn stats(&self) -> Stats {
         self.raw.stats()
@@ -511,13 +577,12 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// once, and pairs inserted or removed concurrently may or may not be visited.
     ///
     /// ```
-    /// let map = floe::FlatMap::<u64, u64>::with_capacity(10)?;
-    /// map.insert(1, 10)?;
-    /// map.insert(2, 20)?;
+    /// let map = floe::FlatMap::<u64, u64>::with_capacity(10);
+    /// map.insert(1, 10);
+    /// map.insert(2, 20);
     /// let mut sum = 0;
     /// map.for_each(|_, v| sum += v);
     /// assert_eq!(sum, 30);
-    /// # Ok::<(), floe::Error>(())
     /// ```
     ///
     /// If the map is growing, the growth is finished first (this call does the remaining
@@ -536,15 +601,14 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// more than that many pairs and delays the freeing of a replaced table only for a step.
     ///
     /// ```
-    /// let map = floe::FlatMap::<u64, u64>::with_capacity(10)?;
+    /// let map = floe::FlatMap::<u64, u64>::with_capacity(10);
     /// for k in 0..5 {
-    ///     map.insert(k, k * k)?;
+    ///     map.insert(k, k * k);
     /// }
     /// let mut pairs: Vec<_> = map.iter().collect();
     /// pairs.sort();
     /// assert_eq!(pairs, [(0, 0), (1, 1), (2, 4), (3, 9), (4, 16)]);
     /// assert_eq!(map.keys().count(), 5);
-    /// # Ok::<(), floe::Error>(())
     /// ```
     pub fn iter(&self) -> Iter<'_, K, V, S> {
         Iter {
@@ -568,7 +632,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// whole move in this call) if the current table is sized for fewer.
     ///
     /// ```
-    /// let map = floe::FlatMap::<u64, u64>::with_capacity(16)?;
+    /// let map = floe::FlatMap::<u64, u64>::with_capacity(16);
     /// map.reserve(100_000)?;
     /// assert!(map.capacity() >= 100_000);
     /// # Ok::<(), floe::Error>(())
@@ -597,9 +661,9 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// never races a growth.
     ///
     /// ```
-    /// let map = floe::FlatMap::<u64, u64>::with_capacity(1 << 16)?;
+    /// let map = floe::FlatMap::<u64, u64>::with_capacity(1 << 16);
     /// for k in 0..1000 {
-    ///     map.insert(k, k)?;
+    ///     map.insert(k, k);
     /// }
     /// let before = map.stats().bins;
     /// assert!(map.shrink_to_fit()?);
@@ -634,19 +698,29 @@ impl<K: InlineKey, V: Counter, S: BuildHasher> FlatMap<K, V, S> {
     /// value, `None` if the key was inserted.
     ///
     /// ```
-    /// let counts = floe::FlatMap::<u64, u32>::with_capacity(10)?;
+    /// let counts = floe::FlatMap::<u64, u32>::with_capacity(10);
     /// for kmer in [3, 5, 3, 3] {
-    ///     counts.fetch_add(kmer, 1)?;
+    ///     counts.fetch_add(kmer, 1);
     /// }
     /// assert_eq!(counts.get(&3), Some(3));
-    /// # Ok::<(), floe::Error>(())
     /// ```
     ///
+    /// # Panics
+    /// As [`insert`](Self::insert), when the key is absent;
+    /// [`try_fetch_add`](Self::try_fetch_add) returns the error instead.
+    #[inline]
+    #[track_caller]
+    pub fn fetch_add(&self, key: K, delta: V) -> Option<V> {
+        self.try_fetch_add(key, delta).or_raise()
+    }
+
+    /// [`fetch_add`](Self::fetch_add), answering what it panics on with an error.
+    ///
     /// # Errors
-    /// As [`insert`](Self::insert), when the key is absent: [`Error::Full`] at
+    /// As [`try_insert`](Self::try_insert), when the key is absent: [`Error::Full`] at
     /// [`Builder::max_bins`], or the larger table cannot be had. The map is unchanged.
     #[inline]
-    pub fn fetch_add(&self, key: K, delta: V) -> Result<Option<V>, Error> {
+    pub fn try_fetch_add(&self, key: K, delta: V) -> Result<Option<V>, Error> {
         let (hash, word) = self.locate(key);
         self.fetch_add_at(hash, word, delta, V::add)
     }

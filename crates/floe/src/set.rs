@@ -12,7 +12,7 @@ use core::{
 
 use crate::{
     any_map::{Map, MapRef},
-    error::Error,
+    error::{Error, OrRaise},
     hash::DefaultHashBuilder,
     inline::InlineKey,
     map::FlatMap,
@@ -21,13 +21,12 @@ use crate::{
 /// A concurrent set of keys of up to 8 bytes, stored inline (a [`FlatMap`] with `()` values).
 ///
 /// ```
-/// let set = floe::FlatSet::<u64>::with_capacity(100)?;
-/// assert!(set.insert(3)?);
-/// assert!(!set.insert(3)?);
+/// let set = floe::FlatSet::<u64>::with_capacity(100);
+/// assert!(set.insert(3));
+/// assert!(!set.insert(3));
 /// assert!(set.contains(&3));
 /// assert!(set.remove(&3));
 /// assert!(set.is_empty());
-/// # Ok::<(), floe::Error>(())
 /// ```
 ///
 /// Other options (hasher, backend, growth limit): build the map and convert it,
@@ -36,13 +35,40 @@ pub struct FlatSet<K, S = DefaultHashBuilder> {
     map: FlatMap<K, (), S>,
 }
 
+/// An empty set with `S::default()` as its hasher (see [`FlatMap::default`]).
+impl<K: InlineKey, S: BuildHasher + Default> Default for FlatSet<K, S> {
+    #[track_caller]
+    fn default() -> Self {
+        Self::from(FlatMap::default())
+    }
+}
+
 impl<K: InlineKey> FlatSet<K> {
+    /// An empty set with the default hasher; it grows on demand.
+    ///
+    /// # Panics
+    /// As [`FlatMap::new`].
+    #[track_caller]
+    pub fn new() -> Self {
+        Self::from(FlatMap::new())
+    }
+
     /// A set sized for `keys` keys, with the default hasher.
+    ///
+    /// # Panics
+    /// As [`FlatMap::with_capacity`]; [`try_with_capacity`](Self::try_with_capacity) returns
+    /// the error instead.
+    #[track_caller]
+    pub fn with_capacity(keys: usize) -> Self {
+        Self::from(FlatMap::with_capacity(keys))
+    }
+
+    /// A set sized for `keys` keys, or the reason it cannot be had.
     ///
     /// # Errors
     /// As [`Builder::build`](crate::Builder::build).
-    pub fn with_capacity(keys: usize) -> Result<Self, Error> {
-        FlatMap::with_capacity(keys).map(Self::from)
+    pub fn try_with_capacity(keys: usize) -> Result<Self, Error> {
+        FlatMap::try_with_capacity(keys).map(Self::from)
     }
 }
 
@@ -55,10 +81,19 @@ impl<K, S> From<FlatMap<K, (), S>> for FlatSet<K, S> {
 impl<K: InlineKey, S: BuildHasher> FlatSet<K, S> {
     /// Add `key`; whether it was absent.
     ///
+    /// # Panics
+    /// As [`FlatMap::insert`]; [`try_insert`](Self::try_insert) returns the error instead.
+    #[track_caller]
+    pub fn insert(&self, key: K) -> bool {
+        self.try_insert(key).or_raise()
+    }
+
+    /// Add `key`; whether it was absent, or why it could not be added.
+    ///
     /// # Errors
-    /// As [`FlatMap::insert`]; the set is unchanged.
-    pub fn insert(&self, key: K) -> Result<bool, Error> {
-        Ok(self.map.insert(key, ())?.is_inserted())
+    /// As [`FlatMap::try_insert`]; the set is unchanged.
+    pub fn try_insert(&self, key: K) -> Result<bool, Error> {
+        Ok(self.map.try_insert(key, ())?.is_inserted())
     }
 
     /// Whether `key` is present.
@@ -106,24 +141,50 @@ impl<K, S> fmt::Debug for FlatSet<K, S> {
 /// A concurrent set of any `K: Hash + Eq` (a [`Map`] with `()` values).
 ///
 /// ```
-/// let set = floe::Set::<String>::with_capacity(100)?;
-/// assert!(set.insert("a".to_string())?);
+/// let set = floe::Set::<String>::with_capacity(100);
+/// assert!(set.insert("a".to_string()));
 /// assert!(set.contains("a"));
 /// assert_eq!(set.pin().iter().count(), 1);
 /// assert!(set.remove("a"));
-/// # Ok::<(), floe::Error>(())
 /// ```
 pub struct Set<K, S = DefaultHashBuilder> {
     map: Map<K, (), S>,
 }
 
+/// An empty set with `S::default()` as its hasher (see [`Map::default`]).
+impl<K: Hash + Eq, S: BuildHasher + Default> Default for Set<K, S> {
+    #[track_caller]
+    fn default() -> Self {
+        Self::from(Map::default())
+    }
+}
+
 impl<K: Hash + Eq> Set<K> {
+    /// An empty set with the default hasher; it grows on demand.
+    ///
+    /// # Panics
+    /// As [`Map::new`].
+    #[track_caller]
+    pub fn new() -> Self {
+        Self::from(Map::new())
+    }
+
     /// A set sized for `keys` keys, with the default hasher.
+    ///
+    /// # Panics
+    /// As [`Map::with_capacity`]; [`try_with_capacity`](Self::try_with_capacity) returns the
+    /// error instead.
+    #[track_caller]
+    pub fn with_capacity(keys: usize) -> Self {
+        Self::from(Map::with_capacity(keys))
+    }
+
+    /// A set sized for `keys` keys, or the reason it cannot be had.
     ///
     /// # Errors
     /// As [`Builder::build`](crate::Builder::build).
-    pub fn with_capacity(keys: usize) -> Result<Self, Error> {
-        Map::with_capacity(keys).map(Self::from)
+    pub fn try_with_capacity(keys: usize) -> Result<Self, Error> {
+        Map::try_with_capacity(keys).map(Self::from)
     }
 }
 
@@ -136,10 +197,19 @@ impl<K, S> From<Map<K, (), S>> for Set<K, S> {
 impl<K: Hash + Eq, S: BuildHasher> Set<K, S> {
     /// Add `key`; whether it was absent.
     ///
+    /// # Panics
+    /// As [`MapRef::insert`]; [`try_insert`](Self::try_insert) returns the error instead.
+    #[track_caller]
+    pub fn insert(&self, key: K) -> bool {
+        self.try_insert(key).or_raise()
+    }
+
+    /// Add `key`; whether it was absent, or why it could not be added.
+    ///
     /// # Errors
-    /// As [`MapRef::insert`]; the set is unchanged.
-    pub fn insert(&self, key: K) -> Result<bool, Error> {
-        Ok(self.map.pin().insert(key, ())?.is_inserted())
+    /// As [`MapRef::try_insert`]; the set is unchanged.
+    pub fn try_insert(&self, key: K) -> Result<bool, Error> {
+        Ok(self.map.pin().try_insert(key, ())?.is_inserted())
     }
 
     /// Whether `key` is present.
@@ -226,8 +296,8 @@ mod tests {
             match i % 3 {
                 0 | 1 => {
                     let absent = model.insert(key);
-                    assert_eq!(flat.insert(key).unwrap(), absent);
-                    assert_eq!(any.insert(name).unwrap(), absent);
+                    assert_eq!(flat.try_insert(key).unwrap(), absent);
+                    assert_eq!(any.try_insert(name).unwrap(), absent);
                 }
                 _ => {
                     let present = model.remove(&key);

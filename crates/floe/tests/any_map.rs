@@ -69,7 +69,7 @@ fn check<S: BuildHasher>(map: &Map<String, Vec<u8>, S>, ops: &[Op]) {
         let m = map.pin();
         match op.clone() {
             Op::Insert(k, v) => {
-                let got = m.insert(key(k), v.clone()).unwrap();
+                let got = m.try_insert(key(k), v.clone()).unwrap();
                 match model.get(&key(k)) {
                     Some(present) => assert_eq!(got, Insert::Present(present)),
                     None => {
@@ -79,7 +79,7 @@ fn check<S: BuildHasher>(map: &Map<String, Vec<u8>, S>, ops: &[Op]) {
                 }
             }
             Op::Upsert(k, v) => assert_eq!(
-                m.upsert(key(k), v.clone()).unwrap().cloned(),
+                m.try_upsert(key(k), v.clone()).unwrap().cloned(),
                 model.insert(key(k), v)
             ),
             Op::Update(k, byte) => {
@@ -150,7 +150,7 @@ fn a_full_capped_map_answers_full_and_keeps_its_keys() {
     let m = map.pin();
     let mut kept = Vec::new();
     for k in 0..100 {
-        match m.insert(key(k), format!("v{k}")) {
+        match m.try_insert(key(k), format!("v{k}")) {
             Ok(inserted) => {
                 assert!(inserted.is_inserted());
                 kept.push(k);
@@ -168,9 +168,9 @@ fn a_full_capped_map_answers_full_and_keeps_its_keys() {
 
 #[test]
 fn reserve_past_any_memory_is_an_error() {
-    let map = Map::<String, u64>::with_capacity(10).unwrap();
+    let map = Map::<String, u64>::try_with_capacity(10).unwrap();
     assert!(map.reserve(usize::MAX).is_err());
-    assert!(map.pin().insert("a".into(), 1).unwrap().is_inserted());
+    assert!(map.pin().try_insert("a".into(), 1).unwrap().is_inserted());
     assert_eq!(map.get_cloned("a"), Some(1));
 }
 
@@ -211,7 +211,7 @@ fn removing_a_key_never_removes_a_colliding_one() {
         scope.spawn(|| {
             for i in 0..rounds {
                 let m = map.pin();
-                let _ = m.insert("lone".to_string(), i).unwrap();
+                let _ = m.try_insert("lone".to_string(), i).unwrap();
                 m.remove("lone");
             }
         });
@@ -219,7 +219,7 @@ fn removing_a_key_never_removes_a_colliding_one() {
             for i in 0..rounds {
                 let m = map.pin();
                 let key = format!("kept-{}", i % 3);
-                assert!(m.insert(key.clone(), i).unwrap().is_inserted());
+                assert!(m.try_insert(key.clone(), i).unwrap().is_inserted());
                 assert_eq!(
                     m.get(key.as_str()),
                     Some(&i),
@@ -275,9 +275,9 @@ fn a_panicking_eq_does_not_corrupt_the_map() {
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let m = map.pin();
             match round % 3 {
-                0 => drop(m.upsert(key.clone(), round).unwrap()),
+                0 => drop(m.try_upsert(key.clone(), round).unwrap()),
                 1 => drop(m.remove(&key)),
-                _ => drop(m.insert(key.clone(), round).unwrap()),
+                _ => drop(m.try_insert(key.clone(), round).unwrap()),
             }
         }));
         EQ_CALLS_LEFT.with(|left| left.set(u64::MAX));
@@ -315,15 +315,15 @@ fn agree<S: BuildHasher>(map: &Map<u64, u64, S>, probes: u64) {
 #[test]
 fn get_many_agrees_with_get() {
     let keys: u64 = if cfg!(miri) { 200 } else { 60_000 };
-    let big = Map::<u64, u64>::with_capacity(keys as usize).unwrap();
+    let big = Map::<u64, u64>::try_with_capacity(keys as usize).unwrap();
     let colliding = Map::<u64, u64, _>::builder()
         .hasher(FourWords)
         .build()
         .unwrap();
     for k in 0..keys {
-        let _ = big.pin().insert(k * 2, k).unwrap();
+        let _ = big.pin().try_insert(k * 2, k).unwrap();
         if k < 300 {
-            let _ = colliding.pin().insert(k * 2, k).unwrap();
+            let _ = colliding.pin().try_insert(k * 2, k).unwrap();
         }
     }
     agree(&big, 2 * keys);

@@ -12,16 +12,16 @@ use floe::{
 
 #[test]
 fn typed_keys_and_values_round_trip() {
-    let m = FlatMap::<i8, f64>::with_capacity(300).unwrap();
+    let m = FlatMap::<i8, f64>::try_with_capacity(300).unwrap();
     for k in i8::MIN..=i8::MAX {
-        assert!(m.insert(k, f64::from(k) / 2.0).unwrap().is_inserted());
+        assert!(m.try_insert(k, f64::from(k) / 2.0).unwrap().is_inserted());
     }
     for k in i8::MIN..=i8::MAX {
         assert_eq!(m.get(&k), Some(f64::from(k) / 2.0));
     }
-    let chars = FlatMap::<char, bool>::with_capacity(10).unwrap();
-    let _ = chars.insert('é', true).unwrap();
-    let _ = chars.insert('\u{10FFFF}', false).unwrap();
+    let chars = FlatMap::<char, bool>::try_with_capacity(10).unwrap();
+    let _ = chars.try_insert('é', true).unwrap();
+    let _ = chars.try_insert('\u{10FFFF}', false).unwrap();
     assert_eq!(chars.get(&'é'), Some(true));
     assert_eq!(chars.get(&'\u{10FFFF}'), Some(false));
     assert_eq!(chars.get(&'e'), None);
@@ -45,7 +45,7 @@ fn every_word_is_a_valid_key() {
     ];
     for (i, &k) in keys.iter().enumerate() {
         assert_eq!(
-            m.insert(k, i as u64).unwrap(),
+            m.try_insert(k, i as u64).unwrap(),
             Insert::Inserted,
             "key {k:#x}"
         );
@@ -69,12 +69,12 @@ fn with_capacity_holds_that_many_random_keys() {
         (200_000, 6),
     ] {
         for trial in 0..if n < 1000 { 50 } else { 3 } {
-            let m = FlatMap::<u64, u64>::with_capacity(n).unwrap();
+            let m = FlatMap::<u64, u64>::try_with_capacity(n).unwrap();
             let mut rng = SplitMix(seed * 1000 + trial);
             for i in 0..n {
                 let k = rng.next();
                 assert!(
-                    m.insert(k, i as u64).is_ok(),
+                    m.try_insert(k, i as u64).is_ok(),
                     "capacity {n}, trial {trial}: Full after {i} keys"
                 );
             }
@@ -96,15 +96,15 @@ fn full_table_answers_full_and_loses_nothing() {
     let mut stored = Vec::new();
     let mut full = 0;
     for k in 0..100u64 {
-        match m.insert(k, k + 1) {
+        match m.try_insert(k, k + 1) {
             Ok(Insert::Inserted) => stored.push(k),
             Err(Error::Full) => full += 1,
             other => panic!("{other:?}"),
         }
         // Upsert and fetch_add of an absent key are refused the same way.
         if !stored.contains(&k) {
-            assert_eq!(m.upsert(k, 0), Err(Error::Full));
-            assert_eq!(m.fetch_add(k, 1), Err(Error::Full));
+            assert_eq!(m.try_upsert(k, 0), Err(Error::Full));
+            assert_eq!(m.try_fetch_add(k, 1), Err(Error::Full));
             assert_eq!(m.get(&k), None);
         }
     }
@@ -113,15 +113,15 @@ fn full_table_answers_full_and_loses_nothing() {
     for &k in &stored {
         assert_eq!(m.get(&k), Some(k + 1), "a stored key changed after Full");
         // Operations on present keys still work in a full table.
-        assert_eq!(m.upsert(k, k + 2), Ok(Some(k + 1)));
-        assert_eq!(m.fetch_add(k, 1), Ok(Some(k + 2)));
+        assert_eq!(m.try_upsert(k, k + 2), Ok(Some(k + 1)));
+        assert_eq!(m.try_fetch_add(k, 1), Ok(Some(k + 2)));
     }
     assert_eq!(m.len(), stored.len());
     assert_eq!(m.check_invariants(), stored.len());
     // Removing frees room at once.
     let gone = stored.pop().unwrap();
     assert_eq!(m.remove(&gone), Some(gone + 3));
-    let newcomer = (100..).find(|&k| m.insert(k, 0).is_ok_and(|i| i.is_inserted()));
+    let newcomer = (100..).find(|&k| m.try_insert(k, 0).is_ok_and(|i| i.is_inserted()));
     assert!(newcomer.is_some());
     assert_eq!(common::live_tables(&m), 1);
     assert_eq!(m.reserve(1000), Err(Error::CapacityOverflow));
@@ -167,7 +167,7 @@ fn builder_refuses_bad_configurations() {
 fn impossible_allocations_are_refused() {
     // 2^50 keys need more link buckets than a 32-bit link field can name.
     assert_eq!(
-        FlatMap::<u64, u64>::with_capacity(1 << 50).err(),
+        FlatMap::<u64, u64>::try_with_capacity(1 << 50).err(),
         Some(Error::CapacityOverflow)
     );
     // 2^42 bins are 256 TiB: more than the 128 TiB a process can map.
@@ -207,7 +207,7 @@ fn degenerate_hashers_are_refused() {
 fn every_hasher_gives_a_working_map() {
     fn exercise<S: BuildHasher>(m: FlatMap<u64, u64, S>) {
         for k in 0..500u64 {
-            assert!(m.insert(k * 7919, k).unwrap().is_inserted());
+            assert!(m.try_insert(k * 7919, k).unwrap().is_inserted());
         }
         for k in 0..500u64 {
             assert_eq!(m.get(&(k * 7919)), Some(k));
@@ -264,13 +264,13 @@ fn a_tiny_map_grows_to_hold_everything_and_frees_its_old_tables() {
         let n = 50_000u64;
         for k in 0..n {
             match k % 3 {
-                0 => assert_eq!(m.insert(k, k), Ok(Insert::Inserted)),
-                1 => assert_eq!(m.upsert(k, k), Ok(None)),
-                _ => assert_eq!(m.fetch_add(k, k), Ok(None)),
+                0 => assert_eq!(m.try_insert(k, k), Ok(Insert::Inserted)),
+                1 => assert_eq!(m.try_upsert(k, k), Ok(None)),
+                _ => assert_eq!(m.try_fetch_add(k, k), Ok(None)),
             }
             if k % 7 == 0 {
                 assert_eq!(m.remove(&(k / 2)), Some(k / 2), "{mode:?} key {}", k / 2);
-                assert_eq!(m.insert(k / 2, k / 2), Ok(Insert::Inserted));
+                assert_eq!(m.try_insert(k / 2, k / 2), Ok(Insert::Inserted));
             }
         }
         assert_eq!(m.check_invariants(), n as usize, "{mode:?}");
@@ -287,13 +287,13 @@ fn a_tiny_map_grows_to_hold_everything_and_frees_its_old_tables() {
 
 #[test]
 fn reserve_grows_once_up_front() {
-    let m = FlatMap::<u64, u64>::with_capacity(16).unwrap();
-    assert!(m.insert(1, 1).unwrap().is_inserted());
+    let m = FlatMap::<u64, u64>::try_with_capacity(16).unwrap();
+    assert!(m.try_insert(1, 1).unwrap().is_inserted());
     m.reserve(1 << 20).unwrap();
     let bins = m.stats().bins;
     assert!(m.capacity() >= 1 << 20);
     for k in 2..100_000u64 {
-        assert!(m.insert(k, k).unwrap().is_inserted());
+        assert!(m.try_insert(k, k).unwrap().is_inserted());
     }
     assert_eq!(
         m.stats().bins,
@@ -315,7 +315,7 @@ fn shrink_to_fit_moves_the_keys_into_fewer_bins() {
             .build()
             .unwrap();
         for k in 0..100_000u64 {
-            assert!(m.insert(k, k).unwrap().is_inserted());
+            assert!(m.try_insert(k, k).unwrap().is_inserted());
         }
         for k in 1_000..100_000u64 {
             assert_eq!(m.remove(&k), Some(k));
@@ -338,7 +338,7 @@ fn shrink_to_fit_moves_the_keys_into_fewer_bins() {
         assert_eq!(common::live_tables(&m), 1);
         // The shrunk map grows again on demand.
         for k in 1_000..50_000u64 {
-            assert!(m.insert(k, k + 1).unwrap().is_inserted());
+            assert!(m.try_insert(k, k + 1).unwrap().is_inserted());
         }
         assert_eq!(m.check_invariants(), 50_000);
         assert_eq!(m.get(&49_999), Some(50_000));
@@ -348,7 +348,7 @@ fn shrink_to_fit_moves_the_keys_into_fewer_bins() {
     assert!(empty.shrink_to_fit().unwrap());
     while empty.shrink_to_fit().unwrap() {}
     assert_eq!(empty.stats().bins, 2);
-    assert!(empty.insert(1, 1).unwrap().is_inserted());
+    assert!(empty.try_insert(1, 1).unwrap().is_inserted());
 }
 
 /// Keys below 16 all hash to 42; the rest hash well.
@@ -373,19 +373,19 @@ fn colliding_hashes_answer_an_error_without_growing() {
             .build()
             .unwrap();
         for k in 16..100u64 {
-            assert!(m.insert(k, k).unwrap().is_inserted());
+            assert!(m.try_insert(k, k).unwrap().is_inserted());
         }
         // The bin of the colliding keys also holds other keys at first: growing splits those
         // off, so the first fifteen may grow the map.
         for k in 0..15u64 {
-            assert!(m.insert(k, k).unwrap().is_inserted(), "key {k}");
+            assert!(m.try_insert(k, k).unwrap().is_inserted(), "key {k}");
         }
         assert_eq!(m.check_invariants(), 99);
         let bins = m.stats().bins;
         for _ in 0..3 {
-            assert_eq!(m.insert(15, 15), Err(Error::HashCollisions));
-            assert_eq!(m.upsert(15, 15), Err(Error::HashCollisions));
-            assert_eq!(m.fetch_add(15, 1), Err(Error::HashCollisions));
+            assert_eq!(m.try_insert(15, 15), Err(Error::HashCollisions));
+            assert_eq!(m.try_upsert(15, 15), Err(Error::HashCollisions));
+            assert_eq!(m.try_fetch_add(15, 1), Err(Error::HashCollisions));
         }
         let stats = m.stats();
         assert_eq!(
@@ -395,9 +395,9 @@ fn colliding_hashes_answer_an_error_without_growing() {
         );
         // The map is intact and still takes other keys; a freed slot takes the 16th.
         assert_eq!(m.check_invariants(), 99);
-        assert!(m.insert(1000, 1).unwrap().is_inserted());
+        assert!(m.try_insert(1000, 1).unwrap().is_inserted());
         assert_eq!(m.remove(&3), Some(3));
-        assert!(m.insert(15, 15).unwrap().is_inserted());
+        assert!(m.try_insert(15, 15).unwrap().is_inserted());
         assert!(Error::HashCollisions.to_string().contains("hash"));
     }
 }
@@ -421,9 +421,9 @@ fn keys_only_a_larger_table_would_split_answer_full() {
         .build()
         .unwrap();
     for k in 0..15u64 {
-        assert!(m.insert(k, k).unwrap().is_inserted());
+        assert!(m.try_insert(k, k).unwrap().is_inserted());
     }
-    assert_eq!(m.insert(15, 15), Err(Error::HashCollisions));
+    assert_eq!(m.try_insert(15, 15), Err(Error::HashCollisions));
     assert_eq!(m.stats().bins, 4);
 }
 
@@ -446,9 +446,9 @@ fn keys_only_a_table_larger_than_memory_would_split_answer_an_error() {
         .build()
         .unwrap();
     for k in 0..15u64 {
-        assert!(m.insert(k, k).unwrap().is_inserted());
+        assert!(m.try_insert(k, k).unwrap().is_inserted());
     }
-    assert_eq!(m.insert(15, 15), Err(Error::HashCollisions));
+    assert_eq!(m.try_insert(15, 15), Err(Error::HashCollisions));
     assert_eq!((m.stats().bins, common::live_tables(&m)), (4, 1));
 }
 
@@ -475,9 +475,9 @@ fn sizes_at_the_edges_answer_errors() {
         other => panic!("{other:?}"),
     }
     // A reserve the machine cannot hold is an error and leaves the map as it was.
-    let m = FlatMap::<u64, u64>::with_capacity(1000).unwrap();
+    let m = FlatMap::<u64, u64>::try_with_capacity(1000).unwrap();
     for k in 0..1000u64 {
-        assert!(m.insert(k, k).unwrap().is_inserted());
+        assert!(m.try_insert(k, k).unwrap().is_inserted());
     }
     let bins = m.stats().bins;
     for huge in [1usize << 36, 1 << 40, usize::MAX / 8, usize::MAX] {
@@ -488,7 +488,7 @@ fn sizes_at_the_edges_answer_errors() {
     }
     assert_eq!((m.stats().bins, common::live_tables(&m)), (bins, 1));
     assert_eq!(m.check_invariants(), 1000);
-    assert!(m.insert(5000, 1).unwrap().is_inserted());
+    assert!(m.try_insert(5000, 1).unwrap().is_inserted());
 }
 
 /// Maps sized by capacity can always shrink (issue 11, item 7: `with_capacity(100_000)` gave
@@ -496,13 +496,13 @@ fn sizes_at_the_edges_answer_errors() {
 #[test]
 fn maps_sized_by_capacity_shrink() {
     for keys in [10, 100, 1000, 100_000] {
-        let m = FlatMap::<u64, u64>::with_capacity(keys).unwrap();
+        let m = FlatMap::<u64, u64>::try_with_capacity(keys).unwrap();
         let bins = m.stats().bins;
         assert!(
             bins.is_multiple_of(2) && (bins < 32 || bins.is_multiple_of(32)),
             "{keys}: {bins}"
         );
-        assert!(m.insert(1, 1).unwrap().is_inserted());
+        assert!(m.try_insert(1, 1).unwrap().is_inserted());
         if bins > 2 {
             assert!(m.shrink_to_fit().unwrap(), "{keys} keys, {bins} bins");
             assert!(m.stats().bins < bins);
@@ -523,11 +523,11 @@ fn a_shrink_the_hasher_cannot_serve_is_an_error() {
         .hasher(WordHash(top_half_only))
         .build()
         .unwrap();
-    assert!(m.insert(3, 3).unwrap().is_inserted());
+    assert!(m.try_insert(3, 3).unwrap().is_inserted());
     assert_eq!(m.shrink_to_fit(), Err(Error::DegenerateHasher));
     assert_eq!(m.stats().bins, 64);
     assert_eq!(m.get(&3), Some(3));
-    assert!(m.insert(4, 4).unwrap().is_inserted());
+    assert!(m.try_insert(4, 4).unwrap().is_inserted());
     assert_eq!(m.check_invariants(), 2);
 }
 
@@ -556,7 +556,7 @@ fn a_panic_while_moving_a_bin_aborts_with_a_message() {
             .hasher(WordHash(panics_on_key))
             .build()
             .unwrap();
-        assert!(m.insert(12345, 1).unwrap().is_inserted());
+        assert!(m.try_insert(12345, 1).unwrap().is_inserted());
         PANIC_ON_KEY.store(true, std::sync::atomic::Ordering::Relaxed);
         // The move into the larger table hashes 12345 again: the panic must abort.
         let _ = m.reserve(10_000);
@@ -575,12 +575,12 @@ fn a_panic_while_moving_a_bin_aborts_with_a_message() {
 
 #[test]
 fn maps_at_rest_compare_as_std_maps() {
-    let a = FlatMap::<u32, u64>::with_capacity(64).unwrap();
+    let a = FlatMap::<u32, u64>::try_with_capacity(64).unwrap();
     let b = FlatMap::<u32, u64>::builder().bins(2).build().unwrap();
     assert!(a == b, "empty maps of different shapes are equal");
     for k in 0..200u32 {
-        let _ = a.insert(k, u64::from(k)).unwrap();
-        let _ = b.insert(199 - k, u64::from(199 - k)).unwrap();
+        let _ = a.try_insert(k, u64::from(k)).unwrap();
+        let _ = b.try_insert(199 - k, u64::from(199 - k)).unwrap();
     }
     assert!(a == b);
     b.put(7, 8);
@@ -588,4 +588,117 @@ fn maps_at_rest_compare_as_std_maps() {
     b.put(7, 7);
     b.remove(&9);
     assert!(a != b);
+}
+
+/// The message of a caught panic.
+fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    match payload.downcast::<String>() {
+        Ok(message) => *message,
+        Err(payload) => payload
+            .downcast::<&str>()
+            .map_or_else(|_| String::new(), |s| s.to_string()),
+    }
+}
+
+#[test]
+fn plain_forms_panic_with_the_error_the_try_forms_return() {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    let capped = FlatMap::<u64, u64>::builder()
+        .bins(2)
+        .link_buckets(1)
+        .max_bins(2)
+        .build()
+        .unwrap();
+    let mut k = 0;
+    while capped.try_insert(k, k).is_ok() {
+        k += 1;
+    }
+    let stored = capped.len();
+    let attempts: [&dyn Fn(); 3] = [
+        &|| {
+            let _ = capped.insert(k, 1);
+        },
+        &|| {
+            let _ = capped.upsert(k, 1);
+        },
+        &|| {
+            let _ = capped.fetch_add(k, 1);
+        },
+    ];
+    for attempt in attempts {
+        let message = panic_message(catch_unwind(AssertUnwindSafe(attempt)).unwrap_err());
+        assert_eq!(message, format!("floe: {}", Error::Full));
+    }
+    // The refused calls changed nothing, and the map still serves.
+    assert_eq!(capped.len(), stored);
+    assert_eq!(capped.check_invariants(), stored);
+    assert_eq!(capped.upsert(0, 9), Some(0));
+
+    // Sizing: the plain constructor panics where the try form answers.
+    assert_eq!(
+        FlatMap::<u64, u64>::try_with_capacity(usize::MAX).err(),
+        Some(Error::CapacityOverflow)
+    );
+    let message =
+        panic_message(catch_unwind(|| FlatMap::<u64, u64>::with_capacity(usize::MAX)).unwrap_err());
+    assert_eq!(message, format!("floe: {}", Error::CapacityOverflow));
+    assert!(floe::Map::<String, u8>::try_with_capacity(usize::MAX).is_err());
+    assert!(catch_unwind(|| floe::Map::<String, u8>::with_capacity(usize::MAX)).is_err());
+    assert!(floe::Set::<String>::try_with_capacity(usize::MAX).is_err());
+    assert!(floe::FlatSet::<u32>::try_with_capacity(usize::MAX).is_err());
+
+    // A growable map's plain forms never panic for want of room: they grow.
+    let grows = FlatMap::<u64, u64>::new();
+    for key in 0..100_000 {
+        assert!(grows.insert(key, key).is_inserted());
+    }
+    assert_eq!(grows.len(), 100_000);
+    let any = floe::Map::<String, u64>::new();
+    let pinned = any.pin();
+    for key in 0..10_000u64 {
+        assert!(pinned.insert(key.to_string(), key).is_inserted());
+    }
+    assert_eq!(any.len(), 10_000);
+}
+
+#[test]
+fn a_capped_any_key_map_answers_full_from_try_forms_and_panics_from_plain_ones() {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    let capped = floe::Map::<u64, String>::builder()
+        .bins(2)
+        .link_buckets(1)
+        .max_bins(2)
+        .build()
+        .unwrap();
+    let m = capped.pin();
+    let mut k = 0;
+    while m.try_insert(k, k.to_string()).is_ok() {
+        k += 1;
+    }
+    assert_eq!(m.try_insert(k, String::new()), Err(Error::Full));
+    assert_eq!(m.try_upsert(k, String::new()), Err(Error::Full));
+    let message = panic_message(
+        catch_unwind(AssertUnwindSafe(|| {
+            let _ = m.insert(k, String::new());
+        }))
+        .unwrap_err(),
+    );
+    assert_eq!(message, format!("floe: {}", Error::Full));
+    assert_eq!(capped.len() as u64, k);
+    assert_eq!(capped.check_invariants() as u64, k);
+    let set = floe::Set::from(
+        floe::Map::<u64, ()>::builder()
+            .bins(2)
+            .link_buckets(1)
+            .max_bins(2)
+            .build()
+            .unwrap(),
+    );
+    let mut n = 0;
+    while set.try_insert(n).is_ok() {
+        n += 1;
+    }
+    assert_eq!(set.try_insert(n), Err(Error::Full));
+    assert!(catch_unwind(AssertUnwindSafe(|| set.insert(n))).is_err());
+    assert_eq!(set.len() as u64, n);
 }

@@ -237,7 +237,7 @@ fn get_many_matches_get() {
         let map = tiny_map(backend, 256, 64, 9);
         for k in 0..400u64 {
             if k % 3 != 0 {
-                assert!(map.insert(k, k * 10).unwrap().is_inserted());
+                assert!(map.try_insert(k, k * 10).unwrap().is_inserted());
             }
         }
         // More keys than one chunk of the engine's batch loop (512), and a last partial one.
@@ -267,13 +267,13 @@ fn get_many_while_the_map_grows() {
             let map = growing_map(backend, 4, 1, mode, 5);
             let present: Vec<u64> = (0..1500).collect();
             for &k in &present {
-                assert!(map.insert(k, !k).unwrap().is_inserted());
+                assert!(map.try_insert(k, !k).unwrap().is_inserted());
             }
             let done = std::sync::atomic::AtomicBool::new(false);
             std::thread::scope(|s| {
                 s.spawn(|| {
                     for k in 1_000_000..1_060_000u64 {
-                        assert!(map.insert(k, k).unwrap().is_inserted());
+                        assert!(map.try_insert(k, k).unwrap().is_inserted());
                     }
                     done.store(true, std::sync::atomic::Ordering::Relaxed);
                 });
@@ -300,7 +300,7 @@ fn get_many_while_the_map_grows() {
 
 #[test]
 fn batch_and_pipeline_defaults() {
-    let map = FlatMap::<u64, u64>::with_capacity(1000).unwrap();
+    let map = FlatMap::<u64, u64>::try_with_capacity(1000).unwrap();
     // A small table: auto mode runs without prefetching and still answers.
     let mut out = Vec::new();
     assert_eq!(map.batch().run(&[], &mut out), 0);
@@ -367,9 +367,9 @@ fn odd_key_writer(map: &FlatMap<u64, u64>, rounds: usize) {
     for _ in 0..rounds {
         let key = rng.below(64) * 2 + 1;
         match rng.below(3) {
-            0 => drop(map.insert(key, key)),
+            0 => drop(map.try_insert(key, key)),
             1 => drop(map.remove(&key)),
-            _ => drop(map.upsert(key, rng.next())),
+            _ => drop(map.try_upsert(key, rng.next())),
         }
     }
 }

@@ -29,7 +29,7 @@ fn disjoint_inserts_all_land() {
                 s.spawn(move || {
                     for i in 0..10_000u64 {
                         assert_eq!(
-                            m.insert(i * THREADS as u64 + t, i).unwrap(),
+                            m.try_insert(i * THREADS as u64 + t, i).unwrap(),
                             Insert::Inserted
                         );
                     }
@@ -57,7 +57,7 @@ fn racing_inserts_of_the_same_keys_have_one_winner_each() {
                     s.spawn(move || {
                         barrier.wait();
                         (0..5_000u64)
-                            .filter(|&k| m.insert(k, t).unwrap().is_inserted())
+                            .filter(|&k| m.try_insert(k, t).unwrap().is_inserted())
                             .collect()
                     })
                 })
@@ -86,7 +86,7 @@ fn fetch_add_counts_exactly_under_contention() {
                 s.spawn(move || {
                     let mut rng = SplitMix(t);
                     for _ in 0..20_000 {
-                        m.fetch_add(rng.below(64), 1).unwrap();
+                        m.try_fetch_add(rng.below(64), 1).unwrap();
                     }
                 });
             }
@@ -110,7 +110,7 @@ fn churn_keeps_stable_keys_readable() {
             .build()
             .unwrap();
         for k in 0..64u64 {
-            assert!(m.insert(k, k * 10).unwrap().is_inserted());
+            assert!(m.try_insert(k, k * 10).unwrap().is_inserted());
         }
         std::thread::scope(|s| {
             for t in 0..2u64 {
@@ -119,7 +119,7 @@ fn churn_keeps_stable_keys_readable() {
                     for round in 0..2_000u64 {
                         for k in 0..32u64 {
                             let key = 1_000 + t * 1_000 + k;
-                            match m.insert(key, round) {
+                            match m.try_insert(key, round) {
                                 Ok(_) | Err(Error::Full) => {}
                                 Err(e) => panic!("{e}"),
                             }
@@ -153,7 +153,7 @@ fn concurrent_clear_leaves_a_consistent_table() {
             let m = &m;
             s.spawn(move || {
                 for k in 0..10_000u64 {
-                    let _ = m.upsert(k, k).unwrap();
+                    let _ = m.try_upsert(k, k).unwrap();
                 }
             });
             s.spawn(move || {
@@ -187,7 +187,7 @@ fn for_each_meets_every_key_once_across_growth_and_shrink() {
             .build()
             .unwrap();
         for k in 0..STABLE {
-            assert!(map.insert(k, !k).unwrap().is_inserted());
+            assert!(map.try_insert(k, !k).unwrap().is_inserted());
         }
         let done = std::sync::atomic::AtomicBool::new(false);
         let mut walks = 0;
@@ -198,7 +198,7 @@ fn for_each_meets_every_key_once_across_growth_and_shrink() {
                 for round in 0..40u64 {
                     let base = 1 << 40 | round << 20;
                     for k in base..base + 6000 {
-                        assert!(m.insert(k, k).unwrap().is_inserted());
+                        assert!(m.try_insert(k, k).unwrap().is_inserted());
                     }
                     for k in base..base + 6000 {
                         assert_eq!(m.remove(&k), Some(k));
@@ -255,7 +255,7 @@ fn shrink_and_grow_while_others_work() {
                 for round in 0..rounds {
                     let base = 1 << 40 | round << 20;
                     for k in base..base + 3000 {
-                        assert!(m.insert(k, k).unwrap().is_inserted());
+                        assert!(m.try_insert(k, k).unwrap().is_inserted());
                     }
                     for k in base..base + 3000 {
                         assert_eq!(m.remove(&k), Some(k));
@@ -267,15 +267,15 @@ fn shrink_and_grow_while_others_work() {
             let m = map.clone();
             s.spawn(move || {
                 for k in 0..500u64 {
-                    assert!(m.insert(k, k).unwrap().is_inserted());
+                    assert!(m.try_insert(k, k).unwrap().is_inserted());
                 }
                 for round in 0..rounds * 40 {
                     for k in (round % 7..500).step_by(7) {
                         assert_eq!(m.get(&k), Some(k), "steady key {k} lost");
                     }
                     let churn = 1 << 30 | round;
-                    assert!(m.insert(churn, round).unwrap().is_inserted());
-                    assert_eq!(m.fetch_add(churn, 1).unwrap(), Some(round));
+                    assert!(m.try_insert(churn, round).unwrap().is_inserted());
+                    assert_eq!(m.try_fetch_add(churn, 1).unwrap(), Some(round));
                     assert_eq!(m.remove(&churn), Some(round + 1));
                 }
             });
@@ -313,7 +313,7 @@ fn old_tables_are_freed_with_many_threads_inside() {
             started.wait();
             // Growths retire tables while ~96 threads are inside gets.
             for k in 0..20_000u64 {
-                assert!(map.insert(round << 32 | k, k).unwrap().is_inserted());
+                assert!(map.try_insert(round << 32 | k, k).unwrap().is_inserted());
             }
             stop.store(true, Ordering::Relaxed);
         });
@@ -336,9 +336,9 @@ fn old_tables_are_freed_with_many_threads_inside() {
 fn readers_are_never_left_on_a_freed_table() {
     use std::sync::atomic::{AtomicBool, Ordering};
     const KEYS: u64 = 20_000;
-    let map = FlatMap::<u64, u64>::with_capacity(KEYS as usize).unwrap();
+    let map = FlatMap::<u64, u64>::try_with_capacity(KEYS as usize).unwrap();
     for k in 0..KEYS {
-        assert!(map.insert(k, !k).unwrap().is_inserted());
+        assert!(map.try_insert(k, !k).unwrap().is_inserted());
     }
     let stop = AtomicBool::new(false);
     let replaced = std::thread::scope(|s| {

@@ -99,13 +99,13 @@ fn check_map(map: &FlatMap<u64, u64, Mix64>, ops: &[Op], backend: floe::Backend)
             let ctx = || format!("op {i} {op:?} on {backend:?}");
             match *op {
                 Op::Get(k) => assert_eq!(map.get(&k), model.get(&k).copied(), "{}", ctx()),
-                Op::Insert(k, v) => match map.insert(k, v) {
+                Op::Insert(k, v) => match map.try_insert(k, v) {
                     Ok(Insert::Inserted) => assert!(model.insert(k, v).is_none(), "{}", ctx()),
                     Ok(Insert::Present(old)) => assert_eq!(model.get(&k), Some(&old), "{}", ctx()),
                     Err(Error::Full) => assert!(!model.contains_key(&k), "{}", ctx()),
                     Err(e) => panic!("{}: unexpected {e}", ctx()),
                 },
-                Op::Upsert(k, v) => match map.upsert(k, v) {
+                Op::Upsert(k, v) => match map.try_upsert(k, v) {
                     Ok(old) => assert_eq!(old, model.insert(k, v), "{}", ctx()),
                     Err(Error::Full) => assert!(!model.contains_key(&k), "{}", ctx()),
                     Err(e) => panic!("{}: unexpected {e}", ctx()),
@@ -122,7 +122,7 @@ fn check_map(map: &FlatMap<u64, u64, Mix64>, ops: &[Op], backend: floe::Backend)
                     });
                     assert_eq!(map.update(&k, |v| v ^ d), expected, "{}", ctx());
                 }
-                Op::FetchAdd(k, d) => match map.fetch_add(k, d) {
+                Op::FetchAdd(k, d) => match map.try_fetch_add(k, d) {
                     Ok(old) => {
                         let expected = model.get(&k).copied();
                         model.insert(k, expected.map_or(d, |o| o.wrapping_add(d)));
@@ -252,7 +252,7 @@ fn fill_drain_cycles_reuse_slots() {
             let mut inserted = Vec::new();
             for k in 0..200u64 {
                 let key = k.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ round;
-                match map.insert(key, k) {
+                match map.try_insert(key, k) {
                     Ok(Insert::Inserted) => inserted.push((key, k)),
                     Ok(Insert::Present(_)) => unreachable!("keys are distinct"),
                     Err(Error::Full) => {}

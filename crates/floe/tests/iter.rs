@@ -70,7 +70,7 @@ trait Iterated: Sync {
 impl Iterated for FlatMap<u64, u64> {
     fn put(&self, k: u64, insert: bool) {
         if insert {
-            let _ = self.insert(k, k).unwrap();
+            let _ = self.try_insert(k, k).unwrap();
         } else {
             self.remove(&k);
         }
@@ -92,7 +92,7 @@ impl Iterated for Map<u64, String> {
     fn put(&self, k: u64, insert: bool) {
         let m = self.pin();
         if insert {
-            let _ = m.insert(k, k.to_string()).unwrap();
+            let _ = m.try_insert(k, k.to_string()).unwrap();
         } else {
             m.remove(&k);
         }
@@ -154,13 +154,13 @@ fn map_iter_sees_stable_keys_once_while_growing() {
 
 #[test]
 fn iterators_of_quiet_maps_yield_everything() {
-    let flat = FlatMap::<u32, u32>::with_capacity(100).unwrap();
-    let map = Map::<String, u32>::with_capacity(100).unwrap();
+    let flat = FlatMap::<u32, u32>::try_with_capacity(100).unwrap();
+    let map = Map::<String, u32>::try_with_capacity(100).unwrap();
     assert_eq!(flat.iter().count(), 0);
     assert_eq!(map.pin().iter().count(), 0);
     for k in 0..1000u32 {
-        let _ = flat.insert(k, k + 1).unwrap();
-        let _ = map.pin().insert(k.to_string(), k + 1).unwrap();
+        let _ = flat.try_insert(k, k + 1).unwrap();
+        let _ = map.pin().try_insert(k.to_string(), k + 1).unwrap();
     }
     let mut keys: Vec<_> = flat.keys().collect();
     keys.sort_unstable();

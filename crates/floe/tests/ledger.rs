@@ -89,7 +89,7 @@ fn fetch_add_and_remove_on_one_key_balance() {
                 if rng.below(2) == 0 {
                     drained += map.remove(&key).unwrap_or(0);
                 } else {
-                    match map.fetch_add(key, 1) {
+                    match map.try_fetch_add(key, 1) {
                         Ok(_) => added += 1,
                         Err(Error::Full) => {}
                         Err(e) => panic!("{e}"),
@@ -129,7 +129,7 @@ fn inserts_and_removes_with_equal_values_balance() {
                 let which = rng.below(2) as usize;
                 let key = keys[which];
                 if rng.below(2) == 0 {
-                    match map.insert(key, 0) {
+                    match map.try_insert(key, 0) {
                         Ok(Insert::Inserted) => count[which][0] += 1,
                         Ok(Insert::Present(_)) | Err(Error::Full) => {}
                         Err(e) => panic!("{e}"),
@@ -172,7 +172,7 @@ fn shrinks_and_growths_lose_nothing() {
         let counters = 16u64;
         let stable = 1u64 << 50;
         for k in stable..stable + 200 {
-            assert!(map.insert(k, k).unwrap().is_inserted());
+            assert!(map.try_insert(k, k).unwrap().is_inserted());
         }
         let accounts = hammer(|t, stop| {
             let mut added = 0u64;
@@ -186,7 +186,7 @@ fn shrinks_and_growths_lose_nothing() {
                         let base = fresh;
                         fresh += 4000;
                         for k in base..base + 4000 {
-                            assert_eq!(map.insert(k, 1).unwrap(), Insert::Inserted, "{mode:?}");
+                            assert_eq!(map.try_insert(k, 1).unwrap(), Insert::Inserted, "{mode:?}");
                         }
                         for k in base..base + 4000 {
                             assert_eq!(map.remove(&k), Some(1), "{mode:?}");
@@ -196,7 +196,7 @@ fn shrinks_and_growths_lose_nothing() {
                     _ if t % 2 == 1 => {
                         fresh += 1;
                         assert_eq!(
-                            map.insert(fresh, 2).unwrap(),
+                            map.try_insert(fresh, 2).unwrap(),
                             Insert::Inserted,
                             "{mode:?}: a fresh key answered Present"
                         );
@@ -205,7 +205,7 @@ fn shrinks_and_growths_lose_nothing() {
                         assert_eq!(map.get(&k), Some(k), "{mode:?}: stable key {k} lost");
                     }
                     _ => {
-                        map.fetch_add(rng.below(counters), 1).unwrap();
+                        map.try_fetch_add(rng.below(counters), 1).unwrap();
                         added += 1;
                     }
                 }
@@ -250,7 +250,7 @@ fn crowded_shrinks_and_growths_keep_every_key() {
             }
             if mine.len() < 40 && rng.below(2) == 0 {
                 next += 1;
-                match map.insert(next, next) {
+                match map.try_insert(next, next) {
                     Ok(Insert::Inserted) => mine.push(next),
                     Ok(Insert::Present(_)) => panic!("fresh key {next} answered Present"),
                     // The crowded bins may overflow for good (past `max_bins`, or keys no

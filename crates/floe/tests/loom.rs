@@ -74,7 +74,7 @@ fn full_growing_map() -> Arc<Map> {
             .unwrap(),
     );
     for &k in &SPLIT[..3] {
-        assert!(m.insert(k, k + 1).unwrap().is_inserted());
+        assert!(m.try_insert(k, k + 1).unwrap().is_inserted());
     }
     m
 }
@@ -110,8 +110,8 @@ fn two_inserts_of_one_key_have_one_winner() {
     model(|| {
         let m = map(0);
         let other = m.clone();
-        let t = thread::spawn(move || other.insert(2, 20).unwrap());
-        let mine = m.insert(2, 10).unwrap();
+        let t = thread::spawn(move || other.try_insert(2, 20).unwrap());
+        let mine = m.try_insert(2, 10).unwrap();
         let theirs = t.join().unwrap();
         match (mine, theirs) {
             (Insert::Inserted, Insert::Present(10)) => assert_eq!(m.get(&2), Some(10)),
@@ -126,10 +126,10 @@ fn two_inserts_of_one_key_have_one_winner() {
 fn insert_remove_get_in_one_bin() {
     model(|| {
         let m = map(0);
-        assert!(m.insert(2, 1).unwrap().is_inserted());
+        assert!(m.try_insert(2, 1).unwrap().is_inserted());
         let (a, b) = (m.clone(), m.clone());
         let remover = thread::spawn(move || a.remove(&2));
-        let inserter = thread::spawn(move || b.insert(2, 7).unwrap());
+        let inserter = thread::spawn(move || b.try_insert(2, 7).unwrap());
         let seen = m.get(&2);
         let removed = remover.join().unwrap();
         let inserted = inserter.join().unwrap();
@@ -157,11 +157,11 @@ fn put_racing_remove_and_reinsert_of_another_key_into_the_same_slot() {
     // takes the first free slot, the same one. The put must never write 4's slot.
     model(|| {
         let m = map(0);
-        assert!(m.insert(2, 1).unwrap().is_inserted());
+        assert!(m.try_insert(2, 1).unwrap().is_inserted());
         let other = m.clone();
         let recycler = thread::spawn(move || {
             let removed = other.remove(&2);
-            assert!(other.insert(4, 40).unwrap().is_inserted());
+            assert!(other.try_insert(4, 40).unwrap().is_inserted());
             removed
         });
         let put = m.put(2, 99);
@@ -184,8 +184,8 @@ fn fetch_adds_are_not_lost() {
     model(|| {
         let m = map(0);
         let other = m.clone();
-        let t = thread::spawn(move || other.fetch_add(6, 1).unwrap());
-        let mine = m.fetch_add(6, 1).unwrap();
+        let t = thread::spawn(move || other.try_fetch_add(6, 1).unwrap());
+        let mine = m.try_fetch_add(6, 1).unwrap();
         let theirs = t.join().unwrap();
         assert!(
             matches!((mine, theirs), (None, Some(1)) | (Some(1), None)),
@@ -202,11 +202,11 @@ fn concurrent_chaining_of_a_link_bucket() {
     model(|| {
         let m = map(2);
         for k in [0, 2, 4] {
-            let _ = m.insert(k, k).unwrap();
+            let _ = m.try_insert(k, k).unwrap();
         }
         let other = m.clone();
-        let t = thread::spawn(move || other.insert(6, 6).unwrap());
-        assert_eq!(m.insert(8, 8).unwrap(), Insert::Inserted);
+        let t = thread::spawn(move || other.try_insert(6, 6).unwrap());
+        assert_eq!(m.try_insert(8, 8).unwrap(), Insert::Inserted);
         assert_eq!(t.join().unwrap(), Insert::Inserted);
         for k in [0, 2, 4, 6, 8] {
             assert_eq!(m.get(&k), Some(k));
@@ -220,11 +220,11 @@ fn full_bin_reports_full_and_keeps_its_keys() {
     model(|| {
         let m = map(0);
         for k in [0, 2] {
-            let _ = m.insert(k, k).unwrap();
+            let _ = m.try_insert(k, k).unwrap();
         }
         let other = m.clone();
-        let t = thread::spawn(move || other.insert(4, 4));
-        let mine = m.insert(6, 6);
+        let t = thread::spawn(move || other.try_insert(4, 4));
+        let mine = m.try_insert(6, 6);
         let theirs = t.join().unwrap();
         // Three slots, two taken: exactly one of the two inserts fits.
         match (mine, theirs) {
@@ -246,11 +246,11 @@ fn get_never_returns_the_value_of_a_recycled_slot() {
     // check) must reject that mix. Remove either fence and this model fails.
     model(|| {
         let m = map(0);
-        assert!(m.insert(2, 1).unwrap().is_inserted());
+        assert!(m.try_insert(2, 1).unwrap().is_inserted());
         let reader = m.clone();
         let reader = thread::spawn(move || (reader.get(&2), reader.get(&4)));
         assert_eq!(m.remove(&2), Some(1));
-        assert!(m.insert(4, 40).unwrap().is_inserted());
+        assert!(m.try_insert(4, 40).unwrap().is_inserted());
         let (two, four) = reader.join().unwrap();
         assert!(matches!(two, None | Some(1)), "get(2) = {two:?}");
         assert!(matches!(four, None | Some(40)), "get(4) = {four:?}");
@@ -267,12 +267,12 @@ fn get_never_returns_a_new_key_with_the_value_before_it() {
     // re-read of an `Inserting` slot rejects that. Skip the re-read and this model fails.
     model(|| {
         let m = map(0);
-        assert!(m.insert(6, 7).unwrap().is_inserted());
-        assert!(m.insert(2, 1).unwrap().is_inserted());
+        assert!(m.try_insert(6, 7).unwrap().is_inserted());
+        assert!(m.try_insert(2, 1).unwrap().is_inserted());
         let reader = m.clone();
         let reader = thread::spawn(move || reader.get(&4));
         assert_eq!(m.remove(&2), Some(1));
-        assert!(m.insert(4, 40).unwrap().is_inserted());
+        assert!(m.try_insert(4, 40).unwrap().is_inserted());
         let four = reader.join().unwrap();
         assert!(matches!(four, None | Some(40)), "get(4) = {four:?}");
         assert_eq!(m.check_invariants(), 2);
@@ -290,9 +290,9 @@ fn a_commit_publishes_only_inserts_it_saw_written() {
     model(|| {
         let m = map(0);
         let other = m.clone();
-        let first = thread::spawn(move || other.insert(2, 20).unwrap());
-        assert_eq!(m.insert(4, 40).unwrap(), Insert::Inserted);
-        let second = m.insert(2, 21).unwrap();
+        let first = thread::spawn(move || other.try_insert(2, 20).unwrap());
+        assert_eq!(m.try_insert(4, 40).unwrap(), Insert::Inserted);
+        let second = m.try_insert(2, 21).unwrap();
         match (first.join().unwrap(), second) {
             (Insert::Inserted, Insert::Present(20)) => assert_eq!(m.get(&2), Some(20)),
             (Insert::Present(21), Insert::Inserted) => assert_eq!(m.get(&2), Some(21)),
@@ -312,10 +312,10 @@ fn a_remove_frees_its_slot_while_a_commit_publishes_it() {
     // this model.
     model(|| {
         let m = map(0);
-        assert!(m.insert(2, 20).unwrap().is_inserted());
+        assert!(m.try_insert(2, 20).unwrap().is_inserted());
         let other = m.clone();
         let inserter = thread::spawn(move || {
-            let four = other.insert(4, 40).unwrap();
+            let four = other.try_insert(4, 40).unwrap();
             (four, other.get(&2))
         });
         assert_eq!(m.remove(&2), Some(20));
@@ -325,7 +325,7 @@ fn a_remove_frees_its_slot_while_a_commit_publishes_it() {
         assert_eq!(m.get(&2), None);
         // Both freed slots are reusable: the bin takes three keys again.
         for k in [6, 8] {
-            assert_eq!(m.insert(k, k).unwrap(), Insert::Inserted);
+            assert_eq!(m.try_insert(k, k).unwrap(), Insert::Inserted);
         }
         assert_eq!(m.check_invariants(), 3);
     });
@@ -340,11 +340,11 @@ fn get_racing_an_insert_that_chains_a_link_bucket() {
     model(|| {
         let m = map(1);
         for k in [0, 2, 4] {
-            assert!(m.insert(k, k).unwrap().is_inserted());
+            assert!(m.try_insert(k, k).unwrap().is_inserted());
         }
         let reader = m.clone();
         let reader = thread::spawn(move || reader.get(&6));
-        assert_eq!(m.insert(6, 60).unwrap(), Insert::Inserted);
+        assert_eq!(m.try_insert(6, 60).unwrap(), Insert::Inserted);
         let seen = reader.join().unwrap();
         assert!(matches!(seen, None | Some(60)), "{seen:?}");
         assert_eq!(m.get(&6), Some(60));
@@ -359,11 +359,11 @@ fn remove_and_reinsert_racing_a_put_of_the_same_key() {
     // there at that instant; its write must then survive (never discarded with the slot).
     model(|| {
         let m = map(0);
-        assert!(m.insert(2, 1).unwrap().is_inserted());
+        assert!(m.try_insert(2, 1).unwrap().is_inserted());
         let other = m.clone();
         let recycler = thread::spawn(move || {
             let removed = other.remove(&2);
-            let inserted = other.insert(2, 1).unwrap();
+            let inserted = other.try_insert(2, 1).unwrap();
             (removed, inserted)
         });
         let put = m.put(2, 9);
@@ -392,7 +392,7 @@ fn bin_transfer_racing_a_put_loses_no_write() {
         let m = full_growing_map();
         let other = m.clone();
         // This insert finds bin 0 full, grows the map and moves bin 0.
-        let grower = thread::spawn(move || other.insert(SPLIT[3], 4).unwrap());
+        let grower = thread::spawn(move || other.try_insert(SPLIT[3], 4).unwrap());
         let put = m.put(SPLIT[1], 99);
         assert_eq!(grower.join().unwrap(), Insert::Inserted);
         assert_eq!(put, Some(SPLIT[1] + 1), "the put saw the key");
@@ -413,7 +413,7 @@ fn bin_transfer_racing_a_remove() {
     model(|| {
         let m = full_growing_map();
         let other = m.clone();
-        let grower = thread::spawn(move || other.insert(SPLIT[3], 4).unwrap());
+        let grower = thread::spawn(move || other.try_insert(SPLIT[3], 4).unwrap());
         let removed = m.remove(&SPLIT[2]);
         assert_eq!(grower.join().unwrap(), Insert::Inserted);
         assert_eq!(removed, Some(SPLIT[2] + 1));
@@ -432,11 +432,11 @@ fn bin_transfer_racing_an_insert_of_the_same_and_another_key() {
     model(|| {
         let m = full_growing_map();
         let other = m.clone();
-        let grower = thread::spawn(move || other.insert(SPLIT[3], 4).unwrap());
+        let grower = thread::spawn(move || other.try_insert(SPLIT[3], 4).unwrap());
         // Another insert into bin 0: it may commit a slot before the move (which then waits
         // for it), find the bin moved, or help grow. An insert of a present key must see it.
-        let present = m.insert(SPLIT[0], 7).unwrap();
-        let same = m.insert(SPLIT[3], 5).unwrap();
+        let present = m.try_insert(SPLIT[0], 7).unwrap();
+        let same = m.try_insert(SPLIT[3], 5).unwrap();
         let theirs = grower.join().unwrap();
         assert_eq!(present, Insert::Present(1));
         match (same, theirs) {
@@ -466,11 +466,11 @@ fn bin_transfer_waits_for_an_insert_committed_before_its_claim() {
                 .unwrap(),
         );
         for &k in &SPLIT[..3] {
-            assert!(m.insert(k, k + 1).unwrap().is_inserted());
+            assert!(m.try_insert(k, k + 1).unwrap().is_inserted());
         }
         let other = m.clone();
-        let grower = thread::spawn(move || other.insert(SPLIT[3], 4).unwrap());
-        assert_eq!(m.insert(1, 10).unwrap(), Insert::Inserted);
+        let grower = thread::spawn(move || other.try_insert(SPLIT[3], 4).unwrap());
+        assert_eq!(m.try_insert(1, 10).unwrap(), Insert::Inserted);
         assert_eq!(grower.join().unwrap(), Insert::Inserted);
         assert_eq!(m.get(&1), Some(10));
         assert_eq!(m.get(&SPLIT[3]), Some(4));
@@ -487,7 +487,7 @@ fn get_during_a_bin_transfer_sees_the_key() {
         // (The reader is the spawned thread: loom then interleaves it with the whole move.)
         let reader = thread::spawn(move || reader.get(&SPLIT[2]));
         // This insert finds bin 0 full, grows the map and moves bin 0.
-        assert_eq!(m.insert(SPLIT[3], 4).unwrap(), Insert::Inserted);
+        assert_eq!(m.try_insert(SPLIT[3], 4).unwrap(), Insert::Inserted);
         assert_eq!(reader.join().unwrap(), Some(SPLIT[2] + 1));
         assert_eq!(m.check_invariants(), 4);
     });
@@ -512,13 +512,13 @@ fn shrink_racing_an_insert_and_a_put() {
                 .build()
                 .unwrap(),
         );
-        assert!(m.insert(SPLIT[0], 1).unwrap().is_inserted());
+        assert!(m.try_insert(SPLIT[0], 1).unwrap().is_inserted());
         // Bin 1 of the group {0, 1} that becomes new bin 0 holds a key too, so the move
         // writes the new bin twice (issue 11: an insert that reached the new bin after its
         // first old bin was published raced the placement of the second).
-        assert!(m.insert(SPLIT_BIN_1, 3).unwrap().is_inserted());
+        assert!(m.try_insert(SPLIT_BIN_1, 3).unwrap().is_inserted());
         let (a, b) = (m.clone(), m.clone());
-        let inserter = thread::spawn(move || a.insert(SPLIT[1], 2).unwrap());
+        let inserter = thread::spawn(move || a.try_insert(SPLIT[1], 2).unwrap());
         let putter = thread::spawn(move || b.put(SPLIT[0], 9));
         let shrank = m.shrink_to_fit().unwrap();
         assert_eq!(inserter.join().unwrap(), Insert::Inserted);
