@@ -5,3 +5,5 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo test --workspace --all-targets "$@"
 cargo test --workspace --doc "$@"
+# The serde implementations (an optional feature) and their tests.
+cargo test -p floe --features serde --test std_traits "$@"

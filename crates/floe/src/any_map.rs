@@ -55,7 +55,6 @@
 
 use core::{
     borrow::Borrow,
-    fmt,
     hash::{BuildHasher, Hash},
     marker::PhantomData,
 };
@@ -505,23 +504,94 @@ impl<K: Hash + Eq, V, S: BuildHasher> Map<K, V, S> {
     }
 }
 
+impl<K, V, S> Map<K, V, S> {
+    /// Take every entry out, leaving the map empty (with its table; `shrink_to_fit` gives
+    /// memory back) and handing the keys and values over by value. `&mut self`, so no handle
+    /// can be reading an entry while it moves out; to drain while other threads use the map,
+    /// walk a handle's `iter` and `remove` each key.
+    ///
+    /// ```
+    /// let mut map: floe::Map<String, Vec<u8>> = [("a".to_string(), vec![1])].into_iter().collect();
+    /// let pairs: Vec<_> = map.drain().collect();
+    /// assert_eq!(pairs, [("a".to_string(), vec![1])]);
+    /// assert!(map.is_empty());
+    /// ```
+    pub fn drain(&mut self) -> MapIntoIter<K, V> {
+        let mut words = Vec::new();
+        self.raw.clear(&bin_hash, |word| words.push(word));
+        self.collided_keys.store(0, Ordering::Relaxed);
+        let mut entries = Vec::with_capacity(words.len());
+        for word in words {
+            // SAFETY: `&mut self`: no operation runs and no handle lives, and the clear took
+            // each word out of the table exactly once.
+            unsafe { take_word(word, |entry| entries.push(entry)) };
+        }
+        MapIntoIter {
+            entries: entries.into_iter(),
+        }
+    }
+}
+
+/// Own the entries a value word holds (and free the word's list, if it has one).
+///
+/// # Safety
+/// No thread can reach `word` any more (it left the table, or the caller has the map by
+/// `&mut` and the word is in its table and will not be read again), and it is taken once.
+unsafe fn take_word<K, V>(word: u64, mut each: impl FnMut(Box<Entry<K, V>>)) {
+    // SAFETY: caller; entries and lists are made by `Box::into_raw`, and each entry is in
+    // exactly one word.
+    unsafe {
+        for entry in target::<K, V>(word).entries() {
+            each(Box::from_raw(entry));
+        }
+        if word & COLLIDED != 0 {
+            drop(Box::from_raw(pointer::<Collided<K, V>>(word)));
+        }
+    }
+}
+
 impl<K, V, S> Drop for Map<K, V, S> {
     fn drop(&mut self) {
         let mut words = Vec::new();
         self.raw.for_each(&bin_hash, |_, value| words.push(value));
         for word in words {
             // SAFETY: `&mut self`: no operation runs and no handle lives, so the table's
-            // words are ours; each entry is in exactly one word, each word freed once.
-            unsafe {
-                for entry in target::<K, V>(word).entries() {
-                    drop(Box::from_raw(entry));
-                }
-                if word & COLLIDED != 0 {
-                    drop(Box::from_raw(pointer::<Collided<K, V>>(word)));
-                }
-            }
+            // words are ours, each visited once.
+            unsafe { take_word(word, drop::<Box<Entry<K, V>>>) };
         }
         // Entries retired earlier are freed by the collector's own drop, after this.
+    }
+}
+
+/// The owning iterator of a [`Map`] (`map.into_iter()`, [`Map::drain`]): the keys and values
+/// by value. The entries were taken out of the table when it was made; those not yet yielded
+/// are dropped with it.
+pub struct MapIntoIter<K, V> {
+    entries: std::vec::IntoIter<Box<Entry<K, V>>>,
+}
+
+impl<K, V> Iterator for MapIntoIter<K, V> {
+    type Item = (K, V);
+
+    fn next(&mut self) -> Option<(K, V)> {
+        let entry = self.entries.next()?;
+        let Entry { key, value } = *entry;
+        Some((key, value))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.entries.size_hint()
+    }
+}
+
+impl<K, V> ExactSizeIterator for MapIntoIter<K, V> {}
+
+impl<K, V, S> IntoIterator for Map<K, V, S> {
+    type Item = (K, V);
+    type IntoIter = MapIntoIter<K, V>;
+
+    fn into_iter(mut self) -> MapIntoIter<K, V> {
+        self.drain()
     }
 }
 
@@ -535,18 +605,6 @@ impl<K: Hash + Eq, V: PartialEq, S: BuildHasher> PartialEq for Map<K, V, S> {
 }
 
 impl<K: Hash + Eq, V: Eq, S: BuildHasher> Eq for Map<K, V, S> {}
-
-impl<K, V, S> fmt::Debug for Map<K, V, S> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (_, bins, link_buckets) = self.raw.shape();
-        f.debug_struct("Map")
-            .field("len", &self.len())
-            .field("bins", &bins)
-            .field("link_buckets", &link_buckets)
-            .field("backend", &self.raw.backend())
-            .finish()
-    }
-}
 
 /// A pinned handle on a [`Map`] ([`Map::pin`]): its operations hand out references that live
 /// as long as the handle.
@@ -889,6 +947,30 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
         self.iter().map(|(_, v)| v)
     }
 
+    /// Remove every entry for which `keep` answers `false`, while other threads go on using
+    /// the map. Walks as [`iter`](Self::iter) does (every key present for the whole call is
+    /// offered once, across growth too) and removes a rejected entry only if it is still the
+    /// one `keep` saw ([`remove_if`](Self::remove_if) on its identity): a value written
+    /// meanwhile is kept, to be judged by a later `retain`.
+    ///
+    /// ```
+    /// let map: floe::Map<String, usize> = ["a", "bb", "ccc"].map(|s| (s.to_string(), s.len())).into_iter().collect();
+    /// map.pin().retain(|_, len| *len != 2);
+    /// assert_eq!(map.len(), 2);
+    /// assert!(!map.contains_key("bb"));
+    /// ```
+    pub fn retain(&self, mut keep: impl FnMut(&K, &V) -> bool)
+    where
+        K: Hash + Eq,
+        S: BuildHasher,
+    {
+        for (key, value) in self.iter() {
+            if !keep(key, value) {
+                self.remove_if(key, |now| core::ptr::eq(now, value));
+            }
+        }
+    }
+
     /// Count keys added to (`1`) or taken from (`-1`) a `Collided` list.
     fn count_collided(&self, change: isize) {
         self.map.collided_keys.fetch_add(change, Ordering::Relaxed);
@@ -956,12 +1038,6 @@ impl<'h, K, V, S> IntoIterator for &'h MapRef<'h, K, V, S> {
             next: Some(0),
             buffer: Vec::new().into_iter(),
         }
-    }
-}
-
-impl<K, V, S> fmt::Debug for MapRef<'_, K, V, S> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self.map, f)
     }
 }
 
@@ -1102,6 +1178,54 @@ mod tests {
             made = count;
         }
         assert_eq!(drops.load(Ordering::Relaxed), made);
+    }
+
+    /// `drain` and `into_iter` hand every entry over exactly once, collision lists included
+    /// (freed, not leaked: Miri's leak check), and a partly consumed owning iterator drops
+    /// the rest; the drained map is empty and usable.
+    #[test]
+    fn drain_and_into_iter_hand_over_every_entry_once() {
+        let drops = AtomicUsize::new(0);
+        let mut map: Map<u32, Counted<'_>, _> = Map::builder()
+            .hasher(BuildHasherDefault::<Constant>::default())
+            .bins(2)
+            .build()
+            .unwrap();
+        let mut spread = small::<u32, Counted<'_>>();
+        for k in 0..30u32 {
+            let _ = map.pin().insert(k, Counted(&drops));
+            let _ = spread.pin().insert(k, Counted(&drops));
+        }
+        let mut keys: Vec<u32> = map
+            .drain()
+            .map(|(k, v)| {
+                drop(v);
+                k
+            })
+            .collect();
+        keys.sort_unstable();
+        assert_eq!(keys, (0..30).collect::<Vec<_>>());
+        assert_eq!(drops.load(Ordering::Relaxed), 30);
+        assert!(map.is_empty());
+        assert_eq!(map.check_invariants(), 0);
+        // Usable again, with a correct count (the collided keys were forgotten with them).
+        let _ = map.pin().insert(1, Counted(&drops));
+        let _ = map.pin().insert(2, Counted(&drops));
+        assert_eq!(map.len(), 2);
+        drop(map);
+        assert_eq!(drops.load(Ordering::Relaxed), 32);
+        // Partly consumed: the rest are dropped with the iterator.
+        let mut rest = spread.drain();
+        let (_, first) = rest.next().unwrap();
+        drop(first);
+        assert_eq!(rest.len(), 29);
+        drop(rest);
+        assert_eq!(drops.load(Ordering::Relaxed), 62);
+        let _ = spread.pin().insert(7, Counted(&drops));
+        let owned: Vec<(u32, Counted<'_>)> = spread.into_iter().collect();
+        assert_eq!(owned.len(), 1);
+        drop(owned);
+        assert_eq!(drops.load(Ordering::Relaxed), 63);
     }
 
     /// A key whose `Eq` panics when `PANIC_EQ` is set.

@@ -298,12 +298,23 @@ const GET_CHUNK: usize = 512;
 
 /// Runs slices of requests in order, prefetching ahead. Made by [`FlatMap::batch`]; cheap to
 /// make (per call or per thread) and reusable.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 pub struct Batch<'m, K, V, S> {
     map: &'m FlatMap<K, V, S>,
     depth: usize,
     prefetch: Prefetch,
     stop_on_failure: bool,
+}
+
+/// The settings (the map's contents are its own `Debug`'s business).
+impl<K, V, S> fmt::Debug for Batch<'_, K, V, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Batch")
+            .field("depth", &self.depth)
+            .field("prefetch", &self.prefetch)
+            .field("stop_on_failure", &self.stop_on_failure)
+            .finish_non_exhaustive()
+    }
 }
 
 impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Batch<'m, K, V, S> {

@@ -140,14 +140,15 @@ mod raw;
 mod reclaim;
 mod set;
 mod sync;
+mod traits;
 
 pub use crate::{
-    any_map::{Map, MapIter, MapRef},
+    any_map::{Map, MapIntoIter, MapIter, MapRef},
     batch::{Batch, Delta, Pipeline, Prefetch, Request, Response, MAX_PIPELINE_WINDOW},
     config::{Backend, ResizeMode, Stats},
     error::Error,
     inline::{Counter, Inline, InlineKey},
-    map::{Builder, CompareExchangeError, FlatMap, ForFlatMap, ForMap, Insert, Iter},
+    map::{Builder, CompareExchangeError, FlatMap, ForFlatMap, ForMap, Insert, IntoIter, Iter},
     raw::stats::lines_read,
     set::{FlatSet, Set, SetRef},
 };

@@ -5,7 +5,7 @@
 //! the hasher as a function for the keys a growth moves. Everything that is not about types
 //! (running operations, growth, reclamation, whole-map walks) is the driver's.
 
-use core::{fmt, hash::BuildHasher, marker::PhantomData};
+use core::{hash::BuildHasher, marker::PhantomData};
 
 use crate::{
     config::{Backend, Config, ResizeMode, Stats},
@@ -15,9 +15,9 @@ use crate::{
     raw::{driver::RawMap, Full, Inserted, Mismatch},
 };
 
-/// The outcome of [`FlatMap::insert`].
+/// The outcome of [`FlatMap::insert`] and `MapRef::insert`. Not `#[must_use]`, like the
+/// `Option` std's `insert` returns: a caller that only wants the key present may ignore it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[must_use]
 pub enum Insert<V> {
     /// The key was absent; it is now present with the given value.
     Inserted,
@@ -474,6 +474,29 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
         self.remove_at(hash, word)
     }
 
+    /// Remove `key` only if `accept` approves its present value, atomically (the value
+    /// `accept` saw is the value removed). Returns that value, or `None` if the key is absent
+    /// or `accept` said no. `accept` may run more than once if the value changes meanwhile.
+    ///
+    /// ```
+    /// let locks = floe::FlatMap::<u64, u32>::with_capacity(10);
+    /// locks.insert(7, 3); // key 7 held by owner 3
+    /// assert_eq!(locks.remove_if(&7, |owner| owner == 4), None); // not yours
+    /// assert_eq!(locks.remove_if(&7, |owner| owner == 3), Some(3));
+    /// ```
+    pub fn remove_if(&self, key: &K, mut accept: impl FnMut(V) -> bool) -> Option<V> {
+        let (hash, word) = self.locate(*key);
+        self.raw
+            .remove_if(
+                hash,
+                word,
+                |value| accept(V::from_word(value)),
+                &self.rehash(),
+            )
+            .ok()
+            .map(V::from_word)
+    }
+
     /// Start loading the line of `key`'s bin into the cache, without waiting for it. For
     /// callers that overlap memory latency with their own work (coroutines, interleaved
     /// lookups): prefetch several keys, do something else, then operate on them.
@@ -613,8 +636,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     pub fn iter(&self) -> Iter<'_, K, V, S> {
         Iter {
             map: self,
-            next: Some(0),
-            buffer: Vec::new().into_iter(),
+            walk: Walk::new(),
         }
     }
 
@@ -626,6 +648,56 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// The values, as [`iter`](Self::iter) yields them.
     pub fn values(&self) -> impl Iterator<Item = V> + '_ {
         self.iter().map(|(_, v)| v)
+    }
+
+    /// Read the run of bins that starts at hash `start` into `pairs`; the start of the next
+    /// run, `None` after the last.
+    fn read_run(&self, start: u64, pairs: &mut Vec<(K, V)>) -> Option<u64> {
+        self.raw.walk_run(start, &self.rehash(), |k, v| {
+            pairs.push((K::from_word(k), V::from_word(v)));
+        })
+    }
+
+    /// Remove every pair for which `keep` answers `false`, while other threads go on using
+    /// the map. Walks as [`iter`](Self::iter) does (every key present for the whole call is
+    /// offered once, across growth too) and removes a rejected pair only if its value is
+    /// still the one `keep` saw ([`remove_if`](Self::remove_if)): a value written meanwhile is
+    /// kept, to be judged by a later `retain`.
+    ///
+    /// ```
+    /// let map: floe::FlatMap<u32, u32> = (0..10).map(|k| (k, k * k)).collect();
+    /// map.retain(|_, square| square % 2 == 0);
+    /// assert_eq!(map.len(), 5);
+    /// assert_eq!(map.get(&3), None);
+    /// assert_eq!(map.get(&4), Some(16));
+    /// ```
+    pub fn retain(&self, mut keep: impl FnMut(K, V) -> bool) {
+        for (key, value) in self.iter() {
+            if !keep(key, value) {
+                let seen = value.to_word();
+                self.remove_if(&key, |now| now.to_word() == seen);
+            }
+        }
+    }
+
+    /// Take every pair out, leaving the map empty (with its table; [`shrink_to_fit`] gives
+    /// memory back). `&mut self`: for a drain while other threads use the map, walk
+    /// [`iter`](Self::iter) and [`remove`](Self::remove) each key (each removal returns the
+    /// value it took).
+    ///
+    /// [`shrink_to_fit`]: Self::shrink_to_fit
+    ///
+    /// ```
+    /// let mut map: floe::FlatMap<u8, u8> = [(1, 10), (2, 20)].into_iter().collect();
+    /// let mut pairs: Vec<_> = map.drain().collect();
+    /// pairs.sort();
+    /// assert_eq!(pairs, [(1, 10), (2, 20)]);
+    /// assert!(map.is_empty());
+    /// ```
+    pub fn drain(&mut self) -> impl ExactSizeIterator<Item = (K, V)> {
+        let pairs: Vec<(K, V)> = self.iter().collect();
+        self.clear();
+        pairs.into_iter()
     }
 
     /// Make room for `additional` more keys than the map holds now, growing it (and doing the
@@ -813,26 +885,42 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
 /// The iterator of [`FlatMap::iter`].
 pub struct Iter<'m, K, V, S> {
     map: &'m FlatMap<K, V, S>,
+    walk: Walk<K, V>,
+}
+
+/// Where a walk over a map's bins stands: the pairs read from the last run of bins, and where
+/// the next run starts.
+struct Walk<K, V> {
     /// The first hash of the next run of bins to read; `None` once the last was read.
     next: Option<u64>,
     buffer: std::vec::IntoIter<(K, V)>,
+}
+
+impl<K: InlineKey, V: Inline> Walk<K, V> {
+    fn new() -> Self {
+        Self {
+            next: Some(0),
+            buffer: Vec::new().into_iter(),
+        }
+    }
+
+    fn next_pair<S: BuildHasher>(&mut self, map: &FlatMap<K, V, S>) -> Option<(K, V)> {
+        loop {
+            if let Some(pair) = self.buffer.next() {
+                return Some(pair);
+            }
+            let mut pairs = Vec::new();
+            self.next = map.read_run(self.next?, &mut pairs);
+            self.buffer = pairs.into_iter();
+        }
+    }
 }
 
 impl<K: InlineKey, V: Inline, S: BuildHasher> Iterator for Iter<'_, K, V, S> {
     type Item = (K, V);
 
     fn next(&mut self) -> Option<(K, V)> {
-        loop {
-            if let Some(pair) = self.buffer.next() {
-                return Some(pair);
-            }
-            let start = self.next?;
-            let mut pairs = Vec::new();
-            self.next = self.map.raw.walk_run(start, &self.map.rehash(), |k, v| {
-                pairs.push((K::from_word(k), V::from_word(v)));
-            });
-            self.buffer = pairs.into_iter();
-        }
+        self.walk.next_pair(self.map)
     }
 }
 
@@ -847,6 +935,33 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher> IntoIterator for &'m FlatMap<K
 
 /// Maps at rest are equal when they hold the same keys with equal values (as std's maps);
 /// while other threads write to either, the answer is one of a weakly consistent walk.
+/// The owning iterator of a [`FlatMap`] (`map.into_iter()`): the pairs, read a run of bins at a
+/// time as [`FlatMap::iter`] reads them.
+pub struct IntoIter<K, V, S> {
+    map: FlatMap<K, V, S>,
+    walk: Walk<K, V>,
+}
+
+impl<K: InlineKey, V: Inline, S: BuildHasher> Iterator for IntoIter<K, V, S> {
+    type Item = (K, V);
+
+    fn next(&mut self) -> Option<(K, V)> {
+        self.walk.next_pair(&self.map)
+    }
+}
+
+impl<K: InlineKey, V: Inline, S: BuildHasher> IntoIterator for FlatMap<K, V, S> {
+    type Item = (K, V);
+    type IntoIter = IntoIter<K, V, S>;
+
+    fn into_iter(self) -> IntoIter<K, V, S> {
+        IntoIter {
+            map: self,
+            walk: Walk::new(),
+        }
+    }
+}
+
 impl<K: InlineKey, V: Inline + PartialEq, S: BuildHasher> PartialEq for FlatMap<K, V, S> {
     fn eq(&self, other: &Self) -> bool {
         self.len() == other.len() && self.iter().all(|(k, v)| other.get(&k) == Some(v))
@@ -858,16 +973,5 @@ impl<K: InlineKey, V: Inline + Eq, S: BuildHasher> Eq for FlatMap<K, V, S> {}
 impl From<Full> for Error {
     fn from(_: Full) -> Self {
         Error::Full
-    }
-}
-impl<K, V, S> fmt::Debug for FlatMap<K, V, S> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (len, bins, link_buckets) = self.raw.shape();
-        f.debug_struct("FlatMap")
-            .field("len", &len)
-            .field("bins", &bins)
-            .field("link_buckets", &link_buckets)
-            .field("backend", &self.raw.backend())
-            .finish()
     }
 }

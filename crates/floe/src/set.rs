@@ -6,7 +6,6 @@
 
 use core::{
     borrow::Borrow,
-    fmt,
     hash::{BuildHasher, Hash},
 };
 
@@ -126,15 +125,24 @@ impl<K: InlineKey, S: BuildHasher> FlatSet<K, S> {
         self.map.keys()
     }
 
+    /// Remove every key for which `keep` answers `false` (see [`FlatMap::retain`]).
+    pub fn retain(&self, mut keep: impl FnMut(K) -> bool) {
+        self.map.retain(|key, ()| keep(key));
+    }
+
+    /// Take every key out, leaving the set empty (see [`FlatMap::drain`]).
+    pub fn drain(&mut self) -> impl ExactSizeIterator<Item = K> {
+        self.map.drain().map(|(key, ())| key)
+    }
+
     /// The map underneath (for its statistics, `reserve`, batches).
     pub fn as_map(&self) -> &FlatMap<K, (), S> {
         &self.map
     }
-}
 
-impl<K, S> fmt::Debug for FlatSet<K, S> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FlatSet").field("map", &self.map).finish()
+    /// The map underneath, by value.
+    pub fn into_map(self) -> FlatMap<K, (), S> {
+        self.map
     }
 }
 
@@ -230,6 +238,16 @@ impl<K: Hash + Eq, S: BuildHasher> Set<K, S> {
         self.map.pin().remove(key).is_some()
     }
 
+    /// Remove every key for which `keep` answers `false` (see [`MapRef::retain`]).
+    pub fn retain(&self, mut keep: impl FnMut(&K) -> bool) {
+        self.map.pin().retain(|key, ()| keep(key));
+    }
+
+    /// Take every key out, leaving the set empty (see [`Map::drain`]).
+    pub fn drain(&mut self) -> impl ExactSizeIterator<Item = K> {
+        self.map.drain().map(|(key, ())| key)
+    }
+
     /// A handle whose iterator yields references to the keys ([`Map::pin`]).
     pub fn pin(&self) -> SetRef<'_, K, S> {
         SetRef {
@@ -258,11 +276,10 @@ impl<K, S> Set<K, S> {
     pub fn as_map(&self) -> &Map<K, (), S> {
         &self.map
     }
-}
 
-impl<K, S> fmt::Debug for Set<K, S> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Set").field("map", &self.map).finish()
+    /// The map underneath, by value.
+    pub fn into_map(self) -> Map<K, (), S> {
+        self.map
     }
 }
 

@@ -249,7 +249,7 @@ fn stats_describe_the_table() {
     assert_eq!((s.bins, s.link_buckets, s.link_buckets_used), (1000, 10, 0));
     assert!(s.allocated_bytes >= 1010 * 64);
     assert_eq!(m.capacity(), 3040);
-    assert!(format!("{m:?}").contains("bins: 1000"));
+    assert_eq!(format!("{m:?}"), "{}");
 }
 
 #[test]

@@ -850,13 +850,6 @@ impl RawMap {
         let guard = reclaim::enter();
         self.settled(&guard, rehash).check_invariants()
     }
-
-    /// `(len, bins, link_buckets)` of the current table, for `Debug`.
-    pub(crate) fn shape(&self) -> (usize, usize, usize) {
-        let guard = reclaim::enter();
-        let table = self.load(&guard);
-        (table.len(), table.bins(), table.link_buckets())
-    }
 }
 
 /// A map with an announcement held: batches prefetch many keys under one.
