@@ -199,9 +199,20 @@ impl<K, V> Unpublished<K, V> {
         word_of_entry(self.0)
     }
 
-    /// The entry is in the table now: the table owns it.
-    fn published(self) {
+    /// The entry is in the table now: the table owns it. Returns it.
+    fn published(self) -> *mut Entry<K, V> {
+        let entry = self.0;
         core::mem::forget(self);
+        entry
+    }
+
+    /// Free the entry, dropping its value and handing its key back (for another attempt).
+    fn into_key(self) -> K {
+        // SAFETY: from `Box::into_raw` in `new`, never stored in the table; `forget` makes
+        // sure `Drop` does not free it again.
+        let entry = unsafe { Box::from_raw(self.0) };
+        core::mem::forget(self);
+        entry.key
     }
 }
 
@@ -272,6 +283,37 @@ const BATCH_DEPTH: usize = 16;
 
 /// Keys hashed and run through the engine's batch loop at a time by [`MapRef::get_many`].
 const BATCH_CHUNK: usize = 512;
+
+/// What a [`MapRef::compute`] decision asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Operation<V, T> {
+    /// Store this value: insert the key if absent, replace its value if present.
+    Insert(V),
+    /// Remove the key (if absent, nothing changes and the answer is [`Compute::Absent`]).
+    Remove,
+    /// Change nothing; [`MapRef::compute`] returns [`Compute::Aborted`] with this.
+    Abort(T),
+}
+
+/// What [`MapRef::compute`] did. References live as long as the handle.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Compute<'g, V, T> {
+    /// The key was absent and now has this value.
+    Inserted(&'g V),
+    /// The key's value `old` was replaced by `new`.
+    Updated {
+        /// The value replaced.
+        old: &'g V,
+        /// The value stored.
+        new: &'g V,
+    },
+    /// The key was removed; this was its value.
+    Removed(&'g V),
+    /// [`Operation::Remove`] of an absent key: nothing changed.
+    Absent,
+    /// The decision aborted with this; nothing changed.
+    Aborted(T),
+}
 
 /// A concurrent hash map for any key and value: entries out of line, one bin line per miss.
 ///
@@ -884,32 +926,162 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
     {
         let (hash, word) = self.locate(key);
         loop {
-            let (present, old, mut entries) = self.find_present(hash, word, key)?;
+            let (present, old, entries) = self.find_present(hash, word, key)?;
             // SAFETY: read from the table under our guard.
             if !accept(unsafe { &entry(old).value }) {
                 return None;
             }
-            let removed = if entries.len() == 1 {
-                // Only if the word is still the one read: a colliding key inserted meanwhile
-                // must stay.
-                self.map
-                    .raw
-                    .remove_if(hash, word, |now| now == present, &bin_hash)
-                    .is_ok()
-            } else {
-                entries.retain(|&e| e != old);
-                let swapped = self.swap(hash, word, present, word_of(entries));
-                if swapped {
-                    self.count_collided(-1);
+            if let Some(removed) = self.take_out(hash, word, present, old, entries) {
+                return Some(removed);
+            }
+        }
+    }
+
+    /// Take the entry `old` out of the value word `present` (which holds `entries`), if the
+    /// word is still `present`: the word goes if `old` was its only entry, else it becomes
+    /// the list without `old`. Retires `old` and returns its value on success.
+    fn take_out(
+        &self,
+        hash: u64,
+        word: u64,
+        present: u64,
+        old: *mut Entry<K, V>,
+        mut entries: Vec<*mut Entry<K, V>>,
+    ) -> Option<&V> {
+        let removed = if entries.len() == 1 {
+            // Only if the word is still the one read: a colliding key inserted meanwhile
+            // must stay.
+            self.map
+                .raw
+                .remove_if(hash, word, |now| now == present, &bin_hash)
+                .is_ok()
+        } else {
+            entries.retain(|&e| e != old);
+            let swapped = self.swap(hash, word, present, word_of(entries));
+            if swapped {
+                self.count_collided(-1);
+            }
+            swapped
+        };
+        // SAFETY: our remove or swap took `old` out of the table (the swap retired the list
+        // `present` pointed to, if one); it lives while our guard does.
+        removed.then(|| unsafe {
+            self.guard.defer_retire(old, reclaim::entry::<K, V>);
+            &entry(old).value
+        })
+    }
+
+    /// Read, decide and write `key` in one atomic step: `decide` sees the present value (or
+    /// `None`) and answers with an [`Operation`]: store a value (insert or replace), remove
+    /// the key, or abort with a result of its own. If another thread changes the key between
+    /// the read and the write, `decide` runs again on the newer value, so it should have no
+    /// side effects beyond its answer (it runs at least once, and its last answer is the one
+    /// applied). The entry-style read-modify-write of std's `entry` API, lock-free.
+    ///
+    /// ```
+    /// use floe::{Compute, Operation};
+    /// let stock = floe::Map::<String, u32>::new();
+    /// let stock = stock.pin();
+    /// // Take one item if any are left: decrement, remove at zero, refuse when absent.
+    /// let take = |left: Option<&u32>| match left {
+    ///     None => Operation::Abort("sold out"),
+    ///     Some(1) => Operation::Remove,
+    ///     Some(n) => Operation::Insert(n - 1),
+    /// };
+    /// stock.insert("apple".to_string(), 2);
+    /// assert_eq!(stock.compute("apple".to_string(), take), Compute::Updated { old: &2, new: &1 });
+    /// assert_eq!(stock.compute("apple".to_string(), take), Compute::Removed(&1));
+    /// assert_eq!(stock.compute("apple".to_string(), take), Compute::Aborted("sold out"));
+    /// // Insert-or-modify, as `entry(k).and_modify(..).or_insert(..)`.
+    /// let bump = |n: Option<&u32>| Operation::<_, ()>::Insert(n.map_or(1, |n| n + 1));
+    /// assert_eq!(stock.compute("pear".to_string(), bump), Compute::Inserted(&1));
+    /// ```
+    ///
+    /// # Panics
+    /// As [`insert`](Self::insert), when `decide` inserts an absent key;
+    /// [`try_compute`](Self::try_compute) returns the error instead.
+    #[track_caller]
+    pub fn compute<T>(
+        &self,
+        key: K,
+        decide: impl FnMut(Option<&V>) -> Operation<V, T>,
+    ) -> Compute<'_, V, T> {
+        self.try_compute(key, decide).or_raise()
+    }
+
+    /// [`compute`](Self::compute), answering what it panics on with an error.
+    ///
+    /// # Errors
+    /// As [`try_insert`](Self::try_insert), when `decide` inserts an absent key: the map is
+    /// unchanged.
+    pub fn try_compute<T>(
+        &self,
+        key: K,
+        mut decide: impl FnMut(Option<&V>) -> Operation<V, T>,
+    ) -> Result<Compute<'_, V, T>, Error> {
+        let (hash, word) = self.locate(&key);
+        // The key while no entry holds it; an entry holds it while an attempt to publish one
+        // is under way, and hands it back if the attempt fails.
+        let mut key = Some(key);
+        loop {
+            let key_ref = key.as_ref().expect("the key is back between attempts");
+            let present = self.map.raw.get(hash, word, &bin_hash);
+            // SAFETY: read from the table under our guard.
+            let (old, entries) = present.map_or((None, Vec::new()), |present| unsafe {
+                let target = target::<K, V>(present);
+                (target.find(key_ref), target.entries())
+            });
+            // SAFETY: as above; the reference lives as our guard.
+            let old_value = old.map(|old| unsafe { &entry(old).value });
+            match decide(old_value) {
+                Operation::Abort(result) => return Ok(Compute::Aborted(result)),
+                Operation::Remove => {
+                    let (Some(present), Some(old)) = (present, old) else {
+                        return Ok(Compute::Absent);
+                    };
+                    if let Some(removed) = self.take_out(hash, word, present, old, entries) {
+                        return Ok(Compute::Removed(removed));
+                    }
                 }
-                swapped
-            };
-            if removed {
-                // SAFETY: our remove or swap took `old` out of the table (the swap retired
-                // the list `present` pointed to, if one); it lives while our guard does.
-                unsafe {
-                    self.guard.defer_retire(old, reclaim::entry::<K, V>);
-                    return Some(&entry(old).value);
+                Operation::Insert(value) => {
+                    let new = Unpublished::new(key.take().expect("checked above"), value);
+                    let stored = match present {
+                        None => match self.map.raw.insert(hash, word, new.word(), &bin_hash) {
+                            Ok(Inserted::New) => true,
+                            Ok(Inserted::Exists(_)) => false,
+                            Err(error) => return Err(error),
+                        },
+                        Some(present) => {
+                            let mut entries = entries;
+                            match old {
+                                Some(old) => replace(&mut entries, old, new.pointer()),
+                                None => entries.push(new.pointer()),
+                            }
+                            self.swap(hash, word, present, word_of(entries))
+                        }
+                    };
+                    if !stored {
+                        key = Some(new.into_key());
+                        continue;
+                    }
+                    let new = new.published();
+                    // SAFETY: published by us; alive while our guard is.
+                    let new = unsafe { &entry(new).value };
+                    let Some(old) = old else {
+                        if present.is_some() {
+                            self.count_collided(1);
+                        }
+                        return Ok(Compute::Inserted(new));
+                    };
+                    // SAFETY: our swap took `old` out of the table; it lives while our guard
+                    // does.
+                    unsafe {
+                        self.guard.defer_retire(old, reclaim::entry::<K, V>);
+                        return Ok(Compute::Updated {
+                            old: &entry(old).value,
+                            new,
+                        });
+                    }
                 }
             }
         }
@@ -1068,7 +1240,7 @@ mod tests {
     #[test]
     fn operations_agree_with_std() {
         let map = small::<String, Vec<u8>>();
-        let mut model = HashMap::new();
+        let mut model: HashMap<String, Vec<u8>> = HashMap::new();
         let m = map.pin();
         let (operations, keys) = if cfg!(miri) {
             (300u32, 40)
@@ -1078,7 +1250,32 @@ mod tests {
         for i in 0..operations {
             let key = format!("k{}", i % keys);
             let value = i.to_le_bytes().to_vec();
-            match i % 5 {
+            match i % 6 {
+                5 => {
+                    // Remove an even-length value, lengthen an odd one, insert an odd one.
+                    let got = m.compute(key.clone(), |now| match now {
+                        Some(v) if v.len() % 2 == 0 => Operation::Remove,
+                        Some(v) => Operation::Insert([v.as_slice(), &[7]].concat()),
+                        None if i % 4 == 0 => Operation::Abort(i),
+                        None => Operation::Insert(value[..3].to_vec()),
+                    });
+                    match model.get(&key).cloned() {
+                        Some(v) if v.len() % 2 == 0 => {
+                            assert_eq!(got, Compute::Removed(&v));
+                            model.remove(&key);
+                        }
+                        Some(v) => {
+                            let new = [v.as_slice(), &[7]].concat();
+                            assert_eq!(got, Compute::Updated { old: &v, new: &new });
+                            model.insert(key, new);
+                        }
+                        None if i % 4 == 0 => assert_eq!(got, Compute::Aborted(i)),
+                        None => {
+                            assert_eq!(got, Compute::Inserted(&value[..3].to_vec()));
+                            model.insert(key, value[..3].to_vec());
+                        }
+                    }
+                }
                 0 | 1 => {
                     let got = m.try_insert(key.clone(), value.clone()).unwrap();
                     match model.get(&key) {

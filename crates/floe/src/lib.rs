@@ -143,7 +143,7 @@ mod sync;
 mod traits;
 
 pub use crate::{
-    any_map::{Map, MapIntoIter, MapIter, MapRef},
+    any_map::{Compute, Map, MapIntoIter, MapIter, MapRef, Operation},
     batch::{Batch, Delta, Pipeline, Prefetch, Request, Response, MAX_PIPELINE_WINDOW},
     config::{Backend, ResizeMode, Stats},
     error::Error,

@@ -7,7 +7,7 @@ use std::{
     hash::{BuildHasher, Hasher},
 };
 
-use floe::{Error, Insert, Map};
+use floe::{Compute, Error, Insert, Map, Operation};
 use proptest::prelude::*;
 
 /// Four hash words for all keys: the sum of the bytes, mod 4.
@@ -42,6 +42,9 @@ enum Op {
     Update(u8, u8),
     Remove(u8),
     RemoveIfEmpty(u8),
+    /// `compute`: abort on an absent key if the byte is odd, else insert `[byte]`; on a
+    /// present one, remove it if it ends in the byte, else append the byte.
+    Compute(u8, u8),
     Get(u8),
     Clear,
 }
@@ -54,6 +57,7 @@ fn op(keys: u8) -> impl Strategy<Value = Op> {
         2 => (0..keys, any::<u8>()).prop_map(|(k, b)| Op::Update(k, b)),
         3 => (0..keys).prop_map(Op::Remove),
         1 => (0..keys).prop_map(Op::RemoveIfEmpty),
+        3 => (0..keys, 0u8..4).prop_map(|(k, b)| Op::Compute(k, b)),
         4 => (0..keys).prop_map(Op::Get),
         1 => Just(Op::Clear),
     ]
@@ -102,6 +106,30 @@ fn check<S: BuildHasher>(map: &Map<String, Vec<u8>, S>, ops: &[Op]) {
                     _ => None,
                 };
                 assert_eq!(got, expect);
+            }
+            Op::Compute(k, byte) => {
+                let got = m.compute(key(k), |now| match now {
+                    None if byte % 2 == 1 => Operation::Abort(byte),
+                    None => Operation::Insert(vec![byte]),
+                    Some(v) if v.last() == Some(&byte) => Operation::Remove,
+                    Some(v) => Operation::Insert([v.as_slice(), &[byte]].concat()),
+                });
+                match model.get(&key(k)).cloned() {
+                    None if byte % 2 == 1 => assert_eq!(got, Compute::Aborted(byte)),
+                    None => {
+                        assert_eq!(got, Compute::Inserted(&vec![byte]));
+                        model.insert(key(k), vec![byte]);
+                    }
+                    Some(v) if v.last() == Some(&byte) => {
+                        assert_eq!(got, Compute::Removed(&v));
+                        model.remove(&key(k));
+                    }
+                    Some(v) => {
+                        let new = [v.as_slice(), &[byte]].concat();
+                        assert_eq!(got, Compute::Updated { old: &v, new: &new });
+                        model.insert(key(k), new);
+                    }
+                }
             }
             Op::Get(k) => assert_eq!(m.get(key(k).as_str()), model.get(&key(k))),
             Op::Clear => {
@@ -333,4 +361,55 @@ fn get_many_agrees_with_get() {
         big.pin().get_many(&[&1, &2], &mut short),
         Err(Error::LengthMismatch { keys: 2, values: 1 })
     );
+}
+
+/// `compute` is one atomic read-modify-write: threads (more than cores) counting on a few keys
+/// that all share one hash word (every write swaps the same collision list) lose no count,
+/// and a key removed by `compute` at a threshold is removed exactly once per crossing.
+#[test]
+fn compute_counts_exactly_under_contention() {
+    let map = Map::<String, u64, _>::builder()
+        .bins(2)
+        .hasher(OneWord)
+        .build()
+        .unwrap();
+    let (threads, rounds) = (4u64, if cfg!(miri) { 20 } else { 5_000 });
+    let resets = std::sync::atomic::AtomicU64::new(0);
+    std::thread::scope(|scope| {
+        for t in 0..threads {
+            let (map, resets) = (&map, &resets);
+            scope.spawn(move || {
+                for i in 0..rounds {
+                    let m = map.pin();
+                    let counter = format!("count-{}", i % 3);
+                    let got = m.compute(counter, |n| {
+                        Operation::<_, ()>::Insert(n.map_or(1, |n| n + 1))
+                    });
+                    assert!(matches!(
+                        got,
+                        Compute::Inserted(_) | Compute::Updated { .. }
+                    ));
+                    // A ticket counter that wraps at 10 by removing itself.
+                    let ticket = m.compute(format!("ticket-{t}", t = t % 2), |n| match n {
+                        Some(9) => Operation::<_, ()>::Remove,
+                        n => Operation::Insert(n.map_or(1, |n| n + 1)),
+                    });
+                    if let Compute::Removed(&9) = ticket {
+                        resets.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    }
+                }
+            });
+        }
+    });
+    let m = map.pin();
+    let counted: u64 = (0..3)
+        .map(|k| m.get(format!("count-{k}").as_str()).copied().unwrap())
+        .sum();
+    assert_eq!(counted, threads * rounds);
+    let left: u64 = (0..2)
+        .map(|t| m.get(format!("ticket-{t}").as_str()).copied().unwrap_or(0))
+        .sum();
+    assert_eq!(resets.into_inner() * 10 + left, threads * rounds);
+    drop(m);
+    assert_eq!(map.check_invariants(), map.len());
 }
