@@ -7,3 +7,5 @@ cargo test --workspace --all-targets "$@"
 cargo test --workspace --doc "$@"
 # The serde implementations (an optional feature) and their tests.
 cargo test -p floe --features serde --test std_traits "$@"
+# The lock-manager example checks its own invariants (money, accounts, locks) at the end.
+cargo run --quiet -p floe --example lock_manager -- --threads 4 --transactions 5000

@@ -474,6 +474,72 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
         self.remove_at(hash, word)
     }
 
+    /// Insert `key -> value` as a *shadow* (DLHT's shadow insert, for transactions): the key
+    /// is taken (every insert of it, shadow or not, answers [`Insert::Present`] with `value`)
+    /// but hidden from everything else (gets, puts, removes, iteration, `len`, `clear`) until
+    /// [`commit_shadow`](Self::commit_shadow) makes it visible at once or
+    /// [`abort_shadow`](Self::abort_shadow) removes it. So it locks a key that does not exist
+    /// yet: a transaction can claim a new row before deciding to create it. `upsert` and
+    /// `fetch_add` of a shadowed key wait for the commit or abort (it is the key's lock);
+    /// growth and shrinking carry shadows across. Commit or abort every shadow you make: one
+    /// left open keeps its key taken and its slot in use for the life of the map.
+    ///
+    /// ```
+    /// use floe::Insert;
+    /// let rows = floe::FlatMap::<u64, u64>::new();
+    /// assert_eq!(rows.insert_shadow(7, 70), Insert::Inserted);
+    /// assert_eq!(rows.get(&7), None);                    // hidden...
+    /// assert_eq!(rows.insert(7, 1), Insert::Present(70)); // ...but taken
+    /// assert_eq!(rows.commit_shadow(&7), Some(70));       // now visible
+    /// assert_eq!(rows.get(&7), Some(70));
+    ///
+    /// assert_eq!(rows.insert_shadow(8, 80), Insert::Inserted);
+    /// assert_eq!(rows.abort_shadow(&8), Some(80));        // never visible
+    /// assert_eq!(rows.insert(8, 81), Insert::Inserted);
+    /// ```
+    ///
+    /// # Panics
+    /// As [`insert`](Self::insert); [`try_insert_shadow`](Self::try_insert_shadow) returns
+    /// the error instead.
+    #[track_caller]
+    pub fn insert_shadow(&self, key: K, value: V) -> Insert<V> {
+        self.try_insert_shadow(key, value).or_raise()
+    }
+
+    /// [`insert_shadow`](Self::insert_shadow), answering what it panics on with an error.
+    ///
+    /// # Errors
+    /// As [`try_insert`](Self::try_insert).
+    pub fn try_insert_shadow(&self, key: K, value: V) -> Result<Insert<V>, Error> {
+        let (hash, word) = self.locate(key);
+        let inserted = self
+            .raw
+            .insert_shadow(hash, word, value.to_word(), &self.rehash())?;
+        Ok(match inserted {
+            Inserted::New => Insert::Inserted,
+            Inserted::Exists(present) => Insert::Present(V::from_word(present)),
+        })
+    }
+
+    /// Make the shadow insert of `key` visible, atomically (every get after this call finds
+    /// it, none before did). Returns its value, or `None` if `key` has no open shadow insert
+    /// (never made, already committed or aborted).
+    pub fn commit_shadow(&self, key: &K) -> Option<V> {
+        let (hash, word) = self.locate(*key);
+        self.raw
+            .resolve_shadow(hash, word, true, &self.rehash())
+            .map(V::from_word)
+    }
+
+    /// Remove the shadow insert of `key` without it ever having been visible. Returns its
+    /// value, or `None` if `key` has no open shadow insert.
+    pub fn abort_shadow(&self, key: &K) -> Option<V> {
+        let (hash, word) = self.locate(*key);
+        self.raw
+            .resolve_shadow(hash, word, false, &self.rehash())
+            .map(V::from_word)
+    }
+
     /// Remove `key` only if `accept` approves its present value, atomically (the value
     /// `accept` saw is the value removed). Returns that value, or `None` if the key is absent
     /// or `accept` said no. `accept` may run more than once if the value changes meanwhile.

@@ -100,6 +100,26 @@ impl<K: InlineKey, S: BuildHasher> FlatSet<K, S> {
         self.map.contains_key(key)
     }
 
+    /// Add `key` hidden, as a lock on it (see [`FlatMap::insert_shadow`]); whether it was
+    /// absent (neither present nor shadowed).
+    ///
+    /// # Panics
+    /// As [`FlatMap::insert`].
+    #[track_caller]
+    pub fn insert_shadow(&self, key: K) -> bool {
+        self.map.insert_shadow(key, ()).is_inserted()
+    }
+
+    /// Make the shadow insert of `key` visible; whether there was one.
+    pub fn commit_shadow(&self, key: &K) -> bool {
+        self.map.commit_shadow(key).is_some()
+    }
+
+    /// Remove the shadow insert of `key`; whether there was one.
+    pub fn abort_shadow(&self, key: &K) -> bool {
+        self.map.abort_shadow(key).is_some()
+    }
+
     /// Remove `key`; whether it was present.
     pub fn remove(&self, key: &K) -> bool {
         self.map.remove(key).is_some()

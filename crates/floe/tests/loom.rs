@@ -531,3 +531,90 @@ fn shrink_racing_an_insert_and_a_put() {
         assert_eq!(m.stats().bins, 2);
     });
 }
+
+#[test]
+fn a_shadow_insert_racing_an_insert_of_its_key_has_one_winner() {
+    // One thread shadow-inserts key 2 and commits; the other inserts key 2 and then gets it.
+    // Exactly one of them gets the key, and the get never sees the shadow's value before its
+    // commit. A step 2 that ignored `Shadow` slots would let both win. (The plain insert is
+    // the spawned thread: loom then interleaves it with the whole shadow life cycle.)
+    model(|| {
+        let m = map(0);
+        let other = m.clone();
+        let t = thread::spawn(move || {
+            let inserted = other.try_insert(2, 10).unwrap();
+            (inserted, other.get(&2))
+        });
+        let shadow = m.try_insert_shadow(2, 20).unwrap();
+        let committed = m.commit_shadow(&2);
+        let (mine, seen) = t.join().unwrap();
+        match (mine, shadow) {
+            (Insert::Inserted, Insert::Present(10)) => {
+                assert_eq!(committed, None, "no shadow was made");
+                assert_eq!(seen, Some(10));
+            }
+            (Insert::Present(20), Insert::Inserted) => {
+                assert_eq!(committed, Some(20));
+                assert!(matches!(seen, None | Some(20)), "{seen:?}");
+            }
+            other => panic!("not linearizable: {other:?}"),
+        }
+        assert!(m.get(&2).is_some());
+        assert_eq!(m.check_invariants(), 1);
+    });
+}
+
+#[test]
+fn an_aborted_shadow_is_never_seen_and_frees_its_key() {
+    // A shadow insert of key 2 aborted while another thread gets and then inserts key 2: the
+    // get never sees the shadow's value, and the insert either finds the key taken (before
+    // the abort) or inserts it (after); afterwards exactly the real insert's value remains.
+    model(|| {
+        let m = map(0);
+        assert_eq!(m.try_insert_shadow(2, 20).unwrap(), Insert::Inserted);
+        let other = m.clone();
+        let t = thread::spawn(move || {
+            let seen = other.get(&2);
+            (seen, other.try_insert(2, 10).unwrap())
+        });
+        assert_eq!(m.abort_shadow(&2), Some(20));
+        let (seen, inserted) = t.join().unwrap();
+        assert_eq!(seen, None, "a get saw a shadow");
+        match inserted {
+            Insert::Present(20) => assert_eq!(m.get(&2), None),
+            Insert::Inserted => assert_eq!(m.get(&2), Some(10)),
+            other => panic!("{other:?}"),
+        }
+        let live = usize::from(inserted == Insert::Inserted);
+        assert_eq!(m.check_invariants(), live);
+    });
+}
+
+#[test]
+fn a_bin_transfer_carries_an_open_shadow() {
+    // Bin 0 is full (three keys) and a fourth insert grows the map while the other thread
+    // shadow-inserts key 1 into bin 1 and commits it: the move must carry the shadow (as a
+    // shadow: invisible until the commit) whichever table the commit finds it in.
+    model(|| {
+        let m = Arc::new(
+            FlatMap::<u64, u64>::builder()
+                .bins(2)
+                .link_buckets(0)
+                .resize_mode(ResizeMode::Blocking)
+                .hasher(LowBit)
+                .build()
+                .unwrap(),
+        );
+        for &k in &SPLIT[..3] {
+            assert!(m.try_insert(k, k + 1).unwrap().is_inserted());
+        }
+        let other = m.clone();
+        let grower = thread::spawn(move || other.try_insert(SPLIT[3], 4).unwrap());
+        assert_eq!(m.try_insert_shadow(1, 10).unwrap(), Insert::Inserted);
+        assert_eq!(m.get(&1), None);
+        assert_eq!(m.commit_shadow(&1), Some(10));
+        assert_eq!(grower.join().unwrap(), Insert::Inserted);
+        assert_eq!(m.get(&1), Some(10));
+        assert_eq!(m.check_invariants(), 5);
+    });
+}

@@ -14,10 +14,11 @@
 //! in between" (up to 2^32 wrap-around, see the engine essay).
 //!
 //! Slot states: `Invalid = 0b00` (free), `Inserting = 0b01` (taken by one committed insert,
-//! whose key is being written), `Valid = 0b10` (holds a live key), `Shadow = 0b11` (reserved for
-//! shadow inserts: a live key hidden from readers, DLHT §3.2.2). Searches match the keys of
-//! `Inserting` and `Valid` slots (`searchable`); see the engine essay for why an insert's
-//! slot is searchable before its key is written. Bin states: `NoTransfer = 0`, `InTransfer = 1`,
+//! whose key is being written), `Valid = 0b10` (holds a live key), `Shadow = 0b11` (a shadow
+//! insert's key: present to inserts, hidden from everything else, DLHT §3.2.2). Searches match
+//! the keys of `Inserting` and `Valid` slots (`searchable`); see the engine essay for why an
+//! insert's slot is searchable before its key is written. Step 2 of an insert looks into the
+//! slots whose low bit is set (`Inserting` and `Shadow`: `unconfirmed`). Bin states: `NoTransfer = 0`, `InTransfer = 1`,
 //! `DoneTransfer = 2` (the resize protocol, DLHT §3.2.5; see `raw::migrate`), `Frozen = 3`
 //! (a shrink about to move the bin).
 //!
@@ -64,7 +65,9 @@ pub(crate) enum SlotState {
     Inserting = 0b01,
     /// Holds a live key.
     Valid = 0b10,
-    /// Reserved for shadow inserts (a key present but hidden). Never produced yet.
+    /// Taken by a shadow insert: like `Inserting` until its key is written, then a key present
+    /// to inserts (which find it taken) and hidden from gets, puts, removes and walks until
+    /// its commit (`-> Valid`) or abort (retire, then `-> Invalid`).
     Shadow = 0b11,
 }
 
@@ -170,6 +173,26 @@ impl Header {
     pub(crate) fn inserting(self) -> SlotMask {
         // Inserting = 0b01: low bit set, high bit clear.
         SlotMask(self.0 & !(self.0 >> 1) & ALL_SLOTS_SPREAD)
+    }
+
+    /// Slots whose state is `Shadow`, in spread form.
+    #[inline(always)]
+    pub(crate) fn shadow(self) -> SlotMask {
+        // Shadow = 0b11: both bits set.
+        SlotMask(self.0 & (self.0 >> 1) & ALL_SLOTS_SPREAD)
+    }
+
+    /// Slots an insert's step 2 reads: `Inserting` and `Shadow` (the low state bit set), whose
+    /// key may be unwritten or, once written, is not matched by a search.
+    #[inline(always)]
+    pub(crate) fn unconfirmed(self) -> SlotMask {
+        SlotMask(self.0 & ALL_SLOTS_SPREAD)
+    }
+
+    /// Slots that are taken (every state but `Invalid`), in spread form.
+    #[inline(always)]
+    pub(crate) fn occupied(self) -> SlotMask {
+        SlotMask((self.0 | (self.0 >> 1)) & ALL_SLOTS_SPREAD)
     }
 
     /// Slots a search matches keys in: `Valid` and `Inserting` (exactly one of the two state
@@ -443,6 +466,12 @@ mod tests {
                 assert_eq!(invalid, h.slot(s) == SlotState::Invalid);
                 assert_eq!(inserting, h.slot(s) == SlotState::Inserting);
                 assert_eq!(searchable, valid || inserting);
+                let shadow = h.shadow().iter().any(|x| x == s);
+                assert_eq!(shadow, h.slot(s) == SlotState::Shadow);
+                let unconfirmed = h.unconfirmed().iter().any(|x| x == s);
+                assert_eq!(unconfirmed, inserting || shadow);
+                let occupied = h.occupied().iter().any(|x| x == s);
+                assert_eq!(occupied, !invalid);
             }
         }
     }

@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use super::{
     dispatch::{dispatch, Loader},
+    loader::ScalarLoader,
     memory_fits,
     migrate::{Next, CHUNK_BINS},
     BinSnapshot, DeadKeys, Full, Geometry, Inserted, Mismatch, Moved, RawTable,
@@ -248,6 +249,35 @@ impl RawMap {
         let loader = self.loader;
         self.run(hash, rehash, |table, bin| {
             dispatch!(loader, table, remove(bin, word))
+        })
+    }
+
+    /// Insert `word -> value` hidden, if `word` is absent (the essay's Shadow inserts). Runs
+    /// with the scalar loader: shadow operations are the lock manager's path, not the hot one,
+    /// and need no entry point per backend.
+    pub(crate) fn insert_shadow(
+        &self,
+        hash: u64,
+        word: u64,
+        value: u64,
+        rehash: Rehash<'_>,
+    ) -> Result<Inserted, Error> {
+        self.run_growing(hash, rehash, |table, bin| {
+            table.insert_as::<_, true>(ScalarLoader, bin, word, value)
+        })
+    }
+
+    /// Commit (`commit`) or abort the shadow insert of `word`; its value, `None` if there is
+    /// none.
+    pub(crate) fn resolve_shadow(
+        &self,
+        hash: u64,
+        word: u64,
+        commit: bool,
+        rehash: Rehash<'_>,
+    ) -> Option<u64> {
+        self.run(hash, rehash, |table, bin| {
+            table.resolve_shadow(ScalarLoader, bin, word, commit)
         })
     }
 

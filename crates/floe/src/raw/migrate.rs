@@ -27,7 +27,10 @@
 //!    bin. A put that read the slot before the CAS either lands first (and its value is the
 //!    one moved) or fails on the dead key and retries; so no put is lost in the old table. A
 //!    delete is linearized by its own retire CAS, which either precedes ours (the key is not
-//!    moved) or fails (the delete retries and finds the key in the new table).
+//!    moved) or fails (the delete retries and finds the key in the new table). A `Shadow` slot
+//!    (an open shadow insert) moves the same way and stays `Shadow` in its new bin: its commit
+//!    or abort expects the unmoved header or retires the key, so it lands before our claim or
+//!    retries in the new table.
 //! 3. **Publish**: CAS the header to `DoneTransfer` (Release); for a shrink's group, only once
 //!    every bin of the group has been moved (see Shrinking). An operation that loads the
 //!    header (Acquire) and sees `DoneTransfer` goes to the new table, where it finds exactly
@@ -90,7 +93,7 @@ use crossbeam_utils::CachePadded;
 
 use super::{Bin, RawTable};
 use crate::{
-    control::header::{BinState, Header, Link, SlotState},
+    control::header::{BinState, Header, Link, SlotMask, SlotState},
     sync::{spin, AtomicPtr, AtomicUsize, Ordering},
 };
 
@@ -325,26 +328,36 @@ impl RawTable {
         let claimed = Header(bin.header.load(Ordering::Acquire));
         let dead = self.dead.of(index);
         let mut moved = 0isize;
-        for slot in claimed.searchable().iter() {
+        for slot in claimed.occupied().iter() {
             let slot_ref = self.slot(bin, slot);
             let mut content = slot_ref.load();
-            // An `Inserting` slot with the dead key: an insert committed before the claim
-            // that has not written yet (never abandoned: wait for its key), or a retired slot
-            // its delete is about to free (wait until it is no longer searchable). A `Valid`
-            // one with the dead key was retired: nothing to move. Relaxed: the state only
-            // ends the wait (no commit reuses the slot after our claim, so nothing read later
-            // depends on it); the key, once written, is taken by the AcqRel CAS below.
+            // An `Inserting` (or `Shadow`) slot with the dead key: an insert committed before
+            // the claim that has not written yet (never abandoned: wait for its key), or a
+            // retired slot its delete (or abort) is about to free (wait until it is free). A
+            // `Valid` one with the dead key was retired: nothing to move. Relaxed: the state
+            // only ends the wait (no commit reuses the slot after our claim, so nothing read
+            // later depends on it); the key, once written, is taken by the AcqRel CAS below.
             while content.0 == dead
-                && Header(bin.header.load(Ordering::Relaxed)).slot(slot) == SlotState::Inserting
+                && !Header(bin.header.load(Ordering::Relaxed))
+                    .unconfirmed()
+                    .and(SlotMask::single(slot))
+                    .is_empty()
             {
                 spin();
                 content = slot_ref.load();
             }
+            // A shadow insert moves as one (no commit or abort lands after our claim: both
+            // expect the header they read unmoved, or retire the key, which our CAS excludes).
+            let state = match claimed.slot(slot) {
+                SlotState::Shadow => SlotState::Shadow,
+                _ => SlotState::Valid,
+            };
             while content.0 != dead {
                 match slot_ref.compare_exchange(content, (dead, content.1)) {
                     Ok(()) => {
-                        next.place(new_bin(content.0), content.0, content.1);
-                        moved += 1;
+                        next.place(new_bin(content.0), content.0, content.1, state);
+                        // Shadow keys are not counted in `len` until committed.
+                        moved += isize::from(state == SlotState::Valid);
                         break;
                     }
                     // A put changed the value (move the new one) or a delete retired the key
@@ -431,13 +444,13 @@ impl RawTable {
     pub(crate) fn group_demand(&self, group: usize) -> Option<usize> {
         let mut links = 0;
         for members in self.bins.chunks(group) {
-            // Searchable slots, retired ones and committed inserts included: an upper bound
-            // (frozen counts only fall).
+            // Taken slots (shadow inserts, retired ones and committed inserts included): an
+            // upper bound (frozen counts only fall).
             let keys: usize = members
                 .iter()
                 .map(|bin| {
                     Header(bin.header.load(Ordering::Acquire))
-                        .searchable()
+                        .occupied()
                         .iter()
                         .count()
                 })
@@ -456,7 +469,7 @@ impl RawTable {
     /// reach (module docs: each new bin is filled by one old bin's transfer, and nobody reads
     /// it before that old bin is `DoneTransfer`). Plain stores; their publication is the old
     /// bin's `DoneTransfer` CAS.
-    fn place(&self, index: usize, key: u64, value: u64) {
+    fn place(&self, index: usize, key: u64, value: u64, state: SlotState) {
         let bin = &self.bins[index];
         let header = Header(bin.header.load(Ordering::Relaxed));
         let slot = header
@@ -476,10 +489,8 @@ impl RawTable {
             }
         }
         self.slot(bin, slot).store(key, value);
-        bin.header.store(
-            header.with_slot(slot, SlotState::Valid).0,
-            Ordering::Relaxed,
-        );
+        bin.header
+            .store(header.with_slot(slot, state).0, Ordering::Relaxed);
     }
 
     /// `width` consecutive link buckets for a transfer: from the transfer reserve, or, should

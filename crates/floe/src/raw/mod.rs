@@ -88,7 +88,7 @@
 //! 5. Link fields go from zero to a pool index once and never change back while the table
 //!    lives; a slot in link bucket `c` is never `Inserting` or `Valid` unless `c` is chained,
 //!    and a bucket's slots hold the bin's dead key before the link field names it.
-//! 6. A key is in at most one searchable (`Inserting` or `Valid`) slot of its bin.
+//! 6. A key is in at most one searchable (`Inserting` or `Valid`) or `Shadow` slot of its bin.
 //!
 //! ## Get (DLHT §3.2.1): a seqlock read
 //!
@@ -169,6 +169,33 @@
 //! Chaining: several inserters may race to chain one bucket; each takes a bucket from the pool
 //! and CASes the link field; the losers' buckets are wasted (counted in `links_lost`). DLHT
 //! accepts the same.
+//!
+//! ## Shadow inserts (DLHT §3.2.2's transactions)
+//!
+//! A shadow insert is an insert whose commit CAS takes its slot `Invalid -> Shadow` instead of
+//! `-> Inserting`. A `Shadow` slot is not searchable, so gets, puts, removes, walks and `clear`
+//! never see it; it is not free, so no insert takes it; and step 2 of every insert reads it as it
+//! reads `Inserting` slots (`Header::unconfirmed`): the dead key means wait, our key means the key
+//! is taken (the insert answers `Exists` with the shadow's value), any other key is not ours
+//! without a header change. So a key has at most one slot that is searchable or `Shadow`
+//! (invariant 6 extended), and a competing insert sees a shadowed key as present, as DLHT wants.
+//! `len` does not count it.
+//!
+//! - **Commit**: find the `Shadow` slot holding the key under a header loaded `Acquire` (not
+//!   moving), then CAS that header to the slot `Valid` (`AcqRel`). The CAS is the linearization
+//!   point: before it every search misses the key, after it every search that loads the new
+//!   header reads the key (the committer read the slot written before its Release CAS, the
+//!   Publication argument). A header change in between (a move's claim included) fails the CAS.
+//! - **Abort**: the same search, then retire the key with the slot CAS `(key, value) -> (dead,
+//!   value)` (the linearization point; nothing but a move's retire can race it, since nobody
+//!   else writes a `Shadow` slot) and free the slot as a delete does. A slot is left `Shadow`
+//!   only by its commit, its abort or a move, so invariant 4 holds with "its retirer" read as
+//!   "its abort".
+//! - **Growth** moves a `Shadow` slot like any other (waiting for an unwritten one) and places
+//!   it `Shadow` in the new bin; a shrink counts it as taken.
+//! - An upsert or `fetch_add` of a shadowed key finds no searchable copy and an insert that
+//!   answers `Exists`, so it retries until the shadow is committed or aborted: the shadow is
+//!   the key's lock, and those are the only operations that wait for it.
 //!
 //! ## Delete (DLHT §3.2.3, with retired keys)
 //!
@@ -707,6 +734,19 @@ impl RawTable {
         key: u64,
         value: u64,
     ) -> Result<Result<Inserted, Full>, Moved> {
+        self.insert_as::<P, false>(loader, bin_index, key, value)
+    }
+
+    /// Insert `key -> value` if `key` is absent, into a `Shadow` slot if `SHADOW` (see Shadow
+    /// inserts in the essay: hidden from everything but inserts until committed).
+    #[inline(always)]
+    pub(crate) fn insert_as<P: LineLoader, const SHADOW: bool>(
+        &self,
+        loader: P,
+        bin_index: usize,
+        key: u64,
+        value: u64,
+    ) -> Result<Result<Inserted, Full>, Moved> {
         let bin = &self.bins[bin_index];
         loop {
             let Search { header, hit } = self.find(loader, bin, key)?;
@@ -746,9 +786,14 @@ impl RawTable {
             // on the way: step 2 read each of them written, under this very header. AcqRel:
             // Release publishes the chaining above to readers that see the slot searchable,
             // and orders the loads of step 2 before the new `Valid` states.
+            let state = if SHADOW {
+                SlotState::Shadow
+            } else {
+                SlotState::Inserting
+            };
             let committed = header
                 .with_published(header.inserting())
-                .with_slot(slot, SlotState::Inserting);
+                .with_slot(slot, state);
             if bin
                 .header
                 .compare_exchange(header.0, committed.0, Ordering::AcqRel, Ordering::Relaxed)
@@ -763,24 +808,28 @@ impl RawTable {
             // The linearization point. The slot stays `Inserting` until a later header CAS of
             // the bin publishes it: no second header CAS per insert.
             self.slot(bin, slot).store(key, value);
-            self.len.increment();
+            if !SHADOW {
+                // A shadow key counts once it is committed (visible).
+                self.len.increment();
+            }
             return Ok(Ok(Inserted::New));
         }
     }
 
-    /// Step 2 of insert: look into the `Inserting` slots of `header` (see the essay).
+    /// Step 2 of insert: look into the `Inserting` and `Shadow` slots of `header` (see the
+    /// essay).
     #[inline(always)]
     fn committed_inserts(&self, bin_index: usize, bin: &Bin, header: Header, key: u64) -> Pending {
-        let inserting = header.inserting();
-        if inserting.is_empty() {
+        let unconfirmed = header.unconfirmed();
+        if unconfirmed.is_empty() {
             return Pending::Absent;
         }
         let dead = self.dead.of(bin_index);
-        for slot in inserting.iter() {
+        for slot in unconfirmed.iter() {
             let (now, value) = self.slot(bin, slot).load();
             if now == dead {
-                // Not written yet, or written and retired by a delete that has not freed it
-                // yet: either way a few instructions of one thread.
+                // Not written yet, or written and retired by a delete (or a shadow's abort)
+                // that has not freed it yet: either way a few instructions of one thread.
                 return Pending::Unwritten;
             }
             if now == key {
@@ -892,14 +941,14 @@ impl RawTable {
     }
 
     /// Step 3 of delete: free slot `slot`, whose key we retired, from `Inserting` or `Valid`
-    /// (a commit may publish it meanwhile; nobody else frees it, invariant 4), retrying on
-    /// unrelated header changes.
+    /// (a commit may publish it meanwhile; nobody else frees it, invariant 4), or from
+    /// `Shadow` (an abort), retrying on unrelated header changes.
     fn free_retired(&self, bin: &Bin, slot: usize) {
         let mut header = Header(bin.header.load(Ordering::Relaxed));
         loop {
             debug_assert!(
-                !header.searchable().and(SlotMask::single(slot)).is_empty(),
-                "a retired slot that is not searchable: {header:?}"
+                !header.occupied().and(SlotMask::single(slot)).is_empty(),
+                "a retired slot that is free: {header:?}"
             );
             // Release: the retire (our dead-key CAS on the slot) is ordered before the slot
             // can be committed again, so the next incarnation's store comes after it.
@@ -912,6 +961,73 @@ impl RawTable {
                 Ok(_) => return,
                 Err(now) => header = Header(now),
             }
+        }
+    }
+
+    /// Commit (`commit`: make it visible) or abort (remove it) the shadow insert of `key`:
+    /// its value, or `None` if `key` has no `Shadow` slot in the bin (see Shadow inserts in
+    /// the essay).
+    pub(crate) fn resolve_shadow<P: LineLoader>(
+        &self,
+        _loader: P,
+        bin_index: usize,
+        key: u64,
+        commit: bool,
+    ) -> Result<Option<u64>, Moved> {
+        let bin = &self.bins[bin_index];
+        let dead = self.dead.of(bin_index);
+        loop {
+            // Acquire: pairs with the Release commit CAS of the shadow slot (and with the
+            // DoneTransfer CAS, as in `find`).
+            let header = Header(bin.header.load(Ordering::Acquire));
+            if header.moving() {
+                return Err(self.moved(bin, header));
+            }
+            let mut found = None;
+            for slot in header.shadow().iter() {
+                let (now, value) = self.slot(bin, slot).load();
+                if now == key {
+                    found = Some((slot, value));
+                    break;
+                }
+            }
+            let Some((slot, value)) = found else {
+                // Validated as a get's miss: no shadow slot of `key` under an unchanged header
+                // (a shadow slot's key is written once, by its inserter: ours returned).
+                fence(Ordering::Acquire);
+                if bin.header.load(Ordering::Relaxed) == header.0 {
+                    return Ok(None);
+                }
+                spin();
+                continue;
+            };
+            if commit {
+                // The linearization point: the key becomes searchable with the value it was
+                // stored with. AcqRel: Release orders our load of the written slot before any
+                // reader that sees `Valid` (as Publication in the essay); expecting `header`
+                // fails if the bin was claimed for a move meanwhile.
+                let committed = header.with_slot(slot, SlotState::Valid);
+                if bin
+                    .header
+                    .compare_exchange(header.0, committed.0, Ordering::AcqRel, Ordering::Relaxed)
+                    .is_ok()
+                {
+                    self.len.increment();
+                    return Ok(Some(value));
+                }
+            } else if self
+                .slot(bin, slot)
+                .compare_exchange((key, value), (dead, value))
+                .is_ok()
+            {
+                // Retired (the abort's linearization point; nobody searches a shadow slot, so
+                // nothing saw it), then freed as a delete frees its slot.
+                self.free_retired(bin, slot);
+                return Ok(Some(value));
+            }
+            // A move claimed the bin (its retire CAS took the key) or another thread resolved
+            // the shadow: look again.
+            spin();
         }
     }
 
@@ -1071,8 +1187,12 @@ impl RawTable {
             let link = Link(bin.link.load(Ordering::Relaxed));
             for slot in 0..crate::control::header::SLOTS_PER_BIN {
                 let state = header.slot(slot);
-                assert_ne!(state, SlotState::Shadow);
-                if matches!(state, SlotState::Valid | SlotState::Inserting) {
+                if state == SlotState::Shadow {
+                    // An open shadow insert: written (quiescent), and not counted in `len`.
+                    let (key, _) = self.slot(bin, slot).load();
+                    assert_ne!(key, self.dead.of(snapshot.bin), "an unwritten shadow slot");
+                }
+                if state != SlotState::Invalid {
                     if let (Some(bucket), _) = slot_place(slot) {
                         assert!(
                             link.bucket(bucket).is_some(),
@@ -1224,6 +1344,43 @@ mod tests {
     }
 
     const P: ScalarLoader = ScalarLoader;
+
+    #[test]
+    fn shadow_slots_are_taken_hidden_and_resolved_once() {
+        let t = table(2, 3);
+        // Shadows in the primary bucket and in link buckets, among visible keys.
+        for k in 0..15u64 {
+            let inserted = if k % 3 == 0 {
+                t.insert_as::<_, true>(P, 1, k, k * 10)
+            } else {
+                t.insert(P, 1, k, k * 10)
+            };
+            assert_eq!(inserted.unwrap(), Ok(Inserted::New));
+        }
+        assert_eq!(t.insert_as::<_, true>(P, 1, 99, 0).unwrap(), Err(Full::Bin));
+        assert_eq!(t.check_invariants(), 10, "shadows are not counted");
+        for k in (0..15u64).step_by(3) {
+            assert_eq!(t.get(P, 1, k).unwrap(), None);
+            assert_eq!(t.remove(P, 1, k).unwrap(), None);
+            assert_eq!(t.update(P, 1, k, |v| v + 1).unwrap(), None);
+            assert_eq!(t.insert(P, 1, k, 1).unwrap(), Ok(Inserted::Exists(k * 10)));
+        }
+        assert_eq!(
+            t.resolve_shadow(P, 1, 1, true).unwrap(),
+            None,
+            "a visible key"
+        );
+        assert_eq!(t.resolve_shadow(P, 1, 0, true).unwrap(), Some(0));
+        assert_eq!(t.resolve_shadow(P, 1, 0, true).unwrap(), None);
+        assert_eq!(t.resolve_shadow(P, 1, 12, false).unwrap(), Some(120));
+        assert_eq!(t.resolve_shadow(P, 1, 12, false).unwrap(), None);
+        assert_eq!(t.get(P, 1, 0).unwrap(), Some(0));
+        assert_eq!(t.get(P, 1, 12).unwrap(), None);
+        // The aborted slot is free again (and held the dead key when freed).
+        assert_eq!(t.insert(P, 1, 12, 7).unwrap(), Ok(Inserted::New));
+        assert_eq!(t.get(P, 1, 12).unwrap(), Some(7));
+        assert_eq!(t.check_invariants(), 12);
+    }
 
     #[test]
     fn insert_get_remove_in_one_bin_with_chains() {

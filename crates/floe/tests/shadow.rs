@@ -1,0 +1,213 @@
+//! Shadow inserts (DLHT §3.2.2): hidden keys that are taken, committed or aborted, across
+//! growth and shrinking and under contention, with the lock-manager pattern they serve.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use floe::{FlatMap, FlatSet, Insert};
+
+#[test]
+fn a_shadow_is_hidden_from_everything_but_inserts() {
+    let map = FlatMap::<u64, u64>::with_capacity(64);
+    assert_eq!(map.insert_shadow(1, 10), Insert::Inserted);
+    assert_eq!(
+        map.insert_shadow(1, 11),
+        Insert::Present(10),
+        "a second shadow"
+    );
+    assert_eq!(map.insert(1, 12), Insert::Present(10));
+    assert_eq!(map.get(&1), None);
+    assert!(!map.contains_key(&1));
+    assert_eq!(map.put(1, 13), None);
+    assert_eq!(map.update(&1, |v| v + 1), None);
+    assert_eq!(map.remove(&1), None);
+    assert!(map.compare_exchange(&1, 10, 14).is_err());
+    assert_eq!(map.len(), 0);
+    assert_eq!(map.iter().count(), 0);
+    map.clear();
+    assert_eq!(
+        map.insert(1, 15),
+        Insert::Present(10),
+        "clear leaves shadows"
+    );
+    assert_eq!(map.commit_shadow(&1), Some(10));
+    assert_eq!(map.commit_shadow(&1), None, "committed once");
+    assert_eq!(map.abort_shadow(&1), None, "a visible key is not a shadow");
+    assert_eq!(map.get(&1), Some(10));
+    assert_eq!(map.len(), 1);
+    assert_eq!(map.insert_shadow(2, 20), Insert::Inserted);
+    assert_eq!(map.abort_shadow(&2), Some(20));
+    assert_eq!(map.abort_shadow(&2), None);
+    assert_eq!(map.insert(2, 21), Insert::Inserted);
+    assert_eq!(map.commit_shadow(&3), None, "never made");
+    assert_eq!(map.check_invariants(), 2);
+}
+
+#[test]
+fn growth_and_shrinking_carry_open_shadows() {
+    let map = FlatMap::<u64, u64>::builder().bins(2).build().unwrap();
+    for k in 0..2_000u64 {
+        assert_eq!(map.insert_shadow(k, k + 1), Insert::Inserted);
+    }
+    // Grow many times over, with the shadows in the tables being moved.
+    for k in 1_000_000..1_100_000u64 {
+        map.insert(k, k);
+    }
+    assert_eq!(map.len(), 100_000);
+    assert_eq!(map.check_invariants(), 100_000);
+    for k in 0..2_000u64 {
+        assert_eq!(map.get(&k), None);
+        assert_eq!(
+            map.insert(k, 0),
+            Insert::Present(k + 1),
+            "shadow {k} lost in a move"
+        );
+    }
+    // Shrink with the shadows still open.
+    for k in 1_000_000..1_100_000u64 {
+        map.remove(&k);
+    }
+    assert!(map.shrink_to_fit().unwrap());
+    for k in 0..2_000u64 {
+        let resolved = if k % 2 == 0 {
+            map.commit_shadow(&k)
+        } else {
+            map.abort_shadow(&k)
+        };
+        assert_eq!(resolved, Some(k + 1), "shadow {k} lost in the shrink");
+    }
+    assert_eq!(map.len(), 1_000);
+    assert_eq!(map.check_invariants(), 1_000);
+    for k in 0..2_000u64 {
+        assert_eq!(map.get(&k), (k % 2 == 0).then_some(k + 1));
+    }
+}
+
+/// Many threads (more than cores) race to shadow-insert the same key each round: exactly one
+/// wins, the others see the winner's value, readers never see it before the commit or ever
+/// after an abort, and the map grows under open shadows.
+#[test]
+fn one_shadow_wins_each_round_and_readers_see_only_commits() {
+    const THREADS: u64 = 4;
+    let rounds: u64 = if cfg!(miri) { 5 } else { 2_000 };
+    let map = FlatMap::<u64, u64>::builder().bins(2).build().unwrap();
+    let round = AtomicU64::new(0);
+    let winners = AtomicU64::new(0);
+    let done = AtomicBool::new(false);
+    let barrier = std::sync::Barrier::new(THREADS as usize);
+    std::thread::scope(|s| {
+        // A reader: a key of an odd round is aborted and must never be seen; an even round's
+        // key is committed with the winner's value.
+        s.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                let r = round.load(Ordering::Relaxed);
+                for key in r.saturating_sub(2)..=r {
+                    if let Some(v) = map.get(&key) {
+                        assert_eq!(key % 2, 0, "an aborted shadow of round {key} was seen");
+                        assert_eq!(v / 100, key, "wrong value {v} for {key}");
+                    }
+                }
+            }
+        });
+        let writers: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let (map, round, winners, barrier) = (&map, &round, &winners, &barrier);
+                s.spawn(move || {
+                    for r in 0..rounds {
+                        barrier.wait();
+                        let mine = r * 100 + t;
+                        let outcome = map.insert_shadow(r, mine);
+                        // Everyone tries while the winner's shadow is still open.
+                        barrier.wait();
+                        match outcome {
+                            Insert::Inserted => {
+                                winners.fetch_add(1, Ordering::Relaxed);
+                                // Make the map grow under the open shadow now and then.
+                                map.insert(1 << 40 | r, r);
+                                if r % 2 == 0 {
+                                    assert_eq!(map.commit_shadow(&r), Some(mine));
+                                } else {
+                                    assert_eq!(map.abort_shadow(&r), Some(mine));
+                                }
+                                round.store(r + 1, Ordering::Relaxed);
+                            }
+                            Insert::Present(theirs) => assert_eq!(theirs / 100, r),
+                        }
+                    }
+                })
+            })
+            .collect();
+        for writer in writers {
+            writer.join().unwrap();
+        }
+        done.store(true, Ordering::Relaxed);
+    });
+    assert_eq!(winners.into_inner(), rounds);
+    for r in 0..rounds {
+        assert_eq!(map.get(&r).is_some(), r % 2 == 0, "round {r}");
+    }
+    assert_eq!(map.check_invariants(), map.len());
+}
+
+/// A shadow is a lock: threads take it on a key with `insert_shadow` (retrying while it is
+/// held), update a plain (non-atomic-RMW) counter under it, and release it with
+/// `abort_shadow`. A lock that ever let two holders in would lose increments. The set grows
+/// meanwhile (other keys come and go), so the locks are moved while held.
+#[test]
+fn shadow_locks_exclude_each_other_while_the_set_grows() {
+    const THREADS: usize = 4;
+    let rounds: u64 = if cfg!(miri) { 5 } else { 3_000 };
+    let locks = FlatSet::<u64>::from(FlatMap::builder().bins(2).build().unwrap());
+    let counters: Vec<AtomicU64> = (0..3).map(|_| AtomicU64::new(0)).collect();
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (locks, counters) = (&locks, &counters);
+            s.spawn(move || {
+                for i in 0..rounds {
+                    let key = i % 3;
+                    while !locks.insert_shadow(key) {
+                        std::hint::spin_loop();
+                    }
+                    // Under the lock: a load and a store, not an atomic add.
+                    let counter = &counters[key as usize];
+                    counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+                    locks.insert(1 << 32 | (t as u64) << 20 | i); // growth
+                    assert!(locks.abort_shadow(&key), "the lock vanished while held");
+                }
+            });
+        }
+    });
+    let total: u64 = counters.iter().map(|c| c.load(Ordering::Relaxed)).sum();
+    assert_eq!(total, THREADS as u64 * rounds);
+    assert_eq!(locks.len(), THREADS * rounds as usize);
+}
+
+/// `upsert` and `fetch_add` of a shadowed key wait for its commit or abort, then act on what
+/// it left.
+#[test]
+fn upserts_wait_for_the_shadow_to_be_resolved() {
+    for commit in [true, false] {
+        let map = FlatMap::<u64, u64>::new();
+        assert_eq!(map.insert_shadow(5, 50), Insert::Inserted);
+        let started = AtomicBool::new(false);
+        std::thread::scope(|s| {
+            let waiter = s.spawn(|| {
+                started.store(true, Ordering::Relaxed);
+                (map.upsert(5, 51), map.fetch_add(5, 1))
+            });
+            while !started.load(Ordering::Relaxed) {
+                std::hint::spin_loop();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            assert!(!waiter.is_finished(), "an upsert went past an open shadow");
+            if commit {
+                assert_eq!(map.commit_shadow(&5), Some(50));
+            } else {
+                assert_eq!(map.abort_shadow(&5), Some(50));
+            }
+            let (upserted, added) = waiter.join().unwrap();
+            assert_eq!(upserted, commit.then_some(50));
+            assert_eq!(added, Some(51));
+        });
+        assert_eq!(map.get(&5), Some(52));
+    }
+}
