@@ -79,6 +79,24 @@ fn full_growing_map() -> Arc<Map> {
     m
 }
 
+/// As [`full_growing_map`], in `ResizeMode::Blocking`: the insert that grows it moves every
+/// bin itself.
+fn full_blocking_map() -> Arc<Map> {
+    let m = Arc::new(
+        FlatMap::<u64, u64>::builder()
+            .bins(2)
+            .link_buckets(0)
+            .resize_mode(ResizeMode::Blocking)
+            .hasher(LowBit)
+            .build()
+            .unwrap(),
+    );
+    for &k in &SPLIT[..3] {
+        assert!(m.try_insert(k, k + 1).unwrap().is_inserted());
+    }
+    m
+}
+
 /// Check `f` under loom, and that loom found more than one interleaving to explore (a model
 /// whose threads never overlap proves nothing; seen when the thread that spawns does all its
 /// work before the spawned one starts).
@@ -456,18 +474,7 @@ fn bin_transfer_waits_for_an_insert_committed_before_its_claim() {
     // abandoned) and move the key; a mover that skips the unwritten slot loses the insert.
     // Blocking resize: the grower moves every bin itself.
     model(|| {
-        let m = Arc::new(
-            FlatMap::<u64, u64>::builder()
-                .bins(2)
-                .link_buckets(0)
-                .resize_mode(ResizeMode::Blocking)
-                .hasher(LowBit)
-                .build()
-                .unwrap(),
-        );
-        for &k in &SPLIT[..3] {
-            assert!(m.try_insert(k, k + 1).unwrap().is_inserted());
-        }
+        let m = full_blocking_map();
         let other = m.clone();
         let grower = thread::spawn(move || other.try_insert(SPLIT[3], 4).unwrap());
         assert_eq!(m.try_insert(1, 10).unwrap(), Insert::Inserted);
@@ -596,18 +603,7 @@ fn a_bin_transfer_carries_an_open_shadow() {
     // shadow-inserts key 1 into bin 1 and commits it: the move must carry the shadow (as a
     // shadow: invisible until the commit) whichever table the commit finds it in.
     model(|| {
-        let m = Arc::new(
-            FlatMap::<u64, u64>::builder()
-                .bins(2)
-                .link_buckets(0)
-                .resize_mode(ResizeMode::Blocking)
-                .hasher(LowBit)
-                .build()
-                .unwrap(),
-        );
-        for &k in &SPLIT[..3] {
-            assert!(m.try_insert(k, k + 1).unwrap().is_inserted());
-        }
+        let m = full_blocking_map();
         let other = m.clone();
         let grower = thread::spawn(move || other.try_insert(SPLIT[3], 4).unwrap());
         assert_eq!(m.try_insert_shadow(1, 10).unwrap(), Insert::Inserted);
