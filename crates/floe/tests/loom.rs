@@ -614,3 +614,37 @@ fn a_bin_transfer_carries_an_open_shadow() {
         assert_eq!(m.check_invariants(), 5);
     });
 }
+
+#[test]
+fn a_pointer_swap_racing_a_transfer_and_a_remove_hands_each_value_to_one_owner() {
+    // `floe::Map` keeps a pointer in the value word and swaps it with `compare_exchange`:
+    // whoever takes a value out of the table (the swap that replaced it, or the remove that
+    // returned it) retires it, and a swap that failed frees its new value. Here the values
+    // stand for those pointers. One thread grows the map (moving the key's bin) and then
+    // removes the key; the other swaps the key's value. Each value must end with exactly one
+    // owner: a value owned twice is a double free in `Map`, a value owned by nobody a leak or
+    // a use after free.
+    model(|| {
+        let m = full_growing_map();
+        let key = SPLIT[1];
+        let (old, new) = (key + 1, 100);
+        let other = m.clone();
+        let grower = thread::spawn(move || {
+            assert_eq!(other.try_insert(SPLIT[3], 4).unwrap(), Insert::Inserted);
+            other.remove(&key)
+        });
+        let swapped = m.compare_exchange(&key, old, new);
+        let removed = grower.join().unwrap();
+        let old_owners = usize::from(swapped.is_ok()) + usize::from(removed == Some(old));
+        assert_eq!(old_owners, 1, "swap {swapped:?}, remove {removed:?}");
+        let new_owners = usize::from(removed == Some(new)) + usize::from(m.get(&key) == Some(new));
+        let new_published = swapped.is_ok();
+        assert_eq!(
+            new_owners,
+            usize::from(new_published),
+            "swap {swapped:?}, remove {removed:?}"
+        );
+        assert_eq!(m.get(&key), None, "the remove came last");
+        assert_eq!(m.check_invariants(), 3);
+    });
+}
