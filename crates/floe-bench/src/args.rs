@@ -51,6 +51,9 @@ pub enum Command {
     /// readheavy|exchange|rapidgrow`, floe-bench's port of them).
     Bustle(BustleArgs),
     /// Fill one map in this process and print its RSS growth (used by the memory measurement).
+    /// floe::Map against the any-key peers as keys and values grow (DLHT Fig. 9 and 10):
+    /// get, get-and-read-the-value, insdel.
+    Sizes(crate::sizes::SizesArgs),
     #[command(hide = true)]
     MemoryProbe(ProbeArgs),
 }

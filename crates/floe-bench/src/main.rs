@@ -42,6 +42,7 @@ mod measure;
 mod plot;
 mod report;
 mod simd;
+mod sizes;
 mod svg;
 mod workload;
 
@@ -83,6 +84,10 @@ fn main() -> ExitCode {
         Some(Command::Simd(args)) => simd::main(args).map_err(|e| match e {
             simd::LabError::Usage(m) => Failure::Usage(m),
             simd::LabError::Run(m) => Failure::Run(m),
+        }),
+        Some(Command::Sizes(args)) => sizes::main(args).map_err(|e| match e {
+            sizes::SizesError::Usage(m) => Failure::Usage(m),
+            sizes::SizesError::Run(m) => Failure::Run(m),
         }),
         Some(Command::MemoryProbe(args)) => probe(args),
     };
