@@ -66,6 +66,9 @@ pub struct SizesArgs {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
 pub enum BlobKind {
     Floe,
+    /// `floe::Map` keyed by `(namespace, key)` (four namespaces, picked by the key's first
+    /// byte), looked up through `MapRef::namespace` handles: what namespaces cost.
+    FloeNamespaced,
     Papaya,
     Scc,
     SccIndex,
@@ -110,6 +113,42 @@ impl BlobMap for floe::Map<Bytes, Bytes, AnyHash> {
     #[inline]
     fn remove(&self, key: &[u8]) -> bool {
         self.pin().remove(key).is_some()
+    }
+}
+
+/// `floe::Map` with namespaces: the same keys, each in namespace `key[0] % 4`.
+struct Namespaced(floe::Map<(u16, Bytes), Bytes, AnyHash>);
+
+fn namespace_of(key: &[u8]) -> u16 {
+    u16::from(key[0] % 4)
+}
+
+impl BlobMap for Namespaced {
+    fn with_capacity(keys: usize, hasher: AnyHash) -> Self {
+        Namespaced(
+            floe::Map::builder()
+                .capacity(keys)
+                .hasher(hasher)
+                .build()
+                .expect("the budget fits the table"),
+        )
+    }
+    #[inline]
+    fn insert(&self, key: Bytes, value: Bytes) -> bool {
+        let m = self.0.pin();
+        m.namespace(namespace_of(&key))
+            .insert(key, value)
+            .is_inserted()
+    }
+    #[inline]
+    fn get_with(&self, key: &[u8], read: impl FnOnce(&[u8]) -> u64) -> Option<u64> {
+        let m = self.0.pin();
+        m.namespace(namespace_of(key)).get(key).map(|v| read(v))
+    }
+    #[inline]
+    fn remove(&self, key: &[u8]) -> bool {
+        let m = self.0.pin();
+        m.namespace(namespace_of(key)).remove(key).is_some()
     }
 }
 
@@ -366,6 +405,7 @@ fn measure_kind(
         BlobKind::Floe => {
             measure::<floe::Map<Bytes, Bytes, AnyHash>>(shape, w, args, workers, round)
         }
+        BlobKind::FloeNamespaced => measure::<Namespaced>(shape, w, args, workers, round),
         BlobKind::Papaya => {
             measure::<papaya::HashMap<Bytes, Bytes, AnyHash>>(shape, w, args, workers, round)
         }
@@ -467,7 +507,7 @@ pub fn main(args: SizesArgs) -> Result<(), SizesError> {
                 .maps
                 .iter()
                 .zip(&medians)
-                .filter(|(m, _)| **m != BlobKind::Floe)
+                .filter(|(m, _)| !matches!(m, BlobKind::Floe | BlobKind::FloeNamespaced))
                 .map(|(_, &x)| x)
                 .fold(None, |best: Option<f64>, x| {
                     Some(best.map_or(x, |b| b.max(x)))
@@ -530,6 +570,7 @@ mod tests {
         };
         for kind in [
             BlobKind::Floe,
+            BlobKind::FloeNamespaced,
             BlobKind::Papaya,
             BlobKind::Scc,
             BlobKind::SccIndex,

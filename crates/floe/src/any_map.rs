@@ -136,14 +136,23 @@ impl<K, V> Target<K, V> {
         K: Borrow<Q>,
         Q: Eq + ?Sized,
     {
+        // SAFETY: caller.
+        unsafe { self.find_by(|k| k.borrow() == key) }
+    }
+
+    /// The entry whose key satisfies `is`, if this word holds one (`is` picks out one key).
+    ///
+    /// # Safety
+    /// As [`entry`], for the word decoded.
+    unsafe fn find_by(&self, is: impl Fn(&K) -> bool) -> Option<*mut Entry<K, V>> {
         match *self {
             // SAFETY: caller.
-            Target::One(one) => (unsafe { entry(one) }.key.borrow() == key).then_some(one),
+            Target::One(one) => is(&unsafe { entry(one) }.key).then_some(one),
             // SAFETY: caller; a published list and its entries live as long as the list is
             // reachable.
             Target::Many(list) => unsafe { &(*list).entries }.iter().copied().find(|&one| {
                 // SAFETY: as above.
-                unsafe { entry(one) }.key.borrow() == key
+                is(&unsafe { entry(one) }.key)
             }),
         }
     }
@@ -670,11 +679,16 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let (hash, word) = self.locate(key);
-        let value = self.map.raw.get(hash, word, &bin_hash)?;
+        self.get_by(self.map.hasher.hash_one(key), |k| k.borrow() == key)
+    }
+
+    /// The value of the key whose hash word is `word` and that satisfies `is`.
+    #[inline(always)]
+    fn get_by(&self, word: u64, is: impl Fn(&K) -> bool) -> Option<&V> {
+        let value = self.map.raw.get(bin_hash(word), word, &bin_hash)?;
         // SAFETY: read from the table under `self.guard`; the reference lives as `self`.
         unsafe {
-            let found = target::<K, V>(value).find(key)?;
+            let found = target::<K, V>(value).find_by(is)?;
             Some(&entry(found).value)
         }
     }
@@ -919,14 +933,25 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
 
     /// Remove `key` if `accept` says so of its value; returns the removed value. `accept`
     /// may run more than once under contention.
-    pub fn remove_if<Q>(&self, key: &Q, mut accept: impl FnMut(&V) -> bool) -> Option<&V>
+    pub fn remove_if<Q>(&self, key: &Q, accept: impl FnMut(&V) -> bool) -> Option<&V>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let (hash, word) = self.locate(key);
+        self.remove_if_by(self.map.hasher.hash_one(key), |k| k.borrow() == key, accept)
+    }
+
+    /// [`remove_if`](Self::remove_if) of the key whose hash word is `word` and that
+    /// satisfies `is`.
+    fn remove_if_by(
+        &self,
+        word: u64,
+        is: impl Fn(&K) -> bool,
+        mut accept: impl FnMut(&V) -> bool,
+    ) -> Option<&V> {
+        let hash = bin_hash(word);
         loop {
-            let (present, old, entries) = self.find_present(hash, word, key)?;
+            let (present, old, entries) = self.find_present_by(hash, word, &is)?;
             // SAFETY: read from the table under our guard.
             if !accept(unsafe { &entry(old).value }) {
                 return None;
@@ -1094,10 +1119,20 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
         K: Borrow<Q>,
         Q: Eq + ?Sized,
     {
+        self.find_present_by(hash, word, |k| k.borrow() == key)
+    }
+
+    /// [`find_present`](Self::find_present) of the key that satisfies `is`.
+    fn find_present_by(
+        &self,
+        hash: u64,
+        word: u64,
+        is: impl Fn(&K) -> bool,
+    ) -> Option<Present<K, V>> {
         let present = self.map.raw.get(hash, word, &bin_hash)?;
         let target = target::<K, V>(present);
         // SAFETY: read from the table under our guard.
-        unsafe { Some((present, target.find(key)?, target.entries())) }
+        unsafe { Some((present, target.find_by(is)?, target.entries())) }
     }
 
     /// An iterator over `(&key, &value)`, weakly consistent as `FlatMap::iter`: a key present
@@ -1168,6 +1203,128 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
                 false
             }
         }
+    }
+}
+
+/// Namespaces (DLHT §3.4.2): many logical maps in one table, for a map whose keys are
+/// `(namespace, key)` pairs. The handle looks keys up by `(namespace, &borrowed key)`
+/// without building the pair (no `String` allocated to look up a `(u32, String)` key): the
+/// pair's hash is its parts' hashes in order, which is how std hashes a tuple.
+impl<'m, N, K, V, S> MapRef<'m, (N, K), V, S>
+where
+    N: Hash + Eq,
+    K: Hash + Eq,
+    S: BuildHasher,
+{
+    /// A view of the keys of `namespace`: one logical map among those sharing this table.
+    ///
+    /// ```
+    /// let tenants = floe::Map::<(u32, String), u64>::new();
+    /// let m = tenants.pin();
+    /// let (alice, bob) = (m.namespace(1), m.namespace(2));
+    /// alice.insert("visits".to_string(), 3);
+    /// bob.insert("visits".to_string(), 7);
+    /// assert_eq!(alice.get("visits"), Some(&3)); // no String built for the lookup
+    /// assert_eq!(bob.get("visits"), Some(&7));
+    /// assert_eq!(m.get(&(2, "visits".to_string())), Some(&7)); // the same keys
+    /// assert_eq!(alice.remove("visits"), Some(&3));
+    /// assert!(!alice.contains_key("visits") && bob.contains_key("visits"));
+    /// ```
+    pub fn namespace(&self, namespace: N) -> Namespace<'_, 'm, N, K, V, S> {
+        Namespace {
+            map: self,
+            namespace,
+        }
+    }
+}
+
+/// The keys of one namespace of a map keyed by `(namespace, key)` ([`MapRef::namespace`]).
+pub struct Namespace<'h, 'm, N, K, V, S> {
+    map: &'h MapRef<'m, (N, K), V, S>,
+    namespace: N,
+}
+
+/// Hashes as the pair `(namespace, key)` does, from a borrowed key.
+struct Pair<'a, N, Q: ?Sized>(&'a N, &'a Q);
+
+impl<N: Hash, Q: Hash + ?Sized> Hash for Pair<'_, N, Q> {
+    fn hash<H: core::hash::Hasher>(&self, state: &mut H) {
+        // As `<(N, K) as Hash>::hash`: the fields in order (and `K: Borrow<Q>` hashes as `Q`).
+        self.0.hash(state);
+        self.1.hash(state);
+    }
+}
+
+impl<'h, N, K, V, S> Namespace<'h, '_, N, K, V, S>
+where
+    N: Hash + Eq,
+    K: Hash + Eq,
+    S: BuildHasher,
+{
+    /// The hash word of `key` in this namespace, and a test for its stored pair.
+    fn probe<'q, Q>(&'q self, key: &'q Q) -> (u64, impl Fn(&(N, K)) -> bool + 'q)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let word = self.map.map.hasher.hash_one(Pair(&self.namespace, key));
+        (word, move |(n, k): &(N, K)| {
+            *n == self.namespace && k.borrow() == key
+        })
+    }
+
+    /// The value of `key` in this namespace.
+    pub fn get<Q>(&self, key: &Q) -> Option<&'h V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let (word, is) = self.probe(key);
+        self.map.get_by(word, is)
+    }
+
+    /// Whether `key` is present in this namespace.
+    pub fn contains_key<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.get(key).is_some()
+    }
+
+    /// Remove `key` from this namespace, returning its value.
+    pub fn remove<Q>(&self, key: &Q) -> Option<&'h V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let (word, is) = self.probe(key);
+        self.map.remove_if_by(word, is, |_| true)
+    }
+}
+
+impl<'h, N, K, V, S> Namespace<'h, '_, N, K, V, S>
+where
+    N: Hash + Eq + Clone,
+    K: Hash + Eq,
+    S: BuildHasher,
+{
+    /// Insert `key -> value` in this namespace if absent ([`MapRef::insert`]).
+    ///
+    /// # Panics
+    /// As [`MapRef::insert`].
+    #[track_caller]
+    pub fn insert(&self, key: K, value: V) -> Insert<&'h V> {
+        self.map.insert((self.namespace.clone(), key), value)
+    }
+
+    /// Insert or replace `key -> value` in this namespace ([`MapRef::upsert`]).
+    ///
+    /// # Panics
+    /// As [`MapRef::upsert`].
+    #[track_caller]
+    pub fn upsert(&self, key: K, value: V) -> Option<&'h V> {
+        self.map.upsert((self.namespace.clone(), key), value)
     }
 }
 

@@ -146,7 +146,7 @@ mod sync;
 mod traits;
 
 pub use crate::{
-    any_map::{Compute, Map, MapIntoIter, MapIter, MapRef, Operation},
+    any_map::{Compute, Map, MapIntoIter, MapIter, MapRef, Namespace, Operation},
     batch::{Batch, Delta, Pipeline, Prefetch, Request, Response, MAX_PIPELINE_WINDOW},
     config::{Backend, ResizeMode, Stats},
     error::Error,

@@ -413,3 +413,45 @@ fn compute_counts_exactly_under_contention() {
     drop(m);
     assert_eq!(map.check_invariants(), map.len());
 }
+
+/// Namespaces keep equal keys apart, agree with lookups by the whole pair, and still tell
+/// namespaces apart when every pair shares one hash word (the entry's key is compared whole).
+#[test]
+fn namespaces_are_separate_maps_in_one_table() {
+    fn exercise<S: BuildHasher>(map: &Map<(u8, String), u32, S>) {
+        let m = map.pin();
+        for ns in 0..4u8 {
+            let view = m.namespace(ns);
+            for k in 0..50u32 {
+                assert!(view
+                    .insert(format!("key{k}"), u32::from(ns) * 1000 + k)
+                    .is_inserted());
+            }
+        }
+        assert_eq!(map.len(), 200);
+        for ns in 0..4u8 {
+            let view = m.namespace(ns);
+            for k in 0..50u32 {
+                let key = format!("key{k}");
+                let expect = u32::from(ns) * 1000 + k;
+                assert_eq!(view.get(key.as_str()), Some(&expect));
+                assert_eq!(m.get(&(ns, key.clone())), Some(&expect), "the pair's hash");
+            }
+            assert_eq!(view.get("absent"), None);
+        }
+        // Removing from one namespace leaves the others.
+        let one = m.namespace(1);
+        for k in 0..50u32 {
+            assert_eq!(one.remove(format!("key{k}").as_str()), Some(&(1000 + k)));
+        }
+        assert_eq!(one.upsert("key7".to_string(), 5), None);
+        assert_eq!(one.upsert("key7".to_string(), 6), Some(&5));
+        assert!(m.namespace(2).contains_key("key49"));
+        assert!(!m.namespace(9).contains_key("key49"));
+        assert_eq!(map.len(), 151);
+        drop(m);
+        assert_eq!(map.check_invariants(), 151);
+    }
+    exercise(&Map::new());
+    exercise(&Map::builder().bins(2).hasher(OneWord).build().unwrap());
+}
