@@ -45,6 +45,9 @@ enum Op {
     Shrink,
     Reserve(u16),
     Batch(Vec<(u8, Key, u64)>),
+    InsertShadow(Key, u64),
+    CommitShadow(Key),
+    AbortShadow(Key),
 }
 
 #[derive(Arbitrary, Debug)]
@@ -127,17 +130,47 @@ fuzz_target!(|case: Case| {
     let map = builder.build().expect("valid shape");
     let may_fail = case.capped || case.crowded;
     let mut model: HashMap<u64, u64> = HashMap::new();
+    // Open shadow inserts: taken (inserts find them) but hidden from everything else.
+    let mut shadows: HashMap<u64, u64> = HashMap::new();
     for op in case.ops.iter().take(512) {
+        let taken = |k: u64| model.get(&k).or_else(|| shadows.get(&k)).copied();
         match *op {
+            // An upsert or fetch_add of a shadowed key waits for its commit or abort, which
+            // this one thread would never make: not issued.
+            Op::Upsert(k, _) | Op::FetchAdd(k, _) if shadows.contains_key(&k.word()) => {}
             Op::Get(k) => assert_eq!(map.get(&k.word()), model.get(&k.word()).copied()),
             Op::Insert(k, v) => match map.try_insert(k.word(), v) {
-                Ok(Insert::Inserted) => assert_eq!(model.insert(k.word(), v), None),
-                Ok(Insert::Present(old)) => assert_eq!(model.get(&k.word()), Some(&old)),
+                Ok(Insert::Inserted) => {
+                    assert_eq!(taken(k.word()), None);
+                    model.insert(k.word(), v);
+                }
+                Ok(Insert::Present(old)) => assert_eq!(taken(k.word()), Some(old)),
                 Err(e) => {
-                    assert!(!model.contains_key(&k.word()));
+                    assert_eq!(taken(k.word()), None);
                     allowed(e, may_fail);
                 }
             },
+            Op::InsertShadow(k, v) => match map.try_insert_shadow(k.word(), v) {
+                Ok(Insert::Inserted) => {
+                    assert_eq!(taken(k.word()), None);
+                    shadows.insert(k.word(), v);
+                }
+                Ok(Insert::Present(old)) => assert_eq!(taken(k.word()), Some(old)),
+                Err(e) => {
+                    assert_eq!(taken(k.word()), None);
+                    allowed(e, may_fail);
+                }
+            },
+            Op::CommitShadow(k) => {
+                let expected = shadows.remove(&k.word());
+                if let Some(v) = expected {
+                    model.insert(k.word(), v);
+                }
+                assert_eq!(map.commit_shadow(&k.word()), expected);
+            }
+            Op::AbortShadow(k) => {
+                assert_eq!(map.abort_shadow(&k.word()), shadows.remove(&k.word()));
+            }
             Op::Upsert(k, v) => match map.try_upsert(k.word(), v) {
                 Ok(old) => assert_eq!(old, model.insert(k.word(), v)),
                 Err(e) => {
@@ -201,6 +234,9 @@ fuzz_target!(|case: Case| {
                     .iter()
                     .take(64)
                     .map(|&(kind, k, v)| match kind % 5 {
+                        // Keys with an open shadow are only read (an upsert would wait for
+                        // it, and no batch request resolves shadows).
+                        _ if shadows.contains_key(&k.word()) => Request::Get(k.word()),
                         0 => Request::Get(k.word()),
                         1 => Request::Insert(k.word(), v),
                         2 => Request::Upsert(k.word(), v),
@@ -221,6 +257,13 @@ fuzz_target!(|case: Case| {
     let mut seen = HashMap::new();
     map.for_each(|k, v| assert!(seen.insert(k, v).is_none(), "key {k} visited twice"));
     assert_eq!(seen, model);
+    // The shadows still open survived every growth, shrink and clear.
+    for (k, v) in shadows {
+        assert_eq!(map.get(&k), None);
+        assert_eq!(map.commit_shadow(&k), Some(v), "shadow {k} lost");
+        model.insert(k, v);
+    }
+    assert_eq!(map.check_invariants(), model.len());
 });
 
 /// Apply `request` to the model and check `response` against it.

@@ -26,6 +26,10 @@ enum Op {
     Shrink,
     /// `reserve(n)`: the contents must not change.
     Reserve(usize),
+    /// `insert_shadow`: taken but hidden until committed.
+    InsertShadow(u64, u64),
+    CommitShadow(u64),
+    AbortShadow(u64),
 }
 
 /// Keys from a pool of `pool` so operations collide (the pool starts at 0 and 1, the engine's
@@ -47,7 +51,7 @@ fn op() -> BoxedStrategy<Op> {
 }
 
 /// Operations on keys from a pool of `pool`; `clear` with weight `clear` (0: never), against
-/// 21 for the key operations and 2 for `shrink_to_fit` and `reserve`.
+/// 25 for the key operations and 2 for `shrink_to_fit` and `reserve`.
 fn op_in(pool: u64, clear: u32) -> BoxedStrategy<Op> {
     let key = move || key_in(pool);
     let keyed = prop_oneof![
@@ -59,12 +63,15 @@ fn op_in(pool: u64, clear: u32) -> BoxedStrategy<Op> {
         2 => (key(), value()).prop_map(|(k, v)| Op::FetchAdd(k, v)),
         2 => (key(), value(), value()).prop_map(|(k, c, n)| Op::CompareExchange(k, c, n)),
         4 => key().prop_map(Op::Remove),
+        2 => (key(), value()).prop_map(|(k, v)| Op::InsertShadow(k, v)),
+        1 => key().prop_map(Op::CommitShadow),
+        1 => key().prop_map(Op::AbortShadow),
     ];
     let resize = prop_oneof![Just(Op::Shrink), (0usize..200).prop_map(Op::Reserve),];
     if clear == 0 {
-        prop_oneof![21 => keyed, 2 => resize].boxed()
+        prop_oneof![25 => keyed, 2 => resize].boxed()
     } else {
-        prop_oneof![21 => keyed, 2 => resize, clear => Just(Op::Clear)].boxed()
+        prop_oneof![25 => keyed, 2 => resize, clear => Just(Op::Clear)].boxed()
     }
 }
 
@@ -95,16 +102,44 @@ fn check_growing(ops: &[Op], links: usize, seed: u64) -> usize {
 fn check_map(map: &FlatMap<u64, u64, Mix64>, ops: &[Op], backend: floe::Backend) {
     {
         let mut model: HashMap<u64, u64> = HashMap::new();
+        // Open shadow inserts: hidden from everything but inserts (which find them taken).
+        let mut shadows: HashMap<u64, u64> = HashMap::new();
         for (i, op) in ops.iter().enumerate() {
             let ctx = || format!("op {i} {op:?} on {backend:?}");
+            let taken = |k: &u64| model.get(k).or_else(|| shadows.get(k)).copied();
             match *op {
+                // An upsert or fetch_add of a shadowed key waits for its commit or abort, which
+                // this one thread would never make: not issued.
+                Op::Upsert(k, _) | Op::FetchAdd(k, _) if shadows.contains_key(&k) => {}
                 Op::Get(k) => assert_eq!(map.get(&k), model.get(&k).copied(), "{}", ctx()),
                 Op::Insert(k, v) => match map.try_insert(k, v) {
-                    Ok(Insert::Inserted) => assert!(model.insert(k, v).is_none(), "{}", ctx()),
-                    Ok(Insert::Present(old)) => assert_eq!(model.get(&k), Some(&old), "{}", ctx()),
-                    Err(Error::Full) => assert!(!model.contains_key(&k), "{}", ctx()),
+                    Ok(Insert::Inserted) => {
+                        assert_eq!(taken(&k), None, "{}", ctx());
+                        model.insert(k, v);
+                    }
+                    Ok(Insert::Present(old)) => assert_eq!(taken(&k), Some(old), "{}", ctx()),
+                    Err(Error::Full) => assert_eq!(taken(&k), None, "{}", ctx()),
                     Err(e) => panic!("{}: unexpected {e}", ctx()),
                 },
+                Op::InsertShadow(k, v) => match map.try_insert_shadow(k, v) {
+                    Ok(Insert::Inserted) => {
+                        assert_eq!(taken(&k), None, "{}", ctx());
+                        shadows.insert(k, v);
+                    }
+                    Ok(Insert::Present(old)) => assert_eq!(taken(&k), Some(old), "{}", ctx()),
+                    Err(Error::Full) => assert_eq!(taken(&k), None, "{}", ctx()),
+                    Err(e) => panic!("{}: unexpected {e}", ctx()),
+                },
+                Op::CommitShadow(k) => {
+                    let expected = shadows.remove(&k);
+                    if let Some(v) = expected {
+                        model.insert(k, v);
+                    }
+                    assert_eq!(map.commit_shadow(&k), expected, "{}", ctx());
+                }
+                Op::AbortShadow(k) => {
+                    assert_eq!(map.abort_shadow(&k), shadows.remove(&k), "{}", ctx());
+                }
                 Op::Upsert(k, v) => match map.try_upsert(k, v) {
                     Ok(old) => assert_eq!(old, model.insert(k, v), "{}", ctx()),
                     Err(Error::Full) => assert!(!model.contains_key(&k), "{}", ctx()),
@@ -173,6 +208,14 @@ fn check_map(map: &FlatMap<u64, u64, Mix64>, ops: &[Op], backend: floe::Backend)
         let mut seen = HashMap::new();
         map.for_each(|k, v| assert!(seen.insert(k, v).is_none(), "for_each visited {k} twice"));
         assert_eq!(seen, model, "for_each disagrees with the model");
+        // The shadows left open survived every growth, shrink and clear: commit them.
+        for (k, v) in shadows {
+            assert_eq!(map.get(&k), None);
+            assert_eq!(map.commit_shadow(&k), Some(v), "shadow {k} lost");
+            assert_eq!(map.get(&k), Some(v));
+            model.insert(k, v);
+        }
+        assert_eq!(map.check_invariants(), model.len());
     }
 }
 
