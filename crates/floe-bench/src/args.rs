@@ -54,6 +54,9 @@ pub enum Command {
     /// floe::Map against the any-key peers as keys and values grow (DLHT Fig. 9 and 10):
     /// get, get-and-read-the-value, insdel.
     Sizes(crate::sizes::SizesArgs),
+    /// YCSB's core workloads A, B, C, D, F on maps of byte strings (23-byte keys, zipf 0.99),
+    /// after a load phase into an empty map.
+    Ycsb(crate::ycsb::YcsbArgs),
     #[command(hide = true)]
     MemoryProbe(ProbeArgs),
 }

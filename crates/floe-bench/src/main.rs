@@ -45,6 +45,7 @@ mod simd;
 mod sizes;
 mod svg;
 mod workload;
+mod ycsb;
 
 use std::{path::PathBuf, process::ExitCode, time::Duration};
 
@@ -88,6 +89,10 @@ fn main() -> ExitCode {
         Some(Command::Sizes(args)) => sizes::main(args).map_err(|e| match e {
             sizes::SizesError::Usage(m) => Failure::Usage(m),
             sizes::SizesError::Run(m) => Failure::Run(m),
+        }),
+        Some(Command::Ycsb(args)) => ycsb::main(args).map_err(|e| match e {
+            ycsb::YcsbError::Usage(m) => Failure::Usage(m),
+            ycsb::YcsbError::Run(m) => Failure::Run(m),
         }),
         Some(Command::MemoryProbe(args)) => probe(args),
     };

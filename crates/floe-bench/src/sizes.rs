@@ -82,13 +82,16 @@ pub enum BlobWorkload {
     Insdel,
 }
 
-type Bytes = Box<[u8]>;
+pub(crate) type Bytes = Box<[u8]>;
 
-/// What the workloads need of a concurrent map from byte strings to byte strings.
-trait BlobMap: Send + Sync {
+/// What the workloads need of a concurrent map from byte strings to byte strings (also
+/// `ycsb`'s).
+pub(crate) trait BlobMap: Send + Sync {
     fn with_capacity(keys: usize, hasher: AnyHash) -> Self;
     /// Insert if absent; whether it was.
     fn insert(&self, key: Bytes, value: Bytes) -> bool;
+    /// Insert or overwrite (YCSB's update writes a whole new record).
+    fn upsert(&self, key: Bytes, value: Bytes);
     /// `read(value)` of the value of `key`, if present.
     fn get_with(&self, key: &[u8], read: impl FnOnce(&[u8]) -> u64) -> Option<u64>;
     fn remove(&self, key: &[u8]) -> bool;
@@ -107,6 +110,10 @@ impl BlobMap for floe::Map<Bytes, Bytes, AnyHash> {
         self.pin().insert(key, value).is_inserted()
     }
     #[inline]
+    fn upsert(&self, key: Bytes, value: Bytes) {
+        self.pin().upsert(key, value);
+    }
+    #[inline]
     fn get_with(&self, key: &[u8], read: impl FnOnce(&[u8]) -> u64) -> Option<u64> {
         self.pin().get(key).map(|v| read(v))
     }
@@ -117,7 +124,7 @@ impl BlobMap for floe::Map<Bytes, Bytes, AnyHash> {
 }
 
 /// `floe::Map` with namespaces: the same keys, each in namespace `key[0] % 4`.
-struct Namespaced(floe::Map<(u16, Bytes), Bytes, AnyHash>);
+pub(crate) struct Namespaced(floe::Map<(u16, Bytes), Bytes, AnyHash>);
 
 fn namespace_of(key: &[u8]) -> u16 {
     u16::from(key[0] % 4)
@@ -139,6 +146,11 @@ impl BlobMap for Namespaced {
         m.namespace(namespace_of(&key))
             .insert(key, value)
             .is_inserted()
+    }
+    #[inline]
+    fn upsert(&self, key: Bytes, value: Bytes) {
+        let m = self.0.pin();
+        m.namespace(namespace_of(&key)).upsert(key, value);
     }
     #[inline]
     fn get_with(&self, key: &[u8], read: impl FnOnce(&[u8]) -> u64) -> Option<u64> {
@@ -164,6 +176,10 @@ impl BlobMap for papaya::HashMap<Bytes, Bytes, AnyHash> {
         self.pin().try_insert(key, value).is_ok()
     }
     #[inline]
+    fn upsert(&self, key: Bytes, value: Bytes) {
+        self.pin().insert(key, value);
+    }
+    #[inline]
     fn get_with(&self, key: &[u8], read: impl FnOnce(&[u8]) -> u64) -> Option<u64> {
         self.pin().get(key).map(|v| read(v))
     }
@@ -182,6 +198,10 @@ impl BlobMap for scc::HashMap<Bytes, Bytes, AnyHash> {
         self.insert_sync(key, value).is_ok()
     }
     #[inline]
+    fn upsert(&self, key: Bytes, value: Bytes) {
+        self.upsert_sync(key, value);
+    }
+    #[inline]
     fn get_with(&self, key: &[u8], read: impl FnOnce(&[u8]) -> u64) -> Option<u64> {
         self.read_sync(key, |_, v| read(v))
     }
@@ -198,6 +218,15 @@ impl BlobMap for scc::HashIndex<Bytes, Bytes, AnyHash> {
     #[inline]
     fn insert(&self, key: Bytes, value: Bytes) -> bool {
         self.insert_sync(key, value).is_ok()
+    }
+    #[inline]
+    fn upsert(&self, key: Bytes, value: Bytes) {
+        match self.entry_sync(key) {
+            scc::hash_index::Entry::Occupied(mut present) => present.update(value),
+            scc::hash_index::Entry::Vacant(absent) => {
+                absent.insert_entry(value);
+            }
+        }
     }
     #[inline]
     fn get_with(&self, key: &[u8], read: impl FnOnce(&[u8]) -> u64) -> Option<u64> {
@@ -224,6 +253,10 @@ impl BlobMap for dashmap::DashMap<Bytes, Bytes, AnyHash> {
         }
     }
     #[inline]
+    fn upsert(&self, key: Bytes, value: Bytes) {
+        dashmap::DashMap::insert(self, key, value);
+    }
+    #[inline]
     fn get_with(&self, key: &[u8], read: impl FnOnce(&[u8]) -> u64) -> Option<u64> {
         self.get(key).map(|v| read(&v))
     }
@@ -242,7 +275,7 @@ struct Shape {
 }
 
 /// Key `i`: its little-endian bytes, padded with bytes derived from `i`.
-fn key(i: u64, bytes: usize) -> Bytes {
+pub(crate) fn key(i: u64, bytes: usize) -> Bytes {
     let mut key = Vec::with_capacity(bytes);
     key.extend_from_slice(&i.to_le_bytes());
     let mut fill = i.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
@@ -254,7 +287,7 @@ fn key(i: u64, bytes: usize) -> Bytes {
 }
 
 /// The value of key `i`: its first word is `i`, the rest a pattern of `i`.
-fn value(i: u64, bytes: usize) -> Bytes {
+pub(crate) fn value(i: u64, bytes: usize) -> Bytes {
     let mut value = vec![(i as u8) ^ 0x5A; bytes];
     let head = bytes.min(8);
     value[..head].copy_from_slice(&i.to_le_bytes()[..head]);
@@ -263,7 +296,7 @@ fn value(i: u64, bytes: usize) -> Bytes {
 
 /// The value's first word (up to 8 bytes), as `get` reads it.
 #[inline(always)]
-fn first_word(value: &[u8]) -> u64 {
+pub(crate) fn first_word(value: &[u8]) -> u64 {
     let mut word = [0u8; 8];
     let head = value.len().min(8);
     word[..head].copy_from_slice(&value[..head]);
@@ -272,7 +305,7 @@ fn first_word(value: &[u8]) -> u64 {
 
 /// Every byte of the value, summed eight at a time, as `get-read` reads it.
 #[inline(always)]
-fn sum_all(value: &[u8]) -> u64 {
+pub(crate) fn sum_all(value: &[u8]) -> u64 {
     let mut chunks = value.chunks_exact(8);
     let mut sum = 0u64;
     for chunk in &mut chunks {
@@ -438,7 +471,7 @@ fn keys_for(args: &SizesArgs, key_bytes: usize, value_bytes: usize) -> usize {
     1 << (usize::BITS - 1 - wanted.leading_zeros())
 }
 
-fn median(mut xs: Vec<f64>) -> f64 {
+pub(crate) fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(f64::total_cmp);
     xs[xs.len() / 2]
 }
