@@ -484,6 +484,16 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// growth and shrinking carry shadows across. Commit or abort every shadow you make: one
     /// left open keeps its key taken and its slot in use for the life of the map.
     ///
+    /// # Known limitations (being fixed)
+    /// - Resolve a shadow only from the thread that made it: a commit and an abort of the same
+    ///   shadow racing each other can both answer `Some`.
+    /// - A put, `update`, `compare_exchange` or `remove` of `key` that read the key's previous
+    ///   value and stalled while `key` was removed and shadow-inserted again *with that same
+    ///   value into the same slot* can land on the hidden shadow (changing its value, or
+    ///   removing it). Keys that are shadow-inserted after being removed while other threads
+    ///   still write them should get a value the removed one did not have (a version, an
+    ///   owner id). The engine notes ("Shadow inserts") describe the race.
+    ///
     /// ```
     /// use floe::Insert;
     /// let rows = floe::FlatMap::<u64, u64>::new();

@@ -187,15 +187,27 @@
 //!   header reads the key (the committer read the slot written before its Release CAS, the
 //!   Publication argument). A header change in between (a move's claim included) fails the CAS.
 //! - **Abort**: the same search, then retire the key with the slot CAS `(key, value) -> (dead,
-//!   value)` (the linearization point; nothing but a move's retire can race it, since nobody
-//!   else writes a `Shadow` slot) and free the slot as a delete does. A slot is left `Shadow`
-//!   only by its commit, its abort or a move, so invariant 4 holds with "its retirer" read as
-//!   "its abort".
+//!   value)` (the linearization point) and free the slot as a delete does. A slot is left
+//!   `Shadow` only by its commit, its abort or a move, so invariant 4 holds with "its retirer"
+//!   read as "its abort" (invariants 2 to 4 read `Inserting` as "`Inserting` or `Shadow`").
 //! - **Growth** moves a `Shadow` slot like any other (waiting for an unwritten one) and places
 //!   it `Shadow` in the new bin; a shrink counts it as taken.
 //! - An upsert or `fetch_add` of a shadowed key finds no searchable copy and an insert that
 //!   answers `Exists`, so it retries until the shadow is committed or aborted: the shadow is
 //!   the key's lock, and those are the only operations that wait for it.
+//!
+//! **Open defect (found in review, not yet fixed).** The Put and Delete arguments below rest on
+//! "a CAS that matches a real key matches a live incarnation". A `Shadow` slot holds a real key
+//! that is not live, so a *stale* put, `update`, `compare_exchange`, remove or `clear` of key
+//! `k` (one that read `(k, v)`, stalled, while `k` was removed and then shadow-inserted with the
+//! same value `v` into the same slot) can land on the shadow: the put changes the hidden value
+//! (its commit then returns the new one), the remove retires and frees the shadow (it is lost,
+//! and `len` drifts by one). It needs the same key *and* value to be recycled into the same
+//! slot under a stalled operation. Likewise, two threads resolving one shadow at once can both
+//! succeed (commit is a header CAS, abort a slot CAS). A fix needs puts and deletes to exclude
+//! `Shadow` slots (for example a state check after the CAS with a restore that resolutions
+//! wait out, as step 2 waits out an unwritten slot) and one winner between commit and abort;
+//! until then the API documents both.
 //!
 //! ## Delete (DLHT §3.2.3, with retired keys)
 //!
