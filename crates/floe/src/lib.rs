@@ -90,7 +90,8 @@
 //! - While [`FlatMap::shrink_to_fit`] runs, inserts into the bins it froze wait for it.
 //! - An [`upsert`](FlatMap::upsert) or [`fetch_add`](FlatMap::fetch_add) of a key with an open
 //!   shadow insert ([`FlatMap::insert_shadow`]) waits until the shadow is committed or
-//!   aborted: the shadow is that key's lock, held for as long as its owner keeps it.
+//!   aborted: the shadow is that key's lock, held for as long as its owner keeps it (an
+//!   owner that upserts its own shadowed key waits for itself, forever).
 //!
 //! A panic inside a bin's move (in the map's hasher, the only user code a move calls) aborts
 //! the process with a message: unwinding would leave the bin locked and every thread that

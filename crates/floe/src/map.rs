@@ -480,7 +480,9 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// [`commit_shadow`](Self::commit_shadow) makes it visible at once or
     /// [`abort_shadow`](Self::abort_shadow) removes it. So it locks a key that does not exist
     /// yet: a transaction can claim a new row before deciding to create it. `upsert` and
-    /// `fetch_add` of a shadowed key wait for the commit or abort (it is the key's lock);
+    /// `fetch_add` of a shadowed key wait for the commit or abort (it is the key's lock; so
+    /// the thread holding the shadow must not upsert that key itself: it would wait for
+    /// itself);
     /// growth and shrinking carry shadows across. Commit or abort every shadow you make: one
     /// left open keeps its key taken and its slot in use for the life of the map.
     ///
