@@ -471,6 +471,38 @@ fn keys_for(args: &SizesArgs, key_bytes: usize, value_bytes: usize) -> usize {
     1 << (usize::BITS - 1 - wanted.leading_zeros())
 }
 
+/// One result row's cells (a median per map, `-` for one a map sat out) and floe's ratio to
+/// the best peer that ran (`-` without floe or a peer). Shared with `ycsb`.
+pub(crate) fn row_cells(maps: &[BlobKind], medians: &[f64]) -> (String, String) {
+    let floe = maps
+        .iter()
+        .position(|&m| m == BlobKind::Floe)
+        .map(|i| medians[i]);
+    let best_peer = maps
+        .iter()
+        .zip(medians)
+        .filter(|(m, x)| !matches!(m, BlobKind::Floe | BlobKind::FloeNamespaced) && !x.is_nan())
+        .map(|(_, &x)| x)
+        .fold(None, |best: Option<f64>, x| {
+            Some(best.map_or(x, |b| b.max(x)))
+        });
+    let ratio = match (floe, best_peer) {
+        (Some(f), Some(p)) if p > 0.0 => format!("{:.2}", f / p),
+        _ => "-".into(),
+    };
+    let cells: Vec<String> = medians
+        .iter()
+        .map(|x| {
+            if x.is_nan() {
+                "-".into()
+            } else {
+                format!("{x:.2}")
+            }
+        })
+        .collect();
+    (cells.join("\t"), ratio)
+}
+
 pub(crate) fn median(mut xs: Vec<f64>) -> f64 {
     xs.sort_by(f64::total_cmp);
     xs[xs.len() / 2]
@@ -531,29 +563,10 @@ pub fn main(args: SizesArgs) -> Result<(), SizesError> {
         }
         for (w, workload) in args.workloads.iter().enumerate() {
             let medians: Vec<f64> = samples.iter().map(|by_w| median(by_w[w].clone())).collect();
-            let floe = args
-                .maps
-                .iter()
-                .position(|&m| m == BlobKind::Floe)
-                .map(|i| medians[i]);
-            let best_peer = args
-                .maps
-                .iter()
-                .zip(&medians)
-                .filter(|(m, _)| !matches!(m, BlobKind::Floe | BlobKind::FloeNamespaced))
-                .map(|(_, &x)| x)
-                .fold(None, |best: Option<f64>, x| {
-                    Some(best.map_or(x, |b| b.max(x)))
-                });
-            let ratio = match (floe, best_peer) {
-                (Some(f), Some(p)) if p > 0.0 => format!("{:.2}", f / p),
-                _ => "-".into(),
-            };
-            let cells: Vec<String> = medians.iter().map(|x| format!("{x:.2}")).collect();
+            let (cells, ratio) = row_cells(&args.maps, &medians);
             println!(
                 "{sweep}\t{key_bytes}\t{value_bytes}\t{}\t{workload:?}\t{}\t{ratio}",
-                shape.keys,
-                cells.join("\t")
+                shape.keys, cells
             );
         }
     }

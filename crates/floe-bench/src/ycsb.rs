@@ -33,7 +33,7 @@ use crate::{
     keys::parse_count,
     maps::{AnyHash, AHASH},
     measure::{cycle_for, Workers},
-    sizes::{first_word, median, sum_all, value, BlobKind, BlobMap, Bytes},
+    sizes::{first_word, median, row_cells, sum_all, value, BlobKind, BlobMap, Bytes},
 };
 
 #[derive(Args, Debug, Clone)]
@@ -324,37 +324,8 @@ pub fn main(args: YcsbArgs) -> Result<(), YcsbError> {
                 .iter()
                 .map(|by_phase| median(by_phase[p].clone()))
                 .collect();
-            let floe = args
-                .maps
-                .iter()
-                .position(|&m| m == BlobKind::Floe)
-                .map(|i| medians[i]);
-            let best_peer = args
-                .maps
-                .iter()
-                .zip(&medians)
-                .filter(|(m, x)| {
-                    !matches!(m, BlobKind::Floe | BlobKind::FloeNamespaced) && !x.is_nan()
-                })
-                .map(|(_, &x)| x)
-                .fold(None, |best: Option<f64>, x| {
-                    Some(best.map_or(x, |b| b.max(x)))
-                });
-            let ratio = match (floe, best_peer) {
-                (Some(f), Some(p)) if p > 0.0 => format!("{:.2}", f / p),
-                _ => "-".into(),
-            };
-            let cells: Vec<String> = medians
-                .iter()
-                .map(|x| {
-                    if x.is_nan() {
-                        "-".into()
-                    } else {
-                        format!("{x:.2}")
-                    }
-                })
-                .collect();
-            println!("{bytes}\t{phase}\t{}\t{ratio}", cells.join("\t"));
+            let (cells, ratio) = row_cells(&args.maps, &medians);
+            println!("{bytes}\t{phase}\t{cells}\t{ratio}");
         }
     }
     Ok(())
