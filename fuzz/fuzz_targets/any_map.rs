@@ -42,10 +42,7 @@ struct Case {
 
 /// Keys are short byte strings made from one byte, so operations meet.
 fn key(k: u8) -> Vec<u8> {
-    vec![k; usize::from(k % 5)]
-        .into_iter()
-        .chain([k])
-        .collect()
+    vec![k; usize::from(k % 5)].into_iter().chain([k]).collect()
 }
 
 #[derive(Clone, Copy)]
@@ -115,6 +112,7 @@ fuzz_target!(|case: Case| {
             Op::Insert(k, v) => match m.try_insert(key(*k), v.clone()) {
                 Ok(Insert::Inserted) => assert_eq!(model.insert(key(*k), v.clone()), None),
                 Ok(Insert::Present(old)) => assert_eq!(model.get(&key(*k)), Some(old)),
+                Ok(Insert::Shadowed) => panic!("`Map` makes no shadows"),
                 Err(e) => {
                     assert!(!model.contains_key(&key(*k)));
                     room(e);

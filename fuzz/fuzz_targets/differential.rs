@@ -12,7 +12,9 @@ use std::{
 };
 
 use arbitrary::Arbitrary;
-use floe::{CompareExchangeError, Error, FlatMap, Insert, Request, ResizeMode, Response};
+use floe::{
+    CompareExchangeError, Error, FlatMap, Insert, Request, ResizeMode, Response, Shadow, Taken,
+};
 use libfuzzer_sys::fuzz_target;
 
 /// A key from a small space (so operations meet), with the edge words in it.
@@ -131,45 +133,52 @@ fuzz_target!(|case: Case| {
     let may_fail = case.capped || case.crowded;
     let mut model: HashMap<u64, u64> = HashMap::new();
     // Open shadow inserts: taken (inserts find them) but hidden from everything else.
-    let mut shadows: HashMap<u64, u64> = HashMap::new();
+    let mut shadows: HashMap<u64, Shadow<'_, u64, u64, _>> = HashMap::new();
     for op in case.ops.iter().take(512) {
-        let taken = |k: u64| model.get(&k).or_else(|| shadows.get(&k)).copied();
+        let taken = |k: u64| match (model.get(&k), shadows.contains_key(&k)) {
+            (Some(&v), _) => Insert::Present(v),
+            (None, true) => Insert::Shadowed,
+            (None, false) => Insert::Inserted,
+        };
         match *op {
             // An upsert or fetch_add of a shadowed key waits for its commit or abort, which
             // this one thread would never make: not issued.
             Op::Upsert(k, _) | Op::FetchAdd(k, _) if shadows.contains_key(&k.word()) => {}
             Op::Get(k) => assert_eq!(map.get(&k.word()), model.get(&k.word()).copied()),
             Op::Insert(k, v) => match map.try_insert(k.word(), v) {
-                Ok(Insert::Inserted) => {
-                    assert_eq!(taken(k.word()), None);
-                    model.insert(k.word(), v);
+                Ok(answer) => {
+                    assert_eq!(answer, taken(k.word()));
+                    if answer == Insert::Inserted {
+                        model.insert(k.word(), v);
+                    }
                 }
-                Ok(Insert::Present(old)) => assert_eq!(taken(k.word()), Some(old)),
                 Err(e) => {
-                    assert_eq!(taken(k.word()), None);
+                    assert_eq!(taken(k.word()), Insert::Inserted);
                     allowed(e, may_fail);
                 }
             },
             Op::InsertShadow(k, v) => match map.try_insert_shadow(k.word(), v) {
-                Ok(Insert::Inserted) => {
-                    assert_eq!(taken(k.word()), None);
-                    shadows.insert(k.word(), v);
+                Ok(Ok(shadow)) => {
+                    assert_eq!(taken(k.word()), Insert::Inserted);
+                    shadows.insert(k.word(), shadow);
                 }
-                Ok(Insert::Present(old)) => assert_eq!(taken(k.word()), Some(old)),
+                Ok(Err(Taken::Present(old))) => assert_eq!(taken(k.word()), Insert::Present(old)),
+                Ok(Err(Taken::Shadowed)) => assert_eq!(taken(k.word()), Insert::Shadowed),
                 Err(e) => {
-                    assert_eq!(taken(k.word()), None);
+                    assert_eq!(taken(k.word()), Insert::Inserted);
                     allowed(e, may_fail);
                 }
             },
             Op::CommitShadow(k) => {
-                let expected = shadows.remove(&k.word());
-                if let Some(v) = expected {
-                    model.insert(k.word(), v);
+                if let Some(shadow) = shadows.remove(&k.word()) {
+                    model.insert(k.word(), shadow.value());
+                    shadow.commit();
                 }
-                assert_eq!(map.commit_shadow(&k.word()), expected);
             }
             Op::AbortShadow(k) => {
-                assert_eq!(map.abort_shadow(&k.word()), shadows.remove(&k.word()));
+                if let Some(shadow) = shadows.remove(&k.word()) {
+                    shadow.abort();
+                }
             }
             Op::Upsert(k, v) => match map.try_upsert(k.word(), v) {
                 Ok(old) => assert_eq!(old, model.insert(k.word(), v)),
@@ -258,10 +267,11 @@ fuzz_target!(|case: Case| {
     map.for_each(|k, v| assert!(seen.insert(k, v).is_none(), "key {k} visited twice"));
     assert_eq!(seen, model);
     // The shadows still open survived every growth, shrink and clear.
-    for (k, v) in shadows {
+    for (k, shadow) in shadows {
         assert_eq!(map.get(&k), None);
-        assert_eq!(map.commit_shadow(&k), Some(v), "shadow {k} lost");
-        model.insert(k, v);
+        assert_eq!(map.insert(k, 0), Insert::Shadowed, "shadow {k} lost");
+        model.insert(k, shadow.value());
+        shadow.commit();
     }
     assert_eq!(map.check_invariants(), model.len());
 });
@@ -278,6 +288,7 @@ fn check_response(
         (Request::Insert(k, v), Response::Insert(r)) => match r {
             Ok(Insert::Inserted) => assert_eq!(model.insert(k, v), None),
             Ok(Insert::Present(old)) => assert_eq!(model.get(&k), Some(&old)),
+            Ok(Insert::Shadowed) => panic!("a batch insert of an unshadowed key was shadowed"),
             Err(e) => allowed(e, may_fail),
         },
         (Request::Upsert(k, v), Response::Upsert(r)) => match r {

@@ -20,7 +20,7 @@ use std::{
     time::Instant,
 };
 
-use floe::{FlatMap, FlatSet, Insert, Request, Response};
+use floe::{FlatMap, FlatSet, Request, Response};
 
 /// Money each initial account starts with, and what an opening moves into the new account.
 const INITIAL_BALANCE: u64 = 1_000;
@@ -190,18 +190,16 @@ impl Bank<'_> {
             return;
         }
         match self.accounts.insert_shadow(new_id, OPENING_DEPOSIT) {
-            Insert::Present(_) => {
+            Err(_taken) => {
                 self.tally.refused_openings.fetch_add(1, Ordering::Relaxed);
             }
-            Insert::Inserted if rng.below(4) == 0 => {
-                let aborted = self.accounts.abort_shadow(&new_id);
-                assert_eq!(aborted, Some(OPENING_DEPOSIT));
+            Ok(opening) if rng.below(4) == 0 => {
+                opening.abort();
                 self.tally.aborted_openings.fetch_add(1, Ordering::Relaxed);
             }
-            Insert::Inserted => {
+            Ok(opening) => {
                 self.accounts.put(funder, balance - OPENING_DEPOSIT);
-                let committed = self.accounts.commit_shadow(&new_id);
-                assert_eq!(committed, Some(OPENING_DEPOSIT));
+                opening.commit();
                 self.tally.openings.fetch_add(1, Ordering::Relaxed);
             }
         }

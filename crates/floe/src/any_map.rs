@@ -809,6 +809,8 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
                     return Ok(Insert::Inserted);
                 }
                 Ok(Inserted::Exists(present)) => present,
+                // `Map` makes no shadow inserts; were one there, it would be waited for.
+                Ok(Inserted::Shadowed) => continue,
                 Err(error) => return Err(error),
             };
             let target = target::<K, V>(present);
@@ -864,8 +866,8 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
                         new.published();
                         return Ok(None);
                     }
-                    // Inserted meanwhile: replace it.
-                    Ok(Inserted::Exists(_)) => continue,
+                    // Inserted meanwhile: replace it. (`Map` makes no shadow inserts.)
+                    Ok(Inserted::Exists(_) | Inserted::Shadowed) => continue,
                     Err(error) => return Err(error),
                 }
             };
@@ -1073,7 +1075,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
                     let stored = match present {
                         None => match self.map.raw.insert(hash, word, new.word(), &bin_hash) {
                             Ok(Inserted::New) => true,
-                            Ok(Inserted::Exists(_)) => false,
+                            Ok(Inserted::Exists(_) | Inserted::Shadowed) => false,
                             Err(error) => return Err(error),
                         },
                         Some(present) => {

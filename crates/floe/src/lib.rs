@@ -152,7 +152,10 @@ pub use crate::{
     config::{Backend, ResizeMode, Stats},
     error::Error,
     inline::{Counter, Inline, InlineKey},
-    map::{Builder, CompareExchangeError, FlatMap, ForFlatMap, ForMap, Insert, IntoIter, Iter},
+    map::{
+        Builder, CompareExchangeError, FlatMap, ForFlatMap, ForMap, Insert, IntoIter, Iter, Shadow,
+        Taken,
+    },
     raw::stats::lines_read,
     set::{FlatSet, Set, SetRef},
 };

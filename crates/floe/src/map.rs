@@ -23,6 +23,9 @@ pub enum Insert<V> {
     Inserted,
     /// The key was present with this value; the map is unchanged.
     Present(V),
+    /// The key is held by an open shadow insert ([`FlatMap::insert_shadow`]): hidden, but
+    /// taken. The map is unchanged. Only maps with shadow inserts answer this.
+    Shadowed,
 }
 
 impl<V> Insert<V> {
@@ -34,9 +37,89 @@ impl<V> Insert<V> {
     /// The value that was already present, if any.
     pub fn present(self) -> Option<V> {
         match self {
-            Insert::Inserted => None,
             Insert::Present(v) => Some(v),
+            Insert::Inserted | Insert::Shadowed => None,
         }
+    }
+}
+
+/// Why [`FlatMap::insert_shadow`] made no shadow: its key is taken.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Taken<V> {
+    /// The key is present with this value.
+    Present(V),
+    /// The key is held by another open shadow insert.
+    Shadowed,
+}
+
+/// An open shadow insert ([`FlatMap::insert_shadow`]): its key is taken but hidden until
+/// [`commit`](Self::commit) makes `key -> value` visible at once; [`abort`](Self::abort), or
+/// dropping it, removes it without a trace. Only this handle can resolve the shadow, so a
+/// shadow is committed or aborted exactly once. Leaking the handle (`mem::forget`) leaves the
+/// key taken for the life of the map, as a leaked lock guard does.
+#[must_use = "an open shadow keeps its key taken until it is committed (dropping it aborts)"]
+pub struct Shadow<'m, K: InlineKey, V: Inline, S: BuildHasher> {
+    map: &'m FlatMap<K, V, S>,
+    key: K,
+    value: V,
+    /// The key's hash and word, located once.
+    located: (u64, u64),
+    /// Not yet committed or aborted.
+    open: bool,
+}
+
+impl<K: InlineKey, V: Inline, S: BuildHasher> Shadow<'_, K, V, S> {
+    /// The shadowed key.
+    pub fn key(&self) -> K {
+        self.key
+    }
+
+    /// The value the commit will make visible.
+    pub fn value(&self) -> V {
+        self.value
+    }
+
+    /// Make `key -> value` visible, atomically: every get that starts after this call returns
+    /// finds it, none before it did (the commit is linearized inside the call).
+    pub fn commit(mut self) {
+        self.resolve(Some(self.value.to_word()));
+    }
+
+    /// Remove the shadow without it ever having been visible; the key is free again.
+    pub fn abort(mut self) {
+        self.resolve(None);
+    }
+
+    fn resolve(&mut self, commit: Option<u64>) {
+        if core::mem::take(&mut self.open) {
+            let (hash, word) = self.located;
+            let found = self
+                .map
+                .raw
+                .resolve_shadow(hash, word, commit, &self.map.rehash());
+            // Only this handle resolves its shadow, and every move carries it.
+            debug_assert!(found, "an open shadow was not found");
+        }
+    }
+}
+
+impl<K: InlineKey, V: Inline, S: BuildHasher> Drop for Shadow<'_, K, V, S> {
+    fn drop(&mut self) {
+        self.resolve(None);
+    }
+}
+
+impl<K, V, S> core::fmt::Debug for Shadow<'_, K, V, S>
+where
+    K: InlineKey + core::fmt::Debug,
+    V: Inline + core::fmt::Debug,
+    S: BuildHasher,
+{
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Shadow")
+            .field("key", &self.key)
+            .field("value", &self.value)
+            .finish()
     }
 }
 
@@ -475,38 +558,33 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     }
 
     /// Insert `key -> value` as a *shadow* (DLHT's shadow insert, for transactions): the key
-    /// is taken (every insert of it, shadow or not, answers [`Insert::Present`] with `value`)
-    /// but hidden from everything else (gets, puts, removes, iteration, `len`, `clear`) until
-    /// [`commit_shadow`](Self::commit_shadow) makes it visible at once or
-    /// [`abort_shadow`](Self::abort_shadow) removes it. So it locks a key that does not exist
-    /// yet: a transaction can claim a new row before deciding to create it. `upsert` and
-    /// `fetch_add` of a shadowed key wait for the commit or abort (it is the key's lock; so
-    /// the thread holding the shadow must not upsert that key itself: it would wait for
-    /// itself);
-    /// growth and shrinking carry shadows across. Commit or abort every shadow you make: one
-    /// left open keeps its key taken and its slot in use for the life of the map.
+    /// is taken (every insert of it, shadow or not, is refused: [`Insert::Shadowed`],
+    /// [`Taken::Shadowed`]) but hidden from everything else (gets, puts, removes, iteration,
+    /// `len`, `clear`) until the returned [`Shadow`]'s [`commit`](Shadow::commit) makes it
+    /// visible at once, or its [`abort`](Shadow::abort) (or drop) removes it. So it locks a
+    /// key that does not exist yet: a transaction can claim a new row before deciding to
+    /// create it. `upsert` and `fetch_add` of a shadowed key wait for the commit or abort (it
+    /// is the key's lock; so the thread holding the shadow must not upsert that key itself:
+    /// it would wait for itself). Growth and shrinking carry shadows across.
     ///
-    /// # Known limitations (being fixed)
-    /// - Resolve a shadow only from the thread that made it: a commit and an abort of the same
-    ///   shadow racing each other can both answer `Some`.
-    /// - A put, `update`, `compare_exchange` or `remove` of `key` that read the key's previous
-    ///   value and stalled while `key` was removed and shadow-inserted again *with that same
-    ///   value into the same slot* can land on the hidden shadow (changing its value, or
-    ///   removing it). Keys that are shadow-inserted after being removed while other threads
-    ///   still write them should get a value the removed one did not have (a version, an
-    ///   owner id). The engine notes ("Shadow inserts") describe the race.
+    /// The value stays with the handle until the commit (the slot holds only the key, in a
+    /// form no operation on the key ever expects), so nothing can change or remove a shadow
+    /// but its handle: not a put or remove that read the key's previous incarnation and
+    /// stalled, not a second resolution.
     ///
     /// ```
-    /// use floe::Insert;
+    /// use floe::{Insert, Taken};
     /// let rows = floe::FlatMap::<u64, u64>::new();
-    /// assert_eq!(rows.insert_shadow(7, 70), Insert::Inserted);
-    /// assert_eq!(rows.get(&7), None);                    // hidden...
-    /// assert_eq!(rows.insert(7, 1), Insert::Present(70)); // ...but taken
-    /// assert_eq!(rows.commit_shadow(&7), Some(70));       // now visible
+    /// let row = rows.insert_shadow(7, 70).unwrap();
+    /// assert_eq!(rows.get(&7), None);                      // hidden...
+    /// assert_eq!(rows.insert(7, 1), Insert::Shadowed);      // ...but taken
+    /// assert!(matches!(rows.insert_shadow(7, 2), Err(Taken::Shadowed)));
+    /// row.commit();                                         // now visible
     /// assert_eq!(rows.get(&7), Some(70));
+    /// assert!(matches!(rows.insert_shadow(7, 3), Err(Taken::Present(70))));
     ///
-    /// assert_eq!(rows.insert_shadow(8, 80), Insert::Inserted);
-    /// assert_eq!(rows.abort_shadow(&8), Some(80));        // never visible
+    /// let row = rows.insert_shadow(8, 80).unwrap();
+    /// drop(row);                                            // aborted: never visible
     /// assert_eq!(rows.insert(8, 81), Insert::Inserted);
     /// ```
     ///
@@ -514,7 +592,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// As [`insert`](Self::insert); [`try_insert_shadow`](Self::try_insert_shadow) returns
     /// the error instead.
     #[track_caller]
-    pub fn insert_shadow(&self, key: K, value: V) -> Insert<V> {
+    pub fn insert_shadow(&self, key: K, value: V) -> Result<Shadow<'_, K, V, S>, Taken<V>> {
         self.try_insert_shadow(key, value).or_raise()
     }
 
@@ -522,34 +600,25 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     ///
     /// # Errors
     /// As [`try_insert`](Self::try_insert).
-    pub fn try_insert_shadow(&self, key: K, value: V) -> Result<Insert<V>, Error> {
+    // The plain form's answer inside the `try_` forms' `Result`, as everywhere in the crate.
+    #[allow(clippy::type_complexity)]
+    pub fn try_insert_shadow(
+        &self,
+        key: K,
+        value: V,
+    ) -> Result<Result<Shadow<'_, K, V, S>, Taken<V>>, Error> {
         let (hash, word) = self.locate(key);
-        let inserted = self
-            .raw
-            .insert_shadow(hash, word, value.to_word(), &self.rehash())?;
-        Ok(match inserted {
-            Inserted::New => Insert::Inserted,
-            Inserted::Exists(present) => Insert::Present(V::from_word(present)),
+        Ok(match self.raw.insert_shadow(hash, word, &self.rehash())? {
+            Inserted::New => Ok(Shadow {
+                map: self,
+                key,
+                value,
+                located: (hash, word),
+                open: true,
+            }),
+            Inserted::Exists(present) => Err(Taken::Present(V::from_word(present))),
+            Inserted::Shadowed => Err(Taken::Shadowed),
         })
-    }
-
-    /// Make the shadow insert of `key` visible, atomically (every get after this call finds
-    /// it, none before did). Returns its value, or `None` if `key` has no open shadow insert
-    /// (never made, already committed or aborted).
-    pub fn commit_shadow(&self, key: &K) -> Option<V> {
-        let (hash, word) = self.locate(*key);
-        self.raw
-            .resolve_shadow(hash, word, true, &self.rehash())
-            .map(V::from_word)
-    }
-
-    /// Remove the shadow insert of `key` without it ever having been visible. Returns its
-    /// value, or `None` if `key` has no open shadow insert.
-    pub fn abort_shadow(&self, key: &K) -> Option<V> {
-        let (hash, word) = self.locate(*key);
-        self.raw
-            .resolve_shadow(hash, word, false, &self.rehash())
-            .map(V::from_word)
     }
 
     /// Remove `key` only if `accept` approves its present value, atomically (the value
@@ -913,6 +982,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
         {
             Inserted::New => Ok(Insert::Inserted),
             Inserted::Exists(v) => Ok(Insert::Present(V::from_word(v))),
+            Inserted::Shadowed => Ok(Insert::Shadowed),
         }
     }
 

@@ -14,7 +14,7 @@ use crate::{
     error::{Error, OrRaise},
     hash::DefaultHashBuilder,
     inline::InlineKey,
-    map::FlatMap,
+    map::{FlatMap, Shadow},
 };
 
 /// A concurrent set of keys of up to 8 bytes, stored inline (a [`FlatMap`] with `()` values).
@@ -100,24 +100,32 @@ impl<K: InlineKey, S: BuildHasher> FlatSet<K, S> {
         self.map.contains_key(key)
     }
 
-    /// Add `key` hidden, as a lock on it (see [`FlatMap::insert_shadow`]); whether it was
-    /// absent (neither present nor shadowed).
+    /// Add `key` hidden, as a lock on it (see [`FlatMap::insert_shadow`]): the open shadow,
+    /// whose [`commit`](Shadow::commit) adds the key visibly and whose abort (or drop) leaves
+    /// no trace; `None` if the key is present or shadowed already.
+    ///
+    /// ```
+    /// let names = floe::FlatSet::<u64>::new();
+    /// let claim = names.insert_shadow(7).unwrap();
+    /// assert!(!names.contains(&7) && !names.insert(7));
+    /// claim.commit();
+    /// assert!(names.contains(&7));
+    /// ```
     ///
     /// # Panics
-    /// As [`FlatMap::insert`].
+    /// As [`FlatMap::insert`]; [`try_insert_shadow`](Self::try_insert_shadow) returns the
+    /// error instead.
     #[track_caller]
-    pub fn insert_shadow(&self, key: K) -> bool {
-        self.map.insert_shadow(key, ()).is_inserted()
+    pub fn insert_shadow(&self, key: K) -> Option<Shadow<'_, K, (), S>> {
+        self.map.insert_shadow(key, ()).ok()
     }
 
-    /// Make the shadow insert of `key` visible; whether there was one.
-    pub fn commit_shadow(&self, key: &K) -> bool {
-        self.map.commit_shadow(key).is_some()
-    }
-
-    /// Remove the shadow insert of `key`; whether there was one.
-    pub fn abort_shadow(&self, key: &K) -> bool {
-        self.map.abort_shadow(key).is_some()
+    /// [`insert_shadow`](Self::insert_shadow), answering what it panics on with an error.
+    ///
+    /// # Errors
+    /// As [`FlatMap::try_insert`].
+    pub fn try_insert_shadow(&self, key: K) -> Result<Option<Shadow<'_, K, (), S>>, Error> {
+        Ok(self.map.try_insert_shadow(key, ())?.ok())
     }
 
     /// Remove `key`; whether it was present.

@@ -8,7 +8,7 @@ mod common;
 use std::collections::HashMap;
 
 use common::{backends, growing_map, tiny_map};
-use floe::{hash::Mix64, CompareExchangeError, Error, FlatMap, Insert, ResizeMode};
+use floe::{hash::Mix64, CompareExchangeError, Error, FlatMap, Insert, ResizeMode, Shadow, Taken};
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
@@ -99,46 +99,70 @@ fn check_growing(ops: &[Op], links: usize, seed: u64) -> usize {
     growths
 }
 
+/// What an insert of `k` answers, by the model and the open shadows.
+fn expected_insert(
+    model: &HashMap<u64, u64>,
+    shadows: &HashMap<u64, Shadow<'_, u64, u64, Mix64>>,
+    k: u64,
+) -> Insert<u64> {
+    match (model.get(&k), shadows.contains_key(&k)) {
+        (Some(&v), _) => Insert::Present(v),
+        (None, true) => Insert::Shadowed,
+        (None, false) => Insert::Inserted,
+    }
+}
+
 fn check_map(map: &FlatMap<u64, u64, Mix64>, ops: &[Op], backend: floe::Backend) {
     {
         let mut model: HashMap<u64, u64> = HashMap::new();
         // Open shadow inserts: hidden from everything but inserts (which find them taken).
-        let mut shadows: HashMap<u64, u64> = HashMap::new();
+        let mut shadows: HashMap<u64, Shadow<'_, u64, u64, Mix64>> = HashMap::new();
         for (i, op) in ops.iter().enumerate() {
             let ctx = || format!("op {i} {op:?} on {backend:?}");
-            let taken = |k: &u64| model.get(k).or_else(|| shadows.get(k)).copied();
             match *op {
                 // An upsert or fetch_add of a shadowed key waits for its commit or abort, which
                 // this one thread would never make: not issued.
                 Op::Upsert(k, _) | Op::FetchAdd(k, _) if shadows.contains_key(&k) => {}
                 Op::Get(k) => assert_eq!(map.get(&k), model.get(&k).copied(), "{}", ctx()),
-                Op::Insert(k, v) => match map.try_insert(k, v) {
-                    Ok(Insert::Inserted) => {
-                        assert_eq!(taken(&k), None, "{}", ctx());
-                        model.insert(k, v);
+                Op::Insert(k, v) => {
+                    let expected = expected_insert(&model, &shadows, k);
+                    match map.try_insert(k, v) {
+                        Ok(Insert::Inserted) => {
+                            assert_eq!(expected, Insert::Inserted, "{}", ctx());
+                            model.insert(k, v);
+                        }
+                        Ok(taken) => assert_eq!(taken, expected, "{}", ctx()),
+                        Err(Error::Full) => assert_eq!(expected, Insert::Inserted, "{}", ctx()),
+                        Err(e) => panic!("{}: unexpected {e}", ctx()),
                     }
-                    Ok(Insert::Present(old)) => assert_eq!(taken(&k), Some(old), "{}", ctx()),
-                    Err(Error::Full) => assert_eq!(taken(&k), None, "{}", ctx()),
-                    Err(e) => panic!("{}: unexpected {e}", ctx()),
-                },
-                Op::InsertShadow(k, v) => match map.try_insert_shadow(k, v) {
-                    Ok(Insert::Inserted) => {
-                        assert_eq!(taken(&k), None, "{}", ctx());
-                        shadows.insert(k, v);
+                }
+                Op::InsertShadow(k, v) => {
+                    let expected = expected_insert(&model, &shadows, k);
+                    match map.try_insert_shadow(k, v) {
+                        Ok(Ok(shadow)) => {
+                            assert_eq!(expected, Insert::Inserted, "{}", ctx());
+                            shadows.insert(k, shadow);
+                        }
+                        Ok(Err(Taken::Present(old))) => {
+                            assert_eq!(expected, Insert::Present(old), "{}", ctx())
+                        }
+                        Ok(Err(Taken::Shadowed)) => {
+                            assert_eq!(expected, Insert::Shadowed, "{}", ctx())
+                        }
+                        Err(Error::Full) => assert_eq!(expected, Insert::Inserted, "{}", ctx()),
+                        Err(e) => panic!("{}: unexpected {e}", ctx()),
                     }
-                    Ok(Insert::Present(old)) => assert_eq!(taken(&k), Some(old), "{}", ctx()),
-                    Err(Error::Full) => assert_eq!(taken(&k), None, "{}", ctx()),
-                    Err(e) => panic!("{}: unexpected {e}", ctx()),
-                },
+                }
                 Op::CommitShadow(k) => {
-                    let expected = shadows.remove(&k);
-                    if let Some(v) = expected {
-                        model.insert(k, v);
+                    if let Some(shadow) = shadows.remove(&k) {
+                        model.insert(k, shadow.value());
+                        shadow.commit();
                     }
-                    assert_eq!(map.commit_shadow(&k), expected, "{}", ctx());
                 }
                 Op::AbortShadow(k) => {
-                    assert_eq!(map.abort_shadow(&k), shadows.remove(&k), "{}", ctx());
+                    if let Some(shadow) = shadows.remove(&k) {
+                        shadow.abort();
+                    }
                 }
                 Op::Upsert(k, v) => match map.try_upsert(k, v) {
                     Ok(old) => assert_eq!(old, model.insert(k, v), "{}", ctx()),
@@ -209,9 +233,11 @@ fn check_map(map: &FlatMap<u64, u64, Mix64>, ops: &[Op], backend: floe::Backend)
         map.for_each(|k, v| assert!(seen.insert(k, v).is_none(), "for_each visited {k} twice"));
         assert_eq!(seen, model, "for_each disagrees with the model");
         // The shadows left open survived every growth, shrink and clear: commit them.
-        for (k, v) in shadows {
+        for (k, shadow) in shadows {
             assert_eq!(map.get(&k), None);
-            assert_eq!(map.commit_shadow(&k), Some(v), "shadow {k} lost");
+            assert_eq!(map.insert(k, 0), Insert::Shadowed, "shadow {k} lost");
+            let v = shadow.value();
+            shadow.commit();
             assert_eq!(map.get(&k), Some(v));
             model.insert(k, v);
         }
@@ -297,7 +323,7 @@ fn fill_drain_cycles_reuse_slots() {
                 let key = k.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ round;
                 match map.try_insert(key, k) {
                     Ok(Insert::Inserted) => inserted.push((key, k)),
-                    Ok(Insert::Present(_)) => unreachable!("keys are distinct"),
+                    Ok(Insert::Present(_) | Insert::Shadowed) => unreachable!("keys are distinct"),
                     Err(Error::Full) => {}
                     Err(e) => panic!("{e}"),
                 }

@@ -132,6 +132,7 @@ fn inserts_and_removes_with_equal_values_balance() {
                     match map.try_insert(key, 0) {
                         Ok(Insert::Inserted) => count[which][0] += 1,
                         Ok(Insert::Present(_)) | Err(Error::Full) => {}
+                        Ok(Insert::Shadowed) => unreachable!("no shadows here"),
                         Err(e) => panic!("{e}"),
                     }
                 } else if let Some(value) = map.remove(&key) {
@@ -252,7 +253,9 @@ fn crowded_shrinks_and_growths_keep_every_key() {
                 next += 1;
                 match map.try_insert(next, next) {
                     Ok(Insert::Inserted) => mine.push(next),
-                    Ok(Insert::Present(_)) => panic!("fresh key {next} answered Present"),
+                    Ok(Insert::Present(_) | Insert::Shadowed) => {
+                        panic!("fresh key {next} answered taken")
+                    }
                     // The crowded bins may overflow for good (past `max_bins`, or keys no
                     // table separates): an error, never a hang.
                     Err(Error::Full | Error::CapacityOverflow | Error::HashCollisions) => {}

@@ -8,7 +8,7 @@ use std::{
     sync::Arc,
 };
 
-use floe::{Error, FlatMap, Insert, ResizeMode};
+use floe::{Error, FlatMap, Insert, ResizeMode, Taken};
 use loom::thread;
 
 /// Bit 0 of the key picks the bin of a 2-bin table (fastrange uses the top bit of the hash):
@@ -553,15 +553,16 @@ fn a_shadow_insert_racing_an_insert_of_its_key_has_one_winner() {
             (inserted, other.get(&2))
         });
         let shadow = m.try_insert_shadow(2, 20).unwrap();
-        let committed = m.commit_shadow(&2);
+        let made = shadow.is_ok();
+        match shadow {
+            Ok(shadow) => shadow.commit(),
+            Err(taken) => assert_eq!(taken, Taken::Present(10)),
+        }
         let (mine, seen) = t.join().unwrap();
-        match (mine, shadow) {
-            (Insert::Inserted, Insert::Present(10)) => {
-                assert_eq!(committed, None, "no shadow was made");
-                assert_eq!(seen, Some(10));
-            }
-            (Insert::Present(20), Insert::Inserted) => {
-                assert_eq!(committed, Some(20));
+        match (mine, made) {
+            (Insert::Inserted, false) => assert_eq!(seen, Some(10)),
+            // Refused while the shadow was open, or found the committed key.
+            (Insert::Shadowed | Insert::Present(20), true) => {
                 assert!(matches!(seen, None | Some(20)), "{seen:?}");
             }
             other => panic!("not linearizable: {other:?}"),
@@ -578,17 +579,17 @@ fn an_aborted_shadow_is_never_seen_and_frees_its_key() {
     // the abort) or inserts it (after); afterwards exactly the real insert's value remains.
     model(|| {
         let m = map(0);
-        assert_eq!(m.try_insert_shadow(2, 20).unwrap(), Insert::Inserted);
+        let shadow = m.try_insert_shadow(2, 20).unwrap().unwrap();
         let other = m.clone();
         let t = thread::spawn(move || {
             let seen = other.get(&2);
             (seen, other.try_insert(2, 10).unwrap())
         });
-        assert_eq!(m.abort_shadow(&2), Some(20));
+        shadow.abort();
         let (seen, inserted) = t.join().unwrap();
         assert_eq!(seen, None, "a get saw a shadow");
         match inserted {
-            Insert::Present(20) => assert_eq!(m.get(&2), None),
+            Insert::Shadowed => assert_eq!(m.get(&2), None),
             Insert::Inserted => assert_eq!(m.get(&2), Some(10)),
             other => panic!("{other:?}"),
         }
@@ -599,19 +600,34 @@ fn an_aborted_shadow_is_never_seen_and_frees_its_key() {
 
 #[test]
 fn a_bin_transfer_carries_an_open_shadow() {
-    // Bin 0 is full (three keys) and a fourth insert grows the map while the other thread
-    // shadow-inserts key 1 into bin 1 and commits it: the move must carry the shadow (as a
-    // shadow: invisible until the commit) whichever table the commit finds it in.
-    model(|| {
+    transfer_racing_a_shadow(true);
+}
+
+#[test]
+fn a_bin_transfer_racing_a_shadow_abort_leaves_no_trace() {
+    transfer_racing_a_shadow(false);
+}
+
+/// Bin 0 is full (three keys) and a fourth insert grows the map while the other thread
+/// shadow-inserts key 1 into bin 1 and commits or aborts it: the move must carry the shadow
+/// (as a shadow: invisible until the commit) whichever table the resolution finds it in, and
+/// exactly one of the move and the resolution may take the shadow's slot.
+fn transfer_racing_a_shadow(commit: bool) {
+    model(move || {
         let m = full_blocking_map();
         let other = m.clone();
         let grower = thread::spawn(move || other.try_insert(SPLIT[3], 4).unwrap());
-        assert_eq!(m.try_insert_shadow(1, 10).unwrap(), Insert::Inserted);
+        let shadow = m.try_insert_shadow(1, 10).unwrap().unwrap();
         assert_eq!(m.get(&1), None);
-        assert_eq!(m.commit_shadow(&1), Some(10));
+        if commit {
+            shadow.commit();
+        } else {
+            shadow.abort();
+        }
         assert_eq!(grower.join().unwrap(), Insert::Inserted);
-        assert_eq!(m.get(&1), Some(10));
-        assert_eq!(m.check_invariants(), 5);
+        assert_eq!(m.get(&1), commit.then_some(10));
+        assert_eq!(m.check_invariants(), 4 + usize::from(commit));
+        assert_eq!(m.len(), 4 + usize::from(commit));
     });
 }
 
@@ -646,5 +662,85 @@ fn a_pointer_swap_racing_a_transfer_and_a_remove_hands_each_value_to_one_owner()
         );
         assert_eq!(m.get(&key), None, "the remove came last");
         assert_eq!(m.check_invariants(), 3);
+    });
+}
+
+#[test]
+fn a_stalled_put_never_lands_on_a_shadow_of_its_key() {
+    // The put reads (2, 20) and may stall while the other thread removes key 2 and
+    // shadow-inserts it again with the same value (into the same slot: the bin has one free
+    // slot). A put that lands after the remove must find the key absent; one that lands on
+    // the shadow changes a value nobody can see (the commit then publishes 21).
+    model(|| {
+        let m = map(0);
+        assert!(m.try_insert(2, 20).unwrap().is_inserted());
+        let other = m.clone();
+        let t = thread::spawn(move || other.put(2, 21));
+        let removed = m.remove(&2);
+        let shadow = m.try_insert_shadow(2, 20).unwrap().unwrap();
+        // The put ends while the shadow is open (so it cannot be a put after the commit).
+        let put = t.join().unwrap();
+        shadow.commit();
+        match put {
+            Some(20) => assert_eq!(removed, Some(21), "the put landed on the shadow"),
+            None => assert_eq!(removed, Some(20)),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(m.get(&2), Some(20));
+        assert_eq!(m.check_invariants(), 1);
+    });
+}
+
+#[test]
+fn a_stalled_remove_never_frees_a_shadow_of_its_key() {
+    // Two removes of key 2; the main thread's, if it wins, is followed by a shadow insert of
+    // the same key and value (same slot) and its commit. The other remove must not take the
+    // shadow: exactly one remove answers, and the committed key stays.
+    model(|| {
+        let m = map(0);
+        assert!(m.try_insert(2, 20).unwrap().is_inserted());
+        let other = m.clone();
+        let t = thread::spawn(move || other.remove(&2));
+        let mine = m.remove(&2);
+        // Key 2 is gone now (by either remove).
+        let shadow = m.try_insert_shadow(2, 20).unwrap().unwrap();
+        // The other remove ends while the shadow is open: it may only have taken the original.
+        let theirs = t.join().unwrap();
+        shadow.commit();
+        let answered = usize::from(mine.is_some()) + usize::from(theirs.is_some());
+        assert_eq!(
+            answered, 1,
+            "two removes of one key answered: {mine:?} {theirs:?}"
+        );
+        assert_eq!(m.get(&2), Some(20), "the shadow was taken");
+        assert_eq!(m.len(), 1);
+        assert_eq!(m.check_invariants(), 1);
+    });
+}
+
+#[test]
+fn a_shadow_commit_racing_inserts_into_its_bin_is_never_published_unwritten() {
+    // The commit turns the claimed shadow slot `Inserting` and then writes the key; the other
+    // thread inserts key 4 (whose commit publishes the bin's `Inserting` slots it read
+    // written) and then key 2. If the insert of 4 could read the slot as it was before the
+    // claim (the shadow key beside another key: "not ours", so publishable), the slot would
+    // turn `Valid` unwritten, the insert of 2 would skip it and make a second copy of key 2.
+    model(|| {
+        let m = map(0);
+        let shadow = m.try_insert_shadow(2, 10).unwrap().unwrap();
+        let other = m.clone();
+        let t = thread::spawn(move || {
+            let four = other.try_insert(4, 40).unwrap();
+            (four, other.try_insert(2, 99).unwrap())
+        });
+        shadow.commit();
+        let (four, two) = t.join().unwrap();
+        assert_eq!(four, Insert::Inserted);
+        assert!(
+            matches!(two, Insert::Shadowed | Insert::Present(10)),
+            "{two:?}"
+        );
+        assert_eq!(m.get(&2), Some(10));
+        assert_eq!(m.check_invariants(), 2);
     });
 }

@@ -3,51 +3,75 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use floe::{FlatMap, FlatSet, Insert};
+use floe::{FlatMap, FlatSet, Insert, Taken};
 
 #[test]
 fn a_shadow_is_hidden_from_everything_but_inserts() {
     let map = FlatMap::<u64, u64>::with_capacity(64);
-    assert_eq!(map.insert_shadow(1, 10), Insert::Inserted);
+    let shadow = map.insert_shadow(1, 10).unwrap();
+    assert_eq!((shadow.key(), shadow.value()), (1, 10));
     assert_eq!(
-        map.insert_shadow(1, 11),
-        Insert::Present(10),
+        map.insert_shadow(1, 11).err(),
+        Some(Taken::Shadowed),
         "a second shadow"
     );
-    assert_eq!(map.insert(1, 12), Insert::Present(10));
+    assert_eq!(map.insert(1, 12), Insert::Shadowed);
+    assert_eq!(map.insert(1, 12).present(), None);
     assert_eq!(map.get(&1), None);
     assert!(!map.contains_key(&1));
     assert_eq!(map.put(1, 13), None);
     assert_eq!(map.update(&1, |v| v + 1), None);
     assert_eq!(map.remove(&1), None);
     assert!(map.compare_exchange(&1, 10, 14).is_err());
+    assert_eq!(map.remove_if(&1, |_| true), None);
     assert_eq!(map.len(), 0);
     assert_eq!(map.iter().count(), 0);
     map.clear();
-    assert_eq!(
-        map.insert(1, 15),
-        Insert::Present(10),
-        "clear leaves shadows"
-    );
-    assert_eq!(map.commit_shadow(&1), Some(10));
-    assert_eq!(map.commit_shadow(&1), None, "committed once");
-    assert_eq!(map.abort_shadow(&1), None, "a visible key is not a shadow");
+    assert_eq!(map.insert(1, 15), Insert::Shadowed, "clear leaves shadows");
+    assert_eq!(format!("{shadow:?}"), "Shadow { key: 1, value: 10 }");
+    shadow.commit();
     assert_eq!(map.get(&1), Some(10));
     assert_eq!(map.len(), 1);
-    assert_eq!(map.insert_shadow(2, 20), Insert::Inserted);
-    assert_eq!(map.abort_shadow(&2), Some(20));
-    assert_eq!(map.abort_shadow(&2), None);
+    assert_eq!(map.insert_shadow(1, 16).err(), Some(Taken::Present(10)));
+    let shadow = map.insert_shadow(2, 20).unwrap();
+    shadow.abort();
+    assert_eq!(map.get(&2), None);
     assert_eq!(map.insert(2, 21), Insert::Inserted);
-    assert_eq!(map.commit_shadow(&3), None, "never made");
-    assert_eq!(map.check_invariants(), 2);
+    // Dropping an open shadow aborts it.
+    drop(map.insert_shadow(3, 30).unwrap());
+    assert_eq!(map.insert(3, 31), Insert::Inserted);
+    assert_eq!(map.check_invariants(), 3);
+}
+
+#[test]
+fn a_shadow_commits_its_own_value_whatever_came_before_in_its_slot() {
+    // Remove a key and shadow-insert it again with the same value, many times, in a one-bin
+    // map: the shadow takes the slot the key had, and the commit must publish the shadow's
+    // value (the engine stores a shadow so that no operation on the old incarnation can
+    // match it; the loom models race the stalled operations themselves).
+    let map = FlatMap::<u64, u64>::builder()
+        .bins(2)
+        .max_bins(2)
+        .build()
+        .unwrap();
+    for round in 0..100u64 {
+        assert_eq!(map.insert(7, round), Insert::Inserted);
+        assert_eq!(map.remove(&7), Some(round));
+        let shadow = map.insert_shadow(7, round).unwrap();
+        assert_eq!(map.put(7, round + 1), None, "a put reached a shadow");
+        assert!(map.compare_exchange(&7, round, round + 1).is_err());
+        shadow.commit();
+        assert_eq!(map.remove(&7), Some(round));
+    }
+    assert_eq!(map.check_invariants(), 0);
 }
 
 #[test]
 fn growth_and_shrinking_carry_open_shadows() {
     let map = FlatMap::<u64, u64>::builder().bins(2).build().unwrap();
-    for k in 0..2_000u64 {
-        assert_eq!(map.insert_shadow(k, k + 1), Insert::Inserted);
-    }
+    let shadows: Vec<_> = (0..2_000u64)
+        .map(|k| map.insert_shadow(k, k + 1).unwrap())
+        .collect();
     // Grow many times over, with the shadows in the tables being moved.
     for k in 1_000_000..1_100_000u64 {
         map.insert(k, k);
@@ -58,7 +82,7 @@ fn growth_and_shrinking_carry_open_shadows() {
         assert_eq!(map.get(&k), None);
         assert_eq!(
             map.insert(k, 0),
-            Insert::Present(k + 1),
+            Insert::Shadowed,
             "shadow {k} lost in a move"
         );
     }
@@ -68,12 +92,18 @@ fn growth_and_shrinking_carry_open_shadows() {
     }
     assert!(map.shrink_to_fit().unwrap());
     for k in 0..2_000u64 {
-        let resolved = if k % 2 == 0 {
-            map.commit_shadow(&k)
+        assert_eq!(
+            map.insert(k, 0),
+            Insert::Shadowed,
+            "shadow {k} lost in the shrink"
+        );
+    }
+    for shadow in shadows {
+        if shadow.key() % 2 == 0 {
+            shadow.commit();
         } else {
-            map.abort_shadow(&k)
-        };
-        assert_eq!(resolved, Some(k + 1), "shadow {k} lost in the shrink");
+            shadow.abort();
+        }
     }
     assert_eq!(map.len(), 1_000);
     assert_eq!(map.check_invariants(), 1_000);
@@ -119,18 +149,19 @@ fn one_shadow_wins_each_round_and_readers_see_only_commits() {
                         // Everyone tries while the winner's shadow is still open.
                         barrier.wait();
                         match outcome {
-                            Insert::Inserted => {
+                            Ok(shadow) => {
                                 winners.fetch_add(1, Ordering::Relaxed);
                                 // Make the map grow under the open shadow now and then.
                                 map.insert(1 << 40 | r, r);
+                                assert_eq!(shadow.value(), mine);
                                 if r % 2 == 0 {
-                                    assert_eq!(map.commit_shadow(&r), Some(mine));
+                                    shadow.commit();
                                 } else {
-                                    assert_eq!(map.abort_shadow(&r), Some(mine));
+                                    shadow.abort();
                                 }
                                 round.store(r + 1, Ordering::Relaxed);
                             }
-                            Insert::Present(theirs) => assert_eq!(theirs / 100, r),
+                            Err(taken) => assert_eq!(taken, Taken::Shadowed),
                         }
                     }
                 })
@@ -150,7 +181,7 @@ fn one_shadow_wins_each_round_and_readers_see_only_commits() {
 
 /// A shadow is a lock: threads take it on a key with `insert_shadow` (retrying while it is
 /// held), update a plain (non-atomic-RMW) counter under it, and release it with
-/// `abort_shadow`. A lock that ever let two holders in would lose increments. The set grows
+/// an abort. A lock that ever let two holders in would lose increments. The set grows
 /// meanwhile (other keys come and go), so the locks are moved while held.
 #[test]
 fn shadow_locks_exclude_each_other_while_the_set_grows() {
@@ -164,14 +195,18 @@ fn shadow_locks_exclude_each_other_while_the_set_grows() {
             s.spawn(move || {
                 for i in 0..rounds {
                     let key = i % 3;
-                    while !locks.insert_shadow(key) {
-                        std::hint::spin_loop();
-                    }
+                    let lock = loop {
+                        match locks.insert_shadow(key) {
+                            Some(lock) => break lock,
+                            None => std::hint::spin_loop(),
+                        }
+                    };
                     // Under the lock: a load and a store, not an atomic add.
                     let counter = &counters[key as usize];
                     counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
                     locks.insert(1 << 32 | (t as u64) << 20 | i); // growth
-                    assert!(locks.abort_shadow(&key), "the lock vanished while held");
+                    assert!(!locks.insert(key), "the lock vanished while held");
+                    lock.abort();
                 }
             });
         }
@@ -187,7 +222,7 @@ fn shadow_locks_exclude_each_other_while_the_set_grows() {
 fn upserts_wait_for_the_shadow_to_be_resolved() {
     for commit in [true, false] {
         let map = FlatMap::<u64, u64>::new();
-        assert_eq!(map.insert_shadow(5, 50), Insert::Inserted);
+        let shadow = map.insert_shadow(5, 50).unwrap();
         let started = AtomicBool::new(false);
         std::thread::scope(|s| {
             let waiter = s.spawn(|| {
@@ -200,9 +235,9 @@ fn upserts_wait_for_the_shadow_to_be_resolved() {
             std::thread::sleep(std::time::Duration::from_millis(20));
             assert!(!waiter.is_finished(), "an upsert went past an open shadow");
             if commit {
-                assert_eq!(map.commit_shadow(&5), Some(50));
+                shadow.commit();
             } else {
-                assert_eq!(map.abort_shadow(&5), Some(50));
+                shadow.abort();
             }
             let (upserted, added) = waiter.join().unwrap();
             assert_eq!(upserted, commit.then_some(50));

@@ -159,6 +159,7 @@ impl Subject for FlatMap<u64, u64, Mix64> {
             Call::Insert(v) => Ret::Value(match self.try_insert(key, v).expect("room") {
                 Insert::Inserted => None,
                 Insert::Present(p) => Some(p),
+                Insert::Shadowed => unreachable!("no shadows in the history"),
             }),
             Call::Upsert(v) => Ret::Value(self.try_upsert(key, v).expect("room")),
             Call::Put(v) => Ret::Value(self.put(key, v)),
@@ -258,6 +259,7 @@ impl Subject for Map<String, u64, Crowd> {
             Call::Insert(v) => match m.try_insert(key, v).expect("room") {
                 Insert::Inserted => None,
                 Insert::Present(&p) => Some(p),
+                Insert::Shadowed => unreachable!("`Map` makes no shadows"),
             },
             Call::Upsert(v) => m.try_upsert(key, v).expect("room").copied(),
             Call::Update(v) => m.update(key.as_str(), |_| v).copied(),

@@ -252,30 +252,30 @@ impl RawMap {
         })
     }
 
-    /// Insert `word -> value` hidden, if `word` is absent (the essay's Shadow inserts). Runs
-    /// with the scalar loader: shadow operations are the lock manager's path, not the hot one,
-    /// and need no entry point per backend.
+    /// Shadow-insert `word` (hidden, its value kept by the caller), if `word` is absent and
+    /// not shadowed (the essay's Shadow inserts). Runs with the scalar loader: shadow
+    /// operations are the lock manager's path, not the hot one, and need no entry point per
+    /// backend.
     pub(crate) fn insert_shadow(
         &self,
         hash: u64,
         word: u64,
-        value: u64,
         rehash: Rehash<'_>,
     ) -> Result<Inserted, Error> {
         self.run_growing(hash, rehash, |table, bin| {
-            table.insert_as::<_, true>(ScalarLoader, bin, word, value)
+            table.insert_as::<_, true>(ScalarLoader, bin, word, 0)
         })
     }
 
-    /// Commit (`commit`) or abort the shadow insert of `word`; its value, `None` if there is
-    /// none.
+    /// Commit (`commit` is `Some(value)`: make `word -> value` visible) or abort the shadow
+    /// insert of `word`; whether there was one.
     pub(crate) fn resolve_shadow(
         &self,
         hash: u64,
         word: u64,
-        commit: bool,
+        commit: Option<u64>,
         rehash: Rehash<'_>,
-    ) -> Option<u64> {
+    ) -> bool {
         self.run(hash, rehash, |table, bin| {
             table.resolve_shadow(ScalarLoader, bin, word, commit)
         })

@@ -28,9 +28,10 @@
 //!    one moved) or fails on the dead key and retries; so no put is lost in the old table. A
 //!    delete is linearized by its own retire CAS, which either precedes ours (the key is not
 //!    moved) or fails (the delete retries and finds the key in the new table). A `Shadow` slot
-//!    (an open shadow insert) moves the same way and stays `Shadow` in its new bin: its commit
-//!    or abort expects the unmoved header or retires the key, so it lands before our claim or
-//!    retries in the new table.
+//!    (an open shadow insert) is taken with the same CAS its commit or abort would claim it
+//!    with (one of us wins) and placed as a shadow in its new bin; a commit that won goes on
+//!    in the old bin (we wait for its store and move the key), one that lost retries in the
+//!    new table.
 //! 3. **Publish**: CAS the header to `DoneTransfer` (Release); for a shrink's group, only once
 //!    every bin of the group has been moved (see Shrinking). An operation that loads the
 //!    header (Acquire) and sees `DoneTransfer` goes to the new table, where it finds exactly
@@ -327,42 +328,44 @@ impl RawTable {
         // searchable slots can only shrink from here.
         let claimed = Header(bin.header.load(Ordering::Acquire));
         let dead = self.dead.of(index);
+        let shadow_key = self.dead.shadow_of(index);
         let mut moved = 0isize;
         for slot in claimed.occupied().iter() {
             let slot_ref = self.slot(bin, slot);
-            let mut content = slot_ref.load();
-            // An `Inserting` (or `Shadow`) slot with the dead key: an insert committed before
-            // the claim that has not written yet (never abandoned: wait for its key), or a
-            // retired slot its delete (or abort) is about to free (wait until it is free). A
-            // `Valid` one with the dead key was retired: nothing to move. Relaxed: the state
-            // only ends the wait (no commit reuses the slot after our claim, so nothing read
-            // later depends on it); the key, once written, is taken by the AcqRel CAS below.
-            while content.0 == dead
-                && !Header(bin.header.load(Ordering::Relaxed))
-                    .unconfirmed()
-                    .and(SlotMask::single(slot))
-                    .is_empty()
-            {
-                spin();
-                content = slot_ref.load();
-            }
-            // A shadow insert moves as one (no commit or abort lands after our claim: both
-            // expect the header they read unmoved, or retire the key, which our CAS excludes).
-            let state = match claimed.slot(slot) {
-                SlotState::Shadow => SlotState::Shadow,
-                _ => SlotState::Valid,
-            };
-            while content.0 != dead {
-                match slot_ref.compare_exchange(content, (dead, content.1)) {
-                    Ok(()) => {
-                        next.place(new_bin(content.0), content.0, content.1, state);
-                        // Shadow keys are not counted in `len` until committed.
-                        moved += isize::from(state == SlotState::Valid);
+            loop {
+                let content = slot_ref.load();
+                if content.0 == dead {
+                    // An `Inserting` or `Shadow` slot with the dead key: an insert (or a
+                    // shadow's commit) that took the slot before our claim and has not written
+                    // it (never abandoned: wait for its key), a retired key its delete (or a
+                    // shadow's abort) is about to free (wait until it is free). A `Valid` or
+                    // `Invalid` one with the dead key: nothing to move. Relaxed: the state only
+                    // ends the wait (no commit reuses the slot after our claim, so nothing read
+                    // later depends on it); the key, once written, is taken by a CAS below.
+                    let now = Header(bin.header.load(Ordering::Relaxed));
+                    if now.unconfirmed().and(SlotMask::single(slot)).is_empty() {
                         break;
                     }
-                    // A put changed the value (move the new one) or a delete retired the key
-                    // (the loop ends on the dead key).
-                    Err(now) => content = now,
+                    spin();
+                    continue;
+                }
+                // A shadow insert (its key in the value word) moves as a shadow, taken with the
+                // same CAS its commit or abort would claim it with (one of us wins); a real key
+                // is retired to the dead key (a put that changed the value meanwhile fails it:
+                // we move the new value; a delete that retired the key ends the loop above).
+                let (key, state) = if content.0 == shadow_key {
+                    (content.1, SlotState::Shadow)
+                } else {
+                    (content.0, SlotState::Valid)
+                };
+                if slot_ref
+                    .compare_exchange(content, (dead, content.1))
+                    .is_ok()
+                {
+                    next.place(new_bin(key), key, content.1, state);
+                    // Shadow keys are not counted in `len` until committed.
+                    moved += isize::from(state == SlotState::Valid);
+                    break;
                 }
             }
         }
@@ -468,7 +471,8 @@ impl RawTable {
     /// Put `(key, value)` into bin `index` of this (new) table, which only the caller can
     /// reach (module docs: each new bin is filled by one old bin's transfer, and nobody reads
     /// it before that old bin is `DoneTransfer`). Plain stores; their publication is the old
-    /// bin's `DoneTransfer` CAS.
+    /// bin's `DoneTransfer` CAS. A `Shadow` is placed as a shadow of `key` (`value` unused),
+    /// under this table's shadow key for the bin.
     fn place(&self, index: usize, key: u64, value: u64, state: SlotState) {
         let bin = &self.bins[index];
         let header = Header(bin.header.load(Ordering::Relaxed));
@@ -488,7 +492,11 @@ impl RawTable {
                     .store(link.with_bucket(bucket, taken as u32).0, Ordering::Relaxed);
             }
         }
-        self.slot(bin, slot).store(key, value);
+        if state == SlotState::Shadow {
+            self.slot(bin, slot).store(self.dead.shadow_of(index), key);
+        } else {
+            self.slot(bin, slot).store(key, value);
+        }
         bin.header
             .store(header.with_slot(slot, state).0, Ordering::Relaxed);
     }

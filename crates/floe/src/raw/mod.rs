@@ -173,41 +173,49 @@
 //! ## Shadow inserts (DLHT §3.2.2's transactions)
 //!
 //! A shadow insert is an insert whose commit CAS takes its slot `Invalid -> Shadow` instead of
-//! `-> Inserting`. A `Shadow` slot is not searchable, so gets, puts, removes, walks and `clear`
+//! `-> Inserting`, and whose store writes `(shadow key, key)`: the bin's *shadow key* (a
+//! second word that does not hash to the bin, other than its dead key; `DeadKeys::shadow_of`)
+//! in the key word, the key in the value word. The value stays with the shadow's owner until
+//! the commit. A `Shadow` slot is not searchable, so gets, puts, removes, walks and `clear`
 //! never see it; it is not free, so no insert takes it; and step 2 of every insert reads it as it
-//! reads `Inserting` slots (`Header::unconfirmed`): the dead key means wait, our key means the key
-//! is taken (the insert answers `Exists` with the shadow's value), any other key is not ours
-//! without a header change. So a key has at most one slot that is searchable or `Shadow`
-//! (invariant 6 extended), and a competing insert sees a shadowed key as present, as DLHT wants.
-//! `len` does not count it.
+//! reads `Inserting` slots (`Header::unconfirmed`): the dead key means wait, the shadow key
+//! beside our key means the key is taken (the insert answers `Shadowed`), anything else is not
+//! ours without a header change. So a key has at most one slot that is searchable or `Shadow`
+//! (invariant 6 extended), and a competing insert sees a shadowed key as present, as DLHT
+//! wants. `len` does not count it.
 //!
-//! - **Commit**: find the `Shadow` slot holding the key under a header loaded `Acquire` (not
-//!   moving), then CAS that header to the slot `Valid` (`AcqRel`). The CAS is the linearization
-//!   point: before it every search misses the key, after it every search that loads the new
-//!   header reads the key (the committer read the slot written before its Release CAS, the
-//!   Publication argument). A header change in between (a move's claim included) fails the CAS.
-//! - **Abort**: the same search, then retire the key with the slot CAS `(key, value) -> (dead,
-//!   value)` (the linearization point) and free the slot as a delete does. A slot is left
-//!   `Shadow` only by its commit, its abort or a move, so invariant 4 holds with "its retirer"
-//!   read as "its abort" (invariants 2 to 4 read `Inserting` as "`Inserting` or `Shadow`").
-//! - **Growth** moves a `Shadow` slot like any other (waiting for an unwritten one) and places
-//!   it `Shadow` in the new bin; a shrink counts it as taken.
+//! Why the key is not stored as itself: the Put and Delete arguments below rest on "a CAS that
+//! matches a real key matches a live incarnation". A put or remove of `k` that read `(k, v)`,
+//! stalled while `k` was removed and shadow-inserted again into the same slot, would match a
+//! shadow stored as `(k, v)` and change or free a key nobody can see. No operation that
+//! searched for a key ever expects the shadow key (it does not hash to the bin), so no CAS but
+//! a resolution's or a move's can match a shadow's content.
+//!
+//! - **Claim**: a commit, an abort and a move each take a shadow with one slot CAS,
+//!   `(shadow key, key) -> (dead key, key)`, so exactly one of them wins; the slot is then
+//!   `Shadow` holding the dead key, which step 2 of inserts and moves wait out as they wait
+//!   out an unwritten slot. A resolution looks for the shadow under a header loaded `Acquire`
+//!   that is not moving (a claimed bin sends it to the next table, where the move put it).
+//! - **Abort**: the claim is its linearization point (nothing could see the key before or
+//!   after); then the slot is freed as a delete frees its own (`Shadow -> Invalid`).
+//! - **Commit**: after the claim, a header CAS `Shadow -> Inserting` (Release, retried on
+//!   unrelated changes, a move's claim included: the move waits for the held slot), then
+//!   `fence(Release)` and the store of `(key, value)`: an insert's steps 5-6 on a slot already
+//!   ours, with the same linearization point (the store) and the same argument. Release on
+//!   the header CAS orders the claim before it, so a reader or step 2 that sees the slot
+//!   `Inserting` never finds the shadow key in it.
+//!
+//! A slot leaves `Shadow` only by its claimer, so invariant 4 holds with "its retirer" read as
+//! "its claimer" (invariants 2 to 4 read `Inserting` as "`Inserting` or `Shadow`", and a
+//! `Shadow` slot's one write is `(shadow key, key)`).
+//!
+//! - **Growth** claims a `Shadow` slot like any other (waiting for an unwritten one) and places
+//!   it as a shadow of its key, under the new table's shadow key, in the new bin; a shrink
+//!   counts it as taken. A commit that claimed first completes its store, and the move takes
+//!   the key from the `Inserting` slot as it takes any committed insert's.
 //! - An upsert or `fetch_add` of a shadowed key finds no searchable copy and an insert that
-//!   answers `Exists`, so it retries until the shadow is committed or aborted: the shadow is
+//!   answers `Shadowed`, so it retries until the shadow is committed or aborted: the shadow is
 //!   the key's lock, and those are the only operations that wait for it.
-//!
-//! **Open defect (found in review, not yet fixed).** The Put and Delete arguments below rest on
-//! "a CAS that matches a real key matches a live incarnation". A `Shadow` slot holds a real key
-//! that is not live, so a *stale* put, `update`, `compare_exchange`, remove or `clear` of key
-//! `k` (one that read `(k, v)`, stalled, while `k` was removed and then shadow-inserted with the
-//! same value `v` into the same slot) can land on the shadow: the put changes the hidden value
-//! (its commit then returns the new one), the remove retires and frees the shadow (it is lost,
-//! and `len` drifts by one). It needs the same key *and* value to be recycled into the same
-//! slot under a stalled operation. Likewise, two threads resolving one shadow at once can both
-//! succeed (commit is a header CAS, abort a slot CAS). A fix needs puts and deletes to exclude
-//! `Shadow` slots (for example a state check after the CAS with a restore that resolutions
-//! wait out, as step 2 waits out an unwritten slot) and one winner between commit and abort;
-//! until then the API documents both.
 //!
 //! ## Delete (DLHT §3.2.3, with retired keys)
 //!
@@ -333,6 +341,8 @@ pub(crate) enum Inserted {
     New,
     /// The key was present with this value; nothing changed.
     Exists(u64),
+    /// The key is held by an open shadow insert (hidden, but taken); nothing changed.
+    Shadowed,
 }
 
 /// Why a compare-exchange did not swap.
@@ -351,33 +361,52 @@ enum Pending {
     Absent,
     /// One holds the key, with this value.
     Found(u64),
+    /// One is a shadow insert of the key.
+    Shadowed,
     /// One has not been written yet: wait.
     Unwritten,
 }
 
 /// The dead keys of a table: `primary` for every bin except `primary_bin`, `fallback` there.
 /// Invariant: `primary` hashes to `primary_bin` and `fallback` does not.
+///
+/// Each bin also has a *shadow key* (`shadow_of`): a second word that does not hash to the
+/// bin, other than its dead key. A `Shadow` slot holds `(shadow key, key)` (see Shadow inserts
+/// in the essay), so no operation that searched for a key ever expects its content.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct DeadKeys {
     pub(crate) primary: u64,
     pub(crate) primary_bin: usize,
     pub(crate) fallback: u64,
+    /// The bin `fallback` hashes to.
+    fallback_bin: usize,
+    /// The shadow key of `primary_bin`: neither `fallback` nor hashing there.
+    shadow_at_primary: u64,
+    /// The shadow key of `fallback_bin`: not zero (its dead key) and not hashing there.
+    shadow_at_fallback: u64,
 }
 
 impl DeadKeys {
-    /// The dead keys of a table of `bins` bins under the hash function `hash`: 0, and a word
-    /// that hashes to another bin than 0 does; `None` if none of the first 4096 does (a
-    /// degenerate hasher).
+    /// The dead and shadow keys of a table of `bins` bins under the hash function `hash`: 0,
+    /// and words that hash to other bins than 0 and the first of them do; `None` if the first
+    /// 4096 candidates do not have them (a degenerate hasher).
     pub(crate) fn find(hash: &dyn Fn(u64) -> u64, bins: usize) -> Option<Self> {
+        let bin_of = |word: u64| crate::hash::fastrange(hash(word), bins);
         // Zero: the dead key of every bin but one is then what fresh memory holds (essay).
-        let primary_bin = crate::hash::fastrange(hash(0), bins);
-        (1..=4096u64)
-            .find(|&candidate| crate::hash::fastrange(hash(candidate), bins) != primary_bin)
-            .map(|fallback| DeadKeys {
-                primary: 0,
-                primary_bin,
-                fallback,
-            })
+        let primary_bin = bin_of(0);
+        let mut away_from_primary = (1..=4096u64).filter(|&word| bin_of(word) != primary_bin);
+        let fallback = away_from_primary.next()?;
+        let shadow_at_primary = away_from_primary.next()?;
+        let fallback_bin = bin_of(fallback);
+        let shadow_at_fallback = (1..=4096u64).find(|&word| bin_of(word) != fallback_bin)?;
+        Some(DeadKeys {
+            primary: 0,
+            primary_bin,
+            fallback,
+            fallback_bin,
+            shadow_at_primary,
+            shadow_at_fallback,
+        })
     }
 
     #[inline(always)]
@@ -386,6 +415,18 @@ impl DeadKeys {
             self.fallback
         } else {
             self.primary
+        }
+    }
+
+    /// The shadow key of `bin` (see the type's docs).
+    #[inline(always)]
+    pub(crate) fn shadow_of(self, bin: usize) -> u64 {
+        if bin == self.primary_bin {
+            self.shadow_at_primary
+        } else if bin == self.fallback_bin {
+            self.shadow_at_fallback
+        } else {
+            self.fallback
         }
     }
 }
@@ -749,8 +790,9 @@ impl RawTable {
         self.insert_as::<P, false>(loader, bin_index, key, value)
     }
 
-    /// Insert `key -> value` if `key` is absent, into a `Shadow` slot if `SHADOW` (see Shadow
-    /// inserts in the essay: hidden from everything but inserts until committed).
+    /// Insert `key -> value` if `key` is absent, or, if `SHADOW`, a shadow of `key` (`value`
+    /// unused: see Shadow inserts in the essay; hidden from everything but inserts until
+    /// committed).
     #[inline(always)]
     pub(crate) fn insert_as<P: LineLoader, const SHADOW: bool>(
         &self,
@@ -773,6 +815,7 @@ impl RawTable {
             match self.committed_inserts(bin_index, bin, header, key) {
                 Pending::Absent => {}
                 Pending::Found(value) => return Ok(Ok(Inserted::Exists(value))),
+                Pending::Shadowed => return Ok(Ok(Inserted::Shadowed)),
                 Pending::Unwritten => {
                     spin();
                     continue;
@@ -818,8 +861,15 @@ impl RawTable {
             // sees the commit above, and so fails its version check if it started before it.
             fence(Ordering::Release);
             // The linearization point. The slot stays `Inserting` until a later header CAS of
-            // the bin publishes it: no second header CAS per insert.
-            self.slot(bin, slot).store(key, value);
+            // the bin publishes it: no second header CAS per insert. A shadow stores its key
+            // as the value, beside the bin's shadow key (see Shadow inserts in the essay); its
+            // value is its owner's to keep until the commit.
+            if SHADOW {
+                self.slot(bin, slot)
+                    .store(self.dead.shadow_of(bin_index), key);
+            } else {
+                self.slot(bin, slot).store(key, value);
+            }
             if !SHADOW {
                 // A shadow key counts once it is committed (visible).
                 self.len.increment();
@@ -837,15 +887,25 @@ impl RawTable {
             return Pending::Absent;
         }
         let dead = self.dead.of(bin_index);
+        let shadow_key = self.dead.shadow_of(bin_index);
         for slot in unconfirmed.iter() {
             let (now, value) = self.slot(bin, slot).load();
             if now == dead {
-                // Not written yet, or written and retired by a delete (or a shadow's abort)
-                // that has not freed it yet: either way a few instructions of one thread.
+                // Not written yet, or written and retired by a delete that has not freed it
+                // yet, or a shadow claimed by its commit or abort: either way a few
+                // instructions of one thread.
                 return Pending::Unwritten;
             }
             if now == key {
                 return Pending::Found(value);
+            }
+            if now == shadow_key {
+                // A shadow holds its key in the value word. The shadow key is only ever in a
+                // `Shadow` slot (its resolution turns it dead first, then changes the state),
+                // so this slot is a shadow of `value`: ours, or another key's for good.
+                if value == key {
+                    return Pending::Shadowed;
+                }
             }
         }
         Pending::Absent
@@ -956,38 +1016,22 @@ impl RawTable {
     /// (a commit may publish it meanwhile; nobody else frees it, invariant 4), or from
     /// `Shadow` (an abort), retrying on unrelated header changes.
     fn free_retired(&self, bin: &Bin, slot: usize) {
-        let mut header = Header(bin.header.load(Ordering::Relaxed));
-        loop {
-            debug_assert!(
-                !header.occupied().and(SlotMask::single(slot)).is_empty(),
-                "a retired slot that is free: {header:?}"
-            );
-            // Release: the retire (our dead-key CAS on the slot) is ordered before the slot
-            // can be committed again, so the next incarnation's store comes after it.
-            match bin.header.compare_exchange(
-                header.0,
-                header.with_slot(slot, SlotState::Invalid).0,
-                Ordering::Release,
-                Ordering::Relaxed,
-            ) {
-                Ok(_) => return,
-                Err(now) => header = Header(now),
-            }
-        }
+        self.set_claimed_slot(bin, slot, SlotState::Invalid);
     }
 
-    /// Commit (`commit`: make it visible) or abort (remove it) the shadow insert of `key`:
-    /// its value, or `None` if `key` has no `Shadow` slot in the bin (see Shadow inserts in
-    /// the essay).
+    /// Commit (`commit` is `Some(value)`: make `key -> value` visible) or abort (remove) the
+    /// shadow insert of `key`; whether there was one in the bin (see Shadow inserts in the
+    /// essay).
     pub(crate) fn resolve_shadow<P: LineLoader>(
         &self,
         _loader: P,
         bin_index: usize,
         key: u64,
-        commit: bool,
-    ) -> Result<Option<u64>, Moved> {
+        commit: Option<u64>,
+    ) -> Result<bool, Moved> {
         let bin = &self.bins[bin_index];
         let dead = self.dead.of(bin_index);
+        let shadow = (self.dead.shadow_of(bin_index), key);
         loop {
             // Acquire: pairs with the Release commit CAS of the shadow slot (and with the
             // DoneTransfer CAS, as in `find`).
@@ -995,51 +1039,74 @@ impl RawTable {
             if header.moving() {
                 return Err(self.moved(bin, header));
             }
-            let mut found = None;
-            for slot in header.shadow().iter() {
-                let (now, value) = self.slot(bin, slot).load();
-                if now == key {
-                    found = Some((slot, value));
-                    break;
-                }
-            }
-            let Some((slot, value)) = found else {
+            let Some(slot) = header
+                .shadow()
+                .iter()
+                .find(|&slot| self.slot(bin, slot).load() == shadow)
+            else {
                 // Validated as a get's miss: no shadow slot of `key` under an unchanged header
-                // (a shadow slot's key is written once, by its inserter: ours returned).
+                // (a slot holds a shadow of `key` only while it is `Shadow`).
                 fence(Ordering::Acquire);
                 if bin.header.load(Ordering::Relaxed) == header.0 {
-                    return Ok(None);
+                    return Ok(false);
                 }
                 spin();
                 continue;
             };
-            if commit {
-                // The linearization point: the key becomes searchable with the value it was
-                // stored with. AcqRel: Release orders our load of the written slot before any
-                // reader that sees `Valid` (as Publication in the essay); expecting `header`
-                // fails if the bin was claimed for a move meanwhile.
-                let committed = header.with_slot(slot, SlotState::Valid);
-                if bin
-                    .header
-                    .compare_exchange(header.0, committed.0, Ordering::AcqRel, Ordering::Relaxed)
-                    .is_ok()
-                {
-                    self.len.increment();
-                    return Ok(Some(value));
-                }
-            } else if self
+            // The claim: one winner among a commit, an abort and a move of the bin (all three
+            // take the shadow with this CAS). The slot is then `Shadow` holding the dead key,
+            // which inserts and moves wait out as an unwritten slot.
+            if self
                 .slot(bin, slot)
-                .compare_exchange((key, value), (dead, value))
-                .is_ok()
+                .compare_exchange(shadow, (dead, key))
+                .is_err()
             {
-                // Retired (the abort's linearization point; nobody searches a shadow slot, so
-                // nothing saw it), then freed as a delete frees its slot.
-                self.free_retired(bin, slot);
-                return Ok(Some(value));
+                // A move took it first (the bin is moving) or the slot was resolved and reused.
+                spin();
+                continue;
             }
-            // A move claimed the bin (its retire CAS took the key) or another thread resolved
-            // the shadow: look again.
-            spin();
+            match commit {
+                // The abort's linearization point was the claim (nothing could see the
+                // shadow's key before, nor can after); free the slot as a delete frees its own.
+                None => self.free_retired(bin, slot),
+                Some(value) => {
+                    // Now an insert's commit and store (essay, Insert steps 5-6) of a slot we
+                    // already hold: `Shadow -> Inserting` (searchable, holding the dead key),
+                    // then the store, the commit's linearization point.
+                    self.set_claimed_slot(bin, slot, SlotState::Inserting);
+                    // Pairs with the readers' fence(Acquire), as after an insert's commit.
+                    fence(Ordering::Release);
+                    self.slot(bin, slot).store(key, value);
+                    self.len.increment();
+                }
+            }
+            return Ok(true);
+        }
+    }
+
+    /// Move slot `slot`, which we hold (a retired key's or a claimed shadow's, so nobody else
+    /// changes its state, invariant 4), to `state`, retrying on unrelated header changes (a
+    /// move's claim included: the move waits for a held slot).
+    fn set_claimed_slot(&self, bin: &Bin, slot: usize, state: SlotState) {
+        let mut header = Header(bin.header.load(Ordering::Relaxed));
+        loop {
+            debug_assert!(
+                !header.occupied().and(SlotMask::single(slot)).is_empty(),
+                "a held slot that is free: {header:?}"
+            );
+            // Release: our CAS on the slot (a retire or a shadow's claim) is ordered before the
+            // new state: before the slot can be committed again, once `Invalid`; before a
+            // reader or step 2 that sees it `Inserting` loads it, which then never finds the
+            // shadow key in an `Inserting` slot.
+            match bin.header.compare_exchange(
+                header.0,
+                header.with_slot(slot, state).0,
+                Ordering::Release,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return,
+                Err(now) => header = Header(now),
+            }
         }
     }
 
@@ -1134,6 +1201,8 @@ impl RawTable {
                     Err(full) => return Ok(Err(full)),
                     // Someone inserted it meanwhile: update that copy.
                     Ok(Inserted::Exists(_)) => {}
+                    // A shadow holds it: wait for its commit (update it) or abort (insert).
+                    Ok(Inserted::Shadowed) => {}
                 },
             }
             spin();
@@ -1202,7 +1271,11 @@ impl RawTable {
                 if state == SlotState::Shadow {
                     // An open shadow insert: written (quiescent), and not counted in `len`.
                     let (key, _) = self.slot(bin, slot).load();
-                    assert_ne!(key, self.dead.of(snapshot.bin), "an unwritten shadow slot");
+                    assert_eq!(
+                        key,
+                        self.dead.shadow_of(snapshot.bin),
+                        "a shadow slot without the shadow key (unwritten or claimed)"
+                    );
                 }
                 if state != SlotState::Invalid {
                     if let (Some(bucket), _) = slot_place(slot) {
@@ -1341,6 +1414,9 @@ mod tests {
             primary: u64::MAX,
             primary_bin: 0,
             fallback: u64::MAX - 1,
+            fallback_bin: 1,
+            shadow_at_primary: u64::MAX - 2,
+            shadow_at_fallback: u64::MAX - 3,
         };
         RawTable::new(
             Geometry {
@@ -1375,18 +1451,31 @@ mod tests {
             assert_eq!(t.get(P, 1, k).unwrap(), None);
             assert_eq!(t.remove(P, 1, k).unwrap(), None);
             assert_eq!(t.update(P, 1, k, |v| v + 1).unwrap(), None);
-            assert_eq!(t.insert(P, 1, k, 1).unwrap(), Ok(Inserted::Exists(k * 10)));
+            assert_eq!(t.insert(P, 1, k, 1).unwrap(), Ok(Inserted::Shadowed));
+            assert_eq!(
+                t.insert_as::<_, true>(P, 1, k, 1).unwrap(),
+                Ok(Inserted::Shadowed)
+            );
         }
-        assert_eq!(
-            t.resolve_shadow(P, 1, 1, true).unwrap(),
-            None,
+        for k in (1..15u64).step_by(3) {
+            assert_eq!(
+                t.insert_as::<_, true>(P, 1, k, 1).unwrap(),
+                Ok(Inserted::Exists(k * 10))
+            );
+        }
+        assert!(
+            !t.resolve_shadow(P, 1, 1, Some(5)).unwrap(),
             "a visible key"
         );
-        assert_eq!(t.resolve_shadow(P, 1, 0, true).unwrap(), Some(0));
-        assert_eq!(t.resolve_shadow(P, 1, 0, true).unwrap(), None);
-        assert_eq!(t.resolve_shadow(P, 1, 12, false).unwrap(), Some(120));
-        assert_eq!(t.resolve_shadow(P, 1, 12, false).unwrap(), None);
-        assert_eq!(t.get(P, 1, 0).unwrap(), Some(0));
+        assert!(t.resolve_shadow(P, 1, 0, Some(7)).unwrap());
+        assert!(!t.resolve_shadow(P, 1, 0, Some(8)).unwrap());
+        assert!(t.resolve_shadow(P, 1, 12, None).unwrap());
+        assert!(!t.resolve_shadow(P, 1, 12, None).unwrap());
+        assert_eq!(
+            t.get(P, 1, 0).unwrap(),
+            Some(7),
+            "committed with the value given"
+        );
         assert_eq!(t.get(P, 1, 12).unwrap(), None);
         // The aborted slot is free again (and held the dead key when freed).
         assert_eq!(t.insert(P, 1, 12, 7).unwrap(), Ok(Inserted::New));
