@@ -389,8 +389,13 @@ fn grow(args: &RunArgs) -> Result<(), Failure> {
     } else {
         common.maps.clone()
     };
-    if kinds.contains(&MapKind::Hashbrown) && threads.iter().any(|&t| t > 1) {
-        return Err(usage("--maps hashbrown runs with 1 thread only"));
+    if let Some(single) = kinds.iter().find(|k| !k.concurrent()) {
+        if threads.iter().any(|&t| t > 1) {
+            return Err(usage(&format!(
+                "--maps {} runs with 1 thread only",
+                single.name()
+            )));
+        }
     }
     let backend = backends(&common.backend).map_err(Failure::Usage)?[0];
     let plan = growth::Plan {

@@ -16,6 +16,10 @@
 //! tied to a pinned handle ([`Map::pin`]). The design and its argument are at the top of
 //! `src/any_map.rs`.
 //!
+//! [`LocalMap`] is [`FlatMap`]'s table for one thread (DLHT's single-thread build): std's
+//! `HashMap` interface, writes through `&mut self` with plain stores instead of atomic
+//! read-modify-writes; a `FlatMap` converts to one and back without copying.
+//!
 //! # Usage
 //!
 //! ```
@@ -139,6 +143,7 @@ mod control;
 mod error;
 pub mod hash;
 mod inline;
+mod local;
 mod map;
 mod raw;
 mod reclaim;
@@ -152,6 +157,7 @@ pub use crate::{
     config::{Backend, ResizeMode, Stats},
     error::Error,
     inline::{Counter, Inline, InlineKey},
+    local::LocalMap,
     map::{
         Builder, CompareExchangeError, FlatMap, ForFlatMap, ForMap, Insert, IntoIter, Iter, Shadow,
         Taken,

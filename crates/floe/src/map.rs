@@ -959,6 +959,35 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
         &self.raw
     }
 
+    /// Single-thread write (`LocalMap`; `MODE` as `RawTable::write_local`): `&mut self`, so
+    /// the driver's plain-store path. The value present before, if any.
+    #[inline(always)]
+    pub(crate) fn write_owned<const MODE: u8>(
+        &mut self,
+        key: K,
+        value: V,
+    ) -> Result<Option<V>, Error> {
+        let (hash, word) = self.locate(key);
+        let hasher = &self.hasher;
+        let before = self
+            .raw
+            .write_local::<MODE>(hash, word, value.to_word(), &|w| hasher.hash_one(w))?;
+        Ok(before.map(V::from_word))
+    }
+
+    /// Single-thread remove (`LocalMap`).
+    #[inline(always)]
+    pub(crate) fn remove_owned(&mut self, key: &K) -> Option<V> {
+        let (hash, word) = self.locate(*key);
+        self.raw.remove_local(hash, word).map(V::from_word)
+    }
+
+    /// Prepare the map for single-thread use (see `LocalMap::from`): the shadows aborted.
+    pub(crate) fn settle_owned(&mut self) -> usize {
+        let hasher = &self.hasher;
+        self.raw.settle_local(&|w| hasher.hash_one(w))
+    }
+
     #[inline(always)]
     pub(crate) fn get_at(&self, hash: u64, word: u64) -> Option<V> {
         self.raw.get(hash, word, &self.rehash()).map(V::from_word)

@@ -8,7 +8,9 @@ mod common;
 use std::collections::HashMap;
 
 use common::{backends, growing_map, tiny_map};
-use floe::{hash::Mix64, CompareExchangeError, Error, FlatMap, Insert, ResizeMode, Shadow, Taken};
+use floe::{
+    hash::Mix64, CompareExchangeError, Error, FlatMap, Insert, LocalMap, ResizeMode, Shadow, Taken,
+};
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
@@ -344,4 +346,84 @@ fn fill_drain_cycles_reuse_slots() {
             map.check_invariants();
         }
     });
+}
+
+/// The single-thread map against std, on tables that start at two bins and grow (its growth
+/// is its own one-pass move), switching to shared use and back midway.
+fn check_local(ops: &[Op], links: usize, seed: u64) {
+    for backend in backends() {
+        let shared = growing_map(backend, 2, links, ResizeMode::Incremental, seed);
+        let mut map = LocalMap::from(shared);
+        let mut model: HashMap<u64, u64> = HashMap::new();
+        for (i, op) in ops.iter().enumerate() {
+            let ctx = || format!("op {i} {op:?} on {backend:?}");
+            match *op {
+                Op::Get(k) => assert_eq!(map.get(&k), model.get(&k).copied(), "{}", ctx()),
+                Op::Upsert(k, v) => assert_eq!(map.insert(k, v), model.insert(k, v), "{}", ctx()),
+                Op::Insert(k, v) => {
+                    let expected = match model.get(&k) {
+                        Some(&present) => Insert::Present(present),
+                        None => {
+                            model.insert(k, v);
+                            Insert::Inserted
+                        }
+                    };
+                    assert_eq!(map.insert_new(k, v), expected, "{}", ctx());
+                }
+                Op::Put(k, v) => {
+                    let expected = model.get_mut(&k).map(|slot| std::mem::replace(slot, v));
+                    assert_eq!(map.put(k, v), expected, "{}", ctx());
+                }
+                Op::Remove(k) => assert_eq!(map.remove(&k), model.remove(&k), "{}", ctx()),
+                Op::Clear => {
+                    map.clear();
+                    model.clear();
+                }
+                Op::Reserve(n) => map.reserve(n).unwrap_or_else(|e| panic!("{}: {e}", ctx())),
+                Op::Shrink => {
+                    // Through shared use and back (the shrink is the shared map's).
+                    let shared = map.into_shared();
+                    shared.shrink_to_fit().unwrap();
+                    map = LocalMap::from(shared);
+                }
+                // Shared-only operations: a shadow left open by shared use is aborted when the
+                // map comes back (nothing could resolve it).
+                Op::InsertShadow(k, v) => {
+                    let shared = map.into_shared();
+                    if let Ok(shadow) = shared.insert_shadow(k, v) {
+                        std::mem::forget(shadow);
+                    }
+                    map = LocalMap::from(shared);
+                }
+                _ => {}
+            }
+            assert_eq!(map.len(), model.len(), "{}", ctx());
+        }
+        let shared = map.into_shared();
+        assert_eq!(shared.check_invariants(), model.len());
+        let mut seen = HashMap::new();
+        shared.for_each(|k, v| assert!(seen.insert(k, v).is_none(), "{k} twice"));
+        assert_eq!(seen, model);
+        assert_eq!(
+            common::live_tables(&shared),
+            1,
+            "an old table was not freed"
+        );
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: if cfg!(miri) { 2 } else { 64 },
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn the_single_thread_map_matches_std(
+        ops in prop::collection::vec(op_in(600, 0), 1..1500),
+        links in 0usize..3,
+        seed in any::<u64>(),
+    ) {
+        check_local(&ops, links, seed);
+    }
 }

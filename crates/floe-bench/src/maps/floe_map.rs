@@ -1,4 +1,6 @@
-//! floe's `FlatMap` and `Map` as `BenchMap`s.
+//! floe's `FlatMap`, `LocalMap` and `Map` as `BenchMap`s.
+
+use core::cell::UnsafeCell;
 
 use super::{BenchMap, Map};
 
@@ -84,5 +86,70 @@ impl BenchMap for AnyMap {
         for (value, found) in values.iter_mut().zip(found) {
             *value = found.copied();
         }
+    }
+}
+
+/// floe's single-thread map (`LocalMap`, writes with no atomic read-modify-write), for one
+/// thread only, as `SingleThreadHashbrown` is.
+pub struct SingleThreadFloe(UnsafeCell<floe::LocalMap<u64, u64, super::AnyHash>>);
+
+impl SingleThreadFloe {
+    pub fn new(map: Map) -> Self {
+        Self(UnsafeCell::new(map.into()))
+    }
+
+    fn map(&self) -> &floe::LocalMap<u64, u64, super::AnyHash> {
+        // SAFETY: single-threaded use (see the `Sync` impl); no `&mut` is alive.
+        unsafe { &*self.0.get() }
+    }
+
+    #[allow(clippy::mut_from_ref)]
+    fn map_mut(&self) -> &mut floe::LocalMap<u64, u64, super::AnyHash> {
+        // SAFETY: single-threaded use (see the `Sync` impl); this is the only reference.
+        unsafe { &mut *self.0.get() }
+    }
+}
+
+// SAFETY: the harness runs this map from one thread at a time only (`MapKind::concurrent` is
+// false, and runs with more threads are refused); threads are joined between runs, which
+// orders every access.
+unsafe impl Sync for SingleThreadFloe {}
+
+impl BenchMap for SingleThreadFloe {
+    #[inline]
+    fn get(&self, key: u64) -> Option<u64> {
+        self.map().get(&key)
+    }
+    #[inline]
+    fn insert(&self, key: u64, value: u64) -> bool {
+        // A full table answers `false`, which the harness reports as a wrong answer.
+        self.map_mut()
+            .try_insert_new(key, value)
+            .is_ok_and(|i| i.is_inserted())
+    }
+    #[inline]
+    fn update(&self, key: u64, value: u64) -> bool {
+        self.map_mut().put(key, value).is_some()
+    }
+    #[inline]
+    fn remove(&self, key: u64) -> bool {
+        self.map_mut().remove(&key).is_some()
+    }
+    fn table_bytes(&self) -> Option<usize> {
+        Some(self.map().as_shared().stats().allocated_bytes)
+    }
+    const GET_MANY: bool = true;
+    #[inline]
+    fn get_many(
+        &self,
+        keys: &[u64],
+        values: &mut [Option<u64>],
+        depth: usize,
+        prefetch: floe::Prefetch,
+    ) {
+        // Gets read the shared map's way (a `LocalMap` only changes how it writes).
+        self.map()
+            .as_shared()
+            .get_many(keys, values, depth, prefetch);
     }
 }

@@ -9,6 +9,7 @@ mod floe_map;
 mod hasher;
 mod peers;
 
+pub use floe_map::SingleThreadFloe;
 pub use hasher::{AnyHash, AHASH};
 pub use peers::{RwlockHashbrown, SingleThreadHashbrown};
 
@@ -64,6 +65,9 @@ pub enum MapKind {
     /// per operation (`map.pin()`), as for papaya. Batched gets (`MapRef::get_many`, its own
     /// depth of 16) for all-get workloads; other workloads run one by one.
     FloeAny,
+    /// floe's `LocalMap` (the single-thread mode: `FlatMap`'s table, writes with no atomic
+    /// read-modify-write), 1 thread only, the counterpart of `hashbrown`.
+    FloeLocal,
     /// dashmap 6: sharded `RwLock<hashbrown>`; `get` copies the value out under the read lock;
     /// insert-if-absent through `entry`.
     Dashmap,
@@ -93,12 +97,12 @@ pub enum MapKind {
 impl MapKind {
     /// Whether the map may be used from more than one thread.
     pub fn concurrent(self) -> bool {
-        self != MapKind::Hashbrown
+        !matches!(self, MapKind::Hashbrown | MapKind::FloeLocal)
     }
 
     /// Whether the map has a batched get (`BenchMap::GET_MANY`): floe's maps.
     pub fn batches_gets(self) -> bool {
-        self.is_floe() || self == MapKind::FloeAny
+        self.is_floe() || matches!(self, MapKind::FloeAny | MapKind::FloeLocal)
     }
 
     /// Whether the map is one of floe's (batches, the pipeline and a table size of its own).
@@ -116,6 +120,7 @@ impl MapKind {
             MapKind::FloeBlocking => "floe-blocking",
             MapKind::FloeFixed => "floe-fixed",
             MapKind::FloeAny => "floe-any",
+            MapKind::FloeLocal => "floe-local",
             MapKind::Dashmap => "dashmap",
             MapKind::Papaya => "papaya",
             MapKind::PapayaIncremental => "papaya-incremental",
@@ -176,6 +181,7 @@ impl Recipe {
                     .build()
                     .map_err(|e| format!("building floe's any-key map: {e}"))
             }),
+            MapKind::FloeLocal => visit.visit(&|| self.floe().map(SingleThreadFloe::new)),
             MapKind::FloeBlocking => visit.visit(&|| {
                 Recipe {
                     resize: floe::ResizeMode::Blocking,

@@ -178,6 +178,27 @@ macro_rules! simd_entries {
             ) -> Result<Result<u64, Mismatch>, Moved> {
                 raw.compare_exchange($writer(p), bin, key, current, new)
             }
+
+            #[target_feature(enable = $feature)]
+            pub(crate) unsafe fn write_local<const MODE: u8>(
+                raw: &RawTable,
+                p: $loader,
+                bin: usize,
+                key: u64,
+                value: u64,
+            ) -> Result<Option<u64>, Full> {
+                raw.write_local::<_, MODE>($writer(p), bin, key, value)
+            }
+
+            #[target_feature(enable = $feature)]
+            pub(crate) unsafe fn remove_local(
+                raw: &RawTable,
+                p: $loader,
+                bin: usize,
+                key: u64,
+            ) -> Option<u64> {
+                raw.remove_local($writer(p), bin, key)
+            }
         }
     };
 }
@@ -197,8 +218,25 @@ simd_entries!(
     crate::raw::loader::Avx512Loader::writer
 );
 
-/// Run engine operation `$op` on table `$table` with the backend of loader `$loader`.
+/// Run engine operation `$op` on table `$table` with the backend of loader `$loader` (with one
+/// const argument `$mode` after the loader's type, for the operations that take one).
 macro_rules! dispatch {
+    ($loader:expr, $table:expr, $op:ident::<$mode:ident>($($arg:expr),*)) => {{
+        let raw: &$crate::raw::RawTable = $table;
+        match $loader {
+            $crate::raw::dispatch::Loader::Scalar(p) => raw.$op::<_, { $mode }>(p, $($arg),*),
+            #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+            // SAFETY: the loader token proves the CPU supports AVX2.
+            $crate::raw::dispatch::Loader::Avx2(p) => unsafe {
+                $crate::raw::dispatch::avx2_entries::$op::<{ $mode }>(raw, p, $($arg),*)
+            },
+            #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+            // SAFETY: the loader token proves the CPU supports AVX-512F.
+            $crate::raw::dispatch::Loader::Avx512(p) => unsafe {
+                $crate::raw::dispatch::avx512_entries::$op::<{ $mode }>(raw, p, $($arg),*)
+            },
+        }
+    }};
     ($loader:expr, $table:expr, $op:ident($($arg:expr),*)) => {{
         let raw: &$crate::raw::RawTable = $table;
         match $loader {

@@ -632,6 +632,109 @@ impl RawMap {
     }
 
     // -----------------------------------------------------------------------------------------
+    // Single-thread operations (`LocalMap`, `raw/local.rs`): `&mut self`, so no other thread
+    // is inside the map, no reader announcement is needed and a replaced table is freed at once
+    // -----------------------------------------------------------------------------------------
+
+    /// The current table, for the `&mut self` methods below only (a shared caller must
+    /// announce itself: `load`).
+    fn owned_table(&self) -> &RawTable {
+        // SAFETY: `current` always points to a live table, and the caller holds `&mut self`:
+        // no other thread is in the map to replace or free it while the borrow lives.
+        unsafe { &*self.current.load(Ordering::Relaxed) }
+    }
+
+    /// Finish a growth in progress and abort the shadows left open by shared use (see
+    /// `LocalMap::from`); the number aborted. Called when the map enters single-thread use.
+    pub(crate) fn settle_local(&mut self, rehash: Rehash<'_>) -> usize {
+        {
+            let guard = reclaim::enter();
+            self.settled(&guard, rehash);
+        }
+        self.owned_table().settle_local()
+    }
+
+    /// Write `word -> value` as `MODE` says (see `RawTable::write_local`), growing the map
+    /// when an insert needs room.
+    #[inline(always)]
+    pub(crate) fn write_local<const MODE: u8>(
+        &mut self,
+        hash: u64,
+        word: u64,
+        value: u64,
+        rehash: Rehash<'_>,
+    ) -> Result<Option<u64>, Error> {
+        let loader = self.loader;
+        loop {
+            let table = self.owned_table();
+            debug_assert!(table.migrating_into().is_none(), "settled on entry");
+            let bin = fastrange(hash, table.bins());
+            match dispatch!(loader, table, write_local::<MODE>(bin, word, value)) {
+                Ok(before) => return Ok(before),
+                Err(full) => self.grow_local(bin, full, hash, rehash)?,
+            }
+        }
+    }
+
+    /// Remove `word`, returning its value.
+    #[inline(always)]
+    pub(crate) fn remove_local(&mut self, hash: u64, word: u64) -> Option<u64> {
+        let loader = self.loader;
+        let table = self.owned_table();
+        let bin = fastrange(hash, table.bins());
+        dispatch!(loader, table, remove_local(bin, word))
+    }
+
+    /// Grow for a key hashed to `hash` that found its `bin` (or the link pool) full: every
+    /// bin moved at once with plain stores, the old table freed. Refuses as `grow` does
+    /// (`separable`, `max_bins`).
+    #[cold]
+    #[inline(never)]
+    fn grow_local(
+        &mut self,
+        bin: usize,
+        full: Full,
+        hash: u64,
+        rehash: Rehash<'_>,
+    ) -> Result<(), Error> {
+        let table = self.owned_table();
+        if full == Full::Bin {
+            self.separable(table, bin, hash, rehash)?;
+        }
+        let factor = growth_factor(table.bins()).min(self.max_bins / table.bins());
+        if factor < 2 {
+            return Err(Error::Full);
+        }
+        let bins = table
+            .bins()
+            .checked_mul(factor)
+            .ok_or(Error::CapacityOverflow)?;
+        // A split needs at most 4/3 of the old table's chained lines (`migrate`).
+        let chained = table.link_buckets() + table.transfer_used();
+        let next = allocate(
+            rehash,
+            bins,
+            derived_link_buckets(bins, self.bins_per_link),
+            chained + chained.div_ceil(3),
+            self.huge_pages,
+            &self.alive,
+            true,
+        )?;
+        // SAFETY: just allocated, and ours alone until it is made current below.
+        let next_table = unsafe { &*next };
+        let new_bin = new_bin(next_table, rehash);
+        let moved: isize = (0..table.bins())
+            .map(|index| table.move_bin_local(index, next_table, &new_bin))
+            .sum();
+        next_table.len.add(moved);
+        let old = self.current.swap(next, Ordering::Relaxed);
+        // SAFETY: `old` came from `Box::into_raw` (`allocate`) and was current until the swap;
+        // `&mut self`: nobody else can be reading it, so it is freed at once.
+        drop(unsafe { Box::from_raw(old) });
+        Ok(())
+    }
+
+    // -----------------------------------------------------------------------------------------
     // Whole-map operations
     // -----------------------------------------------------------------------------------------
 

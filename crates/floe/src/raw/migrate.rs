@@ -473,7 +473,7 @@ impl RawTable {
     /// it before that old bin is `DoneTransfer`). Plain stores; their publication is the old
     /// bin's `DoneTransfer` CAS. A `Shadow` is placed as a shadow of `key` (`value` unused),
     /// under this table's shadow key for the bin.
-    fn place(&self, index: usize, key: u64, value: u64, state: SlotState) {
+    pub(super) fn place(&self, index: usize, key: u64, value: u64, state: SlotState) {
         let bin = &self.bins[index];
         let header = Header(bin.header.load(Ordering::Relaxed));
         let slot = header

@@ -13,20 +13,22 @@
 //!
 //! Reading order: this essay, `control::header` (the words), `layout.rs` (the lines),
 //! `loader.rs` (how a backend reads a line), the code below in the order of the essay, then
-//! `migrate.rs` (moving bins between tables) and `driver.rs` (one map's tables over time).
+//! `migrate.rs` (moving bins between tables), `driver.rs` (one map's tables over time) and
+//! `local.rs` (the same protocols for a table one thread owns: plain stores).
 //!
 //! ## Layers
 //!
 //! Arrows point down only:
 //!
 //! ```text
-//!  map.rs (FlatMap<K, V, S>), batch.rs        typed facades: words in, types out
+//!  map.rs, local.rs (LocalMap), batch.rs     typed facades: words in, types out
 //!        |
 //!  raw/driver.rs (RawMap)                     the current table, growth life cycle, runners
 //!        |            \
 //!  raw/dispatch.rs     reclaim.rs             backend chosen once; when old tables are freed
 //!        |
-//!  raw/mod.rs (RawTable), migrate.rs          one table: bin protocols, moving bins out
+//!  raw/mod.rs (RawTable), migrate.rs,         one table: bin protocols, moving bins out,
+//!  raw/local.rs                               the same for a table one thread owns
 //!        |
 //!  raw/loader.rs, layout.rs, alloc.rs         reading lines, the memory, its allocation
 //!        |
@@ -280,6 +282,8 @@ pub(crate) mod dispatch;
 pub(crate) mod driver;
 pub(crate) mod layout;
 pub(crate) mod loader;
+mod local;
+pub(crate) use local::{IF_ABSENT, IF_PRESENT, UPSERT};
 pub(crate) mod migrate;
 pub(crate) mod stats;
 
@@ -1277,13 +1281,22 @@ impl RawTable {
                         "a shadow slot without the shadow key (unwritten or claimed)"
                     );
                 }
+                let chained = match slot_place(slot) {
+                    (Some(bucket), _) => link.bucket(bucket).is_some(),
+                    (None, _) => true,
+                };
                 if state != SlotState::Invalid {
-                    if let (Some(bucket), _) = slot_place(slot) {
-                        assert!(
-                            link.bucket(bucket).is_some(),
-                            "Valid slot {slot} in an unchained bucket"
-                        );
-                    }
+                    assert!(chained, "Valid slot {slot} in an unchained bucket");
+                } else if chained {
+                    // Invariant 2: a committed insert's slot holds no stale real key that
+                    // step 2 of another insert could take for its own.
+                    let (key, _) = self.slot(bin, slot).load();
+                    assert_eq!(
+                        key,
+                        self.dead.of(snapshot.bin),
+                        "free slot {slot} of bin {} holds a key",
+                        snapshot.bin
+                    );
                 }
             }
             // Every searchable slot holds a real key (the snapshot leaves out dead ones): a

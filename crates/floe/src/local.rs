@@ -1,0 +1,364 @@
+//! [`LocalMap`]: [`FlatMap`]'s table for one thread (DLHT's single-thread build).
+//!
+//! A thin shell over the same driver and layout: reads take the shared paths (they have no
+//! read-modify-write to skip), writes take `&mut self` and the driver's single-thread paths
+//! (`raw/local.rs`), where every commit, retire and chaining CAS is a plain store and growth
+//! moves the table in one pass with plain stores. A `FlatMap` becomes a `LocalMap` and back
+//! without copying (`From`, [`LocalMap::into_shared`]): fill a table on one thread, then share
+//! it.
+
+use core::{cell::Cell, hash::BuildHasher, marker::PhantomData};
+
+use crate::{
+    error::{Error, OrRaise},
+    hash::DefaultHashBuilder,
+    inline::{Inline, InlineKey},
+    map::{FlatMap, Insert, Iter},
+    raw::{IF_ABSENT, IF_PRESENT, UPSERT},
+};
+
+/// A map for one thread, with [`FlatMap`]'s layout and std's `HashMap` interface for keys and
+/// values of up to 8 bytes: `insert` replaces (returning the old value) and `remove` take
+/// `&mut self` and use no atomic read-modify-write; `get` and the rest read as `FlatMap`
+/// does. It is `Send` (move it to another thread) but not `Sync`.
+///
+/// ```
+/// let mut counts = floe::LocalMap::<u64, u64>::new();
+/// for word in [3, 1, 3, 3] {
+///     let seen = counts.get(&word).unwrap_or(0);
+///     counts.insert(word, seen + 1);
+/// }
+/// assert_eq!(counts.get(&3), Some(3));
+/// assert_eq!(counts.remove(&1), Some(1));
+/// // Built on one thread, shared by many.
+/// let shared: floe::FlatMap<u64, u64> = counts.into_shared();
+/// assert_eq!(shared.get(&3), Some(3));
+/// ```
+pub struct LocalMap<K, V, S = DefaultHashBuilder> {
+    map: FlatMap<K, V, S>,
+    /// `Cell` is `Send` and not `Sync`: one thread at a time.
+    one_thread: PhantomData<Cell<()>>,
+}
+
+impl<K: InlineKey, V: Inline> LocalMap<K, V> {
+    /// An empty map with the default hasher (see [`FlatMap::new`]).
+    ///
+    /// # Panics
+    /// As [`FlatMap::new`].
+    #[track_caller]
+    pub fn new() -> Self {
+        FlatMap::new().into()
+    }
+
+    /// A map sized for `keys` keys (see [`FlatMap::with_capacity`]).
+    ///
+    /// # Panics
+    /// As [`FlatMap::with_capacity`]; [`try_with_capacity`](Self::try_with_capacity) returns
+    /// the error instead.
+    #[track_caller]
+    pub fn with_capacity(keys: usize) -> Self {
+        Self::try_with_capacity(keys).or_raise()
+    }
+
+    /// A map sized for `keys` keys, or the reason it cannot be had.
+    ///
+    /// # Errors
+    /// As [`FlatMap::try_with_capacity`].
+    pub fn try_with_capacity(keys: usize) -> Result<Self, Error> {
+        Ok(FlatMap::try_with_capacity(keys)?.into())
+    }
+}
+
+/// An empty map (see [`LocalMap::new`]).
+///
+/// # Panics
+/// As [`FlatMap`]'s `Default`.
+impl<K: InlineKey, V: Inline, S: BuildHasher + Default> Default for LocalMap<K, V, S> {
+    #[track_caller]
+    fn default() -> Self {
+        FlatMap::default().into()
+    }
+}
+
+/// Take a shared map for single-thread use, without copying it: a growth in progress is
+/// finished, and shadow inserts still open are aborted (owning the map means no [`Shadow`]
+/// handle is alive, so one left open was leaked and nothing could resolve it).
+///
+/// [`Shadow`]: crate::Shadow
+impl<K: InlineKey, V: Inline, S: BuildHasher> From<FlatMap<K, V, S>> for LocalMap<K, V, S> {
+    fn from(mut map: FlatMap<K, V, S>) -> Self {
+        map.settle_owned();
+        LocalMap {
+            map,
+            one_thread: PhantomData,
+        }
+    }
+}
+
+impl<K: InlineKey, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
+    /// The value of `key`, if present.
+    #[inline]
+    pub fn get(&self, key: &K) -> Option<V> {
+        self.map.get(key)
+    }
+
+    /// Whether `key` is present.
+    #[inline]
+    pub fn contains_key(&self, key: &K) -> bool {
+        self.map.contains_key(key)
+    }
+
+    /// Insert `key -> value`, replacing a present value, which is returned (std's
+    /// `HashMap::insert`).
+    ///
+    /// # Panics
+    /// Where std's would (the larger table's memory cannot be had), and on a map capped by
+    /// [`Builder::max_bins`](crate::Builder::max_bins) that is full;
+    /// [`try_insert`](Self::try_insert) returns the error instead.
+    #[inline]
+    #[track_caller]
+    pub fn insert(&mut self, key: K, value: V) -> Option<V> {
+        self.try_insert(key, value).or_raise()
+    }
+
+    /// [`insert`](Self::insert), answering what it panics on with an error (the map is then
+    /// unchanged).
+    ///
+    /// # Errors
+    /// As [`FlatMap::try_upsert`].
+    #[inline]
+    pub fn try_insert(&mut self, key: K, value: V) -> Result<Option<V>, Error> {
+        self.map.write_owned::<UPSERT>(key, value)
+    }
+
+    /// Insert `key -> value` only if `key` is absent ([`FlatMap::insert`]'s meaning): whether
+    /// it was inserted or the value present (left unchanged).
+    ///
+    /// ```
+    /// use floe::Insert;
+    /// let mut map = floe::LocalMap::<u64, u64>::new();
+    /// assert_eq!(map.insert_new(1, 10), Insert::Inserted);
+    /// assert_eq!(map.insert_new(1, 11), Insert::Present(10));
+    /// ```
+    ///
+    /// # Panics
+    /// As [`insert`](Self::insert); [`try_insert_new`](Self::try_insert_new) returns the error
+    /// instead.
+    #[inline]
+    #[track_caller]
+    pub fn insert_new(&mut self, key: K, value: V) -> Insert<V> {
+        self.try_insert_new(key, value).or_raise()
+    }
+
+    /// [`insert_new`](Self::insert_new), answering what it panics on with an error.
+    ///
+    /// # Errors
+    /// As [`try_insert`](Self::try_insert).
+    #[inline]
+    pub fn try_insert_new(&mut self, key: K, value: V) -> Result<Insert<V>, Error> {
+        Ok(match self.map.write_owned::<IF_ABSENT>(key, value)? {
+            None => Insert::Inserted,
+            Some(present) => Insert::Present(present),
+        })
+    }
+
+    /// Replace the value of `key` only if it is present ([`FlatMap::put`]): the old value,
+    /// or `None` (and no change) if absent.
+    #[inline]
+    pub fn put(&mut self, key: K, value: V) -> Option<V> {
+        match self.map.write_owned::<IF_PRESENT>(key, value) {
+            Ok(before) => before,
+            Err(_) => unreachable!("a replace never needs room"),
+        }
+    }
+
+    /// Remove `key`, returning its value.
+    #[inline]
+    pub fn remove(&mut self, key: &K) -> Option<V> {
+        self.map.remove_owned(key)
+    }
+
+    /// Keys present.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether no key is present.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Remove every key.
+    pub fn clear(&mut self) {
+        self.map.clear();
+    }
+
+    /// Make room for `additional` more keys (see [`FlatMap::reserve`]).
+    ///
+    /// # Errors
+    /// As [`FlatMap::reserve`]; the map is unchanged.
+    pub fn reserve(&mut self, additional: usize) -> Result<(), Error> {
+        self.map.reserve(additional)
+    }
+
+    /// The pairs, in table order.
+    pub fn iter(&self) -> Iter<'_, K, V, S> {
+        self.map.iter()
+    }
+
+    /// The shared map's read-only interface (batches of gets, statistics, `for_each`).
+    pub fn as_shared(&self) -> &FlatMap<K, V, S> {
+        &self.map
+    }
+
+    /// The map for shared use, without copying it.
+    pub fn into_shared(self) -> FlatMap<K, V, S> {
+        self.map
+    }
+}
+
+impl<K, V, S> core::fmt::Debug for LocalMap<K, V, S>
+where
+    K: InlineKey + core::fmt::Debug,
+    V: Inline + core::fmt::Debug,
+    S: BuildHasher,
+{
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_map().entries(self.iter()).finish()
+    }
+}
+
+impl<K: InlineKey, V: Inline, S: BuildHasher> Extend<(K, V)> for LocalMap<K, V, S> {
+    /// Insert every pair (later pairs replace earlier ones, as std's).
+    ///
+    /// # Panics
+    /// As [`LocalMap::insert`].
+    #[track_caller]
+    fn extend<I: IntoIterator<Item = (K, V)>>(&mut self, pairs: I) {
+        let pairs = pairs.into_iter();
+        // Growth moves the table in one pass; a size hint saves the intermediate ones.
+        let _ = self.reserve(pairs.size_hint().0);
+        for (key, value) in pairs {
+            self.insert(key, value);
+        }
+    }
+}
+
+impl<K: InlineKey, V: Inline, S: BuildHasher + Default> FromIterator<(K, V)> for LocalMap<K, V, S> {
+    #[track_caller]
+    fn from_iter<I: IntoIterator<Item = (K, V)>>(pairs: I) -> Self {
+        let mut map = Self::default();
+        map.extend(pairs);
+        map
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use crate::Error;
+
+    #[test]
+    fn grows_replaces_and_removes_without_read_modify_writes() {
+        let n = if cfg!(miri) { 300 } else { 50_000u64 };
+        let mut map =
+            LocalMap::<u64, u64>::from(FlatMap::builder().bins(2).link_buckets(1).build().unwrap());
+        for k in 0..n {
+            assert_eq!(map.insert(k, k), None);
+        }
+        for k in (0..n).step_by(2) {
+            assert_eq!(map.insert(k, k + 1), Some(k));
+        }
+        for k in (0..n).step_by(3) {
+            assert_eq!(map.remove(&k), Some(k + u64::from(k % 2 == 0)));
+        }
+        let present = |k: u64| !k.is_multiple_of(3);
+        assert_eq!(map.len(), (0..n).filter(|&k| present(k)).count());
+        for k in 0..n + 10 {
+            let want = (k < n && present(k)).then_some(k + u64::from(k % 2 == 0));
+            assert_eq!(map.get(&k), want, "key {k}");
+        }
+        let shared = map.into_shared();
+        assert_eq!(shared.check_invariants(), shared.len());
+        assert_eq!(
+            shared.stats().live_tables,
+            1,
+            "every replaced table freed at once"
+        );
+    }
+
+    #[test]
+    fn a_capped_or_crowded_map_answers_errors() {
+        let mut capped = LocalMap::<u64, u64>::from(
+            FlatMap::builder()
+                .bins(2)
+                .link_buckets(0)
+                .max_bins(2)
+                .build()
+                .unwrap(),
+        );
+        let mut full = false;
+        for k in 0..100 {
+            match capped.try_insert(k, k) {
+                Ok(None) => {}
+                Err(Error::Full) => full = true,
+                other => panic!("{other:?}"),
+            }
+        }
+        assert!(full);
+        assert_eq!(capped.len(), capped.as_shared().check_invariants());
+        // Keys 1000..2000 all hash to 0 (one bin in every table): an error once the bin is
+        // full, never a growth without end.
+        #[derive(Clone, Copy, Default)]
+        struct Crowding;
+        struct CrowdingHasher(u64);
+        impl core::hash::Hasher for CrowdingHasher {
+            fn write_u64(&mut self, word: u64) {
+                self.0 = if (1000..2000).contains(&word) {
+                    0
+                } else {
+                    word.wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                };
+            }
+            fn write(&mut self, _: &[u8]) {
+                unreachable!("the map hashes words only")
+            }
+            fn finish(&self) -> u64 {
+                self.0
+            }
+        }
+        impl BuildHasher for Crowding {
+            type Hasher = CrowdingHasher;
+            fn build_hasher(&self) -> CrowdingHasher {
+                CrowdingHasher(0)
+            }
+        }
+        let mut crowded = LocalMap::<u64, u64, Crowding>::default();
+        let answers: Vec<_> = (1000..1020).map(|k| crowded.try_insert(k, k)).collect();
+        assert!(answers[..15].iter().all(|a| *a == Ok(None)), "{answers:?}");
+        assert!(answers[15..]
+            .iter()
+            .all(|a| *a == Err(Error::HashCollisions)));
+        assert_eq!(crowded.len(), 15);
+        assert_eq!(crowded.as_shared().stats().live_tables, 1);
+    }
+
+    #[test]
+    fn shared_to_local_settles_and_back() {
+        let shared = FlatMap::<u64, u64>::builder().bins(2).build().unwrap();
+        for k in 0..1000 {
+            shared.insert(k, k);
+        }
+        let leaked = shared.insert_shadow(5000, 1).unwrap();
+        core::mem::forget(leaked);
+        let mut local = LocalMap::from(shared);
+        assert_eq!(local.insert(5000, 2), None, "the leaked shadow was aborted");
+        for k in 1000..3000 {
+            local.insert(k, k);
+        }
+        let shared = local.into_shared();
+        assert_eq!(shared.check_invariants(), 3001);
+        assert_eq!(shared.get(&5000), Some(2));
+        assert_eq!(shared.remove(&7), Some(7));
+    }
+}
