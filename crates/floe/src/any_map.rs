@@ -1137,6 +1137,47 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
         unsafe { Some((present, target.find_by(is)?, target.entries())) }
     }
 
+    /// The entries present at one instant (DLHT §3.4.4's strong snapshot; see
+    /// `FlatMap::snapshot` for what it costs writers), as references that live as long as
+    /// this handle.
+    ///
+    /// ```
+    /// let map = floe::Map::<String, u32>::new();
+    /// let m = map.pin();
+    /// m.insert("a".to_string(), 1);
+    /// m.insert("b".to_string(), 2);
+    /// let mut pairs = m.snapshot().unwrap();
+    /// pairs.sort();
+    /// assert_eq!(pairs, [(&"a".to_string(), &1), (&"b".to_string(), &2)]);
+    /// ```
+    ///
+    /// # Errors
+    /// As `FlatMap::snapshot`: [`Error::InsideOperation`] from inside an operation of a floe
+    /// map on this thread.
+    #[cfg(not(loom))]
+    pub fn snapshot(&self) -> Result<Vec<(&K, &V)>, Error> {
+        let mut words = Vec::with_capacity(self.map.len());
+        if !self
+            .map
+            .raw
+            .snapshot(&bin_hash, |_, value| words.push(value))
+        {
+            return Err(Error::InsideOperation);
+        }
+        let mut pairs = Vec::with_capacity(words.len());
+        for value in words {
+            // SAFETY: every word was in the table during the snapshot, read while this
+            // handle's guard was held (since before the snapshot began), so its entries are
+            // retired, if ever, after the guard was taken, and live as long as it.
+            for one in unsafe { target::<K, V>(value).entries() } {
+                // SAFETY: as above.
+                let one = unsafe { entry(one) };
+                pairs.push((&one.key, &one.value));
+            }
+        }
+        Ok(pairs)
+    }
+
     /// An iterator over `(&key, &value)`, weakly consistent as `FlatMap::iter`: a key present
     /// for the whole iteration is yielded exactly once, also across growth; a key inserted or
     /// removed during it may or may not be. It never blocks writers. Entries it yields live as

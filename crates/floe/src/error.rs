@@ -41,6 +41,10 @@ pub enum Error {
         /// Value slots given.
         values: usize,
     },
+    /// A call that waits for every operation in progress (a strongly consistent snapshot)
+    /// was made from inside an operation of a floe map on the same thread (an `update`
+    /// closure, a `for_each` visitor), which it would wait for forever.
+    InsideOperation,
 }
 
 impl fmt::Display for Error {
@@ -54,6 +58,7 @@ impl fmt::Display for Error {
             Error::HashCollisions => f.write_str("too many keys share this key's hash: no table size would separate them"),
             Error::InvalidConfig(why) => write!(f, "invalid map configuration: {why}"),
             Error::LengthMismatch { keys, values } => write!(f, "{keys} keys but {values} value slots"),
+            Error::InsideOperation => f.write_str("called from inside an operation of a floe map on this thread, which it would wait for"),
         }
     }
 }

@@ -45,7 +45,8 @@
 //!
 //! Every operation on one key is linearizable: it takes effect at one instant between its
 //! call and its return, and all threads agree on the order. `len`, `clear` and `for_each` look
-//! at the whole table and are not atomic snapshots (see their docs). The design notes at the
+//! at the whole table and are not atomic snapshots (see their docs); [`FlatMap::snapshot`]
+//! is one, at the price of pausing the writers for a walk of the table. The design notes at the
 //! top of the engine (`src/raw/mod.rs`) give each protocol's argument; `tests/` checks them
 //! with loom models, a per-key linearizability checker under stress, and differential tests
 //! against `std::collections::HashMap`.
@@ -92,6 +93,9 @@
 //!   [`FlatMap::shrink_to_fit`], [`FlatMap::clear`], [`FlatMap::for_each`] and every
 //!   operation in [`ResizeMode::Blocking`] that finds the map growing.
 //! - While [`FlatMap::shrink_to_fit`] runs, inserts into the bins it froze wait for it.
+//! - While [`FlatMap::snapshot`] runs, every write to the map (insert, put, remove, `clear`,
+//!   shadow inserts and their resolution; on any thread) waits for it, and it waits for the
+//!   writes in progress when it started. Gets go on.
 //! - An [`upsert`](FlatMap::upsert) or [`fetch_add`](FlatMap::fetch_add) of a key with an open
 //!   shadow insert ([`FlatMap::insert_shadow`]) waits until the shadow is committed or
 //!   aborted: the shadow is that key's lock, held for as long as its owner keeps it (an

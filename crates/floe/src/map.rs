@@ -621,6 +621,38 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
         })
     }
 
+    /// The pairs present at one instant (DLHT §3.4.4's strong snapshot), where
+    /// [`iter`](Self::iter) and [`for_each`](Self::for_each) are only weakly consistent.
+    /// Writers are paused for the walk (an insert, put or remove that starts meanwhile waits
+    /// for it; the ones in progress when it starts are waited for); gets go on. So it costs
+    /// every writer a pause as long as a walk of the table: take snapshots of large maps
+    /// rarely.
+    ///
+    /// ```
+    /// let map = floe::FlatMap::<u64, u64>::new();
+    /// map.insert(1, 10);
+    /// map.insert(2, 20);
+    /// let mut pairs = map.snapshot().unwrap();
+    /// pairs.sort();
+    /// assert_eq!(pairs, [(1, 10), (2, 20)]);
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::InsideOperation`] if called from inside an operation of a floe map on this
+    /// thread (an `update` closure, a `for_each` visitor): the snapshot would wait for it.
+    #[cfg(not(loom))]
+    pub fn snapshot(&self) -> Result<Vec<(K, V)>, Error> {
+        let mut pairs = Vec::with_capacity(self.len());
+        let taken = self.raw.snapshot(&self.rehash(), |key, value| {
+            pairs.push((K::from_word(key), V::from_word(value)));
+        });
+        if taken {
+            Ok(pairs)
+        } else {
+            Err(Error::InsideOperation)
+        }
+    }
+
     /// Remove `key` only if `accept` approves its present value, atomically (the value
     /// `accept` saw is the value removed). Returns that value, or `None` if the key is absent
     /// or `accept` said no. `accept` may run more than once if the value changes meanwhile.

@@ -121,6 +121,15 @@ pub(crate) struct ReadGuard<'s> {
     not_send: core::marker::PhantomData<*const ()>,
 }
 
+impl ReadGuard<'_> {
+    /// Whether this guard is inside an outer operation of the same thread (it announced
+    /// nothing: the outer one did).
+    #[inline(always)]
+    pub(crate) fn nested(&self) -> bool {
+        self.slot.is_none()
+    }
+}
+
 impl Drop for ReadGuard<'_> {
     #[inline(always)]
     fn drop(&mut self) {
@@ -343,6 +352,33 @@ impl Drop for SlotOwner {
             Registry::release(unsafe { &*slot });
         }
     }
+}
+
+/// Wait until every thread that is inside a map operation now has left it (a pause of the
+/// writers, `RawMap::snapshot`, set its flag before calling this: an operation that starts
+/// after the heavy barrier below sees the flag, by the same argument as a reader that starts
+/// after a retirement sees the new table). `false`, without waiting, if the calling thread is
+/// itself inside an operation: it would wait for itself.
+#[cfg(not(loom))]
+pub(crate) fn wait_for_operations() -> bool {
+    let own = LOCAL.with(Cell::get);
+    // SAFETY: a registry slot (never freed) that this thread owns.
+    if !own.is_null() && unsafe { &*own }.seq.load(Ordering::Relaxed) & 1 == 1 {
+        return false;
+    }
+    heavy_barrier();
+    let mut active = REGISTRY.active();
+    let mut backoff = 0u32;
+    while !Registry::quiescent(&mut active) {
+        // Operations take microseconds; back off so a long one is not spun on.
+        if backoff < 10 {
+            crate::sync::spin();
+            backoff += 1;
+        } else {
+            std::thread::yield_now();
+        }
+    }
+    true
 }
 
 /// Enter an operation on the calling thread (see the module docs).

@@ -128,6 +128,15 @@ impl<K: InlineKey, S: BuildHasher> FlatSet<K, S> {
         Ok(self.map.try_insert_shadow(key, ())?.ok())
     }
 
+    /// The keys present at one instant (see [`FlatMap::snapshot`]).
+    ///
+    /// # Errors
+    /// As [`FlatMap::snapshot`].
+    #[cfg(not(loom))]
+    pub fn snapshot(&self) -> Result<Vec<K>, Error> {
+        Ok(self.map.snapshot()?.into_iter().map(|(k, ())| k).collect())
+    }
+
     /// Remove `key`; whether it was present.
     pub fn remove(&self, key: &K) -> bool {
         self.map.remove(key).is_some()

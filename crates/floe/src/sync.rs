@@ -27,7 +27,7 @@ pub(crate) use loom::sync::atomic::{
 /// even under loom, where they would only add states for the model checker to explore and
 /// are touched outside models (tables dropped after a model ends).
 pub(crate) mod stat {
-    pub(crate) use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
+    pub(crate) use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicUsize, Ordering};
 }
 #[cfg(not(loom))]
 pub(crate) use portable_atomic::AtomicU128;

@@ -58,7 +58,8 @@ pub enum MapKind {
     Floe,
     /// floe's FlatMap with `ResizeMode::Blocking` (every thread helps until a growth is done).
     FloeBlocking,
-    /// floe's FlatMap made fixed-size (`max_bins`): never grows, skips the reader announcement.
+    /// floe's FlatMap made fixed-size (`max_bins`): never grows; its reads skip the reader
+    /// announcement.
     FloeFixed,
     /// floe's `Map` for any key and value, here `Map<u64, u64>`: the slot holds the key's hash
     /// and a pointer to a heap entry (one more line per hit than `FlatMap`); one handle pinned

@@ -30,7 +30,7 @@ use crate::{
     hash::{fastrange, fastrange_hashes},
     reclaim::{self, Collector, ReadGuard},
     sync::{
-        stat::{AtomicUsize as StatCounter, Ordering as StatOrdering},
+        stat::{AtomicBool as PlainFlag, AtomicUsize as StatCounter, Ordering as StatOrdering},
         AtomicPtr, Ordering,
     },
 };
@@ -54,12 +54,17 @@ pub(crate) struct RawMap {
     /// Growth limit ([`crate::Builder::max_bins`]).
     max_bins: usize,
     /// `max_bins` equals the first table's bins: the table is never replaced (no growth, no
-    /// shrink), so operations skip the reader announcement (see `fixed_table`).
+    /// shrink), so reads skip the reader announcement (see `fixed_table`; writes make it, for
+    /// `snapshot`).
     fixed: bool,
     /// Link pool sizing of the tables it grows into.
     bins_per_link: usize,
     /// Tables of this map alive (current, next, and retired ones not yet freed).
     alive: Arc<StatCounter>,
+    /// Writers wait while set: a strongly consistent snapshot is being taken (`snapshot`).
+    /// Not a loom atomic: loom models take no snapshot, and a loom load in every write would
+    /// only add states to explore.
+    writers_paused: PlainFlag,
 }
 
 impl Drop for RawMap {
@@ -139,6 +144,7 @@ impl RawMap {
             fixed: config.max_bins <= bins,
             bins_per_link: config.bins_per_link,
             alive,
+            writers_paused: PlainFlag::new(false),
         })
     }
 
@@ -321,7 +327,36 @@ impl RawMap {
         rehash: Rehash<'_>,
         op: impl FnMut(&RawTable, usize) -> Result<R, Moved>,
     ) -> R {
-        self.run_helping(hash, rehash, || true, op)
+        let guard = self.enter_writer();
+        let table = self.load(&guard);
+        self.help(table, rehash);
+        follow(table, hash, op)
+    }
+
+    /// Enter a writing operation: announced (also on a fixed map, whose reads skip it) and past
+    /// the snapshot gate. A writer that finds writers paused leaves and waits for the snapshot
+    /// to end; a nested one (inside an operation of its thread, which the snapshot waits for)
+    /// goes on, so it can finish that operation.
+    #[inline(always)]
+    fn enter_writer(&self) -> ReadGuard<'static> {
+        loop {
+            let guard = reclaim::enter();
+            // Relaxed: ordered after the announcement by `enter`'s light barrier, paired with
+            // the snapshot's heavy barrier (`reclaim::wait_for_operations`).
+            if guard.nested() || !self.writers_paused.load(StatOrdering::Relaxed) {
+                return guard;
+            }
+            drop(guard);
+            self.wait_unpaused();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn wait_unpaused(&self) {
+        while self.writers_paused.load(StatOrdering::Acquire) {
+            std::thread::yield_now();
+        }
     }
 
     /// As [`run`](Self::run) for gets, which help a growth on one call in
@@ -369,6 +404,7 @@ impl RawMap {
         rehash: Rehash<'_>,
         mut op: impl FnMut(&RawTable, usize) -> Result<Result<R, Full>, Moved>,
     ) -> Result<R, Error> {
+        let guard = self.enter_writer();
         if let Some(table) = self.fixed_table() {
             return match op(table, fastrange(hash, table.bins())) {
                 Ok(Ok(result)) => Ok(result),
@@ -376,7 +412,6 @@ impl RawMap {
                 Err(Moved) => unreachable!("a fixed table never moves a bin"),
             };
         }
-        let guard = reclaim::enter();
         let mut table = self.load(&guard);
         self.help(table, rehash);
         loop {
@@ -741,7 +776,7 @@ impl RawMap {
     /// Remove every key (see `FlatMap::clear` for what concurrent callers see), handing each
     /// removed key's value to `taken` (the any-key map retires its entries there).
     pub(crate) fn clear(&self, rehash: Rehash<'_>, mut taken: impl FnMut(u64)) {
-        let guard = reclaim::enter();
+        let guard = self.enter_writer();
         let table = self.settled(&guard, rehash);
         self.walk_hashes(
             table,
@@ -758,6 +793,38 @@ impl RawMap {
                 });
             },
         );
+    }
+
+    /// Visit every `(key, value)` word pair as of one instant (see `FlatMap::snapshot`):
+    /// writers are paused (they wait at `enter_writer`), the ones inside operations are waited
+    /// for, the table is walked (gets and the moves of a growth go on meanwhile; neither
+    /// changes what is present), and the writers resume. Linearized at the end of the wait:
+    /// from then until the resume, nothing present changes. `false` (nothing visited) if the
+    /// calling thread is inside an operation of any floe map, which the wait would wait for.
+    #[cfg(not(loom))]
+    pub(crate) fn snapshot(&self, rehash: Rehash<'_>, visit: impl FnMut(u64, u64)) -> bool {
+        // One snapshot at a time: the flag is taken like a lock (writers only read it).
+        while self
+            .writers_paused
+            .compare_exchange(false, true, StatOrdering::Acquire, StatOrdering::Relaxed)
+            .is_err()
+        {
+            std::thread::yield_now();
+        }
+        /// Resumes the writers however the walk ends (a visitor may panic).
+        struct Resume<'a>(&'a PlainFlag);
+        impl Drop for Resume<'_> {
+            fn drop(&mut self) {
+                // Release: the walk's reads happen before the writes that then resume.
+                self.0.store(false, StatOrdering::Release);
+            }
+        }
+        let _resume = Resume(&self.writers_paused);
+        if !reclaim::wait_for_operations() {
+            return false;
+        }
+        self.for_each(rehash, visit);
+        true
     }
 
     /// Keys present (see `FlatMap::len`).

@@ -1,0 +1,160 @@
+//! Strongly consistent snapshots (DLHT §3.4.4): the pairs present at one instant, while
+//! writers run, across growth, and refused from inside an operation.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use floe::{Error, FlatMap, FlatSet};
+
+/// Stops the other threads however the checks end (a failed one panics: the scope would
+/// otherwise wait for them forever).
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+#[test]
+fn a_snapshot_of_a_quiet_map_is_its_contents() {
+    for map in [
+        FlatMap::<u64, u64>::new(),
+        FlatMap::builder().bins(2).build().unwrap(),
+        FlatMap::builder().bins(64).max_bins(64).build().unwrap(),
+    ] {
+        for k in 0..150u64 {
+            map.insert(k, k * 3);
+        }
+        map.remove(&7);
+        let mut pairs = map.snapshot().unwrap();
+        pairs.sort_unstable();
+        let expected: Vec<_> = (0..150u64)
+            .filter(|&k| k != 7)
+            .map(|k| (k, k * 3))
+            .collect();
+        assert_eq!(pairs, expected);
+    }
+    let set: FlatSet<u32> = (0..10).collect();
+    let mut keys = set.snapshot().unwrap();
+    keys.sort_unstable();
+    assert_eq!(keys, (0..10).collect::<Vec<_>>());
+}
+
+#[test]
+fn a_snapshot_from_inside_an_operation_is_refused() {
+    let map = FlatMap::<u64, u64>::new();
+    map.insert(1, 1);
+    map.update(&1, |v| {
+        assert_eq!(map.snapshot(), Err(Error::InsideOperation));
+        v + 1
+    });
+    map.for_each(|_, _| assert_eq!(map.snapshot(), Err(Error::InsideOperation)));
+    // And the writers were not left paused.
+    assert_eq!(map.put(1, 5), Some(2));
+    assert_eq!(map.snapshot().unwrap(), [(1, 5)]);
+}
+
+/// Each writer owns `CHAIN` keys and writes round `r` into them in order (key 0 first), so at
+/// any instant its keys read `r, .., r, r - 1, .., r - 1`: a prefix of the current round. A
+/// snapshot must show exactly such a state for every writer; a walk that is not at one instant
+/// sees later rounds in keys it reaches later, whatever the table order. Another thread keeps
+/// inserting fresh keys, so the map grows under the snapshots.
+#[test]
+fn every_snapshot_is_one_instant_while_writers_run_and_the_map_grows() {
+    const WRITERS: u64 = 2;
+    const CHAIN: u64 = 64;
+    let snapshots = if cfg!(miri) { 2 } else { 200 };
+    let map = FlatMap::<u64, u64>::builder().bins(2).build().unwrap();
+    for w in 0..WRITERS {
+        for i in 0..CHAIN {
+            map.insert(w << 32 | i, 0);
+        }
+    }
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        for w in 0..WRITERS {
+            let (map, done) = (&map, &done);
+            s.spawn(move || {
+                let mut round = 0;
+                while !done.load(Ordering::Relaxed) {
+                    round += 1;
+                    for i in 0..CHAIN {
+                        assert_eq!(map.put(w << 32 | i, round), Some(round - 1));
+                    }
+                }
+            });
+        }
+        let (map, done) = (&map, &done);
+        s.spawn(move || {
+            let mut next = 1u64 << 40;
+            while !done.load(Ordering::Relaxed) && next < (1 << 40) + 200_000 {
+                map.insert(next, 0);
+                next += 1;
+            }
+        });
+        let _stop = StopOnDrop(done);
+        for _ in 0..snapshots {
+            let pairs = map.snapshot().unwrap();
+            for w in 0..WRITERS {
+                let mut chain: Vec<_> = pairs
+                    .iter()
+                    .filter(|(k, _)| k >> 32 == w)
+                    .copied()
+                    .collect();
+                chain.sort_unstable();
+                assert_eq!(chain.len(), CHAIN as usize, "writer {w}'s keys");
+                let first = chain[0].1;
+                for pair in chain.windows(2) {
+                    let (earlier, later) = (pair[0].1, pair[1].1);
+                    assert!(
+                        later == earlier || (later + 1 == earlier && earlier == first),
+                        "writer {w}: not one instant: {:?}",
+                        chain.iter().map(|p| p.1).collect::<Vec<_>>()
+                    );
+                }
+            }
+        }
+    });
+    assert!(map.stats().bins > 2, "the map grew meanwhile");
+}
+
+/// The any-key map's snapshot: one instant, as above, with the values behind pointers that are
+/// swapped by every put (the references stay valid after the writers resume).
+#[test]
+fn the_any_key_map_snapshots_one_instant_too() {
+    const CHAIN: u64 = 32;
+    let snapshots = if cfg!(miri) { 2 } else { 100 };
+    let map = floe::Map::<u64, String>::new();
+    for i in 0..CHAIN {
+        map.pin().insert(i, "0".to_string());
+    }
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let (map, done) = (&map, &done);
+        s.spawn(move || {
+            let mut round = 0u64;
+            while !done.load(Ordering::Relaxed) {
+                round += 1;
+                let m = map.pin();
+                for i in 0..CHAIN {
+                    m.upsert(i, round.to_string());
+                }
+            }
+        });
+        let _stop = StopOnDrop(done);
+        for _ in 0..snapshots {
+            let m = map.pin();
+            let mut pairs = m.snapshot().unwrap();
+            pairs.sort_unstable();
+            assert_eq!(pairs.len(), CHAIN as usize);
+            let rounds: Vec<u64> = pairs.iter().map(|(_, v)| v.parse().unwrap()).collect();
+            let first = rounds[0];
+            assert!(
+                rounds
+                    .windows(2)
+                    .all(|p| p[1] == p[0] || (p[1] + 1 == p[0] && p[0] == first)),
+                "not one instant: {rounds:?}"
+            );
+        }
+    });
+}
