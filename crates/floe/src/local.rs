@@ -206,7 +206,10 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
         self.map.iter()
     }
 
-    /// The shared map's read-only interface (batches of gets, statistics, `for_each`).
+    /// The map's shared interface, for what `LocalMap` does not offer itself (batches of
+    /// gets, statistics, `for_each`). Writes through it are allowed and take the shared
+    /// paths; the next `&mut` write finishes a growth they started and aborts a shadow they
+    /// leaked.
     pub fn as_shared(&self) -> &FlatMap<K, V, S> {
         &self.map
     }
@@ -341,6 +344,45 @@ mod tests {
             .all(|a| *a == Err(Error::HashCollisions)));
         assert_eq!(crowded.len(), 15);
         assert_eq!(crowded.as_shared().stats().live_tables, 1);
+    }
+
+    #[test]
+    fn writes_through_the_shared_interface_are_settled_by_the_next_local_write() {
+        let mut local = LocalMap::from(FlatMap::<u64, u64>::builder().bins(2).build().unwrap());
+        core::mem::forget(local.as_shared().insert_shadow(5000, 1).unwrap());
+        // Shared inserts until one leaves an (incremental) growth half done: past 512 bins,
+        // more than one chunk of moves.
+        for k in 0..2000 {
+            local.as_shared().insert(k, k);
+        }
+        let mut next = 2000;
+        while !local.as_shared().stats().migrating {
+            assert!(
+                next < 100_000,
+                "no growth was left half done: the test did not test"
+            );
+            local.as_shared().insert(next, next);
+            next += 1;
+        }
+        assert!(local.as_shared().stats().migrating);
+        assert_eq!(
+            local.insert_new(5000, 2),
+            crate::Insert::Inserted,
+            "leaked shadow aborted"
+        );
+        for k in next..4000 {
+            local.insert(k, k);
+        }
+        assert_eq!(local.remove(&3), Some(3));
+        let shared = local.into_shared();
+        assert_eq!(shared.check_invariants(), 4000);
+        assert_eq!(shared.get(&5000), Some(2));
+        assert!((0..4000).all(|k| shared.get(&k) == (k != 3).then_some(k)));
+        // A shadow leaked with no growth pending: the next write to its bin aborts it.
+        let mut local = LocalMap::<u64, u64>::new();
+        core::mem::forget(local.as_shared().insert_shadow(9, 1).unwrap());
+        assert_eq!(local.insert_new(9, 2), crate::Insert::Inserted);
+        assert_eq!(local.into_shared().check_invariants(), 1);
     }
 
     #[test]

@@ -626,7 +626,10 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// Writers are paused for the walk (an insert, put or remove that starts meanwhile waits
     /// for it; the ones in progress when it starts are waited for); gets go on. So it costs
     /// every writer a pause as long as a walk of the table: take snapshots of large maps
-    /// rarely.
+    /// rarely. A batch that writes is held back as a whole. Not held back: writes made from
+    /// inside another operation of the same thread (an `update` closure, a `for_each`
+    /// visitor, any map's), which cannot wait there; such a write that runs during the walk
+    /// may be missing from the snapshot while later ones are in it.
     ///
     /// ```
     /// let map = floe::FlatMap::<u64, u64>::new();
@@ -1011,7 +1014,10 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     #[inline(always)]
     pub(crate) fn remove_owned(&mut self, key: &K) -> Option<V> {
         let (hash, word) = self.locate(*key);
-        self.raw.remove_local(hash, word).map(V::from_word)
+        let hasher = &self.hasher;
+        self.raw
+            .remove_local(hash, word, &|w| hasher.hash_one(w))
+            .map(V::from_word)
     }
 
     /// Prepare the map for single-thread use (see `LocalMap::from`): the shadows aborted.

@@ -354,18 +354,21 @@ impl Drop for SlotOwner {
     }
 }
 
-/// Wait until every thread that is inside a map operation now has left it (a pause of the
-/// writers, `RawMap::snapshot`, set its flag before calling this: an operation that starts
-/// after the heavy barrier below sees the flag, by the same argument as a reader that starts
-/// after a retirement sees the new table). `false`, without waiting, if the calling thread is
-/// itself inside an operation: it would wait for itself.
+/// Whether the calling thread is inside an operation.
 #[cfg(not(loom))]
-pub(crate) fn wait_for_operations() -> bool {
+pub(crate) fn inside_operation() -> bool {
     let own = LOCAL.with(Cell::get);
     // SAFETY: a registry slot (never freed) that this thread owns.
-    if !own.is_null() && unsafe { &*own }.seq.load(Ordering::Relaxed) & 1 == 1 {
-        return false;
-    }
+    !own.is_null() && unsafe { &*own }.seq.load(Ordering::Relaxed) & 1 == 1
+}
+
+/// Wait until every thread that is inside a map operation now has left it. The caller (a
+/// pause of the writers, `RawMap::snapshot`) has set its flag: an operation that starts after
+/// the heavy barrier below sees it, by the argument of a reader that starts after a retirement
+/// and sees the new table, and every earlier one is waited for. The caller must not be inside
+/// an operation itself ([`inside_operation`]): it would wait for itself.
+#[cfg(not(loom))]
+pub(crate) fn wait_for_operations() {
     heavy_barrier();
     let mut active = REGISTRY.active();
     let mut backoff = 0u32;
@@ -378,7 +381,6 @@ pub(crate) fn wait_for_operations() -> bool {
             std::thread::yield_now();
         }
     }
-    true
 }
 
 /// Enter an operation on the calling thread (see the module docs).

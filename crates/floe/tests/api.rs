@@ -360,6 +360,29 @@ fn sixteen_collide(word: u64) -> u64 {
     }
 }
 
+/// The same with one of the fifteen held by an open shadow insert: the shadow takes its slot
+/// and moves with the bin, so it counts among the keys no growth separates (a growth for it
+/// would find the bin full again, and again).
+#[test]
+fn colliding_hashes_count_open_shadows() {
+    let m = FlatMap::<u64, u64, _>::builder()
+        .bins(4)
+        .max_bins(1 << 16)
+        .hasher(WordHash(sixteen_collide))
+        .build()
+        .unwrap();
+    for k in 0..14u64 {
+        assert!(m.try_insert(k, k).unwrap().is_inserted(), "key {k}");
+    }
+    let shadow = m.insert_shadow(14, 14).unwrap();
+    let bins = m.stats().bins;
+    assert_eq!(m.try_insert(15, 15), Err(Error::HashCollisions));
+    assert_eq!(m.stats().bins, bins, "grew for keys that cannot be split");
+    shadow.abort();
+    assert!(m.try_insert(15, 15).unwrap().is_inserted());
+    assert_eq!(m.check_invariants(), 15);
+}
+
 /// Sixteen keys with one hash can never share a bin: the sixteenth insert answers an error at
 /// once, without growing the map (issue 11, item 5: each failed insert grew the table again,
 /// to `max_bins` or until the memory ran out).

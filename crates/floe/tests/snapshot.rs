@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use floe::{Error, FlatMap, FlatSet};
+use floe::{Error, FlatMap, FlatSet, Prefetch, Request, Response};
 
 /// Stops the other threads however the checks end (a failed one panics: the scope would
 /// otherwise wait for them forever).
@@ -61,6 +61,18 @@ fn a_snapshot_from_inside_an_operation_is_refused() {
 /// inserting fresh keys, so the map grows under the snapshots.
 #[test]
 fn every_snapshot_is_one_instant_while_writers_run_and_the_map_grows() {
+    chains_under_snapshots(false);
+}
+
+/// As above, with the writers' puts in order-preserving batches that prefetch: the batch pins
+/// the map, so each put is a writer nested in an operation that may begin after a snapshot
+/// paused the writers, and must then wait inside it.
+#[test]
+fn writes_nested_in_batches_respect_snapshots() {
+    chains_under_snapshots(true);
+}
+
+fn chains_under_snapshots(batched: bool) {
     const WRITERS: u64 = 2;
     const CHAIN: u64 = 64;
     let snapshots = if cfg!(miri) { 2 } else { 200 };
@@ -76,10 +88,25 @@ fn every_snapshot_is_one_instant_while_writers_run_and_the_map_grows() {
             let (map, done) = (&map, &done);
             s.spawn(move || {
                 let mut round = 0;
+                let mut responses = Vec::new();
                 while !done.load(Ordering::Relaxed) {
                     round += 1;
-                    for i in 0..CHAIN {
-                        assert_eq!(map.put(w << 32 | i, round), Some(round - 1));
+                    if batched {
+                        let puts: Vec<_> = (0..CHAIN)
+                            .map(|i| Request::Put(w << 32 | i, round))
+                            .collect();
+                        responses.clear();
+                        map.batch()
+                            .depth(8)
+                            .prefetch(Prefetch::Always)
+                            .run(&puts, &mut responses);
+                        assert!(responses
+                            .iter()
+                            .all(|r| *r == Response::Put(Some(round - 1))));
+                    } else {
+                        for i in 0..CHAIN {
+                            assert_eq!(map.put(w << 32 | i, round), Some(round - 1));
+                        }
                     }
                 }
             });
@@ -157,4 +184,52 @@ fn the_any_key_map_snapshots_one_instant_too() {
             );
         }
     });
+}
+
+/// A snapshot called from inside an operation answers at once, also while another thread's
+/// snapshot is running (which waits for that operation).
+#[test]
+fn a_nested_snapshot_never_waits_for_a_running_one() {
+    let map = FlatMap::<u64, u64>::new();
+    for k in 0..1000 {
+        map.insert(k, k);
+    }
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let (map, done) = (&map, &done);
+        s.spawn(move || {
+            while !done.load(Ordering::Relaxed) {
+                assert_eq!(map.snapshot().unwrap().len(), 1000);
+            }
+        });
+        let _stop = StopOnDrop(done);
+        for k in 0..if cfg!(miri) { 5 } else { 2000 } {
+            map.update(&k, |v| {
+                assert_eq!(map.snapshot(), Err(Error::InsideOperation));
+                v
+            });
+        }
+    });
+}
+
+/// A writer that waits for an open shadow (an upsert of its key) does not hold up a snapshot,
+/// and the shadow's commit is not held up by the snapshot waiting for that writer.
+#[test]
+fn an_upsert_waiting_on_a_shadow_does_not_deadlock_a_snapshot() {
+    let map = FlatMap::<u64, u64>::new();
+    let shadow = map.insert_shadow(5, 50).unwrap();
+    std::thread::scope(|s| {
+        let upserter = s.spawn(|| map.upsert(5, 51));
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let snapshotter = s.spawn(|| map.snapshot().unwrap());
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        shadow.commit();
+        assert_eq!(upserter.join().unwrap(), Some(50));
+        let pairs = snapshotter.join().unwrap();
+        assert!(
+            pairs.is_empty() || pairs == [(5, 50)] || pairs == [(5, 51)],
+            "{pairs:?}"
+        );
+    });
+    assert_eq!(map.get(&5), Some(51));
 }

@@ -65,9 +65,11 @@ pub(crate) enum SlotState {
     Inserting = 0b01,
     /// Holds a live key.
     Valid = 0b10,
-    /// Taken by a shadow insert: like `Inserting` until its key is written, then a key present
-    /// to inserts (which find it taken) and hidden from gets, puts, removes and walks until
-    /// its commit (`-> Valid`) or abort (retire, then `-> Invalid`).
+    /// Taken by a shadow insert: holds the bin's dead key until the inserter writes
+    /// `(shadow key, key)`, then a key present to inserts (which find it taken) and hidden
+    /// from gets, puts, removes and walks, until a commit, an abort or a move claims it (slot
+    /// CAS to the dead key); a commit then goes `-> Inserting` and writes `(key, value)`, an
+    /// abort `-> Invalid` (see Shadow inserts in `raw/mod.rs`).
     Shadow = 0b11,
 }
 

@@ -86,7 +86,7 @@ impl Loader {
 macro_rules! simd_entries {
     ($module:ident, $feature:literal, $loader:ty, $writer:path) => {
         pub(crate) mod $module {
-            use crate::raw::{Full, Inserted, Mismatch, Moved, RawTable};
+            use crate::raw::{Full, Inserted, Mismatch, Moved, RawTable, Upserted};
 
             // Safety (every function): the caller holds a `$loader`, which exists only on CPUs
             // with `$feature`.
@@ -163,7 +163,7 @@ macro_rules! simd_entries {
                 key: u64,
                 init: u64,
                 f: impl FnMut(u64) -> u64,
-            ) -> Result<Result<Option<u64>, Full>, Moved> {
+            ) -> Result<Result<Upserted, Full>, Moved> {
                 raw.upsert_with($writer(p), bin, key, init, f)
             }
 

@@ -21,7 +21,7 @@ use super::{
     loader::ScalarLoader,
     memory_fits,
     migrate::{Next, CHUNK_BINS},
-    BinSnapshot, DeadKeys, Full, Geometry, Inserted, Mismatch, Moved, RawTable,
+    BinSnapshot, DeadKeys, Full, Geometry, Inserted, Mismatch, Moved, RawTable, Upserted,
 };
 use crate::{
     config::{Backend, Config, ResizeMode, Stats, TARGET_KEYS_PER_BIN_X4},
@@ -215,9 +215,18 @@ impl RawMap {
         rehash: Rehash<'_>,
     ) -> Result<Option<u64>, Error> {
         let loader = self.loader;
-        self.run_growing(hash, rehash, |table, bin| {
-            dispatch!(loader, table, upsert_with(bin, word, init, &mut f))
-        })
+        loop {
+            let upserted = self.run_growing(hash, rehash, |table, bin| {
+                dispatch!(loader, table, upsert_with(bin, word, init, &mut f))
+            })?;
+            match upserted {
+                Upserted::Done(previous) => return Ok(previous),
+                // An open shadow holds the key: wait for its commit or abort outside the
+                // operation, so a snapshot (which waits for operations in progress, and
+                // holds back the resolution as a write) is never waited on by us.
+                Upserted::Shadowed => crate::sync::spin(),
+            }
+        }
     }
 
     /// Replace a present value `v` by `f(v)`: `(old, new)`, or `None` if absent.
@@ -335,8 +344,9 @@ impl RawMap {
 
     /// Enter a writing operation: announced (also on a fixed map, whose reads skip it) and past
     /// the snapshot gate. A writer that finds writers paused leaves and waits for the snapshot
-    /// to end; a nested one (inside an operation of its thread, which the snapshot waits for)
-    /// goes on, so it can finish that operation.
+    /// to end, so no thread ever waits for the gate while announced (the snapshot waits for
+    /// announced threads). A nested writer (inside an outer operation of its thread, which it
+    /// cannot leave) goes on: see `FlatMap::snapshot` for what that leaves out.
     #[inline(always)]
     fn enter_writer(&self) -> ReadGuard<'static> {
         loop {
@@ -455,6 +465,16 @@ impl RawMap {
                 None => return table,
                 Some(next) => self.finish_migration(table, next, rehash),
             }
+        }
+    }
+
+    /// As [`pin`](Self::pin), for a batch with writes: the announcement is a writer's, past
+    /// the snapshot gate (the batch's requests are then nested writers in it).
+    #[inline(always)]
+    pub(crate) fn pin_writer(&self) -> Pinned<'_> {
+        Pinned {
+            map: self,
+            guard: Some(self.enter_writer()),
         }
     }
 
@@ -702,7 +722,11 @@ impl RawMap {
         let loader = self.loader;
         loop {
             let table = self.owned_table();
-            debug_assert!(table.migrating_into().is_none(), "settled on entry");
+            if table.migrating_into().is_some() {
+                // A growth started through `LocalMap::as_shared`: finish it first.
+                self.settle_local(rehash);
+                continue;
+            }
             let bin = fastrange(hash, table.bins());
             match dispatch!(loader, table, write_local::<MODE>(bin, word, value)) {
                 Ok(before) => return Ok(before),
@@ -713,8 +737,12 @@ impl RawMap {
 
     /// Remove `word`, returning its value.
     #[inline(always)]
-    pub(crate) fn remove_local(&mut self, hash: u64, word: u64) -> Option<u64> {
+    pub(crate) fn remove_local(&mut self, hash: u64, word: u64, rehash: Rehash<'_>) -> Option<u64> {
         let loader = self.loader;
+        if self.owned_table().migrating_into().is_some() {
+            // A growth started through `LocalMap::as_shared`: finish it first.
+            self.settle_local(rehash);
+        }
         let table = self.owned_table();
         let bin = fastrange(hash, table.bins());
         dispatch!(loader, table, remove_local(bin, word))
@@ -803,6 +831,11 @@ impl RawMap {
     /// calling thread is inside an operation of any floe map, which the wait would wait for.
     #[cfg(not(loom))]
     pub(crate) fn snapshot(&self, rehash: Rehash<'_>, visit: impl FnMut(u64, u64)) -> bool {
+        // Checked first: a thread inside an operation could otherwise wait below for a
+        // snapshot that waits for it.
+        if reclaim::inside_operation() {
+            return false;
+        }
         // One snapshot at a time: the flag is taken like a lock (writers only read it).
         while self
             .writers_paused
@@ -820,9 +853,7 @@ impl RawMap {
             }
         }
         let _resume = Resume(&self.writers_paused);
-        if !reclaim::wait_for_operations() {
-            return false;
-        }
+        reclaim::wait_for_operations();
         self.for_each(rehash, visit);
         true
     }

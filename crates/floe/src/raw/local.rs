@@ -18,8 +18,8 @@
 //! Every function here requires the caller to have the table to itself: no other thread
 //! touches it (or the map's other tables) for the duration, and it is not migrating. The
 //! driver's `*_local` methods state the same; `LocalMap` guarantees it by being `!Sync` and
-//! taking `&mut self` for writes. Breaking the requirement cannot cause undefined behaviour
-//! (every access is still atomic), only lost updates.
+//! taking `&mut self` for writes, which is also what makes freeing a replaced table at once
+//! sound.
 
 use super::{Full, LineLoader, RawTable};
 
@@ -46,8 +46,14 @@ impl RawTable {
         value: u64,
     ) -> Result<Option<u64>, Full> {
         let bin = &self.bins[bin_index];
-        let header = Header(bin.header.load(Ordering::Relaxed));
+        let mut header = Header(bin.header.load(Ordering::Relaxed));
         debug_assert!(!header.moving(), "a single-thread table that is migrating");
+        if !header.shadow().is_empty() {
+            // Made through `LocalMap::as_shared` and leaked (a live `Shadow` handle would
+            // borrow the map and forbid this `&mut` call): nothing can resolve it, and it
+            // must not hide its key from this insert.
+            header = self.settle_bin_local(bin_index);
+        }
         if let Some(hit) = self.search(loader, bin, header, key) {
             if MODE != IF_ABSENT {
                 self.slot(bin, hit.slot).store(key, value);
@@ -150,22 +156,32 @@ impl RawTable {
     /// still open there has no handle left to resolve it, see `LocalMap::from`), and publish
     /// every `Inserting` slot; the number of shadows aborted.
     pub(crate) fn settle_local(&self) -> usize {
-        let mut aborted = 0;
-        for (index, bin) in self.bins.iter().enumerate() {
-            let header = Header(bin.header.load(Ordering::Relaxed));
-            let shadows = header.shadow();
-            let inserting = header.inserting();
-            if shadows.is_empty() && inserting.is_empty() {
-                continue;
-            }
-            let mut settled = header.with_published(inserting);
-            for slot in shadows.iter() {
-                self.slot(bin, slot).store(self.dead.of(index), 0);
-                settled = settled.with_slot(slot, SlotState::Invalid);
-                aborted += 1;
-            }
-            bin.header.store(settled.0, Ordering::Relaxed);
+        (0..self.bins())
+            .map(|index| {
+                let before = Header(self.bins[index].header.load(Ordering::Relaxed));
+                self.settle_bin_local(index);
+                before.shadow().iter().count()
+            })
+            .sum()
+    }
+
+    /// `settle_local` for bin `index`; its new header.
+    fn settle_bin_local(&self, index: usize) -> Header {
+        let bin = &self.bins[index];
+        let header = Header(bin.header.load(Ordering::Relaxed));
+        let (shadows, inserting) = (header.shadow(), header.inserting());
+        if shadows.is_empty() && inserting.is_empty() {
+            return header;
         }
-        aborted
+        let mut settled = header.with_published(inserting);
+        for slot in shadows.iter() {
+            self.slot(bin, slot).store(self.dead.of(index), 0);
+            settled = settled.with_slot(slot, SlotState::Invalid);
+        }
+        // Invariant 1: every header change bumps the version (`with_published` alone does
+        // not; re-setting the bin state does).
+        let settled = settled.with_bin_state(settled.bin_state());
+        bin.header.store(settled.0, Ordering::Relaxed);
+        settled
     }
 }

@@ -349,6 +349,15 @@ pub(crate) enum Inserted {
     Shadowed,
 }
 
+/// What an upsert did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Upserted {
+    /// Done: the previous value, `None` if the key was inserted.
+    Done(Option<u64>),
+    /// Nothing: an open shadow insert holds the key (wait for its resolution, then retry).
+    Shadowed,
+}
+
 /// Why a compare-exchange did not swap.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Mismatch {
@@ -1182,7 +1191,8 @@ impl RawTable {
     }
 
     /// Insert `key -> init` if absent, else replace its value `old` by `f(old)`. Returns the
-    /// previous value, `None` if the key was inserted.
+    /// previous value, `None` if the key was inserted, or that an open shadow holds the key
+    /// (the caller waits for it outside the operation and retries).
     #[inline(always)]
     pub(crate) fn upsert_with<P: LineLoader>(
         &self,
@@ -1191,22 +1201,21 @@ impl RawTable {
         key: u64,
         init: u64,
         mut f: impl FnMut(u64) -> u64,
-    ) -> Result<Result<Option<u64>, Full>, Moved> {
+    ) -> Result<Result<Upserted, Full>, Moved> {
         let bin = &self.bins[bin_index];
         loop {
             match self.find(loader, bin, key)?.hit {
                 Some(hit) => {
                     if let Some((old, _)) = self.try_put(bin, hit, key, &mut f) {
-                        return Ok(Ok(Some(old)));
+                        return Ok(Ok(Upserted::Done(Some(old))));
                     }
                 }
                 None => match self.insert(loader, bin_index, key, init)? {
-                    Ok(Inserted::New) => return Ok(Ok(None)),
+                    Ok(Inserted::New) => return Ok(Ok(Upserted::Done(None))),
                     Err(full) => return Ok(Err(full)),
                     // Someone inserted it meanwhile: update that copy.
                     Ok(Inserted::Exists(_)) => {}
-                    // A shadow holds it: wait for its commit (update it) or abort (insert).
-                    Ok(Inserted::Shadowed) => {}
+                    Ok(Inserted::Shadowed) => return Ok(Ok(Upserted::Shadowed)),
                 },
             }
             spin();
@@ -1274,11 +1283,17 @@ impl RawTable {
                 let state = header.slot(slot);
                 if state == SlotState::Shadow {
                     // An open shadow insert: written (quiescent), and not counted in `len`.
-                    let (key, _) = self.slot(bin, slot).load();
+                    let (key, shadowed) = self.slot(bin, slot).load();
                     assert_eq!(
                         key,
                         self.dead.shadow_of(snapshot.bin),
                         "a shadow slot without the shadow key (unwritten or claimed)"
+                    );
+                    // Invariant 6: the shadowed key is not also present.
+                    assert!(
+                        snapshot.entries().iter().all(|&(_, k, _)| k != shadowed),
+                        "key {shadowed} is both shadowed and present in bin {}",
+                        snapshot.bin
                     );
                 }
                 let chained = match slot_place(slot) {
@@ -1352,14 +1367,25 @@ impl RawTable {
         }
     }
 
-    /// Call `visit` with every key present in bin `bin` (a validated snapshot of the bin; none
-    /// if it has been moved to a next table).
-    pub(crate) fn keys_of_bin(&self, bin: usize, mut visit: impl FnMut(u64)) {
-        if let Some(snapshot) = self.snapshot(bin) {
-            snapshot
-                .entries()
-                .iter()
-                .for_each(|&(_, key, _)| visit(key));
+    /// Call `visit` with every key that takes a slot of bin `bin`: the present ones (a
+    /// validated snapshot of the bin; none if it has been moved to a next table) and those of
+    /// open shadow inserts, which move with the bin as present keys do (read after the
+    /// snapshot, not validated with it: for `separable`'s estimate).
+    pub(crate) fn keys_of_bin(&self, bin_index: usize, mut visit: impl FnMut(u64)) {
+        let Some(snapshot) = self.snapshot(bin_index) else {
+            return;
+        };
+        snapshot
+            .entries()
+            .iter()
+            .for_each(|&(_, key, _)| visit(key));
+        let bin = &self.bins[bin_index];
+        let shadow_key = self.dead.shadow_of(bin_index);
+        for slot in snapshot.header.shadow().iter() {
+            let (key, shadowed) = self.slot(bin, slot).load();
+            if key == shadow_key {
+                visit(shadowed);
+            }
         }
     }
 
@@ -1553,8 +1579,14 @@ mod tests {
             t.compare_exchange(P, 0, 6, 2, 9).unwrap(),
             Err(Mismatch::Absent)
         );
-        assert_eq!(t.upsert_with(P, 0, 5, 0, |v| v * 2).unwrap(), Ok(Some(9)));
-        assert_eq!(t.upsert_with(P, 0, 6, 7, |v| v * 2).unwrap(), Ok(None));
+        assert_eq!(
+            t.upsert_with(P, 0, 5, 0, |v| v * 2).unwrap(),
+            Ok(Upserted::Done(Some(9)))
+        );
+        assert_eq!(
+            t.upsert_with(P, 0, 6, 7, |v| v * 2).unwrap(),
+            Ok(Upserted::Done(None))
+        );
         assert_eq!(t.get(P, 0, 5).unwrap(), Some(18));
         assert_eq!(t.get(P, 0, 6).unwrap(), Some(7));
     }
