@@ -364,6 +364,8 @@ impl RawMap {
     #[cold]
     #[inline(never)]
     fn wait_unpaused(&self) {
+        // Acquire: pairs with the snapshot's Release reopening, so the walk's reads come
+        // before the writes that resume (the retry's announcement then orders the rest).
         while self.writers_paused.load(StatOrdering::Acquire) {
             std::thread::yield_now();
         }
@@ -836,7 +838,8 @@ impl RawMap {
         if reclaim::inside_operation() {
             return false;
         }
-        // One snapshot at a time: the flag is taken like a lock (writers only read it).
+        // One snapshot at a time: the flag is taken like a lock (writers only read it);
+        // Acquire pairs with the previous snapshot's Release reopening.
         while self
             .writers_paused
             .compare_exchange(false, true, StatOrdering::Acquire, StatOrdering::Relaxed)
