@@ -234,7 +234,7 @@ impl Experiment {
                     progress: &progress,
                     ceiling: &ceiling,
                     rss_per_key: memory,
-                    mode: if kind.is_floe() || (kind.batches_gets() && self.all_gets()) {
+                    mode: if kind.batches_requests() || (kind.batches_gets() && self.all_gets()) {
                         Mode {
                             // The bare loop is FlatMap's (`Batch::get_many` unchecked): the
                             // other floe map runs its checked batch alone.

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::{
     keys::Rng,
-    maps::{BenchMap, Map},
+    maps::{AnyMap, BenchMap, Map},
     workload::{updated_value_of, value_matches, value_of, Kind, Op},
 };
 
@@ -344,6 +344,72 @@ fn drive_batched(
     }
 }
 
+/// The any-key map's request for a prepared operation (an update replaces a present key's
+/// value, as `BenchMap::update`).
+#[inline(always)]
+fn any_request_of(op: &Op, thread: usize) -> floe::MapRequest<'_, u64, u64> {
+    match op.kind {
+        Kind::Get => floe::MapRequest::Get(&op.key),
+        Kind::Insert => floe::MapRequest::Insert(op.key, value_of(op.key)),
+        Kind::Update => floe::MapRequest::Put(op.key, updated_value_of(op.key, thread)),
+        Kind::Remove => floe::MapRequest::Remove(&op.key),
+    }
+}
+
+/// Whether the any-key map's response to `op` is the expected one.
+#[inline(always)]
+fn any_response_right(op: &Op, response: &floe::MapResponse<'_, u64>) -> bool {
+    use floe::MapResponse as R;
+    match *response {
+        R::Get(Some(&value)) => op.expect && value_matches(op.key, value),
+        R::Get(None) => !op.expect,
+        R::Insert(r) => matches!(r, Ok(floe::Insert::Inserted)) == op.expect,
+        R::Put(v) | R::Remove(v) => v.is_some() == op.expect,
+        R::Upsert(_) => false,
+    }
+}
+
+/// One thread's timed loop through `Map`'s batches or pipeline, a chunk at a time, with one
+/// handle pinned per chunk (a pipeline is flushed at the end of each chunk, since its
+/// responses live as long as the handle). Requests are made from the stream as they are
+/// submitted (a `MapRequest` moves the owned key of an insert: here a copy of a `u64`).
+fn drive_any_batched(map: &AnyMap, stream: &[Op], thread: usize, stop: Stop, mode: Mode) -> Driven {
+    let lines_before = floe::lines_read();
+    let mut mistakes = Mistakes::default();
+    let ops = for_chunks(stream, BATCH_CHUNK, stop, |first, chunk| {
+        let m = map.pin();
+        let requests = chunk.iter().map(|op| any_request_of(op, thread));
+        let mut check = |index: usize, response: &floe::MapResponse<'_, u64>| {
+            let op = &stream[first + index];
+            mistakes.record(any_response_right(op, response), op);
+        };
+        match mode.api {
+            Api::Batch => {
+                m.batch()
+                    .depth(mode.batch)
+                    .prefetch(mode.prefetch)
+                    .run_each(requests, |i, response| check(i, &response));
+            }
+            Api::Pipeline => {
+                let mut pipeline = m.pipeline(mode.batch).prefetch(mode.prefetch);
+                for (i, request) in requests.enumerate() {
+                    if let Some((index, response)) = pipeline.submit(i, request) {
+                        check(index, &response);
+                    }
+                }
+                pipeline.flush(|index, response| check(index, &response));
+            }
+            Api::Single | Api::Bare => unreachable!("handled by drive and drive_get_many"),
+        }
+    });
+    Driven {
+        ops,
+        mistakes,
+        latency: None,
+        lines: floe::lines_read() - lines_before,
+    }
+}
+
 /// Keys and expected answers of an all-get stream, extracted before timing: the check after
 /// each `get_many` call reads only the keys the call just read (in cache) and one bit per
 /// key, not the 16-byte operations (a second stream competing with the call's prefetches for
@@ -479,9 +545,16 @@ pub fn timed<M: BenchMap>(
                 drive_batched(floe, &streams[t], &requests[t], stop, mode)
             })
         }
-        (_, None) => {
-            return Err("only floe's FlatMap has batched interfaces beyond all-get batches".into())
-        }
+        (_, None) => match map.as_any() {
+            Some(any) => workers.run(streams.len(), |t| {
+                drive_any_batched(any, &streams[t], t, stop, mode)
+            }),
+            None => {
+                return Err(
+                    "only floe's maps have batched interfaces beyond all-get batches".into(),
+                )
+            }
+        },
     };
     let ops: u64 = driven.iter().map(|d| d.ops).sum();
     let wrong: u64 = driven.iter().map(|d| d.mistakes.count).sum();

@@ -52,9 +52,28 @@
 //! ABA on a value word cannot happen: a word read under a guard names an allocation that is
 //! not freed (so not reused) before the guard ends, and every CAS expecting it runs under the
 //! same guard.
+//!
+//! ## Shadow inserts
+//!
+//! A shadow (DLHT §3.2.2; [`MapRef::insert_shadow`]) is an entry in the table that is not
+//! present: a value word holding only it is tagged `SHADOW` (bit 1; entries are aligned to
+//! 8), and a `Collided` list keeps its present entries first and its shadows after them. The
+//! engine sees an ordinary slot, so growth moves shadows with their word as it moves
+//! everything else, without reading an entry. Gets, puts, updates, removes, iteration and
+//! snapshots search the present entries only; inserts also search the shadows and answer
+//! `Shadowed` for the key, and an upsert or a `compute` that would insert waits for the
+//! resolution. A shadow is made, committed and aborted as every write is, by one swap of the
+//! value word (an engine insert for an absent hash, a removal for the abort of a word's only
+//! entry), so each is linearized at that swap and races with other writes on the same hash
+//! only as they race with each other: the loser reads the word again. Only the `MapShadow`
+//! handle takes its entry out of the shadows (a resolution finds it by address, which its
+//! guard keeps from reuse), so a shadow is resolved once; `clear` keeps words that hold
+//! shadows (the engine's clear skips them, and the present entries beside them are removed
+//! one by one), as `FlatMap`'s clear does not see its shadows.
 
 use core::{
     borrow::Borrow,
+    fmt,
     hash::{BuildHasher, Hash},
     marker::PhantomData,
 };
@@ -62,43 +81,50 @@ use core::{
 use seize::{Collector, Guard, LocalGuard};
 
 use crate::{
+    batch::Prefetch,
     error::{Error, OrRaise},
     hash::DefaultHashBuilder,
-    map::{Builder, ForMap, Insert},
+    map::{Builder, ForMap, Insert, Taken},
     raw::{driver::RawMap, Inserted, Mismatch},
     sync::stat::{AtomicIsize, Ordering},
 };
 
 /// One key and its value, at a stable address. Aligned to 8 so that its address never has
-/// the low bit a value word uses as the `COLLIDED` tag (an `Entry<u8, ()>` would otherwise
-/// have alignment 1, and an `Entry<(), ()>` no allocation at all, at address 1).
+/// the low bits a value word uses as tags (`COLLIDED`, `SHADOW`; an `Entry<u8, ()>` would
+/// otherwise have alignment 1, and an `Entry<(), ()>` no allocation at all, at address 1).
 #[repr(align(8))]
 struct Entry<K, V> {
     key: K,
     value: V,
 }
 
-/// Entries whose keys have the same 64-bit hash (distinct keys, two or more). Aligned as
-/// `Entry`, for the same tag bit.
+/// Entries whose keys have the same 64-bit hash (distinct keys, two or more, visible ones
+/// first, then open shadow inserts). Aligned as `Entry`, for the same tag bits.
 #[repr(align(8))]
 struct Collided<K, V> {
     entries: Box<[*mut Entry<K, V>]>,
+    /// `entries[..visible]` are present; the rest are open shadow inserts.
+    visible: usize,
 }
 
 /// The tag of a value word that points to a [`Collided`] list.
 const COLLIDED: u64 = 1;
+
+/// The tag of a value word that points to one entry that is an open shadow insert.
+const SHADOW: u64 = 2;
 
 /// A value word decoded. Raw pointers, not references: the thread that takes an entry out of
 /// the table frees it through the pointer the word held (a pointer derived from a shared
 /// reference could not be freed).
 enum Target<K, V> {
     One(*mut Entry<K, V>),
+    Shadow(*mut Entry<K, V>),
     Many(*mut Collided<K, V>),
 }
 
 /// The pointer a value word holds (its provenance was exposed when the word was made).
 fn pointer<T>(word: u64) -> *mut T {
-    core::ptr::with_exposed_provenance_mut((word & !COLLIDED) as usize)
+    core::ptr::with_exposed_provenance_mut((word & !(COLLIDED | SHADOW)) as usize)
 }
 
 /// The word of a pointer, exposing its provenance for [`pointer`].
@@ -108,10 +134,25 @@ fn word<T>(pointer: *mut T) -> u64 {
 
 /// Decode a value word.
 fn target<K, V>(word: u64) -> Target<K, V> {
-    if word & COLLIDED == 0 {
-        Target::One(pointer(word))
-    } else {
+    if word & COLLIDED != 0 {
         Target::Many(pointer(word))
+    } else if word & SHADOW != 0 {
+        Target::Shadow(pointer(word))
+    } else {
+        Target::One(pointer(word))
+    }
+}
+
+/// The entries of a value word: the present ones and the open shadow inserts.
+struct Members<K, V> {
+    visible: Vec<*mut Entry<K, V>>,
+    shadows: Vec<*mut Entry<K, V>>,
+}
+
+impl<K, V> Members<K, V> {
+    /// Every entry, shadows included.
+    fn len(&self) -> usize {
+        self.visible.len() + self.shadows.len()
     }
 }
 
@@ -148,41 +189,114 @@ impl<K, V> Target<K, V> {
         match *self {
             // SAFETY: caller.
             Target::One(one) => is(&unsafe { entry(one) }.key).then_some(one),
-            // SAFETY: caller; a published list and its entries live as long as the list is
-            // reachable.
-            Target::Many(list) => unsafe { &(*list).entries }.iter().copied().find(|&one| {
-                // SAFETY: as above.
-                is(&unsafe { entry(one) }.key)
-            }),
+            Target::Shadow(_) => None,
+            // SAFETY: caller.
+            Target::Many(list) => unsafe { find_in(Self::visible_of(list), is) },
         }
     }
 
-    /// The entry pointers this word holds.
+    /// The open shadow insert whose key satisfies `is`, if this word holds one.
+    ///
+    /// # Safety
+    /// As [`entry`], for the word decoded.
+    unsafe fn find_shadow_by(&self, is: impl Fn(&K) -> bool) -> Option<*mut Entry<K, V>> {
+        match *self {
+            Target::One(_) => None,
+            // SAFETY: caller.
+            Target::Shadow(one) => is(&unsafe { entry(one) }.key).then_some(one),
+            // SAFETY: caller; a published list lives as long as it is reachable.
+            Target::Many(list) => unsafe {
+                let list = &*list;
+                find_in(&list.entries[list.visible..], is)
+            },
+        }
+    }
+
+    /// The present entries of a list.
+    ///
+    /// # Safety
+    /// As [`entry`], for the list's word.
+    unsafe fn visible_of<'g>(list: *mut Collided<K, V>) -> &'g [*mut Entry<K, V>] {
+        // SAFETY: caller; a published list lives as long as it is reachable.
+        let list = unsafe { &*list };
+        &list.entries[..list.visible]
+    }
+
+    /// The present entries this word holds.
     ///
     /// # Safety
     /// As [`entry`], for the word decoded.
     unsafe fn entries(&self) -> Vec<*mut Entry<K, V>> {
         match *self {
             Target::One(one) => vec![one],
+            Target::Shadow(_) => Vec::new(),
             // SAFETY: caller.
-            Target::Many(list) => unsafe { (*list).entries.to_vec() },
+            Target::Many(list) => unsafe { Self::visible_of(list).to_vec() },
+        }
+    }
+
+    /// Every entry this word holds, open shadows apart.
+    ///
+    /// # Safety
+    /// As [`entry`], for the word decoded.
+    unsafe fn members(&self) -> Members<K, V> {
+        match *self {
+            Target::One(one) => Members {
+                visible: vec![one],
+                shadows: Vec::new(),
+            },
+            Target::Shadow(one) => Members {
+                visible: Vec::new(),
+                shadows: vec![one],
+            },
+            // SAFETY: caller; a published list lives as long as it is reachable.
+            Target::Many(list) => unsafe {
+                let list = &*list;
+                Members {
+                    visible: list.entries[..list.visible].to_vec(),
+                    shadows: list.entries[list.visible..].to_vec(),
+                }
+            },
         }
     }
 }
 
-/// What `MapRef::find_present` found: the value word, the key's entry, all the word's entries.
-type Present<K, V> = (u64, *mut Entry<K, V>, Vec<*mut Entry<K, V>>);
+/// The entry among `entries` whose key satisfies `is`.
+///
+/// # Safety
+/// As [`entry`], for each of `entries`.
+unsafe fn find_in<K, V>(
+    entries: &[*mut Entry<K, V>],
+    is: impl Fn(&K) -> bool,
+) -> Option<*mut Entry<K, V>> {
+    // SAFETY: caller.
+    entries
+        .iter()
+        .copied()
+        .find(|&one| is(&unsafe { entry(one) }.key))
+}
 
-/// A new value word for `entries` (one or more): the entry itself, or a new list.
-fn word_of<K, V>(entries: Vec<*mut Entry<K, V>>) -> u64 {
-    debug_assert!(!entries.is_empty());
-    if entries.len() == 1 {
-        return word(entries[0]);
+/// What `MapRef::find_present` found: the value word, the key's entry, all the word's entries.
+type Present<K, V> = (u64, *mut Entry<K, V>, Members<K, V>);
+
+/// A new value word for `members` (one or more): the entry itself (tagged if a shadow), or a
+/// new list.
+fn word_of<K, V>(members: Members<K, V>) -> u64 {
+    debug_assert!(members.len() > 0);
+    match (&members.visible[..], &members.shadows[..]) {
+        (&[one], []) => word(one),
+        ([], &[one]) => word(one) | SHADOW,
+        _ => {
+            let visible = members.visible.len();
+            let mut entries = members.visible;
+            entries.extend(members.shadows);
+            let list = Box::into_raw(Box::new(Collided {
+                entries: entries.into_boxed_slice(),
+                visible,
+            }));
+            word(list) | COLLIDED
+        }
     }
-    let list = Box::into_raw(Box::new(Collided {
-        entries: entries.into_boxed_slice(),
-    }));
-    word(list) | COLLIDED
 }
 
 /// The value word of one entry.
@@ -251,6 +365,22 @@ unsafe fn discard_unpublished<K, V>(word: u64) {
         // SAFETY: from `Box::into_raw` in `word_of`; nobody else saw it (caller).
         drop(unsafe { Box::from_raw(pointer::<Collided<K, V>>(word)) });
     }
+}
+
+/// Start loading the first line of the entry (or list) a value word points to. A prefetch
+/// never faults, so the word may be stale.
+#[inline(always)]
+fn prefetch_target(value_word: u64) {
+    crate::raw::prefetch_line(pointer::<u8>(value_word).cast_const());
+}
+
+/// Back off while an open shadow insert holds a key an operation must wait for (its owner
+/// may hold it for a whole transaction: give the core away).
+fn wait_for_shadow() {
+    #[cfg(not(loom))]
+    std::thread::yield_now();
+    #[cfg(loom)]
+    crate::sync::spin();
 }
 
 /// Reclaimers for `seize`.
@@ -351,6 +481,9 @@ pub struct Map<K, V, S = DefaultHashBuilder> {
     /// Keys beyond the first in `Collided` lists (the engine counts slots). Signed: a remove
     /// from a list may count before the insert that grew the list has.
     collided_keys: AtomicIsize,
+    /// Open shadow inserts (entries in the table that are not present). Signed as
+    /// `collided_keys`.
+    open_shadows: AtomicIsize,
     /// The map owns its keys and values (drop check); `Send`/`Sync` are implemented below.
     marker: PhantomData<(K, V)>,
 }
@@ -426,6 +559,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> Builder<K, V, S, ForMap> {
             hasher: self.hasher,
             collector: Collector::new(),
             collided_keys: AtomicIsize::new(0),
+            open_shadows: AtomicIsize::new(0),
             marker: PhantomData,
         })
     }
@@ -453,10 +587,14 @@ impl<K, V, S> Map<K, V, S> {
         self.with_collided(self.raw.len())
     }
 
-    /// `slots` plus the keys beyond the first in collision lists.
+    /// The present keys, given the engine's `slots`: plus the entries beyond the first in
+    /// collision lists, minus the open shadow inserts.
     fn with_collided(&self, slots: usize) -> usize {
         let collided = self.collided_keys.load(Ordering::Relaxed);
-        slots.saturating_add_signed(collided)
+        let shadows = self.open_shadows.load(Ordering::Relaxed);
+        slots
+            .saturating_add_signed(collided)
+            .saturating_add_signed(shadows.saturating_neg())
     }
 
     /// Whether [`len`](Self::len) is zero.
@@ -475,13 +613,37 @@ impl<K, V, S> Map<K, V, S> {
     }
 
     /// Remove every key (each at one instant, as by a remove; see `FlatMap::clear` for what
-    /// concurrent callers see). Entries are freed once no reader can hold them.
+    /// concurrent callers see). Entries are freed once no reader can hold them. Open shadow
+    /// inserts stay (as in `FlatMap`: only their handles resolve them).
     pub fn clear(&self) {
-        let guard = self.collector.enter();
-        self.raw.clear(&bin_hash, |value| {
+        let handle = self.pin();
+        // Present entries of words kept for their shadows: (hash word, entries), removed one
+        // by one below. Rare: a shadow and a present key with one 64-bit hash.
+        let beside_shadows = core::cell::RefCell::new(Vec::new());
+        let keep = |key: u64, value: u64| {
+            // SAFETY: read from the table under `handle`'s guard.
+            let members = unsafe { shadowed_members::<K, V>(value) };
+            members
+                .map(|visible| {
+                    if !visible.is_empty() {
+                        beside_shadows.borrow_mut().push((key, visible));
+                    }
+                })
+                .is_some()
+        };
+        self.raw.clear(&bin_hash, &keep, |value| {
             // SAFETY: the clear's remove took `value` out of the table.
-            unsafe { self.retire_word(&guard, value) };
+            unsafe { self.retire_word(&handle.guard, value) };
         });
+        for (word, visible) in beside_shadows.into_inner() {
+            for one in visible {
+                // Each present entry of the word at the clear's walk, if it still is: by
+                // identity, as `retain` does.
+                // SAFETY: read under `handle`'s guard, which is still held.
+                let key = unsafe { &entry(one).key };
+                handle.remove_if_by(word, |k| core::ptr::eq(k, key), |_| true);
+            }
+        }
     }
 
     /// Retire everything a value word that left the table holds: its entries and its list.
@@ -490,7 +652,9 @@ impl<K, V, S> Map<K, V, S> {
     /// The caller's engine operation took `word` out of the table.
     unsafe fn retire_word(&self, guard: &LocalGuard<'_>, word: u64) {
         // SAFETY: read under `guard`, which the caller holds.
-        let entries = unsafe { target::<K, V>(word).entries() };
+        let members = unsafe { target::<K, V>(word).members() };
+        debug_assert!(members.shadows.is_empty(), "clear keeps words with shadows");
+        let entries = members.visible;
         if entries.len() > 1 {
             // A list holds at most as many entries as keys exist, far below `isize::MAX`.
             let extra = isize::try_from(entries.len() - 1).unwrap_or(isize::MAX);
@@ -529,7 +693,30 @@ impl<K, V, S> Map<K, V, S> {
     /// tests).
     #[doc(hidden)]
     pub fn check_invariants(&self) -> usize {
-        self.with_collided(self.raw.check_invariants(&bin_hash))
+        let slots = self.raw.check_invariants(&bin_hash);
+        let _guard = self.collector.enter();
+        let (mut entries, mut shadows) = (0usize, 0usize);
+        self.raw.for_each(&bin_hash, |_, value| {
+            // SAFETY: read from the table under `_guard`.
+            let members = unsafe { target::<K, V>(value).members() };
+            assert!(
+                members.len() > usize::from(value & COLLIDED != 0),
+                "a list of fewer than two entries, or a word of none"
+            );
+            entries += members.len();
+            shadows += members.shadows.len();
+        });
+        assert_eq!(
+            entries.checked_sub(slots),
+            usize::try_from(self.collided_keys.load(Ordering::Relaxed)).ok(),
+            "collided_keys counts the list entries beyond the first"
+        );
+        assert_eq!(
+            Ok(shadows),
+            usize::try_from(self.open_shadows.load(Ordering::Relaxed)),
+            "open_shadows counts the shadow entries"
+        );
+        entries - shadows
     }
 }
 
@@ -569,8 +756,10 @@ impl<K, V, S> Map<K, V, S> {
     /// ```
     pub fn drain(&mut self) -> MapIntoIter<K, V> {
         let mut words = Vec::new();
-        self.raw.clear(&bin_hash, |word| words.push(word));
+        self.raw
+            .clear(&bin_hash, &|_, _| false, |word| words.push(word));
         self.collided_keys.store(0, Ordering::Relaxed);
+        self.open_shadows.store(0, Ordering::Relaxed);
         let mut entries = Vec::with_capacity(words.len());
         for word in words {
             // SAFETY: `&mut self`: no operation runs and no handle lives, and the clear took
@@ -583,7 +772,26 @@ impl<K, V, S> Map<K, V, S> {
     }
 }
 
-/// Own the entries a value word holds (and free the word's list, if it has one).
+/// For a value word that holds open shadow inserts, its present entries (often none); `None`
+/// for a word without shadows. Allocates only for such words.
+///
+/// # Safety
+/// As [`entry`], for the word.
+unsafe fn shadowed_members<K, V>(word: u64) -> Option<Vec<*mut Entry<K, V>>> {
+    if word & SHADOW != 0 {
+        return Some(Vec::new());
+    }
+    if word & COLLIDED == 0 {
+        return None;
+    }
+    // SAFETY: caller.
+    let list = unsafe { &*pointer::<Collided<K, V>>(word) };
+    (list.visible < list.entries.len()).then(|| list.entries[..list.visible].to_vec())
+}
+
+/// Own the entries a value word holds (and free the word's list, if it has one): each
+/// present one goes to `each`; open shadow inserts (whose handles were leaked, as nothing else
+/// can leave one when the map is had by `&mut`) are dropped.
 ///
 /// # Safety
 /// No thread can reach `word` any more (it left the table, or the caller has the map by
@@ -592,8 +800,12 @@ unsafe fn take_word<K, V>(word: u64, mut each: impl FnMut(Box<Entry<K, V>>)) {
     // SAFETY: caller; entries and lists are made by `Box::into_raw`, and each entry is in
     // exactly one word.
     unsafe {
-        for entry in target::<K, V>(word).entries() {
+        let members = target::<K, V>(word).members();
+        for entry in members.visible {
             each(Box::from_raw(entry));
+        }
+        for shadow in members.shadows {
+            drop(Box::from_raw(shadow));
         }
         if word & COLLIDED != 0 {
             drop(Box::from_raw(pointer::<Collided<K, V>>(word)));
@@ -672,6 +884,50 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
         (bin_hash(word), word)
     }
 
+    /// The hash word of `key` (the engine's key word).
+    #[inline(always)]
+    pub(crate) fn hash_word<Q: Hash + ?Sized>(&self, key: &Q) -> u64 {
+        self.map.hasher.hash_one(key)
+    }
+
+    /// Whether `prefetch` asks to prefetch on this map: [`Prefetch::Auto`] weighs the table
+    /// and the entries (a hit reads both), against the same threshold as `FlatMap`'s.
+    pub(crate) fn prefetch_enabled(&self, prefetch: Prefetch) -> bool {
+        let entries = self.map.len().saturating_mul(size_of::<Entry<K, V>>());
+        prefetch.enabled(self.map.raw.table_bytes().saturating_add(entries))
+    }
+
+    /// Start loading the bin of the key whose hash word is `word`.
+    #[inline(always)]
+    pub(crate) fn prefetch_bin(&self, word: u64) {
+        self.map.raw.prefetch(bin_hash(word));
+    }
+
+    /// Search the bin of the key whose hash word is `word` (best once it is cached), start
+    /// loading the entry or list its slot points to, if any, and return the slot's value
+    /// word: what a get reads, at this instant ([`value_in`](Self::value_in) finishes it).
+    #[inline(always)]
+    pub(crate) fn read_ahead(&self, word: u64) -> Option<u64> {
+        let value = self.map.raw.get(bin_hash(word), word, &bin_hash);
+        if let Some(value) = value {
+            prefetch_target(value);
+        }
+        value
+    }
+
+    /// The value of the key that satisfies `is`, among the entries of the value word `value`.
+    ///
+    /// # Safety
+    /// `value` was read from the table under this handle's guard.
+    #[inline(always)]
+    pub(crate) unsafe fn value_in(&self, value: u64, is: impl Fn(&K) -> bool) -> Option<&V> {
+        // SAFETY: read under our guard (caller); the reference lives as `self`.
+        unsafe {
+            let found = target::<K, V>(value).find_by(is)?;
+            Some(&entry(found).value)
+        }
+    }
+
     /// The value of `key`, if present.
     #[inline]
     pub fn get<Q>(&self, key: &Q) -> Option<&V>
@@ -684,13 +940,10 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
 
     /// The value of the key whose hash word is `word` and that satisfies `is`.
     #[inline(always)]
-    fn get_by(&self, word: u64, is: impl Fn(&K) -> bool) -> Option<&V> {
+    pub(crate) fn get_by(&self, word: u64, is: impl Fn(&K) -> bool) -> Option<&V> {
         let value = self.map.raw.get(bin_hash(word), word, &bin_hash)?;
-        // SAFETY: read from the table under `self.guard`; the reference lives as `self`.
-        unsafe {
-            let found = target::<K, V>(value).find_by(is)?;
-            Some(&entry(found).value)
-        }
+        // SAFETY: read from the table under `self.guard`.
+        unsafe { self.value_in(value, is) }
     }
 
     /// Whether `key` is present.
@@ -704,9 +957,10 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
 
     /// Gets of `keys` into `values` (same length), in order, for tables larger than the
     /// caches: a chunk's bins go through the engine's batch loop with each bin prefetched 16
-    /// keys ahead (as `Batch::get_many`, when the table is at least
+    /// keys ahead (as `Batch::get_many`, when the table and the entries take at least
     /// [`PREFETCH_THRESHOLD_BYTES`](crate::batch::PREFETCH_THRESHOLD_BYTES)), then the entry of
-    /// every hit is prefetched 16 keys before its key is compared. Each answer is the one
+    /// every hit is prefetched 16 keys before its key is compared. For mixed requests, see
+    /// [`batch`](Self::batch) and [`pipeline`](Self::pipeline). Each answer is the one
     /// `get` would give at some instant during the call.
     ///
     /// ```
@@ -732,8 +986,11 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
                 values: values.len(),
             });
         }
-        let prefetch = crate::batch::Prefetch::Auto.enabled(self.map.raw.table_bytes());
-        let depth = if prefetch { BATCH_DEPTH } else { 0 };
+        let depth = if self.prefetch_enabled(Prefetch::Auto) {
+            BATCH_DEPTH
+        } else {
+            0
+        };
         let mut located = [(0u64, 0u64); BATCH_CHUNK];
         let mut words = [None::<u64>; BATCH_CHUNK];
         for (keys, values) in keys.chunks(BATCH_CHUNK).zip(values.chunks_mut(BATCH_CHUNK)) {
@@ -744,8 +1001,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
             self.map.raw.get_batch(located, depth, words, &bin_hash);
             let entry_line = |word: &Option<u64>| {
                 if let Some(word) = *word {
-                    // The entry (or list) a hit points to: its first line.
-                    crate::raw::prefetch_line(pointer::<u8>(word).cast_const());
+                    prefetch_target(word);
                 }
             };
             for word in words.iter().take(depth) {
@@ -797,7 +1053,17 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
     /// As `FlatMap::try_insert`: [`Error::Full`] at [`Builder::max_bins`], or the larger table
     /// cannot be had. The map is unchanged and `key` and `value` are dropped.
     pub fn try_insert(&self, key: K, value: V) -> Result<Insert<&V>, Error> {
-        let (hash, word) = self.locate(&key);
+        self.try_insert_hashed(self.map.hasher.hash_one(&key), key, value)
+    }
+
+    /// [`try_insert`](Self::try_insert) of a key whose hash word is `word`.
+    pub(crate) fn try_insert_hashed(
+        &self,
+        word: u64,
+        key: K,
+        value: V,
+    ) -> Result<Insert<&V>, Error> {
+        let hash = bin_hash(word);
         let new = Unpublished::new(key, value);
         // SAFETY: ours until published, then alive while our guard is; only read before
         // `new` is dropped (every use below is before a return).
@@ -809,7 +1075,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
                     return Ok(Insert::Inserted);
                 }
                 Ok(Inserted::Exists(present)) => present,
-                // `Map` makes no shadow inserts; were one there, it would be waited for.
+                // `Map` keeps its shadows in value words, not in the engine's shadow slots.
                 Ok(Inserted::Shadowed) => continue,
                 Err(error) => return Err(error),
             };
@@ -819,11 +1085,15 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
                 // SAFETY: `found` is in the table; it lives while our guard does.
                 return Ok(Insert::Present(unsafe { &entry(found).value }));
             }
+            // SAFETY: as above.
+            if unsafe { target.find_shadow_by(|k| k == key) }.is_some() {
+                return Ok(Insert::Shadowed);
+            }
             // Another key with our hash: one more entry in its list.
             // SAFETY: as above.
-            let mut entries = unsafe { target.entries() };
-            entries.push(new.pointer());
-            if self.swap(hash, word, present, word_of(entries)) {
+            let mut members = unsafe { target.members() };
+            members.visible.push(new.pointer());
+            if self.swap(hash, word, present, word_of(members)) {
                 new.published();
                 self.count_collided(1);
                 return Ok(Insert::Inserted);
@@ -855,7 +1125,17 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
     /// # Errors
     /// As [`try_insert`](Self::try_insert), when the key is absent.
     pub fn try_upsert(&self, key: K, value: V) -> Result<Option<&V>, Error> {
-        let (hash, word) = self.locate(&key);
+        self.try_upsert_hashed(self.map.hasher.hash_one(&key), key, value)
+    }
+
+    /// [`try_upsert`](Self::try_upsert) of a key whose hash word is `word`.
+    pub(crate) fn try_upsert_hashed(
+        &self,
+        word: u64,
+        key: K,
+        value: V,
+    ) -> Result<Option<&V>, Error> {
+        let hash = bin_hash(word);
         let new = Unpublished::new(key, value);
         // SAFETY: as in `insert`.
         let key = unsafe { &entry(new.pointer()).key };
@@ -866,19 +1146,25 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
                         new.published();
                         return Ok(None);
                     }
-                    // Inserted meanwhile: replace it. (`Map` makes no shadow inserts.)
+                    // Inserted meanwhile: replace it. (No engine shadows in a `Map`.)
                     Ok(Inserted::Exists(_) | Inserted::Shadowed) => continue,
                     Err(error) => return Err(error),
                 }
             };
             let target = target::<K, V>(present);
             // SAFETY: read from the table under our guard.
-            let (old, mut entries) = unsafe { (target.find(key), target.entries()) };
-            match old {
-                Some(old) => replace(&mut entries, old, new.pointer()),
-                None => entries.push(new.pointer()),
+            let (old, mut members) = unsafe { (target.find(key), target.members()) };
+            // SAFETY: as above.
+            if old.is_none() && unsafe { target.find_shadow_by(|k| k == key) }.is_some() {
+                // The key is locked by an open shadow insert: wait for its commit or abort.
+                wait_for_shadow();
+                continue;
             }
-            if self.swap(hash, word, present, word_of(entries)) {
+            match old {
+                Some(old) => replace(&mut members.visible, old, new.pointer()),
+                None => members.visible.push(new.pointer()),
+            }
+            if self.swap(hash, word, present, word_of(members)) {
                 new.published();
                 let Some(old) = old else {
                     self.count_collided(1);
@@ -888,6 +1174,43 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
                 unsafe {
                     self.guard.defer_retire(old, reclaim::entry::<K, V>);
                     return Ok(Some(&entry(old).value));
+                }
+            }
+        }
+    }
+
+    /// Replace the value of a present `key` by `value`, returning the previous value (alive
+    /// while this handle is); `None` if `key` is absent (nothing is written, and `key` and
+    /// `value` are dropped). [`update`](Self::update) computes the value from the old one.
+    ///
+    /// ```
+    /// let map = floe::Map::<String, u64>::new();
+    /// let map = map.pin();
+    /// assert_eq!(map.put("k".to_string(), 1), None);
+    /// assert_eq!(map.get("k"), None);
+    /// map.insert("k".to_string(), 1);
+    /// assert_eq!(map.put("k".to_string(), 2), Some(&1));
+    /// assert_eq!(map.get("k"), Some(&2));
+    /// ```
+    pub fn put(&self, key: K, value: V) -> Option<&V> {
+        self.put_hashed(self.hash_word(&key), key, value)
+    }
+
+    /// [`put`](Self::put) of a key whose hash word is `word`.
+    pub(crate) fn put_hashed(&self, word: u64, key: K, value: V) -> Option<&V> {
+        let hash = bin_hash(word);
+        let new = Unpublished::new(key, value);
+        // SAFETY: as in `insert`.
+        let key = unsafe { &entry(new.pointer()).key };
+        loop {
+            let (present, old, mut members) = self.find_present(hash, word, key)?;
+            replace(&mut members.visible, old, new.pointer());
+            if self.swap(hash, word, present, word_of(members)) {
+                new.published();
+                // SAFETY: our swap took `old` out of the table; it lives while our guard does.
+                unsafe {
+                    self.guard.defer_retire(old, reclaim::entry::<K, V>);
+                    return Some(&entry(old).value);
                 }
             }
         }
@@ -903,15 +1226,15 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
     {
         let (hash, word) = self.locate(key);
         loop {
-            let (present, old, mut entries) = self.find_present(hash, word, key)?;
+            let (present, old, mut members) = self.find_present(hash, word, key)?;
             // SAFETY: read from the table under our guard.
             let current = unsafe { entry(old) };
             let new = Box::into_raw(Box::new(Entry {
                 key: current.key.clone(),
                 value: f(&current.value),
             }));
-            replace(&mut entries, old, new);
-            if self.swap(hash, word, present, word_of(entries)) {
+            replace(&mut members.visible, old, new);
+            if self.swap(hash, word, present, word_of(members)) {
                 // SAFETY: our swap took `old` out of the table and published `new`, which is
                 // retired only by whoever takes it out, after our guard ends.
                 unsafe {
@@ -941,61 +1264,6 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
         Q: Hash + Eq + ?Sized,
     {
         self.remove_if_by(self.map.hasher.hash_one(key), |k| k.borrow() == key, accept)
-    }
-
-    /// [`remove_if`](Self::remove_if) of the key whose hash word is `word` and that
-    /// satisfies `is`.
-    fn remove_if_by(
-        &self,
-        word: u64,
-        is: impl Fn(&K) -> bool,
-        mut accept: impl FnMut(&V) -> bool,
-    ) -> Option<&V> {
-        let hash = bin_hash(word);
-        loop {
-            let (present, old, entries) = self.find_present_by(hash, word, &is)?;
-            // SAFETY: read from the table under our guard.
-            if !accept(unsafe { &entry(old).value }) {
-                return None;
-            }
-            if let Some(removed) = self.take_out(hash, word, present, old, entries) {
-                return Some(removed);
-            }
-        }
-    }
-
-    /// Take the entry `old` out of the value word `present` (which holds `entries`), if the
-    /// word is still `present`: the word goes if `old` was its only entry, else it becomes
-    /// the list without `old`. Retires `old` and returns its value on success.
-    fn take_out(
-        &self,
-        hash: u64,
-        word: u64,
-        present: u64,
-        old: *mut Entry<K, V>,
-        mut entries: Vec<*mut Entry<K, V>>,
-    ) -> Option<&V> {
-        let removed = if entries.len() == 1 {
-            // Only if the word is still the one read: a colliding key inserted meanwhile
-            // must stay.
-            self.map
-                .raw
-                .remove_if(hash, word, |now| now == present, &bin_hash)
-                .is_ok()
-        } else {
-            entries.retain(|&e| e != old);
-            let swapped = self.swap(hash, word, present, word_of(entries));
-            if swapped {
-                self.count_collided(-1);
-            }
-            swapped
-        };
-        // SAFETY: our remove or swap took `old` out of the table (the swap retired the list
-        // `present` pointed to, if one); it lives while our guard does.
-        removed.then(|| unsafe {
-            self.guard.defer_retire(old, reclaim::entry::<K, V>);
-            &entry(old).value
-        })
     }
 
     /// Read, decide and write `key` in one atomic step: `decide` sees the present value (or
@@ -1053,10 +1321,17 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
         loop {
             let key_ref = key.as_ref().expect("the key is back between attempts");
             let present = self.map.raw.get(hash, word, &bin_hash);
+            let mut shadowed = false;
+            let mut members = Members {
+                visible: Vec::new(),
+                shadows: Vec::new(),
+            };
             // SAFETY: read from the table under our guard.
-            let (old, entries) = present.map_or((None, Vec::new()), |present| unsafe {
+            let old = present.and_then(|present| unsafe {
                 let target = target::<K, V>(present);
-                (target.find(key_ref), target.entries())
+                shadowed = target.find_shadow_by(|k| k == key_ref).is_some();
+                members = target.members();
+                target.find(key_ref)
             });
             // SAFETY: as above; the reference lives as our guard.
             let old_value = old.map(|old| unsafe { &entry(old).value });
@@ -1066,9 +1341,14 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
                     let (Some(present), Some(old)) = (present, old) else {
                         return Ok(Compute::Absent);
                     };
-                    if let Some(removed) = self.take_out(hash, word, present, old, entries) {
+                    if let Some(removed) = self.take_out(hash, word, present, old, members) {
                         return Ok(Compute::Removed(removed));
                     }
+                }
+                Operation::Insert(_) if shadowed => {
+                    // The key is locked by an open shadow insert: wait for its commit or
+                    // abort, then decide again.
+                    wait_for_shadow();
                 }
                 Operation::Insert(value) => {
                     let new = Unpublished::new(key.take().expect("checked above"), value);
@@ -1079,12 +1359,11 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
                             Err(error) => return Err(error),
                         },
                         Some(present) => {
-                            let mut entries = entries;
                             match old {
-                                Some(old) => replace(&mut entries, old, new.pointer()),
-                                None => entries.push(new.pointer()),
+                                Some(old) => replace(&mut members.visible, old, new.pointer()),
+                                None => members.visible.push(new.pointer()),
                             }
-                            self.swap(hash, word, present, word_of(entries))
+                            self.swap(hash, word, present, word_of(members))
                         }
                     };
                     if !stored {
@@ -1124,17 +1403,103 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
         self.find_present_by(hash, word, |k| k.borrow() == key)
     }
 
-    /// [`find_present`](Self::find_present) of the key that satisfies `is`.
-    fn find_present_by(
-        &self,
-        hash: u64,
-        word: u64,
-        is: impl Fn(&K) -> bool,
-    ) -> Option<Present<K, V>> {
-        let present = self.map.raw.get(hash, word, &bin_hash)?;
-        let target = target::<K, V>(present);
-        // SAFETY: read from the table under our guard.
-        unsafe { Some((present, target.find_by(is)?, target.entries())) }
+    /// Insert `key -> value` as a *shadow* (DLHT §3.2.2's shadow insert, as
+    /// `FlatMap::insert_shadow`): the key is taken (every insert of it, shadow or not, is
+    /// refused: [`Insert::Shadowed`], [`Taken::Shadowed`]) but hidden from everything else
+    /// (gets, puts, updates, removes, iteration, snapshots, `len`, `clear`) until the returned
+    /// [`MapShadow`]'s [`commit`](MapShadow::commit) makes it visible at once, or its
+    /// [`abort`](MapShadow::abort) (or drop) removes it. `upsert` and `compute` inserting the
+    /// key wait for the commit or abort (the shadow is the key's lock: the thread holding it
+    /// must not upsert that key itself). Growth carries shadows across with their word.
+    ///
+    /// The entry is allocated now and only the handle can resolve it: its value word is
+    /// tagged as a shadow, which every other operation skips.
+    ///
+    /// ```
+    /// use floe::{Insert, Taken};
+    /// let rows = floe::Map::<String, u64>::new();
+    /// let m = rows.pin();
+    /// let row = m.insert_shadow("r7".to_string(), 70).unwrap();
+    /// assert_eq!(m.get("r7"), None);                                  // hidden...
+    /// assert_eq!(m.insert("r7".to_string(), 1), Insert::Shadowed);     // ...but taken
+    /// assert!(matches!(m.insert_shadow("r7".to_string(), 2), Err(Taken::Shadowed)));
+    /// assert_eq!(row.commit(), &70);                                  // now visible
+    /// assert_eq!(m.get("r7"), Some(&70));
+    /// drop(m.insert_shadow("r8".to_string(), 80).unwrap());            // aborted
+    /// assert_eq!(m.insert("r8".to_string(), 81), Insert::Inserted);
+    /// ```
+    ///
+    /// # Panics
+    /// As [`insert`](Self::insert); [`try_insert_shadow`](Self::try_insert_shadow) returns
+    /// the error instead.
+    #[track_caller]
+    pub fn insert_shadow<'h>(
+        &'h self,
+        key: K,
+        value: V,
+    ) -> Result<MapShadow<'h, K, V, S>, Taken<&'h V>> {
+        self.try_insert_shadow(key, value).or_raise()
+    }
+
+    /// [`insert_shadow`](Self::insert_shadow), answering what it panics on with an error.
+    ///
+    /// # Errors
+    /// As [`try_insert`](Self::try_insert); the map is unchanged and `key` and `value` are
+    /// dropped.
+    // The plain form's answer inside the `try_` forms' `Result`, as everywhere in the crate.
+    #[allow(clippy::type_complexity)]
+    pub fn try_insert_shadow<'h>(
+        &'h self,
+        key: K,
+        value: V,
+    ) -> Result<Result<MapShadow<'h, K, V, S>, Taken<&'h V>>, Error> {
+        let word = self.hash_word(&key);
+        let hash = bin_hash(word);
+        let new = Unpublished::new(key, value);
+        // SAFETY: as in `insert`.
+        let key = unsafe { &entry(new.pointer()).key };
+        // Counted before it is published, so that `len` never counts it as a key.
+        self.count_shadows(1);
+        loop {
+            let present = match self
+                .map
+                .raw
+                .insert(hash, word, new.word() | SHADOW, &bin_hash)
+            {
+                Ok(Inserted::New) => break,
+                Ok(Inserted::Exists(present)) => present,
+                Ok(Inserted::Shadowed) => continue,
+                Err(error) => {
+                    self.count_shadows(-1);
+                    return Err(error);
+                }
+            };
+            let target = target::<K, V>(present);
+            // SAFETY: read from the table under our guard; `found` lives while it does.
+            if let Some(found) = unsafe { target.find(key) } {
+                self.count_shadows(-1);
+                // SAFETY: as above.
+                return Ok(Err(Taken::Present(unsafe { &entry(found).value })));
+            }
+            // SAFETY: as above.
+            if unsafe { target.find_shadow_by(|k| k == key) }.is_some() {
+                self.count_shadows(-1);
+                return Ok(Err(Taken::Shadowed));
+            }
+            // SAFETY: as above.
+            let mut members = unsafe { target.members() };
+            members.shadows.push(new.pointer());
+            if self.swap(hash, word, present, word_of(members)) {
+                self.count_collided(1);
+                break;
+            }
+        }
+        Ok(Ok(MapShadow {
+            handle: self,
+            word,
+            entry: new.published(),
+            open: true,
+        }))
     }
 
     /// The entries present at one instant (DLHT §3.4.4's strong snapshot; see
@@ -1220,6 +1585,83 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
             }
         }
     }
+}
+
+/// The handle's steps that work on hash words alone (no hashing; keys are compared only by
+/// the caller's `is`): shared by the typed operations and by [`Map::clear`].
+impl<K, V, S> MapRef<'_, K, V, S> {
+    /// [`remove_if`](Self::remove_if) of the key whose hash word is `word` and that
+    /// satisfies `is`.
+    pub(crate) fn remove_if_by(
+        &self,
+        word: u64,
+        is: impl Fn(&K) -> bool,
+        mut accept: impl FnMut(&V) -> bool,
+    ) -> Option<&V> {
+        let hash = bin_hash(word);
+        loop {
+            let (present, old, members) = self.find_present_by(hash, word, &is)?;
+            // SAFETY: read from the table under our guard.
+            if !accept(unsafe { &entry(old).value }) {
+                return None;
+            }
+            if let Some(removed) = self.take_out(hash, word, present, old, members) {
+                return Some(removed);
+            }
+        }
+    }
+
+    /// Take the entry `old` out of the value word `present` (which holds `entries`), if the
+    /// word is still `present`: the word goes if `old` was its only entry, else it becomes
+    /// the list without `old`. Retires `old` and returns its value on success.
+    fn take_out(
+        &self,
+        hash: u64,
+        word: u64,
+        present: u64,
+        old: *mut Entry<K, V>,
+        mut members: Members<K, V>,
+    ) -> Option<&V> {
+        let removed = if members.len() == 1 {
+            // Only if the word is still the one read: a colliding key inserted meanwhile
+            // must stay.
+            self.map
+                .raw
+                .remove_if(hash, word, |now| now == present, &bin_hash)
+                .is_ok()
+        } else {
+            members.visible.retain(|&e| e != old);
+            let swapped = self.swap(hash, word, present, word_of(members));
+            if swapped {
+                self.count_collided(-1);
+            }
+            swapped
+        };
+        // SAFETY: our remove or swap took `old` out of the table (the swap retired the list
+        // `present` pointed to, if one); it lives while our guard does.
+        removed.then(|| unsafe {
+            self.guard.defer_retire(old, reclaim::entry::<K, V>);
+            &entry(old).value
+        })
+    }
+
+    /// [`find_present`](Self::find_present) of the key that satisfies `is`.
+    fn find_present_by(
+        &self,
+        hash: u64,
+        word: u64,
+        is: impl Fn(&K) -> bool,
+    ) -> Option<Present<K, V>> {
+        let present = self.map.raw.get(hash, word, &bin_hash)?;
+        let target = target::<K, V>(present);
+        // SAFETY: read from the table under our guard.
+        unsafe { Some((present, target.find_by(is)?, target.members())) }
+    }
+
+    /// Count open shadow inserts made (`1`) or resolved (`-1`).
+    fn count_shadows(&self, change: isize) {
+        self.map.open_shadows.fetch_add(change, Ordering::Relaxed);
+    }
 
     /// Count keys added to (`1`) or taken from (`-1`) a `Collided` list.
     fn count_collided(&self, change: isize) {
@@ -1246,6 +1688,121 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
                 false
             }
         }
+    }
+}
+
+/// An open shadow insert on a [`Map`] ([`MapRef::insert_shadow`]): its key is taken but
+/// hidden until [`commit`](Self::commit) makes `key -> value` visible at once;
+/// [`abort`](Self::abort), or dropping it, removes it. Only this handle can resolve the
+/// shadow, so it is committed or aborted exactly once. Leaking it (`mem::forget`) leaves the
+/// key taken for the life of the map, as a leaked lock guard does.
+#[must_use = "an open shadow keeps its key taken until it is committed (dropping it aborts)"]
+pub struct MapShadow<'h, K, V, S> {
+    handle: &'h MapRef<'h, K, V, S>,
+    /// The key's hash word.
+    word: u64,
+    /// The shadow's entry, in the table (tagged) while `open`: only this handle takes it out.
+    entry: *mut Entry<K, V>,
+    /// Not yet committed or aborted.
+    open: bool,
+}
+
+impl<'h, K, V, S> MapShadow<'h, K, V, S> {
+    /// The shadowed key.
+    pub fn key(&self) -> &K {
+        // SAFETY: the entry is in the table while the handle is open (and retired only by
+        // it), and the handle's guard outlives `self`.
+        unsafe { &entry(self.entry).key }
+    }
+
+    /// The value the commit will make visible.
+    pub fn value(&self) -> &V {
+        // SAFETY: as in `key`.
+        unsafe { &entry(self.entry).value }
+    }
+
+    /// Make `key -> value` visible, atomically (linearized at one swap of the key's value
+    /// word, inside the call); returns the value, which lives as long as the map handle.
+    pub fn commit(mut self) -> &'h V {
+        self.resolve(true);
+        // SAFETY: published by the commit; it lives while the handle's guard does.
+        unsafe { &entry(self.entry).value }
+    }
+
+    /// Remove the shadow without it ever having been visible; the key is free again (its
+    /// key and value are dropped once no reader can hold them).
+    pub fn abort(mut self) {
+        self.resolve(false);
+    }
+
+    /// Take the shadow's entry out of its word: into the present entries (`commit`) or out
+    /// of the table. Swaps the word as every write does; retried while other keys of the
+    /// same hash change it.
+    fn resolve(&mut self, commit: bool) {
+        if !core::mem::take(&mut self.open) {
+            return;
+        }
+        let (handle, word) = (self.handle, self.word);
+        let hash = bin_hash(word);
+        loop {
+            let present = handle.map.raw.get(hash, word, &bin_hash);
+            // SAFETY: read from the table under the handle's guard.
+            let members = present.map(|present| unsafe { target::<K, V>(present).members() });
+            let (Some(present), Some(mut members)) = (present, members) else {
+                debug_assert!(false, "an open shadow left the table without its handle");
+                return;
+            };
+            let Some(at) = members.shadows.iter().position(|&e| e == self.entry) else {
+                debug_assert!(false, "an open shadow left its word without its handle");
+                return;
+            };
+            members.shadows.swap_remove(at);
+            if commit {
+                members.visible.push(self.entry);
+            }
+            let resolved = if members.len() == 0 {
+                // An abort of the word's only entry: the slot goes.
+                handle
+                    .map
+                    .raw
+                    .remove_if(hash, word, |now| now == present, &bin_hash)
+                    .is_ok()
+            } else {
+                handle.swap(hash, word, present, word_of(members))
+            };
+            if resolved {
+                handle.count_shadows(-1);
+                if !commit {
+                    if present & COLLIDED != 0 {
+                        handle.count_collided(-1);
+                    }
+                    // SAFETY: our swap or remove took the entry out of the table; inserts
+                    // that compared keys with it may still read it, until their guards end.
+                    unsafe {
+                        handle
+                            .guard
+                            .defer_retire(self.entry, reclaim::entry::<K, V>)
+                    };
+                }
+                return;
+            }
+        }
+    }
+}
+
+impl<K, V, S> Drop for MapShadow<'_, K, V, S> {
+    fn drop(&mut self) {
+        self.resolve(false);
+    }
+}
+
+impl<K: fmt::Debug, V: fmt::Debug, S> fmt::Debug for MapShadow<'_, K, V, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("MapShadow")
+            .field("key", self.key())
+            .field("value", self.value())
+            .field("open", &self.open)
+            .finish()
     }
 }
 
@@ -1580,6 +2137,42 @@ mod tests {
     /// `drain` and `into_iter` hand every entry over exactly once, collision lists included
     /// (freed, not leaked: Miri's leak check), and a partly consumed owning iterator drops
     /// the rest; the drained map is empty and usable.
+    #[test]
+    fn shadow_entries_are_dropped_once_however_they_end() {
+        fn exercise<S: BuildHasher>(mut map: Map<u32, Counted<'_>, S>, drops: &AtomicUsize) {
+            {
+                let m = map.pin();
+                let _ = m.insert(0, Counted(drops));
+                let committed = m.insert_shadow(1, Counted(drops)).ok().unwrap();
+                let aborted = m.insert_shadow(2, Counted(drops)).ok().unwrap();
+                let dropped = m.insert_shadow(3, Counted(drops)).ok().unwrap();
+                // Refused: the new entry is dropped at once.
+                assert!(m.insert_shadow(1, Counted(drops)).is_err());
+                assert!(matches!(m.insert(2, Counted(drops)), Insert::Shadowed));
+                let _ = committed.commit();
+                aborted.abort();
+                drop(dropped);
+                // Leaked: the map frees it.
+                core::mem::forget(m.insert_shadow(4, Counted(drops)).ok().unwrap());
+                map.clear();
+            }
+            assert_eq!(map.len(), 0);
+            assert_eq!(map.drain().count(), 0, "a leaked shadow is not handed over");
+            drop(map);
+            assert_eq!(drops.load(Ordering::Relaxed), 7);
+        }
+        let drops = AtomicUsize::new(0);
+        exercise(small(), &drops);
+        drops.store(0, Ordering::Relaxed);
+        // Every key on one hash word: the shadows live in a collision list.
+        let colliding = Map::builder()
+            .hasher(BuildHasherDefault::<Constant>::default())
+            .bins(2)
+            .build()
+            .unwrap();
+        exercise(colliding, &drops);
+    }
+
     #[test]
     fn drain_and_into_iter_hand_over_every_entry_once() {
         let drops = AtomicUsize::new(0);

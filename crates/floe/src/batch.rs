@@ -220,9 +220,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     pub fn batch(&self) -> Batch<'_, K, V, S> {
         Batch {
             map: self,
-            depth: 16,
-            prefetch: Prefetch::Auto,
-            stop_on_failure: false,
+            settings: BatchSettings::default(),
         }
     }
 
@@ -301,15 +299,51 @@ const GET_CHUNK: usize = 512;
 #[derive(Clone, Copy)]
 pub struct Batch<'m, K, V, S> {
     map: &'m FlatMap<K, V, S>,
-    depth: usize,
-    prefetch: Prefetch,
-    stop_on_failure: bool,
+    settings: BatchSettings,
 }
 
 /// The settings (the map's contents are its own `Debug`'s business).
 impl<K, V, S> fmt::Debug for Batch<'_, K, V, S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Batch")
+        self.settings.debug("Batch", f)
+    }
+}
+
+/// What a batch handle of either map is set to ([`Batch`], [`MapBatch`](crate::MapBatch)).
+#[derive(Clone, Copy)]
+pub(crate) struct BatchSettings {
+    /// Requests ahead a bin is prefetched (at most [`MAX_DEPTH`]).
+    pub(crate) depth: usize,
+    pub(crate) prefetch: Prefetch,
+    pub(crate) stop_on_failure: bool,
+}
+
+impl Default for BatchSettings {
+    fn default() -> Self {
+        BatchSettings {
+            depth: 16,
+            prefetch: Prefetch::Auto,
+            stop_on_failure: false,
+        }
+    }
+}
+
+impl BatchSettings {
+    pub(crate) fn with_depth(self, depth: usize) -> Self {
+        BatchSettings {
+            depth: depth.min(MAX_DEPTH),
+            ..self
+        }
+    }
+
+    /// Whether to stop after `response`.
+    #[inline(always)]
+    pub(crate) fn stops_at(&self, failure: bool) -> bool {
+        self.stop_on_failure && failure
+    }
+
+    pub(crate) fn debug(&self, name: &str, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct(name)
             .field("depth", &self.depth)
             .field("prefetch", &self.prefetch)
             .field("stop_on_failure", &self.stop_on_failure)
@@ -321,27 +355,27 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Batch<'m, K, V, S> {
     /// How many requests ahead to prefetch (default 16, at most [`MAX_DEPTH`]). 0 turns
     /// prefetching off.
     pub fn depth(mut self, depth: usize) -> Self {
-        self.depth = depth.min(MAX_DEPTH);
+        self.settings = self.settings.with_depth(depth);
         self
     }
 
     /// When to prefetch (default [`Prefetch::Auto`]).
     pub fn prefetch(mut self, prefetch: Prefetch) -> Self {
-        self.prefetch = prefetch;
+        self.settings.prefetch = prefetch;
         self
     }
 
     /// Stop at the first request whose response [`is_failure`](Response::is_failure); the
     /// requests after it are not run.
     pub fn stop_on_failure(mut self, stop: bool) -> Self {
-        self.stop_on_failure = stop;
+        self.settings.stop_on_failure = stop;
         self
     }
 
     /// The prefetch distance this batch uses on its map.
     fn effective_depth(&self) -> usize {
-        if self.prefetch.enabled(self.map.raw().table_bytes()) {
-            self.depth
+        if self.settings.prefetch.enabled(self.map.raw().table_bytes()) {
+            self.settings.depth
         } else {
             0
         }
@@ -393,7 +427,7 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Batch<'m, K, V, S> {
                 None => BatchTarget::locate(map, request.key()),
             };
             let response = BatchTarget::execute_at(map, hash, word, request);
-            let stop = self.stop_on_failure && response.is_failure();
+            let stop = self.settings.stops_at(response.is_failure());
             each(i, response);
             if stop {
                 return i + 1;

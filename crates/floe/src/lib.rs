@@ -140,6 +140,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+mod any_batch;
 mod any_map;
 pub mod batch;
 mod config;
@@ -156,7 +157,8 @@ mod sync;
 mod traits;
 
 pub use crate::{
-    any_map::{Compute, Map, MapIntoIter, MapIter, MapRef, Namespace, Operation},
+    any_batch::{MapBatch, MapPipeline, MapRequest, MapResponse},
+    any_map::{Compute, Map, MapIntoIter, MapIter, MapRef, MapShadow, Namespace, Operation},
     batch::{Batch, Delta, Pipeline, Prefetch, Request, Response, MAX_PIPELINE_WINDOW},
     config::{Backend, ResizeMode, Stats},
     error::Error,

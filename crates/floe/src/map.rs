@@ -23,8 +23,9 @@ pub enum Insert<V> {
     Inserted,
     /// The key was present with this value; the map is unchanged.
     Present(V),
-    /// The key is held by an open shadow insert ([`FlatMap::insert_shadow`]): hidden, but
-    /// taken. The map is unchanged. Only maps with shadow inserts answer this.
+    /// The key is held by an open shadow insert ([`FlatMap::insert_shadow`],
+    /// [`MapRef::insert_shadow`](crate::MapRef::insert_shadow)): hidden, but taken. The map
+    /// is unchanged.
     Shadowed,
 }
 
@@ -707,7 +708,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// assert!(map.is_empty());
     /// ```
     pub fn clear(&self) {
-        self.raw.clear(&self.rehash(), |_| {});
+        self.raw.clear(&self.rehash(), &|_, _| false, |_| {});
     }
 
     /// Number of keys. Exact when no insert or remove is running at the same time; a sum of

@@ -10,7 +10,7 @@ use core::{
 };
 
 use crate::{
-    any_map::{Map, MapRef},
+    any_map::{Map, MapRef, MapShadow},
     error::{Error, OrRaise},
     hash::DefaultHashBuilder,
     inline::InlineKey,
@@ -329,6 +329,35 @@ impl<K: Hash + Eq, S: BuildHasher> SetRef<'_, K, S> {
     /// The keys, weakly consistent (see [`MapRef::iter`]), as long as this handle.
     pub fn iter(&self) -> impl Iterator<Item = &K> + '_ {
         self.map.keys()
+    }
+
+    /// Add `key` hidden, as a lock on it (see [`MapRef::insert_shadow`]): the open shadow,
+    /// whose [`commit`](MapShadow::commit) adds the key visibly and whose abort (or drop)
+    /// leaves no trace; `None` if the key is present or shadowed already.
+    ///
+    /// ```
+    /// let names = floe::Set::<String>::new();
+    /// let handle = names.pin();
+    /// let claim = handle.insert_shadow("ada".to_string()).unwrap();
+    /// assert!(!names.contains("ada") && !names.insert("ada".to_string()));
+    /// claim.commit();
+    /// assert!(names.contains("ada"));
+    /// ```
+    ///
+    /// # Panics
+    /// As [`MapRef::insert`]; [`try_insert_shadow`](Self::try_insert_shadow) returns the
+    /// error instead.
+    #[track_caller]
+    pub fn insert_shadow(&self, key: K) -> Option<MapShadow<'_, K, (), S>> {
+        self.map.insert_shadow(key, ()).ok()
+    }
+
+    /// [`insert_shadow`](Self::insert_shadow), answering what it panics on with an error.
+    ///
+    /// # Errors
+    /// As [`MapRef::try_insert`].
+    pub fn try_insert_shadow(&self, key: K) -> Result<Option<MapShadow<'_, K, (), S>>, Error> {
+        Ok(self.map.try_insert_shadow(key, ())?.ok())
     }
 }
 

@@ -2,38 +2,17 @@
 //! map of two bins that grows (and shrinks through `clear`), with a good hasher and with one
 //! that gives only four hash words (so most keys share a slot through a collision list).
 
+mod common;
+
 use std::{
     collections::HashMap,
     hash::{BuildHasher, Hasher},
 };
 
-use floe::{Compute, Error, Insert, Map, Operation};
+use common::FourWords;
+
+use floe::{Compute, Error, Insert, Map, Operation, Taken};
 use proptest::prelude::*;
-
-/// Four hash words for all keys: the sum of the bytes, mod 4.
-#[derive(Clone, Copy, Default)]
-struct FourWords;
-
-#[derive(Default)]
-struct FourWordsHasher(u64);
-
-impl Hasher for FourWordsHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        self.0 = bytes
-            .iter()
-            .fold(self.0, |sum, &byte| sum.wrapping_add(u64::from(byte)));
-    }
-    fn finish(&self) -> u64 {
-        self.0 % 4
-    }
-}
-
-impl BuildHasher for FourWords {
-    type Hasher = FourWordsHasher;
-    fn build_hasher(&self) -> FourWordsHasher {
-        FourWordsHasher::default()
-    }
-}
 
 #[derive(Clone, Debug)]
 enum Op {
@@ -46,6 +25,9 @@ enum Op {
     /// present one, remove it if it ends in the byte, else append the byte.
     Compute(u8, u8),
     Get(u8),
+    /// A shadow insert, then an insert and a get of the key while it is open, then its commit
+    /// (`true`) or abort.
+    Shadow(u8, Vec<u8>, bool),
     Clear,
 }
 
@@ -59,6 +41,7 @@ fn op(keys: u8) -> impl Strategy<Value = Op> {
         1 => (0..keys).prop_map(Op::RemoveIfEmpty),
         3 => (0..keys, 0u8..4).prop_map(|(k, b)| Op::Compute(k, b)),
         4 => (0..keys).prop_map(Op::Get),
+        2 => (0..keys, value(), any::<bool>()).prop_map(|(k, v, c)| Op::Shadow(k, v, c)),
         1 => Just(Op::Clear),
     ]
 }
@@ -132,6 +115,22 @@ fn check<S: BuildHasher>(map: &Map<String, Vec<u8>, S>, ops: &[Op]) {
                 }
             }
             Op::Get(k) => assert_eq!(m.get(key(k).as_str()), model.get(&key(k))),
+            Op::Shadow(k, v, commit) => match m.try_insert_shadow(key(k), v.clone()).unwrap() {
+                Ok(shadow) => {
+                    assert!(!model.contains_key(&key(k)));
+                    assert_eq!(m.insert(key(k), vec![]), Insert::Shadowed);
+                    assert_eq!(m.get(key(k).as_str()), None);
+                    assert_eq!(map.len(), model.len());
+                    if commit {
+                        assert_eq!(shadow.commit(), &v);
+                        model.insert(key(k), v);
+                    } else {
+                        shadow.abort();
+                    }
+                }
+                Err(Taken::Present(present)) => assert_eq!(Some(present), model.get(&key(k))),
+                Err(Taken::Shadowed) => panic!("no shadow is open between operations"),
+            },
             Op::Clear => {
                 drop(m);
                 map.clear();

@@ -246,3 +246,220 @@ fn upserts_wait_for_the_shadow_to_be_resolved() {
         assert_eq!(map.get(&5), Some(52));
     }
 }
+
+mod common;
+
+use common::FourWords;
+use floe::{Compute, Map, MapRequest, MapResponse, Operation};
+
+#[test]
+fn a_map_shadow_is_hidden_from_everything_but_inserts() {
+    let map = Map::<String, u64>::with_capacity(64);
+    let m = map.pin();
+    let shadow = m.insert_shadow("a".to_string(), 10).unwrap();
+    assert_eq!((shadow.key().as_str(), *shadow.value()), ("a", 10));
+    assert!(matches!(
+        m.insert_shadow("a".to_string(), 11),
+        Err(Taken::Shadowed)
+    ));
+    assert_eq!(m.insert("a".to_string(), 12), Insert::Shadowed);
+    assert_eq!(m.get("a"), None);
+    assert!(!m.contains_key("a"));
+    assert_eq!(m.put("a".to_string(), 13), None);
+    assert_eq!(m.update("a", |v| v + 1), None);
+    assert_eq!(m.remove("a"), None);
+    assert_eq!(m.remove_if("a", |_| true), None);
+    let abort = |_: Option<&u64>| Operation::<u64, &str>::Abort("no");
+    assert_eq!(m.compute("a".to_string(), abort), Compute::Aborted("no"));
+    let remove = |_: Option<&u64>| Operation::<u64, ()>::Remove;
+    assert_eq!(m.compute("a".to_string(), remove), Compute::Absent);
+    assert_eq!(map.len(), 0);
+    assert_eq!(m.iter().count(), 0);
+    assert_eq!(m.snapshot().unwrap(), []);
+    let mut found = [Some(&0)];
+    m.get_many(&["a"], &mut found).unwrap();
+    assert_eq!(found, [None]);
+    assert_eq!(
+        m.execute(MapRequest::<_, _, str>::Insert("a".to_string(), 1)),
+        MapResponse::Insert(Ok(Insert::Shadowed))
+    );
+    m.retain(|_, _| false);
+    map.clear();
+    assert_eq!(
+        m.insert("a".to_string(), 15),
+        Insert::Shadowed,
+        "clear leaves shadows"
+    );
+    assert_eq!(map.check_invariants(), 0);
+    assert!(format!("{shadow:?}").starts_with("MapShadow { key: \"a\", value: 10"));
+    assert_eq!(shadow.commit(), &10);
+    assert_eq!(m.get("a"), Some(&10));
+    assert_eq!(map.len(), 1);
+    assert!(matches!(
+        m.insert_shadow("a".to_string(), 16),
+        Err(Taken::Present(&10))
+    ));
+    m.insert_shadow("b".to_string(), 20).unwrap().abort();
+    assert_eq!(m.get("b"), None);
+    assert_eq!(m.insert("b".to_string(), 21), Insert::Inserted);
+    drop(m.insert_shadow("c".to_string(), 30).unwrap());
+    assert_eq!(m.insert("c".to_string(), 31), Insert::Inserted);
+    assert_eq!(map.check_invariants(), 3);
+}
+
+/// Every key on one of four hash words: shadows share collision lists with present keys and
+/// with each other; `clear` removes the present keys beside them and keeps the shadows.
+#[test]
+fn map_shadows_share_collision_lists() {
+    let map = Map::<String, u64>::builder()
+        .bins(2)
+        .hasher(FourWords)
+        .build()
+        .unwrap();
+    let m = map.pin();
+    let key = |k: u64| format!("key-{k}");
+    for k in 0..40 {
+        assert_eq!(m.insert(key(k), k), Insert::Inserted);
+    }
+    let shadows: Vec<_> = (40..60)
+        .map(|k| m.insert_shadow(key(k), k).unwrap())
+        .collect();
+    assert_eq!((map.len(), map.check_invariants()), (40, 40));
+    for k in 40..60 {
+        assert_eq!(m.get(key(k).as_str()), None);
+        assert_eq!(m.insert(key(k), 0), Insert::Shadowed);
+    }
+    map.clear();
+    assert_eq!((map.len(), map.check_invariants()), (0, 0));
+    for k in 0..40 {
+        assert_eq!(m.get(key(k).as_str()), None, "clear left {k}");
+    }
+    for k in 40..60 {
+        assert_eq!(
+            m.insert(key(k), 0),
+            Insert::Shadowed,
+            "clear took shadow {k}"
+        );
+    }
+    for k in 0..10 {
+        assert_eq!(m.insert(key(k), k + 100), Insert::Inserted);
+    }
+    for shadow in shadows {
+        let k = *shadow.value();
+        if k % 2 == 0 {
+            assert_eq!(shadow.commit(), &k);
+        } else {
+            shadow.abort();
+        }
+    }
+    assert_eq!((map.len(), map.check_invariants()), (20, 20));
+    for k in 40..60 {
+        assert_eq!(m.get(key(k).as_str()), (k % 2 == 0).then_some(&k));
+    }
+}
+
+#[test]
+fn growth_carries_open_map_shadows() {
+    let map = Map::<u64, u64>::builder().bins(2).build().unwrap();
+    let m = map.pin();
+    let shadows: Vec<_> = (0..2_000u64)
+        .map(|k| m.insert_shadow(k, k + 1).unwrap())
+        .collect();
+    for k in 1_000_000..1_050_000u64 {
+        m.insert(k, k);
+    }
+    assert!(map.capacity() > 50_000, "the map grew");
+    assert_eq!((map.len(), map.check_invariants()), (50_000, 50_000));
+    for k in 0..2_000u64 {
+        assert_eq!(m.get(&k), None);
+        assert_eq!(
+            m.insert(k, 0),
+            Insert::Shadowed,
+            "shadow {k} lost in a move"
+        );
+    }
+    for k in 1_000_000..1_050_000u64 {
+        m.remove(&k);
+    }
+    assert!(map.shrink_to_fit().unwrap());
+    for shadow in shadows {
+        if shadow.key() % 2 == 0 {
+            shadow.commit();
+        } else {
+            shadow.abort();
+        }
+    }
+    assert_eq!((map.len(), map.check_invariants()), (1_000, 1_000));
+    for k in 0..2_000u64 {
+        assert_eq!(m.get(&k), (k % 2 == 0).then_some(&(k + 1)));
+    }
+}
+
+/// Threads (more than cores) race to shadow-insert one string key each round: exactly one
+/// wins, and the others' upserts of the key wait for its commit or abort, so each round ends
+/// with the key holding one value. Threads record what went wrong rather than panic, so a
+/// failure cannot leave the others waiting at the barrier.
+#[test]
+fn one_map_shadow_wins_each_round_and_upserts_wait_for_it() {
+    const THREADS: u64 = 4;
+    let rounds: u64 = if cfg!(miri) { 3 } else { 1_000 };
+    let map = Map::<String, u64>::builder().bins(2).build().unwrap();
+    let barrier = std::sync::Barrier::new(THREADS as usize);
+    let winners = AtomicU64::new(0);
+    let wrong = std::sync::Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let (map, barrier, winners, wrong) = (&map, &barrier, &winners, &wrong);
+            s.spawn(move || {
+                let complain = |what: String| {
+                    let mut wrong = wrong.lock().unwrap();
+                    if wrong.len() < 5 {
+                        wrong.push(what);
+                    }
+                };
+                for r in 0..rounds {
+                    let key = format!("row-{r}");
+                    barrier.wait();
+                    let m = map.pin();
+                    let mine = r * 1_000 + t;
+                    let outcome = m.insert_shadow(key.clone(), mine);
+                    barrier.wait();
+                    match outcome {
+                        Ok(shadow) => {
+                            winners.fetch_add(1, Ordering::Relaxed);
+                            if m.get(key.as_str()).is_some() {
+                                complain(format!("round {r}: an open shadow was visible"));
+                            }
+                            if r % 2 == 0 {
+                                shadow.commit();
+                            } else {
+                                shadow.abort();
+                            }
+                        }
+                        Err(Taken::Shadowed) => {
+                            // Waits until the winner resolved its shadow.
+                            let before = m.upsert(key.clone(), mine + 500).copied();
+                            if before.is_some_and(|before| before / 1_000 != r) {
+                                complain(format!("round {r}: a value of another round"));
+                            }
+                        }
+                        Err(Taken::Present(v)) => {
+                            complain(format!("round {r}: present {v} before any commit"));
+                        }
+                    }
+                }
+            });
+        }
+    });
+    assert_eq!(wrong.into_inner().unwrap(), Vec::<String>::new());
+    assert_eq!(
+        winners.load(Ordering::Relaxed),
+        rounds,
+        "one winner per round"
+    );
+    assert_eq!(map.len() as u64, rounds);
+    assert_eq!(map.check_invariants() as u64, rounds);
+    let m = map.pin();
+    let keys: std::collections::HashSet<&String> = m.keys().collect();
+    assert_eq!(keys.len() as u64, rounds, "a key is present twice");
+}

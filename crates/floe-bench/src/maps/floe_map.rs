@@ -61,7 +61,10 @@ impl BenchMap for AnyMap {
     }
     #[inline]
     fn update(&self, key: u64, value: u64) -> bool {
-        self.pin().update(&key, |_| value).is_some()
+        self.pin().put(key, value).is_some()
+    }
+    fn as_any(&self) -> Option<&AnyMap> {
+        Some(self)
     }
     #[inline]
     fn remove(&self, key: u64) -> bool {

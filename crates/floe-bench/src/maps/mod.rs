@@ -9,7 +9,7 @@ mod floe_map;
 mod hasher;
 mod peers;
 
-pub use floe_map::SingleThreadFloe;
+pub use floe_map::{AnyMap, SingleThreadFloe};
 pub use hasher::{AnyHash, AHASH};
 pub use peers::{RwlockHashbrown, SingleThreadHashbrown};
 
@@ -32,6 +32,10 @@ pub trait BenchMap: Send + Sync + 'static {
     }
     /// floe's map, for its batched interfaces (no peer has any).
     fn as_floe(&self) -> Option<&Map> {
+        None
+    }
+    /// floe's any-key map, for its batches and pipeline.
+    fn as_any(&self) -> Option<&AnyMap> {
         None
     }
     /// Whether [`get_many`](Self::get_many) is a batch interface (floe's two maps).
@@ -64,7 +68,8 @@ pub enum MapKind {
     /// floe's `Map` for any key and value, here `Map<u64, u64>`: the slot holds the key's hash
     /// and a pointer to a heap entry (one more line per hit than `FlatMap`); one handle pinned
     /// per operation (`map.pin()`), as for papaya. Batched gets (`MapRef::get_many`, its own
-    /// depth of 16) for all-get workloads; other workloads run one by one.
+    /// depth of 16) for all-get workloads; other workloads through `MapRef::batch` or
+    /// `MapRef::pipeline` under `--api batch` / `pipeline` (one handle per 2048 requests).
     FloeAny,
     /// floe's `LocalMap` (the single-thread mode: `FlatMap`'s table, writes with no atomic
     /// read-modify-write), 1 thread only, the counterpart of `hashbrown`.
@@ -104,6 +109,12 @@ impl MapKind {
     /// Whether the map has a batched get (`BenchMap::GET_MANY`): floe's maps.
     pub fn batches_gets(self) -> bool {
         self.is_floe() || matches!(self, MapKind::FloeAny | MapKind::FloeLocal)
+    }
+
+    /// Whether the map runs every workload through batches and a pipeline (`--api`): floe's
+    /// `FlatMap`s and `Map`.
+    pub fn batches_requests(self) -> bool {
+        self.is_floe() || self == MapKind::FloeAny
     }
 
     /// Whether the map is one of floe's (batches, the pipeline and a table size of its own).

@@ -803,9 +803,15 @@ impl RawMap {
     // Whole-map operations
     // -----------------------------------------------------------------------------------------
 
-    /// Remove every key (see `FlatMap::clear` for what concurrent callers see), handing each
-    /// removed key's value to `taken` (the any-key map retires its entries there).
-    pub(crate) fn clear(&self, rehash: Rehash<'_>, mut taken: impl FnMut(u64)) {
+    /// Remove every key that `keep(key, value)` does not keep (see `FlatMap::clear` for what
+    /// concurrent callers see), handing each removed key's value to `taken` (the any-key map
+    /// retires its entries there, and keeps the words that hold open shadow inserts).
+    pub(crate) fn clear(
+        &self,
+        rehash: Rehash<'_>,
+        keep: &dyn Fn(u64, u64) -> bool,
+        mut taken: impl FnMut(u64),
+    ) {
         let guard = self.enter_writer();
         let table = self.settled(&guard, rehash);
         self.walk_hashes(
@@ -813,10 +819,13 @@ impl RawMap {
             0..=u64::MAX,
             rehash,
             &mut |table, snapshot, wanted| {
-                table.clear_snapshot(snapshot, wanted, |key, removed| {
+                table.clear_snapshot(snapshot, wanted, keep, |key, removed| {
                     // Lost (changed since the snapshot): remove it wherever it is now (once:
                     // the walk never comes back to this key's hashes).
-                    let removed = removed.or_else(|| self.remove(rehash(key), key, rehash));
+                    let removed = removed.or_else(|| {
+                        self.remove_if(rehash(key), key, |now| !keep(key, now), rehash)
+                            .ok()
+                    });
                     if let Some(value) = removed {
                         taken(value);
                     }

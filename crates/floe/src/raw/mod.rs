@@ -1239,13 +1239,14 @@ impl RawTable {
         &self,
         snapshot: &BinSnapshot,
         wanted: &dyn Fn(u64) -> bool,
+        keep: &dyn Fn(u64, u64) -> bool,
         mut each: impl FnMut(u64, Option<u64>),
     ) {
         let bin = &self.bins[snapshot.bin];
         let dead = self.dead.of(snapshot.bin);
         let mut removed = 0isize;
         for &(slot, key, value) in snapshot.entries() {
-            if !wanted(key) {
+            if !wanted(key) || keep(key, value) {
                 continue;
             }
             // As a delete: a CAS that matches a real key retires the incarnation holding it
@@ -1665,7 +1666,7 @@ mod tests {
         assert!(seen.iter().all(|&(k, v)| v == k + 1));
         // Keep the odd keys: only the wanted ones go, and no CAS is lost when nobody races.
         t.walk(|snapshot| {
-            t.clear_snapshot(snapshot, &|k| k % 2 == 0, |k, removed| {
+            t.clear_snapshot(snapshot, &|k| k % 2 == 0, &|_, _| false, |k, removed| {
                 assert!(removed.is_some(), "lost {k}");
             })
         });
