@@ -38,12 +38,26 @@ pub struct SizesArgs {
     /// Memory for one map's keys and values, in GiB.
     #[arg(long, default_value_t = 3.0)]
     pub budget_gib: f64,
+    #[command(flatten)]
+    pub run: BlobRunArgs,
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "get,get-read,insdel"
+    )]
+    pub workloads: Vec<BlobWorkload>,
+}
+
+/// How the maps of byte strings are run (`sizes` and `ycsb`).
+#[derive(Args, Debug, Clone)]
+pub struct BlobRunArgs {
     #[arg(long, default_value_t = 2)]
     pub threads: usize,
     /// Seconds per timed run.
     #[arg(long, default_value_t = 1.0)]
     pub seconds: f64,
-    /// Rounds per point (the median is reported).
+    /// Rounds per point (the median is reported; maps alternate within a round).
     #[arg(long, default_value_t = 3)]
     pub repeat: usize,
     #[arg(
@@ -53,13 +67,24 @@ pub struct SizesArgs {
         default_value = "floe,papaya,scc,scc-index,dashmap"
     )]
     pub maps: Vec<BlobKind>,
-    #[arg(
-        long,
-        value_enum,
-        value_delimiter = ',',
-        default_value = "get,get-read,insdel"
-    )]
-    pub workloads: Vec<BlobWorkload>,
+}
+
+impl BlobRunArgs {
+    /// Why these settings cannot run, if they cannot.
+    pub fn refusal(&self) -> Option<&'static str> {
+        if self.maps.is_empty() {
+            Some("nothing to measure: --maps is empty")
+        } else if self.threads == 0 || self.repeat == 0 || !positive(self.seconds) {
+            Some("--threads, --repeat and --seconds must be positive")
+        } else {
+            None
+        }
+    }
+}
+
+/// Whether `x` is a finite positive number.
+pub fn positive(x: f64) -> bool {
+    x.is_finite() && x > 0.0
 }
 
 /// The maps of byte strings.
@@ -347,9 +372,9 @@ fn run_workload<M: BlobMap>(
     workers: &Workers,
     round: usize,
 ) -> Result<f64, String> {
-    let threads = args.threads;
+    let threads = args.run.threads;
     let present = shape.keys as u64;
-    let duration = Duration::from_secs_f64(args.seconds);
+    let duration = Duration::from_secs_f64(args.run.seconds);
     let seed = 1 + round as u64 * 1000;
     let (elapsed, counts) = match workload {
         BlobWorkload::Get | BlobWorkload::GetRead => {
@@ -513,19 +538,14 @@ pub fn main(args: SizesArgs) -> Result<(), SizesError> {
     if args.key_bytes.iter().any(|&k| k < 8) {
         return usage("--key-bytes: keys must be at least 8 bytes (they hold the key's index)");
     }
-    if args.value_bytes.is_empty() && args.key_bytes.is_empty()
-        || args.maps.is_empty()
-        || args.workloads.is_empty()
-    {
+    if let Some(refusal) = args.run.refusal() {
+        return usage(refusal);
+    }
+    if args.value_bytes.is_empty() && args.key_bytes.is_empty() || args.workloads.is_empty() {
         return usage("nothing to measure");
     }
-    let positive = |x: f64| x.is_finite() && x > 0.0;
-    if args.threads == 0
-        || args.repeat == 0
-        || !positive(args.seconds)
-        || !positive(args.budget_gib)
-    {
-        return usage("--threads, --repeat, --seconds and --budget-gib must be positive");
+    if !positive(args.budget_gib) {
+        return usage("--budget-gib must be positive");
     }
     let workers = Workers::new();
     let shapes = args
@@ -535,9 +555,9 @@ pub fn main(args: SizesArgs) -> Result<(), SizesError> {
         .chain(args.key_bytes.iter().map(|&k| ("key", k, 8)));
     println!(
         "# floe-bench sizes: {} threads, {} s per run, median of {} (maps alternated), hasher ahash; Mops/s",
-        args.threads, args.seconds, args.repeat
+        args.run.threads, args.run.seconds, args.run.repeat
     );
-    let names: Vec<String> = args.maps.iter().map(|m| format!("{m:?}")).collect();
+    let names: Vec<String> = args.run.maps.iter().map(|m| format!("{m:?}")).collect();
     println!(
         "sweep\tkey_B\tvalue_B\tkeys\tworkload\t{}\tfloe/best-peer",
         names.join("\t")
@@ -549,13 +569,19 @@ pub fn main(args: SizesArgs) -> Result<(), SizesError> {
             keys: keys_for(&args, key_bytes, value_bytes),
         };
         // samples[map][workload] over the rounds.
-        let mut samples = vec![vec![Vec::new(); args.workloads.len()]; args.maps.len()];
-        for round in 0..args.repeat {
-            for step in 0..args.maps.len() {
-                let m = (step + round) % args.maps.len();
-                let mops =
-                    measure_kind(args.maps[m], shape, &args.workloads, &args, &workers, round)
-                        .map_err(SizesError::Run)?;
+        let mut samples = vec![vec![Vec::new(); args.workloads.len()]; args.run.maps.len()];
+        for round in 0..args.run.repeat {
+            for step in 0..args.run.maps.len() {
+                let m = (step + round) % args.run.maps.len();
+                let mops = measure_kind(
+                    args.run.maps[m],
+                    shape,
+                    &args.workloads,
+                    &args,
+                    &workers,
+                    round,
+                )
+                .map_err(SizesError::Run)?;
                 for (w, x) in mops.into_iter().enumerate() {
                     samples[m][w].push(x);
                 }
@@ -563,7 +589,7 @@ pub fn main(args: SizesArgs) -> Result<(), SizesError> {
         }
         for (w, workload) in args.workloads.iter().enumerate() {
             let medians: Vec<f64> = samples.iter().map(|by_w| median(by_w[w].clone())).collect();
-            let (cells, ratio) = row_cells(&args.maps, &medians);
+            let (cells, ratio) = row_cells(&args.run.maps, &medians);
             println!(
                 "{sweep}\t{key_bytes}\t{value_bytes}\t{}\t{workload:?}\t{}\t{ratio}",
                 shape.keys, cells
@@ -602,10 +628,12 @@ mod tests {
             key_bytes: vec![],
             keys: 1 << 10,
             budget_gib: 0.01,
-            threads: 2,
-            seconds: 0.02,
-            repeat: 1,
-            maps: vec![],
+            run: BlobRunArgs {
+                threads: 2,
+                seconds: 0.02,
+                repeat: 1,
+                maps: vec![],
+            },
             workloads: vec![],
         };
         let workers = Workers::new();

@@ -33,7 +33,7 @@ use crate::{
     keys::parse_count,
     maps::{AnyHash, AHASH},
     measure::{cycle_for, Workers},
-    sizes::{first_word, median, row_cells, sum_all, value, BlobKind, BlobMap, Bytes},
+    sizes::{first_word, median, row_cells, sum_all, value, BlobKind, BlobMap, BlobRunArgs, Bytes},
 };
 
 #[derive(Args, Debug, Clone)]
@@ -47,22 +47,11 @@ pub struct YcsbArgs {
     /// Workloads to run after the load: any of a, b, c, d, f.
     #[arg(long, value_delimiter = ',', default_value = "a,b,c,d,f")]
     pub workloads: Vec<String>,
-    #[arg(long, default_value_t = 2)]
-    pub threads: usize,
-    #[arg(long, default_value_t = 1.0)]
-    pub seconds: f64,
-    #[arg(long, default_value_t = 3)]
-    pub repeat: usize,
     /// Zipfian skew of the key choice.
     #[arg(long, default_value_t = 0.99)]
     pub theta: f64,
-    #[arg(
-        long,
-        value_enum,
-        value_delimiter = ',',
-        default_value = "floe,papaya,scc,scc-index,dashmap"
-    )]
-    pub maps: Vec<BlobKind>,
+    #[command(flatten)]
+    pub run: BlobRunArgs,
 }
 
 /// YCSB's key of record `i`: "user" and the record number hashed (FNV-1a, as YCSB's
@@ -120,7 +109,7 @@ struct Op {
 /// Per-thread operation streams for `workload`, drawn before timing.
 fn streams(workload: Workload, args: &YcsbArgs, round: usize) -> Vec<Vec<Op>> {
     let records = args.records;
-    (0..args.threads)
+    (0..args.run.threads)
         .map(|t| {
             let seed = 7 + (round * 64 + t) as u64;
             let mut sampler = Dist::Zipf { theta: args.theta }.sampler(records, seed);
@@ -163,8 +152,8 @@ fn run_map<M: BlobMap>(
 ) -> Result<(f64, Vec<f64>), String> {
     // A small empty map (YCSB's load grows the store): room for 1024 records, floe's default.
     let map = M::with_capacity(1024, AnyHash::Ahash(&AHASH));
-    let per_thread = args.records.div_ceil(args.threads as u64);
-    let (elapsed, duplicates) = workers.run(args.threads, |t| {
+    let per_thread = args.records.div_ceil(args.run.threads as u64);
+    let (elapsed, duplicates) = workers.run(args.run.threads, |t| {
         let start = t as u64 * per_thread;
         let end = (start + per_thread).min(args.records);
         (start..end)
@@ -178,7 +167,7 @@ fn run_map<M: BlobMap>(
         ));
     }
     let load = args.records as f64 / elapsed.as_secs_f64() / 1e6;
-    let duration = Duration::from_secs_f64(args.seconds);
+    let duration = Duration::from_secs_f64(args.run.seconds);
     let mut results = Vec::new();
     for &workload in workloads {
         if reads_miss_during_updates && matches!(workload, Workload::A | Workload::B | Workload::F)
@@ -193,7 +182,7 @@ fn run_map<M: BlobMap>(
             .iter()
             .map(|s| s.iter().map(|op| ycsb_key(op.index)).collect())
             .collect();
-        let (elapsed, counts) = workers.run(args.threads, |t| {
+        let (elapsed, counts) = workers.run(args.run.threads, |t| {
             let (stream, keys) = (&ops[t], &keys[t]);
             let mut wrong = 0u64;
             let mut at = 0usize;
@@ -283,33 +272,33 @@ pub fn main(args: YcsbArgs) -> Result<(), YcsbError> {
         .map(|w| Workload::parse(w))
         .collect::<Result<_, _>>()
         .map_err(usage)?;
-    let positive = |x: f64| x.is_finite() && x > 0.0;
-    if args.threads == 0 || args.repeat == 0 || !positive(args.seconds) || args.records < 2 {
-        return Err(usage(
-            "--threads, --repeat and --seconds must be positive and --records at least 2".into(),
-        ));
+    if let Some(refusal) = args.run.refusal() {
+        return Err(usage(refusal.into()));
+    }
+    if args.records < 2 {
+        return Err(usage("--records must be at least 2".into()));
     }
     if !(0.0..1.5).contains(&args.theta) {
         return Err(usage(format!("--theta {} is outside [0, 1.5)", args.theta)));
     }
-    if args.maps.is_empty() || args.value_bytes.is_empty() {
+    if args.value_bytes.is_empty() {
         return Err(usage("nothing to measure".into()));
     }
     let workers = Workers::new();
     println!(
         "# floe-bench ycsb: {} records of 23-byte keys, zipf {}, {} threads, {} s per workload, median of {} (maps alternated), hasher ahash; Mops/s",
-        args.records, args.theta, args.threads, args.seconds, args.repeat
+        args.records, args.theta, args.run.threads, args.run.seconds, args.run.repeat
     );
-    let names: Vec<String> = args.maps.iter().map(|m| format!("{m:?}")).collect();
+    let names: Vec<String> = args.run.maps.iter().map(|m| format!("{m:?}")).collect();
     println!("value_B\tphase\t{}\tfloe/best-peer", names.join("\t"));
     for &bytes in &args.value_bytes {
         // samples[map][phase]: phase 0 is the load, then the workloads.
-        let mut samples = vec![vec![Vec::new(); workloads.len() + 1]; args.maps.len()];
-        for round in 0..args.repeat {
-            for step in 0..args.maps.len() {
-                let m = (step + round) % args.maps.len();
+        let mut samples = vec![vec![Vec::new(); workloads.len() + 1]; args.run.maps.len()];
+        for round in 0..args.run.repeat {
+            for step in 0..args.run.maps.len() {
+                let m = (step + round) % args.run.maps.len();
                 let (load, each) =
-                    run_kind(args.maps[m], bytes, &workloads, &args, &workers, round)
+                    run_kind(args.run.maps[m], bytes, &workloads, &args, &workers, round)
                         .map_err(YcsbError::Run)?;
                 samples[m][0].push(load);
                 for (w, x) in each.into_iter().enumerate() {
@@ -324,7 +313,7 @@ pub fn main(args: YcsbArgs) -> Result<(), YcsbError> {
                 .iter()
                 .map(|by_phase| median(by_phase[p].clone()))
                 .collect();
-            let (cells, ratio) = row_cells(&args.maps, &medians);
+            let (cells, ratio) = row_cells(&args.run.maps, &medians);
             println!("{bytes}\t{phase}\t{cells}\t{ratio}");
         }
     }
@@ -348,11 +337,13 @@ mod tests {
             records: 2000,
             value_bytes: vec![100],
             workloads: vec![],
-            threads: 2,
-            seconds: 0.02,
-            repeat: 1,
             theta: 0.99,
-            maps: vec![],
+            run: BlobRunArgs {
+                threads: 2,
+                seconds: 0.02,
+                repeat: 1,
+                maps: vec![],
+            },
         };
         let workloads = [
             Workload::A,

@@ -188,7 +188,7 @@ impl<K, V> Target<K, V> {
     unsafe fn find_by(&self, is: impl Fn(&K) -> bool) -> Option<*mut Entry<K, V>> {
         match *self {
             // SAFETY: caller.
-            Target::One(one) => is(&unsafe { entry(one) }.key).then_some(one),
+            Target::One(one) => unsafe { find_in(&[one], is) },
             Target::Shadow(_) => None,
             // SAFETY: caller.
             Target::Many(list) => unsafe { find_in(Self::visible_of(list), is) },
@@ -203,7 +203,7 @@ impl<K, V> Target<K, V> {
         match *self {
             Target::One(_) => None,
             // SAFETY: caller.
-            Target::Shadow(one) => is(&unsafe { entry(one) }.key).then_some(one),
+            Target::Shadow(one) => unsafe { find_in(&[one], is) },
             // SAFETY: caller; a published list lives as long as it is reachable.
             Target::Many(list) => unsafe {
                 let list = &*list;
@@ -217,6 +217,8 @@ impl<K, V> Target<K, V> {
     /// # Safety
     /// As [`entry`], for the list's word.
     unsafe fn visible_of<'g>(list: *mut Collided<K, V>) -> &'g [*mut Entry<K, V>] {
+        // The list's line (`line-stats`).
+        crate::raw::stats::line_read();
         // SAFETY: caller; a published list lives as long as it is reachable.
         let list = unsafe { &*list };
         &list.entries[..list.visible]
@@ -261,7 +263,9 @@ impl<K, V> Target<K, V> {
     }
 }
 
-/// The entry among `entries` whose key satisfies `is`.
+/// The entry among `entries` whose key satisfies `is`. Under `line-stats`, each entry whose
+/// key is compared counts one line (what a key keeps behind a pointer, a `String`'s bytes,
+/// is not the map's to see, and not counted).
 ///
 /// # Safety
 /// As [`entry`], for each of `entries`.
@@ -269,11 +273,11 @@ unsafe fn find_in<K, V>(
     entries: &[*mut Entry<K, V>],
     is: impl Fn(&K) -> bool,
 ) -> Option<*mut Entry<K, V>> {
-    // SAFETY: caller.
-    entries
-        .iter()
-        .copied()
-        .find(|&one| is(&unsafe { entry(one) }.key))
+    entries.iter().copied().find(|&one| {
+        crate::raw::stats::line_read();
+        // SAFETY: caller.
+        is(&unsafe { entry(one) }.key)
+    })
 }
 
 /// What `MapRef::find_present` found: the value word, the key's entry, all the word's entries.

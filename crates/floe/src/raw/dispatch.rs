@@ -221,35 +221,19 @@ simd_entries!(
 /// Run engine operation `$op` on table `$table` with the backend of loader `$loader` (with one
 /// const argument `$mode` after the loader's type, for the operations that take one).
 macro_rules! dispatch {
-    ($loader:expr, $table:expr, $op:ident::<$mode:ident>($($arg:expr),*)) => {{
+    ($loader:expr, $table:expr, $op:ident $(::<$mode:ident>)? ($($arg:expr),*)) => {{
         let raw: &$crate::raw::RawTable = $table;
         match $loader {
-            $crate::raw::dispatch::Loader::Scalar(p) => raw.$op::<_, { $mode }>(p, $($arg),*),
+            $crate::raw::dispatch::Loader::Scalar(p) => raw.$op $(::<_, { $mode }>)? (p, $($arg),*),
             #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
             // SAFETY: the loader token proves the CPU supports AVX2.
             $crate::raw::dispatch::Loader::Avx2(p) => unsafe {
-                $crate::raw::dispatch::avx2_entries::$op::<{ $mode }>(raw, p, $($arg),*)
+                $crate::raw::dispatch::avx2_entries::$op $(::<{ $mode }>)? (raw, p, $($arg),*)
             },
             #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
             // SAFETY: the loader token proves the CPU supports AVX-512F.
             $crate::raw::dispatch::Loader::Avx512(p) => unsafe {
-                $crate::raw::dispatch::avx512_entries::$op::<{ $mode }>(raw, p, $($arg),*)
-            },
-        }
-    }};
-    ($loader:expr, $table:expr, $op:ident($($arg:expr),*)) => {{
-        let raw: &$crate::raw::RawTable = $table;
-        match $loader {
-            $crate::raw::dispatch::Loader::Scalar(p) => raw.$op(p, $($arg),*),
-            #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
-            // SAFETY: the loader token proves the CPU supports AVX2.
-            $crate::raw::dispatch::Loader::Avx2(p) => unsafe {
-                $crate::raw::dispatch::avx2_entries::$op(raw, p, $($arg),*)
-            },
-            #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
-            // SAFETY: the loader token proves the CPU supports AVX-512F.
-            $crate::raw::dispatch::Loader::Avx512(p) => unsafe {
-                $crate::raw::dispatch::avx512_entries::$op(raw, p, $($arg),*)
+                $crate::raw::dispatch::avx512_entries::$op $(::<{ $mode }>)? (raw, p, $($arg),*)
             },
         }
     }};

@@ -382,25 +382,13 @@ impl RawMap {
         rehash: Rehash<'_>,
         op: impl FnMut(&RawTable, usize) -> Result<R, Moved>,
     ) -> R {
-        self.run_helping(hash, rehash, reader_turn_to_help, op)
-    }
-
-    /// [`run`](Self::run), helping a growth in progress when `helps()` says so.
-    #[inline(always)]
-    fn run_helping<R>(
-        &self,
-        hash: u64,
-        rehash: Rehash<'_>,
-        helps: impl FnOnce() -> bool,
-        op: impl FnMut(&RawTable, usize) -> Result<R, Moved>,
-    ) -> R {
         if let Some(table) = self.fixed_table() {
             return follow(table, hash, op);
         }
         let guard = reclaim::enter();
         let table = self.load(&guard);
         if let Some(next) = table.migrating_into() {
-            if helps() {
+            if reader_turn_to_help() {
                 self.help_slow(table, next, rehash);
             }
         }
@@ -653,26 +641,7 @@ impl RawMap {
             Next::Ready(next) => Ok(next),
             Next::Idle => unreachable!("next_table(true) never answers Idle"),
             Next::Allocate => {
-                let sized = table
-                    .bins()
-                    .checked_mul(factor)
-                    .map(|bins| (bins, derived_link_buckets(bins, self.bins_per_link)))
-                    .ok_or(Error::CapacityOverflow);
-                // Chained lines of the old table: its regular pool plus what its own filling
-                // took from its reserve; a split needs at most 4/3 of them (`migrate`).
-                let chained = table.link_buckets() + table.transfer_used();
-                let reserve = chained + chained.div_ceil(3);
-                match sized.and_then(|(bins, links)| {
-                    allocate(
-                        rehash,
-                        bins,
-                        links,
-                        reserve,
-                        self.huge_pages,
-                        &self.alive,
-                        true,
-                    )
-                }) {
+                match self.allocate_next(table, factor, rehash) {
                     Ok(next) => {
                         // SAFETY: just allocated; freed only after `table` (see `migrate`).
                         let next_table = unsafe { &*next };
@@ -686,6 +655,31 @@ impl RawMap {
                 }
             }
         }
+    }
+
+    /// A table `factor` times larger than `table`, to move it into (not yet installed).
+    fn allocate_next(
+        &self,
+        table: &RawTable,
+        factor: usize,
+        rehash: Rehash<'_>,
+    ) -> Result<*mut RawTable, Error> {
+        let bins = table
+            .bins()
+            .checked_mul(factor)
+            .ok_or(Error::CapacityOverflow)?;
+        // Chained lines of the old table: its regular pool plus what its own filling took
+        // from its reserve; a split needs at most 4/3 of them (`migrate`).
+        let chained = table.link_buckets() + table.transfer_used();
+        allocate(
+            rehash,
+            bins,
+            derived_link_buckets(bins, self.bins_per_link),
+            chained + chained.div_ceil(3),
+            self.huge_pages,
+            &self.alive,
+            true,
+        )
     }
 
     // -----------------------------------------------------------------------------------------
@@ -770,21 +764,7 @@ impl RawMap {
         if factor < 2 {
             return Err(Error::Full);
         }
-        let bins = table
-            .bins()
-            .checked_mul(factor)
-            .ok_or(Error::CapacityOverflow)?;
-        // A split needs at most 4/3 of the old table's chained lines (`migrate`).
-        let chained = table.link_buckets() + table.transfer_used();
-        let next = allocate(
-            rehash,
-            bins,
-            derived_link_buckets(bins, self.bins_per_link),
-            chained + chained.div_ceil(3),
-            self.huge_pages,
-            &self.alive,
-            true,
-        )?;
+        let next = self.allocate_next(table, factor, rehash)?;
         // SAFETY: just allocated, and ours alone until it is made current below.
         let next_table = unsafe { &*next };
         let new_bin = new_bin(next_table, rehash);
