@@ -50,15 +50,19 @@ pub enum Command {
     /// conc-map-bench's mixes through the `bustle` crate itself (beside `run --workload
     /// readheavy|exchange|rapidgrow`, floe-bench's port of them).
     Bustle(BustleArgs),
-    /// Fill one map in this process and print its RSS growth (used by the memory measurement).
     /// floe::Map against the any-key peers as keys and values grow (DLHT Fig. 9 and 10):
-    /// get, get-and-read-the-value, insdel.
+    /// get, get-and-read-the-value, insdel, and with `--memory` bytes per entry.
     Sizes(crate::sizes::SizesArgs),
     /// YCSB's core workloads A, B, C, D, F on maps of byte strings (23-byte keys, zipf 0.99),
     /// after a load phase into an empty map.
     Ycsb(crate::ycsb::YcsbArgs),
+    /// Fill one map in this process and print its RSS growth (used by the memory measurement).
     #[command(hide = true)]
     MemoryProbe(ProbeArgs),
+    /// Fill one map of byte strings in this process and print its RSS growth (`sizes
+    /// --memory`).
+    #[command(hide = true)]
+    SizesProbe(crate::sizes::SizesProbeArgs),
 }
 
 /// Flags every measurement shares.

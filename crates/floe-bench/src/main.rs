@@ -95,6 +95,9 @@ fn main() -> ExitCode {
             ycsb::YcsbError::Run(m) => Failure::Run(m),
         }),
         Some(Command::MemoryProbe(args)) => probe(args),
+        Some(Command::SizesProbe(args)) => sizes::probe(&args)
+            .map(|bytes| println!("rss_growth_bytes={bytes}"))
+            .map_err(Failure::Run),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

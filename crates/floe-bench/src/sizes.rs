@@ -47,6 +47,24 @@ pub struct SizesArgs {
         default_value = "get,get-read,insdel"
     )]
     pub workloads: Vec<BlobWorkload>,
+    /// Also measure each map's memory per entry at each size: RSS growth while a fresh child
+    /// process fills it, per key, beyond the key and value bytes themselves.
+    #[arg(long)]
+    pub memory: bool,
+}
+
+/// The hidden `sizes-probe` subcommand: fill one map of byte strings in this process and
+/// print its RSS growth.
+#[derive(Args, Debug, Clone)]
+pub struct SizesProbeArgs {
+    #[arg(long, value_enum)]
+    pub map: BlobKind,
+    #[arg(long)]
+    pub key_bytes: usize,
+    #[arg(long)]
+    pub value_bytes: usize,
+    #[arg(long)]
+    pub keys: usize,
 }
 
 /// How the maps of byte strings are run (`sizes` and `ycsb`).
@@ -342,6 +360,74 @@ pub(crate) fn sum_all(value: &[u8]) -> u64 {
         .fold(sum, |s, &b| s.wrapping_add(u64::from(b)))
 }
 
+/// A map made for `shape.keys` keys and filled with them.
+fn filled<M: BlobMap>(shape: Shape) -> Result<M, String> {
+    let map = M::with_capacity(shape.keys, AnyHash::Ahash(&AHASH));
+    for i in 0..shape.keys as u64 {
+        if !map.insert(key(i, shape.key_bytes), value(i, shape.value_bytes)) {
+            return Err(format!("fill: key {i} inserted twice"));
+        }
+    }
+    Ok(map)
+}
+
+/// RSS growth (bytes) of making and filling a map of `kind` with `shape` (in this process:
+/// run it in a fresh one, where no freed memory of earlier maps is reused).
+pub fn probe(args: &SizesProbeArgs) -> Result<u64, String> {
+    fn grow<M: BlobMap>(shape: Shape) -> Result<u64, String> {
+        let before = crate::machine::rss_bytes().ok_or("no /proc/self/statm")?;
+        let map = filled::<M>(shape)?;
+        let after = crate::machine::rss_bytes().ok_or("no /proc/self/statm")?;
+        drop(map);
+        Ok(after.saturating_sub(before) as u64)
+    }
+    let shape = Shape {
+        key_bytes: args.key_bytes,
+        value_bytes: args.value_bytes,
+        keys: args.keys,
+    };
+    match args.map {
+        BlobKind::Floe => grow::<floe::Map<Bytes, Bytes, AnyHash>>(shape),
+        BlobKind::FloeNamespaced => grow::<Namespaced>(shape),
+        BlobKind::Papaya => grow::<papaya::HashMap<Bytes, Bytes, AnyHash>>(shape),
+        BlobKind::Scc => grow::<scc::HashMap<Bytes, Bytes, AnyHash>>(shape),
+        BlobKind::SccIndex => grow::<scc::HashIndex<Bytes, Bytes, AnyHash>>(shape),
+        BlobKind::Dashmap => grow::<dashmap::DashMap<Bytes, Bytes, AnyHash>>(shape),
+    }
+}
+
+/// How `--map` spells `kind`.
+fn flag_name(kind: BlobKind) -> String {
+    kind.to_possible_value()
+        .map_or_else(|| format!("{kind:?}"), |v| v.get_name().to_string())
+}
+
+/// Bytes per entry beyond its key and value of a map of `kind` at `shape`, from
+/// [`probe`] run in a child process.
+fn overhead_per_entry(kind: BlobKind, shape: Shape) -> Result<f64, String> {
+    let exe = std::env::current_exe().map_err(|e| format!("finding floe-bench: {e}"))?;
+    let output = std::process::Command::new(exe)
+        .args(["sizes-probe", "--map", &flag_name(kind)])
+        .args(["--key-bytes", &shape.key_bytes.to_string()])
+        .args(["--value-bytes", &shape.value_bytes.to_string()])
+        .args(["--keys", &shape.keys.to_string()])
+        .output()
+        .map_err(|e| format!("starting the memory probe: {e}"))?;
+    let text = String::from_utf8_lossy(&output.stdout);
+    let bytes: f64 = text
+        .trim()
+        .strip_prefix("rss_growth_bytes=")
+        .and_then(|b| b.parse().ok())
+        .ok_or_else(|| {
+            format!(
+                "memory probe of {kind:?} printed '{}' ({})",
+                text.trim(),
+                String::from_utf8_lossy(&output.stderr).trim()
+            )
+        })?;
+    Ok(bytes / shape.keys as f64 - (shape.key_bytes + shape.value_bytes) as f64)
+}
+
 /// Fill a map with `shape.keys` keys, then the throughput (Mops/s) of each workload on it, in
 /// order (insdel leaves the map as it found it).
 fn measure<M: BlobMap>(
@@ -351,12 +437,7 @@ fn measure<M: BlobMap>(
     workers: &Workers,
     round: usize,
 ) -> Result<Vec<f64>, String> {
-    let map = M::with_capacity(shape.keys, AnyHash::Ahash(&AHASH));
-    for i in 0..shape.keys as u64 {
-        if !map.insert(key(i, shape.key_bytes), value(i, shape.value_bytes)) {
-            return Err(format!("fill: key {i} inserted twice"));
-        }
-    }
+    let map = filled::<M>(shape)?;
     workloads
         .iter()
         .map(|&workload| run_workload(&map, shape, workload, args, workers, round))
@@ -595,6 +676,41 @@ pub fn main(args: SizesArgs) -> Result<(), SizesError> {
                 shape.keys, cells
             );
         }
+        if args.memory {
+            // Bytes per entry beyond the payload; the last column is floe's minus the
+            // leanest peer's (the bound: at most 16).
+            let overheads = args
+                .run
+                .maps
+                .iter()
+                .map(|&kind| overhead_per_entry(kind, shape))
+                .collect::<Result<Vec<f64>, String>>()
+                .map_err(SizesError::Run)?;
+            let floe = args
+                .run
+                .maps
+                .iter()
+                .position(|&m| m == BlobKind::Floe)
+                .map(|i| overheads[i]);
+            let leanest_peer = args
+                .run
+                .maps
+                .iter()
+                .zip(&overheads)
+                .filter(|(m, _)| !matches!(m, BlobKind::Floe | BlobKind::FloeNamespaced))
+                .map(|(_, &x)| x)
+                .reduce(f64::min);
+            let difference = match (floe, leanest_peer) {
+                (Some(f), Some(p)) => format!("{:+.1}", f - p),
+                _ => "-".into(),
+            };
+            let cells: Vec<String> = overheads.iter().map(|x| format!("{x:.1}")).collect();
+            println!(
+                "{sweep}\t{key_bytes}\t{value_bytes}\t{}\tB/entry over payload\t{}\t{difference}",
+                shape.keys,
+                cells.join("\t")
+            );
+        }
     }
     Ok(())
 }
@@ -635,6 +751,7 @@ mod tests {
                 maps: vec![],
             },
             workloads: vec![],
+            memory: false,
         };
         let workers = Workers::new();
         let shape = Shape {

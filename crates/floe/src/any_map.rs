@@ -49,9 +49,11 @@
 //! collector's barrier). The pointer's target is initialized before it is published: the
 //! engine's slot store is `Release` and its CAS `AcqRel`, and a search fences `Acquire`.
 //!
-//! ABA on a value word cannot happen: a word read under a guard names an allocation that is
+//! ABA on a value word is harmless: a word read under a guard names an allocation that is
 //! not freed (so not reused) before the guard ends, and every CAS expecting it runs under the
-//! same guard.
+//! same guard. The same word can come back without a new allocation (a list shrinks back to
+//! the one entry `E` it grew from), but a word determines everything behind it, so a CAS that
+//! succeeds on it replaces exactly the contents its caller read.
 //!
 //! ## Shadow inserts
 //!
@@ -621,32 +623,28 @@ impl<K, V, S> Map<K, V, S> {
     /// inserts stay (as in `FlatMap`: only their handles resolve them).
     pub fn clear(&self) {
         let handle = self.pin();
-        // Present entries of words kept for their shadows: (hash word, entries), removed one
-        // by one below. Rare: a shadow and a present key with one 64-bit hash.
+        // Hash words of the words kept for their shadows that also held present keys: their
+        // present entries are taken out below, with one swap per word. Rare: a shadow and a
+        // present key with one 64-bit hash.
         let beside_shadows = core::cell::RefCell::new(Vec::new());
         let keep = |key: u64, value: u64| {
             // SAFETY: read from the table under `handle`'s guard.
-            let members = unsafe { shadowed_members::<K, V>(value) };
-            members
-                .map(|visible| {
-                    if !visible.is_empty() {
-                        beside_shadows.borrow_mut().push((key, visible));
-                    }
-                })
-                .is_some()
+            let shadowed = unsafe { shadow_state::<K, V>(value) };
+            if shadowed == Some(true) {
+                beside_shadows.borrow_mut().push(key);
+            }
+            shadowed.is_some()
         };
         self.raw.clear(&bin_hash, &keep, |value| {
             // SAFETY: the clear's remove took `value` out of the table.
             unsafe { self.retire_word(&handle.guard, value) };
         });
-        for (word, visible) in beside_shadows.into_inner() {
-            for one in visible {
-                // Each present entry of the word at the clear's walk, if it still is: by
-                // identity, as `retain` does.
-                // SAFETY: read under `handle`'s guard, which is still held.
-                let key = unsafe { &entry(one).key };
-                handle.remove_if_by(word, |k| core::ptr::eq(k, key), |_| true);
-            }
+        let mut words = beside_shadows.into_inner();
+        // A word is offered again when the engine retries a removal: take it out once.
+        words.sort_unstable();
+        words.dedup();
+        for word in words {
+            handle.take_present(word);
         }
     }
 
@@ -692,9 +690,22 @@ impl<K, V, S> Map<K, V, S> {
     pub fn shrink_to_fit(&self) -> Result<bool, Error> {
         self.raw.shrink_to_fit(&bin_hash)
     }
+}
 
-    /// Check the engine's invariants on a quiescent map and return the number of keys (for
-    /// tests).
+impl<K: Hash + Eq, V: Clone, S: BuildHasher> Map<K, V, S> {
+    /// A clone of the value of `key`, if present.
+    pub fn get_cloned<Q>(&self, key: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.pin().get(key).cloned()
+    }
+}
+
+impl<K: Hash + Eq, V, S: BuildHasher> Map<K, V, S> {
+    /// Check the engine's invariants and the words' (counts, no key twice, a key never both
+    /// present and shadowed) on a quiescent map and return the number of keys (for tests).
     #[doc(hidden)]
     pub fn check_invariants(&self) -> usize {
         let slots = self.raw.check_invariants(&bin_hash);
@@ -707,6 +718,23 @@ impl<K, V, S> Map<K, V, S> {
                 members.len() > usize::from(value & COLLIDED != 0),
                 "a list of fewer than two entries, or a word of none"
             );
+            // No key twice in one word, present or shadowed (a key is never both).
+            let all: Vec<*mut Entry<K, V>> = members
+                .visible
+                .iter()
+                .chain(&members.shadows)
+                .copied()
+                .collect();
+            for (n, &one) in all.iter().enumerate() {
+                for &other in &all[n + 1..] {
+                    // SAFETY: as above.
+                    let (a, b) = unsafe { (&entry(one).key, &entry(other).key) };
+                    assert!(
+                        a != b,
+                        "a key twice in one value word (present or shadowed)"
+                    );
+                }
+            }
             entries += members.len();
             shadows += members.shadows.len();
         });
@@ -722,20 +750,7 @@ impl<K, V, S> Map<K, V, S> {
         );
         entries - shadows
     }
-}
 
-impl<K: Hash + Eq, V: Clone, S: BuildHasher> Map<K, V, S> {
-    /// A clone of the value of `key`, if present.
-    pub fn get_cloned<Q>(&self, key: &Q) -> Option<V>
-    where
-        K: Borrow<Q>,
-        Q: Hash + Eq + ?Sized,
-    {
-        self.pin().get(key).cloned()
-    }
-}
-
-impl<K: Hash + Eq, V, S: BuildHasher> Map<K, V, S> {
     /// Whether `key` is present.
     pub fn contains_key<Q>(&self, key: &Q) -> bool
     where
@@ -776,21 +791,21 @@ impl<K, V, S> Map<K, V, S> {
     }
 }
 
-/// For a value word that holds open shadow inserts, its present entries (often none); `None`
-/// for a word without shadows. Allocates only for such words.
+/// For a value word that holds open shadow inserts, whether it also holds present entries;
+/// `None` for a word without shadows.
 ///
 /// # Safety
 /// As [`entry`], for the word.
-unsafe fn shadowed_members<K, V>(word: u64) -> Option<Vec<*mut Entry<K, V>>> {
+unsafe fn shadow_state<K, V>(word: u64) -> Option<bool> {
     if word & SHADOW != 0 {
-        return Some(Vec::new());
+        return Some(false);
     }
     if word & COLLIDED == 0 {
         return None;
     }
     // SAFETY: caller.
     let list = unsafe { &*pointer::<Collided<K, V>>(word) };
-    (list.visible < list.entries.len()).then(|| list.entries[..list.visible].to_vec())
+    (list.visible < list.entries.len()).then_some(list.visible > 0)
 }
 
 /// Own the entries a value word holds (and free the word's list, if it has one): each
@@ -1106,7 +1121,11 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
     }
 
     /// Insert `key -> value`, replacing any present value. Returns the previous value (alive
-    /// while this handle is; the map drops it once no handle can see it).
+    /// while this handle is; the map drops it once no handle can see it). A key held by an
+    /// open shadow insert ([`insert_shadow`](Self::insert_shadow)) is waited for until the
+    /// shadow is committed or aborted: never upsert a key whose shadow this thread holds, or
+    /// one whose handle was leaked (the wait would not end). `compute` inserting such a key,
+    /// a batch's `Upsert` and `Extend` wait the same way.
     ///
     /// ```
     /// let map = floe::Map::<String, u64>::new();
@@ -1462,41 +1481,42 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
         let new = Unpublished::new(key, value);
         // SAFETY: as in `insert`.
         let key = unsafe { &entry(new.pointer()).key };
-        // Counted before it is published, so that `len` never counts it as a key.
-        self.count_shadows(1);
         loop {
-            let present = match self
+            // Counted around each attempt to publish it (never around the user's `Eq`, which
+            // may panic), so that `len` never counts it as a key.
+            self.count_shadows(1);
+            let inserted = self
                 .map
                 .raw
-                .insert(hash, word, new.word() | SHADOW, &bin_hash)
-            {
-                Ok(Inserted::New) => break,
+                .insert(hash, word, new.word() | SHADOW, &bin_hash);
+            if let Ok(Inserted::New) = inserted {
+                break;
+            }
+            self.count_shadows(-1);
+            let present = match inserted {
                 Ok(Inserted::Exists(present)) => present,
-                Ok(Inserted::Shadowed) => continue,
-                Err(error) => {
-                    self.count_shadows(-1);
-                    return Err(error);
-                }
+                Ok(Inserted::New | Inserted::Shadowed) => continue,
+                Err(error) => return Err(error),
             };
             let target = target::<K, V>(present);
             // SAFETY: read from the table under our guard; `found` lives while it does.
             if let Some(found) = unsafe { target.find(key) } {
-                self.count_shadows(-1);
                 // SAFETY: as above.
                 return Ok(Err(Taken::Present(unsafe { &entry(found).value })));
             }
             // SAFETY: as above.
             if unsafe { target.find_shadow_by(|k| k == key) }.is_some() {
-                self.count_shadows(-1);
                 return Ok(Err(Taken::Shadowed));
             }
             // SAFETY: as above.
             let mut members = unsafe { target.members() };
             members.shadows.push(new.pointer());
+            self.count_shadows(1);
             if self.swap(hash, word, present, word_of(members)) {
                 self.count_collided(1);
                 break;
             }
+            self.count_shadows(-1);
         }
         Ok(Ok(MapShadow {
             handle: self,
@@ -1662,6 +1682,50 @@ impl<K, V, S> MapRef<'_, K, V, S> {
         unsafe { Some((present, target.find_by(is)?, target.members())) }
     }
 
+    /// Take every present entry out of the word of hash word `word`, leaving its shadows (for
+    /// `Map::clear`): one swap, linearized there, retried while the word changes. Each
+    /// present key is removed as by a remove (wherever a put moved it meanwhile).
+    fn take_present(&self, word: u64) {
+        let hash = bin_hash(word);
+        loop {
+            let Some(present) = self.map.raw.get(hash, word, &bin_hash) else {
+                return;
+            };
+            // SAFETY: read from the table under our guard.
+            let Members { visible, shadows } = unsafe { target::<K, V>(present).members() };
+            if visible.is_empty() {
+                return;
+            }
+            if shadows.is_empty() {
+                // The shadows were resolved meanwhile: the word goes as `clear` takes any.
+                if self
+                    .map
+                    .raw
+                    .remove_if(hash, word, |now| now == present, &bin_hash)
+                    .is_ok()
+                {
+                    // SAFETY: our remove took `present` out of the table.
+                    unsafe { self.map.retire_word(&self.guard, present) };
+                    return;
+                }
+                continue;
+            }
+            let kept = Members {
+                visible: Vec::new(),
+                shadows,
+            };
+            if self.swap(hash, word, present, word_of(kept)) {
+                // The word keeps at least one entry: every present one was beyond the first.
+                self.count_collided(-isize::try_from(visible.len()).unwrap_or(isize::MAX));
+                for one in visible {
+                    // SAFETY: our swap took `one` out of the table; retired once, here.
+                    unsafe { self.guard.defer_retire(one, reclaim::entry::<K, V>) };
+                }
+                return;
+            }
+        }
+    }
+
     /// Count open shadow inserts made (`1`) or resolved (`-1`).
     fn count_shadows(&self, change: isize) {
         self.map.open_shadows.fetch_add(change, Ordering::Relaxed);
@@ -1775,11 +1839,12 @@ impl<'h, K, V, S> MapShadow<'h, K, V, S> {
                 handle.swap(hash, word, present, word_of(members))
             };
             if resolved {
+                // Collided first: a `len` between the two undercounts, never overcounts.
+                if !commit && present & COLLIDED != 0 {
+                    handle.count_collided(-1);
+                }
                 handle.count_shadows(-1);
                 if !commit {
-                    if present & COLLIDED != 0 {
-                        handle.count_collided(-1);
-                    }
                     // SAFETY: our swap or remove took the entry out of the table; inserts
                     // that compared keys with it may still read it, until their guards end.
                     unsafe {

@@ -265,21 +265,91 @@ struct Bomb(u32);
 
 impl std::hash::Hash for Bomb {
     fn hash<H: Hasher>(&self, state: &mut H) {
+        countdown(&HASH_CALLS_LEFT, "Hash");
         self.0.hash(state);
     }
 }
 
 thread_local! {
     static EQ_CALLS_LEFT: std::cell::Cell<u64> = const { std::cell::Cell::new(u64::MAX) };
+    static HASH_CALLS_LEFT: std::cell::Cell<u64> = const { std::cell::Cell::new(u64::MAX) };
+    static DROP_CALLS_LEFT: std::cell::Cell<u64> = const { std::cell::Cell::new(u64::MAX) };
+}
+
+/// Count a call down; panic on the one the counter was set to.
+fn countdown(left: &'static std::thread::LocalKey<std::cell::Cell<u64>>, what: &str) {
+    left.with(|left| {
+        let now = left.get();
+        left.set(now.saturating_sub(1));
+        assert!(now != 1, "{what} panics here, as asked");
+    });
+}
+
+/// A value whose `Drop` panics on one chosen call (counted per thread).
+#[derive(Debug, PartialEq)]
+struct DropBomb(u32);
+
+impl Drop for DropBomb {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            countdown(&DROP_CALLS_LEFT, "Drop");
+        }
+    }
+}
+
+/// Panicking `Hash`, `Eq` and value `Drop` in the middle of operations (each on a chosen call)
+/// leave the map consistent: what it holds is what its gets say, `len` agrees, and it keeps
+/// working and drops what is left.
+#[test]
+fn panicking_hash_eq_and_drop_do_not_corrupt_the_map() {
+    let map = Map::<Bomb, DropBomb, _>::builder()
+        .bins(2)
+        .hasher(FourWords)
+        .build()
+        .unwrap();
+    let mut model: HashMap<u32, u32> = HashMap::new();
+    // Panics caught, by kind (Eq, Hash, Drop): each must have happened.
+    let mut panics = [0u32; 3];
+    for round in 0..600u32 {
+        let key = Bomb(round % 37);
+        let bomb = [&EQ_CALLS_LEFT, &HASH_CALLS_LEFT, &DROP_CALLS_LEFT][(round % 3) as usize];
+        bomb.with(|left| left.set(u64::from(round % 4) + 1));
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let m = map.pin();
+            match round % 5 {
+                0 | 1 => drop(m.try_upsert(key.clone(), DropBomb(round)).unwrap()),
+                2 => drop(m.remove(&key)),
+                3 => drop(m.put(key.clone(), DropBomb(round))),
+                _ => drop(m.try_insert(key.clone(), DropBomb(round)).unwrap()),
+            }
+        }));
+        for left in [&EQ_CALLS_LEFT, &HASH_CALLS_LEFT, &DROP_CALLS_LEFT] {
+            left.with(|left| left.set(u64::MAX));
+        }
+        panics[(round % 3) as usize] += u32::from(outcome.is_err());
+        match map.pin().get(&key) {
+            Some(value) => model.insert(key.0, value.0),
+            None => model.remove(&key.0),
+        };
+        assert_eq!(map.len(), model.len(), "round {round}");
+    }
+    let m = map.pin();
+    for (&k, &v) in &model {
+        assert_eq!(m.get(&Bomb(k)).map(|d| d.0), Some(v));
+    }
+    drop(m);
+    assert_eq!(map.check_invariants(), model.len());
+    map.clear();
+    assert!(map.is_empty());
+    assert!(
+        panics.iter().all(|&n| n > 0),
+        "panics by kind (Eq, Hash, Drop): {panics:?}"
+    );
 }
 
 impl PartialEq for Bomb {
     fn eq(&self, other: &Self) -> bool {
-        EQ_CALLS_LEFT.with(|left| {
-            let now = left.get();
-            left.set(now.saturating_sub(1));
-            assert!(now != 1, "Eq panics here, as asked");
-        });
+        countdown(&EQ_CALLS_LEFT, "Eq");
         self.0 == other.0
     }
 }

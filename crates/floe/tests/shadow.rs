@@ -463,3 +463,169 @@ fn one_map_shadow_wins_each_round_and_upserts_wait_for_it() {
     let keys: std::collections::HashSet<&String> = m.keys().collect();
     assert_eq!(keys.len() as u64, rounds, "a key is present twice");
 }
+
+/// A key present for the whole of a `clear` is gone after it, also when an open shadow shares
+/// its hash word and another thread keeps replacing its value meanwhile (the clear keeps the
+/// word for the shadow and takes the present entries out afterwards, wherever the puts moved
+/// them).
+#[test]
+fn clear_removes_a_key_beside_a_shadow_while_it_is_put() {
+    let rounds = if cfg!(miri) { 5 } else { 5_000 };
+    let map = Map::<String, u64>::builder()
+        .hasher(FourWords)
+        .build()
+        .unwrap();
+    let stop = AtomicBool::new(false);
+    let mut survived = 0;
+    std::thread::scope(|s| {
+        let handle = map.pin();
+        // "a" and "e" share a hash word under `FourWords` (97 and 101, mod 4).
+        let shadow = handle.insert_shadow("e".to_string(), 0).unwrap();
+        let _stop = StopOnDrop(&stop);
+        s.spawn(|| {
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let m = map.pin();
+                for _ in 0..64 {
+                    i += 1;
+                    m.put("a".to_string(), i);
+                }
+            }
+        });
+        for _ in 0..rounds {
+            map.pin().insert("a".to_string(), 0);
+            map.clear();
+            survived += usize::from(map.pin().get("a").is_some());
+        }
+        stop.store(true, Ordering::Relaxed);
+        assert_eq!(shadow.commit(), &0, "the shadow outlived every clear");
+    });
+    assert_eq!(survived, 0, "a key present throughout a clear survived it");
+    assert_eq!(map.check_invariants(), 1);
+}
+
+/// Stops helper threads when the test thread panics (a failed assertion must not hang).
+struct StopOnDrop<'a>(&'a AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// A key whose `Eq` panics while `PANIC_EQ` is set, all on one hash word.
+#[derive(Debug)]
+struct Touchy(u32);
+
+static PANIC_EQ: AtomicBool = AtomicBool::new(false);
+
+impl std::hash::Hash for Touchy {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        0u32.hash(state);
+    }
+}
+
+impl PartialEq for Touchy {
+    fn eq(&self, other: &Self) -> bool {
+        assert!(!PANIC_EQ.load(Ordering::Relaxed), "Eq panics");
+        self.0 == other.0
+    }
+}
+
+impl Eq for Touchy {}
+
+#[test]
+fn a_panicking_eq_in_a_shadow_insert_leaves_the_map_whole() {
+    let map = Map::<Touchy, u32>::new();
+    let m = map.pin();
+    m.insert(Touchy(1), 1);
+    PANIC_EQ.store(true, Ordering::Relaxed);
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = m.insert_shadow(Touchy(2), 2);
+    }));
+    PANIC_EQ.store(false, Ordering::Relaxed);
+    assert!(outcome.is_err(), "the comparison panicked");
+    assert_eq!(map.len(), 1);
+    assert_eq!(map.check_invariants(), 1);
+    let shadow = m.insert_shadow(Touchy(2), 2).unwrap();
+    assert_eq!(map.len(), 1);
+    shadow.commit();
+    assert_eq!((map.len(), map.check_invariants()), (2, 2));
+}
+
+/// Three threads mix shadow inserts (committed or aborted, with colliding inserts and removes
+/// while they are open), inserts, puts, updates, removes, `retain` and `clear` on keys that
+/// all share four hash words, in a map that grows: afterwards every count agrees, no key is
+/// present twice, and no shadow is left.
+#[test]
+fn shadows_in_shared_lists_survive_every_other_write() {
+    let steps: u64 = if cfg!(miri) { 50 } else { 20_000 };
+    let map = Map::<String, u64>::builder()
+        .bins(2)
+        .hasher(FourWords)
+        .build()
+        .unwrap();
+    let key = |k: u64| format!("k{k}");
+    std::thread::scope(|s| {
+        for t in 0..3u64 {
+            let map = &map;
+            s.spawn(move || {
+                let mut x = t * 7919 + 1;
+                for i in 0..steps {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let k = key(x % 24);
+                    let m = map.pin();
+                    match x % 9 {
+                        0 | 1 => {
+                            if let Ok(shadow) = m.insert_shadow(k.clone(), i) {
+                                let _ = m.insert(key((x >> 8) % 24), 1);
+                                m.remove(key((x >> 16) % 24).as_str());
+                                if x % 2 == 0 {
+                                    shadow.commit();
+                                } else {
+                                    shadow.abort();
+                                }
+                            }
+                        }
+                        2 => {
+                            let _ = m.insert(k, i);
+                        }
+                        3 => {
+                            m.put(k, i);
+                        }
+                        4 => {
+                            m.remove(k.as_str());
+                        }
+                        5 => {
+                            m.update(k.as_str(), |v| v + 1);
+                        }
+                        6 if t == 0 && i % 50 == 0 => {
+                            drop(m);
+                            map.clear();
+                        }
+                        7 => {
+                            let _ = m.get(k.as_str());
+                        }
+                        _ => m.retain(|_, v| v % 3 != 0),
+                    }
+                }
+            });
+        }
+    });
+    let keys = map.check_invariants();
+    assert_eq!(keys, map.len());
+    let m = map.pin();
+    let mut present: Vec<&String> = m.keys().collect();
+    present.sort();
+    present.dedup();
+    assert_eq!(present.len(), keys, "a key present twice");
+    for k in 0..24 {
+        assert_ne!(
+            m.insert(key(k), 0),
+            Insert::Shadowed,
+            "shadow {k} left open"
+        );
+    }
+}
