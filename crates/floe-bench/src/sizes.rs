@@ -6,7 +6,9 @@
 //!   before it copies anything);
 //! - `get-read`: look up a present key and read every byte of the value (a hit that uses it);
 //! - `insdel`: insert a fresh key with a fresh value, then remove it (the map's size stays
-//!   put; the key and value are allocated per insert, for every map alike).
+//!   put; the key and value are allocated per insert, for every map alike);
+//! - `get-batch`: `get` 64 keys per call, through `MapRef::get_many` for floe and one call
+//!   per key for the peers (none has a batch interface).
 //!
 //! Every map gets the same hasher (ahash, fixed seeds), the same keys (`i` little-endian,
 //! padded to the key size with bytes derived from `i`), the same pinned threads and the same
@@ -44,7 +46,7 @@ pub struct SizesArgs {
         long,
         value_enum,
         value_delimiter = ',',
-        default_value = "get,get-read,insdel"
+        default_value = "get,get-read,insdel,get-batch"
     )]
     pub workloads: Vec<BlobWorkload>,
     /// Also measure each map's memory per entry at each size: RSS growth while a fresh child
@@ -123,6 +125,9 @@ pub enum BlobWorkload {
     Get,
     GetRead,
     Insdel,
+    /// `get` in batches of 64 keys: `MapRef::get_many` for floe (bins, then entries,
+    /// prefetched ahead), one call per key for the peers, which have no batch interface.
+    GetBatch,
 }
 
 pub(crate) type Bytes = Box<[u8]>;
@@ -138,9 +143,25 @@ pub(crate) trait BlobMap: Send + Sync {
     /// `read(value)` of the value of `key`, if present.
     fn get_with(&self, key: &[u8], read: impl FnOnce(&[u8]) -> u64) -> Option<u64>;
     fn remove(&self, key: &[u8]) -> bool;
+    /// `read` of the value of each of `keys` into `out` (same length); one by one unless the
+    /// map has a batch interface.
+    fn get_many_with(&self, keys: &[&[u8]], read: fn(&[u8]) -> u64, out: &mut [Option<u64>]) {
+        for (key, out) in keys.iter().zip(out) {
+            *out = self.get_with(key, read);
+        }
+    }
 }
 
 impl BlobMap for floe::Map<Bytes, Bytes, AnyHash> {
+    fn get_many_with(&self, keys: &[&[u8]], read: fn(&[u8]) -> u64, out: &mut [Option<u64>]) {
+        let m = self.pin();
+        let mut found = [None; BATCH];
+        let found = &mut found[..keys.len()];
+        m.get_many(keys, found).expect("one slot per key");
+        for (out, found) in out.iter_mut().zip(found.iter()) {
+            *out = found.map(|value| read(value));
+        }
+    }
     fn with_capacity(keys: usize, hasher: AnyHash) -> Self {
         floe::Map::builder()
             .capacity(keys)
@@ -360,6 +381,9 @@ pub(crate) fn sum_all(value: &[u8]) -> u64 {
         .fold(sum, |s, &b| s.wrapping_add(u64::from(b)))
 }
 
+/// Keys per call of the `get-batch` workload.
+const BATCH: usize = 64;
+
 /// A map made for `shape.keys` keys and filled with them.
 fn filled<M: BlobMap>(shape: Shape) -> Result<M, String> {
     let map = M::with_capacity(shape.keys, AnyHash::Ahash(&AHASH));
@@ -458,7 +482,7 @@ fn run_workload<M: BlobMap>(
     let duration = Duration::from_secs_f64(args.run.seconds);
     let seed = 1 + round as u64 * 1000;
     let (elapsed, counts) = match workload {
-        BlobWorkload::Get | BlobWorkload::GetRead => {
+        BlobWorkload::Get | BlobWorkload::GetRead | BlobWorkload::GetBatch => {
             // Per thread: random present keys, laid end to end in one buffer (the harness
             // reads them sequentially, so a lookup's only random accesses are the map's),
             // and the answer each lookup must give.
@@ -482,6 +506,9 @@ fn run_workload<M: BlobMap>(
                         (flat, expects)
                     })
                     .collect();
+            if workload == BlobWorkload::GetBatch {
+                return get_batches(map, &per_thread, kb, duration, workers, threads);
+            }
             workers.run(threads, |t| {
                 let (flat, expects) = &per_thread[t];
                 let mut wrong = 0u64;
@@ -526,6 +553,42 @@ fn run_workload<M: BlobMap>(
     let wrong: u64 = counts.iter().map(|c| c.1).sum();
     if wrong > 0 {
         return Err(format!("{wrong} wrong answers ({workload:?}, {shape:?})"));
+    }
+    let ops: u64 = counts.iter().map(|c| c.0).sum();
+    Ok(ops as f64 / elapsed.as_secs_f64() / 1e6)
+}
+
+/// The `get-batch` workload: each thread's keys `BATCH` at a time through
+/// `BlobMap::get_many_with`, every answer checked (Mops/s).
+fn get_batches<M: BlobMap>(
+    map: &M,
+    per_thread: &[(Vec<u8>, Vec<u64>)],
+    key_bytes: usize,
+    duration: Duration,
+    workers: &Workers,
+    threads: usize,
+) -> Result<f64, String> {
+    let (elapsed, counts) = workers.run(threads, |t| {
+        let (flat, expects) = &per_thread[t];
+        let keys: Vec<&[u8]> = flat.chunks_exact(key_bytes).collect();
+        let batches: Vec<(&[&[u8]], &[u64])> =
+            keys.chunks(BATCH).zip(expects.chunks(BATCH)).collect();
+        let mut out = [None; BATCH];
+        let mut wrong = 0u64;
+        let calls = cycle_for(&batches, duration, |&(keys, expects)| {
+            let out = &mut out[..keys.len()];
+            map.get_many_with(keys, first_word, out);
+            wrong += out
+                .iter()
+                .zip(expects)
+                .filter(|(got, &expect)| **got != Some(expect))
+                .count() as u64;
+        });
+        (calls * BATCH as u64, wrong)
+    });
+    let wrong: u64 = counts.iter().map(|c| c.1).sum();
+    if wrong > 0 {
+        return Err(format!("{wrong} wrong answers (get-batch)"));
     }
     let ops: u64 = counts.iter().map(|c| c.0).sum();
     Ok(ops as f64 / elapsed.as_secs_f64() / 1e6)
@@ -771,6 +834,7 @@ mod tests {
                 BlobWorkload::Get,
                 BlobWorkload::GetRead,
                 BlobWorkload::Insdel,
+                BlobWorkload::GetBatch,
             ];
             let mops = measure_kind(kind, shape, &workloads, &args, &workers, 0).unwrap();
             assert!(mops.iter().all(|&x| x > 0.0), "{kind:?} {mops:?}");
