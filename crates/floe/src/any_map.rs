@@ -70,8 +70,8 @@
 //! only as they race with each other: the loser reads the word again. Only the `MapShadow`
 //! handle takes its entry out of the shadows (a resolution finds it by address, which its
 //! guard keeps from reuse), so a shadow is resolved once; `clear` keeps words that hold
-//! shadows (the engine's clear skips them, and the present entries beside them are removed
-//! one by one), as `FlatMap`'s clear does not see its shadows.
+//! shadows (the engine's clear skips them, and the present entries beside them are taken
+//! out afterwards with one swap per word), as `FlatMap`'s clear does not see its shadows.
 
 use core::{
     borrow::Borrow,
@@ -239,7 +239,7 @@ impl<K, V> Target<K, V> {
         }
     }
 
-    /// Every entry this word holds, open shadows apart.
+    /// Every entry this word holds: the present ones and, separately, the open shadows.
     ///
     /// # Safety
     /// As [`entry`], for the word decoded.
