@@ -336,7 +336,7 @@ impl BatchSettings {
         }
     }
 
-    /// Whether to stop after `response`.
+    /// Whether to stop after a response that `failure` says is one (or is not).
     #[inline(always)]
     pub(crate) fn stops_at(&self, failure: bool) -> bool {
         self.stop_on_failure && failure

@@ -11,7 +11,7 @@ use std::{
     sync::atomic::{AtomicBool, AtomicUsize, Ordering},
 };
 
-use common::FourWords;
+use common::{FourWords, StopOnDrop};
 use floe::{Insert, Map, MapRequest, MapResponse, Prefetch};
 use proptest::prelude::*;
 
@@ -230,15 +230,6 @@ fn requests_that_never_run_are_dropped_once() {
         assert_eq!(map.len(), 4);
     }
     assert_eq!(LIVE.load(Ordering::Relaxed), 0, "every value dropped once");
-}
-
-/// Stops helper threads when the test thread panics (a failed assertion must not hang).
-struct StopOnDrop<'a>(&'a AtomicBool);
-
-impl Drop for StopOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
 }
 
 /// One writer per key, each writing increasing values through pipelines, while a reader's

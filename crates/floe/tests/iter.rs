@@ -1,6 +1,10 @@
 //! Iterators on `FlatMap` and `Map`: every key present for the whole iteration is yielded
 //! exactly once while other threads insert and remove other keys and the map grows.
 
+mod common;
+
+use common::StopOnDrop;
+
 use std::{
     collections::HashMap,
     sync::atomic::{AtomicBool, AtomicUsize, Ordering},
@@ -24,16 +28,6 @@ fn churn(stop: &AtomicBool, mut op: impl FnMut(u64, bool), shrink: impl Fn()) {
             shrink();
         }
         i += 1;
-    }
-}
-
-/// Sets the writer's stop flag when dropped, also when a check panics (else the scope would
-/// wait for the writer for ever).
-struct StopOnDrop<'a>(&'a AtomicBool);
-
-impl Drop for StopOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
     }
 }
 

@@ -249,7 +249,7 @@ fn upserts_wait_for_the_shadow_to_be_resolved() {
 
 mod common;
 
-use common::FourWords;
+use common::{FourWords, StopOnDrop};
 use floe::{Compute, Map, MapRequest, MapResponse, Operation};
 
 #[test]
@@ -502,15 +502,6 @@ fn clear_removes_a_key_beside_a_shadow_while_it_is_put() {
     });
     assert_eq!(survived, 0, "a key present throughout a clear survived it");
     assert_eq!(map.check_invariants(), 1);
-}
-
-/// Stops helper threads when the test thread panics (a failed assertion must not hang).
-struct StopOnDrop<'a>(&'a AtomicBool);
-
-impl Drop for StopOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
 }
 
 /// A key whose `Eq` panics while `PANIC_EQ` is set, all on one hash word.

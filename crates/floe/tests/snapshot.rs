@@ -1,19 +1,13 @@
 //! Strongly consistent snapshots (DLHT §3.4.4): the pairs present at one instant, while
 //! writers run, across growth, and refused from inside an operation.
 
+mod common;
+
+use common::StopOnDrop;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use floe::{Error, FlatMap, FlatSet, Prefetch, Request, Response};
-
-/// Stops the other threads however the checks end (a failed one panics: the scope would
-/// otherwise wait for them forever).
-struct StopOnDrop<'a>(&'a AtomicBool);
-
-impl Drop for StopOnDrop<'_> {
-    fn drop(&mut self) {
-        self.0.store(true, Ordering::Relaxed);
-    }
-}
 
 #[test]
 fn a_snapshot_of_a_quiet_map_is_its_contents() {

@@ -154,3 +154,13 @@ impl std::hash::BuildHasher for FourWords {
         FourWordsHasher::default()
     }
 }
+
+/// Sets a stop flag when dropped, also when a check panics: helper threads that loop until
+/// the flag is set end, instead of the scope waiting for them for ever.
+pub struct StopOnDrop<'a>(pub &'a std::sync::atomic::AtomicBool);
+
+impl Drop for StopOnDrop<'_> {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
