@@ -1,0 +1,12 @@
+//! floe-server: a memcached-compatible cache on floe's lock-free map.
+//!
+//! Reading order: [`cache`] (items, memory, S3-FIFO eviction: the design notes are at its
+//! top), [`text`] (memcached's text and meta protocols, and how reads are batched),
+//! [`server`] (one mio event loop per worker thread, connections, back-pressure),
+//! [`stats`], then `main.rs` (flags).
+
+pub mod cache;
+pub mod log;
+pub mod server;
+pub mod stats;
+pub mod text;

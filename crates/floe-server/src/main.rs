@@ -1,0 +1,136 @@
+//! `floe-server`: a memcached-compatible cache. Flags as memcached's; see `--help`.
+
+use std::{
+    net::{IpAddr, SocketAddr},
+    process::ExitCode,
+    sync::{atomic::AtomicBool, Arc},
+    time::Duration,
+};
+
+use clap::{ArgAction, Parser};
+use floe_server::{
+    cache::{Cache, Settings},
+    log,
+    server::{Config, Server},
+};
+
+/// A memcached-compatible cache server on floe's lock-free hash map.
+#[derive(Parser, Debug)]
+#[command(name = "floe-server", version, about, disable_version_flag = true)]
+struct Args {
+    /// TCP port to listen on.
+    #[arg(short = 'p', long = "port", default_value_t = 11211)]
+    port: u16,
+    /// Interface to listen on (memcached's default: every interface).
+    #[arg(short = 'l', long = "listen", default_value = "0.0.0.0")]
+    listen: IpAddr,
+    /// Worker threads (one event loop each).
+    #[arg(short = 't', long = "threads", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    threads: u16,
+    /// Most simultaneous connections.
+    #[arg(short = 'c', long = "conn-limit", default_value_t = 1024)]
+    max_connections: usize,
+    /// Item memory in megabytes.
+    #[arg(short = 'm', long = "memory-limit", default_value_t = 64, value_parser = clap::value_parser!(u64).range(1..=(1 << 24)))]
+    memory_mb: u64,
+    /// Return an error when memory is full instead of evicting.
+    #[arg(short = 'M', long = "disable-evictions")]
+    no_evictions: bool,
+    /// Largest item (bytes, or with a k or m suffix; 1k to 1g, at most half of -m).
+    #[arg(short = 'I', long = "max-item-size", default_value = "1m", value_parser = parse_size)]
+    max_item_size: usize,
+    /// More verbose logging to stderr (-v, -vv, -vvv).
+    #[arg(short = 'v', long = "verbose", action = ArgAction::Count)]
+    verbose: u8,
+    /// UDP port (memcached's -U): only 0 (off) is supported.
+    #[arg(short = 'U', long = "udp-port", default_value_t = 0)]
+    udp_port: u16,
+    /// Print the version.
+    #[arg(short = 'V', long = "version", action = ArgAction::Version)]
+    version: Option<bool>,
+}
+
+fn parse_size(text: &str) -> Result<usize, String> {
+    let text = text.trim();
+    let (digits, unit) = match text.char_indices().last() {
+        Some((i, c)) if c.eq_ignore_ascii_case(&'k') => (&text[..i], 1 << 10),
+        Some((i, c)) if c.eq_ignore_ascii_case(&'m') => (&text[..i], 1 << 20),
+        Some((i, c)) if c.eq_ignore_ascii_case(&'g') => (&text[..i], 1 << 30),
+        _ => (text, 1),
+    };
+    let value: usize = digits
+        .parse()
+        .map_err(|_| format!("not a size: {text:?}"))?;
+    value
+        .checked_mul(unit)
+        .ok_or_else(|| format!("too large: {text:?}"))
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let usage = |message: &str| {
+        eprintln!("floe-server: {message}");
+        ExitCode::from(2)
+    };
+    if args.udp_port != 0 {
+        return usage("UDP is not supported (-U 0 is the only accepted value)");
+    }
+    let memory_limit = (args.memory_mb as usize) << 20;
+    if args.max_item_size < 1024 {
+        return usage("item max size cannot be less than 1024 bytes (-I)");
+    }
+    if args.max_item_size > 1 << 30 {
+        return usage("cannot set item size limit higher than 1 gigabyte (-I)");
+    }
+    if args.max_item_size > memory_limit / 2 {
+        return usage("cannot set item size limit higher than 1/2 of memory max (-I, -m)");
+    }
+    if args.max_connections == 0 {
+        return usage("the connection limit must be at least 1 (-c)");
+    }
+    log::set_verbosity(args.verbose);
+    let settings = Settings {
+        memory_limit,
+        evict: !args.no_evictions,
+        max_item_size: args.max_item_size,
+        workers: args.threads as usize,
+        initial_keys: 1 << 16,
+    };
+    let cache = match Cache::new(settings) {
+        Ok(cache) => Arc::new(cache),
+        Err(error) => {
+            eprintln!("floe-server: cannot create the cache: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let shutdown = Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT] {
+        if let Err(error) = signal_hook::flag::register(signal, Arc::clone(&shutdown)) {
+            eprintln!("floe-server: cannot handle signal {signal}: {error}");
+            return ExitCode::FAILURE;
+        }
+    }
+    let config = Config {
+        listen: SocketAddr::new(args.listen, args.port),
+        max_connections: args.max_connections,
+    };
+    let mut server = match Server::start(cache, &config, Arc::clone(&shutdown)) {
+        Ok(server) => server,
+        Err(error) => {
+            eprintln!("floe-server: cannot listen on {}: {error}", config.listen);
+            return ExitCode::FAILURE;
+        }
+    };
+    log!(
+        1,
+        "listening on {} with {} threads",
+        server.address(),
+        args.threads
+    );
+    while !shutdown.load(std::sync::atomic::Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    log!(1, "shutting down");
+    server.join();
+    ExitCode::SUCCESS
+}

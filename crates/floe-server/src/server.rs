@@ -1,0 +1,417 @@
+//! The network side: one mio event loop per worker thread, each with its own listening
+//! socket on the same address (`SO_REUSEPORT`, so the kernel spreads connections over the
+//! workers and no thread hands sockets to another), and the connections it accepted.
+//!
+//! A connection reads until the socket has nothing more (edge-triggered), answers every
+//! complete request in what it has (one cache session, so one pin of the map, per read),
+//! and writes. **Back-pressure:** once a connection's unsent output passes
+//! [`OUTPUT_HIGH_WATER`] it stops reading until the client has taken it down to
+//! [`OUTPUT_LOW_WATER`]; a client that sends and never reads therefore holds at most that
+//! much output and its socket buffers, and stalls no one else. Input is bounded by the
+//! longest request: a line limit (`text::MAX_LINE`, `text::MAX_GET_LINE`) and `-I` for a
+//! data block; a larger value's data is discarded as it arrives, never buffered whole.
+
+use std::{
+    io::{self, Read, Write},
+    net::SocketAddr,
+    sync::{
+        atomic::{AtomicBool, Ordering},
+        Arc,
+    },
+    thread::JoinHandle,
+    time::Duration,
+};
+
+use mio::{
+    net::{TcpListener, TcpStream},
+    Events, Interest, Poll, Token,
+};
+
+use crate::{
+    cache::{Cache, Worker},
+    log,
+    stats::{CURR_CONNECTIONS, REJECTED_CONNECTIONS, TOTAL_CONNECTIONS},
+    text::{self, TextState},
+};
+
+/// Stop reading from a connection with this much unsent output.
+pub const OUTPUT_HIGH_WATER: usize = 4 << 20;
+/// Resume reading once its unsent output is down to this.
+pub const OUTPUT_LOW_WATER: usize = 1 << 20;
+
+const LISTENER: Token = Token(usize::MAX);
+const READ_CHUNK: usize = 64 << 10;
+
+/// How the server runs.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Address to listen on (port 0: any free port).
+    pub listen: SocketAddr,
+    /// Most connections open at once (`-c`); more are refused with an error line.
+    pub max_connections: usize,
+}
+
+/// A running server: its address and a way to stop it.
+pub struct Server {
+    address: SocketAddr,
+    shutdown: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl Server {
+    /// Bind every worker's socket and start the workers and the housekeeping thread.
+    pub fn start(
+        cache: Arc<Cache>,
+        config: &Config,
+        shutdown: Arc<AtomicBool>,
+    ) -> io::Result<Server> {
+        crate::stats::MAX_CONNECTIONS.store(config.max_connections as u64, Ordering::Relaxed);
+        let workers = cache.settings().workers;
+        let first = bind(config.listen)?;
+        let address = first.local_addr()?.as_socket().expect("an IP socket");
+        crate::stats::TCP_PORT.store(address.port() as u64, Ordering::Relaxed);
+        let mut listeners = vec![first];
+        for _ in 1..workers {
+            listeners.push(bind(address)?);
+        }
+        let open = Arc::new(core::sync::atomic::AtomicUsize::new(0));
+        let mut threads = Vec::new();
+        for (id, socket) in listeners.into_iter().enumerate() {
+            let listener = TcpListener::from_std(socket.into());
+            let mut event_loop = EventLoop {
+                poll: Poll::new()?,
+                listener,
+                connections: slab::Slab::new(),
+                worker: cache.worker(id),
+                shutdown: Arc::clone(&shutdown),
+                open: Arc::clone(&open),
+                max_connections: config.max_connections,
+                scratch: vec![0; READ_CHUNK],
+            };
+            threads.push(
+                std::thread::Builder::new()
+                    .name(format!("floe-worker-{id}"))
+                    .spawn(move || {
+                        if let Err(error) = event_loop.run() {
+                            log!(0, "worker {id} stopped: {error}");
+                        }
+                    })?,
+            );
+        }
+        let housekeeping_stop = Arc::clone(&shutdown);
+        threads.push(
+            std::thread::Builder::new()
+                .name("floe-housekeeping".into())
+                .spawn(move || {
+                    // Unlink expired items every few seconds, so their memory comes back even if no
+                    // one asks for them and nothing needs evicting.
+                    let mut ticks = 0u32;
+                    while !housekeeping_stop.load(Ordering::Relaxed) {
+                        std::thread::sleep(Duration::from_millis(100));
+                        ticks += 1;
+                        if ticks.is_multiple_of(50) {
+                            let unlinked = cache.reclaim_expired();
+                            if unlinked > 0 {
+                                log!(2, "reclaimed {unlinked} expired items");
+                            }
+                        }
+                    }
+                })?,
+        );
+        Ok(Server {
+            address,
+            shutdown,
+            threads,
+        })
+    }
+
+    /// The address it listens on.
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// Stop every thread (open connections are closed) and wait for them.
+    pub fn stop(mut self) {
+        self.shutdown.store(true, Ordering::Relaxed);
+        self.join();
+    }
+
+    /// Wait for the threads (they stop when the shutdown flag is raised).
+    pub fn join(&mut self) {
+        for thread in self.threads.drain(..) {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.shutdown.store(true, Ordering::Relaxed);
+        self.join();
+    }
+}
+
+fn bind(address: SocketAddr) -> io::Result<socket2::Socket> {
+    use socket2::{Domain, Socket, Type};
+    let socket = Socket::new(Domain::for_address(address), Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    socket.set_nonblocking(true)?;
+    socket.bind(&address.into())?;
+    socket.listen(1024)?;
+    Ok(socket)
+}
+
+struct EventLoop {
+    poll: Poll,
+    listener: TcpListener,
+    connections: slab::Slab<Connection>,
+    worker: Worker,
+    shutdown: Arc<AtomicBool>,
+    open: Arc<core::sync::atomic::AtomicUsize>,
+    max_connections: usize,
+    scratch: Vec<u8>,
+}
+
+struct Connection {
+    stream: TcpStream,
+    /// Bytes read and not yet answered (from `start`).
+    input: Vec<u8>,
+    start: usize,
+    output: Vec<u8>,
+    written: usize,
+    /// Bytes still to discard from the input (a refused value's data).
+    swallow: usize,
+    /// Reading is paused until the output drains (back-pressure).
+    paused: bool,
+    /// Close once the output is written.
+    closing: bool,
+    text: TextState,
+}
+
+impl EventLoop {
+    fn run(&mut self) -> io::Result<()> {
+        self.poll
+            .registry()
+            .register(&mut self.listener, LISTENER, Interest::READABLE)?;
+        let mut events = Events::with_capacity(256);
+        while !self.shutdown.load(Ordering::Relaxed) {
+            match self
+                .poll
+                .poll(&mut events, Some(Duration::from_millis(100)))
+            {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e),
+            }
+            for event in events.iter() {
+                if event.token() == LISTENER {
+                    self.accept();
+                    continue;
+                }
+                let id = event.token().0;
+                if !self.connections.contains(id) {
+                    continue;
+                }
+                let keep = self.serve(id);
+                if !keep {
+                    self.close(id);
+                }
+            }
+        }
+        for id in self
+            .connections
+            .iter()
+            .map(|(id, _)| id)
+            .collect::<Vec<_>>()
+        {
+            self.close(id);
+        }
+        Ok(())
+    }
+
+    fn accept(&mut self) {
+        loop {
+            match self.listener.accept() {
+                Ok((mut stream, peer)) => {
+                    if self.open.fetch_add(1, Ordering::Relaxed) >= self.max_connections {
+                        self.open.fetch_sub(1, Ordering::Relaxed);
+                        REJECTED_CONNECTIONS.fetch_add(1, Ordering::Relaxed);
+                        log!(1, "refused {peer}: too many open connections");
+                        // Best effort: the socket is fresh, so the line fits its buffer.
+                        let _ = stream.write_all(b"ERROR Too many open connections\r\n");
+                        continue;
+                    }
+                    let _ = stream.set_nodelay(true);
+                    let entry = self.connections.vacant_entry();
+                    let token = Token(entry.key());
+                    if let Err(error) = self.poll.registry().register(
+                        &mut stream,
+                        token,
+                        Interest::READABLE | Interest::WRITABLE,
+                    ) {
+                        log!(1, "cannot register {peer}: {error}");
+                        self.open.fetch_sub(1, Ordering::Relaxed);
+                        continue;
+                    }
+                    entry.insert(Connection {
+                        stream,
+                        input: Vec::new(),
+                        start: 0,
+                        output: Vec::new(),
+                        written: 0,
+                        swallow: 0,
+                        paused: false,
+                        closing: false,
+                        text: TextState::default(),
+                    });
+                    CURR_CONNECTIONS.fetch_add(1, Ordering::Relaxed);
+                    TOTAL_CONNECTIONS.fetch_add(1, Ordering::Relaxed);
+                    log!(2, "new connection from {peer}");
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    // Out of descriptors and the like: try again at the next event.
+                    log!(0, "accept: {e}");
+                    return;
+                }
+            }
+        }
+    }
+
+    fn close(&mut self, id: usize) {
+        let mut connection = self.connections.remove(id);
+        let _ = self.poll.registry().deregister(&mut connection.stream);
+        self.open.fetch_sub(1, Ordering::Relaxed);
+        CURR_CONNECTIONS.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Read, answer and write as far as the socket allows; `false` to close.
+    fn serve(&mut self, id: usize) -> bool {
+        let connection = &mut self.connections[id];
+        loop {
+            // Write first: it may lift the back-pressure.
+            match flush(connection) {
+                Ok(()) => {}
+                Err(_) => return false,
+            }
+            let pending = connection.output.len() - connection.written;
+            if connection.closing {
+                return pending > 0;
+            }
+            if connection.paused {
+                if pending > OUTPUT_LOW_WATER {
+                    return true;
+                }
+                connection.paused = false;
+            }
+            // Read what is there.
+            let mut read_any = false;
+            let mut eof = false;
+            loop {
+                match connection.stream.read(&mut self.scratch) {
+                    Ok(0) => {
+                        eof = true;
+                        break;
+                    }
+                    Ok(n) => {
+                        read_any = true;
+                        take_input(connection, &self.scratch[..n]);
+                        if n < self.scratch.len()
+                            || connection.input.len() - connection.start > READ_CHUNK * 4
+                        {
+                            break;
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(_) => return false,
+                }
+            }
+            if connection.start < connection.input.len() {
+                let mut session = self.worker.session();
+                let served = text::serve(
+                    &connection.input[connection.start..],
+                    &mut connection.output,
+                    &mut session,
+                    &mut connection.text,
+                );
+                drop(session);
+                connection.start += served.consumed;
+                connection.swallow = served.swallow;
+                if connection.start == connection.input.len() {
+                    connection.input.clear();
+                    connection.start = 0;
+                } else if connection.start > connection.input.len() / 2 {
+                    connection.input.drain(..connection.start);
+                    connection.start = 0;
+                }
+                if served.close {
+                    connection.closing = true;
+                    continue;
+                }
+                if connection.input.len() - connection.start
+                    > input_limit(self.worker.cache().settings().max_item_size)
+                {
+                    // Cannot happen for well-formed input (lines and blocks are bounded
+                    // before they are buffered); a guard against unbounded growth.
+                    connection
+                        .output
+                        .extend_from_slice(b"SERVER_ERROR request too large\r\n");
+                    connection.closing = true;
+                    continue;
+                }
+            }
+            if connection.output.len() - connection.written > OUTPUT_HIGH_WATER {
+                connection.paused = true;
+            }
+            if eof {
+                let _ = flush(connection);
+                return false;
+            }
+            if !read_any {
+                return true;
+            }
+        }
+    }
+}
+
+/// The most unanswered input a connection may hold: a full line and the largest value.
+fn input_limit(max_item_size: usize) -> usize {
+    text::MAX_GET_LINE + max_item_size + 2 + READ_CHUNK * 4
+}
+
+/// Append freshly read bytes, discarding what a refused store left to swallow.
+fn take_input(connection: &mut Connection, mut bytes: &[u8]) {
+    if connection.swallow > 0 {
+        let skip = connection.swallow.min(bytes.len());
+        connection.swallow -= skip;
+        bytes = &bytes[skip..];
+    }
+    connection.input.extend_from_slice(bytes);
+}
+
+/// Write as much output as the socket takes.
+fn flush(connection: &mut Connection) -> io::Result<()> {
+    while connection.written < connection.output.len() {
+        match connection
+            .stream
+            .write(&connection.output[connection.written..])
+        {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => connection.written += n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    if connection.written == connection.output.len() {
+        connection.output.clear();
+        connection.written = 0;
+    } else if connection.written > (1 << 20) {
+        connection.output.drain(..connection.written);
+        connection.written = 0;
+    }
+    Ok(())
+}

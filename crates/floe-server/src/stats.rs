@@ -1,0 +1,111 @@
+//! The `stats` command: memcached's general statistics and the `settings`, `items` and
+//! `slabs` groups (floe-server has no slab classes: `items` and `slabs` report the one
+//! class all items are in, so tools that read them find the fields they expect).
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use crate::cache::{Cache, COUNTERS};
+
+/// Connections open now and since start (bumped by the server).
+pub static CURR_CONNECTIONS: AtomicU64 = AtomicU64::new(0);
+/// Connections accepted since start.
+pub static TOTAL_CONNECTIONS: AtomicU64 = AtomicU64::new(0);
+/// Connections refused for `-c`.
+pub static REJECTED_CONNECTIONS: AtomicU64 = AtomicU64::new(0);
+/// Listen settings, for `stats settings`: max connections, TCP port.
+pub static MAX_CONNECTIONS: AtomicU64 = AtomicU64::new(1024);
+/// The TCP port listened on.
+pub static TCP_PORT: AtomicU64 = AtomicU64::new(0);
+
+fn stat(out: &mut Vec<u8>, name: &str, value: impl core::fmt::Display) {
+    use std::io::Write;
+    let _ = write!(out, "STAT {name} {value}\r\n");
+}
+
+/// Answer `stats [group]` (`tokens` are the arguments' byte ranges in `line`).
+pub fn write(out: &mut Vec<u8>, cache: &Cache, line: &[u8], tokens: &[(usize, usize)]) {
+    let group = tokens.first().map(|&(s, e)| &line[s..e]);
+    match group {
+        None => general(out, cache),
+        Some(b"settings") => settings(out, cache),
+        Some(b"items") => {
+            stat(out, "items:1:number", cache.items());
+            stat(out, "items:1:age", 0);
+            stat(
+                out,
+                "items:1:evicted",
+                cache.counter(crate::cache::Counter::Evictions),
+            );
+            stat(
+                out,
+                "items:1:reclaimed",
+                cache.counter(crate::cache::Counter::Reclaimed),
+            );
+            stat(
+                out,
+                "items:1:outofmemory",
+                cache.counter(crate::cache::Counter::OutOfMemory),
+            );
+        }
+        Some(b"slabs") => {
+            stat(out, "1:chunk_size", cache.settings().max_item_size);
+            stat(out, "1:used_chunks", cache.items());
+            stat(out, "1:mem_requested", cache.bytes());
+            stat(out, "active_slabs", 1);
+            stat(out, "total_malloced", cache.bytes());
+        }
+        Some(b"sizes") | Some(b"conns") | Some(b"extstore") => {}
+        Some(_) => {
+            out.extend_from_slice(b"ERROR\r\n");
+            return;
+        }
+    }
+    out.extend_from_slice(b"END\r\n");
+}
+
+fn general(out: &mut Vec<u8>, cache: &Cache) {
+    let now = cache.now();
+    stat(out, "pid", std::process::id());
+    stat(out, "uptime", now.saturating_sub(2));
+    stat(out, "time", cache.process_started() + now as i64);
+    stat(out, "version", crate::text::VERSION);
+    stat(out, "pointer_size", usize::BITS);
+    stat(
+        out,
+        "curr_connections",
+        CURR_CONNECTIONS.load(Ordering::Relaxed),
+    );
+    stat(
+        out,
+        "total_connections",
+        TOTAL_CONNECTIONS.load(Ordering::Relaxed),
+    );
+    stat(
+        out,
+        "rejected_connections",
+        REJECTED_CONNECTIONS.load(Ordering::Relaxed),
+    );
+    for (counter, name) in COUNTERS {
+        stat(out, name, cache.counter(counter));
+    }
+    stat(out, "threads", cache.settings().workers);
+    stat(out, "bytes", cache.bytes());
+    stat(out, "curr_items", cache.items());
+    stat(out, "limit_maxbytes", cache.settings().memory_limit);
+    stat(out, "index_bytes", cache.index_bytes());
+    stat(out, "index_capacity", cache.index_capacity());
+}
+
+fn settings(out: &mut Vec<u8>, cache: &Cache) {
+    let settings = cache.settings();
+    stat(out, "maxbytes", settings.memory_limit);
+    stat(out, "maxconns", MAX_CONNECTIONS.load(Ordering::Relaxed));
+    stat(out, "tcpport", TCP_PORT.load(Ordering::Relaxed));
+    stat(out, "verbosity", crate::log::verbosity());
+    stat(out, "evictions", if settings.evict { "on" } else { "off" });
+    stat(out, "num_threads", settings.workers);
+    stat(out, "item_size_max", settings.max_item_size);
+    stat(out, "cas_enabled", "yes");
+    stat(out, "eviction_policy", "s3-fifo");
+    stat(out, "binding_protocol", "ascii");
+}

@@ -1,0 +1,1160 @@
+//! memcached's text protocol and its meta commands: parsing and execution.
+//!
+//! [`serve`] takes the bytes a connection has read and answers every complete request in
+//! them, in order. Runs of reads (`get`, `gets`, and `mg` without flags that write) are
+//! gathered across request boundaries and looked up in one batch (`Session::get_many`,
+//! bins prefetched, then entries), so a 100-key `get`, and 100 pipelined single-key `get`s
+//! or `mg`s, cost one batch; any other request first answers the gathered reads, so replies
+//! keep the order of the requests.
+//!
+//! Syntax and replies follow memcached 1.6's `proto_text.c` (documented differences in the
+//! README): tokens split on spaces, a line ends at `\n` with an optional `\r` before it, at
+//! most 24 tokens except for the get commands, keys of at most 250 bytes. A key with a
+//! control character is refused (memcached would store it). A line longer than
+//! [`MAX_LINE`] (or [`MAX_GET_LINE`] for the get commands) with no newline is answered
+//! `CLIENT_ERROR line too long` and the connection is closed, as memcached closes it.
+
+use base64::{engine::general_purpose::STANDARD as BASE64, Engine as _};
+
+use crate::cache::{Counter, Deleted, Delta, Item, Session, StoreMode, Stored, MAX_KEY_LEN};
+
+/// The longest command line (without its data block) other than the get commands.
+pub const MAX_LINE: usize = 8 << 10;
+
+/// The longest get / gets / gat / gats / mg line (about 1,000 keys of 250 bytes).
+pub const MAX_GET_LINE: usize = 256 << 10;
+
+/// The most tokens a non-get command line may have (memcached's `MAX_TOKENS`).
+const MAX_TOKENS: usize = 24;
+
+/// The version string clients see; the `1.6` prefix makes version-sniffing clients treat
+/// the server as a memcached 1.6.
+pub const VERSION: &str = concat!("1.6.99-floe-", env!("CARGO_PKG_VERSION"));
+
+/// What `serve` did with the input.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Served {
+    /// Bytes of the input answered; the rest is an incomplete request.
+    pub consumed: usize,
+    /// Discard this many bytes that follow `consumed` (the data block of a refused store),
+    /// including bytes not read yet.
+    pub swallow: usize,
+    /// Close the connection after writing the output (`quit`, a line too long).
+    pub close: bool,
+}
+
+/// Per-connection state of the text protocol.
+#[derive(Default)]
+pub struct TextState {
+    tokens: Vec<(usize, usize)>,
+}
+
+/// A read waiting in the batch.
+enum Read<'a> {
+    /// `get` / `gets`: keys `first..first + count` of the batch.
+    Get {
+        first: usize,
+        count: usize,
+        cas: bool,
+    },
+    /// `mg`: key `index` of the batch, its flags, and its key as the client wrote it.
+    Meta {
+        index: usize,
+        flags: MetaFlags<'a>,
+        key_as_sent: &'a [u8],
+    },
+}
+
+/// Reads gathered for one batch lookup.
+#[derive(Default)]
+struct Batch<'a> {
+    keys: Vec<&'a [u8]>,
+    decoded: Vec<Box<[u8]>>,
+    reads: Vec<Read<'a>>,
+}
+
+/// Answer every complete request in `input`, appending replies to `out`.
+pub fn serve(
+    input: &[u8],
+    out: &mut Vec<u8>,
+    session: &mut Session<'_>,
+    state: &mut TextState,
+) -> Served {
+    let mut pos = 0;
+    let mut batch = Batch::default();
+    let mut tokens = std::mem::take(&mut state.tokens);
+    let served = loop {
+        let rest = &input[pos..];
+        let Some(newline) = rest.iter().position(|&b| b == b'\n') else {
+            let limit = if starts_get(rest) {
+                MAX_GET_LINE
+            } else {
+                MAX_LINE
+            };
+            if rest.len() > limit {
+                answer_reads(&mut batch, out, session, state);
+                out.extend_from_slice(b"CLIENT_ERROR line too long\r\n");
+                break Served {
+                    consumed: input.len(),
+                    swallow: 0,
+                    close: true,
+                };
+            }
+            break Served {
+                consumed: pos,
+                swallow: 0,
+                close: false,
+            };
+        };
+        let line_end = pos + newline + 1;
+        let mut line = &rest[..newline];
+        if line.last() == Some(&b'\r') {
+            line = &line[..line.len() - 1];
+        }
+        tokenize(line, &mut tokens);
+        let token = |i: usize| -> &[u8] { &line[tokens[i].0..tokens[i].1] };
+        let Some(&(s, e)) = tokens.first() else {
+            answer_reads(&mut batch, out, session, state);
+            out.extend_from_slice(b"ERROR\r\n");
+            pos = line_end;
+            continue;
+        };
+        let command = &line[s..e];
+        let is_get = matches!(command, b"get" | b"gets");
+        if !is_get && tokens.len() > MAX_TOKENS {
+            answer_reads(&mut batch, out, session, state);
+            out.extend_from_slice(b"ERROR\r\n");
+            pos = line_end;
+            continue;
+        }
+        if is_get {
+            if tokens.len() < 2 {
+                answer_reads(&mut batch, out, session, state);
+                out.extend_from_slice(b"ERROR\r\n");
+            } else if (1..tokens.len()).any(|i| !valid_key(token(i))) {
+                answer_reads(&mut batch, out, session, state);
+                out.extend_from_slice(b"CLIENT_ERROR bad command line format\r\n");
+            } else {
+                let first = batch.keys.len();
+                batch.keys.extend((1..tokens.len()).map(&token));
+                batch.reads.push(Read::Get {
+                    first,
+                    count: tokens.len() - 1,
+                    cas: command == b"gets",
+                });
+            }
+            pos = line_end;
+            continue;
+        }
+        if command == b"mg" && tokens.len() >= 2 {
+            let parsed = MetaFlags::parse(line, &tokens[2..]);
+            if let Ok(flags) = parsed {
+                if !flags.writes() {
+                    match meta_key(token(1), flags.has(b'b')) {
+                        Ok(key) => {
+                            let index = batch.keys.len();
+                            match key {
+                                MetaKey::Plain(key) => batch.keys.push(key),
+                                MetaKey::Decoded(key) => {
+                                    // Kept alive in `decoded` until the batch is answered;
+                                    // the slice is re-pointed there when answering.
+                                    batch.decoded.push(key);
+                                    batch.keys.push(&[]);
+                                }
+                            }
+                            batch.reads.push(Read::Meta {
+                                index,
+                                flags,
+                                key_as_sent: token(1),
+                            });
+                        }
+                        Err(()) => {
+                            answer_reads(&mut batch, out, session, state);
+                            out.extend_from_slice(b"CLIENT_ERROR bad command line format\r\n");
+                        }
+                    }
+                    pos = line_end;
+                    continue;
+                }
+            }
+        }
+        answer_reads(&mut batch, out, session, state);
+        let request = Request {
+            line,
+            tokens: &tokens,
+            data: &input[line_end..],
+        };
+        match execute(&request, out, session) {
+            Outcome::Done => pos = line_end,
+            Outcome::DoneWithData(len) => pos = line_end + len,
+            Outcome::NeedData => {
+                break Served {
+                    consumed: pos,
+                    swallow: 0,
+                    close: false,
+                }
+            }
+            Outcome::Swallow(len) => {
+                let available = (input.len() - line_end).min(len);
+                if available == len {
+                    pos = line_end + len;
+                } else {
+                    break Served {
+                        consumed: line_end + available,
+                        swallow: len - available,
+                        close: false,
+                    };
+                }
+            }
+            Outcome::Close => {
+                break Served {
+                    consumed: line_end,
+                    swallow: 0,
+                    close: true,
+                }
+            }
+        }
+    };
+    answer_reads(&mut batch, out, session, state);
+    state.tokens = tokens;
+    served
+}
+
+fn starts_get(line: &[u8]) -> bool {
+    let line = line.trim_ascii_start();
+    [&b"get "[..], b"gets ", b"gat ", b"gats ", b"mg "]
+        .iter()
+        .any(|p| line.starts_with(p))
+}
+
+/// Split on spaces (runs of spaces count as one) into byte ranges of `line`.
+fn tokenize(line: &[u8], tokens: &mut Vec<(usize, usize)>) {
+    tokens.clear();
+    let mut start = None;
+    for (i, &b) in line.iter().enumerate() {
+        match (b == b' ', start) {
+            (true, Some(s)) => {
+                tokens.push((s, i));
+                start = None;
+            }
+            (false, None) => start = Some(i),
+            _ => {}
+        }
+    }
+    if let Some(s) = start {
+        tokens.push((s, line.len()));
+    }
+}
+
+/// At most 250 bytes, none of them a control character.
+pub fn valid_key(key: &[u8]) -> bool {
+    !key.is_empty() && key.len() <= MAX_KEY_LEN && key.iter().all(|&b| b > b' ' && b != 0x7f)
+}
+
+/// Answer the gathered reads with one batch lookup.
+fn answer_reads(
+    batch: &mut Batch<'_>,
+    out: &mut Vec<u8>,
+    session: &mut Session<'_>,
+    _state: &mut TextState,
+) {
+    if batch.reads.is_empty() {
+        return;
+    }
+    // Point the base64-decoded keys' placeholders at their decoded bytes.
+    let mut decoded = batch.decoded.iter();
+    let mut keys: Vec<&[u8]> = Vec::with_capacity(batch.keys.len());
+    let mut meta_decoded = vec![false; batch.keys.len()];
+    for read in &batch.reads {
+        if let Read::Meta { index, flags, .. } = read {
+            if flags.has(b'b') {
+                meta_decoded[*index] = true;
+            }
+        }
+    }
+    for (i, key) in batch.keys.iter().enumerate() {
+        keys.push(if meta_decoded[i] {
+            decoded.next().expect("one per decoded key")
+        } else {
+            key
+        });
+    }
+    let mut found = Vec::new();
+    session.get_many(&keys, &mut found, true);
+    // Each item is marked read after its reply: `mg`'s `h` and `l` flags report the reads
+    // before this one.
+    for read in &batch.reads {
+        match read {
+            Read::Get { first, count, cas } => {
+                for i in *first..first + count {
+                    if let Some(item) = found[i] {
+                        write_value(out, keys[i], item, *cas);
+                        session.mark_read(item);
+                    }
+                }
+                out.extend_from_slice(b"END\r\n");
+            }
+            Read::Meta {
+                index,
+                flags,
+                key_as_sent,
+            } => {
+                meta_get_reply(out, session, key_as_sent, found[*index], flags);
+                if let Some(item) = found[*index] {
+                    session.mark_read(item);
+                }
+            }
+        }
+    }
+    batch.keys.clear();
+    batch.decoded.clear();
+    batch.reads.clear();
+}
+
+fn write_value(out: &mut Vec<u8>, key: &[u8], item: &Item, cas: bool) {
+    out.extend_from_slice(b"VALUE ");
+    out.extend_from_slice(key);
+    out.push(b' ');
+    push_number(out, item.flags() as u64);
+    out.push(b' ');
+    push_number(out, item.data().len() as u64);
+    if cas {
+        out.push(b' ');
+        push_number(out, item.cas());
+    }
+    out.extend_from_slice(b"\r\n");
+    out.extend_from_slice(item.data());
+    out.extend_from_slice(b"\r\n");
+}
+
+fn push_number(out: &mut Vec<u8>, n: u64) {
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+}
+
+fn push_signed(out: &mut Vec<u8>, n: i64) {
+    out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
+}
+
+/// One non-batched request: its line, token ranges, and whatever input follows the line.
+struct Request<'a> {
+    line: &'a [u8],
+    tokens: &'a [(usize, usize)],
+    data: &'a [u8],
+}
+
+impl<'a> Request<'a> {
+    fn token(&self, i: usize) -> &'a [u8] {
+        &self.line[self.tokens[i].0..self.tokens[i].1]
+    }
+
+    fn len(&self) -> usize {
+        self.tokens.len()
+    }
+
+    /// Whether the last token is `noreply` (memcached's `set_noreply_maybe`).
+    fn noreply(&self) -> bool {
+        self.token(self.len() - 1) == b"noreply"
+    }
+}
+
+enum Outcome {
+    /// The line was answered.
+    Done,
+    /// The line and this many bytes of data after it were answered.
+    DoneWithData(usize),
+    /// A data block is not all here yet; nothing was answered.
+    NeedData,
+    /// The line was answered; discard this many bytes after it.
+    Swallow(usize),
+    /// Close the connection.
+    Close,
+}
+
+const BAD_FORMAT: &[u8] = b"CLIENT_ERROR bad command line format\r\n";
+
+fn reply(out: &mut Vec<u8>, noreply: bool, line: &[u8]) {
+    if !noreply {
+        out.extend_from_slice(line);
+    }
+}
+
+fn execute(request: &Request<'_>, out: &mut Vec<u8>, session: &mut Session<'_>) -> Outcome {
+    let n = request.len();
+    match request.token(0) {
+        b"set" => storage(request, out, session, StoreMode::Set, false),
+        b"add" => storage(request, out, session, StoreMode::Add, false),
+        b"replace" => storage(request, out, session, StoreMode::Replace, false),
+        b"append" => storage(request, out, session, StoreMode::Append, false),
+        b"prepend" => storage(request, out, session, StoreMode::Prepend, false),
+        b"cas" => storage(request, out, session, StoreMode::Set, true),
+        b"gat" | b"gats" if n >= 3 => {
+            let Some(exptime) = parse_exptime(request.token(1)) else {
+                out.extend_from_slice(b"CLIENT_ERROR invalid exptime argument\r\n");
+                return Outcome::Done;
+            };
+            if (2..n).any(|i| !valid_key(request.token(i))) {
+                out.extend_from_slice(BAD_FORMAT);
+                return Outcome::Done;
+            }
+            let exptime = session.cache().server_time(exptime, session.now());
+            for i in 2..n {
+                let key = request.token(i);
+                session.count(Counter::CmdTouch, 1);
+                session.count(Counter::CmdGet, 1);
+                match session.touch(key, exptime) {
+                    Some(item) => {
+                        session.count(Counter::TouchHits, 1);
+                        session.count(Counter::GetHits, 1);
+                        session.mark_read(item);
+                        write_value(out, key, item, request.token(0) == b"gats");
+                    }
+                    None => {
+                        session.count(Counter::TouchMisses, 1);
+                        session.count(Counter::GetMisses, 1);
+                    }
+                }
+            }
+            out.extend_from_slice(b"END\r\n");
+            Outcome::Done
+        }
+        b"delete" if n >= 2 => {
+            let noreply = request.noreply();
+            if n > 2 {
+                // A legacy hold time of 0 is accepted.
+                let hold_is_zero = request.token(2) == b"0";
+                let valid =
+                    (n == 3 && (hold_is_zero || noreply)) || (n == 4 && hold_is_zero && noreply);
+                if !valid {
+                    out.extend_from_slice(
+                        b"CLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n",
+                    );
+                    return Outcome::Done;
+                }
+            }
+            let key = request.token(1);
+            if !valid_key(key) {
+                out.extend_from_slice(BAD_FORMAT);
+                return Outcome::Done;
+            }
+            let answer: &[u8] = match session.delete(key, 0) {
+                Deleted::Deleted => b"DELETED\r\n",
+                Deleted::NotFound | Deleted::Exists => b"NOT_FOUND\r\n",
+            };
+            reply(out, noreply, answer);
+            Outcome::Done
+        }
+        command @ (b"incr" | b"decr") if n == 3 || n == 4 => {
+            let noreply = request.noreply();
+            if n == 4 && !noreply {
+                out.extend_from_slice(b"ERROR\r\n");
+                return Outcome::Done;
+            }
+            let key = request.token(1);
+            if !valid_key(key) {
+                out.extend_from_slice(BAD_FORMAT);
+                return Outcome::Done;
+            }
+            let Some(delta) = parse_u64(request.token(2)) else {
+                out.extend_from_slice(b"CLIENT_ERROR invalid numeric delta argument\r\n");
+                return Outcome::Done;
+            };
+            match session.delta(key, command == b"incr", delta, 0, None) {
+                Delta::Value(value, _) => {
+                    if !noreply {
+                        push_number(out, value);
+                        out.extend_from_slice(b"\r\n");
+                    }
+                }
+                Delta::NotFound | Delta::Exists => reply(out, noreply, b"NOT_FOUND\r\n"),
+                Delta::NonNumeric => reply(
+                    out,
+                    noreply,
+                    b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
+                ),
+                Delta::OutOfMemory => reply(out, noreply, b"SERVER_ERROR out of memory\r\n"),
+            }
+            Outcome::Done
+        }
+        b"touch" if n == 3 || n == 4 => {
+            let noreply = request.noreply();
+            let key = request.token(1);
+            if !valid_key(key) {
+                out.extend_from_slice(BAD_FORMAT);
+                return Outcome::Done;
+            }
+            let Some(exptime) = parse_exptime(request.token(2)) else {
+                out.extend_from_slice(b"CLIENT_ERROR invalid exptime argument\r\n");
+                return Outcome::Done;
+            };
+            let exptime = session.cache().server_time(exptime, session.now());
+            session.count(Counter::CmdTouch, 1);
+            let answer: &[u8] = match session.touch(key, exptime) {
+                Some(_) => {
+                    session.count(Counter::TouchHits, 1);
+                    b"TOUCHED\r\n"
+                }
+                None => {
+                    session.count(Counter::TouchMisses, 1);
+                    b"NOT_FOUND\r\n"
+                }
+            };
+            reply(out, noreply, answer);
+            Outcome::Done
+        }
+        b"flush_all" if n <= 3 => {
+            let noreply = request.noreply();
+            let args = if noreply { n - 1 } else { n };
+            let delay = if args == 2 {
+                match parse_exptime(request.token(1)) {
+                    Some(delay) => delay,
+                    None => {
+                        out.extend_from_slice(BAD_FORMAT);
+                        return Outcome::Done;
+                    }
+                }
+            } else if args == 1 {
+                0
+            } else {
+                out.extend_from_slice(b"ERROR\r\n");
+                return Outcome::Done;
+            };
+            session.count(Counter::CmdFlush, 1);
+            session.cache().flush_all(delay, session.now());
+            reply(out, noreply, b"OK\r\n");
+            Outcome::Done
+        }
+        b"version" if n == 1 => {
+            out.extend_from_slice(b"VERSION ");
+            out.extend_from_slice(VERSION.as_bytes());
+            out.extend_from_slice(b"\r\n");
+            Outcome::Done
+        }
+        b"verbosity" if n == 2 || n == 3 => {
+            let noreply = request.noreply();
+            if let Some(level) = parse_u64(request.token(1)) {
+                crate::log::set_verbosity(level.min(3) as u8);
+            }
+            reply(out, noreply, b"OK\r\n");
+            Outcome::Done
+        }
+        b"quit" => Outcome::Close,
+        b"stats" => {
+            crate::stats::write(out, session.cache(), request.line, &request.tokens[1..]);
+            Outcome::Done
+        }
+        b"mn" => {
+            out.extend_from_slice(b"MN\r\n");
+            Outcome::Done
+        }
+        b"mg" if n >= 2 => meta_get_writing(request, out, session),
+        b"ms" if n >= 3 => meta_set(request, out, session),
+        b"md" if n >= 2 => meta_delete(request, out, session),
+        b"ma" if n >= 2 => meta_arithmetic(request, out, session),
+        b"me" if n >= 2 => meta_debug(request, out, session),
+        b"mg" | b"ms" | b"md" | b"ma" | b"me" => {
+            out.extend_from_slice(BAD_FORMAT);
+            Outcome::Done
+        }
+        _ => {
+            out.extend_from_slice(b"ERROR\r\n");
+            Outcome::Done
+        }
+    }
+}
+
+/// `set` / `add` / `replace` / `append` / `prepend` / `cas`.
+fn storage(
+    request: &Request<'_>,
+    out: &mut Vec<u8>,
+    session: &mut Session<'_>,
+    mode: StoreMode,
+    cas: bool,
+) -> Outcome {
+    let n = request.len();
+    let fixed = if cas { 6 } else { 5 };
+    if n != fixed && n != fixed + 1 {
+        out.extend_from_slice(b"ERROR\r\n");
+        return Outcome::Done;
+    }
+    let noreply = n == fixed + 1 && request.noreply();
+    let key = request.token(1);
+    let flags = parse_u32(request.token(2));
+    let exptime = parse_exptime(request.token(3));
+    let length = parse_i64(request.token(4)).filter(|&l| (0..i32::MAX as i64 - 2).contains(&l));
+    let compare = if cas {
+        parse_u64(request.token(5))
+    } else {
+        Some(0)
+    };
+    let (Some(flags), Some(exptime), Some(length), Some(compare)) =
+        (flags, exptime, length, compare)
+    else {
+        out.extend_from_slice(BAD_FORMAT);
+        return Outcome::Done;
+    };
+    if !valid_key(key) {
+        out.extend_from_slice(BAD_FORMAT);
+        return Outcome::Done;
+    }
+    let length = length as usize;
+    if n == fixed + 1 && !noreply {
+        out.extend_from_slice(b"ERROR\r\n");
+        return Outcome::Done;
+    }
+    let block = length + 2;
+    let settings = session.cache().settings();
+    if length > settings.max_item_size
+        || length + key.len() + crate::cache::ITEM_OVERHEAD > settings.memory_limit
+    {
+        out.extend_from_slice(b"SERVER_ERROR object too large for cache\r\n");
+        if mode == StoreMode::Set {
+            // memcached drops the old value too, rather than leave it stale.
+            session.delete(key, 0);
+        }
+        return Outcome::Swallow(block);
+    }
+    if request.data.len() < block {
+        return Outcome::NeedData;
+    }
+    let data = &request.data[..length];
+    if &request.data[length..block] != b"\r\n" {
+        out.extend_from_slice(b"CLIENT_ERROR bad data chunk\r\n");
+        return Outcome::DoneWithData(block);
+    }
+    let exptime = session.cache().server_time(exptime, session.now());
+    let answer: &[u8] = match session.store(mode, key, flags, exptime, data, compare) {
+        Stored::Stored(_) => b"STORED\r\n",
+        Stored::NotStored => b"NOT_STORED\r\n",
+        Stored::Exists => b"EXISTS\r\n",
+        Stored::NotFound => b"NOT_FOUND\r\n",
+        Stored::TooLarge => b"SERVER_ERROR object too large for cache\r\n",
+        Stored::OutOfMemory => {
+            if mode == StoreMode::Set {
+                session.delete(key, 0);
+            }
+            b"SERVER_ERROR out of memory storing object\r\n"
+        }
+    };
+    reply(out, noreply, answer);
+    Outcome::DoneWithData(block)
+}
+
+fn parse_u64(token: &[u8]) -> Option<u64> {
+    if token.is_empty() || token.len() > 20 || !token.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    core::str::from_utf8(token).ok()?.parse().ok()
+}
+
+fn parse_u32(token: &[u8]) -> Option<u32> {
+    parse_u64(token).and_then(|v| u32::try_from(v).ok())
+}
+
+fn parse_i64(token: &[u8]) -> Option<i64> {
+    let (negative, digits) = match token.split_first() {
+        Some((b'-', rest)) => (true, rest),
+        _ => (false, token),
+    };
+    let magnitude = i64::try_from(parse_u64(digits)?).ok()?;
+    Some(if negative { -magnitude } else { magnitude })
+}
+
+/// An expiry time: a 32-bit signed number (memcached's `safe_strtol` into an `int32_t`).
+fn parse_exptime(token: &[u8]) -> Option<i64> {
+    parse_i64(token).filter(|&t| i32::try_from(t).is_ok())
+}
+
+// ---------------------------------------------------------------------------------------
+// Meta commands.
+// ---------------------------------------------------------------------------------------
+
+/// A meta command's flags, in the order given: the flag character and its token.
+struct MetaFlags<'a> {
+    flags: Vec<(u8, &'a [u8])>,
+}
+
+impl<'a> MetaFlags<'a> {
+    fn parse(line: &'a [u8], tokens: &[(usize, usize)]) -> Result<Self, ()> {
+        let mut flags = Vec::with_capacity(tokens.len());
+        for &(s, e) in tokens {
+            let token = &line[s..e];
+            let (&flag, argument) = token.split_first().ok_or(())?;
+            if !flag.is_ascii_alphabetic() {
+                return Err(());
+            }
+            flags.push((flag, argument));
+        }
+        Ok(MetaFlags { flags })
+    }
+
+    fn has(&self, flag: u8) -> bool {
+        self.flags.iter().any(|&(f, _)| f == flag)
+    }
+
+    fn get(&self, flag: u8) -> Option<&'a [u8]> {
+        self.flags
+            .iter()
+            .find(|&&(f, _)| f == flag)
+            .map(|&(_, a)| a)
+    }
+
+    /// Whether an `mg` with these flags writes (touch, vivify): not batched then.
+    fn writes(&self) -> bool {
+        self.flags
+            .iter()
+            .any(|&(f, _)| matches!(f, b'T' | b'N' | b'E' | b'R'))
+    }
+
+    /// Append the flags that echo back (`O` opaque, `k` key, followed by `b` for a base64 key).
+    fn echo(&self, out: &mut Vec<u8>, key_as_sent: &[u8]) {
+        for &(flag, argument) in &self.flags {
+            match flag {
+                b'O' => {
+                    out.extend_from_slice(b" O");
+                    out.extend_from_slice(argument);
+                }
+                b'k' => {
+                    out.extend_from_slice(b" k");
+                    out.extend_from_slice(key_as_sent);
+                    // memcached marks a base64 key right after it.
+                    if self.has(b'b') {
+                        out.extend_from_slice(b" b");
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+enum MetaKey<'a> {
+    Plain(&'a [u8]),
+    Decoded(Box<[u8]>),
+}
+
+impl MetaKey<'_> {
+    fn bytes(&self) -> &[u8] {
+        match self {
+            MetaKey::Plain(key) => key,
+            MetaKey::Decoded(key) => key,
+        }
+    }
+}
+
+/// A meta command's key, base64-decoded under the `b` flag.
+fn meta_key(token: &[u8], base64: bool) -> Result<MetaKey<'_>, ()> {
+    if !base64 {
+        return if valid_key(token) {
+            Ok(MetaKey::Plain(token))
+        } else {
+            Err(())
+        };
+    }
+    let key = BASE64.decode(token).map_err(|_| ())?;
+    if key.is_empty() || key.len() > MAX_KEY_LEN {
+        return Err(());
+    }
+    Ok(MetaKey::Decoded(key.into_boxed_slice()))
+}
+
+/// Seconds left before `item` expires, -1 for never.
+fn ttl_left(item: &Item, now: u32) -> i64 {
+    match item.exptime() {
+        0 => -1,
+        at => at.saturating_sub(now) as i64,
+    }
+}
+
+/// The reply of an `mg` (batched or not) for the item found, or `None`.
+fn meta_get_reply(
+    out: &mut Vec<u8>,
+    session: &Session<'_>,
+    key_as_sent: &[u8],
+    item: Option<&Item>,
+    flags: &MetaFlags<'_>,
+) {
+    let Some(item) = item else {
+        if !flags.has(b'q') {
+            out.extend_from_slice(b"EN");
+            flags.echo(out, key_as_sent);
+            out.extend_from_slice(b"\r\n");
+        }
+        return;
+    };
+    let with_value = flags.has(b'v');
+    if with_value {
+        out.extend_from_slice(b"VA ");
+        push_number(out, item.data().len() as u64);
+    } else {
+        out.extend_from_slice(b"HD");
+    }
+    for &(flag, _) in &flags.flags {
+        match flag {
+            b'c' => {
+                out.extend_from_slice(b" c");
+                push_number(out, item.cas());
+            }
+            b'f' => {
+                out.extend_from_slice(b" f");
+                push_number(out, item.flags() as u64);
+            }
+            b'h' => out.extend_from_slice(if item.was_fetched() { b" h1" } else { b" h0" }),
+            b'l' => {
+                out.extend_from_slice(b" l");
+                push_number(out, session.now().saturating_sub(item.last_access()) as u64);
+            }
+            b's' => {
+                out.extend_from_slice(b" s");
+                push_number(out, item.data().len() as u64);
+            }
+            b't' => {
+                out.extend_from_slice(b" t");
+                push_signed(out, ttl_left(item, session.now()));
+            }
+            _ => {}
+        }
+    }
+    flags.echo(out, key_as_sent);
+    out.extend_from_slice(b"\r\n");
+    if with_value {
+        out.extend_from_slice(item.data());
+        out.extend_from_slice(b"\r\n");
+    }
+}
+
+/// `mg` with flags that write: `T` (touch), `N` (vivify on miss), `E`/`R` (refused).
+fn meta_get_writing(
+    request: &Request<'_>,
+    out: &mut Vec<u8>,
+    session: &mut Session<'_>,
+) -> Outcome {
+    let Ok(flags) = MetaFlags::parse(request.line, &request.tokens[2..]) else {
+        out.extend_from_slice(BAD_FORMAT);
+        return Outcome::Done;
+    };
+    let Ok(key) = meta_key(request.token(1), flags.has(b'b')) else {
+        out.extend_from_slice(BAD_FORMAT);
+        return Outcome::Done;
+    };
+    if flags.has(b'E') || flags.has(b'R') {
+        out.extend_from_slice(b"CLIENT_ERROR unsupported flag\r\n");
+        return Outcome::Done;
+    }
+    let key = key.bytes();
+    let touch = match flags.get(b'T').map(parse_exptime) {
+        Some(None) => {
+            out.extend_from_slice(b"CLIENT_ERROR bad token in command line format\r\n");
+            return Outcome::Done;
+        }
+        Some(Some(t)) => Some(session.cache().server_time(t, session.now())),
+        None => None,
+    };
+    let vivify = match flags.get(b'N').map(parse_exptime) {
+        Some(None) => {
+            out.extend_from_slice(b"CLIENT_ERROR bad token in command line format\r\n");
+            return Outcome::Done;
+        }
+        Some(Some(t)) => Some(session.cache().server_time(t, session.now())),
+        None => None,
+    };
+    session.count(Counter::CmdGet, 1);
+    let found = match touch {
+        Some(exptime) => {
+            session.count(Counter::CmdTouch, 1);
+            session.touch(key, exptime)
+        }
+        None => session.peek(key),
+    };
+    if found.is_none() {
+        session.count(Counter::GetMisses, 1);
+        if let Some(exptime) = vivify {
+            // Create an empty placeholder so that one client wins the right to fill it
+            // (memcached's `W` flag): an add of an empty value.
+            let won = matches!(
+                session.store(StoreMode::Add, key, 0, exptime, b"", 0),
+                Stored::Stored(_)
+            );
+            out.extend_from_slice(b"EN");
+            if won {
+                out.extend_from_slice(b" W");
+            }
+            flags.echo(out, request.token(1));
+            out.extend_from_slice(b"\r\n");
+            return Outcome::Done;
+        }
+        meta_get_reply(out, session, request.token(1), None, &flags);
+        return Outcome::Done;
+    }
+    session.count(Counter::GetHits, 1);
+    let item = found.expect("a hit");
+    meta_get_reply(out, session, request.token(1), Some(item), &flags);
+    session.mark_read(item);
+    Outcome::Done
+}
+
+/// A meta command's flags (from token `first_flag` on) and its key; `None` if either is
+/// malformed.
+fn meta_header<'a>(
+    request: &Request<'a>,
+    first_flag: usize,
+) -> Option<(MetaFlags<'a>, MetaKey<'a>)> {
+    let flags = MetaFlags::parse(request.line, &request.tokens[first_flag..]).ok()?;
+    let key = meta_key(request.token(1), flags.has(b'b')).ok()?;
+    Some((flags, key))
+}
+
+/// `ms <key> <datalen> <flags>*`.
+fn meta_set(request: &Request<'_>, out: &mut Vec<u8>, session: &mut Session<'_>) -> Outcome {
+    let Some(length) = parse_u64(request.token(2)).filter(|&l| l < i32::MAX as u64 - 2) else {
+        out.extend_from_slice(BAD_FORMAT);
+        return Outcome::Done;
+    };
+    let length = length as usize;
+    let block = length + 2;
+    let Some((flags, key)) = meta_header(request, 3) else {
+        out.extend_from_slice(BAD_FORMAT);
+        return Outcome::Swallow(block);
+    };
+    let settings = session.cache().settings();
+    if length > settings.max_item_size
+        || length + key.bytes().len() + crate::cache::ITEM_OVERHEAD > settings.memory_limit
+    {
+        out.extend_from_slice(b"SERVER_ERROR object too large for cache\r\n");
+        return Outcome::Swallow(block);
+    }
+    if request.data.len() < block {
+        return Outcome::NeedData;
+    }
+    if &request.data[length..block] != b"\r\n" {
+        out.extend_from_slice(b"CLIENT_ERROR bad data chunk\r\n");
+        return Outcome::DoneWithData(block);
+    }
+    let number = |flag| flags.get(flag).map(parse_u64);
+    let client_flags = flags.get(b'F').map(parse_u32);
+    let exptime = flags.get(b'T').map(parse_exptime);
+    let compare = number(b'C');
+    if matches!(client_flags, Some(None))
+        || matches!(exptime, Some(None))
+        || matches!(compare, Some(None))
+    {
+        out.extend_from_slice(b"CLIENT_ERROR bad token in command line format\r\n");
+        return Outcome::DoneWithData(block);
+    }
+    let mode = match flags.get(b'M') {
+        None => StoreMode::Set,
+        Some(mode) => match mode {
+            b"S" | b"s" => StoreMode::Set,
+            b"E" | b"e" => StoreMode::Add,
+            b"R" | b"r" => StoreMode::Replace,
+            b"A" | b"a" => StoreMode::Append,
+            b"P" | b"p" => StoreMode::Prepend,
+            _ => {
+                out.extend_from_slice(b"CLIENT_ERROR invalid mode for ms STORE\r\n");
+                return Outcome::DoneWithData(block);
+            }
+        },
+    };
+    if flags.has(b'I') || flags.has(b'E') {
+        out.extend_from_slice(b"CLIENT_ERROR unsupported flag\r\n");
+        return Outcome::DoneWithData(block);
+    }
+    let exptime = session
+        .cache()
+        .server_time(exptime.flatten().unwrap_or(0), session.now());
+    let stored = session.store(
+        mode,
+        key.bytes(),
+        client_flags.flatten().unwrap_or(0),
+        exptime,
+        &request.data[..length],
+        compare.flatten().unwrap_or(0),
+    );
+    let (code, cas): (&[u8], _) = match stored {
+        Stored::Stored(cas) => (b"HD", Some(cas)),
+        Stored::NotStored => (b"NS", None),
+        Stored::Exists => (b"EX", None),
+        Stored::NotFound => (b"NF", None),
+        Stored::TooLarge => {
+            out.extend_from_slice(b"SERVER_ERROR object too large for cache\r\n");
+            return Outcome::DoneWithData(block);
+        }
+        Stored::OutOfMemory => {
+            out.extend_from_slice(b"SERVER_ERROR out of memory storing object\r\n");
+            return Outcome::DoneWithData(block);
+        }
+    };
+    if code == b"HD" && flags.has(b'q') {
+        return Outcome::DoneWithData(block);
+    }
+    out.extend_from_slice(code);
+    if let (Some(cas), true) = (cas, flags.has(b'c')) {
+        out.extend_from_slice(b" c");
+        push_number(out, cas);
+    }
+    flags.echo(out, request.token(1));
+    out.extend_from_slice(b"\r\n");
+    Outcome::DoneWithData(block)
+}
+
+/// `md <key> <flags>*`.
+fn meta_delete(request: &Request<'_>, out: &mut Vec<u8>, session: &mut Session<'_>) -> Outcome {
+    let Some((flags, key)) = meta_header(request, 2) else {
+        out.extend_from_slice(BAD_FORMAT);
+        return Outcome::Done;
+    };
+    let compare = match flags.get(b'C').map(parse_u64) {
+        Some(None) => {
+            out.extend_from_slice(b"CLIENT_ERROR bad token in command line format\r\n");
+            return Outcome::Done;
+        }
+        compare => compare.flatten().unwrap_or(0),
+    };
+    if flags.has(b'I') || flags.has(b'x') || flags.has(b'E') {
+        out.extend_from_slice(b"CLIENT_ERROR unsupported flag\r\n");
+        return Outcome::Done;
+    }
+    let code: &[u8] = match session.delete(key.bytes(), compare) {
+        Deleted::Deleted => b"HD",
+        Deleted::NotFound => b"NF",
+        Deleted::Exists => b"EX",
+    };
+    if flags.has(b'q') && code != b"EX" {
+        return Outcome::Done;
+    }
+    out.extend_from_slice(code);
+    flags.echo(out, request.token(1));
+    out.extend_from_slice(b"\r\n");
+    Outcome::Done
+}
+
+/// `ma <key> <flags>*`: `D` delta, `MI`/`M+` incr (default) or `MD`/`M-` decr, `N` vivify
+/// with `J` initial value, `C` compare CAS, returns `v` value, `c` CAS, `t` TTL.
+fn meta_arithmetic(request: &Request<'_>, out: &mut Vec<u8>, session: &mut Session<'_>) -> Outcome {
+    let Some((flags, key)) = meta_header(request, 2) else {
+        out.extend_from_slice(BAD_FORMAT);
+        return Outcome::Done;
+    };
+    let delta = flags.get(b'D').map(parse_u64);
+    let initial = flags.get(b'J').map(parse_u64);
+    let compare = flags.get(b'C').map(parse_u64);
+    let vivify = flags.get(b'N').map(parse_exptime);
+    if [delta, initial, compare]
+        .iter()
+        .any(|v| matches!(v, Some(None)))
+        || matches!(vivify, Some(None))
+    {
+        out.extend_from_slice(b"CLIENT_ERROR bad token in command line format\r\n");
+        return Outcome::Done;
+    }
+    let incr = match flags.get(b'M') {
+        None | Some(b"I" | b"i" | b"+") => true,
+        Some(b"D" | b"d" | b"-") => false,
+        Some(_) => {
+            out.extend_from_slice(b"CLIENT_ERROR invalid mode for ma\r\n");
+            return Outcome::Done;
+        }
+    };
+    let create = vivify.flatten().map(|t| {
+        (
+            initial.flatten().unwrap_or(0),
+            session.cache().server_time(t, session.now()),
+        )
+    });
+    let result = session.delta(
+        key.bytes(),
+        incr,
+        delta.flatten().unwrap_or(1),
+        compare.flatten().unwrap_or(0),
+        create,
+    );
+    let code: &[u8] = match result {
+        Delta::Value(..) => {
+            if flags.has(b'v') {
+                b"VA"
+            } else {
+                b"HD"
+            }
+        }
+        Delta::NotFound => b"NF",
+        Delta::Exists => b"EX",
+        Delta::NonNumeric => {
+            out.extend_from_slice(
+                b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
+            );
+            return Outcome::Done;
+        }
+        Delta::OutOfMemory => {
+            out.extend_from_slice(b"SERVER_ERROR out of memory\r\n");
+            return Outcome::Done;
+        }
+    };
+    if code == b"HD" && flags.has(b'q') {
+        return Outcome::Done;
+    }
+    out.extend_from_slice(code);
+    let digits = match result {
+        Delta::Value(value, cas) => {
+            let digits = value.to_string();
+            if code == b"VA" {
+                out.push(b' ');
+                push_number(out, digits.len() as u64);
+            }
+            for &(flag, _) in &flags.flags {
+                match flag {
+                    b'c' => {
+                        out.extend_from_slice(b" c");
+                        push_number(out, cas);
+                    }
+                    b't' => {
+                        out.extend_from_slice(b" t");
+                        let ttl = session
+                            .peek(key.bytes())
+                            .map_or(-1, |item| ttl_left(item, session.now()));
+                        push_signed(out, ttl);
+                    }
+                    _ => {}
+                }
+            }
+            Some(digits)
+        }
+        _ => None,
+    };
+    flags.echo(out, request.token(1));
+    out.extend_from_slice(b"\r\n");
+    if let (Some(digits), true) = (digits, code == b"VA") {
+        out.extend_from_slice(digits.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    Outcome::Done
+}
+
+/// `me <key>`: an item's metadata, for debugging.
+fn meta_debug(request: &Request<'_>, out: &mut Vec<u8>, session: &mut Session<'_>) -> Outcome {
+    let base64 = request.len() > 2 && request.token(2) == b"b";
+    let Ok(key) = meta_key(request.token(1), base64) else {
+        out.extend_from_slice(BAD_FORMAT);
+        return Outcome::Done;
+    };
+    match session.peek(key.bytes()) {
+        None => out.extend_from_slice(b"EN\r\n"),
+        Some(item) => {
+            out.extend_from_slice(b"ME ");
+            out.extend_from_slice(request.token(1));
+            out.extend_from_slice(b" exp=");
+            push_signed(out, ttl_left(item, session.now()));
+            out.extend_from_slice(b" la=");
+            push_number(out, session.now().saturating_sub(item.last_access()) as u64);
+            out.extend_from_slice(b" cas=");
+            push_number(out, item.cas());
+            out.extend_from_slice(if item.was_fetched() {
+                b" fetch=yes"
+            } else {
+                b" fetch=no"
+            });
+            out.extend_from_slice(b" cls=1 size=");
+            push_number(out, (item.data().len() + request.token(1).len()) as u64);
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+    Outcome::Done
+}

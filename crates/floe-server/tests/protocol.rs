@@ -1,0 +1,643 @@
+//! floe-server over real sockets on 127.0.0.1: memcached's text and meta protocols, bad
+//! input, back-pressure, the connection limit, eviction and expiry (with a manual clock).
+
+use std::{
+    io::{ErrorKind, Read, Write},
+    net::TcpStream,
+    sync::{atomic::AtomicBool, Arc},
+    time::{Duration, Instant},
+};
+
+use floe_server::{
+    cache::{Cache, Settings},
+    server::{Config, Server},
+};
+
+struct Running {
+    server: Server,
+    cache: Arc<Cache>,
+}
+
+fn start_with(settings: Settings, max_connections: usize) -> Running {
+    let cache = Arc::new(Cache::with_manual_clock(settings).expect("cache"));
+    let config = Config {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        max_connections,
+    };
+    let server = Server::start(
+        Arc::clone(&cache),
+        &config,
+        Arc::new(AtomicBool::new(false)),
+    )
+    .expect("server");
+    Running { server, cache }
+}
+
+fn start() -> Running {
+    start_with(
+        Settings {
+            workers: 2,
+            ..Settings::default()
+        },
+        64,
+    )
+}
+
+struct Client {
+    stream: TcpStream,
+}
+
+impl Client {
+    fn connect(running: &Running) -> Client {
+        let stream = TcpStream::connect(running.server.address()).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        stream.set_nodelay(true).unwrap();
+        Client { stream }
+    }
+
+    fn send(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).expect("send");
+    }
+
+    /// Read exactly `expected.len()` bytes and compare.
+    fn expect(&mut self, expected: &[u8]) {
+        let got = self.read_exactly(expected.len());
+        assert_eq!(
+            String::from_utf8_lossy(&got),
+            String::from_utf8_lossy(expected)
+        );
+    }
+
+    fn read_exactly(&mut self, len: usize) -> Vec<u8> {
+        let mut got = vec![0; len];
+        let mut have = 0;
+        while have < len {
+            match self.stream.read(&mut got[have..]) {
+                Ok(0) => panic!("closed after {:?}", String::from_utf8_lossy(&got[..have])),
+                Ok(n) => have += n,
+                Err(e) => panic!(
+                    "read: {e} after {:?}",
+                    String::from_utf8_lossy(&got[..have])
+                ),
+            }
+        }
+        got
+    }
+
+    /// Read one line (through `\r\n`).
+    fn line(&mut self) -> String {
+        let mut line = Vec::new();
+        let mut byte = [0];
+        while !line.ends_with(b"\r\n") {
+            assert_eq!(
+                self.stream.read(&mut byte).expect("read"),
+                1,
+                "closed mid-line"
+            );
+            line.push(byte[0]);
+        }
+        String::from_utf8(line).unwrap()
+    }
+
+    fn roundtrip(&mut self, request: &[u8], expected: &[u8]) {
+        self.send(request);
+        self.expect(expected);
+    }
+
+    /// Whether the server closed the connection (reads EOF or a reset within the timeout).
+    fn closed(&mut self) -> bool {
+        let mut rest = Vec::new();
+        match self.stream.read_to_end(&mut rest) {
+            Ok(_) => true,
+            Err(e) => matches!(e.kind(), ErrorKind::ConnectionReset | ErrorKind::BrokenPipe),
+        }
+    }
+
+    /// A `stats` value.
+    fn stat(&mut self, name: &str) -> String {
+        self.send(b"stats\r\n");
+        let mut found = None;
+        loop {
+            let line = self.line();
+            if line == "END\r\n" {
+                break;
+            }
+            let mut parts = line.trim_end().splitn(3, ' ');
+            let (_, key, value) = (parts.next(), parts.next().unwrap(), parts.next().unwrap());
+            if key == name {
+                found = Some(value.to_string());
+            }
+        }
+        found.unwrap_or_else(|| panic!("no stat {name}"))
+    }
+}
+
+#[test]
+fn storage_commands_follow_memcached() {
+    let running = start();
+    let mut c = Client::connect(&running);
+    c.roundtrip(b"set a 5 0 3\r\nabc\r\n", b"STORED\r\n");
+    c.roundtrip(
+        b"get a missing a\r\n",
+        b"VALUE a 5 3\r\nabc\r\nVALUE a 5 3\r\nabc\r\nEND\r\n",
+    );
+    c.roundtrip(b"add a 0 0 1\r\nx\r\n", b"NOT_STORED\r\n");
+    c.roundtrip(b"replace b 0 0 1\r\nx\r\n", b"NOT_STORED\r\n");
+    c.roundtrip(b"add b 1 0 1\r\nx\r\n", b"STORED\r\n");
+    c.roundtrip(b"replace b 2 0 2\r\nyy\r\n", b"STORED\r\n");
+    // append / prepend keep the flags of the present item, whatever they say.
+    c.roundtrip(b"append a 9 0 2\r\nde\r\n", b"STORED\r\n");
+    c.roundtrip(b"prepend a 9 0 1\r\n_\r\n", b"STORED\r\n");
+    c.roundtrip(
+        b"get a b\r\n",
+        b"VALUE a 5 6\r\n_abcde\r\nVALUE b 2 2\r\nyy\r\nEND\r\n",
+    );
+    c.roundtrip(b"append nope 0 0 1\r\nx\r\n", b"NOT_STORED\r\n");
+    // cas: the unique from gets, a wrong one, an absent key.
+    c.send(b"gets a\r\n");
+    let header = c.line();
+    let unique: u64 = header
+        .trim_end()
+        .rsplit(' ')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    c.expect(b"_abcde\r\nEND\r\n");
+    c.roundtrip(
+        format!("cas a 0 0 1 {}\r\nz\r\n", unique + 1).as_bytes(),
+        b"EXISTS\r\n",
+    );
+    c.roundtrip(
+        format!("cas a 7 0 1 {unique}\r\nz\r\n").as_bytes(),
+        b"STORED\r\n",
+    );
+    c.roundtrip(
+        format!("cas a 7 0 1 {unique}\r\nz\r\n").as_bytes(),
+        b"EXISTS\r\n",
+    );
+    c.roundtrip(b"cas zz 0 0 1 1\r\nz\r\n", b"NOT_FOUND\r\n");
+    c.roundtrip(b"get a\r\n", b"VALUE a 7 1\r\nz\r\nEND\r\n");
+    // Client flags are 32 bits.
+    c.roundtrip(b"set f 4294967295 0 0\r\n\r\n", b"STORED\r\n");
+    c.roundtrip(b"get f\r\n", b"VALUE f 4294967295 0\r\n\r\nEND\r\n");
+    c.roundtrip(
+        b"set f 4294967296 0 0\r\n",
+        b"CLIENT_ERROR bad command line format\r\n",
+    );
+    c.roundtrip(b"\r\n", b"ERROR\r\n");
+    // noreply: nothing comes back, and the next reply is the next command's.
+    c.roundtrip(
+        b"set q 0 0 1 noreply\r\nq\r\ndelete nope noreply\r\nincr q 1 noreply\r\nget q\r\n",
+        b"VALUE q 0 1\r\nq\r\nEND\r\n",
+    );
+    c.roundtrip(b"delete q\r\ndelete q\r\n", b"DELETED\r\nNOT_FOUND\r\n");
+    c.roundtrip(
+        b"delete a 0\r\ndelete a 5\r\n",
+        b"DELETED\r\nCLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n",
+    );
+}
+
+#[test]
+fn counters_wrap_pad_and_refuse_text() {
+    let running = start();
+    let mut c = Client::connect(&running);
+    c.roundtrip(b"set n 0 0 2\r\n10\r\n", b"STORED\r\n");
+    c.roundtrip(b"decr n 1\r\n", b"9\r\n");
+    // memcached rewrites a shorter number in place, padded with a space.
+    c.roundtrip(b"get n\r\n", b"VALUE n 0 2\r\n9 \r\nEND\r\n");
+    c.roundtrip(b"decr n 100\r\n", b"0\r\n");
+    c.roundtrip(b"set n 0 0 20\r\n18446744073709551615\r\n", b"STORED\r\n");
+    c.roundtrip(b"incr n 2\r\n", b"1\r\n");
+    c.roundtrip(
+        b"incr n 18446744073709551616\r\n",
+        b"CLIENT_ERROR invalid numeric delta argument\r\n",
+    );
+    c.roundtrip(
+        b"incr n -1\r\n",
+        b"CLIENT_ERROR invalid numeric delta argument\r\n",
+    );
+    c.roundtrip(b"set t 0 0 2\r\nab\r\n", b"STORED\r\n");
+    c.roundtrip(
+        b"incr t 1\r\n",
+        b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
+    );
+    c.roundtrip(b"incr nope 1\r\n", b"NOT_FOUND\r\n");
+    c.roundtrip(b"incr t\r\n", b"ERROR\r\n");
+}
+
+#[test]
+fn expiry_touch_and_flush_follow_the_clock() {
+    let running = start();
+    let mut c = Client::connect(&running);
+    c.roundtrip(
+        b"set a 0 10 1\r\na\r\nset b 0 -1 1\r\nb\r\nset c 0 0 1\r\nc\r\n",
+        b"STORED\r\nSTORED\r\nSTORED\r\n",
+    );
+    // A negative expiry is already expired.
+    c.roundtrip(
+        b"get a b c\r\n",
+        b"VALUE a 0 1\r\na\r\nVALUE c 0 1\r\nc\r\nEND\r\n",
+    );
+    running.cache.advance_clock(9);
+    c.roundtrip(b"mg a t v\r\n", b"VA 1 t1\r\na\r\n");
+    running.cache.advance_clock(1);
+    c.roundtrip(b"get a\r\n", b"END\r\n");
+    // touch and gat move the expiry without changing the value or its CAS unique.
+    c.roundtrip(b"touch c 5\r\ntouch a 5\r\n", b"TOUCHED\r\nNOT_FOUND\r\n");
+    c.roundtrip(b"gat 100 c\r\n", b"VALUE c 0 1\r\nc\r\nEND\r\n");
+    running.cache.advance_clock(50);
+    c.roundtrip(b"mg c t\r\n", b"HD t50\r\n");
+    // An absolute Unix time beyond 30 days.
+    let at = running.cache.process_started() + running.cache.now() as i64 + 3;
+    c.roundtrip(
+        format!("set abs 0 {at} 1\r\nx\r\n").as_bytes(),
+        b"STORED\r\n",
+    );
+    c.roundtrip(b"mg abs t\r\n", b"HD t3\r\n");
+    running.cache.advance_clock(3);
+    c.roundtrip(b"get abs\r\n", b"END\r\n");
+    // flush_all with a delay: items stored before then go when it comes.
+    c.roundtrip(b"flush_all 10\r\n", b"OK\r\n");
+    c.roundtrip(b"get c\r\n", b"VALUE c 0 1\r\nc\r\nEND\r\n");
+    running.cache.advance_clock(10);
+    c.roundtrip(b"get c\r\n", b"END\r\n");
+    running.cache.advance_clock(1);
+    c.roundtrip(
+        b"set d 0 0 1\r\nd\r\nflush_all\r\nget d\r\nset e 0 0 1\r\ne\r\nget e\r\n",
+        b"STORED\r\nOK\r\nEND\r\nSTORED\r\nVALUE e 0 1\r\ne\r\nEND\r\n",
+    );
+    c.roundtrip(
+        b"flush_all noreply\r\nflush_all x\r\n",
+        b"CLIENT_ERROR bad command line format\r\n",
+    );
+    // Expired items are unlinked (and uncharged) by the sweep, unasked.
+    c.roundtrip(b"set s 0 1 1\r\ns\r\n", b"STORED\r\n");
+    running.cache.advance_clock(2);
+    let before = running.cache.items();
+    assert!(running.cache.reclaim_expired() >= 1);
+    assert!(running.cache.items() < before);
+}
+
+#[test]
+fn meta_commands() {
+    let running = start();
+    let mut c = Client::connect(&running);
+    c.roundtrip(b"ms k 2 F7 T0 c\r\nhi\r\n", b"");
+    let stored = c.line();
+    assert!(stored.starts_with("HD c"), "{stored}");
+    let unique: u64 = stored.trim_end()[4..].parse().unwrap();
+    c.roundtrip(b"mg k v f s k Oabc\r\n", b"VA 2 f7 s2 kk Oabc\r\nhi\r\n");
+    c.roundtrip(
+        b"mg k\r\nmg nope\r\nmg nope q\r\nmn\r\n",
+        b"HD\r\nEN\r\nMN\r\n",
+    );
+    c.roundtrip(b"mg k c\r\n", format!("HD c{unique}\r\n").as_bytes());
+    c.roundtrip(
+        format!("ms k 1 C{}\r\nx\r\n", unique + 1).as_bytes(),
+        b"EX\r\n",
+    );
+    c.roundtrip(b"ms k 1 MA\r\n!\r\nmg k v\r\n", b"HD\r\nVA 3\r\nhi!\r\n");
+    c.roundtrip(
+        b"ms k 1 ME\r\nx\r\nms new 1 MR\r\nx\r\nms k 1 MX\r\nx\r\n",
+        b"NS\r\nNS\r\nCLIENT_ERROR invalid mode for ms STORE\r\n",
+    );
+    c.roundtrip(b"ms q 1 q\r\nx\r\nmn\r\n", b"MN\r\n");
+    // Base64 keys: stored under the decoded key, echoed as sent.
+    c.roundtrip(
+        b"ms Zm9v 1 b\r\nx\r\nget foo\r\nmg Zm9v b k v\r\n",
+        b"HD\r\nVALUE foo 0 1\r\nx\r\nEND\r\nVA 1 kZm9v b\r\nx\r\n",
+    );
+    // Arithmetic: vivify, incr, decr, wrong CAS, absent.
+    c.roundtrip(
+        b"ma cnt\r\nma cnt N0 J10 v\r\nma cnt v D5\r\nma cnt MD D100 v\r\n",
+        b"NF\r\nVA 2\r\n10\r\nVA 2\r\n15\r\nVA 1\r\n0\r\n",
+    );
+    c.roundtrip(
+        b"ma k\r\n",
+        b"CLIENT_ERROR cannot increment or decrement non-numeric value\r\n",
+    );
+    c.roundtrip(b"md k q\r\nmd k\r\nmg k\r\n", b"NF\r\nEN\r\n");
+    c.roundtrip(b"mg k T10 v\r\nme nope\r\n", b"EN\r\nEN\r\n");
+    // h and l report the reads before this one.
+    c.roundtrip(
+        b"ms h 1\r\nx\r\nmg h h\r\nmg h h\r\n",
+        b"HD\r\nHD h0\r\nHD h1\r\n",
+    );
+    running.cache.advance_clock(4);
+    c.roundtrip(b"mg h l\r\nmg h l\r\n", b"HD l4\r\nHD l0\r\n");
+    // A miss that vivifies: the first client wins the right to fill it.
+    c.roundtrip(b"mg viv N30 v\r\nmg viv N30 v\r\n", b"EN W\r\nVA 0\r\n\r\n");
+    c.roundtrip(b"mg\r\nms k\r\nmg k !x\r\n", b"CLIENT_ERROR bad command line format\r\nCLIENT_ERROR bad command line format\r\nCLIENT_ERROR bad command line format\r\n");
+}
+
+#[test]
+fn stats_and_misc_commands() {
+    let running = start();
+    let mut c = Client::connect(&running);
+    c.roundtrip(
+        b"version\r\n",
+        format!("VERSION {}\r\n", floe_server::text::VERSION).as_bytes(),
+    );
+    c.roundtrip(b"verbosity 1\r\nverbosity 0 noreply\r\n", b"OK\r\n");
+    c.roundtrip(
+        b"set a 0 0 1\r\na\r\nget a b\r\n",
+        b"STORED\r\nVALUE a 0 1\r\na\r\nEND\r\n",
+    );
+    assert_eq!(c.stat("get_hits"), "1");
+    assert_eq!(c.stat("get_misses"), "1");
+    assert_eq!(c.stat("curr_items"), "1");
+    assert_eq!(c.stat("limit_maxbytes"), (64 << 20).to_string());
+    assert!(c.stat("index_bytes").parse::<u64>().unwrap() > 0);
+    for group in ["settings", "items", "slabs"] {
+        c.send(format!("stats {group}\r\n").as_bytes());
+        let mut lines = 0;
+        loop {
+            let line = c.line();
+            if line == "END\r\n" {
+                break;
+            }
+            assert!(line.starts_with("STAT "), "{line}");
+            lines += 1;
+        }
+        assert!(lines > 0, "stats {group}");
+    }
+    c.roundtrip(b"stats nonsense\r\n", b"ERROR\r\n");
+    c.roundtrip(b"quit\r\n", b"");
+    assert!(c.closed());
+}
+
+/// The replies to a script sent whole equal the replies when it is split at any byte.
+#[test]
+fn requests_split_at_every_byte() {
+    let running = start();
+    let script: &[u8] = b"set k 1 0 5\r\nhello\r\nget k k\r\nappend k 0 0 1\r\n!\r\nmg k v f\r\nincr k 1\r\nms n 2 T0\r\n42\r\nma n v\r\ndelete k\r\nget k\r\nmn\r\n";
+    let mut whole = Client::connect(&running);
+    whole.send(script);
+    whole.send(b"delete n\r\n");
+    let mut expected = Vec::new();
+    while !expected.ends_with(b"DELETED\r\n") {
+        let line = whole.line();
+        expected.extend_from_slice(line.as_bytes());
+    }
+    expected.truncate(expected.len() - b"DELETED\r\n".len());
+    for split in 1..script.len() {
+        let mut c = Client::connect(&running);
+        c.send(&script[..split]);
+        std::thread::sleep(Duration::from_micros(300));
+        c.send(&script[split..]);
+        c.expect(&expected);
+        c.roundtrip(b"delete n\r\n", b"DELETED\r\n");
+    }
+}
+
+#[test]
+fn bad_input_gets_an_error_and_costs_nothing() {
+    let running = start_with(
+        Settings {
+            workers: 2,
+            max_item_size: 1024,
+            ..Settings::default()
+        },
+        64,
+    );
+    let mut c = Client::connect(&running);
+    c.roundtrip(b"set keep 0 0 4\r\nsafe\r\n", b"STORED\r\n");
+    let long_key = "k".repeat(251);
+    c.roundtrip(
+        format!("get {long_key}\r\n").as_bytes(),
+        b"CLIENT_ERROR bad command line format\r\n",
+    );
+    c.roundtrip(
+        format!("set {long_key} 0 0 1\r\nx\r\n").as_bytes(),
+        b"CLIENT_ERROR bad command line format\r\nERROR\r\n",
+    );
+    c.roundtrip(
+        b"get a\x01b\r\n",
+        b"CLIENT_ERROR bad command line format\r\n",
+    );
+    // Over -I: refused, the data swallowed (even arriving later), the old value dropped.
+    c.roundtrip(b"set keep2 0 0 1\r\nx\r\n", b"STORED\r\n");
+    c.send(b"set keep2 0 0 5000\r\n");
+    c.expect(b"SERVER_ERROR object too large for cache\r\n");
+    c.send(&vec![b'v'; 3000]);
+    std::thread::sleep(Duration::from_millis(20));
+    c.send(&vec![b'v'; 2000]);
+    c.roundtrip(
+        b"\r\nget keep2 keep\r\n",
+        b"VALUE keep 0 4\r\nsafe\r\nEND\r\n",
+    );
+    // Wrong data length: the block does not end in \r\n.
+    c.roundtrip(
+        b"set x 0 0 2\r\nabc\r\n",
+        b"CLIENT_ERROR bad data chunk\r\nERROR\r\n",
+    );
+    c.roundtrip(
+        b"set x 0 0 -1\r\n",
+        b"CLIENT_ERROR bad command line format\r\n",
+    );
+    c.roundtrip(b"set x 0 0\r\n", b"ERROR\r\n");
+    c.roundtrip(b"nonsense command\r\n", b"ERROR\r\n");
+    // A bare \n ends a line, as in memcached.
+    c.roundtrip(b"get keep\n", b"VALUE keep 0 4\r\nsafe\r\nEND\r\n");
+    // Binary garbage with newlines: an error per line, the connection goes on.
+    c.roundtrip(b"\x80\x01\xff\xfe garbage\n", b"ERROR\r\n");
+    c.roundtrip(b"get keep\r\n", b"VALUE keep 0 4\r\nsafe\r\nEND\r\n");
+    // A 1 MiB line with no newline: an error, then the server closes that connection...
+    let mut flood = Client::connect(&running);
+    let line = vec![b'x'; 1 << 20];
+    let _ = flood.stream.write_all(&line);
+    flood.expect(b"CLIENT_ERROR line too long\r\n");
+    assert!(flood.closed());
+    // ... and serves everyone else.
+    c.roundtrip(b"get keep\r\n", b"VALUE keep 0 4\r\nsafe\r\nEND\r\n");
+}
+
+#[test]
+fn connections_beyond_the_limit_are_refused() {
+    let running = start_with(
+        Settings {
+            workers: 2,
+            ..Settings::default()
+        },
+        3,
+    );
+    let mut open: Vec<Client> = (0..3).map(|_| Client::connect(&running)).collect();
+    for c in &mut open {
+        c.roundtrip(b"mn\r\n", b"MN\r\n");
+    }
+    let mut refused = Client::connect(&running);
+    refused.expect(b"ERROR Too many open connections\r\n");
+    assert!(refused.closed());
+    drop(open.pop());
+    // The slot comes back once the server has seen the close.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut again = Client::connect(&running);
+        again.send(b"mn\r\n");
+        if again.line() == "MN\r\n" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the closed connection's slot never came back"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A client that pipelines gets and never reads holds a bounded amount of server memory and
+/// stalls no one.
+#[test]
+fn a_client_that_never_reads_stalls_no_one() {
+    let running = start();
+    let mut c = Client::connect(&running);
+    let value = vec![b'v'; 100 << 10];
+    c.send(format!("set big 0 0 {}\r\n", value.len()).as_bytes());
+    c.send(&value);
+    c.roundtrip(b"\r\n", b"STORED\r\n");
+    let mut hog = Client::connect(&running);
+    hog.stream.set_nonblocking(true).unwrap();
+    let request = b"get big\r\n".repeat(1000);
+    let mut sent = 0;
+    let deadline = Instant::now() + Duration::from_secs(3);
+    // Send until the server stops reading (our send buffer fills) or for at most 3 s.
+    while Instant::now() < deadline {
+        match hog.stream.write(&request) {
+            Ok(n) => sent += n,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                std::thread::sleep(Duration::from_millis(10))
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    // Each 9-byte request asks for 100 KiB: had the server answered all it was sent, it
+    // would hold gigabytes. It stopped reading instead, and others are served.
+    assert!(sent > 9 * 100, "sent only {sent} bytes");
+    let start = Instant::now();
+    c.roundtrip(
+        b"set other 0 0 1\r\no\r\nget other\r\n",
+        b"STORED\r\nVALUE other 0 1\r\no\r\nEND\r\n",
+    );
+    assert!(start.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn eviction_keeps_memory_bounded() {
+    let limit = 4 << 20;
+    let running = start_with(
+        Settings {
+            workers: 2,
+            memory_limit: limit,
+            max_item_size: 1 << 20,
+            ..Settings::default()
+        },
+        64,
+    );
+    let mut c = Client::connect(&running);
+    let value = vec![b'x'; 1000];
+    // 16 MiB of distinct items into 4 MiB; a small hot set read all along stays.
+    for i in 0..16_000 {
+        c.send(format!("set key{i} 0 0 {}\r\n", value.len()).as_bytes());
+        c.send(&value);
+        c.send(b"\r\n");
+        if i % 10 == 0 {
+            c.send(b"get hot0 hot1 hot2\r\n");
+        }
+        if i == 0 {
+            for h in 0..3 {
+                c.send(format!("set hot{h} 0 0 1\r\nh\r\n").as_bytes());
+            }
+        }
+    }
+    c.send(b"mn\r\n");
+    let mut lines = 0;
+    loop {
+        let line = c.line();
+        if line == "MN\r\n" {
+            break;
+        }
+        assert!(!line.starts_with("SERVER_ERROR"), "{line}");
+        lines += 1;
+    }
+    assert!(lines > 16_000);
+    assert!(
+        running.cache.bytes() <= limit,
+        "{} bytes charged over a {limit} limit",
+        running.cache.bytes()
+    );
+    assert!(c.stat("evictions").parse::<u64>().unwrap() > 10_000);
+    c.roundtrip(
+        b"get hot0 hot1 hot2\r\n",
+        b"VALUE hot0 0 1\r\nh\r\nVALUE hot1 0 1\r\nh\r\nVALUE hot2 0 1\r\nh\r\nEND\r\n",
+    );
+    c.roundtrip(
+        b"get key15999\r\n",
+        format!("VALUE key15999 0 1000\r\n{}\r\nEND\r\n", "x".repeat(1000)).as_bytes(),
+    );
+}
+
+#[test]
+fn without_eviction_a_full_cache_refuses_stores() {
+    let limit = 1 << 20;
+    let running = start_with(
+        Settings {
+            workers: 2,
+            memory_limit: limit,
+            max_item_size: 64 << 10,
+            evict: false,
+            ..Settings::default()
+        },
+        64,
+    );
+    let mut c = Client::connect(&running);
+    let value = "x".repeat(10_000);
+    let mut stored = 0;
+    for i in 0..200 {
+        c.send(format!("set key{i} 0 0 {}\r\n{value}\r\n", value.len()).as_bytes());
+        match c.line().as_str() {
+            "STORED\r\n" => stored += 1,
+            "SERVER_ERROR out of memory storing object\r\n" => break,
+            other => panic!("{other}"),
+        }
+    }
+    assert!((50..200).contains(&stored), "{stored} stored");
+    // Everything stored is still there: nothing was evicted.
+    for i in 0..stored {
+        c.send(format!("mg key{i} s\r\n").as_bytes());
+        assert_eq!(c.line(), "HD s10000\r\n");
+    }
+    assert!(running.cache.bytes() <= limit);
+    c.roundtrip(b"delete key0\r\n", b"DELETED\r\n");
+    c.roundtrip(
+        format!("set again 0 0 {}\r\n{value}\r\n", value.len()).as_bytes(),
+        b"STORED\r\n",
+    );
+}
+
+/// Many threads on few keys: sets, appends, incrs, cas and deletes; every reply is one
+/// memcached allows and the counters add up.
+#[test]
+fn many_clients_on_one_key() {
+    let running = start();
+    let mut setup = Client::connect(&running);
+    setup.roundtrip(b"set n 0 0 1\r\n0\r\n", b"STORED\r\n");
+    let threads: Vec<_> = (0..4)
+        .map(|_| {
+            let mut c = Client::connect(&running);
+            std::thread::spawn(move || {
+                for _ in 0..500 {
+                    c.send(b"incr n 1\r\n");
+                    let line = c.line();
+                    assert!(line.trim_end().parse::<u64>().is_ok(), "{line}");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    setup.roundtrip(b"get n\r\n", b"VALUE n 0 4\r\n2000\r\nEND\r\n");
+}
