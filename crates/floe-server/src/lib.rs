@@ -2,9 +2,11 @@
 //!
 //! Reading order: [`cache`] (items, memory, S3-FIFO eviction: the design notes are at its
 //! top), [`text`] (memcached's text and meta protocols, and how reads are batched),
+//! [`binary`] (its binary protocol),
 //! [`server`] (one mio event loop per worker thread, connections, back-pressure),
 //! [`stats`], then `main.rs` (flags).
 
+pub mod binary;
 pub mod cache;
 pub mod log;
 pub mod server;

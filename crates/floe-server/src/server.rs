@@ -28,6 +28,7 @@ use mio::{
 };
 
 use crate::{
+    binary,
     cache::{Cache, Worker},
     log,
     stats::{CURR_CONNECTIONS, REJECTED_CONNECTIONS, TOTAL_CONNECTIONS},
@@ -187,6 +188,8 @@ struct Connection {
     /// Close once the output is written.
     closing: bool,
     text: TextState,
+    /// Set by the connection's first byte: `0x80` for the binary protocol.
+    binary: Option<bool>,
 }
 
 impl EventLoop {
@@ -264,6 +267,7 @@ impl EventLoop {
                         paused: false,
                         closing: false,
                         text: TextState::default(),
+                        binary: None,
                     });
                     CURR_CONNECTIONS.fetch_add(1, Ordering::Relaxed);
                     TOTAL_CONNECTIONS.fetch_add(1, Ordering::Relaxed);
@@ -330,13 +334,19 @@ impl EventLoop {
                 }
             }
             if connection.start < connection.input.len() {
+                let input = &connection.input[connection.start..];
+                let binary = *connection.binary.get_or_insert(input[0] == 0x80);
                 let mut session = self.worker.session();
-                let served = text::serve(
-                    &connection.input[connection.start..],
-                    &mut connection.output,
-                    &mut session,
-                    &mut connection.text,
-                );
+                let served = if binary {
+                    binary::serve(input, &mut connection.output, &mut session)
+                } else {
+                    text::serve(
+                        input,
+                        &mut connection.output,
+                        &mut session,
+                        &mut connection.text,
+                    )
+                };
                 drop(session);
                 connection.start += served.consumed;
                 connection.swallow = served.swallow;

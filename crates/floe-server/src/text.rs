@@ -371,6 +371,7 @@ enum Outcome {
 }
 
 const BAD_FORMAT: &[u8] = b"CLIENT_ERROR bad command line format\r\n";
+const INVALID_FLAG: &[u8] = b"CLIENT_ERROR invalid flag\r\n";
 
 fn reply(out: &mut Vec<u8>, noreply: bool, line: &[u8]) {
     if !noreply {
@@ -387,6 +388,11 @@ fn execute(request: &Request<'_>, out: &mut Vec<u8>, session: &mut Session<'_>) 
         b"append" => storage(request, out, session, StoreMode::Append, false),
         b"prepend" => storage(request, out, session, StoreMode::Prepend, false),
         b"cas" => storage(request, out, session, StoreMode::Set, true),
+        // memcached answers a `gat` without keys with an empty result.
+        b"gat" | b"gats" if n == 2 => {
+            out.extend_from_slice(b"END\r\n");
+            Outcome::Done
+        }
         b"gat" | b"gats" if n >= 3 => {
             let Some(exptime) = parse_exptime(request.token(1)) else {
                 out.extend_from_slice(b"CLIENT_ERROR invalid exptime argument\r\n");
@@ -508,7 +514,7 @@ fn execute(request: &Request<'_>, out: &mut Vec<u8>, session: &mut Session<'_>) 
                 match parse_exptime(request.token(1)) {
                     Some(delay) => delay,
                     None => {
-                        out.extend_from_slice(BAD_FORMAT);
+                        reply(out, noreply, b"CLIENT_ERROR invalid exptime argument\r\n");
                         return Outcome::Done;
                     }
                 }
@@ -523,18 +529,27 @@ fn execute(request: &Request<'_>, out: &mut Vec<u8>, session: &mut Session<'_>) 
             reply(out, noreply, b"OK\r\n");
             Outcome::Done
         }
-        b"version" if n == 1 => {
+        // As memcached: arguments after `version` are ignored.
+        b"version" => {
             out.extend_from_slice(b"VERSION ");
             out.extend_from_slice(VERSION.as_bytes());
             out.extend_from_slice(b"\r\n");
             Outcome::Done
         }
         b"verbosity" if n == 2 || n == 3 => {
+            // As memcached: `verbosity noreply` is silent, a level that is not a number
+            // is an error.
             let noreply = request.noreply();
-            if let Some(level) = parse_u64(request.token(1)) {
-                crate::log::set_verbosity(level.min(3) as u8);
+            if noreply && n == 2 {
+                return Outcome::Done;
             }
-            reply(out, noreply, b"OK\r\n");
+            match parse_u64(request.token(1)) {
+                Some(level) => {
+                    crate::log::set_verbosity(level.min(3) as u8);
+                    reply(out, noreply, b"OK\r\n");
+                }
+                None => reply(out, noreply, BAD_FORMAT),
+            }
             Outcome::Done
         }
         b"quit" => Outcome::Close,
@@ -551,7 +566,7 @@ fn execute(request: &Request<'_>, out: &mut Vec<u8>, session: &mut Session<'_>) 
         b"md" if n >= 2 => meta_delete(request, out, session),
         b"ma" if n >= 2 => meta_arithmetic(request, out, session),
         b"me" if n >= 2 => meta_debug(request, out, session),
-        b"mg" | b"ms" | b"md" | b"ma" | b"me" => {
+        b"ms" => {
             out.extend_from_slice(BAD_FORMAT);
             Outcome::Done
         }
@@ -618,7 +633,7 @@ fn storage(
     }
     let data = &request.data[..length];
     if &request.data[length..block] != b"\r\n" {
-        out.extend_from_slice(b"CLIENT_ERROR bad data chunk\r\n");
+        reply(out, noreply, b"CLIENT_ERROR bad data chunk\r\n");
         return Outcome::DoneWithData(block);
     }
     let exptime = session.cache().server_time(exptime, session.now());
@@ -828,13 +843,12 @@ fn meta_get_writing(
     out: &mut Vec<u8>,
     session: &mut Session<'_>,
 ) -> Outcome {
-    let Ok(flags) = MetaFlags::parse(request.line, &request.tokens[2..]) else {
-        out.extend_from_slice(BAD_FORMAT);
-        return Outcome::Done;
-    };
-    let Ok(key) = meta_key(request.token(1), flags.has(b'b')) else {
-        out.extend_from_slice(BAD_FORMAT);
-        return Outcome::Done;
+    let (flags, key) = match meta_header(request, 2) {
+        Ok(header) => header,
+        Err(line) => {
+            out.extend_from_slice(line);
+            return Outcome::Done;
+        }
     };
     if flags.has(b'E') || flags.has(b'R') {
         out.extend_from_slice(b"CLIENT_ERROR unsupported flag\r\n");
@@ -892,15 +906,16 @@ fn meta_get_writing(
     Outcome::Done
 }
 
-/// A meta command's flags (from token `first_flag` on) and its key; `None` if either is
-/// malformed.
+/// A meta command's flags (from token `first_flag` on) and its key, or the error line for
+/// a malformed one.
 fn meta_header<'a>(
     request: &Request<'a>,
     first_flag: usize,
-) -> Option<(MetaFlags<'a>, MetaKey<'a>)> {
-    let flags = MetaFlags::parse(request.line, &request.tokens[first_flag..]).ok()?;
-    let key = meta_key(request.token(1), flags.has(b'b')).ok()?;
-    Some((flags, key))
+) -> Result<(MetaFlags<'a>, MetaKey<'a>), &'static [u8]> {
+    let flags =
+        MetaFlags::parse(request.line, &request.tokens[first_flag..]).map_err(|()| INVALID_FLAG)?;
+    let key = meta_key(request.token(1), flags.has(b'b')).map_err(|()| BAD_FORMAT)?;
+    Ok((flags, key))
 }
 
 /// `ms <key> <datalen> <flags>*`.
@@ -911,9 +926,12 @@ fn meta_set(request: &Request<'_>, out: &mut Vec<u8>, session: &mut Session<'_>)
     };
     let length = length as usize;
     let block = length + 2;
-    let Some((flags, key)) = meta_header(request, 3) else {
-        out.extend_from_slice(BAD_FORMAT);
-        return Outcome::Swallow(block);
+    let (flags, key) = match meta_header(request, 3) {
+        Ok(header) => header,
+        Err(line) => {
+            out.extend_from_slice(line);
+            return Outcome::Swallow(block);
+        }
     };
     let settings = session.cache().settings();
     if length > settings.max_item_size
@@ -998,9 +1016,12 @@ fn meta_set(request: &Request<'_>, out: &mut Vec<u8>, session: &mut Session<'_>)
 
 /// `md <key> <flags>*`.
 fn meta_delete(request: &Request<'_>, out: &mut Vec<u8>, session: &mut Session<'_>) -> Outcome {
-    let Some((flags, key)) = meta_header(request, 2) else {
-        out.extend_from_slice(BAD_FORMAT);
-        return Outcome::Done;
+    let (flags, key) = match meta_header(request, 2) {
+        Ok(header) => header,
+        Err(line) => {
+            out.extend_from_slice(line);
+            return Outcome::Done;
+        }
     };
     let compare = match flags.get(b'C').map(parse_u64) {
         Some(None) => {
@@ -1030,9 +1051,12 @@ fn meta_delete(request: &Request<'_>, out: &mut Vec<u8>, session: &mut Session<'
 /// `ma <key> <flags>*`: `D` delta, `MI`/`M+` incr (default) or `MD`/`M-` decr, `N` vivify
 /// with `J` initial value, `C` compare CAS, returns `v` value, `c` CAS, `t` TTL.
 fn meta_arithmetic(request: &Request<'_>, out: &mut Vec<u8>, session: &mut Session<'_>) -> Outcome {
-    let Some((flags, key)) = meta_header(request, 2) else {
-        out.extend_from_slice(BAD_FORMAT);
-        return Outcome::Done;
+    let (flags, key) = match meta_header(request, 2) {
+        Ok(header) => header,
+        Err(line) => {
+            out.extend_from_slice(line);
+            return Outcome::Done;
+        }
     };
     let delta = flags.get(b'D').map(parse_u64);
     let initial = flags.get(b'J').map(parse_u64);

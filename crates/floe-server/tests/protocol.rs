@@ -271,7 +271,7 @@ fn expiry_touch_and_flush_follow_the_clock() {
     );
     c.roundtrip(
         b"flush_all noreply\r\nflush_all x\r\n",
-        b"CLIENT_ERROR bad command line format\r\n",
+        b"CLIENT_ERROR invalid exptime argument\r\n",
     );
     // Expired items are unlinked (and uncharged) by the sweep, unasked.
     c.roundtrip(b"set s 0 1 1\r\ns\r\n", b"STORED\r\n");
@@ -330,7 +330,10 @@ fn meta_commands() {
     c.roundtrip(b"mg h l\r\nmg h l\r\n", b"HD l4\r\nHD l0\r\n");
     // A miss that vivifies: the first client wins the right to fill it.
     c.roundtrip(b"mg viv N30 v\r\nmg viv N30 v\r\n", b"EN W\r\nVA 0\r\n\r\n");
-    c.roundtrip(b"mg\r\nms k\r\nmg k !x\r\n", b"CLIENT_ERROR bad command line format\r\nCLIENT_ERROR bad command line format\r\nCLIENT_ERROR bad command line format\r\n");
+    c.roundtrip(
+        b"mg\r\nms k\r\nmg k !x\r\n",
+        b"ERROR\r\nCLIENT_ERROR bad command line format\r\nCLIENT_ERROR invalid flag\r\n",
+    );
 }
 
 #[test]
@@ -341,7 +344,14 @@ fn stats_and_misc_commands() {
         b"version\r\n",
         format!("VERSION {}\r\n", floe_server::text::VERSION).as_bytes(),
     );
-    c.roundtrip(b"verbosity 1\r\nverbosity 0 noreply\r\n", b"OK\r\n");
+    c.roundtrip(
+        b"verbosity 1\r\nverbosity 0 noreply\r\nverbosity noreply\r\nverbosity x\r\nverbosity 1 2 3\r\nversion a b\r\n",
+        format!(
+            "OK\r\nCLIENT_ERROR bad command line format\r\nERROR\r\nVERSION {}\r\n",
+            floe_server::text::VERSION
+        )
+        .as_bytes(),
+    );
     c.roundtrip(
         b"set a 0 0 1\r\na\r\nget a b\r\n",
         b"STORED\r\nVALUE a 0 1\r\na\r\nEND\r\n",
