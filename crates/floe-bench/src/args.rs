@@ -56,6 +56,10 @@ pub enum Command {
     /// YCSB's core workloads A, B, C, D, F on maps of byte strings (23-byte keys, zipf 0.99),
     /// after a load phase into an empty map.
     Ycsb(crate::ycsb::YcsbArgs),
+    /// floe-server against memcached under one load generator: multi-gets, get/set mixes,
+    /// uniform and zipf keys; throughput and latency percentiles; `--cache-aside` for the
+    /// hit ratio under eviction.
+    Server(crate::server_load::ServerArgs),
     /// Fill one map in this process and print its RSS growth (used by the memory measurement).
     #[command(hide = true)]
     MemoryProbe(ProbeArgs),

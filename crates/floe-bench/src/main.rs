@@ -41,6 +41,7 @@ mod maps;
 mod measure;
 mod plot;
 mod report;
+mod server_load;
 mod simd;
 mod sizes;
 mod svg;
@@ -94,6 +95,7 @@ fn main() -> ExitCode {
             ycsb::YcsbError::Usage(m) => Failure::Usage(m),
             ycsb::YcsbError::Run(m) => Failure::Run(m),
         }),
+        Some(Command::Server(args)) => server_load::main(args).map_err(Failure::Run),
         Some(Command::MemoryProbe(args)) => probe(args),
         Some(Command::SizesProbe(args)) => sizes::probe(&args)
             .map(|bytes| println!("rss_growth_bytes={bytes}"))

@@ -1,0 +1,606 @@
+//! `floe-bench server`: floe-server against memcached, each started by the bench with the
+//! same threads and memory, under one load generator (SimdHT-Bench §VI's setup: a cache
+//! server under multi-get load).
+//!
+//! The load generator is one thread driving `--connections` non-blocking connections from
+//! one mio loop, closed-loop (each connection has one request in flight: a get of
+//! `--multiget` keys or a set), so a request's latency is its round trip. Keys are 20 bytes
+//! (`key:` and 16 digits) drawn uniform or zipf from `--keys`, all preloaded. Every reply is
+//! parsed (values skipped by their length, hits counted), so a server that answered wrongly
+//! would show as misses or a parse error, not as speed. With `--pin` (default) the servers
+//! run on core 0 (`taskset`) and the load generator on core 1: on this 2-core machine the
+//! two never share a core, and the server gets one.
+//!
+//! `--cache-aside` measures the hit ratio under eviction instead: a get, and on a miss a set
+//! of the key (the pattern caches serve), with a key space of `--keys` whose items take
+//! twice `-m`, over a fixed number of requests per server.
+
+use std::{
+    io::{self, Read, Write},
+    net::{SocketAddr, TcpStream as StdStream},
+    path::PathBuf,
+    process::{Child, Command, Stdio},
+    time::{Duration, Instant},
+};
+
+use clap::Args;
+use hdrhistogram::Histogram;
+use mio::{net::TcpStream, Events, Interest, Poll, Token};
+
+use crate::{dist::Dist, keys::parse_count};
+
+#[derive(Args, Debug)]
+pub struct ServerArgs {
+    /// Servers to measure: floe (floe-server) and memcached.
+    #[arg(long, value_delimiter = ',', default_value = "floe,memcached")]
+    pub servers: Vec<String>,
+    /// Worker threads of each server (-t).
+    #[arg(long, default_value_t = 1)]
+    pub server_threads: usize,
+    /// Item memory of each server in MiB (-m).
+    #[arg(long, default_value_t = 1024)]
+    pub memory_mb: usize,
+    /// Keys preloaded and drawn from.
+    #[arg(long, default_value = "100000", value_parser = parse_count)]
+    pub keys: u64,
+    /// Value sizes in bytes.
+    #[arg(long, value_delimiter = ',', default_value = "32,1024")]
+    pub value_bytes: Vec<usize>,
+    /// Keys per get request.
+    #[arg(long, value_delimiter = ',', default_value = "1,16,64")]
+    pub multiget: Vec<usize>,
+    /// Fraction of requests that are gets (the rest are sets of one key).
+    #[arg(long, default_value_t = 0.9)]
+    pub get_ratio: f64,
+    /// Key popularity: uniform or zipf:THETA.
+    #[arg(long, value_delimiter = ',', default_value = "uniform,zipf:0.99")]
+    pub dist: Vec<Dist>,
+    /// Client connections (one request in flight each).
+    #[arg(long, default_value_t = 16)]
+    pub connections: usize,
+    /// Seconds per timed run.
+    #[arg(long, default_value_t = 2.0)]
+    pub seconds: f64,
+    /// Runs per configuration and server (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    pub repeat: usize,
+    /// Run the servers on core 0 and the load generator on core 1.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub pin: bool,
+    /// The floe-server binary [default: beside this one].
+    #[arg(long)]
+    pub floe_server: Option<PathBuf>,
+    /// The memcached binary.
+    #[arg(long, default_value = "memcached")]
+    pub memcached: PathBuf,
+    /// Measure the hit ratio under eviction (cache-aside) instead of speed.
+    #[arg(long)]
+    pub cache_aside: bool,
+    /// Requests per server in the cache-aside run.
+    #[arg(long, default_value = "2000000", value_parser = parse_count)]
+    pub requests: u64,
+}
+
+/// A server process started by the bench; killed on drop.
+struct Running {
+    name: String,
+    child: Child,
+    address: SocketAddr,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        // SIGTERM first (floe-server shuts down cleanly on it), then make sure.
+        // SAFETY: `kill` on a child we started and have not reaped.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(3);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Running {
+    /// CPU seconds (user, system) the server has used so far, from `/proc`.
+    fn cpu_seconds(&self) -> (f64, f64) {
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())) else {
+            return (f64::NAN, f64::NAN);
+        };
+        // Fields after the command name (which is in parentheses and may hold spaces).
+        let Some(after) = stat.rfind(')').map(|i| &stat[i + 2..]) else {
+            return (f64::NAN, f64::NAN);
+        };
+        let fields: Vec<&str> = after.split(' ').collect();
+        let ticks = |i: usize| {
+            fields
+                .get(i)
+                .and_then(|f| f.parse::<f64>().ok())
+                .unwrap_or(f64::NAN)
+        };
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
+        // utime and stime are fields 14 and 15 of stat, 12 and 13 after the name.
+        (ticks(11) / hz, ticks(12) / hz)
+    }
+}
+
+fn free_port() -> io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+fn start_server(name: &str, args: &ServerArgs, memory_mb: usize) -> Result<Running, String> {
+    let port = free_port().map_err(|e| format!("no free port: {e}"))?;
+    let binary = match name {
+        "floe" => match &args.floe_server {
+            Some(path) => path.clone(),
+            None => std::env::current_exe()
+                .map_err(|e| e.to_string())?
+                .with_file_name("floe-server"),
+        },
+        "memcached" => args.memcached.clone(),
+        other => return Err(format!("unknown server {other:?} (floe, memcached)")),
+    };
+    let mut command = if args.pin {
+        let mut c = Command::new("taskset");
+        c.args(["-c", "0"]).arg(&binary);
+        c
+    } else {
+        Command::new(&binary)
+    };
+    command.args([
+        "-p",
+        &port.to_string(),
+        "-l",
+        "127.0.0.1",
+        "-t",
+        &args.server_threads.to_string(),
+        "-m",
+        &memory_mb.to_string(),
+        "-c",
+        "4096",
+        "-U",
+        "0",
+    ]);
+    // SAFETY: geteuid has no preconditions.
+    if name == "memcached" && unsafe { libc::geteuid() } == 0 {
+        command.args(["-u", "root"]);
+    }
+    let child = command
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .spawn()
+        .map_err(|e| {
+            format!(
+                "cannot start {}: {e} (is it installed? ci/server.sh installs memcached)",
+                binary.display()
+            )
+        })?;
+    let address: SocketAddr = ([127, 0, 0, 1], port).into();
+    let mut running = Running {
+        name: name.to_string(),
+        child,
+        address,
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while StdStream::connect(address).is_err() {
+        if Instant::now() > deadline || matches!(running.child.try_wait(), Ok(Some(_))) {
+            return Err(format!("{name} did not start listening on {address}"));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(running)
+}
+
+fn key(i: u64) -> [u8; 20] {
+    let mut key = [0u8; 20];
+    key[..4].copy_from_slice(b"key:");
+    let digits = format!("{i:016}");
+    key[4..].copy_from_slice(digits.as_bytes());
+    key
+}
+
+/// Store every key with a value of `bytes` (pipelined, `noreply`, then one synchronous
+/// request so the load is complete when this returns).
+fn preload(address: SocketAddr, keys: u64, bytes: usize) -> io::Result<()> {
+    let mut stream = StdStream::connect(address)?;
+    stream.set_read_timeout(Some(Duration::from_secs(60)))?;
+    let value = vec![b'v'; bytes];
+    let mut buffer = Vec::with_capacity(1 << 20);
+    for i in 0..keys {
+        buffer.extend_from_slice(b"set ");
+        buffer.extend_from_slice(&key(i));
+        buffer.extend_from_slice(format!(" 0 0 {bytes} noreply\r\n").as_bytes());
+        buffer.extend_from_slice(&value);
+        buffer.extend_from_slice(b"\r\n");
+        if buffer.len() > (1 << 20) - bytes - 64 {
+            stream.write_all(&buffer)?;
+            buffer.clear();
+        }
+    }
+    buffer.extend_from_slice(b"version\r\n");
+    stream.write_all(&buffer)?;
+    let mut reply = Vec::new();
+    let mut chunk = [0u8; 256];
+    while !reply.ends_with(b"\r\n") {
+        let n = stream.read(&mut chunk)?;
+        if n == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        reply.extend_from_slice(&chunk[..n]);
+    }
+    if !reply.starts_with(b"VERSION") {
+        return Err(io::Error::other(format!(
+            "preload answered {:?}",
+            String::from_utf8_lossy(&reply)
+        )));
+    }
+    Ok(())
+}
+
+/// A get's or a set's reply, parsed as far as `buffer` goes: `Some((consumed, hits))` when
+/// complete. Errors on anything a correct server would not send.
+fn parse_reply(buffer: &[u8], get: bool) -> io::Result<Option<(usize, usize)>> {
+    let bad = |what: &[u8]| {
+        io::Error::other(format!(
+            "unexpected reply {:?}",
+            String::from_utf8_lossy(&what[..what.len().min(80)])
+        ))
+    };
+    if !get {
+        return match buffer.iter().position(|&b| b == b'\n') {
+            None => Ok(None),
+            Some(end) if &buffer[..=end] == b"STORED\r\n" => Ok(Some((end + 1, 0))),
+            Some(end) => Err(bad(&buffer[..=end])),
+        };
+    }
+    let mut pos = 0;
+    let mut hits = 0;
+    loop {
+        let rest = &buffer[pos..];
+        let Some(end) = rest.iter().position(|&b| b == b'\n') else {
+            return Ok(None);
+        };
+        let line = &rest[..=end];
+        if line == b"END\r\n" {
+            return Ok(Some((pos + end + 1, hits)));
+        }
+        if !line.starts_with(b"VALUE ") {
+            return Err(bad(line));
+        }
+        let length: usize = std::str::from_utf8(&line[..line.len() - 2])
+            .ok()
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|n| n.parse().ok())
+            .ok_or_else(|| bad(line))?;
+        let block = end + 1 + length + 2;
+        if rest.len() < block {
+            return Ok(None);
+        }
+        pos += block;
+        hits += 1;
+    }
+}
+
+struct Connection {
+    stream: TcpStream,
+    input: Vec<u8>,
+    sent_at: Instant,
+    get: bool,
+    /// The key of a cache-aside get, to set on a miss.
+    pending_key: u64,
+}
+
+/// What one timed run measured.
+struct Measured {
+    requests: u64,
+    keys: u64,
+    gets: u64,
+    hits: u64,
+    seconds: f64,
+    latency: Histogram<u64>,
+}
+
+/// The load of one run.
+struct Load<'a> {
+    args: &'a ServerArgs,
+    keys: u64,
+    value: Vec<u8>,
+    multiget: usize,
+    dist: Dist,
+    seed: u64,
+    /// Stop after this many requests instead of after `seconds`.
+    requests: Option<u64>,
+    cache_aside: bool,
+    /// Requests before hits and gets are counted (the cache-aside run's warm-up).
+    warmup: u64,
+}
+
+fn drive(address: SocketAddr, load: &Load<'_>) -> io::Result<Measured> {
+    let mut poll = Poll::new()?;
+    let mut events = Events::with_capacity(1024);
+    let mut connections = Vec::new();
+    for i in 0..load.args.connections {
+        let std = StdStream::connect(address)?;
+        std.set_nodelay(true)?;
+        std.set_nonblocking(true)?;
+        let mut stream = TcpStream::from_std(std);
+        poll.registry()
+            .register(&mut stream, Token(i), Interest::READABLE)?;
+        connections.push(Connection {
+            stream,
+            input: Vec::new(),
+            sent_at: Instant::now(),
+            get: true,
+            pending_key: 0,
+        });
+    }
+    let mut sampler = load.dist.sampler(load.keys, load.seed);
+    let mut coin = load.dist.sampler(1 << 20, load.seed ^ 0x5eed);
+    let get_threshold = (load.args.get_ratio * (1 << 20) as f64) as u64;
+    let mut latency = Histogram::<u64>::new_with_bounds(1, 10_000_000_000, 3).expect("bounds");
+    let mut measured = Measured {
+        requests: 0,
+        keys: 0,
+        gets: 0,
+        hits: 0,
+        seconds: 0.0,
+        latency: Histogram::new(3).expect("histogram"),
+    };
+    let mut request = Vec::with_capacity(64 * 30);
+    let mut send = |connection: &mut Connection,
+                    sampler: &mut crate::dist::Sampler,
+                    coin: &mut crate::dist::Sampler,
+                    miss: Option<u64>|
+     -> io::Result<()> {
+        request.clear();
+        if let Some(k) = miss {
+            // Cache-aside: the value was missing; store it.
+            connection.get = false;
+            request.extend_from_slice(b"set ");
+            request.extend_from_slice(&key(k));
+            request.extend_from_slice(format!(" 0 0 {}\r\n", load.value.len()).as_bytes());
+            request.extend_from_slice(&load.value);
+            request.extend_from_slice(b"\r\n");
+        } else if load.cache_aside || coin.next_index() < get_threshold {
+            connection.get = true;
+            request.extend_from_slice(b"get");
+            for _ in 0..load.multiget {
+                let k = sampler.next_index();
+                connection.pending_key = k;
+                request.push(b' ');
+                request.extend_from_slice(&key(k));
+            }
+            request.extend_from_slice(b"\r\n");
+        } else {
+            connection.get = false;
+            request.extend_from_slice(b"set ");
+            request.extend_from_slice(&key(sampler.next_index()));
+            request.extend_from_slice(format!(" 0 0 {}\r\n", load.value.len()).as_bytes());
+            request.extend_from_slice(&load.value);
+            request.extend_from_slice(b"\r\n");
+        }
+        connection.sent_at = Instant::now();
+        // A request is far smaller than a socket buffer: written whole or the run fails.
+        connection.stream.write_all(&request)
+    };
+    for connection in &mut connections {
+        send(connection, &mut sampler, &mut coin, None)?;
+    }
+    let start = Instant::now();
+    let deadline = start + Duration::from_secs_f64(load.args.seconds);
+    let mut chunk = vec![0u8; 256 << 10];
+    'run: loop {
+        poll.poll(&mut events, Some(Duration::from_millis(100)))?;
+        for event in events.iter() {
+            let connection = &mut connections[event.token().0];
+            loop {
+                match connection.stream.read(&mut chunk) {
+                    Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                    Ok(n) => connection.input.extend_from_slice(&chunk[..n]),
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            let Some((consumed, hits)) = parse_reply(&connection.input, connection.get)? else {
+                continue;
+            };
+            connection.input.drain(..consumed);
+            let took = connection.sent_at.elapsed().as_nanos() as u64;
+            latency.record(took.max(1)).expect("in bounds");
+            measured.requests += 1;
+            let miss = if connection.get {
+                if measured.requests > load.warmup {
+                    measured.gets += load.multiget as u64;
+                    measured.hits += hits as u64;
+                }
+                measured.keys += load.multiget as u64;
+                (load.cache_aside && hits == 0).then_some(connection.pending_key)
+            } else {
+                measured.keys += 1;
+                None
+            };
+            if let Some(limit) = load.requests {
+                if measured.requests >= limit {
+                    break 'run;
+                }
+            } else if Instant::now() >= deadline {
+                break 'run;
+            }
+            send(connection, &mut sampler, &mut coin, miss)?;
+        }
+        if load.requests.is_none() && Instant::now() >= deadline + Duration::from_secs(5) {
+            return Err(io::Error::other("no reply for 5 seconds"));
+        }
+    }
+    measured.seconds = start.elapsed().as_secs_f64();
+    measured.latency = latency;
+    Ok(measured)
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    values.sort_by(|a, b| a.total_cmp(b));
+    values[values.len() / 2]
+}
+
+pub fn main(args: ServerArgs) -> Result<(), String> {
+    if args.servers.is_empty()
+        || args.value_bytes.is_empty()
+        || args.multiget.is_empty()
+        || args.dist.is_empty()
+    {
+        return Err("nothing to measure".into());
+    }
+    if !(0.0..=1.0).contains(&args.get_ratio) {
+        return Err(format!("--get-ratio {} is outside [0, 1]", args.get_ratio));
+    }
+    if args.connections == 0 || args.repeat == 0 || args.keys == 0 || args.multiget.contains(&0) {
+        return Err("--connections, --repeat, --keys and --multiget must be at least 1".into());
+    }
+    if args.pin {
+        if let Some(core) = core_affinity::get_core_ids().and_then(|ids| ids.into_iter().nth(1)) {
+            core_affinity::set_for_current(core);
+        }
+    }
+    let cpu = crate::machine::machine().cpu;
+    if args.cache_aside {
+        return cache_aside(&args, &cpu);
+    }
+    println!(
+        "# floe-bench server: {} keys of 20 bytes, {:.0}% gets, {} connections, servers -t {} -m {}{}, {} s per run, median of {}; CPU {cpu}",
+        args.keys,
+        args.get_ratio * 100.0,
+        args.connections,
+        args.server_threads,
+        args.memory_mb,
+        if args.pin { ", servers on core 0 and the load generator on core 1" } else { "" },
+        args.seconds,
+        args.repeat
+    );
+    println!("value_B\tmultiget\tdist\tserver\tMkeys/s\tkreq/s\thit%\tp50_us\tp99_us\tp99.9_us\tuser%\tsys%\tfloe/memcached");
+    for &bytes in &args.value_bytes {
+        let servers: Vec<Running> = args
+            .servers
+            .iter()
+            .map(|name| start_server(name, &args, args.memory_mb))
+            .collect::<Result<_, _>>()?;
+        for server in &servers {
+            preload(server.address, args.keys, bytes)
+                .map_err(|e| format!("preloading {}: {e}", server.name))?;
+        }
+        for &multiget in &args.multiget {
+            for &dist in &args.dist {
+                // samples[server] = (keys/s, req/s, hit ratio, p50, p99, p99.9, server user and
+                // system CPU %) per run.
+                let mut samples = vec![Vec::new(); servers.len()];
+                for round in 0..args.repeat {
+                    for (s, server) in servers.iter().enumerate() {
+                        let load = Load {
+                            args: &args,
+                            keys: args.keys,
+                            value: vec![b'w'; bytes],
+                            multiget,
+                            dist,
+                            seed: 1 + round as u64,
+                            requests: None,
+                            cache_aside: false,
+                            warmup: 0,
+                        };
+                        let cpu_before = server.cpu_seconds();
+                        let m = drive(server.address, &load)
+                            .map_err(|e| format!("{}: {e}", server.name))?;
+                        let cpu_after = server.cpu_seconds();
+                        let user = (cpu_after.0 - cpu_before.0) / m.seconds * 100.0;
+                        let system = (cpu_after.1 - cpu_before.1) / m.seconds * 100.0;
+                        let q = |p: f64| m.latency.value_at_quantile(p) as f64 / 1000.0;
+                        samples[s].push([
+                            m.keys as f64 / m.seconds / 1e6,
+                            m.requests as f64 / m.seconds / 1e3,
+                            if m.gets > 0 {
+                                m.hits as f64 / m.gets as f64 * 100.0
+                            } else {
+                                0.0
+                            },
+                            q(0.5),
+                            q(0.99),
+                            q(0.999),
+                            user,
+                            system,
+                        ]);
+                    }
+                }
+                let medians: Vec<[f64; 8]> = samples
+                    .iter()
+                    .map(|runs| {
+                        core::array::from_fn(|i| {
+                            median(&mut runs.iter().map(|r| r[i]).collect::<Vec<_>>())
+                        })
+                    })
+                    .collect();
+                let floe = servers.iter().position(|s| s.name == "floe");
+                let memcached = servers.iter().position(|s| s.name == "memcached");
+                for (s, server) in servers.iter().enumerate() {
+                    let m = medians[s];
+                    let ratio = match (floe, memcached) {
+                        (Some(f), Some(mc)) if s == f => {
+                            format!("{:.2}", medians[f][0] / medians[mc][0])
+                        }
+                        _ => String::new(),
+                    };
+                    println!(
+                        "{bytes}\t{multiget}\t{dist}\t{}\t{:.3}\t{:.1}\t{:.1}\t{:.1}\t{:.1}\t{:.1}\t{:.0}\t{:.0}\t{ratio}",
+                        server.name, m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7]
+                    );
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Hit ratio under eviction: items of `--keys` keys take twice `-m`.
+fn cache_aside(args: &ServerArgs, cpu: &str) -> Result<(), String> {
+    println!(
+        "# floe-bench server --cache-aside: get, set on a miss; {} requests per server (hit ratio of the second half); -m {} MiB; key space twice -m; CPU {cpu}",
+        args.requests, args.memory_mb
+    );
+    println!("value_B\tdist\tserver\tkeys\thit%\tkreq/s\tp99_us");
+    for &bytes in &args.value_bytes {
+        // memcached charges about 50 bytes of header per item beyond key and value;
+        // floe-server about the same (ITEM_OVERHEAD): size the key space on that.
+        let per_item = bytes as u64 + 20 + 56;
+        let keys = ((2 * args.memory_mb as u64) << 20) / per_item;
+        for &dist in &args.dist {
+            for name in &args.servers {
+                let server = start_server(name, args, args.memory_mb)?;
+                let load = Load {
+                    args,
+                    keys,
+                    value: vec![b'c'; bytes],
+                    multiget: 1,
+                    dist,
+                    seed: 7,
+                    requests: Some(args.requests),
+                    cache_aside: true,
+                    // The first half fills the cache; the hit ratio is of the second half.
+                    warmup: args.requests / 2,
+                };
+                let m = drive(server.address, &load).map_err(|e| format!("{name}: {e}"))?;
+                println!(
+                    "{bytes}\t{dist}\t{name}\t{keys}\t{:.2}\t{:.1}\t{:.1}",
+                    m.hits as f64 / m.gets.max(1) as f64 * 100.0,
+                    m.requests as f64 / m.seconds / 1e3,
+                    m.latency.value_at_quantile(0.99) as f64 / 1000.0
+                );
+            }
+        }
+    }
+    Ok(())
+}
