@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Differential fuzzing against std's HashMap: FlatMap (fuzz/fuzz_targets/differential.rs) and
-# Map (fuzz/fuzz_targets/any_map.rs), each a bounded run from its corpus in the repository.
+# Map (fuzz/fuzz_targets/any_map.rs); floe-server's protocol parsers on arbitrary bytes, whole
+# against split into reads (fuzz/fuzz_targets/server_protocol.rs). Each a bounded run from its
+# corpus in the repository.
 # Installs nightly and cargo-fuzz when missing. FLOE_FUZZ_SECONDS (default 60) bounds each
 # target's run; new corpus entries are kept in fuzz/corpus/<target> (commit the ones worth
 # keeping, after `cargo fuzz cmin`).
@@ -16,8 +18,9 @@ if ! cargo fuzz --version >/dev/null 2>&1; then
 fi
 seconds="${FLOE_FUZZ_SECONDS:-60}"
 cd fuzz
-# Each target for the whole budget: FlatMap (with batches) and Map (with collision lists).
-for target in differential any_map; do
+# Each target for the whole budget: FlatMap (with batches), Map (with collision lists), the
+# server's parsers.
+for target in differential any_map server_protocol; do
     mkdir -p "corpus/$target"
     cargo +nightly fuzz run "$target" "corpus/$target" -- \
         -max_total_time="$seconds" -rss_limit_mb=2048 -max_len=4096 "$@"

@@ -27,10 +27,10 @@
 //! may be reused only after every reader of every item in it has left). The per-item cost
 //! we pay instead is the allocator's; it is counted in each item's charge.
 //!
-//! **Memory.** `-m` bounds the bytes charged: each item is charged its key, its value and a
-//! fixed overhead for the entry and the allocations (`ITEM_OVERHEAD`), and each eviction
-//! queue node its own size and its key's (a node outlives its item until it reaches the
-//! head of its queue, and keeps the key alive meanwhile). An
+//! **Memory.** `-m` bounds the bytes charged, which are the bytes allocated: each item is
+//! charged its map entry and its value's allocation (`item_charge`), each eviction queue
+//! node its slot and its key's allocation (`node_charge`: a node outlives its item until
+//! it reaches the head of its queue, and keeps the key alive meanwhile). An
 //! item's charge is added when it is published and subtracted when it is unlinked (by the
 //! write that replaced or removed it), not when its memory is freed (a deferred free happens
 //! a few operations later); the map's own table is reported apart (`index_bytes` in
@@ -75,16 +75,35 @@ pub const MAX_KEY_LEN: usize = 250;
 /// Expiry times above this many seconds are absolute Unix times (memcached's 30 days).
 pub const REALTIME_MAXDELTA: i64 = 60 * 60 * 24 * 30;
 
-/// Bytes charged per item beyond its key and value: the entry (key `Arc` and `Item`) and the
-/// entry's, the value's and the key's allocations with their allocator headers.
-pub const ITEM_OVERHEAD: usize = 112;
+/// Bytes the allocator takes for a request of `n` bytes (glibc's malloc: an 8-byte header,
+/// 16-byte granules, 32 bytes at least).
+pub const fn allocation(n: usize) -> usize {
+    let chunk = (n + 8 + 15) & !15;
+    if chunk < 32 {
+        32
+    } else {
+        chunk
+    }
+}
 
-/// Bytes charged per eviction-queue node beyond its key (which the node keeps alive even
-/// after its item is gone): the node and its share of the queue's buffer.
-pub const NODE_OVERHEAD: usize = 48;
+/// Bytes charged for an item with a value of `value_len` bytes: its map entry (the key
+/// handle and the `Item`) and its value's allocation. The key's allocation is charged to
+/// the item's queue node, which keeps it alive at least as long (see `node_charge`).
+pub fn item_charge(value_len: usize) -> usize {
+    allocation(size_of::<Key>() + size_of::<Item>()) + allocation(value_len)
+}
 
-fn node_charge(node: &Node) -> usize {
-    NODE_OVERHEAD + node.key.len()
+/// Bytes charged for a queue node naming a key of `key_len` bytes: its slot in the queue
+/// and the key's allocation (`Arc<[u8]>`: two counts and the bytes). Every item's key is
+/// shared with exactly one node made with it, which outlives the item or leaves with it.
+pub fn node_charge(key_len: usize) -> usize {
+    size_of::<Node>() + allocation(2 * size_of::<usize>() + key_len)
+}
+
+/// Whether an item of these sizes could never fit: larger than `-I` or than all of `-m`.
+pub fn too_large(settings: &Settings, key_len: usize, value_len: usize) -> bool {
+    value_len > settings.max_item_size
+        || item_charge(value_len) + node_charge(key_len) > settings.memory_limit
 }
 
 /// One cached value. Fields other than `exptime`, `freq`, `fetched` and `last_access` never
@@ -389,9 +408,12 @@ impl Cache {
         Self::with_clock(settings, Clock::System(Instant::now()))
     }
 
-    /// A cache whose clock only moves by [`Cache::advance_clock`] (tests).
+    /// A cache whose clock only moves by [`Cache::advance_clock`] and whose server time 0
+    /// is a fixed Unix time (tests and the fuzz target: two such caches answer alike).
     pub fn with_manual_clock(settings: Settings) -> Result<Self, floe::Error> {
-        Self::with_clock(settings, Clock::Manual(AtomicU32::new(2)))
+        let mut cache = Self::with_clock(settings, Clock::Manual(AtomicU32::new(2)))?;
+        cache.process_started = 1_700_000_000;
+        Ok(cache)
     }
 
     fn with_clock(settings: Settings, clock: Clock) -> Result<Self, floe::Error> {
@@ -590,9 +612,9 @@ struct Stamp {
 }
 
 impl Stamp {
-    fn item(&self, key_len: usize, data: Box<[u8]>, flags: u32, exptime: u32) -> Item {
+    fn item(&self, data: Box<[u8]>, flags: u32, exptime: u32) -> Item {
         Item {
-            charge: (key_len + data.len() + ITEM_OVERHEAD) as u32,
+            charge: item_charge(data.len()) as u32,
             data,
             cas: self.cas,
             flags,
@@ -721,8 +743,11 @@ impl<'w> Session<'w> {
         match self.cache.validity(item, self.now) {
             Ok(()) => Some(item),
             Err(why) => {
-                self.count(why, 1);
-                unlink(&self.map, &self.cache.used, key, item.cas);
+                // Counted by the read that unlinks it: a batch may hold the key twice, and
+                // memcached, which unlinks at the first, counts one.
+                if unlink(&self.map, &self.cache.used, key, item.cas) {
+                    self.count(why, 1);
+                }
                 None
             }
         }
@@ -757,10 +782,8 @@ impl<'w> Session<'w> {
         compare: u64,
     ) -> Stored {
         self.count(Counter::CmdSet, 1);
-        let charge = key.len() + data.len() + ITEM_OVERHEAD;
-        if data.len() > self.cache.settings.max_item_size
-            || charge > self.cache.settings.memory_limit
-        {
+        let charge = item_charge(data.len());
+        if too_large(&self.cache.settings, key.len(), data.len()) {
             return Stored::TooLarge;
         }
         // Appends and prepends grow the value: reserve for the worst case below, once the
@@ -770,7 +793,7 @@ impl<'w> Session<'w> {
         }
         let key: Key = Arc::from(key);
         let result = if mode == StoreMode::Set && compare == 0 {
-            let item = self.stamp().item(key.len(), data.into(), flags, exptime);
+            let item = self.stamp().item(data.into(), flags, exptime);
             let cas = item.cas;
             if let Some(old) = self.map.upsert(key.clone(), item) {
                 self.cache.used.fetch_sub(old.charge(), Ordering::Relaxed);
@@ -821,7 +844,7 @@ impl<'w> Session<'w> {
         let now = self.now;
         let stamp = self.stamp();
         let cas = stamp.cas;
-        let make = |data: Box<[u8]>, flags, exptime| stamp.item(key.len(), data, flags, exptime);
+        let make = |data: Box<[u8]>, flags, exptime| stamp.item(data, flags, exptime);
         let outcome = self.map.compute(key.clone(), |present| {
             let present = present.filter(|item| cache.validity(item, now).is_ok());
             match (mode, present) {
@@ -871,8 +894,9 @@ impl<'w> Session<'w> {
         } else {
             (Counter::DecrHits, Counter::DecrMisses)
         };
-        // The largest item a delta can make: 20 digits.
-        let charge = key.len() + 20 + ITEM_OVERHEAD;
+        // The largest item a delta can make: 20 digits, or a value of up to 23 bytes (the
+        // longest counter accepted) rewritten padded.
+        let charge = item_charge(24);
         if !self.reserve(charge) {
             return Delta::OutOfMemory;
         }
@@ -880,8 +904,7 @@ impl<'w> Session<'w> {
         let now = self.now;
         let stamp = self.stamp();
         let cas = stamp.cas;
-        let make =
-            |digits: Vec<u8>, flags, exptime| stamp.item(key.len(), digits.into(), flags, exptime);
+        let make = |digits: Vec<u8>, flags, exptime| stamp.item(digits.into(), flags, exptime);
         let key: Key = Arc::from(key);
         let mut value = 0;
         let outcome = self.map.compute(key.clone(), |present| {
@@ -1027,11 +1050,15 @@ impl<'w> Session<'w> {
             let Some(item) = item else {
                 // Stale: its item was replaced or removed (and uncharged) already; the node
                 // itself is memory freed.
-                cache.used.fetch_sub(node_charge(&node), Ordering::Relaxed);
+                cache
+                    .used
+                    .fetch_sub(node_charge(node.key.len()), Ordering::Relaxed);
                 return true;
             };
             if cache.validity(item, self.now).is_err() {
-                cache.used.fetch_sub(node_charge(&node), Ordering::Relaxed);
+                cache
+                    .used
+                    .fetch_sub(node_charge(node.key.len()), Ordering::Relaxed);
                 if unlink(&self.map, &cache.used, &node.key, node.cas) {
                     self.count(Counter::Reclaimed, 1);
                 }
@@ -1056,7 +1083,9 @@ impl<'w> Session<'w> {
                 queues.main.push_back(node);
                 continue;
             }
-            cache.used.fetch_sub(node_charge(&node), Ordering::Relaxed);
+            cache
+                .used
+                .fetch_sub(node_charge(node.key.len()), Ordering::Relaxed);
             if unlink(&self.map, &cache.used, &node.key, node.cas) {
                 self.count(Counter::Evictions, 1);
                 if from_small {
@@ -1079,7 +1108,7 @@ impl<'w> Session<'w> {
         };
         self.cache
             .used
-            .fetch_add(node_charge(&node), Ordering::Relaxed);
+            .fetch_add(node_charge(node.key.len()), Ordering::Relaxed);
         if queues.ghost.take(hash) {
             queues.main_bytes += charge;
             queues.main.push_back(node);

@@ -2,12 +2,13 @@
 //!
 //! Reading order: [`cache`] (items, memory, S3-FIFO eviction: the design notes are at its
 //! top), [`text`] (memcached's text and meta protocols, and how reads are batched),
-//! [`binary`] (its binary protocol),
+//! [`binary`] (its binary protocol), [`connection`] (a connection's unanswered input),
 //! [`server`] (one mio event loop per worker thread, connections, back-pressure),
 //! [`stats`], then `main.rs` (flags).
 
 pub mod binary;
 pub mod cache;
+pub mod connection;
 pub mod log;
 pub mod server;
 pub mod stats;

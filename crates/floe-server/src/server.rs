@@ -28,11 +28,10 @@ use mio::{
 };
 
 use crate::{
-    binary,
     cache::{Cache, Worker},
+    connection::Requests,
     log,
     stats::{CURR_CONNECTIONS, REJECTED_CONNECTIONS, TOTAL_CONNECTIONS},
-    text::{self, TextState},
 };
 
 /// Stop reading from a connection with this much unsent output.
@@ -176,20 +175,13 @@ struct EventLoop {
 
 struct Connection {
     stream: TcpStream,
-    /// Bytes read and not yet answered (from `start`).
-    input: Vec<u8>,
-    start: usize,
+    requests: Requests,
     output: Vec<u8>,
     written: usize,
-    /// Bytes still to discard from the input (a refused value's data).
-    swallow: usize,
     /// Reading is paused until the output drains (back-pressure).
     paused: bool,
     /// Close once the output is written.
     closing: bool,
-    text: TextState,
-    /// Set by the connection's first byte: `0x80` for the binary protocol.
-    binary: Option<bool>,
 }
 
 impl EventLoop {
@@ -259,15 +251,11 @@ impl EventLoop {
                     }
                     entry.insert(Connection {
                         stream,
-                        input: Vec::new(),
-                        start: 0,
+                        requests: Requests::default(),
                         output: Vec::new(),
                         written: 0,
-                        swallow: 0,
                         paused: false,
                         closing: false,
-                        text: TextState::default(),
-                        binary: None,
                     });
                     CURR_CONNECTIONS.fetch_add(1, Ordering::Relaxed);
                     TOTAL_CONNECTIONS.fetch_add(1, Ordering::Relaxed);
@@ -325,12 +313,12 @@ impl EventLoop {
                     }
                     Ok(n) => {
                         read_any = true;
-                        take_input(connection, &self.scratch[..n]);
+                        connection.requests.take(&self.scratch[..n]);
                         if n < self.scratch.len() {
                             drained = true;
                             break;
                         }
-                        if connection.input.len() - connection.start > READ_CHUNK * 4 {
+                        if connection.requests.pending() > READ_CHUNK * 4 {
                             break;
                         }
                     }
@@ -342,45 +330,12 @@ impl EventLoop {
                     Err(_) => return false,
                 }
             }
-            if connection.start < connection.input.len() {
-                let input = &connection.input[connection.start..];
-                let binary = *connection.binary.get_or_insert(input[0] == 0x80);
-                let mut session = self.worker.session();
-                let served = if binary {
-                    binary::serve(input, &mut connection.output, &mut session)
-                } else {
-                    text::serve(
-                        input,
-                        &mut connection.output,
-                        &mut session,
-                        &mut connection.text,
-                    )
-                };
-                drop(session);
-                connection.start += served.consumed;
-                connection.swallow = served.swallow;
-                if connection.start == connection.input.len() {
-                    connection.input.clear();
-                    connection.start = 0;
-                } else if connection.start > connection.input.len() / 2 {
-                    connection.input.drain(..connection.start);
-                    connection.start = 0;
-                }
-                if served.close {
-                    connection.closing = true;
-                    continue;
-                }
-                if connection.input.len() - connection.start
-                    > input_limit(self.worker.cache().settings().max_item_size)
-                {
-                    // Cannot happen for well-formed input (lines and blocks are bounded
-                    // before they are buffered); a guard against unbounded growth.
-                    connection
-                        .output
-                        .extend_from_slice(b"SERVER_ERROR request too large\r\n");
-                    connection.closing = true;
-                    continue;
-                }
+            if connection
+                .requests
+                .answer(&mut self.worker, &mut connection.output)
+            {
+                connection.closing = true;
+                continue;
             }
             if connection.output.len() - connection.written > OUTPUT_HIGH_WATER {
                 connection.paused = true;
@@ -397,21 +352,6 @@ impl EventLoop {
             }
         }
     }
-}
-
-/// The most unanswered input a connection may hold: a full line and the largest value.
-fn input_limit(max_item_size: usize) -> usize {
-    text::MAX_GET_LINE + max_item_size + 2 + READ_CHUNK * 4
-}
-
-/// Append freshly read bytes, discarding what a refused store left to swallow.
-fn take_input(connection: &mut Connection, mut bytes: &[u8]) {
-    if connection.swallow > 0 {
-        let skip = connection.swallow.min(bytes.len());
-        connection.swallow -= skip;
-        bytes = &bytes[skip..];
-    }
-    connection.input.extend_from_slice(bytes);
 }
 
 /// Write as much output as the socket takes.

@@ -106,6 +106,17 @@ pub fn serve(
                 close: false,
             };
         };
+        if newline > MAX_GET_LINE || (newline > MAX_LINE && !starts_get(rest)) {
+            // Too long even though it ended: refused as if its end had not come yet, so the
+            // answer does not depend on how the bytes were split into reads.
+            answer_reads(&mut batch, out, session, state);
+            out.extend_from_slice(b"CLIENT_ERROR line too long\r\n");
+            break Served {
+                consumed: input.len(),
+                swallow: 0,
+                close: true,
+            };
+        }
         let line_end = pos + newline + 1;
         let mut line = &rest[..newline];
         if line.last() == Some(&b'\r') {
@@ -618,9 +629,7 @@ fn storage(
     }
     let block = length + 2;
     let settings = session.cache().settings();
-    if length > settings.max_item_size
-        || length + key.len() + crate::cache::ITEM_OVERHEAD > settings.memory_limit
-    {
+    if crate::cache::too_large(settings, key.len(), length) {
         out.extend_from_slice(b"SERVER_ERROR object too large for cache\r\n");
         if mode == StoreMode::Set {
             // memcached drops the old value too, rather than leave it stale.
@@ -934,9 +943,7 @@ fn meta_set(request: &Request<'_>, out: &mut Vec<u8>, session: &mut Session<'_>)
         }
     };
     let settings = session.cache().settings();
-    if length > settings.max_item_size
-        || length + key.bytes().len() + crate::cache::ITEM_OVERHEAD > settings.memory_limit
-    {
+    if crate::cache::too_large(settings, key.bytes().len(), length) {
         out.extend_from_slice(b"SERVER_ERROR object too large for cache\r\n");
         return Outcome::Swallow(block);
     }

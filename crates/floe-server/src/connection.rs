@@ -1,0 +1,80 @@
+//! A connection's requests, independent of its socket: the bytes read and not yet
+//! answered, what is left to discard, and which protocol it speaks. The server's event
+//! loop feeds it what it reads; tests and the fuzz target feed it directly.
+
+use crate::{
+    binary,
+    cache::Worker,
+    text::{self, TextState, MAX_GET_LINE},
+};
+
+/// The unanswered input of one connection.
+#[derive(Default)]
+pub struct Requests {
+    input: Vec<u8>,
+    start: usize,
+    /// Bytes still to discard from the input (a refused value's data).
+    swallow: usize,
+    /// Set by the connection's first byte: `0x80` for the binary protocol.
+    binary: Option<bool>,
+    text: TextState,
+}
+
+impl Requests {
+    /// Bytes read and not yet answered.
+    pub fn pending(&self) -> usize {
+        self.input.len() - self.start
+    }
+
+    /// Take bytes read from the client (discarding what a refused store left to swallow).
+    pub fn take(&mut self, mut bytes: &[u8]) {
+        if self.swallow > 0 {
+            let skip = self.swallow.min(bytes.len());
+            self.swallow -= skip;
+            bytes = &bytes[skip..];
+        }
+        self.input.extend_from_slice(bytes);
+    }
+
+    /// Answer every complete request taken so far, appending the replies to `out`; `true`
+    /// when the connection should be closed once `out` is written.
+    pub fn answer(&mut self, worker: &mut Worker, out: &mut Vec<u8>) -> bool {
+        if self.pending() == 0 {
+            return false;
+        }
+        let input = &self.input[self.start..];
+        let binary = *self.binary.get_or_insert(input[0] == 0x80);
+        let mut session = worker.session();
+        let served = if binary {
+            binary::serve(input, out, &mut session)
+        } else {
+            text::serve(input, out, &mut session, &mut self.text)
+        };
+        drop(session);
+        self.start += served.consumed;
+        self.swallow = served.swallow;
+        if self.start == self.input.len() {
+            self.input.clear();
+            self.start = 0;
+        } else if self.start > self.input.len() / 2 {
+            self.input.drain(..self.start);
+            self.start = 0;
+        }
+        if served.close {
+            return true;
+        }
+        if self.pending() > input_limit(worker.cache().settings().max_item_size) {
+            // Cannot happen for well-formed input (lines and blocks are bounded before they
+            // are buffered); a guard against unbounded growth all the same.
+            out.extend_from_slice(b"SERVER_ERROR request too large\r\n");
+            return true;
+        }
+        false
+    }
+}
+
+/// The most unanswered input a connection may hold: the longest line and the largest
+/// value's data block, with room for the reads that brought them.
+fn input_limit(max_item_size: usize) -> usize {
+    MAX_GET_LINE + max_item_size + 2 + (1 << 20)
+}
