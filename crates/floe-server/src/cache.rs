@@ -786,9 +786,10 @@ impl<'w> Session<'w> {
         if too_large(&self.cache.settings, key.len(), data.len()) {
             return Stored::TooLarge;
         }
-        // Appends and prepends grow the value: reserve for the worst case below, once the
-        // present value's length is known.
-        if !self.reserve(charge) {
+        // The item and the queue node it will get. Appends and prepends grow the value:
+        // they reserve the rest below, once the present value's length is known.
+        let node = node_charge(key.len());
+        if !self.reserve(charge + node) {
             return Stored::OutOfMemory;
         }
         let key: Key = Arc::from(key);
@@ -819,7 +820,7 @@ impl<'w> Session<'w> {
                 Stored::Stored(cas)
             }
             Err(failure) => {
-                self.cache.used.fetch_sub(charge, Ordering::Relaxed);
+                self.cache.used.fetch_sub(charge + node, Ordering::Relaxed);
                 match failure {
                     Stored::NotFound if compare != 0 => self.count(Counter::CasMisses, 1),
                     Stored::Exists => self.count(Counter::CasBadval, 1),
@@ -897,7 +898,8 @@ impl<'w> Session<'w> {
         // The largest item a delta can make: 20 digits, or a value of up to 23 bytes (the
         // longest counter accepted) rewritten padded.
         let charge = item_charge(24);
-        if !self.reserve(charge) {
+        let node = node_charge(key.len());
+        if !self.reserve(charge + node) {
             return Delta::OutOfMemory;
         }
         let cache = self.cache;
@@ -946,14 +948,15 @@ impl<'w> Session<'w> {
                 Some(new.charge())
             }
             Compute::Aborted(why) => {
-                self.cache.used.fetch_sub(charge, Ordering::Relaxed);
+                self.cache.used.fetch_sub(charge + node, Ordering::Relaxed);
                 self.count(if why == Delta::NotFound { miss } else { hit }, 1);
                 return why;
             }
             Compute::Removed(_) | Compute::Absent => unreachable!("never removes"),
         };
         let stored = stored.expect("stored");
-        // Reserved `charge` (the most a counter item takes); give back what it did not use.
+        // Reserved `charge` (the most a counter item takes) and the node; give back what the
+        // item did not use.
         self.cache
             .used
             .fetch_sub(charge - stored, Ordering::Relaxed);
@@ -1097,7 +1100,8 @@ impl<'w> Session<'w> {
         }
     }
 
-    /// Queue a newly stored item for eviction: main if its key was evicted recently.
+    /// Queue a newly stored item for eviction: main if its key was evicted recently. Its
+    /// node's charge was reserved with the item's.
     fn enqueue(&self, key: Key, cas: u64, charge: usize) {
         let hash = self.cache.hash(&key);
         let mut queues = lock(&self.cache.queues[self.id]);
@@ -1106,9 +1110,7 @@ impl<'w> Session<'w> {
             cas,
             charge: charge as u32,
         };
-        self.cache
-            .used
-            .fetch_add(node_charge(node.key.len()), Ordering::Relaxed);
+        // The node's charge was reserved with its item's.
         if queues.ghost.take(hash) {
             queues.main_bytes += charge;
             queues.main.push_back(node);

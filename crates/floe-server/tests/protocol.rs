@@ -651,3 +651,108 @@ fn many_clients_on_one_key() {
     }
     setup.roundtrip(b"get n\r\n", b"VALUE n 0 4\r\n2000\r\nEND\r\n");
 }
+
+/// gets + cas loops from several clients on one key: every successful cas is one increment,
+/// none lost; appends from several clients all land, once each.
+#[test]
+fn cas_loops_and_appends_lose_no_update() {
+    let running = start();
+    let mut setup = Client::connect(&running);
+    setup.roundtrip(
+        b"set n 0 0 1\r\n0\r\nset log 0 0 0\r\n\r\n",
+        b"STORED\r\nSTORED\r\n",
+    );
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let mut c = Client::connect(&running);
+            std::thread::spawn(move || {
+                let mut successes = 0;
+                for i in 0..200 {
+                    c.send(format!("append log 0 0 6\r\n{t}:{i:04}\r\n").as_bytes());
+                    assert_eq!(c.line(), "STORED\r\n");
+                    loop {
+                        c.send(b"gets n\r\n");
+                        let header = c.line();
+                        let unique: u64 = header
+                            .trim_end()
+                            .rsplit(' ')
+                            .next()
+                            .unwrap()
+                            .parse()
+                            .unwrap();
+                        let value: u64 = c.line().trim_end().parse().unwrap();
+                        assert_eq!(c.line(), "END\r\n");
+                        let next = (value + 1).to_string();
+                        c.send(
+                            format!("cas n 0 0 {} {unique}\r\n{next}\r\n", next.len()).as_bytes(),
+                        );
+                        match c.line().as_str() {
+                            "STORED\r\n" => {
+                                successes += 1;
+                                break;
+                            }
+                            "EXISTS\r\n" => continue,
+                            other => panic!("{other}"),
+                        }
+                    }
+                }
+                successes
+            })
+        })
+        .collect();
+    let total: u64 = threads.into_iter().map(|t| t.join().unwrap()).sum();
+    assert_eq!(total, 800);
+    setup.roundtrip(b"get n\r\n", b"VALUE n 0 3\r\n800\r\nEND\r\n");
+    setup.send(b"get log\r\n");
+    let header = setup.line();
+    assert_eq!(header, format!("VALUE log 0 {}\r\n", 800 * 6));
+    let log = setup.read_exactly(800 * 6 + 2);
+    let mut entries: Vec<&[u8]> = log[..800 * 6].chunks(6).collect();
+    entries.sort();
+    entries.dedup();
+    assert_eq!(entries.len(), 800, "an append was lost or doubled");
+}
+
+/// Clients storing concurrently into a small cache: memory stays within the limit and
+/// every store is answered.
+#[test]
+fn concurrent_stores_stay_within_memory() {
+    let limit = 2 << 20;
+    let running = start_with(
+        Settings {
+            workers: 2,
+            memory_limit: limit,
+            max_item_size: 64 << 10,
+            ..Settings::default()
+        },
+        64,
+    );
+    let threads: Vec<_> = (0..4)
+        .map(|t| {
+            let mut c = Client::connect(&running);
+            std::thread::spawn(move || {
+                let value = vec![b'a' + t as u8; 700];
+                for i in 0..4000 {
+                    c.send(format!("set t{t}k{i} 0 0 {}\r\n", value.len()).as_bytes());
+                    c.send(&value);
+                    c.send(b"\r\n");
+                    assert_eq!(c.line(), "STORED\r\n");
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert!(
+        running.cache.bytes() <= limit,
+        "{} bytes charged over a {limit} limit",
+        running.cache.bytes()
+    );
+    let mut c = Client::connect(&running);
+    assert!(c.stat("evictions").parse::<u64>().unwrap() > 8000);
+    assert_eq!(
+        c.stat("curr_items").parse::<usize>().unwrap(),
+        running.cache.items()
+    );
+}

@@ -1,0 +1,122 @@
+//! The `floe-server` binary: memcached's flags, usage errors (exit code 2), and a clean
+//! shutdown on SIGTERM.
+
+use std::{
+    io::{BufRead, BufReader, Write},
+    net::TcpStream,
+    process::{Command, Stdio},
+    time::{Duration, Instant},
+};
+
+fn server() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_floe-server"))
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+#[test]
+fn help_and_usage_errors() {
+    let help = server().arg("--help").output().unwrap();
+    assert!(help.status.success());
+    let text = String::from_utf8(help.stdout).unwrap();
+    for flag in ["-p", "-l", "-t", "-c", "-m", "-M", "-I", "-v"] {
+        assert!(
+            text.contains(&format!("{flag},")),
+            "--help does not list {flag}:\n{text}"
+        );
+    }
+    for bad in [
+        &["-I", "512"][..],
+        &["-I", "2g"],
+        &["-m", "1", "-I", "1m"],
+        &["-I", "lots"],
+        &["-U", "11211"],
+        &["-t", "0"],
+        &["-c", "0"],
+        &["-p", "70000"],
+        &["--no-such-flag"],
+        &["-l", "not-an-address"],
+    ] {
+        let out = server().args(bad).stderr(Stdio::piped()).output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{bad:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!out.stderr.is_empty(), "{bad:?} says nothing");
+    }
+}
+
+#[test]
+fn serves_then_shuts_down_cleanly_on_sigterm() {
+    let port = free_port();
+    let mut child = server()
+        .args([
+            "-p",
+            &port.to_string(),
+            "-l",
+            "127.0.0.1",
+            "-t",
+            "2",
+            "-m",
+            "16",
+            "-v",
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let stream = loop {
+        match TcpStream::connect(("127.0.0.1", port)) {
+            Ok(stream) => break stream,
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
+            Err(e) => panic!("never listened: {e}"),
+        }
+    };
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut writer = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    writer.write_all(b"set k 0 0 1\r\nv\r\nget k\r\n").unwrap();
+    let mut lines = Vec::new();
+    for _ in 0..4 {
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        lines.push(line);
+    }
+    assert_eq!(lines, ["STORED\r\n", "VALUE k 0 1\r\n", "v\r\n", "END\r\n"]);
+    // SAFETY: signalling our own child.
+    assert_eq!(unsafe { libc_kill(child.id() as i32, 15) }, 0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "still running 10 s after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+    let mut log = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut log).unwrap();
+    assert!(log.contains("listening on 127.0.0.1:"), "{log}");
+    assert!(log.contains("shutting down"), "{log}");
+    // The connection was closed by the shutdown.
+    let mut rest = String::new();
+    assert_eq!(reader.read_line(&mut rest).unwrap_or(0), 0);
+}
+
+extern "C" {
+    #[link_name = "kill"]
+    fn libc_kill(pid: i32, signal: i32) -> i32;
+}
