@@ -55,9 +55,13 @@ pub struct ServerArgs {
     /// Key popularity: uniform or zipf:THETA.
     #[arg(long, value_delimiter = ',', default_value = "uniform,zipf:0.99")]
     pub dist: Vec<Dist>,
-    /// Client connections (one request in flight each).
+    /// Client connections.
     #[arg(long, default_value_t = 16)]
     pub connections: usize,
+    /// Requests each connection sends in one write before it waits for their replies
+    /// (memtier's --pipeline; latency is then the round trip of the write).
+    #[arg(long, default_value_t = 1)]
+    pub pipeline: usize,
     /// Seconds per timed run.
     #[arg(long, default_value_t = 2.0)]
     pub seconds: f64,
@@ -199,11 +203,63 @@ fn start_server(name: &str, args: &ServerArgs, memory_mb: usize) -> Result<Runni
 }
 
 fn key(i: u64) -> [u8; 20] {
-    let mut key = [0u8; 20];
-    key[..4].copy_from_slice(b"key:");
-    let digits = format!("{i:016}");
-    key[4..].copy_from_slice(digits.as_bytes());
+    let mut key = *b"key:0000000000000000";
+    let mut rest = i;
+    for digit in key[4..].iter_mut().rev() {
+        *digit = b'0' + (rest % 10) as u8;
+        rest /= 10;
+    }
     key
+}
+
+/// Draws made before timing, used in a cycle: key indexes from the run's distribution and
+/// get-or-set coins (uniform), so the load generator's loop only copies bytes.
+struct Draws {
+    keys: Vec<[u8; 20]>,
+    indexes: Vec<u32>,
+    gets: Vec<bool>,
+    next_index: usize,
+    next_coin: usize,
+}
+
+impl Draws {
+    fn new(load: &Load<'_>) -> Draws {
+        const DRAWS: usize = 1 << 21;
+        let mut sampler = load.dist.sampler(load.keys, load.seed);
+        let mut coin = Dist::Uniform.sampler(1 << 20, load.seed ^ 0x5eed);
+        let threshold = (load.args.get_ratio * (1 << 20) as f64) as u64;
+        Draws {
+            keys: (0..load.keys).map(key).collect(),
+            indexes: (0..DRAWS).map(|_| sampler.next_index() as u32).collect(),
+            gets: (0..DRAWS / 4)
+                .map(|_| coin.next_index() < threshold)
+                .collect(),
+            next_index: 0,
+            next_coin: 0,
+        }
+    }
+
+    fn index(&mut self) -> u64 {
+        self.next_index = (self.next_index + 1) % self.indexes.len();
+        self.indexes[self.next_index] as u64
+    }
+
+    fn is_get(&mut self) -> bool {
+        self.next_coin = (self.next_coin + 1) % self.gets.len();
+        self.gets[self.next_coin]
+    }
+}
+
+/// CPU seconds (user + system) this thread has used.
+fn thread_cpu_seconds() -> f64 {
+    // SAFETY: getrusage writes the struct we pass; RUSAGE_THREAD is Linux's.
+    let usage = unsafe {
+        let mut usage = core::mem::zeroed::<libc::rusage>();
+        libc::getrusage(libc::RUSAGE_THREAD, &mut usage);
+        usage
+    };
+    let seconds = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }
 
 /// Store every key with a value of `bytes` (pipelined, `noreply`, then one synchronous
@@ -292,7 +348,9 @@ struct Connection {
     stream: TcpStream,
     input: Vec<u8>,
     sent_at: Instant,
-    get: bool,
+    /// The requests of the write in flight (get or set), and how many are answered.
+    gets: Vec<bool>,
+    answered: usize,
     /// The key of a cache-aside get, to set on a miss.
     pending_key: u64,
 }
@@ -304,6 +362,9 @@ struct Measured {
     gets: u64,
     hits: u64,
     seconds: f64,
+    /// The load generator's CPU use, percent of one core (near 100: the client, not the
+    /// server, may be the limit).
+    client_cpu: f64,
     latency: Histogram<u64>,
 }
 
@@ -337,13 +398,12 @@ fn drive(address: SocketAddr, load: &Load<'_>) -> io::Result<Measured> {
             stream,
             input: Vec::new(),
             sent_at: Instant::now(),
-            get: true,
+            gets: Vec::new(),
+            answered: 0,
             pending_key: 0,
         });
     }
-    let mut sampler = load.dist.sampler(load.keys, load.seed);
-    let mut coin = load.dist.sampler(1 << 20, load.seed ^ 0x5eed);
-    let get_threshold = (load.args.get_ratio * (1 << 20) as f64) as u64;
+    let mut draws = Draws::new(load);
     let mut latency = Histogram::<u64>::new_with_bounds(1, 10_000_000_000, 3).expect("bounds");
     let mut measured = Measured {
         requests: 0,
@@ -351,49 +411,60 @@ fn drive(address: SocketAddr, load: &Load<'_>) -> io::Result<Measured> {
         gets: 0,
         hits: 0,
         seconds: 0.0,
+        client_cpu: 0.0,
         latency: Histogram::new(3).expect("histogram"),
     };
     let mut request = Vec::with_capacity(64 * 30);
-    let mut send = |connection: &mut Connection,
-                    sampler: &mut crate::dist::Sampler,
-                    coin: &mut crate::dist::Sampler,
-                    miss: Option<u64>|
-     -> io::Result<()> {
-        request.clear();
-        if let Some(k) = miss {
-            // Cache-aside: the value was missing; store it.
-            connection.get = false;
-            request.extend_from_slice(b"set ");
-            request.extend_from_slice(&key(k));
-            request.extend_from_slice(format!(" 0 0 {}\r\n", load.value.len()).as_bytes());
-            request.extend_from_slice(&load.value);
-            request.extend_from_slice(b"\r\n");
-        } else if load.cache_aside || coin.next_index() < get_threshold {
-            connection.get = true;
-            request.extend_from_slice(b"get");
-            for _ in 0..load.multiget {
-                let k = sampler.next_index();
-                connection.pending_key = k;
-                request.push(b' ');
-                request.extend_from_slice(&key(k));
-            }
-            request.extend_from_slice(b"\r\n");
-        } else {
-            connection.get = false;
-            request.extend_from_slice(b"set ");
-            request.extend_from_slice(&key(sampler.next_index()));
-            request.extend_from_slice(format!(" 0 0 {}\r\n", load.value.len()).as_bytes());
-            request.extend_from_slice(&load.value);
-            request.extend_from_slice(b"\r\n");
-        }
-        connection.sent_at = Instant::now();
-        // A request is far smaller than a socket buffer: written whole or the run fails.
-        connection.stream.write_all(&request)
+    let set_tail = format!(" 0 0 {}\r\n", load.value.len()).into_bytes();
+    let pipeline = if load.cache_aside {
+        1
+    } else {
+        load.args.pipeline
     };
+    // One write per connection: `pipeline` requests (or the set after a cache-aside miss).
+    let mut send =
+        |connection: &mut Connection, draws: &mut Draws, miss: Option<u64>| -> io::Result<()> {
+            request.clear();
+            connection.gets.clear();
+            connection.answered = 0;
+            for _ in 0..if miss.is_some() { 1 } else { pipeline } {
+                if let Some(k) = miss {
+                    // Cache-aside: the value was missing; store it.
+                    connection.gets.push(false);
+                    request.extend_from_slice(b"set ");
+                    request.extend_from_slice(&draws.keys[k as usize]);
+                    request.extend_from_slice(&set_tail);
+                    request.extend_from_slice(&load.value);
+                    request.extend_from_slice(b"\r\n");
+                } else if load.cache_aside || draws.is_get() {
+                    connection.gets.push(true);
+                    request.extend_from_slice(b"get");
+                    for _ in 0..load.multiget {
+                        let k = draws.index();
+                        connection.pending_key = k;
+                        request.push(b' ');
+                        request.extend_from_slice(&draws.keys[k as usize]);
+                    }
+                    request.extend_from_slice(b"\r\n");
+                } else {
+                    connection.gets.push(false);
+                    request.extend_from_slice(b"set ");
+                    let k = draws.index();
+                    request.extend_from_slice(&draws.keys[k as usize]);
+                    request.extend_from_slice(&set_tail);
+                    request.extend_from_slice(&load.value);
+                    request.extend_from_slice(b"\r\n");
+                }
+            }
+            connection.sent_at = Instant::now();
+            // Requests are far smaller than a socket buffer: written whole or the run fails.
+            connection.stream.write_all(&request)
+        };
     for connection in &mut connections {
-        send(connection, &mut sampler, &mut coin, None)?;
+        send(connection, &mut draws, None)?;
     }
     let start = Instant::now();
+    let cpu_start = thread_cpu_seconds();
     let deadline = start + Duration::from_secs_f64(load.args.seconds);
     let mut chunk = vec![0u8; 256 << 10];
     'run: loop {
@@ -409,24 +480,36 @@ fn drive(address: SocketAddr, load: &Load<'_>) -> io::Result<Measured> {
                     Err(e) => return Err(e),
                 }
             }
-            let Some((consumed, hits)) = parse_reply(&connection.input, connection.get)? else {
+            let mut miss = None;
+            let mut offset = 0;
+            while connection.answered < connection.gets.len() {
+                let get = connection.gets[connection.answered];
+                let Some((consumed, hits)) = parse_reply(&connection.input[offset..], get)? else {
+                    break;
+                };
+                offset += consumed;
+                connection.answered += 1;
+                measured.requests += 1;
+                if get {
+                    if measured.requests > load.warmup {
+                        measured.gets += load.multiget as u64;
+                        measured.hits += hits as u64;
+                    }
+                    measured.keys += load.multiget as u64;
+                    if load.cache_aside && hits == 0 {
+                        miss = Some(connection.pending_key);
+                    }
+                } else {
+                    measured.keys += 1;
+                }
+            }
+            connection.input.drain(..offset);
+            if connection.answered < connection.gets.len() {
                 continue;
-            };
-            connection.input.drain(..consumed);
+            }
+            // The round trip of the whole pipelined write.
             let took = connection.sent_at.elapsed().as_nanos() as u64;
             latency.record(took.max(1)).expect("in bounds");
-            measured.requests += 1;
-            let miss = if connection.get {
-                if measured.requests > load.warmup {
-                    measured.gets += load.multiget as u64;
-                    measured.hits += hits as u64;
-                }
-                measured.keys += load.multiget as u64;
-                (load.cache_aside && hits == 0).then_some(connection.pending_key)
-            } else {
-                measured.keys += 1;
-                None
-            };
             if let Some(limit) = load.requests {
                 if measured.requests >= limit {
                     break 'run;
@@ -434,13 +517,14 @@ fn drive(address: SocketAddr, load: &Load<'_>) -> io::Result<Measured> {
             } else if Instant::now() >= deadline {
                 break 'run;
             }
-            send(connection, &mut sampler, &mut coin, miss)?;
+            send(connection, &mut draws, miss)?;
         }
         if load.requests.is_none() && Instant::now() >= deadline + Duration::from_secs(5) {
             return Err(io::Error::other("no reply for 5 seconds"));
         }
     }
     measured.seconds = start.elapsed().as_secs_f64();
+    measured.client_cpu = (thread_cpu_seconds() - cpu_start) / measured.seconds * 100.0;
     measured.latency = latency;
     Ok(measured)
 }
@@ -461,8 +545,15 @@ pub fn main(args: ServerArgs) -> Result<(), String> {
     if !(0.0..=1.0).contains(&args.get_ratio) {
         return Err(format!("--get-ratio {} is outside [0, 1]", args.get_ratio));
     }
-    if args.connections == 0 || args.repeat == 0 || args.keys == 0 || args.multiget.contains(&0) {
-        return Err("--connections, --repeat, --keys and --multiget must be at least 1".into());
+    if args.connections == 0
+        || args.repeat == 0
+        || args.keys == 0
+        || args.pipeline == 0
+        || args.multiget.contains(&0)
+    {
+        return Err(
+            "--connections, --pipeline, --repeat, --keys and --multiget must be at least 1".into(),
+        );
     }
     if args.pin {
         if let Some(core) = core_affinity::get_core_ids().and_then(|ids| ids.into_iter().nth(1)) {
@@ -474,17 +565,18 @@ pub fn main(args: ServerArgs) -> Result<(), String> {
         return cache_aside(&args, &cpu);
     }
     println!(
-        "# floe-bench server: {} keys of 20 bytes, {:.0}% gets, {} connections, servers -t {} -m {}{}, {} s per run, median of {}; CPU {cpu}",
+        "# floe-bench server: {} keys of 20 bytes, {:.0}% gets, {} connections x {} pipelined requests, servers -t {} -m {}{}, {} s per run, median of {}; CPU {cpu}",
         args.keys,
         args.get_ratio * 100.0,
         args.connections,
+        args.pipeline,
         args.server_threads,
         args.memory_mb,
         if args.pin { ", servers on core 0 and the load generator on core 1" } else { "" },
         args.seconds,
         args.repeat
     );
-    println!("value_B\tmultiget\tdist\tserver\tMkeys/s\tkreq/s\thit%\tp50_us\tp99_us\tp99.9_us\tuser%\tsys%\tfloe/memcached");
+    println!("value_B\tmultiget\tdist\tserver\tMkeys/s\tkreq/s\thit%\tp50_us\tp99_us\tp99.9_us\tuser%\tsys%\tclient%\tfloe/memcached");
     for &bytes in &args.value_bytes {
         let servers: Vec<Running> = args
             .servers
@@ -498,7 +590,7 @@ pub fn main(args: ServerArgs) -> Result<(), String> {
         for &multiget in &args.multiget {
             for &dist in &args.dist {
                 // samples[server] = (keys/s, req/s, hit ratio, p50, p99, p99.9, server user and
-                // system CPU %) per run.
+                // system CPU %, load generator CPU %) per run.
                 let mut samples = vec![Vec::new(); servers.len()];
                 for round in 0..args.repeat {
                     for (s, server) in servers.iter().enumerate() {
@@ -533,10 +625,11 @@ pub fn main(args: ServerArgs) -> Result<(), String> {
                             q(0.999),
                             user,
                             system,
+                            m.client_cpu,
                         ]);
                     }
                 }
-                let medians: Vec<[f64; 8]> = samples
+                let medians: Vec<[f64; 9]> = samples
                     .iter()
                     .map(|runs| {
                         core::array::from_fn(|i| {
@@ -555,8 +648,8 @@ pub fn main(args: ServerArgs) -> Result<(), String> {
                         _ => String::new(),
                     };
                     println!(
-                        "{bytes}\t{multiget}\t{dist}\t{}\t{:.3}\t{:.1}\t{:.1}\t{:.1}\t{:.1}\t{:.1}\t{:.0}\t{:.0}\t{ratio}",
-                        server.name, m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7]
+                        "{bytes}\t{multiget}\t{dist}\t{}\t{:.3}\t{:.1}\t{:.1}\t{:.1}\t{:.1}\t{:.1}\t{:.0}\t{:.0}\t{:.0}\t{ratio}",
+                        server.name, m[0], m[1], m[2], m[3], m[4], m[5], m[6], m[7], m[8]
                     );
                 }
             }
