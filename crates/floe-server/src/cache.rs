@@ -8,12 +8,13 @@
 //! multi-get, and a run of gets a client pipelined, is one `MapRef::get_many` call, which
 //! prefetches every bin and then every entry before it reads any (DLHT's batches). Writes
 //! are the map's own single-swap writes: `set` an upsert, `add` / `replace` / `append` /
-//! `prepend` / `cas` / `incr` / `decr` a `compute` (a read-decide-swap that retries when the
-//! key changed under it, so a CAS check and the write it guards are one atomic step), delete
-//! a `remove_if`. Items never change once published, except for three fields that are only
-//! hints or are changed in place on purpose: the expiry (`touch` and `gat` store it without
-//! copying the value, as memcached does), the access frequency and the last-access time
-//! (eviction hints, written with plain relaxed stores by readers).
+//! `prepend` / `cas` / `incr` / `decr` / `touch` a `compute` (a read-decide-swap that
+//! retries when the key changed under it, so a CAS check and the write it guards are one
+//! atomic step), delete a `remove_if`. Each write is therefore linearizable at its swap, as
+//! the map's writes are. Items never change once published, except for the read marks (the
+//! access frequency, whether it was read, the last-access time): hints for eviction and the
+//! meta protocol, written by readers with plain relaxed stores, so a lost mark costs an item
+//! at most one pass through a queue, never a wrong answer.
 //!
 //! A value read by a get stays valid while the reader's guard lives: replaced and removed
 //! entries are freed by the map's `seize` collector only after every reader that could see
@@ -106,14 +107,14 @@ pub fn too_large(settings: &Settings, key_len: usize, value_len: usize) -> bool 
         || item_charge(value_len) + node_charge(key_len) > settings.memory_limit
 }
 
-/// One cached value. Fields other than `exptime`, `freq`, `fetched` and `last_access` never
-/// change after the item is published.
+/// One cached value. Fields other than the read marks (`freq`, `fetched`, `last_access`)
+/// never change after the item is published.
 pub struct Item {
     data: Box<[u8]>,
     cas: u64,
     flags: u32,
     /// Server time at which the item expires; 0 = never.
-    exptime: AtomicU32,
+    exptime: u32,
     /// Server time at which it was stored (for `flush_all` with a delay).
     time: u32,
     /// The flush generation it was stored in (for `flush_all` without a delay).
@@ -146,7 +147,7 @@ impl Item {
 
     /// Server time of expiry, 0 for never.
     pub fn exptime(&self) -> u32 {
-        self.exptime.load(Ordering::Relaxed)
+        self.exptime
     }
 
     /// Server time of the last read before this one (or of the store).
@@ -161,6 +162,22 @@ impl Item {
 
     fn charge(&self) -> usize {
         self.charge as usize
+    }
+
+    /// A copy with another expiry (the value is copied: items never change in place).
+    fn with_exptime(&self, exptime: u32) -> Item {
+        Item {
+            data: self.data.clone(),
+            cas: self.cas,
+            flags: self.flags,
+            exptime,
+            time: self.time,
+            generation: self.generation,
+            freq: AtomicU8::new(self.freq.load(Ordering::Relaxed)),
+            fetched: AtomicU8::new(self.fetched.load(Ordering::Relaxed)),
+            last_access: AtomicU32::new(self.last_access.load(Ordering::Relaxed)),
+            charge: self.charge,
+        }
     }
 }
 
@@ -554,12 +571,12 @@ impl Cache {
     }
 
     /// A worker: the per-thread context every operation runs in. `id` picks its eviction
-    /// queue and counters (ids beyond the worker count share them).
+    /// queue, counters and share of the CAS uniques: make one worker per id in
+    /// `0..settings().workers` (two workers with one id would issue the same uniques).
     pub fn worker(self: &Arc<Self>, id: usize) -> Worker {
         Worker {
             cache: Arc::clone(self),
             id: id % self.settings.workers,
-            // Unique per worker: the id in the low byte, a worker-local count above.
             next_cas: 1,
         }
     }
@@ -618,7 +635,7 @@ impl Stamp {
             data,
             cas: self.cas,
             flags,
-            exptime: AtomicU32::new(exptime),
+            exptime,
             time: self.now,
             generation: self.generation,
             freq: AtomicU8::new(0),
@@ -689,8 +706,10 @@ impl<'w> Session<'w> {
         );
     }
 
+    /// A CAS unique no other write has: this worker's count times the number of workers
+    /// plus its id (never 0, which means "no CAS" in requests). Only this worker counts.
     fn next_cas(&mut self) -> u64 {
-        let cas = (*self.next_cas << 8) | self.id as u64;
+        let cas = *self.next_cas * self.cache.settings.workers as u64 + self.id as u64;
         *self.next_cas += 1;
         cas
     }
@@ -753,11 +772,25 @@ impl<'w> Session<'w> {
         }
     }
 
-    /// Set a valid item's expiry (`touch`, `gat`); the item keeps its CAS unique.
+    /// Set a valid item's expiry (`touch`, `gat`); the item keeps its value, flags, CAS
+    /// unique and read marks. A copy of the item with the new expiry replaces it in one
+    /// swap: storing the expiry in place would race with a writer copying the item (an
+    /// `append` that read the old expiry and publishes after the store would undo the
+    /// touch). The copy names the same queue node (same key and CAS unique) and has the
+    /// same charge.
     pub fn touch(&self, key: &[u8], exptime: u32) -> Option<&Item> {
-        let item = self.peek(key)?;
-        item.exptime.store(exptime, Ordering::Relaxed);
-        Some(item)
+        let cache = self.cache;
+        let now = self.now;
+        let outcome = self.map.compute(Arc::from(key), |present| {
+            match present.filter(|item| cache.validity(item, now).is_ok()) {
+                Some(item) => Operation::Insert(item.with_exptime(exptime)),
+                None => Operation::Abort(()),
+            }
+        });
+        match outcome {
+            Compute::Updated { new, .. } => Some(new),
+            _ => None,
+        }
     }
 
     /// What every item this write makes carries: a fresh CAS unique, the time, the flush

@@ -756,3 +756,48 @@ fn concurrent_stores_stay_within_memory() {
         running.cache.items()
     );
 }
+
+/// A touch is never undone by a concurrent append (which copies the item): once `touch`
+/// answers, every later read sees its expiry.
+#[test]
+fn touches_survive_concurrent_appends() {
+    let running = start();
+    let mut setup = Client::connect(&running);
+    setup.roundtrip(b"set k 0 0 1\r\nx\r\n", b"STORED\r\n");
+    let stop = Arc::new(AtomicBool::new(false));
+    let appender = {
+        let mut c = Client::connect(&running);
+        let stop = Arc::clone(&stop);
+        std::thread::spawn(move || {
+            let mut appends = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                // Keep the value short: replace it now and then.
+                let request: &[u8] = if appends % 100 == 99 {
+                    b"set k 0 0 1\r\nx\r\n"
+                } else {
+                    b"append k 0 0 1\r\ny\r\n"
+                };
+                c.roundtrip(request, b"STORED\r\n");
+                appends += 1;
+            }
+            appends
+        })
+    };
+    let mut c = Client::connect(&running);
+    let mut lost = 0;
+    for i in 0..2000 {
+        let ttl = 100_000 + i;
+        c.roundtrip(format!("touch k {ttl}\r\n").as_bytes(), b"TOUCHED\r\n");
+        c.send(b"mg k t\r\n");
+        let line = c.line();
+        // A `set` by the appender may land in between and reset the expiry (a set replaces
+        // everything); an append must not.
+        if line != format!("HD t{ttl}\r\n") && line != "HD t-1\r\n" {
+            lost += 1;
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let appends = appender.join().unwrap();
+    assert!(appends > 100, "only {appends} appends ran");
+    assert_eq!(lost, 0, "touches undone by appends");
+}
