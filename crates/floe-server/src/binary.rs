@@ -4,7 +4,7 @@
 //! A connection speaks it when its first byte is `0x80`. Runs of get requests (`Get`,
 //! `GetQ`, `GetK`, `GetKQ`: the binary multi-get is a run of quiet gets ended by a `Noop`)
 //! are gathered and looked up in one batch, as the text protocol's; any other request first
-//! answers them. Supported: every opcode of memcached 1.6's binary protocol except SASL
+//! answers them. A CAS of 0 in a request header means "no CAS" (the binary protocol's rule). Supported: every opcode of memcached 1.6's binary protocol except SASL
 //! (`0x20`-`0x22`, answered "unknown command"). A request whose header is malformed (wrong
 //! magic) closes the connection, as memcached does; a body too large for `-I` is answered
 //! `Value too large` and discarded as it arrives.
@@ -310,7 +310,14 @@ fn execute(
             let exptime = session
                 .cache()
                 .server_time(be_u32(&extras[4..]) as i32 as i64, session.now());
-            let stored = session.store(mode, key, flags, exptime, value, header.cas);
+            let stored = session.store(
+                mode,
+                key,
+                flags,
+                exptime,
+                value,
+                (header.cas != 0).then_some(header.cas),
+            );
             store_reply(out, header, quiet, mode, stored);
         }
         op::APPEND | op::APPENDQ | op::PREPEND | op::PREPENDQ => {
@@ -323,7 +330,14 @@ fn execute(
             } else {
                 StoreMode::Prepend
             };
-            let stored = session.store(mode, key, 0, 0, value, header.cas);
+            let stored = session.store(
+                mode,
+                key,
+                0,
+                0,
+                value,
+                (header.cas != 0).then_some(header.cas),
+            );
             store_reply(out, header, quiet, mode, stored);
         }
         op::DELETE | op::DELETEQ => {
@@ -331,7 +345,7 @@ fn execute(
                 error(out, header, status::INVALID);
                 return false;
             }
-            match session.delete(key, header.cas) {
+            match session.delete(key, (header.cas != 0).then_some(header.cas)) {
                 Deleted::Deleted if quiet => {}
                 Deleted::Deleted => respond(out, header, status::OK, 0, &[], &[], &[]),
                 Deleted::NotFound => error(out, header, status::NOT_FOUND),
@@ -356,9 +370,16 @@ fn execute(
                 )
             });
             let incr = matches!(header.opcode, op::INCREMENT | op::INCREMENTQ);
-            match session.delta(key, incr, delta, header.cas, create) {
-                Delta::Value(_, _) if quiet => {}
-                Delta::Value(value, cas) => {
+            match session.delta(
+                key,
+                incr,
+                delta,
+                (header.cas != 0).then_some(header.cas),
+                create,
+                true,
+            ) {
+                Delta::Value(..) if quiet => {}
+                Delta::Value(value, cas, _) => {
                     respond(out, header, status::OK, cas, &[], &[], &value.to_be_bytes())
                 }
                 Delta::NotFound => error(out, header, status::NOT_FOUND),

@@ -101,10 +101,11 @@ pub fn node_charge(key_len: usize) -> usize {
     size_of::<Node>() + allocation(2 * size_of::<usize>() + key_len)
 }
 
-/// Whether an item of these sizes could never fit: larger than `-I` or than all of `-m`.
-pub fn too_large(settings: &Settings, key_len: usize, value_len: usize) -> bool {
-    value_len > settings.max_item_size
-        || item_charge(value_len) + node_charge(key_len) > settings.memory_limit
+/// Whether an item of these sizes could never fit: larger than `-I` or than all of the
+/// memory limit.
+pub fn too_large(cache: &Cache, key_len: usize, value_len: usize) -> bool {
+    value_len > cache.settings.max_item_size
+        || item_charge(value_len) + node_charge(key_len) > cache.memory_limit()
 }
 
 /// One cached value. Fields other than the read marks (`freq`, `fetched`, `last_access`)
@@ -127,6 +128,9 @@ pub struct Item {
     last_access: AtomicU32,
     /// Bytes charged against `-m` for this item.
     charge: u32,
+    /// Stored by a meta command whose key was base64 (`b`): `mg ... k` answers the key in
+    /// base64 again, as memcached does.
+    binary_key: bool,
 }
 
 impl Item {
@@ -155,6 +159,11 @@ impl Item {
         self.last_access.load(Ordering::Relaxed)
     }
 
+    /// Whether its key was given in base64 when it was stored (meta `b` flag).
+    pub fn binary_key(&self) -> bool {
+        self.binary_key
+    }
+
     /// Whether a read returned this item before.
     pub fn was_fetched(&self) -> bool {
         self.fetched.load(Ordering::Relaxed) != 0
@@ -177,6 +186,7 @@ impl Item {
             fetched: AtomicU8::new(self.fetched.load(Ordering::Relaxed)),
             last_access: AtomicU32::new(self.last_access.load(Ordering::Relaxed)),
             charge: self.charge,
+            binary_key: self.binary_key,
         }
     }
 }
@@ -216,8 +226,8 @@ pub enum Stored {
 /// What `incr` / `decr` did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Delta {
-    /// The new value and CAS unique.
-    Value(u64, u64),
+    /// The new value, its CAS unique, and whether the key was created (from `create`).
+    Value(u64, u64, bool),
     /// The key is absent (and no initial value was given).
     NotFound,
     /// The present value is not a decimal number of at most 20 digits.
@@ -407,6 +417,8 @@ pub struct Cache {
     process_started: i64,
     /// Bytes charged (items and queue nodes).
     used: CachePadded<AtomicUsize>,
+    /// The limit on `used`: `-m`, changed by `cache_memlimit`.
+    memory_limit: AtomicUsize,
     queues: Box<[CachePadded<Mutex<Queues>>]>,
     counters: Box<[CachePadded<Counters>]>,
     /// Items stored before a `flush_all` without delay are invalid: their generation is
@@ -444,6 +456,7 @@ impl Cache {
             clock,
             process_started: unix - 2,
             used: CachePadded::new(AtomicUsize::new(0)),
+            memory_limit: AtomicUsize::new(settings.memory_limit),
             queues: (0..workers)
                 .map(|_| CachePadded::new(Mutex::default()))
                 .collect(),
@@ -501,6 +514,17 @@ impl Cache {
         } else {
             (exptime + now as i64).min(u32::MAX as i64) as u32
         }
+    }
+
+    /// The memory limit now (`-m`, or what `cache_memlimit` set since).
+    pub fn memory_limit(&self) -> usize {
+        self.memory_limit.load(Ordering::Relaxed)
+    }
+
+    /// Change the memory limit (`cache_memlimit`); a lower one is reached by the evictions
+    /// of the stores that follow.
+    pub fn set_memory_limit(&self, bytes: usize) {
+        self.memory_limit.store(bytes, Ordering::Relaxed);
     }
 
     /// Bytes charged now (items and their queue nodes).
@@ -600,6 +624,19 @@ impl Cache {
         unlinked
     }
 
+    /// Call `f` on up to `limit` valid items (in the index's order; weakly consistent).
+    pub fn for_each_item(&self, limit: usize, mut f: impl FnMut(&[u8], &Item)) {
+        let map = self.map.pin();
+        let now = self.now();
+        for (key, item) in map
+            .iter()
+            .filter(|(_, item)| self.validity(item, now).is_ok())
+            .take(limit)
+        {
+            f(key, item);
+        }
+    }
+
     fn hash(&self, key: &[u8]) -> u64 {
         self.map.hasher().hash_one(key)
     }
@@ -626,6 +663,7 @@ struct Stamp {
     cas: u64,
     now: u32,
     generation: u32,
+    binary_key: bool,
 }
 
 impl Stamp {
@@ -641,6 +679,7 @@ impl Stamp {
             freq: AtomicU8::new(0),
             fetched: AtomicU8::new(0),
             last_access: AtomicU32::new(self.now),
+            binary_key: self.binary_key,
         }
     }
 }
@@ -800,11 +839,12 @@ impl<'w> Session<'w> {
             cas: self.next_cas(),
             now: self.now,
             generation: self.cache.flush_generation.load(Ordering::Relaxed),
+            binary_key: false,
         }
     }
 
     /// Store `data` under `key`. `compare` is a CAS unique the present item must have
-    /// (`cas`, `ms ... C`); 0 means none. The caller checked the key's length.
+    /// (`cas`, `ms ... C`), if any. The caller checked the key's length.
     pub fn store(
         &mut self,
         mode: StoreMode,
@@ -812,11 +852,26 @@ impl<'w> Session<'w> {
         flags: u32,
         exptime: u32,
         data: &[u8],
-        compare: u64,
+        compare: Option<u64>,
+    ) -> Stored {
+        self.store_with(mode, key, flags, exptime, data, compare, false)
+    }
+
+    /// [`store`](Self::store), noting whether the key was given in base64 (meta `b`).
+    #[allow(clippy::too_many_arguments)]
+    pub fn store_with(
+        &mut self,
+        mode: StoreMode,
+        key: &[u8],
+        flags: u32,
+        exptime: u32,
+        data: &[u8],
+        compare: Option<u64>,
+        binary_key: bool,
     ) -> Stored {
         self.count(Counter::CmdSet, 1);
         let charge = item_charge(data.len());
-        if too_large(&self.cache.settings, key.len(), data.len()) {
+        if too_large(self.cache, key.len(), data.len()) {
             return Stored::TooLarge;
         }
         // The item and the queue node it will get. Appends and prepends grow the value:
@@ -826,15 +881,17 @@ impl<'w> Session<'w> {
             return Stored::OutOfMemory;
         }
         let key: Key = Arc::from(key);
-        let result = if mode == StoreMode::Set && compare == 0 {
-            let item = self.stamp().item(data.into(), flags, exptime);
+        let result = if mode == StoreMode::Set && compare.is_none() {
+            let mut stamp = self.stamp();
+            stamp.binary_key = binary_key;
+            let item = stamp.item(data.into(), flags, exptime);
             let cas = item.cas;
             if let Some(old) = self.map.upsert(key.clone(), item) {
                 self.cache.used.fetch_sub(old.charge(), Ordering::Relaxed);
             }
             Ok((cas, charge))
         } else {
-            self.store_computed(mode, &key, flags, exptime, data, compare)
+            self.store_computed(mode, &key, flags, exptime, data, compare, binary_key)
         };
         match result {
             Ok((cas, stored_charge)) => {
@@ -847,7 +904,7 @@ impl<'w> Session<'w> {
                 }
                 self.enqueue(key, cas, stored_charge);
                 self.count(Counter::TotalItems, 1);
-                if compare != 0 {
+                if compare.is_some() {
                     self.count(Counter::CasHits, 1);
                 }
                 Stored::Stored(cas)
@@ -855,7 +912,7 @@ impl<'w> Session<'w> {
             Err(failure) => {
                 self.cache.used.fetch_sub(charge + node, Ordering::Relaxed);
                 match failure {
-                    Stored::NotFound if compare != 0 => self.count(Counter::CasMisses, 1),
+                    Stored::NotFound if compare.is_some() => self.count(Counter::CasMisses, 1),
                     Stored::Exists => self.count(Counter::CasBadval, 1),
                     _ => {}
                 }
@@ -865,6 +922,7 @@ impl<'w> Session<'w> {
     }
 
     /// The conditional stores, as one `compute` each; `Ok((cas, charge))` when stored.
+    #[allow(clippy::too_many_arguments)]
     fn store_computed(
         &mut self,
         mode: StoreMode,
@@ -872,31 +930,42 @@ impl<'w> Session<'w> {
         flags: u32,
         exptime: u32,
         data: &[u8],
-        compare: u64,
+        compare: Option<u64>,
+        binary_key: bool,
     ) -> Result<(u64, usize), Stored> {
         let cache = self.cache;
         let now = self.now;
-        let stamp = self.stamp();
+        let mut stamp = self.stamp();
+        stamp.binary_key = binary_key;
         let cas = stamp.cas;
         let make = |data: Box<[u8]>, flags, exptime| stamp.item(data, flags, exptime);
+        // An append or prepend keeps the present item's key form.
+        let extend = |present: &Item, data: Box<[u8]>| Item {
+            binary_key: present.binary_key,
+            ..stamp.item(data, present.flags, present.exptime())
+        };
         let outcome = self.map.compute(key.clone(), |present| {
             let present = present.filter(|item| cache.validity(item, now).is_ok());
+            // As memcached 1.6 (measured): with a CAS unique, set and replace answer "not
+            // found" for an absent key and "exists" for another unique; append and prepend
+            // "not stored" and "exists"; add ignores the unique.
+            let checks = mode != StoreMode::Add;
             match (mode, present) {
-                (_, Some(item)) if compare != 0 && item.cas != compare => {
-                    Operation::Abort(Stored::Exists)
-                }
-                (_, None) if compare != 0 => Operation::Abort(Stored::NotFound),
                 (StoreMode::Add, Some(_)) => Operation::Abort(Stored::NotStored),
+                (StoreMode::Set | StoreMode::Replace, None) if compare.is_some() => {
+                    Operation::Abort(Stored::NotFound)
+                }
                 (StoreMode::Replace | StoreMode::Append | StoreMode::Prepend, None) => {
                     Operation::Abort(Stored::NotStored)
                 }
+                (_, Some(item)) if checks && compare.is_some_and(|cas| item.cas != cas) => {
+                    Operation::Abort(Stored::Exists)
+                }
                 (StoreMode::Append, Some(item)) => {
-                    let joined = [item.data(), data].concat().into_boxed_slice();
-                    Operation::Insert(make(joined, item.flags, item.exptime()))
+                    Operation::Insert(extend(item, [item.data(), data].concat().into()))
                 }
                 (StoreMode::Prepend, Some(item)) => {
-                    let joined = [data, item.data()].concat().into_boxed_slice();
-                    Operation::Insert(make(joined, item.flags, item.exptime()))
+                    Operation::Insert(extend(item, [data, item.data()].concat().into()))
                 }
                 _ => Operation::Insert(make(data.into(), flags, exptime)),
             }
@@ -913,23 +982,25 @@ impl<'w> Session<'w> {
     }
 
     /// `incr` / `decr` by `delta` (`decr` stops at 0; `incr` wraps at 2^64). `compare` is a
-    /// CAS unique to check (0 = none); `create` an initial value and expiry for an absent
-    /// key (the meta protocol's `N` / `J` flags).
+    /// CAS unique to check, if any; `create` an initial value and expiry for an absent
+    /// key (the meta protocol's `N` / `J` flags); `pad` a shorter result with spaces to
+    /// the old value's length (see below).
     pub fn delta(
         &mut self,
         key: &[u8],
         incr: bool,
         delta: u64,
-        compare: u64,
+        compare: Option<u64>,
         create: Option<(u64, u32)>,
+        pad: bool,
     ) -> Delta {
         let (hit, miss) = if incr {
             (Counter::IncrHits, Counter::IncrMisses)
         } else {
             (Counter::DecrHits, Counter::DecrMisses)
         };
-        // The largest item a delta can make: 20 digits, or a value of up to 23 bytes (the
-        // longest counter accepted) rewritten padded.
+        // What a counter item usually takes (20 digits); a longer value rewritten padded
+        // settles the rest below.
         let charge = item_charge(24);
         let node = node_charge(key.len());
         if !self.reserve(charge + node) {
@@ -942,17 +1013,22 @@ impl<'w> Session<'w> {
         let make = |digits: Vec<u8>, flags, exptime| stamp.item(digits.into(), flags, exptime);
         let key: Key = Arc::from(key);
         let mut value = 0;
+        // Set by the decision that applied: an expired or flushed item still in the map
+        // counts as absent.
+        let mut created = false;
         let outcome = self.map.compute(key.clone(), |present| {
+            created = false;
             let present = present.filter(|item| cache.validity(item, now).is_ok());
             match present {
                 None => match create {
-                    Some((initial, exptime)) if compare == 0 => {
+                    Some((initial, exptime)) if compare.is_none() => {
                         value = initial;
+                        created = true;
                         Operation::Insert(make(initial.to_string().into_bytes(), 0, exptime))
                     }
                     _ => Operation::Abort(Delta::NotFound),
                 },
-                Some(item) if compare != 0 && item.cas != compare => {
+                Some(item) if compare.is_some_and(|cas| item.cas != cas) => {
                     Operation::Abort(Delta::Exists)
                 }
                 Some(item) => {
@@ -966,11 +1042,15 @@ impl<'w> Session<'w> {
                     };
                     let mut digits = value.to_string().into_bytes();
                     // memcached rewrites a shorter result in place, padded with spaces to
-                    // the old length; clients see the padding, so it is kept.
-                    if digits.len() < item.data().len() {
+                    // the old length, when no other request holds the item (otherwise it
+                    // writes a new item of the digits alone); clients see the padding.
+                    if pad && digits.len() < item.data().len() {
                         digits.resize(item.data().len(), b' ');
                     }
-                    Operation::Insert(make(digits, item.flags, item.exptime()))
+                    Operation::Insert(Item {
+                        binary_key: item.binary_key,
+                        ..make(digits, item.flags, item.exptime())
+                    })
                 }
             }
         });
@@ -988,23 +1068,33 @@ impl<'w> Session<'w> {
             Compute::Removed(_) | Compute::Absent => unreachable!("never removes"),
         };
         let stored = stored.expect("stored");
-        // Reserved `charge` (the most a counter item takes) and the node; give back what the
-        // item did not use.
-        self.cache
-            .used
-            .fetch_sub(charge - stored, Ordering::Relaxed);
+        // Reserved `charge` and the node; settle the difference with what the item took
+        // (more for a long value rewritten padded: kept even over the limit, as an
+        // append's, for the next store to evict).
+        if stored > charge {
+            if !self.reserve(stored - charge) {
+                self.cache
+                    .used
+                    .fetch_add(stored - charge, Ordering::Relaxed);
+            }
+        } else {
+            self.cache
+                .used
+                .fetch_sub(charge - stored, Ordering::Relaxed);
+        }
         self.enqueue(key, cas, stored);
         self.count(hit, 1);
-        Delta::Value(value, cas)
+        Delta::Value(value, cas, created)
     }
 
-    /// Delete `key` (if its CAS unique is `compare`, when that is not 0).
-    pub fn delete(&mut self, key: &[u8], compare: u64) -> Deleted {
+    /// Delete `key` (only if its CAS unique is `compare`, when one is given).
+    pub fn delete(&mut self, key: &[u8], compare: Option<u64>) -> Deleted {
         let cache = self.cache;
         let now = self.now;
         let mut mismatch = false;
         let removed = self.map.remove_if(key, |item| {
-            mismatch = compare != 0 && item.cas != compare && cache.validity(item, now).is_ok();
+            mismatch =
+                compare.is_some_and(|cas| item.cas != cas) && cache.validity(item, now).is_ok();
             !mismatch
         });
         match removed {
@@ -1030,7 +1120,7 @@ impl<'w> Session<'w> {
     /// items) until they fit. `false`: they do not fit; nothing is charged.
     fn reserve(&self, bytes: usize) -> bool {
         let cache = self.cache;
-        let limit = cache.settings.memory_limit;
+        let limit = cache.memory_limit();
         let before = cache.used.fetch_add(bytes, Ordering::Relaxed);
         if before + bytes <= limit {
             return true;
@@ -1162,13 +1252,20 @@ fn lock(queues: &Mutex<Queues>) -> MutexGuard<'_, Queues> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// A stored value as a counter: decimal digits, optionally surrounded by spaces (memcached's
-/// `strtoull` skips leading whitespace and accepts trailing whitespace), at most 20 digits
-/// and within `u64`.
+/// A stored value as a counter, as memcached reads one (`safe_strtoull`): leading
+/// whitespace, decimal digits within `u64`, then the end or whitespace (after which anything
+/// goes: `"0 jh"` counts as 0). Anything else is not a number.
 pub fn parse_counter(data: &[u8]) -> Option<u64> {
-    let text = data.trim_ascii();
-    if text.is_empty() || data.len() >= 24 || !text.iter().all(u8::is_ascii_digit) {
+    let start = data.iter().position(|b| !is_c_space(*b))?;
+    let text = &data[start..];
+    let digits = text.iter().take_while(|b| b.is_ascii_digit()).count();
+    if digits == 0 || text.get(digits).is_some_and(|b| !is_c_space(*b)) {
         return None;
     }
-    core::str::from_utf8(text).ok()?.parse().ok()
+    core::str::from_utf8(&text[..digits]).ok()?.parse().ok()
+}
+
+/// C's `isspace` in the C locale.
+fn is_c_space(byte: u8) -> bool {
+    matches!(byte, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
 }

@@ -54,6 +54,7 @@ pub fn write(out: &mut Vec<u8>, cache: &Cache, line: &[u8], tokens: &[(usize, us
             stat(out, "active_slabs", 1);
             stat(out, "total_malloced", cache.bytes());
         }
+        Some(b"cachedump") => cachedump(out, cache, line, &tokens[1..]),
         Some(b"sizes") | Some(b"conns") | Some(b"extstore") => {}
         Some(_) => {
             out.extend_from_slice(b"ERROR\r\n");
@@ -91,14 +92,14 @@ fn general(out: &mut Vec<u8>, cache: &Cache) {
     stat(out, "threads", cache.settings().workers);
     stat(out, "bytes", cache.bytes());
     stat(out, "curr_items", cache.items());
-    stat(out, "limit_maxbytes", cache.settings().memory_limit);
+    stat(out, "limit_maxbytes", cache.memory_limit());
     stat(out, "index_bytes", cache.index_bytes());
     stat(out, "index_capacity", cache.index_capacity());
 }
 
 fn settings(out: &mut Vec<u8>, cache: &Cache) {
     let settings = cache.settings();
-    stat(out, "maxbytes", settings.memory_limit);
+    stat(out, "maxbytes", cache.memory_limit());
     stat(out, "maxconns", MAX_CONNECTIONS.load(Ordering::Relaxed));
     stat(out, "tcpport", TCP_PORT.load(Ordering::Relaxed));
     stat(out, "verbosity", crate::log::verbosity());
@@ -108,4 +109,32 @@ fn settings(out: &mut Vec<u8>, cache: &Cache) {
     stat(out, "cas_enabled", "yes");
     stat(out, "eviction_policy", "s3-fifo");
     stat(out, "binding_protocol", "ascii");
+}
+
+/// `stats cachedump <class> <limit>`: up to `limit` keys (0: no limit) with their sizes
+/// and expiry times, as memcached lists a slab class's (floe-server has one class, `1`).
+fn cachedump(out: &mut Vec<u8>, cache: &Cache, line: &[u8], tokens: &[(usize, usize)]) {
+    let number = |i: usize| -> Option<usize> {
+        let &(s, e) = tokens.get(i)?;
+        std::str::from_utf8(&line[s..e]).ok()?.parse().ok()
+    };
+    let (Some(class), limit) = (number(0), number(1).unwrap_or(0)) else {
+        return;
+    };
+    if class != 1 {
+        return;
+    }
+    let limit = if limit == 0 { usize::MAX } else { limit };
+    cache.for_each_item(limit, |key, item| {
+        let expires = match item.exptime() {
+            0 => 0,
+            at => cache.process_started() + at as i64,
+        };
+        out.extend_from_slice(b"ITEM ");
+        out.extend_from_slice(key);
+        let _ = std::io::Write::write_fmt(
+            out,
+            format_args!(" [{} b; {expires} s]\r\n", item.data().len()),
+        );
+    });
 }

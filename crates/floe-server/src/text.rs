@@ -310,7 +310,15 @@ fn answer_reads(
                 flags,
                 key_as_sent,
             } => {
-                meta_get_reply(out, session, key_as_sent, found[*index], flags);
+                meta_get_reply(
+                    out,
+                    session,
+                    keys[*index],
+                    key_as_sent,
+                    found[*index],
+                    flags,
+                    None,
+                );
                 if let Some(item) = found[*index] {
                     session.mark_read(item);
                 }
@@ -453,7 +461,7 @@ fn execute(request: &Request<'_>, out: &mut Vec<u8>, session: &mut Session<'_>) 
                 out.extend_from_slice(BAD_FORMAT);
                 return Outcome::Done;
             }
-            let answer: &[u8] = match session.delete(key, 0) {
+            let answer: &[u8] = match session.delete(key, None) {
                 Deleted::Deleted => b"DELETED\r\n",
                 Deleted::NotFound | Deleted::Exists => b"NOT_FOUND\r\n",
             };
@@ -475,8 +483,8 @@ fn execute(request: &Request<'_>, out: &mut Vec<u8>, session: &mut Session<'_>) 
                 out.extend_from_slice(b"CLIENT_ERROR invalid numeric delta argument\r\n");
                 return Outcome::Done;
             };
-            match session.delta(key, command == b"incr", delta, 0, None) {
-                Delta::Value(value, _) => {
+            match session.delta(key, command == b"incr", delta, None, None, true) {
+                Delta::Value(value, ..) => {
                     if !noreply {
                         push_number(out, value);
                         out.extend_from_slice(b"\r\n");
@@ -506,7 +514,9 @@ fn execute(request: &Request<'_>, out: &mut Vec<u8>, session: &mut Session<'_>) 
             let exptime = session.cache().server_time(exptime, session.now());
             session.count(Counter::CmdTouch, 1);
             let answer: &[u8] = match session.touch(key, exptime) {
-                Some(_) => {
+                Some(item) => {
+                    // A touch is an access, as in memcached (`mg`'s `h` says 1 after it).
+                    session.mark_read(item);
                     session.count(Counter::TouchHits, 1);
                     b"TOUCHED\r\n"
                 }
@@ -564,6 +574,23 @@ fn execute(request: &Request<'_>, out: &mut Vec<u8>, session: &mut Session<'_>) 
             Outcome::Done
         }
         b"quit" => Outcome::Close,
+        b"cache_memlimit" if n == 2 || n == 3 => {
+            let noreply = request.noreply();
+            match parse_u64(request.token(1)) {
+                // As memcached: at least 8 MiB.
+                Some(mb) if mb < 8 => reply(
+                    out,
+                    noreply,
+                    b"MEMLIMIT_TOO_SMALL cannot set maxbytes to less than 8m\r\n",
+                ),
+                Some(mb) if mb <= (1 << 24) => {
+                    session.cache().set_memory_limit((mb as usize) << 20);
+                    reply(out, noreply, b"OK\r\n");
+                }
+                _ => reply(out, noreply, BAD_FORMAT),
+            }
+            Outcome::Done
+        }
         b"stats" => {
             crate::stats::write(out, session.cache(), request.line, &request.tokens[1..]);
             Outcome::Done
@@ -607,10 +634,11 @@ fn storage(
     let flags = parse_u32(request.token(2));
     let exptime = parse_exptime(request.token(3));
     let length = parse_i64(request.token(4)).filter(|&l| (0..i32::MAX as i64 - 2).contains(&l));
+    // `cas` always compares (a unique of 0 matches no item); the others never do.
     let compare = if cas {
-        parse_u64(request.token(5))
+        parse_u64(request.token(5)).map(Some)
     } else {
-        Some(0)
+        Some(None)
     };
     let (Some(flags), Some(exptime), Some(length), Some(compare)) =
         (flags, exptime, length, compare)
@@ -628,12 +656,11 @@ fn storage(
         return Outcome::Done;
     }
     let block = length + 2;
-    let settings = session.cache().settings();
-    if crate::cache::too_large(settings, key.len(), length) {
+    if crate::cache::too_large(session.cache(), key.len(), length) {
         out.extend_from_slice(b"SERVER_ERROR object too large for cache\r\n");
         if mode == StoreMode::Set {
             // memcached drops the old value too, rather than leave it stale.
-            session.delete(key, 0);
+            session.delete(key, None);
         }
         return Outcome::Swallow(block);
     }
@@ -654,7 +681,7 @@ fn storage(
         Stored::TooLarge => b"SERVER_ERROR object too large for cache\r\n",
         Stored::OutOfMemory => {
             if mode == StoreMode::Set {
-                session.delete(key, 0);
+                session.delete(key, None);
             }
             b"SERVER_ERROR out of memory storing object\r\n"
         }
@@ -729,8 +756,27 @@ impl<'a> MetaFlags<'a> {
             .any(|&(f, _)| matches!(f, b'T' | b'N' | b'E' | b'R'))
     }
 
-    /// Append the flags that echo back (`O` opaque, `k` key, followed by `b` for a base64 key).
-    fn echo(&self, out: &mut Vec<u8>, key_as_sent: &[u8]) {
+    /// Append the return flags in the order the request gave them, as memcached does:
+    /// `O` (opaque) and `k` (the key as sent, then `b` for a base64 key) here, every other
+    /// flag by `other`, which writes it (with its leading space) or not.
+    fn write_returned(
+        &self,
+        out: &mut Vec<u8>,
+        key_as_sent: &[u8],
+        other: impl FnMut(&mut Vec<u8>, u8),
+    ) {
+        self.write_returned_key(out, key_as_sent, self.has(b'b'), other);
+    }
+
+    /// [`write_returned`](Self::write_returned) with the key's text and whether it is
+    /// base64 given.
+    fn write_returned_key(
+        &self,
+        out: &mut Vec<u8>,
+        key_text: &[u8],
+        base64: bool,
+        mut other: impl FnMut(&mut Vec<u8>, u8),
+    ) {
         for &(flag, argument) in &self.flags {
             match flag {
                 b'O' => {
@@ -739,15 +785,19 @@ impl<'a> MetaFlags<'a> {
                 }
                 b'k' => {
                     out.extend_from_slice(b" k");
-                    out.extend_from_slice(key_as_sent);
-                    // memcached marks a base64 key right after it.
-                    if self.has(b'b') {
+                    out.extend_from_slice(key_text);
+                    if base64 {
                         out.extend_from_slice(b" b");
                     }
                 }
-                _ => {}
+                flag => other(out, flag),
             }
         }
+    }
+
+    /// [`write_returned`](Self::write_returned) of `O` and `k` only.
+    fn echo(&self, out: &mut Vec<u8>, key_as_sent: &[u8]) {
+        self.write_returned(out, key_as_sent, |_, _| {});
     }
 }
 
@@ -790,12 +840,15 @@ fn ttl_left(item: &Item, now: u32) -> i64 {
 }
 
 /// The reply of an `mg` (batched or not) for the item found, or `None`.
+#[allow(clippy::too_many_arguments)]
 fn meta_get_reply(
     out: &mut Vec<u8>,
     session: &Session<'_>,
+    key: &[u8],
     key_as_sent: &[u8],
     item: Option<&Item>,
     flags: &MetaFlags<'_>,
+    expiry_before_touch: Option<u32>,
 ) {
     let Some(item) = item else {
         if !flags.has(b'q') {
@@ -812,33 +865,57 @@ fn meta_get_reply(
     } else {
         out.extend_from_slice(b"HD");
     }
-    for &(flag, _) in &flags.flags {
-        match flag {
-            b'c' => {
-                out.extend_from_slice(b" c");
-                push_number(out, item.cas());
-            }
-            b'f' => {
-                out.extend_from_slice(b" f");
-                push_number(out, item.flags() as u64);
-            }
-            b'h' => out.extend_from_slice(if item.was_fetched() { b" h1" } else { b" h0" }),
-            b'l' => {
-                out.extend_from_slice(b" l");
-                push_number(out, session.now().saturating_sub(item.last_access()) as u64);
-            }
-            b's' => {
-                out.extend_from_slice(b" s");
-                push_number(out, item.data().len() as u64);
-            }
-            b't' => {
-                out.extend_from_slice(b" t");
-                push_signed(out, ttl_left(item, session.now()));
-            }
-            _ => {}
+    // A hit answers the key in the form it was stored in (base64 only if a meta command
+    // stored it so), as memcached does; a miss answers it as sent.
+    let encoded;
+    let (key_text, base64): (&[u8], bool) = if !flags.has(b'k') {
+        (key_as_sent, false)
+    } else if item.binary_key() {
+        encoded = BASE64.encode(key);
+        (encoded.as_bytes(), true)
+    } else {
+        (key, false)
+    };
+    // memcached applies `T` where it stands among the flags: a `t` before it reports the
+    // expiry the item had.
+    let mut touched = expiry_before_touch.is_none();
+    let ttl = |exptime: u32| {
+        if exptime == 0 {
+            -1
+        } else {
+            exptime.saturating_sub(session.now()) as i64
         }
-    }
-    flags.echo(out, key_as_sent);
+    };
+    flags.write_returned_key(out, key_text, base64, |out, flag| match flag {
+        b'T' => touched = true,
+        b'c' => {
+            out.extend_from_slice(b" c");
+            push_number(out, item.cas());
+        }
+        b'f' => {
+            out.extend_from_slice(b" f");
+            push_number(out, item.flags() as u64);
+        }
+        b'h' => out.extend_from_slice(if item.was_fetched() { b" h1" } else { b" h0" }),
+        b'l' => {
+            out.extend_from_slice(b" l");
+            push_number(out, session.now().saturating_sub(item.last_access()) as u64);
+        }
+        b's' => {
+            out.extend_from_slice(b" s");
+            push_number(out, item.data().len() as u64);
+        }
+        b't' => {
+            out.extend_from_slice(b" t");
+            let exptime = if touched {
+                item.exptime()
+            } else {
+                expiry_before_touch.unwrap_or(0)
+            };
+            push_signed(out, ttl(exptime));
+        }
+        _ => {}
+    });
     out.extend_from_slice(b"\r\n");
     if with_value {
         out.extend_from_slice(item.data());
@@ -881,6 +958,7 @@ fn meta_get_writing(
         None => None,
     };
     session.count(Counter::CmdGet, 1);
+    let before = touch.and(session.peek(key).map(Item::exptime));
     let found = match touch {
         Some(exptime) => {
             session.count(Counter::CmdTouch, 1);
@@ -894,7 +972,7 @@ fn meta_get_writing(
             // Create an empty placeholder so that one client wins the right to fill it
             // (memcached's `W` flag): an add of an empty value.
             let won = matches!(
-                session.store(StoreMode::Add, key, 0, exptime, b"", 0),
+                session.store(StoreMode::Add, key, 0, exptime, b"", None),
                 Stored::Stored(_)
             );
             out.extend_from_slice(b"EN");
@@ -905,12 +983,20 @@ fn meta_get_writing(
             out.extend_from_slice(b"\r\n");
             return Outcome::Done;
         }
-        meta_get_reply(out, session, request.token(1), None, &flags);
+        meta_get_reply(out, session, key, request.token(1), None, &flags, None);
         return Outcome::Done;
     }
     session.count(Counter::GetHits, 1);
     let item = found.expect("a hit");
-    meta_get_reply(out, session, request.token(1), Some(item), &flags);
+    meta_get_reply(
+        out,
+        session,
+        key,
+        request.token(1),
+        Some(item),
+        &flags,
+        before,
+    );
     session.mark_read(item);
     Outcome::Done
 }
@@ -942,8 +1028,7 @@ fn meta_set(request: &Request<'_>, out: &mut Vec<u8>, session: &mut Session<'_>)
             return Outcome::Swallow(block);
         }
     };
-    let settings = session.cache().settings();
-    if crate::cache::too_large(settings, key.bytes().len(), length) {
+    if crate::cache::too_large(session.cache(), key.bytes().len(), length) {
         out.extend_from_slice(b"SERVER_ERROR object too large for cache\r\n");
         return Outcome::Swallow(block);
     }
@@ -986,13 +1071,14 @@ fn meta_set(request: &Request<'_>, out: &mut Vec<u8>, session: &mut Session<'_>)
     let exptime = session
         .cache()
         .server_time(exptime.flatten().unwrap_or(0), session.now());
-    let stored = session.store(
+    let stored = session.store_with(
         mode,
         key.bytes(),
         client_flags.flatten().unwrap_or(0),
         exptime,
         &request.data[..length],
-        compare.flatten().unwrap_or(0),
+        compare.flatten(),
+        flags.has(b'b'),
     );
     let (code, cas): (&[u8], _) = match stored {
         Stored::Stored(cas) => (b"HD", Some(cas)),
@@ -1012,11 +1098,13 @@ fn meta_set(request: &Request<'_>, out: &mut Vec<u8>, session: &mut Session<'_>)
         return Outcome::DoneWithData(block);
     }
     out.extend_from_slice(code);
-    if let (Some(cas), true) = (cas, flags.has(b'c')) {
-        out.extend_from_slice(b" c");
-        push_number(out, cas);
-    }
-    flags.echo(out, request.token(1));
+    flags.write_returned(out, request.token(1), |out, flag| {
+        if flag == b'c' {
+            // The new item's CAS unique; memcached answers 0 when nothing was stored.
+            out.extend_from_slice(b" c");
+            push_number(out, cas.unwrap_or(0));
+        }
+    });
     out.extend_from_slice(b"\r\n");
     Outcome::DoneWithData(block)
 }
@@ -1035,7 +1123,7 @@ fn meta_delete(request: &Request<'_>, out: &mut Vec<u8>, session: &mut Session<'
             out.extend_from_slice(b"CLIENT_ERROR bad token in command line format\r\n");
             return Outcome::Done;
         }
-        compare => compare.flatten().unwrap_or(0),
+        compare => compare.flatten(),
     };
     if flags.has(b'I') || flags.has(b'x') || flags.has(b'E') {
         out.extend_from_slice(b"CLIENT_ERROR unsupported flag\r\n");
@@ -1046,7 +1134,7 @@ fn meta_delete(request: &Request<'_>, out: &mut Vec<u8>, session: &mut Session<'
         Deleted::NotFound => b"NF",
         Deleted::Exists => b"EX",
     };
-    if flags.has(b'q') && code != b"EX" {
+    if flags.has(b'q') && code == b"HD" {
         return Outcome::Done;
     }
     out.extend_from_slice(code);
@@ -1095,8 +1183,9 @@ fn meta_arithmetic(request: &Request<'_>, out: &mut Vec<u8>, session: &mut Sessi
         key.bytes(),
         incr,
         delta.flatten().unwrap_or(1),
-        compare.flatten().unwrap_or(0),
+        compare.flatten(),
         create,
+        true,
     );
     let code: &[u8] = match result {
         Delta::Value(..) => {
@@ -1119,38 +1208,36 @@ fn meta_arithmetic(request: &Request<'_>, out: &mut Vec<u8>, session: &mut Sessi
             return Outcome::Done;
         }
     };
-    if code == b"HD" && flags.has(b'q') {
+    // As memcached: `q` makes a success (HD or VA) quiet, except the creation of an absent
+    // key by `N`.
+    if matches!(result, Delta::Value(_, _, false)) && flags.has(b'q') {
         return Outcome::Done;
     }
     out.extend_from_slice(code);
-    let digits = match result {
-        Delta::Value(value, cas) => {
-            let digits = value.to_string();
-            if code == b"VA" {
-                out.push(b' ');
-                push_number(out, digits.len() as u64);
-            }
-            for &(flag, _) in &flags.flags {
-                match flag {
-                    b'c' => {
-                        out.extend_from_slice(b" c");
-                        push_number(out, cas);
-                    }
-                    b't' => {
-                        out.extend_from_slice(b" t");
-                        let ttl = session
-                            .peek(key.bytes())
-                            .map_or(-1, |item| ttl_left(item, session.now()));
-                        push_signed(out, ttl);
-                    }
-                    _ => {}
-                }
-            }
-            Some(digits)
-        }
-        _ => None,
+    let (digits, cas) = match result {
+        Delta::Value(value, cas, _) => (Some(value.to_string()), cas),
+        _ => (None, 0),
     };
-    flags.echo(out, request.token(1));
+    if let (Some(digits), true) = (&digits, code == b"VA") {
+        out.push(b' ');
+        push_number(out, digits.len() as u64);
+    }
+    let ttl = digits.as_ref().map(|_| {
+        session
+            .peek(key.bytes())
+            .map_or(-1, |item| ttl_left(item, session.now()))
+    });
+    flags.write_returned(out, request.token(1), |out, flag| match (flag, ttl) {
+        (b'c', Some(_)) => {
+            out.extend_from_slice(b" c");
+            push_number(out, cas);
+        }
+        (b't', Some(ttl)) => {
+            out.extend_from_slice(b" t");
+            push_signed(out, ttl);
+        }
+        _ => {}
+    });
     out.extend_from_slice(b"\r\n");
     if let (Some(digits), true) = (digits, code == b"VA") {
         out.extend_from_slice(digits.as_bytes());
