@@ -84,3 +84,20 @@ class Connection:
 
     def close(self):
         self.sock.close()
+
+
+if __name__ == "__main__":
+    # `python3 harness.py --wait PORT`: wait (10 s at most) for a server started by a script.
+    import sys
+
+    if len(sys.argv) == 3 and sys.argv[1] == "--wait":
+        port = int(sys.argv[2])
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    sys.exit(f"nothing listening on {port}")
+                time.sleep(0.02)

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# floe-server against real clients and a real memcached, all on 127.0.0.1: pymemcache's own
+# integration tests (shipped in its wheel), libmemcached's memccapable (text and binary
+# protocols), a differential test against Debian's memcached 1.6 (random command streams,
+# every reply compared), and scale-out behind pymemcache's HashClient and twemproxy
+# (nutcracker). Installs what it needs (Debian: memcached, libmemcached-tools, nutcracker;
+# PyPI: pymemcache, pytest). FLOE_DIFF_SEEDS (default 4) sets the differential runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+missing=()
+command -v memcached >/dev/null || missing+=(memcached)
+command -v memccapable >/dev/null || missing+=(libmemcached-tools)
+command -v nutcracker >/dev/null || missing+=(nutcracker)
+if ((${#missing[@]})); then
+    echo "server.sh: installing ${missing[*]} (apt)"
+    sudo=""
+    [ "$(id -u)" -ne 0 ] && sudo=sudo
+    $sudo apt-get update -q
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${missing[@]}"
+fi
+if ! python3 -c "import pymemcache, pytest" 2>/dev/null; then
+    echo "server.sh: installing pymemcache and pytest (pip)"
+    python3 -m pip install -q pymemcache pytest
+fi
+
+cargo build --release -p floe-server
+export FLOE_SERVER="$PWD/target/release/floe-server"
+tests=crates/floe-server/tests/python
+
+echo "== pymemcache's integration tests against floe-server"
+pymemcache_tests="$(python3 -c 'import os, pymemcache; print(os.path.dirname(pymemcache.__file__))')/test/test_integration.py"
+port="$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')"
+"$FLOE_SERVER" -p "$port" -l 127.0.0.1 -t 2 -m 64 &
+server=$!
+trap 'kill $server 2>/dev/null || true' EXIT
+python3 "$tests/harness.py" --wait "$port"
+timeout 300 python3 -m pytest -q -p no:cacheprovider "$pymemcache_tests" --server 127.0.0.1 --port "$port" -W ignore::pytest.PytestUnknownMarkWarning
+
+echo "== memccapable (libmemcached) against floe-server"
+timeout 120 memccapable -h 127.0.0.1 -p "$port" -t 5
+kill "$server"
+wait "$server" || true
+trap - EXIT
+
+echo "== differential test against memcached"
+(cd "$tests" && timeout 900 python3 differential.py --seeds "${FLOE_DIFF_SEEDS:-4}" --commands 4000)
+
+echo "== scale-out: HashClient and nutcracker over three floe-servers"
+(cd "$tests" && timeout 300 python3 scale_out.py)
