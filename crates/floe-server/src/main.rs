@@ -42,6 +42,10 @@ struct Args {
     /// More verbose logging to stderr (-v, -vv, -vvv).
     #[arg(short = 'v', long = "verbose", action = ArgAction::Count)]
     verbose: u8,
+    /// Accept keys with control characters in the text protocol, as memcached does (its
+    /// protocol forbids them; memcaslap sends them).
+    #[arg(long)]
+    lenient_keys: bool,
     /// UDP port (memcached's -U): only 0 (off) is supported.
     #[arg(short = 'U', long = "udp-port", default_value_t = 0)]
     udp_port: u16,
@@ -89,6 +93,7 @@ fn main() -> ExitCode {
         return usage("the connection limit must be at least 1 (-c)");
     }
     log::set_verbosity(args.verbose);
+    floe_server::text::set_lenient_keys(args.lenient_keys);
     let settings = Settings {
         memory_limit,
         evict: !args.no_evictions,

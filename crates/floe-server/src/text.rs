@@ -257,9 +257,28 @@ fn tokenize(line: &[u8], tokens: &mut Vec<(usize, usize)>) {
     }
 }
 
-/// At most 250 bytes, none of them a control character.
+/// Accept keys with control characters (`--lenient-keys`), as memcached does although its
+/// protocol forbids them (memcaslap's keys start with 0x10 bytes).
+static LENIENT_KEYS: core::sync::atomic::AtomicBool = core::sync::atomic::AtomicBool::new(false);
+
+/// Accept (or refuse, the default) keys with control characters, process-wide.
+pub fn set_lenient_keys(lenient: bool) {
+    LENIENT_KEYS.store(lenient, core::sync::atomic::Ordering::Relaxed);
+}
+
+/// At most 250 bytes, none of them a control character (unless lenient: then only NUL is
+/// refused; spaces and line ends cannot be in a token anyway).
 pub fn valid_key(key: &[u8]) -> bool {
-    !key.is_empty() && key.len() <= MAX_KEY_LEN && key.iter().all(|&b| b > b' ' && b != 0x7f)
+    let lenient = LENIENT_KEYS.load(core::sync::atomic::Ordering::Relaxed);
+    !key.is_empty()
+        && key.len() <= MAX_KEY_LEN
+        && key.iter().all(|&b| {
+            if lenient {
+                b != 0
+            } else {
+                b > b' ' && b != 0x7f
+            }
+        })
 }
 
 /// Answer the gathered reads with one batch lookup.

@@ -116,6 +116,43 @@ fn serves_then_shuts_down_cleanly_on_sigterm() {
     assert_eq!(reader.read_line(&mut rest).unwrap_or(0), 0);
 }
 
+/// `--lenient-keys` accepts keys with control characters (memcaslap's), which are refused
+/// by default.
+#[test]
+fn lenient_keys_accept_control_characters() {
+    for (flag, expected) in [
+        (None, "CLIENT_ERROR bad command line format\r\n"),
+        (Some("--lenient-keys"), "STORED\r\n"),
+    ] {
+        let port = free_port();
+        let mut command = server();
+        command.args(["-p", &port.to_string(), "-l", "127.0.0.1", "-t", "1"]);
+        command.args(flag);
+        let mut child = command.spawn().unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let stream = loop {
+            match TcpStream::connect(("127.0.0.1", port)) {
+                Ok(stream) => break stream,
+                Err(_) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                Err(e) => panic!("never listened: {e}"),
+            }
+        };
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut writer = stream.try_clone().unwrap();
+        let mut reader = BufReader::new(stream);
+        writer.write_all(b"set \x10\x10key 0 0 1\r\nv\r\n").unwrap();
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(line, expected, "{flag:?}");
+    }
+}
+
 extern "C" {
     #[link_name = "kill"]
     fn libc_kill(pid: i32, signal: i32) -> i32;
