@@ -31,7 +31,8 @@ use crate::{dist::Dist, keys::parse_count};
 
 #[derive(Args, Debug)]
 pub struct ServerArgs {
-    /// Servers to measure: floe (floe-server) and memcached.
+    /// Servers to measure: floe (floe-server), memcached, and floe=PATH for another
+    /// floe-server build (compared in the same run).
     #[arg(long, value_delimiter = ',', default_value = "floe,memcached")]
     pub servers: Vec<String>,
     /// Worker threads of each server (-t).
@@ -149,7 +150,13 @@ fn start_server(name: &str, args: &ServerArgs, memory_mb: usize) -> Result<Runni
                 .with_file_name("floe-server"),
         },
         "memcached" => args.memcached.clone(),
-        other => return Err(format!("unknown server {other:?} (floe, memcached)")),
+        // Another floe-server build, to compare two builds in one run.
+        other if other.starts_with("floe=") => PathBuf::from(&other["floe=".len()..]),
+        other => {
+            return Err(format!(
+                "unknown server {other:?} (floe, memcached, floe=PATH)"
+            ))
+        }
     };
     let mut command = if args.pin {
         let mut c = Command::new("taskset");
