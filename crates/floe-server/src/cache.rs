@@ -56,7 +56,7 @@
 //! queue's head, and [`Cache::reclaim_expired`] (run by the server's housekeeping thread in
 //! slices) unlinks expired items without touching the request path.
 
-use core::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::{
     collections::{HashMap, VecDeque},
     hash::BuildHasher,
@@ -429,6 +429,9 @@ pub struct Cache {
     oldest_live: AtomicU32,
     /// Items `reclaim_expired` unlinked (it runs on a thread of its own, not a worker).
     swept: AtomicU64,
+    /// Whether any expiry time or flush was ever given: until then no item can expire and
+    /// `reclaim_expired` has nothing to look for.
+    expiry_seen: AtomicBool,
 }
 
 impl Cache {
@@ -466,6 +469,7 @@ impl Cache {
             flush_generation: AtomicU32::new(0),
             oldest_live: AtomicU32::new(0),
             swept: AtomicU64::new(0),
+            expiry_seen: AtomicBool::new(false),
             settings: Settings {
                 workers,
                 ..settings
@@ -501,6 +505,20 @@ impl Cache {
     /// A client's expiry time as server time (memcached's `realtime`): 0 never expires; up to
     /// 30 days is relative to now; beyond, an absolute Unix time; negative, already expired.
     pub fn server_time(&self, exptime: i64, now: u32) -> u32 {
+        let time = self.server_time_of(exptime, now);
+        if time != 0 {
+            self.note_expiry();
+        }
+        time
+    }
+
+    fn note_expiry(&self) {
+        if !self.expiry_seen.load(Ordering::Relaxed) {
+            self.expiry_seen.store(true, Ordering::Relaxed);
+        }
+    }
+
+    fn server_time_of(&self, exptime: i64, now: u32) -> u32 {
         if exptime == 0 {
             0
         } else if exptime < 0 {
@@ -565,6 +583,7 @@ impl Cache {
     /// `flush_all`: invalidate every item now, or, with a delay, every item stored before
     /// server time `now + delay`, once that time comes.
     pub fn flush_all(&self, delay: i64, now: u32) {
+        self.note_expiry();
         let when = if delay > 0 {
             self.server_time(delay, now)
         } else {
@@ -606,9 +625,12 @@ impl Cache {
     }
 
     /// Unlink every expired or flushed item: one pass over the index (the server's
-    /// housekeeping thread runs it every few seconds; requests never wait for it). Returns
-    /// how many it unlinked.
+    /// housekeeping thread runs it every few seconds; requests never wait for it), skipped
+    /// while no request ever gave an expiry time or a flush. Returns how many it unlinked.
     pub fn reclaim_expired(&self) -> usize {
+        if !self.expiry_seen.load(Ordering::Relaxed) {
+            return 0;
+        }
         let map = self.map.pin();
         let now = self.now();
         let doomed: Vec<(Key, u64)> = map
