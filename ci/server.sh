@@ -2,9 +2,10 @@
 # floe-server against real clients and a real memcached, all on 127.0.0.1: pymemcache's own
 # integration tests (shipped in its wheel), libmemcached's memccapable (text and binary
 # protocols), a differential test against Debian's memcached 1.6 (random command streams,
-# every reply compared), and scale-out behind pymemcache's HashClient and twemproxy
-# (nutcracker). Installs what it needs (Debian: memcached, libmemcached-tools, nutcracker;
-# PyPI: pymemcache, pytest). FLOE_DIFF_SEEDS (default 4) sets the differential runs.
+# every reply compared), and scale-out behind pymemcache's HashClient, twemproxy
+# (nutcracker) and libmemcached's ketama (pylibmc). Installs what it needs (Debian: memcached,
+# libmemcached-tools, nutcracker, libmemcached-dev to build pylibmc; PyPI: pymemcache, pytest,
+# pylibmc). FLOE_DIFF_SEEDS (default 4) sets the differential runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +13,7 @@ missing=()
 command -v memcached >/dev/null || missing+=(memcached)
 command -v memccapable >/dev/null || missing+=(libmemcached-tools)
 command -v nutcracker >/dev/null || missing+=(nutcracker)
+[ -e /usr/include/libmemcached/memcached.h ] || missing+=(libmemcached-dev zlib1g-dev)
 if ((${#missing[@]})); then
     echo "server.sh: installing ${missing[*]} (apt)"
     sudo=""
@@ -19,9 +21,9 @@ if ((${#missing[@]})); then
     $sudo apt-get update -q
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${missing[@]}"
 fi
-if ! python3 -c "import pymemcache, pytest" 2>/dev/null; then
-    echo "server.sh: installing pymemcache and pytest (pip)"
-    python3 -m pip install -q pymemcache pytest
+if ! python3 -c "import pymemcache, pytest, pylibmc" 2>/dev/null; then
+    echo "server.sh: installing pymemcache, pytest and pylibmc (pip)"
+    python3 -m pip install -q pymemcache pytest pylibmc
 fi
 
 cargo build --release -p floe-server
@@ -46,5 +48,5 @@ trap - EXIT
 echo "== differential test against memcached"
 (cd "$tests" && timeout 900 python3 differential.py --seeds "${FLOE_DIFF_SEEDS:-4}" --commands 4000)
 
-echo "== scale-out: HashClient and nutcracker over three floe-servers"
+echo "== scale-out: HashClient, nutcracker and libmemcached ketama over three floe-servers"
 (cd "$tests" && timeout 300 python3 scale_out.py)

@@ -4,6 +4,9 @@
    set, every one read back, and every server holds some (their `curr_items` add up).
 2. twemproxy (`nutcracker`, ketama distribution) in front of three servers: the same
    through the proxy, then each key read back from the server ketama put it on.
+3. libmemcached's own ketama (through pylibmc, libmemcached's Python binding) over three
+   servers, once with the text protocol and once with the binary one: the same checks, plus
+   counters and deletes, then each key read back from the one server that holds it.
 
     python3 scale_out.py
 """
@@ -88,13 +91,43 @@ def nutcracker(ports):
             proxy.wait(timeout=10)
 
 
+def libmemcached_ketama(ports, binary):
+    import pylibmc
+
+    label = f"libmemcached ketama ({'binary' if binary else 'text'})"
+    client = pylibmc.Client(
+        [f"127.0.0.1:{p}" for p in ports],
+        binary=binary,
+        behaviors={"ketama": True, "ketama_weighted": False, "tcp_nodelay": True},
+    )
+    assert client.behaviors["ketama"], "pylibmc did not switch to ketama"
+    values = {f"key:{i}": f"value:{i}".encode() for i in range(N)}
+    # set_multi sends the keys of each server in one pipelined burst.
+    assert client.set_multi(values) == [], f"{label}: set_multi failed for some keys"
+    for i in range(0, N, 3):
+        assert client.get(f"key:{i}") == values[f"key:{i}"], f"{label}: get key:{i}"
+    assert client.get_multi(list(values)) == values, f"{label}: get_multi lost keys"
+    check_spread(ports, label)
+    assert client.set("counter", "41")
+    assert client.incr("counter") == 42 and client.decr("counter", 2) == 40, f"{label}: counter"
+    assert client.delete("counter") and client.get("counter") is None, f"{label}: delete"
+    direct = [Client(("127.0.0.1", p), timeout=5) for p in ports]
+    for i in range(0, N, 17):
+        holders = [c for c in direct if c.get(f"key:{i}") == values[f"key:{i}"]]
+        assert len(holders) == 1, f"{label}: key:{i} on {len(holders)} servers"
+    client.disconnect_all()
+
+
 def main():
     started = time.monotonic()
     with server() as a, server() as b, server() as c:
         hash_client([a, b, c])
     with server() as a, server() as b, server() as c:
         nutcracker([a, b, c])
-    print(f"scale-out: HashClient and nutcracker over three floe-servers passed in {time.monotonic() - started:.1f} s")
+    for binary in (False, True):
+        with server() as a, server() as b, server() as c:
+            libmemcached_ketama([a, b, c], binary)
+    print(f"scale-out: HashClient, nutcracker and libmemcached's ketama over three floe-servers passed in {time.monotonic() - started:.1f} s")
 
 
 if __name__ == "__main__":
