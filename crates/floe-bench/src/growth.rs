@@ -11,7 +11,11 @@
 //! With `--latency on` every operation is timed (one clock read per operation, the gap to the
 //! previous one), so the maximum and the far tail are exact rather than sampled; throughput
 //! from such runs includes that cost for every map alike. `--timeline MS` records operations
-//! per interval (SEPH Fig. 7) and draws them. Every insert must report "inserted" and every get
+//! per interval (SEPH Fig. 7) and, with latency on, each interval's p99.9 per operation kind,
+//! and draws both. The same run then times the machine itself: the same threads reading the
+//! clock with no map operation between the reads, for as long as the maps ran, so a stall
+//! that the machine gives any program (a host taking the CPU, a scheduler tick) is told apart
+//! from one the map causes. Every insert must report "inserted" and every get
 //! the key's value, and after the run a sample of the keys is read back: a wrong answer fails
 //! the run (exit 1).
 
@@ -97,6 +101,70 @@ pub struct Row {
     pub get_timeline: Vec<f64>,
     /// Table bytes at the end, for maps that report them.
     pub table_bytes: Option<usize>,
+    /// p99.9 latency (microseconds) per interval, with latency on (0: no operation in it).
+    #[serde(default)]
+    pub insert_p999_timeline_us: Vec<f64>,
+    #[serde(default)]
+    pub get_p999_timeline_us: Vec<f64>,
+}
+
+/// The machine's own stalls: `threads` threads reading the clock back to back with nothing in
+/// between, for `seconds`; the gaps between reads are what any program would have seen.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MachineGaps {
+    pub threads: usize,
+    pub seconds: f64,
+    pub gap_ns: Latency,
+    pub gaps_over_1ms: u64,
+    pub gaps_over_5ms: u64,
+    /// The kernel's rate of faulting in memory (GB/s), huge pages as the run asked: fresh
+    /// memory, and memory freed a moment before (see `fault_rates`). `None` where it cannot
+    /// be measured (no `MADV_POPULATE_WRITE`).
+    #[serde(default)]
+    pub fresh_fault_gbps: Option<f64>,
+    #[serde(default)]
+    pub reused_fault_gbps: Option<f64>,
+}
+
+/// Bytes `fault_rates` faults in, twice.
+const FAULT_PROBE_BYTES: usize = 256 << 20;
+
+/// How fast the kernel faults in memory for this process: a fresh mapping faulted in whole
+/// (`MADV_POPULATE_WRITE`), unmapped, and a second one at once. On a virtual machine whose
+/// host backs guest memory on first touch and takes freed memory back (free page reporting),
+/// the first is the host's rate and can be tens of times slower than the second: that is the
+/// cost a growing table's first touches pay, whoever pays it.
+fn fault_rates(huge_pages: bool) -> (Option<f64>, Option<f64>) {
+    let once = || -> Option<f64> {
+        // SAFETY: a fresh anonymous private mapping, advised, populated and unmapped here; no
+        // reference into it is made.
+        unsafe {
+            let base = libc::mmap(
+                core::ptr::null_mut(),
+                FAULT_PROBE_BYTES,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            );
+            if base == libc::MAP_FAILED {
+                return None;
+            }
+            let advice = if huge_pages {
+                libc::MADV_HUGEPAGE
+            } else {
+                libc::MADV_NOHUGEPAGE
+            };
+            libc::madvise(base, FAULT_PROBE_BYTES, advice);
+            let start = Instant::now();
+            let ok = libc::madvise(base, FAULT_PROBE_BYTES, libc::MADV_POPULATE_WRITE) == 0;
+            let elapsed = start.elapsed();
+            libc::munmap(base, FAULT_PROBE_BYTES);
+            ok.then(|| FAULT_PROBE_BYTES as f64 / elapsed.as_secs_f64() / 1e9)
+        }
+    };
+    let fresh = once();
+    (fresh, once())
 }
 
 /// floe's table at the moment a growing map would grow (its first insert that finds no room).
@@ -121,6 +189,10 @@ pub struct Report {
     pub rows: Vec<Row>,
     /// floe at its growth trigger, for a few table sizes.
     pub triggers: Vec<Trigger>,
+    /// The machine's own gaps, per thread count (with latency on). (Not `machine`: the
+    /// envelope's description of the machine has that name.)
+    #[serde(default)]
+    pub machine_gaps: Vec<MachineGaps>,
 }
 
 /// Fill a fixed floe table of `bins` bins (default link pool) with fresh keys until the first
@@ -169,6 +241,8 @@ struct Lane {
     wrong: u64,
     timeline: Vec<u64>,
     latency: Option<Histogram<u64>>,
+    /// Latency per timeline interval (with latency on), made when an interval is first used.
+    interval_latency: Vec<Histogram<u32>>,
     /// grow-read readers: gets while writers ran, and the time they took.
     during: (u64, Duration),
     /// grow-read readers: the time after the writers finished.
@@ -176,12 +250,32 @@ struct Lane {
 }
 
 impl Lane {
+    /// Time one operation: the gap from `last` to now, into the run's histogram and its
+    /// interval's. A no-op with latency off.
+    #[inline(always)]
+    fn time(&mut self, last: &mut Instant, epoch: Instant, interval: Duration) {
+        let Some(h) = self.latency.as_mut() else {
+            return;
+        };
+        let now = Instant::now();
+        let gap = (now - *last).as_nanos() as u64;
+        *last = now;
+        h.saturating_record(gap);
+        let idx = ((now - epoch).as_nanos() / interval.as_nanos().max(1)) as usize;
+        if self.interval_latency.len() <= idx {
+            self.interval_latency
+                .resize_with(idx + 1, interval_histogram);
+        }
+        self.interval_latency[idx].saturating_record(gap);
+    }
+
     fn new(latency: bool) -> Lane {
         Lane {
             ops: 0,
             wrong: 0,
             timeline: Vec::new(),
             latency: latency.then(histogram),
+            interval_latency: Vec::new(),
             during: (0, Duration::ZERO),
             tail: Duration::ZERO,
         }
@@ -197,7 +291,16 @@ struct Sample {
     gets: Vec<u64>,
     insert_latency: Option<Histogram<u64>>,
     get_latency: Option<Histogram<u64>>,
+    insert_p999_us: Vec<f64>,
+    get_p999_us: Vec<f64>,
     table_bytes: Option<usize>,
+    elapsed: Duration,
+}
+
+/// A small histogram for one timeline interval: 2 significant digits, 32-bit counts (an
+/// interval holds at most a few million operations), 1 ns to 100 s.
+fn interval_histogram() -> Histogram<u32> {
+    Histogram::new_with_bounds(1, 100_000_000_000, 2).expect("valid bounds")
 }
 
 fn add_interval(timeline: &mut Vec<u64>, epoch: Instant, interval: Duration, ops: u64) {
@@ -231,11 +334,7 @@ fn insert_range<M: BenchMap>(
         for j in i..end {
             let k = key(j);
             lane.wrong += u64::from(!map.insert(k, value_of(k)));
-            if let Some(h) = lane.latency.as_mut() {
-                let now = Instant::now();
-                h.saturating_record((now - last).as_nanos() as u64);
-                last = now;
-            }
+            lane.time(&mut last, epoch, interval);
         }
         add_interval(&mut lane.timeline, epoch, interval, end - i);
         lane.ops += end - i;
@@ -296,11 +395,7 @@ fn read_until<M: BenchMap>(
         for _ in 0..64 {
             let k = key(rng.below(present));
             lane.wrong += u64::from(map.get(k) != Some(value_of(k)));
-            if let Some(h) = lane.latency.as_mut() {
-                let now = Instant::now();
-                h.saturating_record((now - last).as_nanos() as u64);
-                last = now;
-            }
+            lane.time(&mut last, epoch, interval);
         }
         lane.ops += 64;
         add_interval(&mut lane.timeline, epoch, interval, 64);
@@ -349,7 +444,10 @@ impl Visit for Measure<'_> {
                     gets: Vec::new(),
                     insert_latency: merge_latency(lanes.iter()),
                     get_latency: None,
+                    insert_p999_us: interval_p999(lanes.iter()),
+                    get_p999_us: Vec::new(),
                     table_bytes: map.table_bytes(),
+                    elapsed,
                 })
             }
             Kind::GrowRead => {
@@ -369,7 +467,7 @@ impl Visit for Measure<'_> {
                 let done = AtomicUsize::new(0);
                 let epoch = Instant::now();
                 let writer_time = AtomicUsize::new(0);
-                let (_, lanes) = self.workers.run(self.threads, |t| {
+                let (elapsed, lanes) = self.workers.run(self.threads, |t| {
                     if t < writers {
                         let w = t as u64;
                         let (lo, hi) = (
@@ -426,7 +524,10 @@ impl Visit for Measure<'_> {
                     gets: merge(getters.iter().map(|l| &l.timeline)),
                     insert_latency: merge_latency(inserters.iter()),
                     get_latency: merge_latency(getters.iter()),
+                    insert_p999_us: interval_p999(inserters.iter()),
+                    get_p999_us: interval_p999(getters.iter()),
                     table_bytes: map.table_bytes(),
+                    elapsed,
                 })
             }
         }
@@ -472,6 +573,71 @@ fn merge_latency<'a>(lanes: impl Iterator<Item = &'a Lane>) -> Option<Histogram<
     out
 }
 
+/// Each interval's p99.9 over the lanes, in microseconds (0 where no operation completed).
+fn interval_p999<'a>(lanes: impl Iterator<Item = &'a Lane>) -> Vec<f64> {
+    let mut merged: Vec<Histogram<u32>> = Vec::new();
+    for lane in lanes {
+        if merged.len() < lane.interval_latency.len() {
+            merged.resize_with(lane.interval_latency.len(), interval_histogram);
+        }
+        for (m, h) in merged.iter_mut().zip(&lane.interval_latency) {
+            m.add(h).expect("same bounds");
+        }
+    }
+    merged
+        .iter()
+        .map(|h| {
+            if h.is_empty() {
+                0.0
+            } else {
+                h.value_at_quantile(0.999) as f64 / 1e3
+            }
+        })
+        .collect()
+}
+
+/// Time the machine itself (module docs): `threads` threads read the clock back to back for
+/// `length`, recording every gap.
+/// Then measure its fault rates (`fault_rates`).
+pub fn machine_gaps(
+    workers: &Workers,
+    threads: usize,
+    length: Duration,
+    huge_pages: bool,
+) -> MachineGaps {
+    let (elapsed, lanes) = workers.run(threads, |_| {
+        let mut h = histogram();
+        let start = Instant::now();
+        let mut last = start;
+        loop {
+            // A batch of reads between checks of the end, as the maps' loops do per 64 ops.
+            for _ in 0..64 {
+                let now = Instant::now();
+                h.saturating_record((now - last).as_nanos() as u64);
+                last = now;
+            }
+            if last - start >= length {
+                return h;
+            }
+        }
+    });
+    let mut all = histogram();
+    for h in &lanes {
+        all.add(h).expect("same bounds");
+    }
+    let over = |ns: u64| all.count_between(ns + 1, all.max().max(ns + 1));
+    let (fresh_fault_gbps, reused_fault_gbps) = fault_rates(huge_pages);
+    MachineGaps {
+        threads,
+        seconds: elapsed.as_secs_f64(),
+        gap_ns: Latency::of(&all).expect("the loop records at least 64 gaps"),
+        gaps_over_1ms: over(1_000_000),
+        gaps_over_5ms: over(5_000_000),
+        fresh_fault_gbps,
+        reused_fault_gbps,
+    }
+}
+
 fn per_interval(ops: &[u64], interval: Duration) -> Vec<f64> {
     ops.iter()
         .map(|&n| n as f64 / interval.as_secs_f64() / 1e6)
@@ -479,10 +645,16 @@ fn per_interval(ops: &[u64], interval: Duration) -> Vec<f64> {
 }
 
 /// Run the plan; `progress(message)` is told what runs.
-pub fn run(plan: &Plan, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, String> {
+pub fn run(
+    plan: &Plan,
+    mut progress: impl FnMut(&str),
+) -> Result<(Vec<Row>, Vec<MachineGaps>), String> {
     let workers = Workers::new();
     let mut rows = Vec::new();
+    let mut machine = Vec::new();
     for &threads in &plan.threads {
+        // Timed once per thread count, after the first map (as long as its median run).
+        let mut machine_timed = false;
         if plan.kind == Kind::GrowRead && threads < 2 {
             return Err("grow-read needs at least 2 threads (writers and readers)".into());
         }
@@ -555,10 +727,27 @@ pub fn run(plan: &Plan, mut progress: impl FnMut(&str)) -> Result<Vec<Row>, Stri
                 insert_timeline,
                 get_timeline,
                 table_bytes: mid.table_bytes,
+                insert_p999_timeline_us: mid.insert_p999_us,
+                get_p999_timeline_us: mid.get_p999_us,
             });
+            if plan.latency && !machine_timed {
+                machine_timed = true;
+                let length = mid
+                    .elapsed
+                    .clamp(Duration::from_secs(1), Duration::from_secs(30));
+                progress(&format!(
+                    "the machine itself, {threads} threads, {length:.1?}"
+                ));
+                machine.push(machine_gaps(
+                    &workers,
+                    threads,
+                    length,
+                    plan.recipe.huge_pages,
+                ));
+            }
         }
     }
-    Ok(rows)
+    Ok((rows, machine))
 }
 
 /// The results as a text table, with each row's ratio to the best other map.
@@ -566,7 +755,7 @@ pub fn table(rows: &[Row]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<20} {:>3} {:>10} {:>22}  {:>9} {:>9} {:>6}  {:>28}  {:>5}",
+        "{:<20} {:>3} {:>10} {:>22}  {:>9} {:>9} {:>6}  {:>28}  {:>5}  {:>22}",
         "map",
         "thr",
         "inserts",
@@ -575,7 +764,8 @@ pub fn table(rows: &[Row]) -> String {
         "steady",
         "min/st",
         "insert p50/p99.99/max (us)",
-        "zero"
+        "zero",
+        "worst p99.9 ins/get us"
     );
     for r in rows {
         let lat = |l: &Option<Latency>| {
@@ -589,9 +779,15 @@ pub fn table(rows: &[Row]) -> String {
             })
         };
         let opt = |v: Option<f64>, p: usize| v.map_or("-".to_string(), |v| format!("{v:.p$}"));
+        let worst = |t: &[f64]| (!t.is_empty()).then(|| t.iter().cloned().fold(0.0, f64::max));
+        let worst = format!(
+            "{}/{}",
+            opt(worst(&r.insert_p999_timeline_us), 0),
+            opt(worst(&r.get_p999_timeline_us), 0)
+        );
         let _ = writeln!(
             out,
-            "{:<20} {:>3} {:>10} {:>7.2} ({:>6.2}-{:>6.2})  {:>9} {:>9} {:>6}  {:>28}  {:>5}",
+            "{:<20} {:>3} {:>10} {:>7.2} ({:>6.2}-{:>6.2})  {:>9} {:>9} {:>6}  {:>28}  {:>5}  {:>22}",
             r.map,
             r.threads,
             r.workload.name(),
@@ -602,7 +798,32 @@ pub fn table(rows: &[Row]) -> String {
             opt(r.get_mops_steady, 2),
             opt(r.get_min_interval_fraction, 2),
             lat(&r.insert_latency_ns),
-            r.zero_insert_intervals
+            r.zero_insert_intervals,
+            worst
+        );
+    }
+    out
+}
+
+/// The machine's own gaps as text (module docs).
+pub fn machine_table(machine: &[MachineGaps]) -> String {
+    let rate = |gbps: Option<f64>| gbps.map_or("-".to_string(), |r| format!("{r:.2}"));
+    let mut out = String::new();
+    for m in machine {
+        let _ = writeln!(
+            out,
+            "the machine itself ({} threads reading the clock, {:.1} s): gap p50 {:.2} us, \
+             p99.99 {:.1} us, max {:.0} us; {} gaps over 1 ms, {} over 5 ms; memory faulted in at \
+             {} GB/s fresh, {} GB/s just freed",
+            m.threads,
+            m.seconds,
+            m.gap_ns.p50 as f64 / 1e3,
+            m.gap_ns.p9999 as f64 / 1e3,
+            m.gap_ns.max as f64 / 1e3,
+            m.gaps_over_1ms,
+            m.gaps_over_5ms,
+            rate(m.fresh_fault_gbps),
+            rate(m.reused_fault_gbps)
         );
     }
     out
@@ -617,30 +838,59 @@ pub fn svg(report: &Report, title: &str) -> String {
     const B: f64 = 36.0;
     const T: f64 = 30.0;
     let has_gets = report.rows.iter().any(|r| !r.get_timeline.is_empty());
+    let has_latency = report
+        .rows
+        .iter()
+        .any(|r| !r.insert_p999_timeline_us.is_empty());
     fn inserts(r: &Row) -> &Vec<f64> {
         &r.insert_timeline
     }
     fn gets(r: &Row) -> &Vec<f64> {
         &r.get_timeline
     }
+    fn insert_tails(r: &Row) -> &Vec<f64> {
+        &r.insert_p999_timeline_us
+    }
+    fn get_tails(r: &Row) -> &Vec<f64> {
+        &r.get_p999_timeline_us
+    }
     type Series = fn(&Row) -> &Vec<f64>;
-    let panels: Vec<(&str, Series)> = if has_gets {
-        vec![("inserts", inserts), ("gets", gets)]
-    } else {
-        vec![("inserts", inserts)]
-    };
+    // (title, series, log scale): throughput panels, then p99.9 panels on a log scale.
+    let mut panels: Vec<(&str, Series, bool)> = vec![("inserts", inserts, false)];
+    if has_gets {
+        panels.push(("gets", gets, false));
+    }
+    if has_latency {
+        panels.push(("inserts", insert_tails, true));
+        if has_gets {
+            panels.push(("gets", get_tails, true));
+        }
+    }
     let height = 40.0 + panels.len() as f64 * (H + 10.0) + 20.0 * report.rows.len() as f64;
     let mut svg = Svg::new(W, height, 11, title);
     let interval = report.rows.first().map_or(0.0, |r| r.interval_ms);
-    for (p, (name, series)) in panels.iter().enumerate() {
+    for (p, &(name, series, log)) in panels.iter().enumerate() {
         let y0 = 30.0 + p as f64 * (H + 10.0);
-        let max_y = report
+        let top = report
             .rows
             .iter()
             .flat_map(|r| series(r).iter().cloned())
             .fold(0.0, f64::max)
-            .max(1e-9)
-            * 1.1;
+            .max(1e-9);
+        // Linear panels from 0 to 1.1x the top; log panels (microseconds) from 0.1 us to the
+        // next power of ten above the top.
+        let (max_y, floor) = if log {
+            (top.log10().ceil().max(0.0), -1.0)
+        } else {
+            (top * 1.1, 0.0)
+        };
+        let scale = |v: f64| {
+            if log {
+                (v.max(0.1).log10() - floor) / (max_y - floor)
+            } else {
+                v / max_y
+            }
+        };
         let max_t = report
             .rows
             .iter()
@@ -649,15 +899,25 @@ pub fn svg(report: &Report, title: &str) -> String {
             .max(1.0);
         let (pw, ph) = (W - L - 20.0, H - T - B);
         svg.rect(L, y0 + T, pw, ph, r##"fill="none" stroke="#999""##);
+        let what = if log {
+            "p99.9 latency (us, log scale)"
+        } else {
+            "Mops/s"
+        };
         svg.text(
             L,
             y0 + T - 8.0,
             r#"font-weight="bold""#,
-            &format!("{name}: Mops/s per {interval} ms interval"),
+            &format!("{name}: {what} per {interval} ms interval"),
         );
         for i in 0..=4 {
-            let v = max_y * f64::from(i) / 4.0;
-            let y = y0 + T + ph - ph * f64::from(i) / 4.0;
+            let f = f64::from(i) / 4.0;
+            let v = if log {
+                10f64.powf(floor + (max_y - floor) * f)
+            } else {
+                max_y * f
+            };
+            let y = y0 + T + ph - ph * f;
             svg.text(
                 L - 4.0,
                 y + 4.0,
@@ -679,7 +939,7 @@ pub fn svg(report: &Report, title: &str) -> String {
                 .enumerate()
                 .map(|(j, &v)| {
                     let x = L + pw * ((j as f64 + 0.5) * r.interval_ms) / max_t;
-                    (x, y0 + T + ph - ph * v / max_y)
+                    (x, y0 + T + ph - ph * scale(v))
                 })
                 .collect();
             let colour = PALETTE[i % PALETTE.len()];
@@ -734,7 +994,7 @@ mod tests {
 
     #[test]
     fn population_grows_every_map_and_checks_it() {
-        let rows = run(
+        let (rows, machine) = run(
             &plan(
                 Kind::Population,
                 &[
@@ -754,7 +1014,24 @@ mod tests {
             assert!((timeline_ops - 40_000.0).abs() < 1.0, "{timeline_ops}");
             let l = r.insert_latency_ns.unwrap();
             assert!(l.p50 <= l.p9999 && l.p9999 <= l.max);
+            // A p99.9 per interval (an operation's time and its batch of 64's count may fall
+            // in neighbouring intervals), none above the run's maximum.
+            let tails = &r.insert_p999_timeline_us;
+            assert!(tails.len().abs_diff(r.insert_timeline.len()) <= 1, "{r:?}");
+            assert!(tails.iter().any(|&t| t > 0.0));
+            for &tail in tails {
+                assert!(
+                    tail * 1e3 <= l.max as f64 * 1.01,
+                    "{tail} us above max {}",
+                    l.max
+                );
+            }
         }
+        assert_eq!(machine.len(), 1);
+        let m = &machine[0];
+        assert_eq!(m.threads, 2);
+        assert!(m.seconds >= 1.0 && m.gap_ns.p50 <= m.gap_ns.max, "{m:?}");
+        assert!(machine_table(&machine).contains("the machine itself (2 threads"));
         let floe = &rows[0];
         assert!(floe.table_bytes.unwrap() > 40_000 * 16, "the map grew");
         let text = table(&rows);
@@ -763,23 +1040,27 @@ mod tests {
             envelope: crate::report::Envelope::now(SCHEMA),
             rows,
             triggers: vec![trigger(&plan(Kind::Population, &[]).recipe, 1 << 12).unwrap()],
+            machine_gaps: machine,
         };
         let t = &report.triggers[0];
         assert!(t.keys > 1 << 12 && t.space_efficiency > 0.2 && t.space_efficiency < 1.0);
         let chart = svg(&report, "population");
-        assert_eq!(chart.matches("<polyline").count(), 4);
+        // Throughput and p99.9 panels, a line per map in each.
+        assert_eq!(chart.matches("<polyline").count(), 8);
+        assert!(chart.contains("p99.9 latency"));
         let json = serde_json::to_string(&report).unwrap();
         assert_eq!(serde_json::from_str::<Report>(&json).unwrap(), report);
     }
 
     #[test]
     fn grow_read_reports_gets_during_and_after() {
-        let rows = run(
+        let (rows, _) = run(
             &plan(Kind::GrowRead, &[MapKind::Floe, MapKind::Scc]),
             |_| {},
         )
         .unwrap();
         for r in &rows {
+            assert!(r.get_p999_timeline_us.iter().any(|&t| t > 0.0));
             assert_eq!((r.writers, r.readers), (1, 1));
             assert!(r.get_mops_during.unwrap() > 0.0 && r.get_mops_steady.unwrap() > 0.0);
             assert!(!r.get_timeline.is_empty());

@@ -432,8 +432,9 @@ fn grow(args: &RunArgs) -> Result<(), Failure> {
         keys::pretty_count(args.initial_slots),
         plan.latency
     );
-    let rows = growth::run(&plan, |m| eprintln!("  {m}")).map_err(Failure::Run)?;
+    let (rows, machine) = growth::run(&plan, |m| eprintln!("  {m}")).map_err(Failure::Run)?;
     println!("\n{}", growth::table(&rows));
+    print!("{}", growth::machine_table(&machine));
     let mut triggers = Vec::new();
     if kinds.contains(&MapKind::Floe) && kind == growth::Kind::Population {
         println!("floe at its growth trigger (first insert that finds no room in a fixed table):");
@@ -456,6 +457,7 @@ fn grow(args: &RunArgs) -> Result<(), Failure> {
         envelope: report::Envelope::now(growth::SCHEMA),
         rows,
         triggers,
+        machine_gaps: machine,
     };
     if let Some(path) = &common.json {
         let json =

@@ -84,6 +84,8 @@ pub(crate) struct Config {
     pub(crate) resize_mode: ResizeMode,
     /// Growth limit.
     pub(crate) max_bins: usize,
+    /// The most bytes a map prepares ahead for its next growth (`raw/prepare.rs`); 0: none.
+    pub(crate) grow_ahead: usize,
 }
 
 impl Default for Config {
@@ -97,6 +99,7 @@ impl Default for Config {
             huge_pages: true,
             resize_mode: ResizeMode::Incremental,
             max_bins: usize::MAX,
+            grow_ahead: usize::MAX,
         }
     }
 }
@@ -122,4 +125,10 @@ pub struct Stats {
     /// Tables of this map not yet freed: 1, or 2 during a growth, more only while a thread
     /// still reads a replaced table.
     pub live_tables: usize,
+    /// Bytes mapped ahead for the next growth and not yet taken by it, of which the bins are
+    /// faulted in as the table nears its growth
+    /// ([`Builder::grow_ahead`](crate::Builder::grow_ahead)); not in `allocated_bytes`.
+    pub prepared_bytes: usize,
+    /// Growths that found their new table's memory prepared (see `prepared_bytes`).
+    pub prepared_growths: usize,
 }

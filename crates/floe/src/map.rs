@@ -243,6 +243,31 @@ impl<K, V, S, T> Builder<K, V, S, T> {
         self.config.huge_pages = huge_pages;
         self
     }
+
+    /// Prepare each next table's memory ahead of its growth, if it takes at most `max_bytes`
+    /// (default: no limit; 0 turns preparation off).
+    ///
+    /// Once a table holds more keys than the load it would be sized for from a capacity (1.75
+    /// keys a bin; it grows at 1.9-2.0), its map maps its successor and its writes fault the
+    /// successor's bins in, a 2 MiB step in one write now and then, paced to be done before the
+    /// growth. So the growth finds its table's pages there instead of having the kernel zero
+    /// them (and, in a virtual machine, the host back them) under the inserts that touch them
+    /// first: on the machine measured, a population of 2^26 keys otherwise all but stopped
+    /// inserting for seconds at its last growth (`BENCHMARKS.md`, "Tails while growing").
+    ///
+    /// What it costs: the same page faults, taken earlier, so the writes just before a growth
+    /// run slower while the ones during the growth do not stop; one write in a step waits for
+    /// it (0.2 ms on memory the kernel only zeroes, up to 5 ms when a virtual machine's host
+    /// must back it). And memory held early: in proportion to the way the table has gone
+    /// towards its growth, up to the next table's size (two to four times the current one's),
+    /// which the growth would take anyway; a map that stops growing there keeps it until it
+    /// grows, shrinks (`shrink_to_fit`), is cleared or dropped
+    /// ([`Stats::prepared_bytes`](crate::Stats::prepared_bytes) says how much). A map filled
+    /// no further than the capacity it was built with prepares nothing.
+    pub fn grow_ahead(mut self, max_bytes: usize) -> Self {
+        self.config.grow_ahead = max_bytes;
+        self
+    }
 }
 
 impl<K: InlineKey, V: Inline, S: BuildHasher> Builder<K, V, S> {
@@ -884,7 +909,10 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     }
 
     /// Make room for `additional` more keys than the map holds now, growing it (and doing the
-    /// whole move in this call) if the current table is sized for fewer.
+    /// whole move in this call) if the current table is sized for fewer. This call is the
+    /// exception to the bound a growth otherwise keeps on every operation's share of its work
+    /// (a chunk of bins now and then): it was asked for the whole move. Operations of other
+    /// threads meanwhile keep that bound.
     ///
     /// ```
     /// let map = floe::FlatMap::<u64, u64>::with_capacity(16);
@@ -912,7 +940,8 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// factor if not, and moves the groups as a growth moves bins, with any thread that
     /// touches the map helping. If no factor fits, the bins thaw and nothing changes. So
     /// inserts pause for the length of the call (a few milliseconds per 100 MiB of table);
-    /// everything else does not. A growth already under way is finished first; a shrink
+    /// everything else does not. Those inserts are the one exception to the bound on how long
+    /// an operation waits for a change of table (`reserve` the other, for its own caller). A growth already under way is finished first; a shrink
     /// never races a growth.
     ///
     /// ```

@@ -65,6 +65,9 @@ pub enum MapKind {
     /// floe's FlatMap made fixed-size (`max_bins`): never grows; its reads skip the reader
     /// announcement.
     FloeFixed,
+    /// floe's FlatMap with `Builder::grow_ahead(0)`: no next table's memory prepared ahead of
+    /// its growth (the growth's pages are faulted in by the operations that touch them first)
+    FloeUnprepared,
     /// floe's `Map` for any key and value, here `Map<u64, u64>`: the slot holds the key's hash
     /// and a pointer to a heap entry (one more line per hit than `FlatMap`); one handle pinned
     /// per operation (`map.pin()`), as for papaya. Batched gets (`MapRef::get_many`, its own
@@ -121,7 +124,7 @@ impl MapKind {
     pub fn is_floe(self) -> bool {
         matches!(
             self,
-            MapKind::Floe | MapKind::FloeBlocking | MapKind::FloeFixed
+            MapKind::Floe | MapKind::FloeBlocking | MapKind::FloeFixed | MapKind::FloeUnprepared
         )
     }
 
@@ -131,6 +134,7 @@ impl MapKind {
             MapKind::Floe => "floe",
             MapKind::FloeBlocking => "floe-blocking",
             MapKind::FloeFixed => "floe-fixed",
+            MapKind::FloeUnprepared => "floe-unprepared",
             MapKind::FloeAny => "floe-any",
             MapKind::FloeLocal => "floe-local",
             MapKind::Dashmap => "dashmap",
@@ -185,6 +189,12 @@ impl Recipe {
             MapKind::FloeFixed => visit.visit(&|| {
                 self.floe_builder()
                     .max_bins(1)
+                    .build()
+                    .map_err(|e| format!("building floe's map: {e}"))
+            }),
+            MapKind::FloeUnprepared => visit.visit(&|| {
+                self.floe_builder()
+                    .grow_ahead(0)
                     .build()
                     .map_err(|e| format!("building floe's map: {e}"))
             }),

@@ -14,6 +14,8 @@
 use core::ops::Deref;
 #[cfg(not(loom))]
 use core::ptr::NonNull;
+#[cfg(not(loom))]
+use std::sync::Arc;
 
 /// The size and alignment of a transparent huge page on x86-64.
 #[cfg(not(loom))]
@@ -71,12 +73,9 @@ pub(crate) struct TableMemory<T> {
 
 #[cfg(not(loom))]
 enum Backing {
-    /// From `mmap`: `base`/`bytes` is the whole mapping to unmap.
-    Mmap {
-        base: *mut libc::c_void,
-        bytes: usize,
-        huge: bool,
-    },
+    /// A mapping of its own, or one made ready ahead of time (`prepare.rs`), which may be
+    /// shared with the thread still faulting it in.
+    Mapped(Arc<Region>),
     /// From the global allocator.
     Heap { layout: std::alloc::Layout },
     /// Zero elements: nothing allocated.
@@ -106,7 +105,7 @@ impl<T: ZeroInit> TableMemory<T> {
             });
         }
         if cfg!(not(miri)) && cfg!(unix) && bytes >= HUGE_PAGE {
-            return Self::mmap(len, bytes, huge_pages);
+            return Self::in_region(Arc::new(Region::map(bytes, huge_pages)?), len);
         }
         let layout =
             std::alloc::Layout::from_size_align(bytes, core::mem::align_of::<T>().max(64)).ok()?;
@@ -120,7 +119,66 @@ impl<T: ZeroInit> TableMemory<T> {
         })
     }
 
-    fn mmap(len: usize, bytes: usize, huge_pages: bool) -> Option<Self> {
+    /// `len` elements at the start of `region`, which nothing has written (a fresh mapping,
+    /// faulted in or not, is all zeroes). `None` if they do not fit.
+    pub(crate) fn in_region(region: Arc<Region>, len: usize) -> Option<Self> {
+        let bytes = len.checked_mul(core::mem::size_of::<T>())?;
+        if bytes > region.bytes || bytes == 0 {
+            return None;
+        }
+        Some(Self {
+            ptr: NonNull::new(region.base.cast::<T>())?,
+            len,
+            backing: Backing::Mapped(region),
+        })
+    }
+
+    /// Bytes the region occupies (rounded to pages for mappings).
+    pub(crate) fn bytes(&self) -> usize {
+        match &self.backing {
+            Backing::Mapped(region) => region.bytes,
+            Backing::Heap { layout } => layout.size(),
+            Backing::Empty => 0,
+        }
+    }
+
+    /// Whether the region was advised for transparent huge pages.
+    pub(crate) fn huge_pages(&self) -> bool {
+        matches!(&self.backing, Backing::Mapped(region) if region.huge)
+    }
+}
+
+/// An anonymous private mapping of whole huge pages, aligned to a huge page, advised for
+/// transparent huge pages or against them, and unmapped when dropped. Fresh, it reads as zero
+/// and costs nothing until touched; [`populate`](Self::populate) faults parts of it in
+/// without writing them.
+#[cfg(not(loom))]
+pub(crate) struct Region {
+    base: *mut libc::c_void,
+    bytes: usize,
+    huge: bool,
+}
+
+// SAFETY: a `Region` is an address range and its size; it hands out no references itself
+// (`TableMemory` does, under its own rules), and unmapping it on drop is valid from any thread.
+#[cfg(not(loom))]
+unsafe impl Send for Region {}
+// SAFETY: as above; `populate` only asks the kernel to fault pages in, which never changes
+// their contents and may race with any access.
+#[cfg(not(loom))]
+unsafe impl Sync for Region {}
+
+#[cfg(not(loom))]
+impl Region {
+    /// Map at least `bytes` (rounded up to whole huge pages). `None` if the size overflows or
+    /// the kernel refuses.
+    pub(crate) fn map(bytes: usize, huge_pages: bool) -> Option<Region> {
+        let region = Self::map_advised(bytes, huge_pages)?;
+        region.advise(0, region.bytes, huge_pages);
+        Some(region)
+    }
+
+    fn map_advised(bytes: usize, huge_pages: bool) -> Option<Region> {
         // Round the region up to whole huge pages and over-allocate by one so an aligned start
         // exists inside the mapping; the slack at both ends is unmapped again.
         let region = bytes.checked_next_multiple_of(HUGE_PAGE)?;
@@ -154,40 +212,65 @@ impl<T: ZeroInit> TableMemory<T> {
                 libc::munmap((aligned + region) as *mut libc::c_void, tail);
             }
         }
-        let base = aligned as *mut libc::c_void;
+        Some(Region {
+            base: aligned as *mut libc::c_void,
+            bytes: region,
+            huge: huge_pages,
+        })
+    }
+
+    /// Advise `len` bytes from `offset` (whole huge pages) for transparent huge pages or
+    /// against them. A hint: failure (a kernel without THP) leaves ordinary pages, which is
+    /// correct, only slower.
+    fn advise(&self, offset: usize, len: usize, huge_pages: bool) {
         let advice = if huge_pages {
             libc::MADV_HUGEPAGE
         } else {
             libc::MADV_NOHUGEPAGE
         };
-        // SAFETY: `base..base+region` is our mapping. The advice is a hint: failure (a kernel
-        // without THP) leaves ordinary pages, which is correct, only slower.
+        // SAFETY: the range lies inside our live mapping (callers clamp it); advice changes no
+        // contents.
         unsafe {
-            libc::madvise(base, region, advice);
+            libc::madvise(self.base.cast::<u8>().add(offset).cast(), len, advice);
         }
-        Some(Self {
-            ptr: NonNull::new(base.cast::<T>())?,
-            len,
-            backing: Backing::Mmap {
-                base,
-                bytes: region,
-                huge: huge_pages,
-            },
-        })
     }
 
-    /// Bytes the region occupies (rounded to pages for mappings).
+    /// Bytes mapped (whole huge pages).
     pub(crate) fn bytes(&self) -> usize {
-        match self.backing {
-            Backing::Mmap { bytes, .. } => bytes,
-            Backing::Heap { layout } => layout.size(),
-            Backing::Empty => 0,
-        }
+        self.bytes
     }
 
-    /// Whether the region was advised for transparent huge pages.
-    pub(crate) fn huge_pages(&self) -> bool {
-        matches!(self.backing, Backing::Mmap { huge: true, .. })
+    /// Fault in `len` bytes from `offset` (clamped to the region) as writable, without
+    /// writing them (`MADV_POPULATE_WRITE`, Linux 5.14): pages already there are left as they
+    /// are, missing ones come zeroed, so this may run while the region is in use. `false` if
+    /// the kernel cannot do it (too old, or out of memory): the pages then come on first touch.
+    pub(crate) fn populate(&self, offset: usize, len: usize) -> bool {
+        let offset = offset.min(self.bytes);
+        let len = len.min(self.bytes - offset);
+        if len == 0 {
+            return true;
+        }
+        #[cfg(target_os = "linux")]
+        {
+            // SAFETY: the range lies inside our live mapping; MADV_POPULATE_WRITE changes no
+            // contents (it faults pages in as a write would, without writing).
+            unsafe {
+                let start = self.base.cast::<u8>().add(offset).cast();
+                libc::madvise(start, len, libc::MADV_POPULATE_WRITE) == 0
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        false
+    }
+}
+
+#[cfg(not(loom))]
+impl Drop for Region {
+    fn drop(&mut self) {
+        // SAFETY: `base`/`bytes` is exactly the mapping kept in `map`, unmapped once, here.
+        unsafe {
+            libc::munmap(self.base, self.bytes);
+        }
     }
 }
 
@@ -208,14 +291,12 @@ impl<T> Deref for TableMemory<T> {
 impl<T> Drop for TableMemory<T> {
     fn drop(&mut self) {
         // The elements are atomics and plain data: no destructors to run.
-        match self.backing {
-            // SAFETY: `base`/`bytes` is exactly the mapping we kept in `mmap`.
-            Backing::Mmap { base, bytes, .. } => unsafe {
-                libc::munmap(base, bytes);
-            },
+        match &self.backing {
+            // The mapping goes when its last owner does (`Region`'s drop).
+            Backing::Mapped(_) => {}
             // SAFETY: `ptr` came from `alloc_zeroed(layout)`.
             Backing::Heap { layout } => unsafe {
-                std::alloc::dealloc(self.ptr.as_ptr().cast(), layout);
+                std::alloc::dealloc(self.ptr.as_ptr().cast(), *layout);
             },
             Backing::Empty => {}
         }

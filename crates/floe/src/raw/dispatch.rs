@@ -285,7 +285,7 @@ pub(crate) fn calibrate() -> Option<Calibration> {
         transfer_reserve: 0,
         huge_pages: false,
     };
-    let table = RawTable::new(geometry, dead, Arc::default())?;
+    let table = RawTable::new(geometry, dead, Arc::default(), None, None)?;
     for key in 1..=KEYS {
         let _ = table.insert(ScalarLoader, fastrange(mix(key), BINS), key, key);
     }

@@ -30,7 +30,8 @@
 //!  raw/mod.rs (RawTable), migrate.rs,         one table: bin protocols, moving bins out,
 //!  raw/local.rs                               the same for a table one thread owns
 //!        |
-//!  raw/loader.rs, layout.rs, alloc.rs         reading lines, the memory, its allocation
+//!  raw/loader.rs, layout.rs, alloc.rs,        reading lines, the memory, its allocation,
+//!  prepare.rs                                 a next table's memory made ready ahead
 //!        |
 //!  control/ (header words, SIMD groups)       bit tricks, no memory
 //!        |
@@ -285,6 +286,7 @@ pub(crate) mod loader;
 mod local;
 pub(crate) use local::{IF_ABSENT, IF_PRESENT, UPSERT};
 pub(crate) mod migrate;
+pub(crate) mod prepare;
 pub(crate) mod stats;
 
 use std::sync::Arc;
@@ -300,6 +302,7 @@ use self::{
     layout::{Bin, LinkBucket, Slot},
     loader::LineLoader,
     migrate::Migration,
+    prepare::{Ahead, Prepared},
 };
 use crate::{
     control::{
@@ -489,14 +492,20 @@ pub(crate) struct RawTable {
     links_lost: AtomicUsize,
     len: ShardedCounter,
     dead: DeadKeys,
+    /// Asks for this table's successor to be prepared (`prepare.rs`); tables made by a growth.
+    ahead: Option<Ahead>,
 }
 
 impl RawTable {
     /// Allocate a table. `None` if the memory cannot be had or a size overflows.
+    /// `prepared`: memory made ready for it (`prepare.rs`); `ahead`: how it asks for its own
+    /// successor's.
     pub(crate) fn new(
         geometry: Geometry,
         dead: DeadKeys,
         alive: Arc<StdAtomicUsize>,
+        prepared: Option<Prepared>,
+        ahead: Option<Ahead>,
     ) -> Option<Self> {
         debug_assert!(geometry.bins >= 2 && dead.primary_bin < geometry.bins);
         let links = geometry
@@ -506,8 +515,13 @@ impl RawTable {
         if links >= u32::MAX as usize {
             return None;
         }
-        let bins = TableMemory::zeroed(geometry.bins, geometry.huge_pages)?;
-        let links = TableMemory::zeroed(links, geometry.huge_pages)?;
+        let (bins, links) = match prepared.and_then(|p| p.into_memory(geometry.bins, links)) {
+            Some(memory) => memory,
+            None => (
+                TableMemory::zeroed(geometry.bins, geometry.huge_pages)?,
+                TableMemory::zeroed(links, geometry.huge_pages)?,
+            ),
+        };
         alive.fetch_add(1, StdOrdering::Relaxed);
         let table = Self {
             bins,
@@ -520,6 +534,7 @@ impl RawTable {
             links_lost: AtomicUsize::new(0),
             len: ShardedCounter::new(),
             dead,
+            ahead,
         };
         // Invariant 2: free slots hold their bin's dead key. Zeroed memory holds 0, the dead
         // key of every bin but `primary_bin` when `primary` is 0 (as the map chooses it).
@@ -587,6 +602,17 @@ impl RawTable {
 
     pub(crate) fn len(&self) -> usize {
         self.len.sum()
+    }
+
+    /// A write of `hash` is about to run on this table (not migrating): if it is one of the
+    /// writes that pace the preparation of this table's successor, do that (`prepare.rs`).
+    #[inline(always)]
+    pub(crate) fn pace_preparation(&self, hash: u64) {
+        if let Some(ahead) = &self.ahead {
+            if Ahead::turn_of(hash) {
+                ahead.pace(self.len());
+            }
+        }
     }
 
     /// The address of a bin, for software prefetching.
@@ -1467,6 +1493,8 @@ mod tests {
             },
             dead,
             Arc::default(),
+            None,
+            None,
         )
         .unwrap()
     }
