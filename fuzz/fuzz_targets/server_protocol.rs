@@ -40,7 +40,9 @@ fn replies(settings: &Settings, chunks: &[&[u8]], room: usize) -> Vec<u8> {
 }
 
 fuzz_target!(|data: &[u8]| {
-    let Some((&seed, input)) = data.split_first() else { return };
+    let Some((&seed, input)) = data.split_first() else {
+        return;
+    };
     let settings = Settings {
         memory_limit: 64 << 10,
         evict: seed & 0x80 == 0,
