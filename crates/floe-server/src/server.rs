@@ -51,6 +51,11 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Most connections open at once (`-c`); more are refused with an error line.
     pub max_connections: usize,
+    /// Run the housekeeping thread, which unlinks expired items every 5 s
+    /// ([`Cache::reclaim_expired`]). The `floe-server` binary always does; tests that call
+    /// `reclaim_expired` themselves on a manual clock turn it off, so that no sweep of its
+    /// own comes between theirs and their counts are exact.
+    pub housekeeping: bool,
 }
 
 /// A running server: its address and a way to stop it.
@@ -61,7 +66,8 @@ pub struct Server {
 }
 
 impl Server {
-    /// Bind every worker's socket and start the workers and the housekeeping thread.
+    /// Bind every worker's socket and start the workers and (unless `config` turns it off)
+    /// the housekeeping thread.
     pub fn start(
         cache: Arc<Cache>,
         config: &Config,
@@ -101,26 +107,28 @@ impl Server {
                     })?,
             );
         }
-        let housekeeping_stop = Arc::clone(&shutdown);
-        threads.push(
-            std::thread::Builder::new()
-                .name("floe-housekeeping".into())
-                .spawn(move || {
-                    // Unlink expired items every few seconds, so their memory comes back even if no
-                    // one asks for them and nothing needs evicting.
-                    let mut ticks = 0u32;
-                    while !housekeeping_stop.load(Ordering::Relaxed) {
-                        std::thread::sleep(Duration::from_millis(100));
-                        ticks += 1;
-                        if ticks.is_multiple_of(50) {
-                            let unlinked = cache.reclaim_expired();
-                            if unlinked > 0 {
-                                log!(2, "reclaimed {unlinked} expired items");
+        if config.housekeeping {
+            let housekeeping_stop = Arc::clone(&shutdown);
+            threads.push(
+                std::thread::Builder::new()
+                    .name("floe-housekeeping".into())
+                    .spawn(move || {
+                        // Unlink expired items every few seconds, so their memory comes back
+                        // even if no one asks for them and nothing needs evicting.
+                        let mut ticks = 0u32;
+                        while !housekeeping_stop.load(Ordering::Relaxed) {
+                            std::thread::sleep(Duration::from_millis(100));
+                            ticks += 1;
+                            if ticks.is_multiple_of(50) {
+                                let unlinked = cache.reclaim_expired();
+                                if unlinked > 0 {
+                                    log!(2, "reclaimed {unlinked} expired items");
+                                }
                             }
                         }
-                    }
-                })?,
-        );
+                    })?,
+            );
+        }
         Ok(Server {
             address,
             shutdown,

@@ -18,6 +18,7 @@ fn start(settings: Settings) -> Server {
     let config = Config {
         listen: "127.0.0.1:0".parse().unwrap(),
         max_connections: 64,
+        housekeeping: true,
     };
     Server::start(cache, &config, Arc::new(AtomicBool::new(false))).expect("server")
 }
