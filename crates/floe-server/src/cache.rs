@@ -865,16 +865,23 @@ impl Cache {
     }
 }
 
-/// Unlink `key` if its item is still the one with `cas`; uncharges it.
+/// Unlink the item a read found invalid at `now` (`key`'s, with CAS unique `cas`) if it is
+/// still there and still invalid at `now`; uncharges it. The unique alone does not name that
+/// item: a `touch` publishes a copy with the same unique and a new expiry, and one whose
+/// session began before the reader's (an earlier `now`) may have found the item valid and
+/// answered TOUCHED; that copy stays unless it too is invalid at the reader's time.
 fn unlink(
     map: &MapRef<'_, Key, Item, DefaultHashBuilder>,
-    used: &AtomicUsize,
+    cache: &Cache,
     key: &[u8],
     cas: u64,
+    now: u32,
 ) -> bool {
-    match map.remove_if(key, |item| item.cas == cas) {
+    match map.remove_if(key, |item| {
+        item.cas == cas && cache.validity(item, now).is_err()
+    }) {
         Some(item) => {
-            used.fetch_sub(item.charge(), Ordering::Relaxed);
+            cache.used.fetch_sub(item.charge(), Ordering::Relaxed);
             true
         }
         None => false,
@@ -1046,7 +1053,7 @@ impl<'w> Session<'w> {
             Err(why) => {
                 // Counted by the read that unlinks it: a batch may hold the key twice, and
                 // memcached, which unlinks at the first, counts one.
-                if unlink(&self.map, &self.cache.used, key, item.cas) {
+                if unlink(&self.map, self.cache, key, item.cas, self.now) {
                     self.count(why, 1);
                 }
                 None
@@ -1568,4 +1575,47 @@ pub fn parse_counter(data: &[u8]) -> Option<u64> {
 /// C's `isspace` in the C locale.
 fn is_c_space(byte: u8) -> bool {
     matches!(byte, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A read that found an item expired unlinks it only if the item there is still expired
+    /// at the read's time: a `touch` whose session began before the clock moved finds the
+    /// item valid, publishes a copy with the same CAS unique and a new expiry, and answers
+    /// TOUCHED; the read's unlink, coming after, must leave that copy.
+    #[test]
+    fn an_expired_read_leaves_the_item_a_touch_published() {
+        let cache = Arc::new(
+            Cache::with_manual_clock(Settings {
+                workers: 2,
+                ..Settings::default()
+            })
+            .expect("cache"),
+        );
+        let (mut reader, mut toucher) = (cache.worker(0), cache.worker(1));
+        {
+            let mut session = reader.session();
+            let exptime = cache.server_time(10, session.now());
+            let stored = session.store(StoreMode::Set, b"k", 0, exptime, b"v", None);
+            assert!(matches!(stored, Stored::Stored(_)), "{stored:?}");
+        }
+        let touching = toucher.session();
+        cache.advance_clock(11);
+        let reading = reader.session();
+        let found = reading.map.get(&b"k"[..]).expect("stored");
+        assert!(cache.validity(found, reading.now()).is_err());
+        let touched = touching
+            .touch(b"k", cache.server_time(100, touching.now()))
+            .expect("valid at the touch's time");
+        assert_eq!(touched.cas(), found.cas());
+        assert!(cache.validity(touched, reading.now()).is_ok());
+        assert!(reading.valid(b"k", found).is_none(), "expired when read");
+        assert_eq!(cache.counter(Counter::GetExpired), 0, "nothing unlinked");
+        drop((touching, reading));
+        assert_eq!(cache.items(), 1, "the touched item stays");
+        let session = reader.session();
+        assert_eq!(session.peek(b"k").map(Item::exptime), Some(102));
+    }
 }
