@@ -411,7 +411,13 @@ const SWEEP_SLICE: usize = 256;
 struct Node {
     key: Key,
     id: u64,
-    /// The item's charge when the node was queued (for the queues' shares of the bytes).
+    /// The item's charge when the node was last queued (for the queues' shares of the
+    /// bytes, which decide which queue eviction takes from). A write that replaces the item
+    /// takes the node over without finding it in its queue (a search of the shard's queues,
+    /// under their lock, per overwrite), so the charge is brought up to date only when the
+    /// node goes round: passed over under `-M`, or moved on to main. Until then a queue's
+    /// `bytes` counts the item as it was (an append that grew it, say, is not counted), which
+    /// skews the small/main split, never what is charged against `-m` (`Cache::used`).
     charge: u32,
 }
 
@@ -1433,12 +1439,17 @@ impl<'w> Session<'w> {
         let evict = cache.settings.evict;
         // Under `-M`, live items are passed over (to their queue's tail) so that the stale
         // nodes and expired items behind them are still found, at most this many per call.
+        // Known limit: the bound keeps the work of a refused store, and its hold of each
+        // shard's lock, small (`MAX_PASSED_OVER` lookups per call, a call or two per shard),
+        // so a stale node or an expired item behind more live items than that is reached
+        // only after several refused stores have each moved 64 live items to the tail; until
+        // then stores answer out of memory although memory could be freed.
         let mut may_pass_over = (queues.small.len() + queues.main.len()).min(MAX_PASSED_OVER);
         loop {
             let total = queues.small.bytes + queues.main.bytes;
             let from_small = !queues.small.is_empty()
                 && (queues.small.bytes * 10 >= total || queues.main.is_empty());
-            let Some(node) = queues.fifo(from_small).pop_front() else {
+            let Some(mut node) = queues.fifo(from_small).pop_front() else {
                 return false;
             };
             let item = self
@@ -1459,6 +1470,8 @@ impl<'w> Session<'w> {
                 }
                 return true;
             }
+            // Queued again below, with the charge of the item that holds it now.
+            node.charge = item.charge() as u32;
             if !evict {
                 // `-M`: a live item is never evicted.
                 queues.fifo(from_small).push_back(node);
