@@ -808,8 +808,8 @@ impl Cache {
     /// few seconds; requests never wait for it), skipped while no request ever gave an
     /// expiry time or a flush. Returns how many it unlinked.
     ///
-    /// One pass over the eviction queues, which name every item (its node), in slices of
-    /// [`SWEEP_SLICE`] nodes: a slice's keys are copied under its shard's lock, then looked
+    /// One pass over the eviction queues, which name every item (its node), in slices of 256
+    /// nodes (`SWEEP_SLICE`): a slice's keys are copied under its shard's lock, then looked
     /// up under a pin of the map of its own, so neither the lock nor the pin (which holds
     /// back the freeing of replaced entries) is held for more than a slice, and the memory
     /// the sweep takes does not grow with the cache. The pass covers each queue as far as
