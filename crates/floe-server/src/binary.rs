@@ -3,15 +3,16 @@
 //!
 //! A connection speaks it when its first byte is `0x80`. Runs of get requests (`Get`,
 //! `GetQ`, `GetK`, `GetKQ`: the binary multi-get is a run of quiet gets ended by a `Noop`)
-//! are gathered and looked up in one batch, as the text protocol's; any other request first
-//! answers them. A CAS of 0 in a request header means "no CAS" (the binary protocol's rule). Supported: every opcode of memcached 1.6's binary protocol except SASL
+//! are gathered and looked up in batches, as the text protocol's; any other request first
+//! answers them. Replies are bounded as the text protocol's: a call stops between requests
+//! once its output passed the room it was given. A CAS of 0 in a request header means "no CAS" (the binary protocol's rule). Supported: every opcode of memcached 1.6's binary protocol except SASL
 //! (`0x20`-`0x22`, answered "unknown command"). A request whose header is malformed (wrong
 //! magic) closes the connection, as memcached does; a body too large for `-I` is answered
 //! `Value too large` and discarded as it arrives.
 
 use crate::{
     cache::{Counter, Deleted, Delta, Item, Session, StoreMode, Stored, MAX_KEY_LEN},
-    text::{Served, VERSION},
+    text::{Served, LOOKUP_BATCH, VERSION},
 };
 
 const HEADER: usize = 24;
@@ -138,33 +139,42 @@ fn error(out: &mut Vec<u8>, request: &Header, status: u16) {
 /// A get waiting in the batch.
 struct Read {
     header: Header,
+    /// Where its request starts in the input.
+    start: usize,
     key_range: (usize, usize),
 }
 
-/// Answer every complete request in `input`, appending responses to `out`.
-pub fn serve(input: &[u8], out: &mut Vec<u8>, session: &mut Session<'_>) -> Served {
+/// Answer the complete requests in `input`, appending responses to `out`, until the
+/// responses pass `room` bytes: no request starts after that (a run of quiet gets, the
+/// binary multi-get, stops between two gets), so one call makes at most the room plus one
+/// value of output; the requests left are answered by a later call.
+pub fn serve(input: &[u8], out: &mut Vec<u8>, session: &mut Session<'_>, room: usize) -> Served {
+    let limit = out.len().saturating_add(room);
     let mut pos = 0;
     let mut reads: Vec<Read> = Vec::new();
-    let served = loop {
+    // Answer the gathered gets; leave the loop if they filled the output's room.
+    macro_rules! answer_reads {
+        () => {
+            if let Some(start) = answer_reads(&mut reads, input, out, session, limit) {
+                break Served::stopped_at(start);
+            }
+        };
+    }
+    let mut served = loop {
+        if reads.is_empty() && out.len() > limit {
+            break Served::stopped_at(pos);
+        }
         let rest = &input[pos..];
         if rest.len() < HEADER {
-            break Served {
-                consumed: pos,
-                swallow: 0,
-                close: false,
-            };
+            break Served::upto(pos);
         }
         let Some(header) = parse_header(rest) else {
-            answer_reads(&mut reads, input, out, session);
-            break Served {
-                consumed: input.len(),
-                swallow: 0,
-                close: true,
-            };
+            answer_reads!();
+            break Served::closing_at(input.len());
         };
         let settings = session.cache().settings();
         if header.body_len > settings.max_item_size + MAX_KEY_LEN + 64 {
-            answer_reads(&mut reads, input, out, session);
+            answer_reads!();
             error(out, &header, status::TOO_LARGE);
             let available = rest.len() - HEADER;
             if available >= header.body_len {
@@ -172,61 +182,84 @@ pub fn serve(input: &[u8], out: &mut Vec<u8>, session: &mut Session<'_>) -> Serv
                 continue;
             }
             break Served {
-                consumed: input.len(),
                 swallow: header.body_len - available,
-                close: false,
+                ..Served::upto(input.len())
             };
         }
         if rest.len() < HEADER + header.body_len {
-            break Served {
-                consumed: pos,
-                swallow: 0,
-                close: false,
-            };
+            break Served::upto(pos);
         }
         let body = &rest[HEADER..HEADER + header.body_len];
         let extras = &body[..header.extras_len];
         let key = &body[header.extras_len..header.extras_len + header.key_len];
         let value = &body[header.extras_len + header.key_len..];
+        let start = pos;
         let key_start = pos + HEADER + header.extras_len;
         pos += HEADER + header.body_len;
         if matches!(header.opcode, op::GET | op::GETQ | op::GETK | op::GETKQ) {
             if key.is_empty() || key.len() > MAX_KEY_LEN || !extras.is_empty() || !value.is_empty()
             {
-                answer_reads(&mut reads, input, out, session);
+                answer_reads!();
                 error(out, &header, status::INVALID);
             } else {
                 reads.push(Read {
                     header,
+                    start,
                     key_range: (key_start, key_start + key.len()),
                 });
+                if reads.len() >= LOOKUP_BATCH {
+                    answer_reads!();
+                }
             }
             continue;
         }
-        answer_reads(&mut reads, input, out, session);
+        answer_reads!();
         if execute(&header, extras, key, value, out, session) {
-            break Served {
-                consumed: pos,
-                swallow: 0,
-                close: true,
-            };
+            break Served::closing_at(pos);
         }
     };
-    answer_reads(&mut reads, input, out, session);
+    // Gets gathered before an incomplete request.
+    if let Some(start) = answer_reads(&mut reads, input, out, session, limit) {
+        served = Served::stopped_at(start);
+    }
     served
 }
 
-fn answer_reads(reads: &mut Vec<Read>, input: &[u8], out: &mut Vec<u8>, session: &mut Session<'_>) {
+/// Answer the gathered gets in one batch lookup until the output passes `limit` bytes (one
+/// is answered at least). The batch is empty afterwards; `Some` is where the first get not
+/// answered starts in the input.
+fn answer_reads(
+    reads: &mut Vec<Read>,
+    input: &[u8],
+    out: &mut Vec<u8>,
+    session: &Session<'_>,
+    limit: usize,
+) -> Option<usize> {
     if reads.is_empty() {
-        return;
+        return None;
     }
     let keys: Vec<&[u8]> = reads
         .iter()
         .map(|r| &input[r.key_range.0..r.key_range.1])
         .collect();
     let mut found = Vec::new();
-    session.get_many(&keys, &mut found, true);
-    for ((read, key), item) in reads.iter().zip(&keys).zip(&found) {
+    session.get_many(&keys, &mut found, false);
+    let mut stop = None;
+    for (i, ((read, key), item)) in reads.iter().zip(&keys).zip(&found).enumerate() {
+        if i > 0 && out.len() > limit {
+            stop = Some(read.start);
+            break;
+        }
+        // Counted as answered: a get left for later is looked up, and counted, again.
+        session.count(Counter::CmdGet, 1);
+        session.count(
+            if item.is_some() {
+                Counter::GetHits
+            } else {
+                Counter::GetMisses
+            },
+            1,
+        );
         let with_key = matches!(read.header.opcode, op::GETK | op::GETKQ);
         let quiet = matches!(read.header.opcode, op::GETQ | op::GETKQ);
         match item {
@@ -248,6 +281,7 @@ fn answer_reads(reads: &mut Vec<Read>, input: &[u8], out: &mut Vec<u8>, session:
         }
     }
     reads.clear();
+    stop
 }
 
 fn write_item(out: &mut Vec<u8>, header: &Header, item: &Item, key: &[u8]) {

@@ -7,10 +7,10 @@
 //! CAS unique, expiry). A get is the map's lock-free get: one bin line, then the entry; a
 //! multi-get, and a run of gets a client pipelined, is one `MapRef::get_many` call, which
 //! prefetches every bin and then every entry before it reads any (DLHT's batches). Writes
-//! are the map's own single-swap writes: `set` an upsert, `add` / `replace` / `append` /
-//! `prepend` / `cas` / `incr` / `decr` / `touch` a `compute` (a read-decide-swap that
-//! retries when the key changed under it, so a CAS check and the write it guards are one
-//! atomic step), delete a `remove_if`. Each write is therefore linearizable at its swap, as
+//! are the map's own single-swap writes: every store, `incr` / `decr` and `touch` a
+//! `compute` (a read-decide-swap that retries when the key changed under it, so a CAS check
+//! and the write it guards are one atomic step, and the new item can take over what the
+//! one it replaces had: its queue node, below), delete a `remove_if`. Each write is therefore linearizable at its swap, as
 //! the map's writes are. Items never change once published, except for the read marks (the
 //! access frequency, whether it was read, the last-access time): hints for eviction and the
 //! meta protocol, written by readers with plain relaxed stores, so a lost mark costs an item
@@ -47,9 +47,20 @@
 //! lowered, and an unread one is evicted. One-hit wonders leave after a short stay in the
 //! small queue, so they never push out the working set, which memcached's segmented LRU lets
 //! them do for its whole cold segment. The queues are sharded, one per worker thread behind
-//! a mutex that only the worker and an evicting writer take (never a reader), so a set takes
-//! an uncontended lock. A queue node names its item by key and CAS unique: a node whose item
-//! was replaced, removed or expired is stale and is dropped when it reaches the head.
+//! a mutex that only the worker, an evicting writer and the expiry sweep take (never a
+//! reader), so a set takes an uncontended lock. A queue node names its item by key and node
+//! id (`Item::node`, the CAS unique of the store that queued it). A write that replaces an
+//! item hands the node on to the new item, so a key rewritten a million times (`set`,
+//! `append`, `incr`...) has one node, keeps its place in the queue and leaves nothing
+//! charged behind; only a key's first store after it was absent queues a node. A node
+//! whose item was removed (deleted, evicted, expired) is stale and is freed when eviction
+//! reaches it. Under `-M` nothing live is evicted: eviction passes over live items (to their
+//! queue's tail) to reach the stale nodes and expired items behind them, so those are freed
+//! whatever sits at the head.
+//!
+//! FIXME: with eviction on, the stale nodes deletes leave behind (a node and a key's
+//! allocation each) are freed only when they reach a queue's head; until then they count
+//! against `-m`, and a workload of many deletes may evict live items before them.
 //!
 //! **Expiry.** An expired or flushed item is never returned: every read checks it, and the
 //! read that finds it unlinks it. Eviction drops expired items first when they reach a
@@ -95,10 +106,16 @@ pub fn item_charge(value_len: usize) -> usize {
 }
 
 /// Bytes charged for a queue node naming a key of `key_len` bytes: its slot in the queue
-/// and the key's allocation (`Arc<[u8]>`: two counts and the bytes). Every item's key is
-/// shared with exactly one node made with it, which outlives the item or leaves with it.
+/// and the key's allocation. An item stored while its key was absent shares its key with
+/// the node made with it, which outlives the item or leaves with it; an item that replaced
+/// another (and took over its node) has a key of its own, charged to it (`Item::key_charged`).
 pub fn node_charge(key_len: usize) -> usize {
-    size_of::<Node>() + allocation(2 * size_of::<usize>() + key_len)
+    size_of::<Node>() + key_allocation(key_len)
+}
+
+/// Bytes a key of `key_len` bytes takes (`Arc<[u8]>`: two counts and the bytes).
+fn key_allocation(key_len: usize) -> usize {
+    allocation(2 * size_of::<usize>() + key_len)
 }
 
 /// Whether an item of these sizes could never fit: larger than `-I` or than all of the
@@ -131,6 +148,14 @@ pub struct Item {
     /// Stored by a meta command whose key was base64 (`b`): `mg ... k` answers the key in
     /// base64 again, as memcached does.
     binary_key: bool,
+    /// Names this item's eviction queue node: the CAS unique of the store that queued it.
+    /// A write that replaces an item (overwrite, append, incr, touch) keeps the node, and
+    /// its place in the queue, so only a key's first store after it was absent queues one
+    /// and a key written a million times has one node, not a million stale ones.
+    node: u64,
+    /// Whether `charge` includes the key's allocation: the item took over the node of an
+    /// item it replaced, and its map entry holds a key of its own, not the node's.
+    key_charged: bool,
 }
 
 impl Item {
@@ -187,7 +212,20 @@ impl Item {
             last_access: AtomicU32::new(self.last_access.load(Ordering::Relaxed)),
             charge: self.charge,
             binary_key: self.binary_key,
+            node: self.node,
+            key_charged: self.key_charged,
         }
+    }
+
+    /// This new item as the replacement of `replaced` (whatever its validity): it takes
+    /// over `replaced`'s queue node, and is charged its own key's allocation.
+    fn taking_over(mut self, replaced: &Item, key_len: usize) -> Item {
+        self.node = replaced.node;
+        if !self.key_charged {
+            self.charge += key_allocation(key_len) as u32;
+            self.key_charged = true;
+        }
+        self
     }
 }
 
@@ -344,29 +382,128 @@ pub const COUNTERS: [(Counter, &str); 23] = [
 
 /// One worker's counters, on lines of their own. Only the worker writes them (a load and a
 /// store, no read-modify-write); `stats` reads them with relaxed loads.
-struct Counters([AtomicU64; COUNTERS.len()]);
+struct Counters {
+    events: [AtomicU64; COUNTERS.len()],
+    /// Bytes of replies the worker's connections hold unsent (a gauge, set by the server).
+    pending_output: AtomicU64,
+}
 
 impl Counters {
     fn new() -> Self {
-        Counters(core::array::from_fn(|_| AtomicU64::new(0)))
+        Counters {
+            events: core::array::from_fn(|_| AtomicU64::new(0)),
+            pending_output: AtomicU64::new(0),
+        }
     }
 }
 
-/// A queue node: names an item by key and CAS unique (a node whose item is gone is stale).
+/// Live items a step of eviction passes over under `-M` (where none may be evicted) while
+/// it looks for a stale node or an expired item to free: a refused store costs at most this
+/// many lookups per shard.
+const MAX_PASSED_OVER: usize = 64;
+
+/// Queue nodes the expiry sweep takes per step: it holds a shard's lock only while it copies
+/// this many keys, and a pin of the map only while it checks them.
+const SWEEP_SLICE: usize = 256;
+
+/// A queue node: names the item whose `node` is `id`, under `key`. A node that no item
+/// names any more (its item was removed) is stale.
 struct Node {
     key: Key,
-    cas: u64,
+    id: u64,
+    /// The item's charge when the node was last queued (for the queues' shares of the
+    /// bytes, which decide which queue eviction takes from). A write that replaces the item
+    /// takes the node over without finding it in its queue (a search of the shard's queues,
+    /// under their lock, per overwrite), so the charge is brought up to date only when the
+    /// node goes round: passed over under `-M`, or moved on to main. Until then a queue's
+    /// `bytes` counts the item as it was (an append that grew it, say, is not counted), which
+    /// skews the small/main split, never what is charged against `-m` (`Cache::used`).
     charge: u32,
+}
+
+/// One FIFO of queue nodes. `popped` counts the nodes that ever left its front, so
+/// `popped + index` names a node for as long as it stays (the expiry sweep's position).
+#[derive(Default)]
+struct Fifo {
+    nodes: VecDeque<Node>,
+    bytes: usize,
+    popped: u64,
+}
+
+impl Fifo {
+    fn len(&self) -> usize {
+        self.nodes.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.nodes.is_empty()
+    }
+
+    fn push_back(&mut self, node: Node) {
+        self.bytes += node.charge as usize;
+        self.nodes.push_back(node);
+    }
+
+    fn pop_front(&mut self) -> Option<Node> {
+        let node = self.nodes.pop_front()?;
+        self.bytes -= node.charge as usize;
+        self.popped += 1;
+        Some(node)
+    }
+
+    /// The position after the last node.
+    fn end(&self) -> u64 {
+        self.popped + self.nodes.len() as u64
+    }
+
+    /// Copy the keys and ids of up to [`SWEEP_SLICE`] nodes at positions `from..end` (those
+    /// still there) into `into`; returns the position to go on from.
+    fn copy_slice(&self, from: u64, end: u64, into: &mut Vec<(Key, u64)>) -> u64 {
+        let start = from.max(self.popped);
+        let stop = end.min(self.end());
+        if start >= stop {
+            return end;
+        }
+        let first = (start - self.popped) as usize;
+        let last = ((stop - self.popped) as usize).min(first + SWEEP_SLICE);
+        into.extend(
+            self.nodes
+                .range(first..last)
+                .map(|node| (node.key.clone(), node.id)),
+        );
+        self.popped + last as u64
+    }
 }
 
 /// One shard of the S3-FIFO queues.
 #[derive(Default)]
 struct Queues {
-    small: VecDeque<Node>,
-    main: VecDeque<Node>,
-    small_bytes: usize,
-    main_bytes: usize,
+    small: Fifo,
+    main: Fifo,
     ghost: Ghost,
+}
+
+impl Queues {
+    fn fifo(&mut self, small: bool) -> &mut Fifo {
+        if small {
+            &mut self.small
+        } else {
+            &mut self.main
+        }
+    }
+}
+
+/// What eviction did with the item a node named.
+enum Retired {
+    /// Removed while valid.
+    Evicted,
+    /// Removed, expired or flushed.
+    Reclaimed,
+    /// No item names the node: nothing to remove.
+    Stale,
+    /// A valid item names the node again (an overwrite came between the look and the
+    /// removal of an expired item): the node goes back to a queue.
+    Kept(Node),
 }
 
 /// Hashes of keys recently evicted from the small queue, oldest first, at most `capacity`.
@@ -421,6 +558,9 @@ pub struct Cache {
     memory_limit: AtomicUsize,
     queues: Box<[CachePadded<Mutex<Queues>>]>,
     counters: Box<[CachePadded<Counters>]>,
+    /// What each counter summed to at the last `stats reset` (`stats` reports the sum less
+    /// this: the workers' own counters are never written by another thread).
+    counters_at_reset: [AtomicU64; COUNTERS.len()],
     /// Items stored before a `flush_all` without delay are invalid: their generation is
     /// older than this.
     flush_generation: AtomicU32,
@@ -437,20 +577,37 @@ pub struct Cache {
 impl Cache {
     /// A cache with these settings and the system clock.
     pub fn new(settings: Settings) -> Result<Self, floe::Error> {
-        Self::with_clock(settings, Clock::System(Instant::now()))
+        Self::with_clock(
+            settings,
+            Clock::System(Instant::now()),
+            DefaultHashBuilder::new(),
+        )
     }
 
-    /// A cache whose clock only moves by [`Cache::advance_clock`] and whose server time 0
-    /// is a fixed Unix time (tests and the fuzz target: two such caches answer alike).
+    /// A cache whose clock only moves by [`Cache::advance_clock`], whose server time 0 is a
+    /// fixed Unix time and whose index hashes with a fixed seed (tests and the fuzz target:
+    /// two such caches given the same requests answer alike, `stats cachedump`'s order of
+    /// the index included).
     pub fn with_manual_clock(settings: Settings) -> Result<Self, floe::Error> {
-        let mut cache = Self::with_clock(settings, Clock::Manual(AtomicU32::new(2)))?;
+        let mut cache = Self::with_clock(
+            settings,
+            Clock::Manual(AtomicU32::new(2)),
+            DefaultHashBuilder::with_seed(0x666c_6f65),
+        )?;
         cache.process_started = 1_700_000_000;
         Ok(cache)
     }
 
-    fn with_clock(settings: Settings, clock: Clock) -> Result<Self, floe::Error> {
+    fn with_clock(
+        settings: Settings,
+        clock: Clock,
+        hasher: DefaultHashBuilder,
+    ) -> Result<Self, floe::Error> {
         let workers = settings.workers.max(1);
-        let map = Map::builder().capacity(settings.initial_keys).build()?;
+        let map = Map::builder()
+            .hasher(hasher)
+            .capacity(settings.initial_keys)
+            .build()?;
         let unix = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() as i64);
@@ -466,6 +623,7 @@ impl Cache {
             counters: (0..workers)
                 .map(|_| CachePadded::new(Counters::new()))
                 .collect(),
+            counters_at_reset: core::array::from_fn(|_| AtomicU64::new(0)),
             flush_generation: AtomicU32::new(0),
             oldest_live: AtomicU32::new(0),
             swept: AtomicU64::new(0),
@@ -565,8 +723,13 @@ impl Cache {
         self.map.capacity() * 16
     }
 
-    /// The sum of a counter over the workers.
+    /// The sum of a counter over the workers since start or the last `stats reset`.
     pub fn counter(&self, counter: Counter) -> u64 {
+        self.counter_since_start(counter)
+            .wrapping_sub(self.counters_at_reset[counter as usize].load(Ordering::Relaxed))
+    }
+
+    fn counter_since_start(&self, counter: Counter) -> u64 {
         let swept = if counter == Counter::Reclaimed {
             self.swept.load(Ordering::Relaxed)
         } else {
@@ -576,8 +739,25 @@ impl Cache {
             + self
                 .counters
                 .iter()
-                .map(|c| c.0[counter as usize].load(Ordering::Relaxed))
+                .map(|c| c.events[counter as usize].load(Ordering::Relaxed))
                 .sum::<u64>()
+    }
+
+    /// `stats reset`: every counter reads 0 from now on (gauges such as `bytes` and
+    /// `curr_items` are not counters and stay).
+    pub fn reset_counters(&self) {
+        for (counter, _) in COUNTERS {
+            self.counters_at_reset[counter as usize]
+                .store(self.counter_since_start(counter), Ordering::Relaxed);
+        }
+    }
+
+    /// Bytes of replies built and not yet sent, over every connection.
+    pub fn pending_output(&self) -> u64 {
+        self.counters
+            .iter()
+            .map(|c| c.pending_output.load(Ordering::Relaxed))
+            .sum()
     }
 
     /// `flush_all`: invalidate every item now, or, with a delay, every item stored before
@@ -624,30 +804,55 @@ impl Cache {
         }
     }
 
-    /// Unlink every expired or flushed item: one pass over the index (the server's
-    /// housekeeping thread runs it every few seconds; requests never wait for it), skipped
-    /// while no request ever gave an expiry time or a flush. Returns how many it unlinked.
+    /// Unlink every expired or flushed item (the server's housekeeping thread runs it every
+    /// few seconds; requests never wait for it), skipped while no request ever gave an
+    /// expiry time or a flush. Returns how many it unlinked.
+    ///
+    /// One pass over the eviction queues, which name every item (its node), in slices of 256
+    /// nodes (`SWEEP_SLICE`): a slice's keys are copied under its shard's lock, then looked
+    /// up under a pin of the map of its own, so neither the lock nor the pin (which holds
+    /// back the freeing of replaced entries) is held for more than a slice, and the memory
+    /// the sweep takes does not grow with the cache. The pass covers each queue as far as
+    /// it reached when the pass came to it; items queued later wait for the next pass.
+    /// Reads never return an expired item meanwhile: they check every item they find.
     pub fn reclaim_expired(&self) -> usize {
         if !self.expiry_seen.load(Ordering::Relaxed) {
             return 0;
         }
-        let map = self.map.pin();
-        let now = self.now();
-        let doomed: Vec<(Key, u64)> = map
-            .iter()
-            .filter(|(_, item)| self.validity(item, now).is_err())
-            .map(|(key, item)| (key.clone(), item.cas))
-            .collect();
-        let unlinked = doomed
-            .iter()
-            .filter(|(key, cas)| unlink(&map, &self.used, key, *cas))
-            .count();
+        let mut slice = Vec::with_capacity(SWEEP_SLICE);
+        let mut unlinked = 0;
+        for shard in self.queues.iter() {
+            for small in [true, false] {
+                let (mut at, end) = {
+                    let mut queues = lock(shard);
+                    let fifo = queues.fifo(small);
+                    (fifo.popped, fifo.end())
+                };
+                while at < end {
+                    at = lock(shard).fifo(small).copy_slice(at, end, &mut slice);
+                    let map = self.map.pin();
+                    let now = self.now();
+                    for (key, id) in slice.drain(..) {
+                        let expired =
+                            |item: &Item| item.node == id && self.validity(item, now).is_err();
+                        if !map.get(&key[..]).is_some_and(expired) {
+                            continue;
+                        }
+                        if let Some(item) = map.remove_if(&key[..], expired) {
+                            self.used.fetch_sub(item.charge(), Ordering::Relaxed);
+                            unlinked += 1;
+                        }
+                    }
+                }
+            }
+        }
         self.swept.fetch_add(unlinked as u64, Ordering::Relaxed);
         unlinked
     }
 
-    /// Call `f` on up to `limit` valid items (in the index's order; weakly consistent).
-    pub fn for_each_item(&self, limit: usize, mut f: impl FnMut(&[u8], &Item)) {
+    /// Call `f` on up to `limit` valid items (in the index's order; weakly consistent)
+    /// until it answers `false`.
+    pub fn for_each_item(&self, limit: usize, mut f: impl FnMut(&[u8], &Item) -> bool) {
         let map = self.map.pin();
         let now = self.now();
         for (key, item) in map
@@ -655,7 +860,9 @@ impl Cache {
             .filter(|(_, item)| self.validity(item, now).is_ok())
             .take(limit)
         {
-            f(key, item);
+            if !f(key, item) {
+                return;
+            }
         }
     }
 
@@ -664,16 +871,23 @@ impl Cache {
     }
 }
 
-/// Unlink `key` if its item is still the one with `cas`; uncharges it.
+/// Unlink the item a read found invalid at `now` (`key`'s, with CAS unique `cas`) if it is
+/// still there and still invalid at `now`; uncharges it. The unique alone does not name that
+/// item: a `touch` publishes a copy with the same unique and a new expiry, and one whose
+/// session began before the reader's (an earlier `now`) may have found the item valid and
+/// answered TOUCHED; that copy stays unless it too is invalid at the reader's time.
 fn unlink(
     map: &MapRef<'_, Key, Item, DefaultHashBuilder>,
-    used: &AtomicUsize,
+    cache: &Cache,
     key: &[u8],
     cas: u64,
+    now: u32,
 ) -> bool {
-    match map.remove_if(key, |item| item.cas == cas) {
+    match map.remove_if(key, |item| {
+        item.cas == cas && cache.validity(item, now).is_err()
+    }) {
         Some(item) => {
-            used.fetch_sub(item.charge(), Ordering::Relaxed);
+            cache.used.fetch_sub(item.charge(), Ordering::Relaxed);
             true
         }
         None => false,
@@ -702,8 +916,21 @@ impl Stamp {
             fetched: AtomicU8::new(0),
             last_access: AtomicU32::new(self.now),
             binary_key: self.binary_key,
+            // A new node, unless the write hands on the node of the item it replaces.
+            node: self.cas,
+            key_charged: false,
         }
     }
+}
+
+/// What a write published.
+struct Published {
+    cas: u64,
+    /// The new item's charge.
+    charge: usize,
+    /// Whether the item needs a queue node of its own (its key was absent from the index);
+    /// otherwise it kept the node of the item it replaced.
+    queues_node: bool,
 }
 
 /// A worker thread's handle on the cache.
@@ -717,6 +944,13 @@ impl Worker {
     /// The cache.
     pub fn cache(&self) -> &Arc<Cache> {
         &self.cache
+    }
+
+    /// Report the bytes of replies this worker's connections hold unsent (for `stats`).
+    pub fn set_pending_output(&self, bytes: usize) {
+        self.cache.counters[self.id]
+            .pending_output
+            .store(bytes as u64, Ordering::Relaxed);
     }
 
     /// Begin a run of operations at the current server time: pins the map (entries read
@@ -760,7 +994,7 @@ impl<'w> Session<'w> {
 
     /// Bump a counter of this worker.
     pub fn count(&self, counter: Counter, by: u64) {
-        let cell = &self.cache.counters[self.id].0[counter as usize];
+        let cell = &self.cache.counters[self.id].events[counter as usize];
         cell.store(
             cell.load(Ordering::Relaxed).wrapping_add(by),
             Ordering::Relaxed,
@@ -825,7 +1059,7 @@ impl<'w> Session<'w> {
             Err(why) => {
                 // Counted by the read that unlinks it: a batch may hold the key twice, and
                 // memcached, which unlinks at the first, counts one.
-                if unlink(&self.map, &self.cache.used, key, item.cas) {
+                if unlink(&self.map, self.cache, key, item.cas, self.now) {
                     self.count(why, 1);
                 }
                 None
@@ -837,19 +1071,27 @@ impl<'w> Session<'w> {
     /// unique and read marks. A copy of the item with the new expiry replaces it in one
     /// swap: storing the expiry in place would race with a writer copying the item (an
     /// `append` that read the old expiry and publishes after the store would undo the
-    /// touch). The copy names the same queue node (same key and CAS unique) and has the
-    /// same charge.
+    /// touch). The copy keeps the queue node (and CAS unique), and is charged its own key
+    /// as any write that replaces an item is (even over the limit: a touch does not fail
+    /// for want of memory).
     pub fn touch(&self, key: &[u8], exptime: u32) -> Option<&Item> {
         let cache = self.cache;
         let now = self.now;
         let outcome = self.map.compute(Arc::from(key), |present| {
             match present.filter(|item| cache.validity(item, now).is_ok()) {
-                Some(item) => Operation::Insert(item.with_exptime(exptime)),
+                Some(item) => {
+                    Operation::Insert(item.with_exptime(exptime).taking_over(item, key.len()))
+                }
                 None => Operation::Abort(()),
             }
         });
         match outcome {
-            Compute::Updated { new, .. } => Some(new),
+            Compute::Updated { old, new } => {
+                cache
+                    .used
+                    .fetch_add(new.charge() - old.charge(), Ordering::Relaxed);
+                Some(new)
+            }
             _ => None,
         }
     }
@@ -896,40 +1138,25 @@ impl<'w> Session<'w> {
         if too_large(self.cache, key.len(), data.len()) {
             return Stored::TooLarge;
         }
-        // The item and the queue node it will get. Appends and prepends grow the value:
-        // they reserve the rest below, once the present value's length is known.
+        // The item and the queue node it may get. Appends and prepends grow the value: they
+        // reserve the rest below, once the present value's length is known.
         let node = node_charge(key.len());
         if !self.reserve(charge + node) {
             return Stored::OutOfMemory;
         }
         let key: Key = Arc::from(key);
-        let result = if mode == StoreMode::Set && compare.is_none() {
-            let mut stamp = self.stamp();
-            stamp.binary_key = binary_key;
-            let item = stamp.item(data.into(), flags, exptime);
-            let cas = item.cas;
-            if let Some(old) = self.map.upsert(key.clone(), item) {
-                self.cache.used.fetch_sub(old.charge(), Ordering::Relaxed);
-            }
-            Ok((cas, charge))
-        } else {
-            self.store_computed(mode, &key, flags, exptime, data, compare, binary_key)
-        };
-        match result {
-            Ok((cas, stored_charge)) => {
-                if stored_charge > charge && !self.reserve(stored_charge - charge) {
-                    // The append is in; the memory it took is over the limit and nothing
-                    // could be evicted: keep it (the next store evicts) rather than undo.
-                    self.cache
-                        .used
-                        .fetch_add(stored_charge - charge, Ordering::Relaxed);
+        match self.store_computed(mode, &key, flags, exptime, data, compare, binary_key) {
+            Ok(published) => {
+                let needed = published.charge + if published.queues_node { node } else { 0 };
+                self.settle(charge + node, needed);
+                if published.queues_node {
+                    self.enqueue(key, published.cas, published.charge);
                 }
-                self.enqueue(key, cas, stored_charge);
                 self.count(Counter::TotalItems, 1);
                 if compare.is_some() {
                     self.count(Counter::CasHits, 1);
                 }
-                Stored::Stored(cas)
+                Stored::Stored(published.cas)
             }
             Err(failure) => {
                 self.cache.used.fetch_sub(charge + node, Ordering::Relaxed);
@@ -943,7 +1170,9 @@ impl<'w> Session<'w> {
         }
     }
 
-    /// The conditional stores, as one `compute` each; `Ok((cas, charge))` when stored.
+    /// Every store, as one `compute`: the decision reads the present item, so a CAS check
+    /// and the write it guards are one atomic step, and the new item takes over the queue
+    /// node of the item it replaces (expired or not).
     #[allow(clippy::too_many_arguments)]
     fn store_computed(
         &mut self,
@@ -954,53 +1183,71 @@ impl<'w> Session<'w> {
         data: &[u8],
         compare: Option<u64>,
         binary_key: bool,
-    ) -> Result<(u64, usize), Stored> {
+    ) -> Result<Published, Stored> {
         let cache = self.cache;
         let now = self.now;
         let mut stamp = self.stamp();
         stamp.binary_key = binary_key;
         let cas = stamp.cas;
-        let make = |data: Box<[u8]>, flags, exptime| stamp.item(data, flags, exptime);
-        // An append or prepend keeps the present item's key form.
-        let extend = |present: &Item, data: Box<[u8]>| Item {
-            binary_key: present.binary_key,
-            ..stamp.item(data, present.flags, present.exptime())
+        // An append or prepend keeps the present item's flags, expiry and key form; like
+        // memcached, it refuses to grow the value past `-I` (or the whole memory limit).
+        let extend = |present: &Item, before: &[u8], after: &[u8]| {
+            if too_large(cache, key.len(), before.len() + after.len()) {
+                return Err(Stored::NotStored);
+            }
+            Ok(Item {
+                binary_key: present.binary_key,
+                ..stamp.item(
+                    [before, after].concat().into(),
+                    present.flags,
+                    present.exptime(),
+                )
+            })
         };
         let outcome = self.map.compute(key.clone(), |present| {
+            let replaced = present;
             let present = present.filter(|item| cache.validity(item, now).is_ok());
             // As memcached 1.6 (measured): with a CAS unique, set and replace answer "not
             // found" for an absent key and "exists" for another unique; append and prepend
             // "not stored" and "exists"; add ignores the unique.
             let checks = mode != StoreMode::Add;
-            match (mode, present) {
-                (StoreMode::Add, Some(_)) => Operation::Abort(Stored::NotStored),
+            let made = match (mode, present) {
+                (StoreMode::Add, Some(_)) => Err(Stored::NotStored),
                 (StoreMode::Set | StoreMode::Replace, None) if compare.is_some() => {
-                    Operation::Abort(Stored::NotFound)
+                    Err(Stored::NotFound)
                 }
                 (StoreMode::Replace | StoreMode::Append | StoreMode::Prepend, None) => {
-                    Operation::Abort(Stored::NotStored)
+                    Err(Stored::NotStored)
                 }
                 (_, Some(item)) if checks && compare.is_some_and(|cas| item.cas != cas) => {
-                    Operation::Abort(Stored::Exists)
+                    Err(Stored::Exists)
                 }
-                (StoreMode::Append, Some(item)) => {
-                    Operation::Insert(extend(item, [item.data(), data].concat().into()))
+                (StoreMode::Append, Some(item)) => extend(item, item.data(), data),
+                (StoreMode::Prepend, Some(item)) => extend(item, data, item.data()),
+                _ => Ok(stamp.item(data.into(), flags, exptime)),
+            };
+            match (made, replaced) {
+                (Ok(item), Some(replaced)) => {
+                    Operation::Insert(item.taking_over(replaced, key.len()))
                 }
-                (StoreMode::Prepend, Some(item)) => {
-                    Operation::Insert(extend(item, [data, item.data()].concat().into()))
-                }
-                _ => Operation::Insert(make(data.into(), flags, exptime)),
+                (Ok(item), None) => Operation::Insert(item),
+                (Err(why), _) => Operation::Abort(why),
             }
         });
-        match outcome {
-            Compute::Inserted(new) => Ok((cas, new.charge())),
+        let new = match outcome {
+            Compute::Inserted(new) => new,
             Compute::Updated { old, new } => {
                 self.cache.used.fetch_sub(old.charge(), Ordering::Relaxed);
-                Ok((cas, new.charge()))
+                new
             }
-            Compute::Aborted(why) => Err(why),
+            Compute::Aborted(why) => return Err(why),
             Compute::Removed(_) | Compute::Absent => unreachable!("never removes"),
-        }
+        };
+        Ok(Published {
+            cas,
+            charge: new.charge(),
+            queues_node: new.node == cas,
+        })
     }
 
     /// `incr` / `decr` by `delta` (`decr` stops at 0; `incr` wraps at 2^64). `compare` is a
@@ -1040,13 +1287,19 @@ impl<'w> Session<'w> {
         let mut created = false;
         let outcome = self.map.compute(key.clone(), |present| {
             created = false;
+            let replaced = present;
             let present = present.filter(|item| cache.validity(item, now).is_ok());
+            // The new item takes over the queue node of the item it replaces, if any.
+            let insert = |item: Item| match replaced {
+                Some(replaced) => Operation::Insert(item.taking_over(replaced, key.len())),
+                None => Operation::Insert(item),
+            };
             match present {
                 None => match create {
                     Some((initial, exptime)) if compare.is_none() => {
                         value = initial;
                         created = true;
-                        Operation::Insert(make(initial.to_string().into_bytes(), 0, exptime))
+                        insert(make(initial.to_string().into_bytes(), 0, exptime))
                     }
                     _ => Operation::Abort(Delta::NotFound),
                 },
@@ -1069,18 +1322,18 @@ impl<'w> Session<'w> {
                     if pad && digits.len() < item.data().len() {
                         digits.resize(item.data().len(), b' ');
                     }
-                    Operation::Insert(Item {
+                    insert(Item {
                         binary_key: item.binary_key,
                         ..make(digits, item.flags, item.exptime())
                     })
                 }
             }
         });
-        let stored = match outcome {
-            Compute::Inserted(new) => Some(new.charge()),
+        let new = match outcome {
+            Compute::Inserted(new) => new,
             Compute::Updated { old, new } => {
                 self.cache.used.fetch_sub(old.charge(), Ordering::Relaxed);
-                Some(new.charge())
+                new
             }
             Compute::Aborted(why) => {
                 self.cache.used.fetch_sub(charge + node, Ordering::Relaxed);
@@ -1089,22 +1342,12 @@ impl<'w> Session<'w> {
             }
             Compute::Removed(_) | Compute::Absent => unreachable!("never removes"),
         };
-        let stored = stored.expect("stored");
-        // Reserved `charge` and the node; settle the difference with what the item took
-        // (more for a long value rewritten padded: kept even over the limit, as an
-        // append's, for the next store to evict).
-        if stored > charge {
-            if !self.reserve(stored - charge) {
-                self.cache
-                    .used
-                    .fetch_add(stored - charge, Ordering::Relaxed);
-            }
-        } else {
-            self.cache
-                .used
-                .fetch_sub(charge - stored, Ordering::Relaxed);
+        let (stored, queues_node) = (new.charge(), new.node == cas);
+        // Reserved what a counter usually takes; a long value rewritten padded takes more.
+        self.settle(charge + node, stored + if queues_node { node } else { 0 });
+        if queues_node {
+            self.enqueue(key, cas, stored);
         }
-        self.enqueue(key, cas, stored);
         self.count(hit, 1);
         Delta::Value(value, cas, created)
     }
@@ -1135,6 +1378,24 @@ impl<'w> Session<'w> {
                 self.count(Counter::DeleteMisses, 1);
                 Deleted::NotFound
             }
+        }
+    }
+
+    /// Settle a write's charge: `reserved` bytes were charged before it, `needed` is what
+    /// it took (its item, and its node if it queued one). More than reserved (an append, a
+    /// counter rewritten padded) is kept even over the limit when nothing can be evicted,
+    /// rather than undo a write already published: the next store evicts.
+    fn settle(&self, reserved: usize, needed: usize) {
+        if needed > reserved {
+            if !self.reserve(needed - reserved) {
+                self.cache
+                    .used
+                    .fetch_add(needed - reserved, Ordering::Relaxed);
+            }
+        } else {
+            self.cache
+                .used
+                .fetch_sub(reserved - needed, Ordering::Relaxed);
         }
     }
 
@@ -1176,91 +1437,128 @@ impl<'w> Session<'w> {
     fn evict_one(&self, queues: &mut Queues) -> bool {
         let cache = self.cache;
         let evict = cache.settings.evict;
+        // Under `-M`, live items are passed over (to their queue's tail) so that the stale
+        // nodes and expired items behind them are still found, at most this many per call.
+        // Known limit: the bound keeps the work of a refused store, and its hold of each
+        // shard's lock, small (`MAX_PASSED_OVER` lookups per call, a call or two per shard),
+        // so a stale node or an expired item behind more live items than that is reached
+        // only after several refused stores have each moved 64 live items to the tail; until
+        // then stores answer out of memory although memory could be freed.
+        let mut may_pass_over = (queues.small.len() + queues.main.len()).min(MAX_PASSED_OVER);
         loop {
-            let total = queues.small_bytes + queues.main_bytes;
+            let total = queues.small.bytes + queues.main.bytes;
             let from_small = !queues.small.is_empty()
-                && (queues.small_bytes * 10 >= total || queues.main.is_empty());
-            let node = if from_small {
-                queues.small.pop_front()
-            } else {
-                queues.main.pop_front()
+                && (queues.small.bytes * 10 >= total || queues.main.is_empty());
+            let Some(mut node) = queues.fifo(from_small).pop_front() else {
+                return false;
             };
-            let Some(node) = node else { return false };
-            if from_small {
-                queues.small_bytes -= node.charge as usize;
-            } else {
-                queues.main_bytes -= node.charge as usize;
-            }
             let item = self
                 .map
                 .get(&node.key[..])
-                .filter(|item| item.cas == node.cas);
+                .filter(|item| item.node == node.id);
             let Some(item) = item else {
-                // Stale: its item was replaced or removed (and uncharged) already; the node
-                // itself is memory freed.
-                cache
-                    .used
-                    .fetch_sub(node_charge(node.key.len()), Ordering::Relaxed);
+                // Stale: its item was removed (and uncharged) already; the node itself is
+                // memory freed.
+                self.free_node(&node);
                 return true;
             };
             if cache.validity(item, self.now).is_err() {
-                cache
-                    .used
-                    .fetch_sub(node_charge(node.key.len()), Ordering::Relaxed);
-                if unlink(&self.map, &cache.used, &node.key, node.cas) {
-                    self.count(Counter::Reclaimed, 1);
+                match self.retire(node, false) {
+                    Retired::Kept(node) => queues.fifo(from_small).push_back(node),
+                    Retired::Reclaimed | Retired::Evicted => self.count(Counter::Reclaimed, 1),
+                    Retired::Stale => {}
                 }
                 return true;
             }
-            let freq = item.freq.load(Ordering::Relaxed);
+            // Queued again below, with the charge of the item that holds it now.
+            node.charge = item.charge() as u32;
             if !evict {
-                // `-M`: a live item is never evicted; put it back where it was and stop.
-                if from_small {
-                    queues.small_bytes += node.charge as usize;
-                    queues.small.push_front(node);
-                } else {
-                    queues.main_bytes += node.charge as usize;
-                    queues.main.push_front(node);
+                // `-M`: a live item is never evicted.
+                queues.fifo(from_small).push_back(node);
+                may_pass_over -= 1;
+                if may_pass_over == 0 {
+                    return false;
                 }
-                return false;
+                continue;
             }
+            let freq = item.freq.load(Ordering::Relaxed);
             if freq > 0 {
                 item.freq
                     .store(if from_small { 0 } else { freq - 1 }, Ordering::Relaxed);
-                queues.main_bytes += node.charge as usize;
                 queues.main.push_back(node);
                 continue;
             }
-            cache
-                .used
-                .fetch_sub(node_charge(node.key.len()), Ordering::Relaxed);
-            if unlink(&self.map, &cache.used, &node.key, node.cas) {
-                self.count(Counter::Evictions, 1);
-                if from_small {
-                    let capacity = queues.main.len();
-                    queues.ghost.insert(cache.hash(&node.key), capacity);
+            let hash = cache.hash(&node.key);
+            match self.retire(node, true) {
+                Retired::Evicted => {
+                    self.count(Counter::Evictions, 1);
+                    if from_small {
+                        let capacity = queues.main.len();
+                        queues.ghost.insert(hash, capacity);
+                    }
                 }
+                Retired::Reclaimed => self.count(Counter::Reclaimed, 1),
+                Retired::Kept(node) => queues.fifo(from_small).push_back(node),
+                Retired::Stale => {}
             }
             return true;
         }
     }
 
+    /// Remove the item that `node` names (only if it is expired or flushed, unless
+    /// `evicting`) and free the node; a node that a valid item still names is handed back.
+    /// The item removed may be a newer one than the caller looked at: a write that replaced
+    /// it kept its node.
+    fn retire(&self, node: Node, evicting: bool) -> Retired {
+        let cache = self.cache;
+        let now = self.now;
+        let removed = self.map.remove_if(&node.key[..], |item| {
+            item.node == node.id && (evicting || cache.validity(item, now).is_err())
+        });
+        let retired = match removed {
+            Some(item) => {
+                cache.used.fetch_sub(item.charge(), Ordering::Relaxed);
+                if cache.validity(item, now).is_ok() {
+                    Retired::Evicted
+                } else {
+                    Retired::Reclaimed
+                }
+            }
+            // Once no item names a node, none can again: only a write that replaces an item
+            // naming it hands it on.
+            None if self
+                .map
+                .get(&node.key[..])
+                .is_some_and(|item| item.node == node.id) =>
+            {
+                return Retired::Kept(node)
+            }
+            None => Retired::Stale,
+        };
+        self.free_node(&node);
+        retired
+    }
+
+    /// Uncharge a node leaving its queue.
+    fn free_node(&self, node: &Node) {
+        self.cache
+            .used
+            .fetch_sub(node_charge(node.key.len()), Ordering::Relaxed);
+    }
+
     /// Queue a newly stored item for eviction: main if its key was evicted recently. Its
     /// node's charge was reserved with the item's.
-    fn enqueue(&self, key: Key, cas: u64, charge: usize) {
+    fn enqueue(&self, key: Key, id: u64, charge: usize) {
         let hash = self.cache.hash(&key);
         let mut queues = lock(&self.cache.queues[self.id]);
         let node = Node {
             key,
-            cas,
+            id,
             charge: charge as u32,
         };
-        // The node's charge was reserved with its item's.
         if queues.ghost.take(hash) {
-            queues.main_bytes += charge;
             queues.main.push_back(node);
         } else {
-            queues.small_bytes += charge;
             queues.small.push_back(node);
         }
     }
@@ -1290,4 +1588,47 @@ pub fn parse_counter(data: &[u8]) -> Option<u64> {
 /// C's `isspace` in the C locale.
 fn is_c_space(byte: u8) -> bool {
     matches!(byte, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A read that found an item expired unlinks it only if the item there is still expired
+    /// at the read's time: a `touch` whose session began before the clock moved finds the
+    /// item valid, publishes a copy with the same CAS unique and a new expiry, and answers
+    /// TOUCHED; the read's unlink, coming after, must leave that copy.
+    #[test]
+    fn an_expired_read_leaves_the_item_a_touch_published() {
+        let cache = Arc::new(
+            Cache::with_manual_clock(Settings {
+                workers: 2,
+                ..Settings::default()
+            })
+            .expect("cache"),
+        );
+        let (mut reader, mut toucher) = (cache.worker(0), cache.worker(1));
+        {
+            let mut session = reader.session();
+            let exptime = cache.server_time(10, session.now());
+            let stored = session.store(StoreMode::Set, b"k", 0, exptime, b"v", None);
+            assert!(matches!(stored, Stored::Stored(_)), "{stored:?}");
+        }
+        let touching = toucher.session();
+        cache.advance_clock(11);
+        let reading = reader.session();
+        let found = reading.map.get(&b"k"[..]).expect("stored");
+        assert!(cache.validity(found, reading.now()).is_err());
+        let touched = touching
+            .touch(b"k", cache.server_time(100, touching.now()))
+            .expect("valid at the touch's time");
+        assert_eq!(touched.cas(), found.cas());
+        assert!(cache.validity(touched, reading.now()).is_ok());
+        assert!(reading.valid(b"k", found).is_none(), "expired when read");
+        assert_eq!(cache.counter(Counter::GetExpired), 0, "nothing unlinked");
+        drop((touching, reading));
+        assert_eq!(cache.items(), 1, "the touched item stays");
+        let session = reader.session();
+        assert_eq!(session.peek(b"k").map(Item::exptime), Some(102));
+    }
 }

@@ -1,6 +1,10 @@
 //! A connection's requests, independent of its socket: the bytes read and not yet
 //! answered, what is left to discard, and which protocol it speaks. The server's event
 //! loop feeds it what it reads; tests and the fuzz target feed it directly.
+//!
+//! Answering is paced by the output: [`Requests::answer`] is given room for so many bytes
+//! of replies and stops once they passed it ([`Requests::waiting`] then says requests are
+//! left); the caller sends the output and answers again.
 
 use crate::{
     binary,
@@ -18,6 +22,9 @@ pub struct Requests {
     /// Set by the connection's first byte: `0x80` for the binary protocol.
     binary: Option<bool>,
     text: TextState,
+    /// The last answer stopped for want of output room: complete requests (or the rest of
+    /// a get line) may be waiting.
+    stopped: bool,
 }
 
 impl Requests {
@@ -36,9 +43,17 @@ impl Requests {
         self.input.extend_from_slice(bytes);
     }
 
-    /// Answer every complete request taken so far, appending the replies to `out`; `true`
-    /// when the connection should be closed once `out` is written.
-    pub fn answer(&mut self, worker: &mut Worker, out: &mut Vec<u8>) -> bool {
+    /// Whether the last [`answer`](Self::answer) stopped for want of output room, leaving
+    /// requests to answer (call it again once the output has drained, before taking more).
+    pub fn waiting(&self) -> bool {
+        self.stopped
+    }
+
+    /// Answer the complete requests taken so far, appending the replies to `out`, until
+    /// they pass `room` bytes (one request, or one key of a multi-get, is answered at
+    /// least); `true` when the connection should be closed once `out` is written.
+    pub fn answer(&mut self, worker: &mut Worker, out: &mut Vec<u8>, room: usize) -> bool {
+        self.stopped = false;
         if self.pending() == 0 {
             return false;
         }
@@ -46,13 +61,14 @@ impl Requests {
         let binary = *self.binary.get_or_insert(input[0] == 0x80);
         let mut session = worker.session();
         let served = if binary {
-            binary::serve(input, out, &mut session)
+            binary::serve(input, out, &mut session, room)
         } else {
-            text::serve(input, out, &mut session, &mut self.text)
+            text::serve(input, out, &mut session, &mut self.text, room)
         };
         drop(session);
         self.start += served.consumed;
         self.swallow = served.swallow;
+        self.stopped = served.stopped;
         if self.start == self.input.len() {
             self.input.clear();
             self.start = 0;

@@ -118,6 +118,7 @@ fn main() -> ExitCode {
     let config = Config {
         listen: SocketAddr::new(args.listen, args.port),
         max_connections: args.max_connections,
+        housekeeping: true,
     };
     let mut server = match Server::start(cache, &config, Arc::clone(&shutdown)) {
         Ok(server) => server,

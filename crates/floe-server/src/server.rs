@@ -2,14 +2,16 @@
 //! socket on the same address (`SO_REUSEPORT`, so the kernel spreads connections over the
 //! workers and no thread hands sockets to another), and the connections it accepted.
 //!
-//! A connection reads until the socket has nothing more (edge-triggered), answers every
-//! complete request in what it has (one cache session, so one pin of the map, per read),
-//! and writes. **Back-pressure:** once a connection's unsent output passes
-//! [`OUTPUT_HIGH_WATER`] it stops reading until the client has taken it down to
-//! [`OUTPUT_LOW_WATER`]; a client that sends and never reads therefore holds at most that
-//! much output and its socket buffers, and stalls no one else. Input is bounded by the
-//! longest request: a line limit (`text::MAX_LINE`, `text::MAX_GET_LINE`) and `-I` for a
-//! data block; a larger value's data is discarded as it arrives, never buffered whole.
+//! A connection reads until the socket has nothing more (edge-triggered), answers the
+//! complete requests in what it has (one cache session, so one pin of the map, per read),
+//! and writes. **Back-pressure:** answering stops once a connection's unsent output passes
+//! [`OUTPUT_HIGH_WATER`] (between two requests, or between two keys of a multi-get: see
+//! `text`), and so does reading; both resume once the client has taken the output down to
+//! [`OUTPUT_LOW_WATER`], the requests left waiting first. A client that sends and never
+//! reads therefore holds at most that much output (plus one value) and its socket
+//! buffers, whatever it asked for, and stalls no one else. Input is bounded by the longest
+//! request: a line limit (`text::MAX_LINE`, `text::MAX_GET_LINE`) and `-I` for a data
+//! block; a larger value's data is discarded as it arrives, never buffered whole.
 
 use std::{
     io::{self, Read, Write},
@@ -34,7 +36,7 @@ use crate::{
     stats::{CURR_CONNECTIONS, REJECTED_CONNECTIONS, TOTAL_CONNECTIONS},
 };
 
-/// Stop reading from a connection with this much unsent output.
+/// Stop answering and reading for a connection with this much unsent output.
 pub const OUTPUT_HIGH_WATER: usize = 4 << 20;
 /// Resume reading once its unsent output is down to this.
 pub const OUTPUT_LOW_WATER: usize = 1 << 20;
@@ -49,6 +51,11 @@ pub struct Config {
     pub listen: SocketAddr,
     /// Most connections open at once (`-c`); more are refused with an error line.
     pub max_connections: usize,
+    /// Run the housekeeping thread, which unlinks expired items every 5 s
+    /// ([`Cache::reclaim_expired`]). The `floe-server` binary always does; tests that call
+    /// `reclaim_expired` themselves on a manual clock turn it off, so that no sweep of its
+    /// own comes between theirs and their counts are exact.
+    pub housekeeping: bool,
 }
 
 /// A running server: its address and a way to stop it.
@@ -59,7 +66,8 @@ pub struct Server {
 }
 
 impl Server {
-    /// Bind every worker's socket and start the workers and the housekeeping thread.
+    /// Bind every worker's socket and start the workers and (unless `config` turns it off)
+    /// the housekeeping thread.
     pub fn start(
         cache: Arc<Cache>,
         config: &Config,
@@ -87,6 +95,7 @@ impl Server {
                 open: Arc::clone(&open),
                 max_connections: config.max_connections,
                 scratch: vec![0; READ_CHUNK],
+                pending_output: 0,
             };
             threads.push(
                 std::thread::Builder::new()
@@ -98,26 +107,28 @@ impl Server {
                     })?,
             );
         }
-        let housekeeping_stop = Arc::clone(&shutdown);
-        threads.push(
-            std::thread::Builder::new()
-                .name("floe-housekeeping".into())
-                .spawn(move || {
-                    // Unlink expired items every few seconds, so their memory comes back even if no
-                    // one asks for them and nothing needs evicting.
-                    let mut ticks = 0u32;
-                    while !housekeeping_stop.load(Ordering::Relaxed) {
-                        std::thread::sleep(Duration::from_millis(100));
-                        ticks += 1;
-                        if ticks.is_multiple_of(50) {
-                            let unlinked = cache.reclaim_expired();
-                            if unlinked > 0 {
-                                log!(2, "reclaimed {unlinked} expired items");
+        if config.housekeeping {
+            let housekeeping_stop = Arc::clone(&shutdown);
+            threads.push(
+                std::thread::Builder::new()
+                    .name("floe-housekeeping".into())
+                    .spawn(move || {
+                        // Unlink expired items every few seconds, so their memory comes back
+                        // even if no one asks for them and nothing needs evicting.
+                        let mut ticks = 0u32;
+                        while !housekeeping_stop.load(Ordering::Relaxed) {
+                            std::thread::sleep(Duration::from_millis(100));
+                            ticks += 1;
+                            if ticks.is_multiple_of(50) {
+                                let unlinked = cache.reclaim_expired();
+                                if unlinked > 0 {
+                                    log!(2, "reclaimed {unlinked} expired items");
+                                }
                             }
                         }
-                    }
-                })?,
-        );
+                    })?,
+            );
+        }
         Ok(Server {
             address,
             shutdown,
@@ -171,6 +182,8 @@ struct EventLoop {
     open: Arc<core::sync::atomic::AtomicUsize>,
     max_connections: usize,
     scratch: Vec<u8>,
+    /// Unsent output over this loop's connections (reported to `stats`).
+    pending_output: usize,
 }
 
 struct Connection {
@@ -178,10 +191,14 @@ struct Connection {
     requests: Requests,
     output: Vec<u8>,
     written: usize,
-    /// Reading is paused until the output drains (back-pressure).
+    /// Answering and reading are paused until the output drains (back-pressure).
     paused: bool,
+    /// The client will send no more: close once every request is answered and written.
+    eof: bool,
     /// Close once the output is written.
     closing: bool,
+    /// Its unsent output as counted in the loop's `pending_output`.
+    counted_output: usize,
 }
 
 impl EventLoop {
@@ -209,6 +226,7 @@ impl EventLoop {
                     continue;
                 }
                 let keep = self.serve(id);
+                self.count_output(id);
                 if !keep {
                     self.close(id);
                 }
@@ -255,7 +273,9 @@ impl EventLoop {
                         output: Vec::new(),
                         written: 0,
                         paused: false,
+                        eof: false,
                         closing: false,
+                        counted_output: 0,
                     });
                     CURR_CONNECTIONS.fetch_add(1, Ordering::Relaxed);
                     TOTAL_CONNECTIONS.fetch_add(1, Ordering::Relaxed);
@@ -274,9 +294,22 @@ impl EventLoop {
 
     fn close(&mut self, id: usize) {
         let mut connection = self.connections.remove(id);
+        self.pending_output -= connection.counted_output;
+        self.worker.set_pending_output(self.pending_output);
         let _ = self.poll.registry().deregister(&mut connection.stream);
         self.open.fetch_sub(1, Ordering::Relaxed);
         CURR_CONNECTIONS.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// Bring the loop's count of unsent output up to date with connection `id`'s.
+    fn count_output(&mut self, id: usize) {
+        let connection = &mut self.connections[id];
+        let pending = connection.output.len() - connection.written;
+        if pending != connection.counted_output {
+            self.pending_output = self.pending_output - connection.counted_output + pending;
+            connection.counted_output = pending;
+            self.worker.set_pending_output(self.pending_output);
+        }
     }
 
     /// Read, answer and write as far as the socket allows; `false` to close.
@@ -284,9 +317,8 @@ impl EventLoop {
         let connection = &mut self.connections[id];
         loop {
             // Write first: it may lift the back-pressure.
-            match flush(connection) {
-                Ok(()) => {}
-                Err(_) => return false,
+            if flush(connection).is_err() {
+                return false;
             }
             let pending = connection.output.len() - connection.written;
             if connection.closing {
@@ -294,60 +326,71 @@ impl EventLoop {
             }
             if connection.paused {
                 if pending > OUTPUT_LOW_WATER {
+                    // The socket is full: its next writable edge calls again.
                     return true;
                 }
                 connection.paused = false;
             }
-            // Read what is there.
+            // Requests left waiting when the output filled up are answered before more is
+            // read (which would only pile up behind them).
+            let reading = !connection.requests.waiting() && !connection.eof;
             let mut read_any = false;
-            let mut eof = false;
             // A read shorter than the buffer took everything the socket held: new data
             // will raise a new edge, so the read that would only say "would block" is
             // skipped (one syscall less per request).
             let mut drained = false;
-            loop {
-                match connection.stream.read(&mut self.scratch) {
-                    Ok(0) => {
-                        eof = true;
-                        break;
-                    }
-                    Ok(n) => {
-                        read_any = true;
-                        connection.requests.take(&self.scratch[..n]);
-                        if n < self.scratch.len() {
+            if reading {
+                loop {
+                    match connection.stream.read(&mut self.scratch) {
+                        Ok(0) => {
+                            connection.eof = true;
+                            break;
+                        }
+                        Ok(n) => {
+                            read_any = true;
+                            connection.requests.take(&self.scratch[..n]);
+                            if n < self.scratch.len() {
+                                drained = true;
+                                break;
+                            }
+                            if connection.requests.pending() > READ_CHUNK * 4 {
+                                break;
+                            }
+                        }
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                             drained = true;
                             break;
                         }
-                        if connection.requests.pending() > READ_CHUNK * 4 {
-                            break;
-                        }
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                        Err(_) => return false,
                     }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        drained = true;
-                        break;
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                    Err(_) => return false,
                 }
             }
+            let room = OUTPUT_HIGH_WATER.saturating_sub(pending);
             if connection
                 .requests
-                .answer(&mut self.worker, &mut connection.output)
+                .answer(&mut self.worker, &mut connection.output, room)
             {
                 connection.closing = true;
                 continue;
             }
-            if connection.output.len() - connection.written > OUTPUT_HIGH_WATER {
+            if connection.requests.waiting()
+                || connection.output.len() - connection.written > OUTPUT_HIGH_WATER
+            {
                 connection.paused = true;
+                continue;
             }
-            if eof {
-                let _ = flush(connection);
-                return false;
+            if connection.eof {
+                // Everything the client sent is answered: close once it is written.
+                connection.closing = true;
+                continue;
             }
-            if !read_any {
-                return true;
+            if !reading {
+                // The waiting requests are answered: read what came meanwhile (it raised
+                // no new edge if it came before the socket was drained).
+                continue;
             }
-            if drained && !connection.paused && !connection.closing {
+            if drained || !read_any {
                 return flush(connection).is_ok();
             }
         }
@@ -371,6 +414,11 @@ fn flush(connection: &mut Connection) -> io::Result<()> {
     if connection.written == connection.output.len() {
         connection.output.clear();
         connection.written = 0;
+        // A burst of output (up to the high water mark and a value) need not stay
+        // allocated for the connection's whole life.
+        if connection.output.capacity() > OUTPUT_LOW_WATER {
+            connection.output.shrink_to(OUTPUT_LOW_WATER);
+        }
     } else if connection.written > (1 << 20) {
         connection.output.drain(..connection.written);
         connection.written = 0;

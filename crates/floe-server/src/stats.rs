@@ -22,10 +22,19 @@ fn stat(out: &mut Vec<u8>, name: &str, value: impl core::fmt::Display) {
     let _ = write!(out, "STAT {name} {value}\r\n");
 }
 
+/// The most `stats cachedump` lists, in bytes (memcached's limit too).
+const CACHEDUMP_LIMIT: usize = 2 << 20;
+
 /// Answer `stats [group]` (`tokens` are the arguments' byte ranges in `line`).
 pub fn write(out: &mut Vec<u8>, cache: &Cache, line: &[u8], tokens: &[(usize, usize)]) {
     let group = tokens.first().map(|&(s, e)| &line[s..e]);
     match group {
+        // As memcached: whatever follows `reset` is ignored.
+        Some(b"reset") => {
+            reset(cache);
+            out.extend_from_slice(b"RESET\r\n");
+            return;
+        }
         None => general(out, cache),
         Some(b"settings") => settings(out, cache),
         Some(b"items") => {
@@ -64,6 +73,15 @@ pub fn write(out: &mut Vec<u8>, cache: &Cache, line: &[u8], tokens: &[(usize, us
     out.extend_from_slice(b"END\r\n");
 }
 
+/// `stats reset`: the counters memcached resets (every event counter and the connections
+/// accepted and refused) start again from 0; gauges (`curr_items`, `bytes`,
+/// `curr_connections`...) are not counters and stay.
+pub fn reset(cache: &Cache) {
+    cache.reset_counters();
+    TOTAL_CONNECTIONS.store(0, Ordering::Relaxed);
+    REJECTED_CONNECTIONS.store(0, Ordering::Relaxed);
+}
+
 fn general(out: &mut Vec<u8>, cache: &Cache) {
     let now = cache.now();
     stat(out, "pid", std::process::id());
@@ -95,6 +113,9 @@ fn general(out: &mut Vec<u8>, cache: &Cache) {
     stat(out, "limit_maxbytes", cache.memory_limit());
     stat(out, "index_bytes", cache.index_bytes());
     stat(out, "index_capacity", cache.index_capacity());
+    // floe-server's own: replies built and not yet sent, over every connection (bounded by
+    // the server's output limit per connection).
+    stat(out, "pending_output_bytes", cache.pending_output());
 }
 
 fn settings(out: &mut Vec<u8>, cache: &Cache) {
@@ -112,7 +133,8 @@ fn settings(out: &mut Vec<u8>, cache: &Cache) {
 }
 
 /// `stats cachedump <class> <limit>`: up to `limit` keys (0: no limit) with their sizes
-/// and expiry times, as memcached lists a slab class's (floe-server has one class, `1`).
+/// and expiry times, as memcached lists a slab class's (floe-server has one class, `1`),
+/// and, as memcached, at most [`CACHEDUMP_LIMIT`] bytes of them.
 fn cachedump(out: &mut Vec<u8>, cache: &Cache, line: &[u8], tokens: &[(usize, usize)]) {
     let number = |i: usize| -> Option<usize> {
         let &(s, e) = tokens.get(i)?;
@@ -125,7 +147,11 @@ fn cachedump(out: &mut Vec<u8>, cache: &Cache, line: &[u8], tokens: &[(usize, us
         return;
     }
     let limit = if limit == 0 { usize::MAX } else { limit };
+    let start = out.len();
     cache.for_each_item(limit, |key, item| {
+        if out.len() - start > CACHEDUMP_LIMIT {
+            return false;
+        }
         let expires = match item.exptime() {
             0 => 0,
             at => cache.process_started() + at as i64,
@@ -136,5 +162,6 @@ fn cachedump(out: &mut Vec<u8>, cache: &Cache, line: &[u8], tokens: &[(usize, us
             out,
             format_args!(" [{} b; {expires} s]\r\n", item.data().len()),
         );
+        true
     });
 }

@@ -1,11 +1,18 @@
 //! memcached's text protocol and its meta commands: parsing and execution.
 //!
-//! [`serve`] takes the bytes a connection has read and answers every complete request in
+//! [`serve`] takes the bytes a connection has read and answers the complete requests in
 //! them, in order. Runs of reads (`get`, `gets`, and `mg` without flags that write) are
-//! gathered across request boundaries and looked up in one batch (`Session::get_many`,
-//! bins prefetched, then entries), so a 100-key `get`, and 100 pipelined single-key `get`s
-//! or `mg`s, cost one batch; any other request first answers the gathered reads, so replies
-//! keep the order of the requests.
+//! gathered across request boundaries and looked up in batches of up to [`LOOKUP_BATCH`]
+//! keys (`Session::get_many`, bins prefetched, then entries), so a 64-key `get`, and 64
+//! pipelined single-key `get`s or `mg`s, cost one batch; any other request first answers
+//! the gathered reads, so replies keep the order of the requests.
+//!
+//! **Bounded output.** `serve` is given room for so many bytes of replies. It starts no
+//! request once its replies passed that, and it answers a get line key by key, stopping
+//! (and `gat` likewise) once they passed it: the rest of the line is kept, as the offset of
+//! the next key to answer in [`TextState`], and answered by a later call, after the
+//! connection's output has drained. So no request, not even a 256 KiB `get` naming one 1 MiB
+//! value 60,000 times, makes more than the room plus one value of output at a time.
 //!
 //! Syntax and replies follow memcached 1.6's `proto_text.c` (documented differences in the
 //! README): tokens split on spaces, a line ends at `\n` with an optional `\r` before it, at
@@ -27,6 +34,10 @@ pub const MAX_GET_LINE: usize = 256 << 10;
 /// The most tokens a non-get command line may have (memcached's `MAX_TOKENS`).
 const MAX_TOKENS: usize = 24;
 
+/// The most keys looked up in one batch: enough for the batch's prefetching to pay, few
+/// enough that a batch cut short by the output's room wastes little.
+pub const LOOKUP_BATCH: usize = 64;
+
 /// The version string clients see; the `1.6` prefix makes version-sniffing clients treat
 /// the server as a memcached 1.6.
 pub const VERSION: &str = concat!("1.6.99-floe-", env!("CARGO_PKG_VERSION"));
@@ -34,57 +45,121 @@ pub const VERSION: &str = concat!("1.6.99-floe-", env!("CARGO_PKG_VERSION"));
 /// What `serve` did with the input.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Served {
-    /// Bytes of the input answered; the rest is an incomplete request.
+    /// Bytes of the input answered; the rest is an incomplete request, or requests left
+    /// for later when `stopped`.
     pub consumed: usize,
     /// Discard this many bytes that follow `consumed` (the data block of a refused store),
     /// including bytes not read yet.
     pub swallow: usize,
     /// Close the connection after writing the output (`quit`, a line too long).
     pub close: bool,
+    /// Answering stopped because the replies filled their room: complete requests (or the
+    /// rest of a get line) may follow `consumed`, to answer once the output has drained.
+    pub stopped: bool,
+}
+
+impl Served {
+    /// Answered up to `consumed`; the rest, if any, is an incomplete request.
+    pub fn upto(consumed: usize) -> Served {
+        Served {
+            consumed,
+            swallow: 0,
+            close: false,
+            stopped: false,
+        }
+    }
+
+    /// Answered up to `consumed`, then the output filled its room.
+    pub fn stopped_at(consumed: usize) -> Served {
+        Served {
+            stopped: true,
+            ..Served::upto(consumed)
+        }
+    }
+
+    /// Answered up to `consumed`; close the connection.
+    pub fn closing_at(consumed: usize) -> Served {
+        Served {
+            close: true,
+            ..Served::upto(consumed)
+        }
+    }
 }
 
 /// Per-connection state of the text protocol.
 #[derive(Default)]
 pub struct TextState {
     tokens: Vec<(usize, usize)>,
+    /// The first unanswered line is a get or gat line answered in part (its output filled
+    /// its room): the byte offset in the line of the first key still to answer.
+    resume_at: Option<usize>,
 }
 
-/// A read waiting in the batch.
+/// A read waiting in the batch, and where its line starts in the input.
 enum Read<'a> {
     /// `get` / `gets`: keys `first..first + count` of the batch.
     Get {
+        line_start: usize,
         first: usize,
         count: usize,
         cas: bool,
     },
     /// `mg`: key `index` of the batch, its flags, and its key as the client wrote it.
     Meta {
+        line_start: usize,
         index: usize,
         flags: MetaFlags<'a>,
         key_as_sent: &'a [u8],
     },
 }
 
-/// Reads gathered for one batch lookup.
+/// Reads gathered for batch lookups.
 #[derive(Default)]
 struct Batch<'a> {
     keys: Vec<&'a [u8]>,
+    /// Where each key starts in its line (a get line's resume point).
+    key_offsets: Vec<usize>,
     decoded: Vec<Box<[u8]>>,
     reads: Vec<Read<'a>>,
 }
 
-/// Answer every complete request in `input`, appending replies to `out`.
+/// Where answering the reads stopped for want of output room: the line of the first read
+/// not (wholly) answered, and for a get line the offset of its first key not answered.
+struct Stop {
+    line_start: usize,
+    resume_at: Option<usize>,
+}
+
+/// Answer the complete requests in `input`, appending replies to `out`, until the replies
+/// pass `room` bytes (see the module's docs: a request started is answered, except a get
+/// or gat line, which stops between keys).
 pub fn serve(
     input: &[u8],
     out: &mut Vec<u8>,
     session: &mut Session<'_>,
     state: &mut TextState,
+    room: usize,
 ) -> Served {
+    let limit = out.len().saturating_add(room);
     let mut pos = 0;
     let mut batch = Batch::default();
     let mut tokens = std::mem::take(&mut state.tokens);
-    let served = loop {
+    // Only the first line can be one answered in part.
+    let mut resume_at = state.resume_at.take();
+    // Answer the gathered reads; leave the loop if they filled the output's room.
+    macro_rules! answer_reads {
+        () => {
+            if let Some(stop) = answer_reads(&mut batch, out, session, limit) {
+                break (Served::stopped_at(stop.line_start), stop.resume_at);
+            }
+        };
+    }
+    let (mut served, mut resume) = loop {
         let rest = &input[pos..];
+        let line_resume_at = resume_at.take();
+        if batch.reads.is_empty() && out.len() > limit {
+            break (Served::stopped_at(pos), line_resume_at);
+        }
         let Some(newline) = rest.iter().position(|&b| b == b'\n') else {
             let limit = if starts_get(rest) {
                 MAX_GET_LINE
@@ -92,30 +167,18 @@ pub fn serve(
                 MAX_LINE
             };
             if rest.len() > limit {
-                answer_reads(&mut batch, out, session, state);
+                answer_reads!();
                 out.extend_from_slice(b"CLIENT_ERROR line too long\r\n");
-                break Served {
-                    consumed: input.len(),
-                    swallow: 0,
-                    close: true,
-                };
+                break (Served::closing_at(input.len()), None);
             }
-            break Served {
-                consumed: pos,
-                swallow: 0,
-                close: false,
-            };
+            break (Served::upto(pos), None);
         };
         if newline > MAX_GET_LINE || (newline > MAX_LINE && !starts_get(rest)) {
             // Too long even though it ended: refused as if its end had not come yet, so the
             // answer does not depend on how the bytes were split into reads.
-            answer_reads(&mut batch, out, session, state);
+            answer_reads!();
             out.extend_from_slice(b"CLIENT_ERROR line too long\r\n");
-            break Served {
-                consumed: input.len(),
-                swallow: 0,
-                close: true,
-            };
+            break (Served::closing_at(input.len()), None);
         }
         let line_end = pos + newline + 1;
         let mut line = &rest[..newline];
@@ -125,7 +188,7 @@ pub fn serve(
         tokenize(line, &mut tokens);
         let token = |i: usize| -> &[u8] { &line[tokens[i].0..tokens[i].1] };
         let Some(&(s, e)) = tokens.first() else {
-            answer_reads(&mut batch, out, session, state);
+            answer_reads!();
             out.extend_from_slice(b"ERROR\r\n");
             pos = line_end;
             continue;
@@ -133,26 +196,36 @@ pub fn serve(
         let command = &line[s..e];
         let is_get = matches!(command, b"get" | b"gets");
         if !is_get && tokens.len() > MAX_TOKENS {
-            answer_reads(&mut batch, out, session, state);
+            answer_reads!();
             out.extend_from_slice(b"ERROR\r\n");
             pos = line_end;
             continue;
         }
         if is_get {
-            if tokens.len() < 2 {
-                answer_reads(&mut batch, out, session, state);
+            // A line answered in part was checked whole when it came.
+            let checked = line_resume_at.is_some();
+            if !checked && tokens.len() < 2 {
+                answer_reads!();
                 out.extend_from_slice(b"ERROR\r\n");
-            } else if (1..tokens.len()).any(|i| !valid_key(token(i))) {
-                answer_reads(&mut batch, out, session, state);
+            } else if !checked && (1..tokens.len()).any(|i| !valid_key(token(i))) {
+                answer_reads!();
                 out.extend_from_slice(b"CLIENT_ERROR bad command line format\r\n");
             } else {
+                let from = line_resume_at.unwrap_or(0);
                 let first = batch.keys.len();
-                batch.keys.extend((1..tokens.len()).map(&token));
+                for &(s, e) in tokens[1..].iter().filter(|&&(s, _)| s >= from) {
+                    batch.keys.push(&line[s..e]);
+                    batch.key_offsets.push(s);
+                }
                 batch.reads.push(Read::Get {
+                    line_start: pos,
                     first,
-                    count: tokens.len() - 1,
+                    count: batch.keys.len() - first,
                     cas: command == b"gets",
                 });
+                if batch.keys.len() >= LOOKUP_BATCH {
+                    answer_reads!();
+                }
             }
             pos = line_end;
             continue;
@@ -173,61 +246,61 @@ pub fn serve(
                                     batch.keys.push(&[]);
                                 }
                             }
+                            batch.key_offsets.push(tokens[1].0);
                             batch.reads.push(Read::Meta {
+                                line_start: pos,
                                 index,
                                 flags,
                                 key_as_sent: token(1),
                             });
+                            pos = line_end;
+                            if batch.keys.len() >= LOOKUP_BATCH {
+                                answer_reads!();
+                            }
                         }
                         Err(()) => {
-                            answer_reads(&mut batch, out, session, state);
+                            answer_reads!();
                             out.extend_from_slice(b"CLIENT_ERROR bad command line format\r\n");
+                            pos = line_end;
                         }
                     }
-                    pos = line_end;
                     continue;
                 }
             }
         }
-        answer_reads(&mut batch, out, session, state);
+        answer_reads!();
         let request = Request {
             line,
             tokens: &tokens,
             data: &input[line_end..],
+            resume_at: line_resume_at,
         };
-        match execute(&request, out, session) {
+        match execute(&request, out, session, limit) {
             Outcome::Done => pos = line_end,
             Outcome::DoneWithData(len) => pos = line_end + len,
-            Outcome::NeedData => {
-                break Served {
-                    consumed: pos,
-                    swallow: 0,
-                    close: false,
-                }
-            }
+            Outcome::NeedData => break (Served::upto(pos), None),
             Outcome::Swallow(len) => {
                 let available = (input.len() - line_end).min(len);
                 if available == len {
                     pos = line_end + len;
                 } else {
-                    break Served {
-                        consumed: line_end + available,
+                    let served = Served {
                         swallow: len - available,
-                        close: false,
+                        ..Served::upto(line_end + available)
                     };
+                    break (served, None);
                 }
             }
-            Outcome::Close => {
-                break Served {
-                    consumed: line_end,
-                    swallow: 0,
-                    close: true,
-                }
-            }
+            Outcome::Paused { resume_at } => break (Served::stopped_at(pos), Some(resume_at)),
+            Outcome::Close => break (Served::closing_at(line_end), None),
         }
     };
-    answer_reads(&mut batch, out, session, state);
+    // Reads gathered before an incomplete request.
+    if let Some(stop) = answer_reads(&mut batch, out, session, limit) {
+        (served, resume) = (Served::stopped_at(stop.line_start), stop.resume_at);
+    }
     state.tokens = tokens;
+    state.resume_at = resume;
     served
 }
 
@@ -281,15 +354,17 @@ pub fn valid_key(key: &[u8]) -> bool {
         })
 }
 
-/// Answer the gathered reads with one batch lookup.
+/// Answer the gathered reads, looking their keys up [`LOOKUP_BATCH`] at a time, until the
+/// output passes `limit` bytes (one read, or one key of a get line, is answered at least).
+/// The batch is empty afterwards; `Some` says where answering stopped.
 fn answer_reads(
     batch: &mut Batch<'_>,
     out: &mut Vec<u8>,
-    session: &mut Session<'_>,
-    _state: &mut TextState,
-) {
+    session: &Session<'_>,
+    limit: usize,
+) -> Option<Stop> {
     if batch.reads.is_empty() {
-        return;
+        return None;
     }
     // Point the base64-decoded keys' placeholders at their decoded bytes.
     let mut decoded = batch.decoded.iter();
@@ -309,44 +384,102 @@ fn answer_reads(
             key
         });
     }
-    let mut found = Vec::new();
-    session.get_many(&keys, &mut found, true);
+    let mut found = Found {
+        items: Vec::with_capacity(keys.len()),
+        batch: Vec::new(),
+    };
+    let mut stop = None;
+    let mut answered_any = false;
     // Each item is marked read after its reply: `mg`'s `h` and `l` flags report the reads
-    // before this one.
-    for read in &batch.reads {
+    // before this one. Reads are counted as they are answered (a key looked up in a batch
+    // cut short is looked up again, and counted, when its turn comes).
+    'reads: for read in &batch.reads {
         match read {
-            Read::Get { first, count, cas } => {
-                for i in *first..first + count {
-                    if let Some(item) = found[i] {
-                        write_value(out, keys[i], item, *cas);
+            &Read::Get {
+                line_start,
+                first,
+                count,
+                cas,
+            } => {
+                for i in first..first + count {
+                    if answered_any && out.len() > limit {
+                        stop = Some(Stop {
+                            line_start,
+                            resume_at: Some(batch.key_offsets[i]),
+                        });
+                        break 'reads;
+                    }
+                    answered_any = true;
+                    let item = found.item(session, &keys, i);
+                    count_read(session, item.is_some());
+                    if let Some(item) = item {
+                        write_value(out, keys[i], item, cas);
                         session.mark_read(item);
                     }
                 }
                 out.extend_from_slice(b"END\r\n");
             }
             Read::Meta {
+                line_start,
                 index,
                 flags,
                 key_as_sent,
             } => {
-                meta_get_reply(
-                    out,
-                    session,
-                    keys[*index],
-                    key_as_sent,
-                    found[*index],
-                    flags,
-                    None,
-                );
-                if let Some(item) = found[*index] {
+                if answered_any && out.len() > limit {
+                    stop = Some(Stop {
+                        line_start: *line_start,
+                        resume_at: None,
+                    });
+                    break 'reads;
+                }
+                answered_any = true;
+                let item = found.item(session, &keys, *index);
+                count_read(session, item.is_some());
+                meta_get_reply(out, session, keys[*index], key_as_sent, item, flags, None);
+                if let Some(item) = item {
                     session.mark_read(item);
                 }
             }
         }
     }
     batch.keys.clear();
+    batch.key_offsets.clear();
     batch.decoded.clear();
     batch.reads.clear();
+    stop
+}
+
+/// The items found for a batch's keys so far, in the keys' order.
+struct Found<'s> {
+    items: Vec<Option<&'s Item>>,
+    batch: Vec<Option<&'s Item>>,
+}
+
+impl<'s> Found<'s> {
+    /// The item of `keys[i]`, looking up the next [`LOOKUP_BATCH`] keys when `i` is past
+    /// those found so far (keys are asked for in order).
+    fn item(&mut self, session: &'s Session<'_>, keys: &[&[u8]], i: usize) -> Option<&'s Item> {
+        if i >= self.items.len() {
+            let next = self.items.len();
+            let batch = &keys[next..keys.len().min(next + LOOKUP_BATCH)];
+            session.get_many(batch, &mut self.batch, false);
+            self.items.extend_from_slice(&self.batch);
+        }
+        self.items[i]
+    }
+}
+
+/// Count one key of a get: a hit or a miss.
+fn count_read(session: &Session<'_>, hit: bool) {
+    session.count(Counter::CmdGet, 1);
+    session.count(
+        if hit {
+            Counter::GetHits
+        } else {
+            Counter::GetMisses
+        },
+        1,
+    );
 }
 
 fn write_value(out: &mut Vec<u8>, key: &[u8], item: &Item, cas: bool) {
@@ -378,6 +511,9 @@ struct Request<'a> {
     line: &'a [u8],
     tokens: &'a [(usize, usize)],
     data: &'a [u8],
+    /// For a `gat` line answered in part: the offset in the line of its first key still
+    /// to answer.
+    resume_at: Option<usize>,
 }
 
 impl<'a> Request<'a> {
@@ -404,6 +540,9 @@ enum Outcome {
     NeedData,
     /// The line was answered; discard this many bytes after it.
     Swallow(usize),
+    /// Part of the line was answered and the output filled its room: answer the rest, from
+    /// this offset in the line, once the output has drained.
+    Paused { resume_at: usize },
     /// Close the connection.
     Close,
 }
@@ -417,7 +556,14 @@ fn reply(out: &mut Vec<u8>, noreply: bool, line: &[u8]) {
     }
 }
 
-fn execute(request: &Request<'_>, out: &mut Vec<u8>, session: &mut Session<'_>) -> Outcome {
+/// Answer one request that is not batched. Only `gat` stops part way when its replies pass
+/// `limit` bytes of `out`; every other request is answered whole.
+fn execute(
+    request: &Request<'_>,
+    out: &mut Vec<u8>,
+    session: &mut Session<'_>,
+    limit: usize,
+) -> Outcome {
     let n = request.len();
     match request.token(0) {
         b"set" => storage(request, out, session, StoreMode::Set, false),
@@ -440,8 +586,17 @@ fn execute(request: &Request<'_>, out: &mut Vec<u8>, session: &mut Session<'_>) 
                 out.extend_from_slice(BAD_FORMAT);
                 return Outcome::Done;
             }
+            // A line answered in part resumes at its first key not answered, with the expiry
+            // taken relative to the time it resumes.
             let exptime = session.cache().server_time(exptime, session.now());
-            for i in 2..n {
+            let from = request.resume_at.unwrap_or(0);
+            let first = (2..n).find(|&i| request.tokens[i].0 >= from).unwrap_or(n);
+            for i in first..n {
+                if i > first && out.len() > limit {
+                    return Outcome::Paused {
+                        resume_at: request.tokens[i].0,
+                    };
+                }
                 let key = request.token(i);
                 session.count(Counter::CmdTouch, 1);
                 session.count(Counter::CmdGet, 1);

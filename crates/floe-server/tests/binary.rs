@@ -18,6 +18,7 @@ fn start(settings: Settings) -> Server {
     let config = Config {
         listen: "127.0.0.1:0".parse().unwrap(),
         max_connections: 64,
+        housekeeping: true,
     };
     Server::start(cache, &config, Arc::new(AtomicBool::new(false))).expect("server")
 }
@@ -285,4 +286,51 @@ fn bad_binary_input() {
         .write_all(&request(0x0a, &[], &[], &[], 7, 0))
         .unwrap();
     assert_eq!(response(&mut other).opaque, 7);
+}
+
+/// An append or prepend that would grow an item past `-I` is refused "not stored", quiet or
+/// not, as memcached 1.6 answers it (measured); `stat reset` answers the end of the stats.
+#[test]
+fn appends_past_the_size_limit_and_stats_reset() {
+    let server = start(Settings {
+        workers: 2,
+        max_item_size: 1024,
+        ..Settings::default()
+    });
+    let mut s = connect(&server);
+    s.write_all(&request(0x01, b"a", &set_extras(0, 0), &[b'x'; 600], 1, 0))
+        .unwrap();
+    assert_eq!(response(&mut s).status, 0);
+    // Append, prepend, then the quiet appendq and a noop.
+    for (opcode, opaque) in [(0x0e, 2), (0x0f, 3), (0x19, 4)] {
+        s.write_all(&request(opcode, b"a", &[], &[b'y'; 600], opaque, 0))
+            .unwrap();
+        let refused = response(&mut s);
+        assert_eq!((refused.opcode, refused.status), (opcode, 0x0005));
+        assert_eq!(
+            (refused.opaque, &refused.value[..]),
+            (opaque, &b"Not stored."[..])
+        );
+    }
+    s.write_all(&request(0x00, b"a", &[], &[], 5, 0)).unwrap();
+    assert_eq!(response(&mut s).value, vec![b'x'; 600]);
+    s.write_all(&request(0x0e, b"a", &[], &[b'y'; 424], 6, 0))
+        .unwrap();
+    assert_eq!(response(&mut s).status, 0);
+
+    s.write_all(&request(0x10, b"reset", &[], &[], 7, 0))
+        .unwrap();
+    let end = response(&mut s);
+    assert_eq!((end.status, end.opaque), (0, 7));
+    assert!(end.key.is_empty() && end.value.is_empty(), "{end:?}");
+    s.write_all(&request(0x10, b"", &[], &[], 8, 0)).unwrap();
+    loop {
+        let stat = response(&mut s);
+        if stat.key.is_empty() {
+            break;
+        }
+        if stat.key == b"cmd_set" || stat.key == b"get_hits" {
+            assert_eq!(stat.value, b"0", "{}", String::from_utf8_lossy(&stat.key));
+        }
+    }
 }

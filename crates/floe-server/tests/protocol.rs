@@ -10,7 +10,7 @@ use std::{
 
 use floe_server::{
     cache::{Cache, Settings},
-    server::{Config, Server},
+    server::{Config, Server, OUTPUT_HIGH_WATER},
 };
 
 struct Running {
@@ -23,6 +23,9 @@ fn start_with(settings: Settings, max_connections: usize) -> Running {
     let config = Config {
         listen: "127.0.0.1:0".parse().unwrap(),
         max_connections,
+        // The tests move the manual clock and sweep themselves: a housekeeping sweep coming
+        // between would take some of what theirs should find.
+        housekeeping: false,
     };
     let server = Server::start(
         Arc::clone(&cache),
@@ -197,6 +200,150 @@ fn storage_commands_follow_memcached() {
     c.roundtrip(
         b"delete a 0\r\ndelete a 5\r\n",
         b"DELETED\r\nCLIENT_ERROR bad command line format.  Usage: delete <key> [noreply]\r\n",
+    );
+}
+
+/// memcached 1.6 (measured, with `-I 1k`) refuses an append or prepend that would grow an
+/// item past the item size limit: `NOT_STORED` (`NS` for `ms`), the value unchanged.
+#[test]
+fn appends_never_grow_an_item_past_the_size_limit() {
+    let running = start_with(
+        Settings {
+            workers: 2,
+            max_item_size: 1024,
+            ..Settings::default()
+        },
+        64,
+    );
+    let mut c = Client::connect(&running);
+    let (x, y) = ("x".repeat(600), "y".repeat(600));
+    c.roundtrip(
+        format!("set a 3 0 600\r\n{x}\r\n").as_bytes(),
+        b"STORED\r\n",
+    );
+    c.roundtrip(
+        format!("append a 0 0 600\r\n{y}\r\n").as_bytes(),
+        b"NOT_STORED\r\n",
+    );
+    c.roundtrip(
+        format!("prepend a 0 0 600\r\n{y}\r\n").as_bytes(),
+        b"NOT_STORED\r\n",
+    );
+    c.roundtrip(
+        format!("append a 0 0 600 noreply\r\n{y}\r\nms a 600 MA c\r\n{y}\r\nms a 600 MP q\r\n{y}\r\nmn\r\n")
+            .as_bytes(),
+        b"NS c0\r\nNS\r\nMN\r\n",
+    );
+    c.roundtrip(
+        b"get a\r\n",
+        format!("VALUE a 3 600\r\n{x}\r\nEND\r\n").as_bytes(),
+    );
+    // Up to the limit exactly is fine.
+    let rest = "z".repeat(424);
+    c.roundtrip(
+        format!("append a 0 0 424\r\n{rest}\r\n").as_bytes(),
+        b"STORED\r\n",
+    );
+    c.roundtrip(b"append a 0 0 1\r\n!\r\n", b"NOT_STORED\r\n");
+    c.roundtrip(
+        b"get a\r\n",
+        format!("VALUE a 3 1024\r\n{x}{rest}\r\nEND\r\n").as_bytes(),
+    );
+}
+
+/// `stats reset` zeroes the counters memcached resets (and only those) and says `RESET`.
+/// (The connection counters are process-wide, shared with the tests running beside this
+/// one: not checked here.)
+#[test]
+fn stats_reset_zeroes_the_counters() {
+    let running = start();
+    let mut c = Client::connect(&running);
+    c.roundtrip(
+        b"set a 0 0 1\r\n1\r\nget a b\r\nincr a 1\r\ndelete zz\r\ntouch a 0\r\n",
+        b"STORED\r\nVALUE a 0 1\r\n1\r\nEND\r\n2\r\nNOT_FOUND\r\nTOUCHED\r\n",
+    );
+    let counters = [
+        "cmd_get",
+        "cmd_set",
+        "cmd_touch",
+        "get_hits",
+        "get_misses",
+        "delete_misses",
+        "incr_hits",
+        "touch_hits",
+        "total_items",
+    ];
+    for name in counters {
+        assert_ne!(c.stat(name), "0", "{name} before the reset");
+    }
+    c.roundtrip(b"stats reset\r\n", b"RESET\r\n");
+    for name in counters {
+        assert_eq!(c.stat(name), "0", "{name} after the reset");
+    }
+    // Gauges stay.
+    assert_eq!(c.stat("curr_items"), "1");
+    assert_ne!(c.stat("bytes"), "0");
+    // And counting goes on from there.
+    c.roundtrip(b"get a\r\n", b"VALUE a 0 1\r\n2\r\nEND\r\n");
+    assert_eq!(c.stat("get_hits"), "1");
+    assert_eq!(c.stat("cmd_get"), "1");
+}
+
+/// The expiry sweep, in slices over every worker's queues, unlinks every expired or flushed
+/// item (rewritten, touched or not) and only those, and gives their memory back.
+#[test]
+fn the_expiry_sweep_finds_every_expired_item() {
+    let running = start_with(
+        Settings {
+            workers: 2,
+            ..Settings::default()
+        },
+        64,
+    );
+    let mut clients = [Client::connect(&running), Client::connect(&running)];
+    let empty = running.cache.bytes();
+    let mut expected_live = 0;
+    for i in 0..3000 {
+        // Clients on both workers, so both shards of the queues hold nodes.
+        let c = &mut clients[i % 2];
+        let ttl = if i % 3 == 0 { 0 } else { 10 };
+        c.send(format!("set key{i} 0 {ttl} 2\r\nvv\r\n").as_bytes());
+        let lives = match i % 10 {
+            // An overwrite keeps the item's node; with an expiry, the item expires still.
+            1 => {
+                c.send(format!("set key{i} 0 10 3\r\nwww\r\n").as_bytes());
+                false
+            }
+            // A touch moves the expiry away: it stays.
+            2 => {
+                c.send(format!("touch key{i} 1000\r\n").as_bytes());
+                true
+            }
+            _ => ttl == 0,
+        };
+        expected_live += usize::from(lives);
+    }
+    for c in &mut clients {
+        c.send(b"mn\r\n");
+        while c.line() != "MN\r\n" {}
+    }
+    assert_eq!(running.cache.reclaim_expired(), 0, "nothing expired yet");
+    running.cache.advance_clock(11);
+    assert_eq!(running.cache.reclaim_expired(), 3000 - expected_live);
+    assert_eq!(running.cache.items(), expected_live);
+    assert_eq!(
+        running.cache.reclaim_expired(),
+        0,
+        "a second pass finds none"
+    );
+    // A flush makes the rest go too; what stays charged is the queue nodes.
+    clients[0].roundtrip(b"flush_all\r\n", b"OK\r\n");
+    assert_eq!(running.cache.reclaim_expired(), expected_live);
+    assert_eq!(running.cache.items(), 0);
+    let nodes = running.cache.bytes() - empty;
+    assert!(
+        nodes <= 3000 * floe_server::cache::node_charge(7),
+        "{nodes} bytes charged"
     );
 }
 
@@ -524,7 +671,8 @@ fn a_client_that_never_reads_stalls_no_one() {
         }
     }
     // Each 9-byte request asks for 100 KiB: had the server answered all it was sent, it
-    // would hold gigabytes. It stopped reading instead, and others are served.
+    // would hold gigabytes. It stopped answering and reading instead, holding at most the
+    // output limit and one value, and others are served.
     assert!(sent > 9 * 100, "sent only {sent} bytes");
     let start = Instant::now();
     c.roundtrip(
@@ -532,6 +680,12 @@ fn a_client_that_never_reads_stalls_no_one() {
         b"STORED\r\nVALUE other 0 1\r\no\r\nEND\r\n",
     );
     assert!(start.elapsed() < Duration::from_secs(5));
+    let held = running.cache.pending_output() as usize;
+    assert!(
+        (value.len()..=OUTPUT_HIGH_WATER + value.len() + 1024).contains(&held),
+        "{held} bytes of output held for a client that never reads"
+    );
+    assert_eq!(c.stat("pending_output_bytes"), held.to_string());
 }
 
 #[test]
@@ -625,6 +779,85 @@ fn without_eviction_a_full_cache_refuses_stores() {
         format!("set again 0 0 {}\r\n{value}\r\n", value.len()).as_bytes(),
         b"STORED\r\n",
     );
+}
+
+/// Overwrites and incrs of a few keys, many times the memory limit in all, behind items
+/// stored first and never rewritten: a write that replaces an item keeps the item's queue
+/// node, so no stale node is left charged behind; memory stays at what the items take,
+/// stores keep succeeding under `-M`, and with eviction on nothing is evicted. Under `-M`,
+/// the stale nodes deletes leave behind are found and freed past the live items at the head
+/// of the queue.
+#[test]
+fn rewriting_a_few_keys_leaves_no_stale_charge() {
+    let limit = 256 << 10;
+    for evict in [false, true] {
+        let running = start_with(
+            Settings {
+                workers: 1,
+                memory_limit: limit,
+                max_item_size: 64 << 10,
+                evict,
+                ..Settings::default()
+            },
+            64,
+        );
+        let mut c = Client::connect(&running);
+        let value = "x".repeat(1000);
+        for i in 0..50 {
+            c.roundtrip(
+                format!("set live{i} 0 0 {}\r\n{value}\r\n", value.len()).as_bytes(),
+                b"STORED\r\n",
+            );
+        }
+        let live = running.cache.bytes();
+        // Every reply up to an `mn` must be one of `ok`.
+        let check = |c: &mut Client, ok: &[&str]| {
+            c.send(b"mn\r\n");
+            loop {
+                match c.line().as_str() {
+                    "MN\r\n" => break,
+                    line if ok.contains(&line) || line.trim_end().parse::<u64>().is_ok() => {}
+                    line => panic!("-M {}: {line}", !evict),
+                }
+            }
+        };
+        // 20 MB written into 256 KiB.
+        for i in 0..20_000 {
+            c.send(format!("set k{} 0 0 {}\r\n{value}\r\n", i % 4, value.len()).as_bytes());
+            c.send(format!("incr n{} 1\r\n", i % 2).as_bytes());
+            if i < 2 {
+                c.send(format!("set n{i} 0 0 1\r\n1\r\n").as_bytes());
+            }
+            if i % 500 == 499 {
+                check(&mut c, &["STORED\r\n", "NOT_FOUND\r\n"]);
+                let bytes = running.cache.bytes();
+                assert!(
+                    bytes <= live + (16 << 10),
+                    "-M {}: {bytes} bytes charged for {live} bytes of items and 6 keys",
+                    !evict
+                );
+            }
+        }
+        c.roundtrip(
+            b"get n0 n1\r\n",
+            b"VALUE n0 0 5\r\n10000\r\nVALUE n1 0 5\r\n10000\r\nEND\r\n",
+        );
+        if !evict {
+            // Each delete leaves its node behind the live items, stale.
+            for i in 0..20_000 {
+                c.send(format!("add d{} 0 0 1\r\nd\r\ndelete d{}\r\n", i % 3, i % 3).as_bytes());
+                if i % 500 == 499 {
+                    check(&mut c, &["STORED\r\n", "DELETED\r\n"]);
+                    assert!(running.cache.bytes() <= limit);
+                }
+            }
+        }
+        assert_eq!(c.stat("evictions"), "0");
+        for i in 0..50 {
+            c.send(format!("mg live{i} s\r\n").as_bytes());
+            assert_eq!(c.line(), "HD s1000\r\n");
+        }
+    }
 }
 
 /// Many threads on few keys: sets, appends, incrs, cas and deletes; every reply is one
