@@ -411,6 +411,7 @@ fn execute(
                 (header.cas != 0).then_some(header.cas),
                 create,
                 true,
+                None,
             ) {
                 Delta::Value(..) if quiet => {}
                 Delta::Value(value, cas, _) => {

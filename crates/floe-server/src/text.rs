@@ -23,7 +23,9 @@
 
 use base64::{engine::general_purpose::STANDARD as BASE64, Engine as _};
 
-use crate::cache::{Counter, Deleted, Delta, Item, Session, StoreMode, Stored, MAX_KEY_LEN};
+use crate::cache::{
+    Counter, Deleted, Delta, Item, MetaStore, Session, StoreMode, Stored, Tombstone, MAX_KEY_LEN,
+};
 
 /// The longest command line (without its data block) other than the get commands.
 pub const MAX_LINE: usize = 8 << 10;
@@ -435,7 +437,8 @@ fn answer_reads(
                 answered_any = true;
                 let item = found.item(session, &keys, *index);
                 count_read(session, item.is_some());
-                meta_get_reply(out, session, keys[*index], key_as_sent, item, flags, None);
+                let (key, effects) = (keys[*index], GetEffects::default());
+                meta_get_reply(out, session, key, key_as_sent, item, flags, effects);
                 if let Some(item) = item {
                     session.mark_read(item);
                 }
@@ -657,7 +660,7 @@ fn execute(
                 out.extend_from_slice(b"CLIENT_ERROR invalid numeric delta argument\r\n");
                 return Outcome::Done;
             };
-            match session.delta(key, command == b"incr", delta, None, None, true) {
+            match session.delta(key, command == b"incr", delta, None, None, true, None) {
                 Delta::Value(value, ..) => {
                     if !noreply {
                         push_number(out, value);
@@ -923,7 +926,8 @@ impl<'a> MetaFlags<'a> {
             .map(|&(_, a)| a)
     }
 
-    /// Whether an `mg` with these flags writes (touch, vivify): not batched then.
+    /// Whether an `mg` with these flags writes (touch, vivify) or has tokens to check
+    /// (`E`, `R`): not batched then.
     fn writes(&self) -> bool {
         self.flags
             .iter()
@@ -1013,8 +1017,27 @@ fn ttl_left(item: &Item, now: u32) -> i64 {
     }
 }
 
+/// What an `mg` did to the item it answers, for the flags that report it where they stand
+/// among the flags (memcached applies `T`, `N` and `R` in the order given: a `t` before
+/// `T` reports the expiry the item had, an `R` after `T` weighs the new one).
+#[derive(Clone, Copy, Debug, Default)]
+struct GetEffects {
+    /// The item's expiry before this request's `T` or `N` set it (`None`: unchanged).
+    expiry_before: Option<u32>,
+    /// The expiry `T` set.
+    touch: Option<u32>,
+    /// The request made the item (`N` on a miss): the expiry `N` set. The maker wins.
+    created: Option<u32>,
+    /// `R`: the item's win token is wanted if it expires before this server time.
+    recache: Option<u32>,
+}
+
 /// The reply of an `mg` (batched or not) for the item found, or `None`.
-#[allow(clippy::too_many_arguments)]
+///
+/// Stale-while-revalidate (memcached's win tokens): an item made by this request's `N`
+/// answers `W` (its maker fills it); a stale item (`X`, marked by `md ... I` or `ms ... I`),
+/// or one whose expiry comes before the time `R` names, hands its win token to the first
+/// read (`W`, its client recaches); once the token is taken, every read answers `Z`.
 fn meta_get_reply(
     out: &mut Vec<u8>,
     session: &Session<'_>,
@@ -1022,7 +1045,7 @@ fn meta_get_reply(
     key_as_sent: &[u8],
     item: Option<&Item>,
     flags: &MetaFlags<'_>,
-    expiry_before_touch: Option<u32>,
+    effects: GetEffects,
 ) {
     let Some(item) = item else {
         if !flags.has(b'q') {
@@ -1050,18 +1073,16 @@ fn meta_get_reply(
     } else {
         (key, false)
     };
-    // memcached applies `T` where it stands among the flags: a `t` before it reports the
-    // expiry the item had.
-    let mut touched = expiry_before_touch.is_none();
-    let ttl = |exptime: u32| {
-        if exptime == 0 {
-            -1
-        } else {
-            exptime.saturating_sub(session.now()) as i64
-        }
-    };
+    let mut exptime = effects.expiry_before.unwrap_or(item.exptime());
+    let mut wants_token = false;
     flags.write_returned_key(out, key_text, base64, |out, flag| match flag {
-        b'T' => touched = true,
+        b'T' => exptime = effects.touch.unwrap_or(exptime),
+        b'N' => exptime = effects.created.unwrap_or(exptime),
+        b'R' => {
+            wants_token |= effects.created.is_none()
+                && exptime != 0
+                && effects.recache.is_some_and(|recache| exptime < recache);
+        }
         b'c' => {
             out.extend_from_slice(b" c");
             push_number(out, item.cas());
@@ -1081,15 +1102,34 @@ fn meta_get_reply(
         }
         b't' => {
             out.extend_from_slice(b" t");
-            let exptime = if touched {
-                item.exptime()
+            let ttl = if exptime == 0 {
+                -1
             } else {
-                expiry_before_touch.unwrap_or(0)
+                exptime.saturating_sub(session.now()) as i64
             };
-            push_signed(out, ttl(exptime));
+            push_signed(out, ttl);
         }
         _ => {}
     });
+    // The maker of the item took its token when storing it; anyone else takes it here, if
+    // wanted and still there. memcached answers `Z` before `X`, `W` last, and never `Z`
+    // with `W`.
+    let won = if effects.created.is_some() {
+        true
+    } else if wants_token || item.is_stale() {
+        item.take_win_token()
+    } else {
+        false
+    };
+    if !won && item.win_token_taken() {
+        out.extend_from_slice(b" Z");
+    }
+    if item.is_stale() {
+        out.extend_from_slice(b" X");
+    }
+    if won {
+        out.extend_from_slice(b" W");
+    }
     out.extend_from_slice(b"\r\n");
     if with_value {
         out.extend_from_slice(item.data());
@@ -1097,7 +1137,8 @@ fn meta_get_reply(
     }
 }
 
-/// `mg` with flags that write: `T` (touch), `N` (vivify on miss), `E`/`R` (refused).
+/// `mg` with flags that write or need checking before the batch: `T` (touch), `N` (vivify
+/// on miss), `E` (the CAS unique of the item `N` makes), `R` (recache win).
 fn meta_get_writing(
     request: &Request<'_>,
     out: &mut Vec<u8>,
@@ -1110,58 +1151,81 @@ fn meta_get_writing(
             return Outcome::Done;
         }
     };
-    if flags.has(b'E') || flags.has(b'R') {
-        out.extend_from_slice(b"CLIENT_ERROR unsupported flag\r\n");
+    let key = key.bytes();
+    let time = |flag| flags.get(flag).map(parse_exptime);
+    let (touch, vivify, recache) = (time(b'T'), time(b'N'), time(b'R'));
+    let cas = flags.get(b'E').map(parse_u64);
+    if [touch, vivify, recache]
+        .iter()
+        .any(|t| matches!(t, Some(None)))
+        || matches!(cas, Some(None))
+    {
+        out.extend_from_slice(b"CLIENT_ERROR bad token in command line format\r\n");
         return Outcome::Done;
     }
-    let key = key.bytes();
-    let touch = match flags.get(b'T').map(parse_exptime) {
-        Some(None) => {
-            out.extend_from_slice(b"CLIENT_ERROR bad token in command line format\r\n");
-            return Outcome::Done;
-        }
-        Some(Some(t)) => Some(session.cache().server_time(t, session.now())),
-        None => None,
+    let server_time = |t: Option<Option<i64>>| {
+        t.flatten()
+            .map(|t| session.cache().server_time(t, session.now()))
     };
-    let vivify = match flags.get(b'N').map(parse_exptime) {
-        Some(None) => {
-            out.extend_from_slice(b"CLIENT_ERROR bad token in command line format\r\n");
-            return Outcome::Done;
-        }
-        Some(Some(t)) => Some(session.cache().server_time(t, session.now())),
-        None => None,
-    };
+    let (touch, vivify, recache) = (
+        server_time(touch),
+        server_time(vivify),
+        server_time(recache),
+    );
     session.count(Counter::CmdGet, 1);
     let before = touch.and(session.peek(key).map(Item::exptime));
-    let found = match touch {
+    let mut found = match touch {
         Some(exptime) => {
             session.count(Counter::CmdTouch, 1);
             session.touch(key, exptime)
         }
         None => session.peek(key),
     };
+    let mut effects = GetEffects {
+        expiry_before: before,
+        touch,
+        created: None,
+        recache,
+    };
     if found.is_none() {
-        session.count(Counter::GetMisses, 1);
-        if let Some(exptime) = vivify {
-            // Create an empty placeholder so that one client wins the right to fill it
-            // (memcached's `W` flag): an add of an empty value.
-            let won = matches!(
-                session.store(StoreMode::Add, key, 0, exptime, b"", None),
-                Stored::Stored(_)
-            );
-            out.extend_from_slice(b"EN");
-            if won {
-                out.extend_from_slice(b" W");
+        if let Some(vivify_exptime) = vivify {
+            // Make an empty placeholder whose win token its maker holds, so that one client
+            // fills it (memcached's `W`) and the others see `Z`: an add of an empty value. Its
+            // expiry is that of whichever of `T` and `N` comes last, as memcached sets both
+            // in order on the item it made.
+            let exptime = flags
+                .flags
+                .iter()
+                .filter_map(|&(flag, _)| match flag {
+                    b'T' => touch,
+                    b'N' => Some(vivify_exptime),
+                    _ => None,
+                })
+                .next_back()
+                .unwrap_or(vivify_exptime);
+            let meta = MetaStore {
+                cas: cas.flatten(),
+                token_sent: true,
+                ..MetaStore::default()
+            };
+            let stored = session.store_with(StoreMode::Add, key, 0, exptime, b"", None, meta);
+            if matches!(stored, Stored::Stored(_)) {
+                effects = GetEffects {
+                    expiry_before: Some(0),
+                    created: Some(vivify_exptime),
+                    ..effects
+                };
             }
-            flags.echo(out, request.token(1));
-            out.extend_from_slice(b"\r\n");
-            return Outcome::Done;
+            // Or another client's item, if it made one first (then a plain hit).
+            found = session.peek(key);
         }
-        meta_get_reply(out, session, key, request.token(1), None, &flags, None);
-        return Outcome::Done;
     }
+    let Some(item) = found else {
+        session.count(Counter::GetMisses, 1);
+        meta_get_reply(out, session, key, request.token(1), None, &flags, effects);
+        return Outcome::Done;
+    };
     session.count(Counter::GetHits, 1);
-    let item = found.expect("a hit");
     meta_get_reply(
         out,
         session,
@@ -1169,7 +1233,7 @@ fn meta_get_writing(
         request.token(1),
         Some(item),
         &flags,
-        before,
+        effects,
     );
     session.mark_read(item);
     Outcome::Done
@@ -1217,11 +1281,14 @@ fn meta_set(request: &Request<'_>, out: &mut Vec<u8>, session: &mut Session<'_>)
     let client_flags = flags.get(b'F').map(parse_u32);
     let exptime = flags.get(b'T').map(parse_exptime);
     let compare = number(b'C');
-    if matches!(client_flags, Some(None))
-        || matches!(exptime, Some(None))
-        || matches!(compare, Some(None))
-    {
+    let cas = number(b'E');
+    if matches!(exptime, Some(None)) || matches!(compare, Some(None)) || matches!(cas, Some(None)) {
         out.extend_from_slice(b"CLIENT_ERROR bad token in command line format\r\n");
+        return Outcome::DoneWithData(block);
+    }
+    // memcached names no token for bad client flags (measured).
+    if matches!(client_flags, Some(None)) {
+        out.extend_from_slice(BAD_FORMAT);
         return Outcome::DoneWithData(block);
     }
     let mode = match flags.get(b'M') {
@@ -1238,10 +1305,6 @@ fn meta_set(request: &Request<'_>, out: &mut Vec<u8>, session: &mut Session<'_>)
             }
         },
     };
-    if flags.has(b'I') || flags.has(b'E') {
-        out.extend_from_slice(b"CLIENT_ERROR unsupported flag\r\n");
-        return Outcome::DoneWithData(block);
-    }
     let exptime = session
         .cache()
         .server_time(exptime.flatten().unwrap_or(0), session.now());
@@ -1252,7 +1315,13 @@ fn meta_set(request: &Request<'_>, out: &mut Vec<u8>, session: &mut Session<'_>)
         exptime,
         &request.data[..length],
         compare.flatten(),
-        flags.has(b'b'),
+        MetaStore {
+            binary_key: flags.has(b'b'),
+            // As memcached, `E0` asks for nothing: the item gets a fresh unique.
+            cas: cas.flatten().filter(|&cas| cas != 0),
+            invalidate: flags.has(b'I'),
+            token_sent: false,
+        },
     );
     let (code, cas): (&[u8], _) = match stored {
         Stored::Stored(cas) => (b"HD", Some(cas)),
@@ -1283,7 +1352,9 @@ fn meta_set(request: &Request<'_>, out: &mut Vec<u8>, session: &mut Session<'_>)
     Outcome::DoneWithData(block)
 }
 
-/// `md <key> <flags>*`.
+/// `md <key> <flags>*`: removes the item, or with `I` marks it stale (`T` its new expiry),
+/// with `x` empties it (`F` and `T` the empty item's client flags and expiry), with both
+/// leaves an empty stale tombstone; `E` the CAS unique the item keeps.
 fn meta_delete(request: &Request<'_>, out: &mut Vec<u8>, session: &mut Session<'_>) -> Outcome {
     let (flags, key) = match meta_header(request, 2) {
         Ok(header) => header,
@@ -1292,18 +1363,35 @@ fn meta_delete(request: &Request<'_>, out: &mut Vec<u8>, session: &mut Session<'
             return Outcome::Done;
         }
     };
-    let compare = match flags.get(b'C').map(parse_u64) {
-        Some(None) => {
-            out.extend_from_slice(b"CLIENT_ERROR bad token in command line format\r\n");
-            return Outcome::Done;
-        }
-        compare => compare.flatten(),
-    };
-    if flags.has(b'I') || flags.has(b'x') || flags.has(b'E') {
-        out.extend_from_slice(b"CLIENT_ERROR unsupported flag\r\n");
+    let compare = flags.get(b'C').map(parse_u64);
+    let cas = flags.get(b'E').map(parse_u64);
+    let exptime = flags.get(b'T').map(parse_exptime);
+    if matches!(compare, Some(None)) || matches!(cas, Some(None)) || matches!(exptime, Some(None)) {
+        out.extend_from_slice(b"CLIENT_ERROR bad token in command line format\r\n");
         return Outcome::Done;
     }
-    let code: &[u8] = match session.delete(key.bytes(), compare) {
+    let Some(client_flags) = flags.get(b'F').map_or(Some(0), parse_u32) else {
+        out.extend_from_slice(BAD_FORMAT);
+        return Outcome::Done;
+    };
+    let compare = compare.flatten();
+    let exptime = exptime
+        .flatten()
+        .map(|t| session.cache().server_time(t, session.now()));
+    let deleted = if flags.has(b'I') || flags.has(b'x') {
+        let tombstone = Tombstone {
+            stale: flags.has(b'I'),
+            empty: flags
+                .has(b'x')
+                .then_some((client_flags, exptime.unwrap_or(0))),
+            exptime,
+            cas: cas.flatten(),
+        };
+        session.tombstone(key.bytes(), compare, tombstone)
+    } else {
+        session.delete(key.bytes(), compare)
+    };
+    let code: &[u8] = match deleted {
         Deleted::Deleted => b"HD",
         Deleted::NotFound => b"NF",
         Deleted::Exists => b"EX",
@@ -1330,13 +1418,15 @@ fn meta_arithmetic(request: &Request<'_>, out: &mut Vec<u8>, session: &mut Sessi
     let delta = flags.get(b'D').map(parse_u64);
     let initial = flags.get(b'J').map(parse_u64);
     let compare = flags.get(b'C').map(parse_u64);
+    let cas = flags.get(b'E').map(parse_u64);
     let vivify = flags.get(b'N').map(parse_exptime);
-    if [delta, initial, compare]
+    if [delta, initial, compare, cas]
         .iter()
         .any(|v| matches!(v, Some(None)))
         || matches!(vivify, Some(None))
     {
-        out.extend_from_slice(b"CLIENT_ERROR bad token in command line format\r\n");
+        // memcached 1.6's `ma` answers every bad flag so (measured).
+        out.extend_from_slice(b"CLIENT_ERROR invalid or duplicate flag\r\n");
         return Outcome::Done;
     }
     let incr = match flags.get(b'M') {
@@ -1360,6 +1450,7 @@ fn meta_arithmetic(request: &Request<'_>, out: &mut Vec<u8>, session: &mut Sessi
         compare.flatten(),
         create,
         true,
+        cas.flatten(),
     );
     let code: &[u8] = match result {
         Delta::Value(..) => {

@@ -475,11 +475,198 @@ fn meta_commands() {
     );
     running.cache.advance_clock(4);
     c.roundtrip(b"mg h l\r\nmg h l\r\n", b"HD l4\r\nHD l0\r\n");
-    // A miss that vivifies: the first client wins the right to fill it.
-    c.roundtrip(b"mg viv N30 v\r\nmg viv N30 v\r\n", b"EN W\r\nVA 0\r\n\r\n");
+    // A miss that vivifies: the empty item made answers as a hit, and its maker wins the
+    // right to fill it (W); every later read sees the token taken (Z), as in memcached 1.6.
+    c.roundtrip(
+        b"mg viv N30 v t\r\nmg viv N30 v\r\nmg viv s\r\n",
+        b"VA 0 t30 W\r\n\r\nVA 0 Z\r\n\r\nHD s0 Z\r\n",
+    );
+    c.roundtrip(b"mg viv2 N30 q\r\n", b"HD W\r\n");
     c.roundtrip(
         b"mg\r\nms k\r\nmg k !x\r\n",
         b"ERROR\r\nCLIENT_ERROR bad command line format\r\nCLIENT_ERROR invalid flag\r\n",
+    );
+}
+
+/// The CAS unique a meta command's reply reports (`c<unique>`).
+fn reported_cas(reply: &str) -> u64 {
+    let token = reply
+        .split_whitespace()
+        .find(|t| t.starts_with('c'))
+        .unwrap_or_else(|| panic!("no CAS unique in {reply:?}"));
+    token[1..].parse().expect("a number")
+}
+
+/// `mg ... R`: an item expiring before the time given hands its win token to one client.
+#[test]
+fn meta_get_recache_win() {
+    let running = start();
+    let (mut c, mut other) = (Client::connect(&running), Client::connect(&running));
+    c.roundtrip(b"set r 0 100 2\r\nhi\r\n", b"STORED\r\n");
+    c.roundtrip(b"mg r R30 v t\r\n", b"VA 2 t100\r\nhi\r\n");
+    c.roundtrip(b"mg r R200 v t\r\n", b"VA 2 t100 W\r\nhi\r\n");
+    c.roundtrip(b"mg r R200 t\r\n", b"HD t100 Z\r\n");
+    other.roundtrip(b"mg r R200\r\nmg r v\r\n", b"HD Z\r\nVA 2 Z\r\nhi\r\n");
+    other.roundtrip(b"get r\r\n", b"VALUE r 0 2\r\nhi\r\nEND\r\n");
+    // A new value is a new item, its token not taken.
+    c.roundtrip(
+        b"set r 0 100 2\r\nho\r\nmg r R200\r\n",
+        b"STORED\r\nHD W\r\n",
+    );
+    // The remaining TTL counts: 20 s left is below 30.
+    c.roundtrip(b"set s 0 100 1\r\ns\r\n", b"STORED\r\n");
+    running.cache.advance_clock(80);
+    c.roundtrip(b"mg s R30 t\r\n", b"HD t20 W\r\n");
+    // No expiry never wins; R weighs the expiry T set before it, not one after.
+    c.roundtrip(
+        b"set n 0 0 1\r\nn\r\nmg n R200 t\r\nmg n T100 R200 t\r\n",
+        b"STORED\r\nHD t-1\r\nHD t100 W\r\n",
+    );
+    c.roundtrip(
+        b"set m 0 0 1\r\nm\r\nmg m R200 T100 t\r\n",
+        b"STORED\r\nHD t100\r\n",
+    );
+    c.roundtrip(
+        b"mg r R\r\nmg r Rz\r\nmg nope R-5\r\n",
+        b"CLIENT_ERROR bad token in command line format\r\n\
+          CLIENT_ERROR bad token in command line format\r\nEN\r\n",
+    );
+}
+
+/// `ms ... I` and `md ... I`: stale items, answered with X and one win token.
+#[test]
+fn meta_invalidation() {
+    let running = start();
+    let (mut c, mut other) = (Client::connect(&running), Client::connect(&running));
+    c.send(b"ms u 2 c T100\r\naa\r\n");
+    let older = reported_cas(&c.line());
+    c.send(b"ms u 2 c T100\r\nbb\r\n");
+    let current = reported_cas(&c.line());
+    // An older unique with I stores anyway, stale, keeping the item's expiry.
+    c.send(format!("ms u 2 MR I C{older} c T5 F3\r\ncc\r\n").as_bytes());
+    let stale = reported_cas(&c.line());
+    assert!(stale > current);
+    c.roundtrip(
+        b"mg u v c f t\r\n",
+        format!("VA 2 c{stale} f3 t100 X W\r\ncc\r\n").as_bytes(),
+    );
+    other.roundtrip(b"mg u v\r\n", b"VA 2 Z X\r\ncc\r\n");
+    // Stored stale again, the token stays taken; a newer unique is refused; a matching one
+    // stores a fresh item; append, add and a plain set ignore I.
+    c.send(format!("ms u 2 I C{older}\r\ndd\r\nmg u v\r\n").as_bytes());
+    c.expect(b"HD\r\nVA 2 Z X\r\ndd\r\n");
+    c.roundtrip(
+        format!("ms u 2 I C{}\r\nee\r\n", u64::MAX).as_bytes(),
+        b"EX\r\n",
+    );
+    c.roundtrip(
+        format!("ms u 2 MA I C{older} c\r\nee\r\nms u 2 ME I C{older} c\r\nee\r\n").as_bytes(),
+        b"EX c0\r\nNS c0\r\n",
+    );
+    c.send(b"mg u c\r\n");
+    let now_stale = reported_cas(&c.line());
+    c.roundtrip(
+        format!("ms u 2 I C{now_stale}\r\nff\r\nmg u v\r\n").as_bytes(),
+        b"HD\r\nVA 2\r\nff\r\n",
+    );
+    c.roundtrip(b"ms t 2 I C1\r\nab\r\n", b"NF\r\n");
+    // md I marks stale (T sets a new expiry) and puts the token back for the next read.
+    c.roundtrip(b"ms w 2 T100\r\nhi\r\nmd w I T30\r\n", b"HD\r\nHD\r\n");
+    c.roundtrip(b"mg w v t\r\n", b"VA 2 t30 X W\r\nhi\r\n");
+    other.roundtrip(b"mg w t\r\n", b"HD t30 Z X\r\n");
+    c.roundtrip(b"md w I\r\n", b"HD\r\n");
+    other.roundtrip(b"mg w t\r\nmg w\r\n", b"HD t30 X W\r\nHD Z X\r\n");
+    c.send(b"mg w c\r\n");
+    let unique = reported_cas(&c.line());
+    c.roundtrip(
+        format!("md w I C{}\r\nmd w I q\r\nmd w q\r\nmg w\r\n", unique + 1).as_bytes(),
+        b"EX\r\nEN\r\n",
+    );
+    c.roundtrip(b"md nope I\r\nmd nope I q\r\n", b"NF\r\nNF\r\n");
+    // A touch keeps the mark; an incr in place keeps it, one that grows the value does not.
+    c.roundtrip(
+        b"ms z 1\r\n5\r\nmd z I\r\ntouch z 100\r\nmg z t v\r\n",
+        b"HD\r\nHD\r\nTOUCHED\r\nVA 1 t100 X W\r\n5\r\n",
+    );
+    c.roundtrip(
+        b"ma z v\r\nmg z v\r\nma z D100 v\r\nmg z v\r\n",
+        b"VA 1\r\n6\r\nVA 1 Z X\r\n6\r\nVA 3\r\n106\r\nVA 3\r\n106\r\n",
+    );
+    c.roundtrip(
+        b"md w Tz\r\nmd w Fz\r\nmd w I T\r\n",
+        b"CLIENT_ERROR bad token in command line format\r\n\
+          CLIENT_ERROR bad command line format\r\n\
+          CLIENT_ERROR bad token in command line format\r\n",
+    );
+}
+
+/// `md ... x`: the value removed, the item kept (empty, flags and expiry from F and T, the
+/// CAS unique kept unless I or E gives another).
+#[test]
+fn meta_delete_removes_value() {
+    let running = start();
+    let (mut c, mut other) = (Client::connect(&running), Client::connect(&running));
+    c.roundtrip(
+        b"ms e 3 T100 F5 E40\r\nabc\r\nmg e h v\r\nmd e x\r\n",
+        b"HD\r\nVA 3 h0\r\nabc\r\nHD\r\n",
+    );
+    c.roundtrip(b"mg e v c f t h\r\n", b"VA 0 c40 f0 t-1 h0\r\n\r\n");
+    c.roundtrip(
+        b"ms e 3 T100 F5 E40\r\nabc\r\nmd e x T60 F8\r\nmg e v c f t\r\n",
+        b"HD\r\nHD\r\nVA 0 c40 f8 t60\r\n\r\n",
+    );
+    c.roundtrip(
+        b"md e x E41 I T50\r\nmg e v c f t\r\n",
+        b"HD\r\nVA 0 c41 f0 t50 X W\r\n\r\n",
+    );
+    other.roundtrip(b"mg e c\r\n", b"HD c41 Z X\r\n");
+    c.roundtrip(b"ms e 3 E40\r\nabc\r\nmd e x I\r\n", b"HD\r\nHD\r\n");
+    c.send(b"mg e c t\r\n");
+    let line = c.line();
+    assert_ne!(reported_cas(&line), 40, "I gives a fresh unique: {line}");
+    assert!(line.ends_with(" t-1 X W\r\n"), "{line}");
+    c.roundtrip(
+        b"md e x C1\r\nmd e x C1 q\r\nmd e x q\r\nmd nope x\r\nget e\r\n",
+        b"EX\r\nEX\r\nNF\r\nVALUE e 0 0\r\n\r\nEND\r\n",
+    );
+}
+
+/// `E`: the CAS unique a write gives the item, instead of a fresh one.
+#[test]
+fn meta_chosen_cas() {
+    let running = start();
+    let mut c = Client::connect(&running);
+    c.roundtrip(b"mg a N30 E77 v c t\r\n", b"VA 0 c77 t30 W\r\n\r\n");
+    c.roundtrip(b"mg a c E5\r\n", b"HD c77 Z\r\n");
+    c.roundtrip(
+        b"ms b 2 E500 c\r\nhi\r\nms b 2 E400 C500 c\r\nho\r\nms b 2 MA E12 c\r\n!!\r\nmg b c v\r\n",
+        b"HD c500\r\nHD c400\r\nHD c12\r\nVA 4 c12\r\nho!!\r\n",
+    );
+    c.roundtrip(b"ms b 2 ME E13 c\r\n!!\r\n", b"NS c0\r\n");
+    // ms E0 asks for nothing: a fresh unique.
+    c.send(b"ms b 2 E0 c\r\nxx\r\n");
+    assert_ne!(reported_cas(&c.line()), 0);
+    c.roundtrip(
+        b"md b E90 I\r\nmg b c v\r\nmd b E91 C90 q\r\nmg b\r\n",
+        b"HD\r\nVA 2 c90 X W\r\nxx\r\nEN\r\n",
+    );
+    c.roundtrip(
+        b"ms c 1 E7\r\n5\r\nma c E88 c v\r\nmg c c\r\nma d N0 J4 E99 c v\r\nmg d c v\r\n",
+        b"HD\r\nVA 1 c88\r\n6\r\nHD c88\r\nVA 1 c99\r\n4\r\nVA 1 c99\r\n4\r\n",
+    );
+    c.roundtrip(
+        b"ma d E18446744073709551615 c\r\n",
+        b"HD c18446744073709551615\r\n",
+    );
+    // A unique of 0 compares with nothing: ma ignores C0, a set given it fails.
+    c.roundtrip(b"ma d C0 v\r\nms d 1 C0\r\n9\r\n", b"VA 1\r\n6\r\nEX\r\n");
+    c.roundtrip(
+        b"mg a Ez\r\nms a 1 Ez\r\nz\r\nmd a Ez\r\nma a Ez\r\nmg a E\r\n",
+        b"CLIENT_ERROR bad token in command line format\r\n\
+          CLIENT_ERROR bad token in command line format\r\n\
+          CLIENT_ERROR bad token in command line format\r\n\
+          CLIENT_ERROR invalid or duplicate flag\r\n\
+          CLIENT_ERROR bad token in command line format\r\n",
     );
 }
 

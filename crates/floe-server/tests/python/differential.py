@@ -7,6 +7,13 @@ shows them, and a `cas` / `C` sends each server its own unique. TTLs reported by
 by one second; a counter's padding is ignored (see `normalize`). No eviction (small values, -m 256), no expiry during the run (TTLs of 0 or
 thousands of seconds), no delayed flush.
 
+Stale-while-revalidate is compared too: `ms ... I` with each server's own older unique, `md ... I`,
+`mg ... R` with recache times far from every TTL given (so the win does not depend on when the
+servers' clocks tick), `mg ... N`. The meta flags `E` and `md ... x` came with memcached 1.6.27;
+they are sent only when the reference memcached takes them (Debian 12's 1.6.18 does not; set
+MEMCACHED to a newer build to test them), and `E` values are above every unique either server
+generates, so comparisons of uniques come out alike.
+
     python3 differential.py [--seeds N] [--commands N]
 """
 
@@ -19,6 +26,9 @@ import sys
 from harness import Connection, server
 
 KEYS = [f"k{i}" for i in range(40)]
+# The unique sent for a key whose unique a server has not shown: no item has it on either
+# server (memcached's first item has unique 1, which a `cas ... 1` would match there alone).
+UNSEEN = 999999999
 
 
 class Renamer:
@@ -76,8 +86,14 @@ def value(rng):
     return "".join(rng.choice("abcdefghij") for _ in range(rng.randint(0, 12))).encode()
 
 
-def command(rng, renamers):
-    """One random command for both servers: (bytes for floe, bytes for memcached)."""
+def chosen_cas(rng):
+    """An `E` flag: a unique above any either server generates in a run."""
+    return f"E{10**15 + rng.randrange(1000)}"
+
+
+def command(rng, renamers, newer):
+    """One random command for both servers: (bytes for floe, bytes for memcached). `newer`:
+    the reference memcached takes `E` and `md ... x`."""
     key = rng.choice(KEYS)
     kind = rng.randrange(22)
     noreply = b" noreply" if rng.random() < 0.1 else b""
@@ -98,7 +114,7 @@ def command(rng, renamers):
         if rng.random() < 0.3:
             uniques = (999999999, 999999999)
         else:
-            uniques = tuple(r.last.get(key, 1) for r in renamers)
+            uniques = tuple(r.last.get(key, UNSEEN) for r in renamers)
         return tuple(
             f"cas {key} {flags} 0 {len(data)} {u}".encode() + noreply + b"\r\n" + data + b"\r\n" for u in uniques
         )
@@ -128,6 +144,13 @@ def command(rng, renamers):
         mflags = rng.sample(["v", "c", "f", "t", "k", "s", "q", "Oab", "h"], rng.randint(0, 4))
         if rng.random() < 0.1:
             mflags.append(f"T{rng.choice([0, 5000])}")
+        if rng.random() < 0.15:
+            # TTLs are 0, 5000 or 100000: 30 s wins none, 10000 s the 5000 s ones.
+            mflags.append(f"R{rng.choice([0, 30, 10000])}")
+        if rng.random() < 0.1:
+            mflags.append("N5000")
+            if newer and rng.random() < 0.3:
+                mflags.append(chosen_cas(rng))
         b64 = rng.random() < 0.1
         name = base64.b64encode(key.encode()).decode() if b64 else key
         if b64:
@@ -140,11 +163,15 @@ def command(rng, renamers):
         mode = rng.choice([None, "MS", "ME", "MR", "MA", "MP"])
         if mode:
             mflags.append(mode)
+        if newer and rng.random() < 0.15:
+            mflags.append(chosen_cas(rng))
         if rng.random() < 0.2:
+            if rng.random() < 0.5:
+                mflags.append("I")
             pair = []
             for r in renamers:
                 pair.append(
-                    f"ms {key} {len(data)} {' '.join(mflags + ['C' + str(r.last.get(key, 1))])}".encode()
+                    f"ms {key} {len(data)} {' '.join(mflags + ['C' + str(r.last.get(key, UNSEEN))])}".encode()
                     + b"\r\n"
                     + data
                     + b"\r\n"
@@ -154,12 +181,28 @@ def command(rng, renamers):
         return both, both
     if kind == 19:
         mflags = rng.sample(["q", "k", "Oz"], rng.randint(0, 2))
+        if rng.random() < 0.3:
+            mflags.append("I")
+            if rng.random() < 0.5:
+                mflags.append(f"T{rng.choice([0, 5000])}")
+        if newer and rng.random() < 0.2:
+            mflags += ["x", f"F{flags}"][: rng.randint(1, 2)]
+            if rng.random() < 0.5 and "I" not in mflags:
+                mflags.append(f"T{rng.choice([0, 5000])}")
+        if newer and rng.random() < 0.15:
+            mflags.append(chosen_cas(rng))
         both = f"md {key} {' '.join(mflags)}".strip().encode() + b"\r\n"
         return both, both
     if kind == 20:
         mflags = rng.sample(["v", "N0", "J13", "D3", "MD", "MI", "q", "k", "t", "c"], rng.randint(0, 4))
         if "MD" in mflags and "MI" in mflags:
             mflags.remove("MI")
+        if newer and rng.random() < 0.15:
+            mflags.append(chosen_cas(rng))
+        if newer and "q" in mflags and "N0" in mflags:
+            # A newer memcached hides a creation by `ma ... N q` too; 1.6.18 shows it, as
+            # floe-server does.
+            mflags.remove("q")
         both = f"ma {key} {' '.join(mflags)}".strip().encode() + b"\r\n"
         return both, both
     # (Not `mn`: the harness ends every request with one and reads up to it.)
@@ -171,10 +214,13 @@ def run(seed, count):
     rng = random.Random(seed)
     with server("floe", threads=2, memory_mb=256) as floe_port, server("memcached", threads=2, memory_mb=256) as mc_port:
         floe, memcached = Connection(floe_port), Connection(mc_port)
+        newer = not memcached.request(b"mg probe E1\r\n").startswith(b"CLIENT_ERROR")
+        if seed == 1:
+            print("reference memcached " + ("takes" if newer else "refuses") + " E and md x")
         renamers = (Renamer(), Renamer())
         history = []
         for i in range(count):
-            to_floe, to_memcached = command(rng, renamers)
+            to_floe, to_memcached = command(rng, renamers, newer)
             got_floe = renamers[0].normalize(floe.request(to_floe))
             got_memcached = renamers[1].normalize(memcached.request(to_memcached))
             history.append(to_floe)

@@ -11,6 +11,8 @@ import subprocess
 import time
 
 FLOE_SERVER = os.environ.get("FLOE_SERVER", "target/release/floe-server")
+# The reference memcached (Debian's by default; MEMCACHED names another build).
+MEMCACHED = os.environ.get("MEMCACHED", "memcached")
 
 
 def free_port():
@@ -36,7 +38,7 @@ def wait_listening(port, process, seconds=10.0):
 def server(kind="floe", threads=2, memory_mb=64, extra=()):
     """A running server: yields its port."""
     port = free_port()
-    binary = FLOE_SERVER if kind == "floe" else "memcached"
+    binary = FLOE_SERVER if kind == "floe" else MEMCACHED
     args = [binary, "-p", str(port), "-l", "127.0.0.1", "-t", str(threads), "-m", str(memory_mb), "-U", "0", *extra]
     if kind == "memcached" and os.geteuid() == 0:
         args += ["-u", "root"]
