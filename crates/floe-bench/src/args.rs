@@ -243,7 +243,8 @@ pub struct BustleArgs {
 
 #[derive(Args, Debug)]
 pub struct PlotArgs {
-    /// A report written by `--json` (or the suite).
+    /// A report written by `--json` (or the suite); a growth run's report (`run --workload
+    /// population|grow-read`) draws its timelines.
     pub json: PathBuf,
     /// The SVG to write.
     #[arg(long)]

@@ -805,6 +805,20 @@ pub fn table(rows: &[Row]) -> String {
     out
 }
 
+/// A latency axis label from microseconds: "0.1 us", "25 us", "3.2 ms", "1.5 s" (short
+/// enough for the chart's margin).
+fn latency_label(us: f64) -> String {
+    if us < 1.0 {
+        format!("{us:.1} us")
+    } else if us < 1e3 {
+        format!("{us:.0} us")
+    } else if us < 1e6 {
+        format!("{:.1} ms", us / 1e3)
+    } else {
+        format!("{:.1} s", us / 1e6)
+    }
+}
+
 /// The machine's own gaps as text (module docs).
 pub fn machine_table(machine: &[MachineGaps]) -> String {
     let rate = |gbps: Option<f64>| gbps.map_or("-".to_string(), |r| format!("{r:.2}"));
@@ -922,7 +936,11 @@ pub fn svg(report: &Report, title: &str) -> String {
                 L - 4.0,
                 y + 4.0,
                 r##"text-anchor="end" fill="#555""##,
-                &format!("{v:.1}"),
+                &if log {
+                    latency_label(v)
+                } else {
+                    format!("{v:.1}")
+                },
             );
             let t = max_t * f64::from(i) / 4.0;
             let x = L + pw * f64::from(i) / 4.0;
@@ -990,6 +1008,14 @@ mod tests {
                 resize: floe::ResizeMode::Incremental,
             },
         }
+    }
+
+    #[test]
+    fn latency_labels_fit_the_margin() {
+        assert_eq!(latency_label(0.1), "0.1 us");
+        assert_eq!(latency_label(31.6), "32 us");
+        assert_eq!(latency_label(3162.0), "3.2 ms");
+        assert_eq!(latency_label(1e7), "10.0 s");
     }
 
     #[test]

@@ -466,12 +466,7 @@ fn grow(args: &RunArgs) -> Result<(), Failure> {
         println!("wrote {}", path.display());
     }
     if let Some(path) = &common.plot {
-        let title = format!(
-            "{}: {} keys from {} slots",
-            kind.name(),
-            keys::pretty_count(common.keys),
-            keys::pretty_count(args.initial_slots)
-        );
+        let title = growth_title(&report);
         report::write_file(path, &growth::svg(&report, &title)).map_err(Failure::Run)?;
         println!("wrote {}", path.display());
     }
@@ -612,9 +607,30 @@ fn bustle(args: BustleArgs) -> Result<(), Failure> {
     Ok(())
 }
 
+/// A growth chart's title: the workload, its keys and the slots it started from.
+fn growth_title(report: &growth::Report) -> String {
+    report.rows.first().map_or_else(String::new, |row| {
+        format!(
+            "{}: {} keys from {} slots",
+            row.workload.name(),
+            keys::pretty_count(row.keys),
+            keys::pretty_count(row.initial_slots as u64)
+        )
+    })
+}
+
 fn replot(args: PlotArgs) -> Result<(), Failure> {
     let text = std::fs::read_to_string(&args.json)
         .map_err(|e| Failure::Usage(format!("{}: {e}", args.json.display())))?;
+    // A growth run's report (population, grow-read) draws its timelines.
+    if let Ok(growth) = serde_json::from_str::<growth::Report>(&text) {
+        if growth.envelope.schema == growth::SCHEMA {
+            let title = args.title.unwrap_or_else(|| growth_title(&growth));
+            report::write_file(&args.out, &growth::svg(&growth, &title)).map_err(Failure::Run)?;
+            println!("wrote {}", args.out.display());
+            return Ok(());
+        }
+    }
     let report = report::Report::from_json(&text)
         .map_err(|e| Failure::Usage(format!("{}: {e}", args.json.display())))?;
     let title = args.title.unwrap_or_else(|| report.command.clone());

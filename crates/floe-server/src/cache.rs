@@ -160,7 +160,12 @@ pub struct Item {
     /// unique): `mg` answers it with `X`, and hands its win token to one client.
     stale: bool,
     /// Whether an `mg` took this item's win token (memcached's `W`; later reads get `Z`).
-    /// A read mark like `fetched`, but taken with a swap: exactly one client may win.
+    /// A read mark like `fetched`, but taken with a swap: of the reads of one item, exactly
+    /// one wins. A write that copies the item to change it in place (`touch`, `ms ... I`, an
+    /// `incr` whose digits fit) copies this state when it makes the copy, so a read that wins
+    /// on the old item meanwhile leaves the copy's token free, and a second client can win
+    /// on the copy (one extra recache; the token would have to be shared between the copies
+    /// to close it; see `touch`).
     token_sent: AtomicBool,
 }
 
@@ -653,6 +658,11 @@ pub struct Cache {
     /// Whether any expiry time or flush was ever given: until then no item can expire and
     /// `reclaim_expired` has nothing to look for.
     expiry_seen: AtomicBool,
+    /// The next CAS unique: one counter for all workers, so a later write of a key always
+    /// has a larger unique than an earlier one (`ms I` compares them as memcached does;
+    /// per-worker counters interleaved by worker id were unique but not ordered across
+    /// workers). One uncontended-enough RMW per write: a request's system calls cost far more.
+    next_unique: CachePadded<AtomicU64>,
 }
 
 impl Cache {
@@ -709,6 +719,7 @@ impl Cache {
             oldest_live: AtomicU32::new(0),
             swept: AtomicU64::new(0),
             expiry_seen: AtomicBool::new(false),
+            next_unique: CachePadded::new(AtomicU64::new(1)),
             settings: Settings {
                 workers,
                 ..settings
@@ -875,13 +886,12 @@ impl Cache {
     }
 
     /// A worker: the per-thread context every operation runs in. `id` picks its eviction
-    /// queue, counters and share of the CAS uniques: make one worker per id in
-    /// `0..settings().workers` (two workers with one id would issue the same uniques).
+    /// queue and counters: make one worker per id in `0..settings().workers` (the counters
+    /// of an id are written by one thread).
     pub fn worker(self: &Arc<Self>, id: usize) -> Worker {
         Worker {
             cache: Arc::clone(self),
             id: id % self.settings.workers,
-            next_cas: 1,
         }
     }
 
@@ -1026,7 +1036,6 @@ struct Published {
 pub struct Worker {
     cache: Arc<Cache>,
     id: usize,
-    next_cas: u64,
 }
 
 impl Worker {
@@ -1046,16 +1055,11 @@ impl Worker {
     /// stay valid until the session ends; keep sessions short, one per batch of requests).
     pub fn session(&mut self) -> Session<'_> {
         let now = self.cache.now();
-        let Worker {
-            cache,
-            id,
-            next_cas,
-        } = self;
+        let Worker { cache, id } = self;
         Session {
             map: cache.map.pin(),
             cache,
             id: *id,
-            next_cas,
             now,
         }
     }
@@ -1066,7 +1070,6 @@ pub struct Session<'w> {
     cache: &'w Cache,
     map: MapRef<'w, Key, Item, DefaultHashBuilder>,
     id: usize,
-    next_cas: &'w mut u64,
     now: u32,
 }
 
@@ -1090,12 +1093,10 @@ impl<'w> Session<'w> {
         );
     }
 
-    /// A CAS unique no other write has: this worker's count times the number of workers
-    /// plus its id (never 0, which means "no CAS" in requests). Only this worker counts.
+    /// A CAS unique no other write has, larger than every one taken before it (never 0,
+    /// which means "no CAS" in requests).
     fn next_cas(&mut self) -> u64 {
-        let cas = *self.next_cas * self.cache.settings.workers as u64 + self.id as u64;
-        *self.next_cas += 1;
-        cas
+        self.cache.next_unique.fetch_add(1, Ordering::Relaxed)
     }
 
     /// Look up many keys in one batch (bins prefetched, then entries); `found[i]` is the
@@ -1167,8 +1168,9 @@ impl<'w> Session<'w> {
     /// FIXME: the copy takes the win token's state when it is made; a read that takes the
     /// token from the old item between then and the swap leaves the copy's token free, so a
     /// touch racing with a stale item's first read can let a second client win it too
-    /// (memcached changes the item in place under its lock). Harmless but for one extra
-    /// recache; closing it would need the token shared between the copies.
+    /// (memcached changes the item in place under its lock). `ms ... I` and an in-place
+    /// `incr` copy the same way. Harmless but for one extra recache; closing it would need
+    /// the token shared between the copies (an `Arc<AtomicBool>` carried by in-place copies).
     pub fn touch(&self, key: &[u8], exptime: u32) -> Option<&Item> {
         let cache = self.cache;
         let now = self.now;
@@ -1798,6 +1800,40 @@ fn is_c_space(byte: u8) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A later write has a larger CAS unique than an earlier one whichever worker made
+    /// either: `ms I` stores a value whose unique is older than the item's as stale, and a
+    /// worker that wrote little must not hand out uniques smaller than one that wrote much
+    /// (per-worker counters did: an `md I` on the quiet worker gave the item a smaller unique
+    /// than the one the client held, and the client's `ms I` was refused).
+    #[test]
+    fn uniques_grow_across_workers() {
+        let cache = Arc::new(
+            Cache::with_manual_clock(Settings {
+                workers: 2,
+                ..Settings::default()
+            })
+            .expect("cache"),
+        );
+        let (mut busy, mut quiet) = (cache.worker(0), cache.worker(1));
+        let mut last = 0;
+        for i in 0..100u32 {
+            let mut session = busy.session();
+            let key = format!("k{i}");
+            let Stored::Stored(cas) =
+                session.store(StoreMode::Set, key.as_bytes(), 0, 0, b"v", None)
+            else {
+                panic!("not stored");
+            };
+            assert!(cas > last);
+            last = cas;
+        }
+        let mut session = quiet.session();
+        let Stored::Stored(cas) = session.store(StoreMode::Set, b"q", 0, 0, b"v", None) else {
+            panic!("not stored");
+        };
+        assert!(cas > last, "{cas} after {last}");
+    }
 
     /// A read that found an item expired unlinks it only if the item there is still expired
     /// at the read's time: a `touch` whose session began before the clock moved finds the

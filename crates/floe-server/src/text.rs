@@ -1209,15 +1209,20 @@ fn meta_get_writing(
                 ..MetaStore::default()
             };
             let stored = session.store_with(StoreMode::Add, key, 0, exptime, b"", None, meta);
-            if matches!(stored, Stored::Stored(_)) {
-                effects = GetEffects {
-                    expiry_before: Some(0),
-                    created: Some(vivify_exptime),
-                    ..effects
-                };
-            }
-            // Or another client's item, if it made one first (then a plain hit).
+            // Our placeholder, or another client's item if it made one first (then a plain
+            // hit). The look-up may also find our placeholder already replaced (an `md I`
+            // between: a fresh unique), whose token is not ours to claim: only the item with
+            // the unique we stored is answered as made here.
             found = session.peek(key);
+            if let Stored::Stored(unique) = stored {
+                if found.is_some_and(|item| item.cas() == unique) {
+                    effects = GetEffects {
+                        expiry_before: Some(0),
+                        created: Some(vivify_exptime),
+                        ..effects
+                    };
+                }
+            }
         }
     }
     let Some(item) = found else {
