@@ -69,12 +69,15 @@
 //! insert that finds no room with [`Error::Full`], changing nothing. The protocols and their
 //! argument are in `src/raw/migrate.rs`.
 //!
-//! Tail latency while growing: a new table's pages are zeroed by the kernel on first touch,
-//! and with transparent huge pages that is 2 MiB at a time (plus memory compaction on some
-//! systems), which showed as stalls of tens of milliseconds in `BENCHMARKS.md`. Maps that
-//! must keep every operation under a few milliseconds while they grow should be built with
-//! [`Builder::huge_pages`]`(false)` (measured: max 4.2 ms instead of 37 ms, at 0.85x the
-//! throughput).
+//! Tail latency while growing: a new table's pages are zeroed by the kernel on first touch
+//! (in a virtual machine, first backed by the host, which can cost 4-5 ms per 2 MiB huge
+//! page), and a growth's moves write all over the new table at once, which showed as seconds
+//! of near-stopped inserts in `BENCHMARKS.md`. So a table past the load it is sized for has
+//! its writes fault the next table in ahead, a page now and then ([`Builder::grow_ahead`], on
+//! by default; "Tails while growing" in `BENCHMARKS.md` has what it gains and costs). Where
+//! no single operation may wait a huge page's fault, build the map with
+//! [`Builder::huge_pages`]`(false)` (measured on an earlier machine: max 4.2 ms instead of
+//! 37 ms, at 0.85x the throughput).
 //!
 //! # Waiting
 //!
@@ -100,6 +103,10 @@
 //!   shadow insert ([`FlatMap::insert_shadow`]) waits until the shadow is committed or
 //!   aborted: the shadow is that key's lock, held for as long as its owner keeps it (an
 //!   owner that upserts its own shadowed key waits for itself, forever).
+//!
+//! Waits on the kernel rather than on another thread: a write to a table near its growth may
+//! fault in one 2 MiB page of the next table ([`Builder::grow_ahead`], on by default), and
+//! the first write to a page of a new table faults it in if it was not prepared.
 //!
 //! A panic inside a bin's move (in the map's hasher, the only user code a move calls) aborts
 //! the process with a message: unwinding would leave the bin locked and every thread that

@@ -1207,7 +1207,7 @@ fn new_bin<'a>(next: &'a RawTable, rehash: Rehash<'a>) -> impl Fn(u64) -> usize 
 /// Allocate a table (boxed, for the map's pointer): `bins` bins, a regular pool of
 /// `link_buckets` and a transfer reserve of `reserve`. `written`: a migration will write the
 /// whole table at once (see `memory_fits`). `prepared`: memory made ready for it; `ahead`:
-/// how it asks for its successor's (`prepare.rs`).
+/// how it prepares its successor's (`prepare.rs`).
 #[allow(clippy::too_many_arguments)]
 fn allocate(
     rehash: Rehash<'_>,

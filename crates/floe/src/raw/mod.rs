@@ -492,13 +492,14 @@ pub(crate) struct RawTable {
     links_lost: AtomicUsize,
     len: ShardedCounter,
     dead: DeadKeys,
-    /// Asks for this table's successor to be prepared (`prepare.rs`); tables made by a growth.
+    /// Prepares this table's successor ahead of its growth (`prepare.rs`); `None` when nothing is
+    /// prepared (`Builder::grow_ahead(0)`, a capped map, loom and Miri).
     ahead: Option<Ahead>,
 }
 
 impl RawTable {
     /// Allocate a table. `None` if the memory cannot be had or a size overflows.
-    /// `prepared`: memory made ready for it (`prepare.rs`); `ahead`: how it asks for its own
+    /// `prepared`: memory made ready for it (`prepare.rs`); `ahead`: how it prepares its own
     /// successor's.
     pub(crate) fn new(
         geometry: Geometry,

@@ -79,7 +79,7 @@ const START_HUNDREDTHS: usize = 175;
 /// keys per bin (`population`'s trigger rows), and a key count read under concurrency lags.
 const DONE_HUNDREDTHS: usize = 185;
 
-/// One write in this many (by its hash's low bits) checks the preparation's schedule.
+/// One write in this many (by bits of its hash) checks the preparation's schedule.
 pub(crate) const PACE_EVERY: u64 = 128;
 
 /// Sizes of a table to prepare.
@@ -101,8 +101,7 @@ impl Plan {
     }
 }
 
-/// What a table made by a growth keeps to prepare its successor: whom to ask, for what, and
-/// its schedule.
+/// What a table keeps to prepare its successor: whom to ask, for what, and its schedule.
 pub(crate) struct Ahead {
     preparer: Arc<Preparer>,
     plan: Plan,
