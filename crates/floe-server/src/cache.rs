@@ -1801,6 +1801,17 @@ fn is_c_space(byte: u8) -> bool {
 mod tests {
     use super::*;
 
+    /// A cache of two workers on the manual clock.
+    fn two_worker_cache() -> Arc<Cache> {
+        Arc::new(
+            Cache::with_manual_clock(Settings {
+                workers: 2,
+                ..Settings::default()
+            })
+            .expect("cache"),
+        )
+    }
+
     /// A later write has a larger CAS unique than an earlier one whichever worker made
     /// either: `ms I` stores a value whose unique is older than the item's as stale, and a
     /// worker that wrote little must not hand out uniques smaller than one that wrote much
@@ -1808,13 +1819,7 @@ mod tests {
     /// than the one the client held, and the client's `ms I` was refused).
     #[test]
     fn uniques_grow_across_workers() {
-        let cache = Arc::new(
-            Cache::with_manual_clock(Settings {
-                workers: 2,
-                ..Settings::default()
-            })
-            .expect("cache"),
-        );
+        let cache = two_worker_cache();
         let (mut busy, mut quiet) = (cache.worker(0), cache.worker(1));
         let mut last = 0;
         for i in 0..100u32 {
@@ -1841,13 +1846,7 @@ mod tests {
     /// TOUCHED; the read's unlink, coming after, must leave that copy.
     #[test]
     fn an_expired_read_leaves_the_item_a_touch_published() {
-        let cache = Arc::new(
-            Cache::with_manual_clock(Settings {
-                workers: 2,
-                ..Settings::default()
-            })
-            .expect("cache"),
-        );
+        let cache = two_worker_cache();
         let (mut reader, mut toucher) = (cache.worker(0), cache.worker(1));
         {
             let mut session = reader.session();

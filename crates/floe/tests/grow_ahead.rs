@@ -182,3 +182,64 @@ fn threads_growing_a_preparing_map_lose_nothing() {
     assert_eq!(common::live_tables(&map), 1);
     map.check_invariants();
 }
+
+/// Growth with preparation racing `shrink_to_fit` and `reserve` from another thread: inserts
+/// and removes go on while tables are prepared, taken, discarded by shrinks and replaced;
+/// every key a writer left is there at the end, and nothing stays prepared for a table that
+/// is gone.
+#[test]
+#[cfg_attr(miri, ignore = "no mmap under Miri")]
+fn growth_with_preparation_racing_shrinks_and_reserves_loses_nothing() {
+    const WRITERS: u64 = 2;
+    const PER_WRITER: u64 = 400_000;
+    let map = growing(usize::MAX);
+    let done = std::sync::atomic::AtomicUsize::new(0);
+    std::thread::scope(|s| {
+        for t in 0..WRITERS {
+            let (map, done) = (&map, &done);
+            s.spawn(move || {
+                for i in t * PER_WRITER..(t + 1) * PER_WRITER {
+                    assert_eq!(map.insert(key(i), i), floe::Insert::Inserted);
+                    // Every third key goes again, so shrinks have something to find.
+                    if i.is_multiple_of(3) {
+                        assert_eq!(map.remove(&key(i)), Some(i));
+                    }
+                }
+                done.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            });
+        }
+        let (map, done) = (&map, &done);
+        s.spawn(move || {
+            // Race from the first prepared growth on (no shrink can call it off before then),
+            // so preparations of later growths are in flight while tables shrink and grow.
+            let writing = || done.load(std::sync::atomic::Ordering::Relaxed) < WRITERS as usize;
+            while writing() && map.stats().prepared_growths == 0 {
+                std::thread::yield_now();
+            }
+            assert!(
+                map.stats().prepared_growths > 0,
+                "the writers finished before a growth took prepared memory"
+            );
+            let mut round = 0u64;
+            while writing() {
+                if round.is_multiple_of(2) {
+                    let _ = map.shrink_to_fit();
+                } else {
+                    map.reserve(1 << 16).unwrap();
+                }
+                round += 1;
+                std::thread::sleep(std::time::Duration::from_millis(1));
+            }
+        });
+    });
+    for i in 0..WRITERS * PER_WRITER {
+        let expected = (i % 3 != 0).then_some(i);
+        assert_eq!(map.get(&key(i)), expected, "key number {i}");
+    }
+    assert_eq!(
+        map.len() as u64,
+        (0..WRITERS * PER_WRITER).filter(|i| i % 3 != 0).count() as u64
+    );
+    assert_eq!(common::live_tables(&map), 1);
+    map.check_invariants();
+}

@@ -132,19 +132,17 @@ impl RawMap {
         let preparer = Arc::new(Preparer::new(config.grow_ahead));
         // Like every table, it prepares its successor only past the load it is sized for
         // (`prepare.rs`).
-        let ahead = (preparer.limit() > 0)
-            .then(|| {
-                successor_plan(
-                    config.max_bins,
-                    config.bins_per_link,
-                    config.huge_pages,
-                    bins,
-                    link_buckets,
-                    0,
-                )
-            })
-            .flatten()
-            .map(|plan| Ahead::new(Arc::clone(&preparer), plan));
+        let ahead = Ahead::of(
+            &preparer,
+            successor_plan(
+                config.max_bins,
+                config.bins_per_link,
+                config.huge_pages,
+                bins,
+                link_buckets,
+                0,
+            ),
+        );
         let first = allocate(
             rehash,
             bins,
@@ -736,18 +734,17 @@ impl RawMap {
     /// How a table of `bins` bins, `link_buckets` regular link buckets and a transfer reserve
     /// of `reserve` prepares its successor (`None`: it does not).
     fn ahead_for(&self, bins: usize, link_buckets: usize, reserve: usize) -> Option<Ahead> {
-        if self.preparer.limit() == 0 {
-            return None;
-        }
-        let plan = successor_plan(
-            self.max_bins,
-            self.bins_per_link,
-            self.huge_pages,
-            bins,
-            link_buckets,
-            reserve,
-        )?;
-        Some(Ahead::new(Arc::clone(&self.preparer), plan))
+        Ahead::of(
+            &self.preparer,
+            successor_plan(
+                self.max_bins,
+                self.bins_per_link,
+                self.huge_pages,
+                bins,
+                link_buckets,
+                reserve,
+            ),
+        )
     }
 
     // -----------------------------------------------------------------------------------------

@@ -45,6 +45,17 @@
 //! early in its last table. Starting at 1.75 wastes nothing for a map at or below the load it
 //! would be sized for.
 //!
+//! # Why it is safe beside the protocols
+//!
+//! A step writes nothing: `MADV_POPULATE_WRITE` only makes the kernel back pages that are
+//! not backed yet, with zeroes, which a fresh anonymous mapping reads as anyway. So a step
+//! may run before, during or after the growth takes its region, beside the table's own
+//! stores, and no ordering is needed between them (the counters here are Relaxed; who holds
+//! the regions is decided under the preparer's mutex). The table made in prepared regions is
+//! published as every new table is (`migrate.rs`); what it reads there is zero or what its own
+//! writers stored. A step in flight keeps its regions mapped through its own `Arc`, so a
+//! discarded preparation is unmapped only after its last step returns.
+//!
 //! # Costs and bounds
 //!
 //! - Memory: the successor's bins are resident from the moment the table passes 1.75 keys per
@@ -112,7 +123,16 @@ pub(crate) struct Ahead {
 }
 
 impl Ahead {
-    pub(crate) fn new(preparer: Arc<Preparer>, plan: Plan) -> Self {
+    /// How a table whose successor would be `plan` prepares it: `None` if it has no successor
+    /// (a capped map) or the map prepares nothing (`Builder::grow_ahead(0)`, loom, Miri).
+    pub(crate) fn of(preparer: &Arc<Preparer>, plan: Option<Plan>) -> Option<Self> {
+        if preparer.limit() == 0 {
+            return None;
+        }
+        Some(Self::new(Arc::clone(preparer), plan?))
+    }
+
+    fn new(preparer: Arc<Preparer>, plan: Plan) -> Self {
         let keys = |hundredths: usize| plan.from_bins.saturating_mul(hundredths) / 100;
         let start_len = keys(START_HUNDREDTHS);
         Ahead {
@@ -210,8 +230,6 @@ mod real {
         /// `from_bins` of the last plan taken by a growth or refused (too large, no memory):
         /// it is not prepared again (the old table still takes writes while it moves).
         settled_for: AtomicUsize,
-        /// Bytes mapped for the job and not taken by a table (a statistic).
-        held: AtomicUsize,
         /// Preparations a growth took (a statistic).
         taken: AtomicUsize,
     }
@@ -229,7 +247,6 @@ mod real {
                 limit,
                 job: Mutex::new(None),
                 settled_for: AtomicUsize::new(0),
-                held: AtomicUsize::new(0),
                 taken: AtomicUsize::new(0),
             }
         }
@@ -284,7 +301,6 @@ mod real {
                 self.settled_for.store(plan.from_bins, Ordering::Relaxed);
                 return None;
             };
-            self.held.fetch_add(memory.bytes(), Ordering::Relaxed);
             let job = Arc::new(Job {
                 plan: *plan,
                 steps: memory.bins.bytes() / STEP,
@@ -306,7 +322,6 @@ mod real {
             let job = slot.take()?;
             self.settled_for
                 .store(job.plan.from_bins, Ordering::Relaxed);
-            self.held.fetch_sub(job.memory.bytes(), Ordering::Relaxed);
             self.taken.fetch_add(1, Ordering::Relaxed);
             // A write still in a step of this job goes on faulting in what the new table now
             // owns (which writes nothing), then drops its handle.
@@ -321,21 +336,14 @@ mod real {
         pub(crate) fn discard_unless_from(&self, bins: usize) {
             let mut slot = lock(&self.job);
             if slot.as_ref().is_some_and(|job| job.plan.from_bins != bins) {
-                self.drop_job(slot.take());
+                // Its regions are unmapped when the last write still in a step of it is done.
+                *slot = None;
             }
         }
 
         /// Drop any preparation (the map shrinks, clears or goes).
         pub(crate) fn discard(&self) {
-            let job = lock(&self.job).take();
-            self.drop_job(job);
-        }
-
-        /// The regions are unmapped when the last write still in one of their steps is done.
-        fn drop_job(&self, job: Option<Arc<Job>>) {
-            if let Some(job) = job {
-                self.held.fetch_sub(job.memory.bytes(), Ordering::Relaxed);
-            }
+            *lock(&self.job) = None;
         }
 
         /// The most bytes one preparation may map (`Builder::grow_ahead`); 0: none.
@@ -345,7 +353,7 @@ mod real {
 
         /// Bytes mapped ahead and not yet taken by a table.
         pub(crate) fn held_bytes(&self) -> usize {
-            self.held.load(Ordering::Relaxed)
+            lock(&self.job).as_ref().map_or(0, |job| job.memory.bytes())
         }
 
         /// Preparations a growth took.
