@@ -5,6 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo test --workspace --all-targets "$@"
 cargo test --workspace --doc "$@"
+# Persistence: crash points between the steps of every write protocol (a test-only feature;
+# every 17th point here, all of them in ci/stress.sh).
+cargo test -p floe --features crash-points --test persist "$@"
 # The serde implementations (an optional feature) and their tests.
 cargo test -p floe --features serde --test std_traits "$@"
 # The lock-manager example checks its own invariants (money, accounts, locks) at the end.

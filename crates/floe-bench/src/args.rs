@@ -60,6 +60,12 @@ pub enum Command {
     /// uniform and zipf keys; throughput and latency percentiles; `--cache-aside` for the
     /// hit ratio under eviction.
     Server(crate::server_load::ServerArgs),
+    /// A persistent floe map's recovery after a crash (SIGABRT of a child that filled it):
+    /// open time and keys per second per thread, against an open after a clean close.
+    Recovery(crate::recovery::RecoveryArgs),
+    /// The children of `recovery`.
+    #[command(hide = true)]
+    RecoveryChild(crate::recovery::ChildArgs),
     /// Fill one map in this process and print its RSS growth (used by the memory measurement).
     #[command(hide = true)]
     MemoryProbe(ProbeArgs),

@@ -40,6 +40,7 @@ mod machine;
 mod maps;
 mod measure;
 mod plot;
+mod recovery;
 mod report;
 mod server_load;
 mod simd;
@@ -96,6 +97,8 @@ fn main() -> ExitCode {
             ycsb::YcsbError::Run(m) => Failure::Run(m),
         }),
         Some(Command::Server(args)) => server_load::main(args).map_err(Failure::Run),
+        Some(Command::Recovery(args)) => recovery::main(args).map_err(Failure::Run),
+        Some(Command::RecoveryChild(args)) => recovery::child(args).map_err(Failure::Run),
         Some(Command::MemoryProbe(args)) => probe(args),
         Some(Command::SizesProbe(args)) => sizes::probe(&args)
             .map(|bytes| println!("rss_growth_bytes={bytes}"))

@@ -45,6 +45,89 @@ pub enum Error {
     /// was made from inside an operation of a floe map on the same thread (an `update`
     /// closure, a `for_each` visitor), which it would wait for forever.
     InsideOperation,
+    /// A persistent map's files could not be made, opened, read or written; the
+    /// [`StorageError`] says what was wrong. A failed open never changes the files.
+    Storage(StorageError),
+}
+
+/// What is wrong with a persistent map's files (`Builder::persistent`, `FlatMap::open`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum StorageError {
+    /// The system refused a file operation.
+    Io {
+        /// What floe was doing.
+        what: &'static str,
+        /// The error's kind.
+        kind: std::io::ErrorKind,
+        /// The OS error number, 0 if none.
+        errno: i32,
+    },
+    /// Another process (or another map in this one) has the map open.
+    Locked,
+    /// There is no map at the path (no directory or no superblock).
+    Missing,
+    /// `Builder::persistent` was asked to create a map where one exists (use `FlatMap::open`).
+    Exists,
+    /// The superblock is not a floe map's (wrong magic).
+    Foreign,
+    /// The files were written by a floe with another format version.
+    Version {
+        /// The version found.
+        found: u32,
+    },
+    /// The files are damaged; the message says how.
+    Corrupt(&'static str),
+    /// The map was made for other key, value or hasher types; the message says which.
+    TypeMismatch(&'static str),
+    /// Persistence is not available here (not Unix, or under Miri or loom).
+    Unsupported,
+}
+
+impl StorageError {
+    pub(crate) fn from_io(what: &'static str, error: &std::io::Error) -> Self {
+        StorageError::Io {
+            what,
+            kind: error.kind(),
+            errno: error.raw_os_error().unwrap_or(0),
+        }
+    }
+}
+
+impl fmt::Display for StorageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StorageError::Io { what, kind, errno } => {
+                write!(f, "could not {what}: {kind}")?;
+                if *errno != 0 {
+                    write!(f, " ({})", std::io::Error::from_raw_os_error(*errno))?;
+                }
+                Ok(())
+            }
+            StorageError::Locked => {
+                f.write_str("the map is open in another process (its lock is held)")
+            }
+            StorageError::Missing => f.write_str("no floe map at this path"),
+            StorageError::Exists => {
+                f.write_str("a floe map exists at this path already (open it instead)")
+            }
+            StorageError::Foreign => {
+                f.write_str("not a floe map (the superblock's magic does not match)")
+            }
+            StorageError::Version { found } => write!(
+                f,
+                "the map's format version is {found}, this floe reads {}",
+                crate::raw::FORMAT_VERSION
+            ),
+            StorageError::Corrupt(why) => write!(f, "the map's files are damaged: {why}"),
+            StorageError::TypeMismatch(which) => {
+                write!(f, "the map was made for another {which} type")
+            }
+            StorageError::Unsupported => {
+                f.write_str("persistent maps are not supported on this platform")
+            }
+        }
+    }
 }
 
 impl fmt::Display for Error {
@@ -59,6 +142,7 @@ impl fmt::Display for Error {
             Error::InvalidConfig(why) => write!(f, "invalid map configuration: {why}"),
             Error::LengthMismatch { keys, values } => write!(f, "{keys} keys but {values} value slots"),
             Error::InsideOperation => f.write_str("called from inside an operation of a floe map on this thread, which it would wait for"),
+            Error::Storage(error) => write!(f, "persistent map: {error}"),
         }
     }
 }

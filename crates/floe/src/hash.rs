@@ -79,6 +79,38 @@ fn random_seed() -> u64 {
 const P0: u64 = 0x243f_6a88_85a3_08d3;
 const P1: u64 = 0x9e37_79b9_7f4a_7c15;
 
+/// A hasher a persistent map can be reopened with: it is fully described by a name and a
+/// 64-bit seed, both kept in the map's superblock (`Builder::build_persistent`,
+/// `FlatMap::open`). A map reopened with another hasher or seed would look for its keys in
+/// the wrong bins, so an open with another hasher type is refused and the seed comes from
+/// the files.
+pub trait PersistentHasher: BuildHasher + Sized {
+    /// A name that identifies the hash function (not the seed); stored in the superblock.
+    const NAME: &'static str;
+    /// The seed this instance hashes with.
+    fn seed(&self) -> u64;
+    /// The instance with this seed.
+    fn from_seed(seed: u64) -> Self;
+}
+
+macro_rules! persistent_hasher {
+    ($hasher:ident, $name:literal) => {
+        impl PersistentHasher for $hasher {
+            const NAME: &'static str = $name;
+            fn seed(&self) -> u64 {
+                self.seed
+            }
+            fn from_seed(seed: u64) -> Self {
+                Self::with_seed(seed)
+            }
+        }
+    };
+}
+
+persistent_hasher!(Mix64, "floe::hash::Mix64");
+persistent_hasher!(WyHash, "floe::hash::WyHash");
+persistent_hasher!(Crc32, "floe::hash::Crc32");
+
 /// The default hasher: one folded multiply per key, seeded.
 ///
 /// `hash(x) = fold(x ^ seed ^ P0, P1)` where `fold(a, b)` is the xor of the two halves of the

@@ -289,6 +289,169 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> Builder<K, V, S> {
     }
 }
 
+/// What opening a persistent map found and repaired ([`Builder::open`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Recovery {
+    /// The map had been closed cleanly: nothing was swept (the tables were checked).
+    pub clean: bool,
+    /// Keys in the map.
+    pub keys: usize,
+    /// Slots an interrupted insert, delete or shadow insert held, freed (the operation in
+    /// flight at the crash is undone, or was already complete and is kept), and free slots
+    /// a power loss left holding an insert's unpublished write, cleared.
+    pub freed: usize,
+    /// Bin moves of an interrupted growth or shrink rebuilt.
+    pub moves_rebuilt: usize,
+    /// Keys found in a bin they do not hash to, and link words pointing outside the pool:
+    /// signs of a damaged file, dropped.
+    pub damaged: usize,
+}
+
+#[cfg(not(loom))]
+impl<K: InlineKey, V: Inline, S: crate::hash::PersistentHasher> Builder<K, V, S> {
+    /// What a persistent map of these types records about itself.
+    fn identity(&self) -> crate::raw::Identity {
+        crate::raw::Identity {
+            key: type_tag::<K>(),
+            value: type_tag::<V>(),
+            hasher: name_tag(S::NAME),
+            seed: self.hasher.seed(),
+        }
+    }
+
+    /// Create a persistent map in the directory `dir` (made if missing; refused if it holds a
+    /// map already): its tables are files there, mapped shared, so every operation that
+    /// returns survives a crash of the process, and [`FlatMap::checkpoint`] makes them
+    /// survive a power loss too (see the crate docs, "Persistence"). Reopen it with
+    /// [`Builder::open`] or [`FlatMap::open`].
+    ///
+    /// ```
+    /// # let dir = std::env::temp_dir().join(format!("floe-doc-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// use floe::FlatMap;
+    /// let map = FlatMap::<u64, u64>::builder().capacity(1000).build_persistent(&dir).unwrap();
+    /// map.insert(1, 10);
+    /// map.close().unwrap();
+    /// let map = FlatMap::<u64, u64>::open(&dir).unwrap();
+    /// assert_eq!(map.get(&1), Some(10));
+    /// # drop(map);
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// ```
+    ///
+    /// # Errors
+    /// As [`build`](Self::build), and [`Error::Storage`] if the directory holds a map already
+    /// ([`StorageError::Exists`](crate::StorageError::Exists)), is locked by another process,
+    /// or a file cannot be made.
+    pub fn build_persistent(
+        self,
+        dir: impl AsRef<std::path::Path>,
+    ) -> Result<FlatMap<K, V, S>, Error> {
+        let block = crate::raw::Superblock {
+            identity: self.identity(),
+            bins_per_link: self.config.bins_per_link as u64,
+            max_bins: self.config.max_bins as u64,
+            last_gen: 0,
+            current: Default::default(),
+            next: Default::default(),
+            group: 0,
+            checkpoints: 0,
+            clean: false,
+            keys: 0,
+        };
+        let raw = RawMap::create_persistent(&self.config, dir.as_ref(), block, &|word| {
+            self.hasher.hash_one(word)
+        })?;
+        Ok(FlatMap {
+            raw,
+            hasher: self.hasher,
+            marker: PhantomData,
+        })
+    }
+
+    /// Open the persistent map in `dir` with this builder's backend, huge-page and resize
+    /// settings (sizes, options and the hasher's seed come from the map's files; the builder's
+    /// hasher only names the type). If the map was not closed cleanly, its tables are swept
+    /// once: the operation each thread had in flight at the crash is completed or undone, an
+    /// interrupted growth or shrink is finished. [`Recovery`] says what was found.
+    ///
+    /// # Errors
+    /// [`Error::Storage`]: no map there, locked by another process, made for other key, value
+    /// or hasher types, another format version, or damaged files (a failed open changes
+    /// nothing); [`Error::UnsupportedBackend`].
+    pub fn open(
+        self,
+        dir: impl AsRef<std::path::Path>,
+    ) -> Result<(FlatMap<K, V, S>, Recovery), Error> {
+        use crate::error::StorageError;
+        if cfg!(miri) {
+            return Err(Error::Storage(StorageError::Unsupported));
+        }
+        let (store, block) = crate::raw::Store::open(dir.as_ref())?;
+        let ours = self.identity();
+        let mismatch = if block.identity.key != ours.key {
+            Some("key")
+        } else if block.identity.value != ours.value {
+            Some("value")
+        } else if block.identity.hasher != ours.hasher {
+            Some("hasher")
+        } else {
+            None
+        };
+        if let Some(which) = mismatch {
+            return Err(Error::Storage(StorageError::TypeMismatch(which)));
+        }
+        let hasher = S::from_seed(block.identity.seed);
+        let clean = block.clean;
+        let (raw, swept) =
+            RawMap::open_persistent(&self.config, store, block, &|word| hasher.hash_one(word))?;
+        let recovery = Recovery {
+            clean,
+            keys: raw.len(),
+            freed: swept.freed + swept.stale,
+            moves_rebuilt: swept.rebuilt,
+            damaged: swept.misplaced + swept.bad_links,
+        };
+        Ok((
+            FlatMap {
+                raw,
+                hasher,
+                marker: PhantomData,
+            },
+            recovery,
+        ))
+    }
+}
+
+/// A tag for a type in a persistent map's superblock: its size and name.
+#[cfg(not(loom))]
+fn type_tag<T>() -> u64 {
+    name_tag(core::any::type_name::<T>()) ^ (core::mem::size_of::<T>() as u64).rotate_left(56)
+}
+
+/// FNV-1a of a name (stable across builds, unlike std's hashers).
+#[cfg(not(loom))]
+fn name_tag(name: &str) -> u64 {
+    name.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+#[cfg(not(loom))]
+impl<K: InlineKey, V: Inline, S: crate::hash::PersistentHasher + Default> FlatMap<K, V, S> {
+    /// Open the persistent map in `dir` with the default backend ([`Builder::open`], which
+    /// also reports what recovery found).
+    ///
+    /// # Errors
+    /// As [`Builder::open`].
+    pub fn open(dir: impl AsRef<std::path::Path>) -> Result<Self, Error> {
+        FlatMap::<K, V>::builder()
+            .hasher(S::default())
+            .open(dir)
+            .map(|(map, _)| map)
+    }
+}
+
 /// A concurrent hash map whose keys and values live inline in the table.
 ///
 /// Keys and values are any types that fit in one 8-byte word ([`InlineKey`], [`Inline`]):
@@ -387,6 +550,46 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     pub(crate) fn locate(&self, key: K) -> (u64, u64) {
         let word = key.to_word();
         (self.hasher.hash_one(word), word)
+    }
+
+    /// Make every operation that returned before this call durable against a power loss or
+    /// a kernel crash (a persistent map: its table files are synced; a map in memory: nothing
+    /// to do). A process crash needs no checkpoint: a persistent map keeps every operation
+    /// that returned. See the crate docs, "Persistence", for what a growth after the last
+    /// checkpoint means for a power loss.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] if a file could not be synced.
+    pub fn checkpoint(&self) -> Result<(), Error> {
+        #[cfg(not(loom))]
+        return self.raw.checkpoint();
+        #[cfg(loom)]
+        Ok(())
+    }
+
+    /// Close the map: a persistent map syncs its table and records a clean close, so the next
+    /// open needs no sweep (dropping the map does the same, ignoring errors). For a map in
+    /// memory, the same as dropping it.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] if the files could not be synced; the map is closed anyway, and the
+    /// next open recovers it as after a crash.
+    pub fn close(mut self) -> Result<(), Error> {
+        #[cfg(not(loom))]
+        return self.raw.close();
+        #[cfg(loom)]
+        {
+            let _ = &mut self;
+            Ok(())
+        }
+    }
+
+    /// Whether the map lives in files ([`Builder::build_persistent`]).
+    pub fn is_persistent(&self) -> bool {
+        #[cfg(not(loom))]
+        return self.raw.is_persistent();
+        #[cfg(loom)]
+        false
     }
 
     /// The value of `key`, if present.

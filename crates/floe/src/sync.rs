@@ -118,3 +118,51 @@ impl AtomicU128 {
         }
     }
 }
+
+/// A crash point between two steps of a write protocol (feature `crash-points`, for the
+/// persistence tests): the process aborts, as a crash would, at the `FLOE_CRASH_AT`-th point
+/// reached, counting from 1. Without the feature there are no crash points
+/// (`RawTable::crash_point` compiles to nothing).
+#[cfg(all(feature = "crash-points", not(loom)))]
+#[inline(always)]
+pub(crate) fn crash_point() {
+    crash::reached();
+}
+
+#[cfg(all(feature = "crash-points", not(loom)))]
+mod crash {
+    use std::sync::{
+        atomic::{AtomicU64, Ordering},
+        OnceLock,
+    };
+
+    static REACHED: AtomicU64 = AtomicU64::new(0);
+
+    #[cold]
+    pub(super) fn reached() {
+        static TARGET: OnceLock<u64> = OnceLock::new();
+        let target = *TARGET.get_or_init(|| {
+            std::env::var("FLOE_CRASH_AT")
+                .ok()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0)
+        });
+        let count = REACHED.fetch_add(1, Ordering::Relaxed) + 1;
+        if count == target {
+            // No unwinding, no destructors, no close: the files are as the crash leaves them.
+            std::process::abort();
+        }
+    }
+
+    /// Crash points reached so far.
+    pub(crate) fn reached_so_far() -> u64 {
+        REACHED.load(Ordering::Relaxed)
+    }
+}
+
+/// Crash points reached so far (feature `crash-points`).
+#[cfg(all(feature = "crash-points", not(loom)))]
+#[doc(hidden)]
+pub fn crash_points_reached() -> u64 {
+    crash::reached_so_far()
+}

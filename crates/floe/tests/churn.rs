@@ -39,13 +39,21 @@ fn churn_keeps_resident_memory_flat() {
     let map = Map::<u64, Vec<u8>>::try_with_capacity(20_000).unwrap();
     let batch = 50_000;
     // Warm up: the table, the allocator's arenas and the collector's batches reach their
-    // steady size.
-    std::thread::scope(|s| {
-        for t in 0..2 {
-            let map = &map;
-            s.spawn(move || churn(map, t, 4 * batch));
-        }
-    });
+    // steady size. One long round was not enough on 2026-11-24 (AMD EPYC guest): measured
+    // from after it, the set grew 9-12 MiB over 3 s of short rounds of fresh threads (the
+    // tree before that day's changes too), and 12.5 MiB over 10 s, so most of it settles in
+    // the first rounds; a second of the same short rounds comes first now.
+    let warm = Instant::now();
+    let mut warm_rounds = 0u64;
+    while warm.elapsed() < Duration::from_secs(1) {
+        std::thread::scope(|s| {
+            for t in 0..2 {
+                let map = &map;
+                s.spawn(move || churn(map, t + 1000 + 2 * warm_rounds, batch));
+            }
+        });
+        warm_rounds += 1;
+    }
     let before = rss().unwrap();
     let start = Instant::now();
     let mut rounds = 0u64;

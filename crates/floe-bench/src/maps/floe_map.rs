@@ -45,6 +45,82 @@ impl BenchMap for Map {
     }
 }
 
+/// floe's FlatMap in files ([`super::MapKind::FloePersistent`]), its directory removed when
+/// it is dropped.
+pub struct PersistentFloe {
+    map: Option<Map>,
+    dir: std::path::PathBuf,
+}
+
+impl PersistentFloe {
+    /// Build the map `builder` describes in a fresh directory.
+    pub fn build(builder: floe::Builder<u64, u64, super::AnyHash>) -> Result<Self, String> {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let root = std::env::var_os("FLOE_BENCH_DIR")
+            .map_or_else(std::env::temp_dir, std::path::PathBuf::from);
+        let dir = root.join(format!(
+            "floe-bench-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let map = builder
+            .build_persistent(&dir)
+            .map_err(|e| format!("building floe's persistent map in {}: {e}", dir.display()))?;
+        Ok(PersistentFloe {
+            map: Some(map),
+            dir,
+        })
+    }
+
+    fn map(&self) -> &Map {
+        self.map.as_ref().expect("present until dropped")
+    }
+}
+
+impl Drop for PersistentFloe {
+    fn drop(&mut self) {
+        drop(self.map.take());
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl BenchMap for PersistentFloe {
+    #[inline]
+    fn get(&self, key: u64) -> Option<u64> {
+        BenchMap::get(self.map(), key)
+    }
+    #[inline]
+    fn insert(&self, key: u64, value: u64) -> bool {
+        BenchMap::insert(self.map(), key, value)
+    }
+    #[inline]
+    fn update(&self, key: u64, value: u64) -> bool {
+        BenchMap::update(self.map(), key, value)
+    }
+    #[inline]
+    fn remove(&self, key: u64) -> bool {
+        BenchMap::remove(self.map(), key)
+    }
+    fn table_bytes(&self) -> Option<usize> {
+        self.map().table_bytes()
+    }
+    fn as_floe(&self) -> Option<&Map> {
+        Some(self.map())
+    }
+    const GET_MANY: bool = true;
+    #[inline]
+    fn get_many(
+        &self,
+        keys: &[u64],
+        values: &mut [Option<u64>],
+        depth: usize,
+        prefetch: floe::Prefetch,
+    ) {
+        self.map().get_many(keys, values, depth, prefetch);
+    }
+}
+
 /// The any-key map with the bench's keys and values.
 pub type AnyMap = floe::Map<u64, u64, super::AnyHash>;
 

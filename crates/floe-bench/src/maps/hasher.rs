@@ -26,6 +26,22 @@ impl Default for AnyHash {
     }
 }
 
+/// A persistent map stores its hasher's seed; the bench's persistent maps use Mix64 (the
+/// default), whose seed reopens it. Another hasher reports seed 0 (and would reopen as Mix64:
+/// the bench never reopens its maps).
+impl floe::hash::PersistentHasher for AnyHash {
+    const NAME: &'static str = "floe-bench::AnyHash";
+    fn seed(&self) -> u64 {
+        match self {
+            AnyHash::Mix64(mix) => floe::hash::PersistentHasher::seed(mix),
+            _ => 0,
+        }
+    }
+    fn from_seed(seed: u64) -> Self {
+        AnyHash::Mix64(Mix64::with_seed(seed))
+    }
+}
+
 /// The hasher of [`AnyHash`].
 pub enum AnyHasher {
     Mix64(<Mix64 as BuildHasher>::Hasher),

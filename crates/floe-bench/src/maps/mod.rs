@@ -9,7 +9,7 @@ mod floe_map;
 mod hasher;
 mod peers;
 
-pub use floe_map::{AnyMap, SingleThreadFloe};
+pub use floe_map::{AnyMap, PersistentFloe, SingleThreadFloe};
 pub use hasher::{AnyHash, AHASH};
 pub use peers::{RwlockHashbrown, SingleThreadHashbrown};
 
@@ -68,6 +68,10 @@ pub enum MapKind {
     /// floe's FlatMap with `Builder::grow_ahead(0)`: no next table's memory prepared ahead of
     /// its growth (the growth's pages are faulted in by the operations that touch them first)
     FloeUnprepared,
+    /// floe's FlatMap kept in files (`Builder::build_persistent`): its tables are shared
+    /// mappings of files in a fresh directory under `$FLOE_BENCH_DIR` (default the system's
+    /// temporary directory), removed afterwards. Needs the Mix64 hasher (the default).
+    FloePersistent,
     /// floe's `Map` for any key and value, here `Map<u64, u64>`: the slot holds the key's hash
     /// and a pointer to a heap entry (one more line per hit than `FlatMap`); one handle pinned
     /// per operation (`map.pin()`), as for papaya. Batched gets (`MapRef::get_many`, its own
@@ -124,7 +128,11 @@ impl MapKind {
     pub fn is_floe(self) -> bool {
         matches!(
             self,
-            MapKind::Floe | MapKind::FloeBlocking | MapKind::FloeFixed | MapKind::FloeUnprepared
+            MapKind::Floe
+                | MapKind::FloeBlocking
+                | MapKind::FloeFixed
+                | MapKind::FloeUnprepared
+                | MapKind::FloePersistent
         )
     }
 
@@ -135,6 +143,7 @@ impl MapKind {
             MapKind::FloeBlocking => "floe-blocking",
             MapKind::FloeFixed => "floe-fixed",
             MapKind::FloeUnprepared => "floe-unprepared",
+            MapKind::FloePersistent => "floe-persistent",
             MapKind::FloeAny => "floe-any",
             MapKind::FloeLocal => "floe-local",
             MapKind::Dashmap => "dashmap",
@@ -198,6 +207,7 @@ impl Recipe {
                     .build()
                     .map_err(|e| format!("building floe's map: {e}"))
             }),
+            MapKind::FloePersistent => visit.visit(&|| PersistentFloe::build(self.floe_builder())),
             MapKind::FloeAny => visit.visit(&|| {
                 self.configure(floe::Map::<u64, u64>::builder())
                     .build()

@@ -133,6 +133,25 @@ impl<T: ZeroInit> TableMemory<T> {
         })
     }
 
+    /// `len` elements from byte `offset` of `region` (a multiple of 64), whatever the region
+    /// holds: a file mapping written by an earlier table of the same layout, or fresh zeroes.
+    /// Every bit pattern is a valid bin or link bucket (atomics and plain words), so any
+    /// content is sound to read; whether it is a consistent table is recovery's business
+    /// (`recover.rs`). `None` if they do not fit.
+    pub(crate) fn in_region_at(region: Arc<Region>, offset: usize, len: usize) -> Option<Self> {
+        let bytes = len.checked_mul(core::mem::size_of::<T>())?;
+        if bytes == 0 || !offset.is_multiple_of(64) || offset.checked_add(bytes)? > region.bytes {
+            return None;
+        }
+        // SAFETY: `offset + bytes` lies inside the mapping (checked above).
+        let start = unsafe { region.base.cast::<u8>().add(offset) };
+        Some(Self {
+            ptr: NonNull::new(start.cast::<T>())?,
+            len,
+            backing: Backing::Mapped(region),
+        })
+    }
+
     /// Bytes the region occupies (rounded to pages for mappings).
     pub(crate) fn bytes(&self) -> usize {
         match &self.backing {
@@ -217,6 +236,47 @@ impl Region {
             bytes: region,
             huge: huge_pages,
         })
+    }
+
+    /// Map the first `bytes` of `file` (rounded up to whole huge pages; the file must be at
+    /// least that long, or a touch past its end faults with SIGBUS) shared, at a huge-page
+    /// aligned address: stores go to the file's pages in the page cache, so they outlive the
+    /// process (a crash loses nothing the process stored) and reach the disk when the kernel
+    /// writes them back or [`sync`](Self::sync) asks it to.
+    pub(crate) fn map_file(file: &std::fs::File, bytes: usize) -> std::io::Result<Region> {
+        use std::os::fd::AsRawFd;
+        // Reserve an aligned range first, then map the file over it.
+        let reserved = Self::map_advised(bytes, false)
+            .ok_or_else(|| std::io::Error::from(std::io::ErrorKind::OutOfMemory))?;
+        // SAFETY: MAP_FIXED over a range we own (the reservation): the file mapping replaces
+        // it atomically; the result is checked against MAP_FAILED.
+        let raw = unsafe {
+            libc::mmap(
+                reserved.base,
+                reserved.bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_FIXED,
+                file.as_raw_fd(),
+                0,
+            )
+        };
+        if raw == libc::MAP_FAILED {
+            return Err(std::io::Error::last_os_error());
+        }
+        debug_assert_eq!(raw, reserved.base);
+        // The range is the file mapping now; dropping `reserved` unmaps it, as it should.
+        Ok(reserved)
+    }
+
+    /// Write the region's dirty pages to its file and wait for the device (`msync(MS_SYNC)`);
+    /// for anonymous regions a no-op.
+    pub(crate) fn sync(&self) -> std::io::Result<()> {
+        // SAFETY: the range is our live mapping.
+        if unsafe { libc::msync(self.base, self.bytes, libc::MS_SYNC) } == 0 {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
     }
 
     /// Advise `len` bytes from `offset` (whole huge pages) for transparent huge pages or

@@ -5,7 +5,7 @@
 //! points compiled with the feature enabled, so the whole operation (not only the match) uses
 //! the wider instructions and the loaders' `#[inline(always)]` methods inline into it.
 
-use super::loader::ScalarLoader;
+use super::{loader::ScalarLoader, TableSource};
 use crate::config::Backend;
 
 // `Backend` is plain data at the bottom (`config.rs`); what it can do on this CPU is the
@@ -285,7 +285,13 @@ pub(crate) fn calibrate() -> Option<Calibration> {
         transfer_reserve: 0,
         huge_pages: false,
     };
-    let table = RawTable::new(geometry, dead, Arc::default(), None, None)?;
+    let table = RawTable::new(
+        geometry,
+        dead,
+        Arc::default(),
+        TableSource::Fresh(None),
+        None,
+    )?;
     for key in 1..=KEYS {
         let _ = table.insert(ScalarLoader, fastrange(mix(key), BINS), key, key);
     }

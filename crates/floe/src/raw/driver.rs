@@ -22,7 +22,13 @@ use super::{
     memory_fits,
     migrate::{Next, CHUNK_BINS},
     prepare::{Ahead, Plan, Prepared, Preparer},
-    BinSnapshot, DeadKeys, Full, Geometry, Inserted, Mismatch, Moved, RawTable, Upserted,
+    BinSnapshot, DeadKeys, Full, Geometry, Inserted, Mismatch, Moved, RawTable, TableSource,
+    Upserted,
+};
+#[cfg(not(loom))]
+use super::{
+    store::{Store, Superblock, TableRecord},
+    Swept,
 };
 use crate::{
     config::{Backend, Config, ResizeMode, Stats, TARGET_KEYS_PER_BIN_X4},
@@ -68,11 +74,18 @@ pub(crate) struct RawMap {
     /// Not a loom atomic: loom models take no snapshot, and a loom load in every write would
     /// only add states to explore.
     writers_paused: PlainFlag,
+    /// A persistent map's directory (`store.rs`); `None` for a map in memory.
+    #[cfg(not(loom))]
+    store: Option<Arc<Store>>,
 }
 
 impl Drop for RawMap {
     fn drop(&mut self) {
         self.preparer.discard();
+        // A persistent map closes cleanly: its tables synced, its superblock marked clean
+        // (a failure only means the next open sweeps the tables).
+        #[cfg(not(loom))]
+        let _ = self.close();
         let current = self.current.load(Ordering::Acquire);
         // SAFETY: `&mut self`: no operation is running, so the current table and its
         // successor (if a migration was left half done) are reachable only from here. Tables
@@ -97,6 +110,15 @@ impl RawMap {
     /// # Errors
     /// As `Builder::build`.
     pub(crate) fn new(config: &Config, rehash: Rehash<'_>) -> Result<Self, Error> {
+        Self::build(config, rehash, None)
+    }
+
+    fn build(
+        config: &Config,
+        rehash: Rehash<'_>,
+        #[cfg(not(loom))] store: Option<Arc<Store>>,
+        #[cfg(loom)] _store: Option<()>,
+    ) -> Result<Self, Error> {
         if config.bins_per_link == 0 {
             return Err(Error::InvalidConfig("bins_per_link must be at least 1"));
         }
@@ -129,7 +151,16 @@ impl RawMap {
         let loader =
             Loader::new(config.backend).ok_or(Error::UnsupportedBackend(config.backend))?;
         let alive = Arc::new(StatCounter::new(0));
-        let preparer = Arc::new(Preparer::new(config.grow_ahead));
+        // A persistent map's tables are files; memory prepared ahead is anonymous.
+        #[cfg(not(loom))]
+        let grow_ahead = if store.is_some() {
+            0
+        } else {
+            config.grow_ahead
+        };
+        #[cfg(loom)]
+        let grow_ahead = config.grow_ahead;
+        let preparer = Arc::new(Preparer::new(grow_ahead));
         // Like every table, it prepares its successor only past the load it is sized for
         // (`prepare.rs`).
         let ahead = Ahead::of(
@@ -153,7 +184,20 @@ impl RawMap {
             false,
             None,
             ahead,
+            #[cfg(not(loom))]
+            store.as_deref(),
         )?;
+        #[cfg(not(loom))]
+        if let Some(store) = &store {
+            // SAFETY: just allocated, reachable only from here.
+            let record = record_of(unsafe { &*first });
+            if let Err(error) = store.record(|block| block.current = record) {
+                // SAFETY: as above; nothing else holds it.
+                drop(unsafe { Box::from_raw(first) });
+                store.remove_table(record.gen);
+                return Err(error);
+            }
+        }
         Ok(RawMap {
             current: AtomicPtr::new(first),
             collector: Collector::new(),
@@ -166,6 +210,8 @@ impl RawMap {
             alive,
             preparer,
             writers_paused: PlainFlag::new(false),
+            #[cfg(not(loom))]
+            store,
         })
     }
 
@@ -564,6 +610,11 @@ impl RawMap {
         // Borrows rejects it).
         let successor = table.next_ptr();
         debug_assert!(core::ptr::eq(successor, next));
+        // A persistent map names `next` current in its superblock first, while nobody can
+        // start a migration out of it yet (a table migrates only once it is current).
+        table.crash_point();
+        #[cfg(not(loom))]
+        let recorded = self.record_completed(next);
         // Release: pairs with the Acquire load of `current` by every later operation, which
         // then sees every transfer (this thread acquired them through the chunk counter).
         let replaced = self.current.compare_exchange(
@@ -576,6 +627,11 @@ impl RawMap {
             unreachable!("only the migration's last chunk replaces its table");
         };
         self.preparer.discard_unless_from(next.bins());
+        #[cfg(not(loom))]
+        if let (true, Some(store), Some(gen)) = (recorded, &self.store, table.file_gen()) {
+            // The superblock no longer names it; its mapping lives until the table is freed.
+            store.remove_table(gen);
+        }
         // SAFETY: `old` is the pointer `current` held, from `Box::into_raw` (`allocate`); the
         // swap above unlinked it (new operations start at `next`), and only the last chunk's
         // thread retires it, once.
@@ -681,8 +737,12 @@ impl RawMap {
             Next::Ready(next) => Ok(next),
             Next::Idle => unreachable!("next_table(true) never answers Idle"),
             Next::Allocate => {
-                match self.allocate_next(table, factor, rehash) {
+                match self
+                    .allocate_next(table, factor, rehash)
+                    .and_then(|next| self.record_next(table, next, 1))
+                {
                     Ok(next) => {
+                        table.crash_point();
                         // SAFETY: just allocated; freed only after `table` (see `migrate`).
                         let next_table = unsafe { &*next };
                         table.install_next(next, 1);
@@ -728,6 +788,8 @@ impl RawMap {
             true,
             prepared,
             ahead,
+            #[cfg(not(loom))]
+            self.store.as_deref(),
         )
     }
 
@@ -1128,7 +1190,11 @@ impl RawMap {
             true,
             None,
             self.ahead_for(bins, links_regular, links),
-        ) {
+            #[cfg(not(loom))]
+            self.store.as_deref(),
+        )
+        .and_then(|next| self.record_next(table, next, group))
+        {
             Ok(next) => {
                 table.install_next(next, group);
                 // SAFETY: just allocated; freed only after `table` (see `migrate`).
@@ -1196,6 +1262,261 @@ fn follow<R>(
     }
 }
 
+/// The persistent map's side of the driver (`store.rs`, `recover.rs`): recording tables in the
+/// superblock as they are born and retired, opening and recovering, checkpoints and closing.
+#[cfg(not(loom))]
+impl RawMap {
+    /// A new persistent map in `dir`, whose superblock says `block` (identity and options; the
+    /// tables are filled in here).
+    ///
+    /// # Errors
+    /// As [`new`](Self::new), and [`Error::Storage`] for the files.
+    pub(crate) fn create_persistent(
+        config: &Config,
+        dir: &std::path::Path,
+        block: Superblock,
+        rehash: Rehash<'_>,
+    ) -> Result<Self, Error> {
+        if cfg!(miri) {
+            return Err(Error::Storage(crate::error::StorageError::Unsupported));
+        }
+        let store = Arc::new(Store::create(dir, block)?);
+        Self::build(config, rehash, Some(store))
+    }
+
+    /// Open the persistent map `store` holds (its superblock `block`, checked by the caller
+    /// against the facade's types), recovering its tables if it was not closed cleanly, and
+    /// finishing a growth or shrink a crash interrupted. What recovery found is returned.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] for files that are missing, damaged or do not match the superblock;
+    /// a cleanly closed map's tables are checked before anything is written, so a damaged one
+    /// is refused unchanged.
+    pub(crate) fn open_persistent(
+        config: &Config,
+        store: Store,
+        block: Superblock,
+        rehash: Rehash<'_>,
+    ) -> Result<(Self, Swept), Error> {
+        let loader =
+            Loader::new(config.backend).ok_or(Error::UnsupportedBackend(config.backend))?;
+        let alive = Arc::new(StatCounter::new(0));
+        let open = |record: &TableRecord| -> Result<Box<RawTable>, Error> {
+            let bins = record.bins as usize;
+            let dead = DeadKeys::find(rehash, bins).ok_or(Error::DegenerateHasher)?;
+            let geometry = Geometry {
+                bins,
+                link_buckets: record.link_buckets as usize,
+                transfer_reserve: record.transfer_reserve as usize,
+                huge_pages: config.huge_pages,
+            };
+            let region = store.open_table(record)?;
+            let source = TableSource::File {
+                gen: record.gen,
+                region,
+                fresh: false,
+            };
+            RawTable::new(geometry, dead, Arc::clone(&alive), source, None)
+                .map(Box::new)
+                .ok_or(Error::CapacityOverflow)
+        };
+        let current = open(&block.current)?;
+        let next = match block.next.gen {
+            0 => None,
+            _ => Some(open(&block.next)?),
+        };
+        let bin_of = |table: &RawTable| {
+            let bins = table.bins();
+            move |word: u64| fastrange(rehash(word), bins)
+        };
+        let damaged = |why| Err(Error::Storage(crate::error::StorageError::Corrupt(why)));
+        if block.clean {
+            // Closed cleanly: nothing to settle. Check before writing anything.
+            let bad_links = current.recover_links(false);
+            let checked = current.recover_bins(&bin_of(&current), false);
+            if next.is_some() || bad_links > 0 || checked.misplaced > 0 {
+                return damaged("a table of a cleanly closed map is inconsistent");
+            }
+            if checked.keys as u64 != block.keys || checked.freed > 0 || checked.stale > 0 {
+                return damaged("the table does not hold the keys counted at its close");
+            }
+        }
+        // From here on the files change: the superblock first says the map is open.
+        store.record(|block| block.clean = false)?;
+        let mut swept = Swept {
+            bad_links: current.recover_links(true),
+            ..Swept::default()
+        };
+        if let Some(next) = &next {
+            swept.bad_links += next.recover_links(true);
+            swept.rebuilt = current.recover_moves(next, block.group as usize, &bin_of(next));
+            swept.add(next.recover_bins(&bin_of(next), true));
+        }
+        swept.add(current.recover_bins(&bin_of(&current), true));
+        let fixed = block.max_bins as usize <= current.bins();
+        let current = Box::into_raw(current);
+        let map = RawMap {
+            current: AtomicPtr::new(current),
+            collector: Collector::new(),
+            loader,
+            huge_pages: config.huge_pages,
+            resize_mode: config.resize_mode,
+            max_bins: block.max_bins as usize,
+            fixed,
+            bins_per_link: block.bins_per_link as usize,
+            alive,
+            preparer: Arc::new(Preparer::new(0)),
+            writers_paused: PlainFlag::new(false),
+            store: Some(Arc::new(store)),
+        };
+        if let Some(next) = next {
+            // SAFETY: `current` was just made from a box and is reachable only from `map`.
+            let table = unsafe { &*current };
+            let next = Box::into_raw(next);
+            table.install_next(next, block.group as usize);
+            // SAFETY: as above; freed only after `table`.
+            map.finish_migration(table, unsafe { &*next }, rehash);
+        }
+        Ok((map, swept))
+    }
+
+    /// Record `next` (just allocated) in the superblock as the table `table` migrates into,
+    /// before anything is moved there; on failure free it (and its file).
+    fn record_next(
+        &self,
+        table: &RawTable,
+        next: *mut RawTable,
+        group: usize,
+    ) -> Result<*mut RawTable, Error> {
+        let Some(store) = &self.store else {
+            return Ok(next);
+        };
+        // SAFETY: just allocated by this thread, not yet installed.
+        let record = record_of(unsafe { &*next });
+        let current = record_of(table);
+        let recorded = store.record(|block| {
+            block.current = current;
+            block.next = record;
+            block.group = group as u64;
+            block.clean = false;
+        });
+        match recorded {
+            Ok(()) => Ok(next),
+            Err(error) => {
+                // SAFETY: as above: nobody else has seen it.
+                drop(unsafe { Box::from_raw(next) });
+                store.remove_table(record.gen);
+                Err(error)
+            }
+        }
+    }
+
+    /// A migration into `next` is complete (every old bin moved; `next` not yet current):
+    /// sync `next`'s file, then name it the current table in the superblock; whether that
+    /// was recorded. A failure leaves the superblock naming both tables with every old bin
+    /// moved, which an open completes; the next growth's `record_next` names `next` current
+    /// again (each record states both tables, never copies one from the last).
+    fn record_completed(&self, next: &RawTable) -> bool {
+        let Some(store) = &self.store else {
+            return false;
+        };
+        if next.sync_file().is_err() {
+            return false;
+        }
+        next.crash_point();
+        let record = record_of(next);
+        let recorded = store.record(|block| {
+            block.current = record;
+            block.next = TableRecord::default();
+            block.group = 0;
+        });
+        next.crash_point();
+        recorded.is_ok()
+    }
+
+    /// Whether the map lives in files.
+    pub(crate) fn is_persistent(&self) -> bool {
+        self.store.is_some()
+    }
+
+    /// Make every operation that returned before this call durable against a power loss or
+    /// kernel crash: sync the tables' files, then count the checkpoint in the superblock.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] if a sync or the superblock write failed.
+    pub(crate) fn checkpoint(&self) -> Result<(), Error> {
+        let Some(store) = &self.store else {
+            return Ok(());
+        };
+        let guard = reclaim::enter();
+        let table = self.load(&guard);
+        let sync = |table: &RawTable| {
+            table.sync_file().map_err(|error| {
+                Error::Storage(crate::error::StorageError::from_io(
+                    "sync a table file",
+                    &error,
+                ))
+            })
+        };
+        sync(table)?;
+        if let Some(next) = table.migrating_into() {
+            sync(next)?;
+        }
+        store.record(|block| block.checkpoints += 1)
+    }
+
+    /// Close a persistent map: sync its table and mark the superblock clean with its key
+    /// count, unless a growth or shrink is half done (the next open finishes it).
+    pub(crate) fn close(&mut self) -> Result<(), Error> {
+        let Some(store) = &self.store else {
+            return Ok(());
+        };
+        let current = self.current.load(Ordering::Acquire);
+        // SAFETY: `&mut self`: no operation is running; the table lives as long as the map.
+        let table = unsafe { &*current };
+        if table.migrating_into().is_some() {
+            return Ok(());
+        }
+        table.sync_file().map_err(|error| {
+            Error::Storage(crate::error::StorageError::from_io(
+                "sync a table file",
+                &error,
+            ))
+        })?;
+        let keys = table.len() as u64;
+        store.record(|block| {
+            block.clean = true;
+            block.keys = keys;
+        })?;
+        // Closed: the lock goes with the store, and a later drop has nothing left to do.
+        self.store = None;
+        Ok(())
+    }
+}
+
+/// A table's record for the superblock (a persistent table).
+#[cfg(not(loom))]
+fn record_of(table: &RawTable) -> TableRecord {
+    TableRecord {
+        gen: table.file_gen().unwrap_or(0),
+        bins: table.bins() as u64,
+        link_buckets: table.link_buckets() as u64,
+        transfer_reserve: table.transfer_reserve() as u64,
+    }
+}
+
+#[cfg(loom)]
+impl RawMap {
+    fn record_next(
+        &self,
+        _table: &RawTable,
+        next: *mut RawTable,
+        _group: usize,
+    ) -> Result<*mut RawTable, Error> {
+        Ok(next)
+    }
+}
+
 /// Where the key `word` goes in `next`.
 fn new_bin<'a>(next: &'a RawTable, rehash: Rehash<'a>) -> impl Fn(u64) -> usize + 'a {
     move |word| fastrange(rehash(word), next.bins())
@@ -1216,6 +1537,7 @@ fn allocate(
     written: bool,
     prepared: Option<Prepared>,
     ahead: Option<Ahead>,
+    #[cfg(not(loom))] store: Option<&Store>,
 ) -> Result<*mut RawTable, Error> {
     let bytes = bins
         .checked_add(link_buckets)
@@ -1227,7 +1549,11 @@ fn allocate(
         return Err(Error::CapacityOverflow);
     }
     // Prepared memory is had already (and counted as used by the figures `memory_fits` reads).
-    if prepared.is_none() && !memory_fits(bytes, written) {
+    #[cfg(not(loom))]
+    let in_file = store.is_some();
+    #[cfg(loom)]
+    let in_file = false;
+    if prepared.is_none() && !in_file && !memory_fits(bytes, written) {
         return Err(Error::AllocationFailed { bytes });
     }
     let dead = DeadKeys::find(rehash, bins).ok_or(Error::DegenerateHasher)?;
@@ -1237,7 +1563,27 @@ fn allocate(
         transfer_reserve: reserve,
         huge_pages,
     };
-    let raw = RawTable::new(geometry, dead, Arc::clone(alive), prepared, ahead)
+    #[cfg(not(loom))]
+    let source = match store {
+        Some(store) => {
+            let record = TableRecord {
+                gen: store.next_gen(),
+                bins: bins as u64,
+                link_buckets: link_buckets as u64,
+                transfer_reserve: reserve as u64,
+            };
+            let region = store.create_table(&record)?;
+            TableSource::File {
+                gen: record.gen,
+                region,
+                fresh: true,
+            }
+        }
+        None => TableSource::Fresh(prepared),
+    };
+    #[cfg(loom)]
+    let source = TableSource::Fresh(prepared);
+    let raw = RawTable::new(geometry, dead, Arc::clone(alive), source, ahead)
         .ok_or(Error::AllocationFailed { bytes })?;
     Ok(Box::into_raw(Box::new(raw)))
 }

@@ -116,7 +116,7 @@ impl RawTable {
         }
         self.next_link.store(taken + width, Ordering::Relaxed);
         for line in &self.links[taken..taken + width] {
-            self.fill_dead(&line.slots, self.dead.of(bin_index));
+            self.fill_taken(&line.slots, self.dead.of(bin_index));
         }
         bin.link
             .store(link.with_bucket(bucket, taken as u32).0, Ordering::Relaxed);

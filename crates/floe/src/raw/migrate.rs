@@ -20,18 +20,24 @@
 //!    slot). Inserts that committed before the claim complete (they are never abandoned): an
 //!    `Inserting` slot still holding the dead key is waited for until it holds its key (its
 //!    insert wrote it) or is no longer searchable (a delete had retired it and freed it).
-//! 2. **Move**: for every searchable slot (`Valid`, or `Inserting` and written), replace
-//!    `(key, value)` by `(dead key, value)` with a 16-byte CAS (DLHT's *transfer key*: the
-//!    bin's dead key, which no search ever matches), retrying if a put changed the value,
-//!    skipping the slot if a delete retired it first; then place `(key, value)` in its new
-//!    bin. A put that read the slot before the CAS either lands first (and its value is the
-//!    one moved) or fails on the dead key and retries; so no put is lost in the old table. A
-//!    delete is linearized by its own retire CAS, which either precedes ours (the key is not
-//!    moved) or fails (the delete retries and finds the key in the new table). A `Shadow` slot
-//!    (an open shadow insert) is taken with the same CAS its commit or abort would claim it
-//!    with (one of us wins) and placed as a shadow in its new bin; a commit that won goes on
-//!    in the old bin (we wait for its store and move the key), one that lost retries in the
-//!    new table.
+//! 2. **Move**: for every searchable slot (`Valid`, or `Inserting` and written) holding
+//!    `(key, value)`, first place `(key, value)` in its new bin, then replace it in the old
+//!    slot by `(moved key, key)` with a 16-byte CAS (DLHT's *transfer key*: here the bin's
+//!    moved key, `DeadKeys::moved_of`, which hashes elsewhere, so no search ever matches it,
+//!    and is no bin's dead or shadow key; with the key kept in the value word it tells a
+//!    persistent map's recovery which key went where, see `recover.rs`). A put that changed
+//!    the value first fails the CAS: the placed copy takes the new value and the CAS is
+//!    retried; a delete that retired the key first (its slot then holds the dead key) fails it
+//!    for good: the placed copy is taken out again. So no put is lost in the old table (one that read the
+//!    slot before the CAS lands first, and its value is the one moved, or fails on the dead key
+//!    and retries in the new table), a delete is linearized by its own retire CAS, which
+//!    either precedes ours (the key is not moved) or fails (the delete retries and finds the
+//!    key in the new table), and at every instant the key is in the old slot, the new bin, or
+//!    both with the old slot's value the newer: a process that dies mid-move loses nothing
+//!    (IcebergHT's order: copy, then retire). A `Shadow` slot (an open shadow insert) is taken
+//!    with the same CAS its commit or abort would claim it with (one of us wins) and placed as
+//!    a shadow in its new bin; a commit that won goes on in the old bin (we wait for its store
+//!    and move the key), one that lost retries in the new table.
 //! 3. **Publish**: CAS the header to `DoneTransfer` (Release); for a shrink's group, only once
 //!    every bin of the group has been moved (see Shrinking). An operation that loads the
 //!    header (Acquire) and sees `DoneTransfer` goes to the new table, where it finds exactly
@@ -286,8 +292,10 @@ impl RawTable {
             let moved: isize = (first..first + group)
                 .map(|member| self.drain_bin(member, next, new_bin))
                 .sum();
+            next.crash_point();
             for member in first..first + group {
                 self.publish_done(member);
+                next.crash_point();
             }
             core::mem::forget(abort);
             next.len.add(moved);
@@ -329,6 +337,7 @@ impl RawTable {
         let claimed = Header(bin.header.load(Ordering::Acquire));
         let dead = self.dead.of(index);
         let shadow_key = self.dead.shadow_of(index);
+        let moved_key = self.dead.moved_of(index);
         let mut moved = 0isize;
         for slot in claimed.occupied().iter() {
             let slot_ref = self.slot(bin, slot);
@@ -350,23 +359,40 @@ impl RawTable {
                     continue;
                 }
                 // A shadow insert (its key in the value word) moves as a shadow, taken with the
-                // same CAS its commit or abort would claim it with (one of us wins); a real key
-                // is retired to the dead key (a put that changed the value meanwhile fails it:
-                // we move the new value; a delete that retired the key ends the loop above).
-                let (key, state) = if content.0 == shadow_key {
-                    (content.1, SlotState::Shadow)
-                } else {
-                    (content.0, SlotState::Valid)
-                };
-                if slot_ref
-                    .compare_exchange(content, (dead, content.1))
-                    .is_ok()
-                {
-                    next.place(new_bin(key), key, content.1, state);
-                    // Shadow keys are not counted in `len` until committed.
-                    moved += isize::from(state == SlotState::Valid);
-                    break;
+                // same CAS its commit or abort would claim it with (one of us wins).
+                if content.0 == shadow_key {
+                    let key = content.1;
+                    if slot_ref.compare_exchange(content, (dead, key)).is_ok() {
+                        next.place(new_bin(key), key, 0, SlotState::Shadow);
+                        // Shadow keys are not counted in `len` until committed.
+                        break;
+                    }
+                    continue;
                 }
+                // A real key: copy, then retire (module docs, step 2).
+                let (key, mut value) = content;
+                let placed = next.place(new_bin(key), key, value, SlotState::Valid);
+                next.crash_point();
+                loop {
+                    match slot_ref.compare_exchange((key, value), (moved_key, key)) {
+                        Ok(()) => {
+                            next.crash_point();
+                            moved += 1;
+                            break;
+                        }
+                        // A put: the copy takes its value.
+                        Err((now, newer)) if now == key => {
+                            value = newer;
+                            next.rewrite_placed(placed, key, value);
+                        }
+                        // A delete retired the key first.
+                        Err(_) => {
+                            next.unplace(placed);
+                            break;
+                        }
+                    }
+                }
+                break;
             }
         }
         moved
@@ -473,7 +499,7 @@ impl RawTable {
     /// it before that old bin is `DoneTransfer`). Plain stores; their publication is the old
     /// bin's `DoneTransfer` CAS. A `Shadow` is placed as a shadow of `key` (`value` unused),
     /// under this table's shadow key for the bin.
-    pub(super) fn place(&self, index: usize, key: u64, value: u64, state: SlotState) {
+    pub(super) fn place(&self, index: usize, key: u64, value: u64, state: SlotState) -> Placed {
         let bin = &self.bins[index];
         let header = Header(bin.header.load(Ordering::Relaxed));
         let slot = header
@@ -486,7 +512,7 @@ impl RawTable {
                 let width = Link::field_width(bucket);
                 let taken = self.take_for_transfer(width);
                 for line in &self.links[taken..taken + width] {
-                    self.fill_dead(&line.slots, self.dead_key(index));
+                    self.fill_taken(&line.slots, self.dead_key(index));
                 }
                 bin.link
                     .store(link.with_bucket(bucket, taken as u32).0, Ordering::Relaxed);
@@ -499,6 +525,28 @@ impl RawTable {
         }
         bin.header
             .store(header.with_slot(slot, state).0, Ordering::Relaxed);
+        Placed { bin: index, slot }
+    }
+
+    /// Give a key `place`d in this (new) table a newer value (a put reached the old slot
+    /// first). Plain store, as `place`.
+    fn rewrite_placed(&self, placed: Placed, key: u64, value: u64) {
+        let bin = &self.bins[placed.bin];
+        self.slot(bin, placed.slot).store(key, value);
+    }
+
+    /// Take a `place`d key out again (a delete retired it in the old table first): the slot
+    /// holds its bin's dead key and is free. A link bucket chained for it stays chained, as
+    /// one chained for an insert that is later removed.
+    fn unplace(&self, placed: Placed) {
+        let bin = &self.bins[placed.bin];
+        let dead = self.dead_key(placed.bin);
+        self.slot(bin, placed.slot).store(dead, dead);
+        let header = Header(bin.header.load(Ordering::Relaxed));
+        bin.header.store(
+            header.with_slot(placed.slot, SlotState::Invalid).0,
+            Ordering::Relaxed,
+        );
     }
 
     /// `width` consecutive link buckets for a transfer: from the transfer reserve, or, should
@@ -516,6 +564,13 @@ impl RawTable {
         );
         regular
     }
+}
+
+/// Where `place` put a key: the new bin and the slot in it.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Placed {
+    bin: usize,
+    slot: usize,
 }
 
 /// Aborts the process if dropped during a panic (see "Panics during a move"); forgotten on

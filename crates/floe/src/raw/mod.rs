@@ -81,8 +81,10 @@
 //! 2. A slot that is `Invalid` holds the dead key. Only the insert that moved it `Invalid ->
 //!    Inserting` writes it with a plain store, once, from the dead key to `(key, value)`.
 //! 3. A slot holds a real key only while it is `Inserting` (after that store) or `Valid`. While
-//!    it does, its key word changes only to the dead key (a delete, `clear` or a transfer
-//!    retiring it) and its value only by a 16-byte CAS that keeps the key (a put).
+//!    it does, its key word changes only to the dead key (a delete or `clear` retiring it) or
+//!    to the bin's *moved key* (a transfer retiring it, `migrate.rs`: a word that hashes
+//!    elsewhere, so no search matches it either) and its value only by a 16-byte CAS that
+//!    keeps the key (a put).
 //! 4. A slot leaves `Inserting` for `Valid` only by a header CAS of a thread that has read
 //!    the slot's key written (a later commit in the bin, see Publication), and it leaves
 //!    `Inserting` or `Valid` for `Invalid` only by the one thread that retired its key. So
@@ -287,7 +289,18 @@ mod local;
 pub(crate) use local::{IF_ABSENT, IF_PRESENT, UPSERT};
 pub(crate) mod migrate;
 pub(crate) mod prepare;
+#[cfg(not(loom))]
+mod recover;
 pub(crate) mod stats;
+#[cfg(not(loom))]
+pub(crate) mod store;
+#[cfg(not(loom))]
+pub(crate) use self::{
+    recover::Swept,
+    store::{Identity, Store, Superblock, FORMAT_VERSION},
+};
+#[cfg(loom)]
+pub(crate) const FORMAT_VERSION: u32 = 1;
 
 use std::sync::Arc;
 
@@ -400,6 +413,13 @@ pub(crate) struct DeadKeys {
     shadow_at_primary: u64,
     /// The shadow key of `fallback_bin`: not zero (its dead key) and not hashing there.
     shadow_at_fallback: u64,
+    /// The moved key of every bin but `moved_bin` (the one it hashes to): a slot a growth
+    /// moved holds `(moved key, key)` (`migrate.rs`). Neither a dead nor a shadow key of any
+    /// bin, so recovery tells a moved slot from a deleted one (`recover.rs`).
+    moved: u64,
+    moved_bin: usize,
+    /// The moved key of `moved_bin`: none of the others, not hashing there.
+    moved_at_moved_bin: u64,
 }
 
 impl DeadKeys {
@@ -415,6 +435,11 @@ impl DeadKeys {
         let shadow_at_primary = away_from_primary.next()?;
         let fallback_bin = bin_of(fallback);
         let shadow_at_fallback = (1..=4096u64).find(|&word| bin_of(word) != fallback_bin)?;
+        let taken = [0, fallback, shadow_at_primary, shadow_at_fallback];
+        let moved = (1..=4096u64).find(|word| !taken.contains(word))?;
+        let moved_bin = bin_of(moved);
+        let moved_at_moved_bin = (1..=4096u64)
+            .find(|&word| !taken.contains(&word) && word != moved && bin_of(word) != moved_bin)?;
         Some(DeadKeys {
             primary: 0,
             primary_bin,
@@ -422,6 +447,9 @@ impl DeadKeys {
             fallback_bin,
             shadow_at_primary,
             shadow_at_fallback,
+            moved,
+            moved_bin,
+            moved_at_moved_bin,
         })
     }
 
@@ -431,6 +459,16 @@ impl DeadKeys {
             self.fallback
         } else {
             self.primary
+        }
+    }
+
+    /// The moved key of `bin` (see the field's docs).
+    #[inline(always)]
+    pub(crate) fn moved_of(self, bin: usize) -> u64 {
+        if bin == self.moved_bin {
+            self.moved_at_moved_bin
+        } else {
+            self.moved
         }
     }
 
@@ -495,6 +533,31 @@ pub(crate) struct RawTable {
     /// Prepares this table's successor ahead of its growth (`prepare.rs`); `None` when nothing is
     /// prepared (`Builder::grow_ahead(0)`, a capped map, loom and Miri).
     ahead: Option<Ahead>,
+    /// A persistent map's table: its generation (file name, `store.rs`) and mapping.
+    #[cfg(not(loom))]
+    file: Option<TableFile>,
+}
+
+/// Where a table's memory comes from.
+pub(crate) enum TableSource {
+    /// Zeroed memory of its own, or memory prepared ahead (`prepare.rs`).
+    Fresh(Option<Prepared>),
+    /// A persistent map's table file, mapped (`store.rs`): bins at its start, the pool after
+    /// them. `fresh`: the file was just created (all zeroes); otherwise it holds a table a
+    /// crashed or closed process left, which `recover.rs` settles before anyone uses it.
+    #[cfg(not(loom))]
+    File {
+        gen: u64,
+        region: Arc<alloc::Region>,
+        fresh: bool,
+    },
+}
+
+/// A persistent map's table file (see [`TableSource::File`]).
+#[cfg(not(loom))]
+pub(crate) struct TableFile {
+    pub(crate) gen: u64,
+    region: Arc<alloc::Region>,
 }
 
 impl RawTable {
@@ -505,7 +568,7 @@ impl RawTable {
         geometry: Geometry,
         dead: DeadKeys,
         alive: Arc<StdAtomicUsize>,
-        prepared: Option<Prepared>,
+        source: TableSource,
         ahead: Option<Ahead>,
     ) -> Option<Self> {
         debug_assert!(geometry.bins >= 2 && dead.primary_bin < geometry.bins);
@@ -516,12 +579,39 @@ impl RawTable {
         if links >= u32::MAX as usize {
             return None;
         }
-        let (bins, links) = match prepared.and_then(|p| p.into_memory(geometry.bins, links)) {
-            Some(memory) => memory,
-            None => (
-                TableMemory::zeroed(geometry.bins, geometry.huge_pages)?,
-                TableMemory::zeroed(links, geometry.huge_pages)?,
-            ),
+        let mut fresh = true;
+        #[cfg(not(loom))]
+        let mut file = None;
+        let (bins, links) = match source {
+            TableSource::Fresh(prepared) => {
+                match prepared.and_then(|p| p.into_memory(geometry.bins, links)) {
+                    Some(memory) => memory,
+                    None => (
+                        TableMemory::zeroed(geometry.bins, geometry.huge_pages)?,
+                        TableMemory::zeroed(links, geometry.huge_pages)?,
+                    ),
+                }
+            }
+            #[cfg(not(loom))]
+            TableSource::File {
+                gen,
+                region,
+                fresh: created,
+            } => {
+                fresh = created;
+                let bin_bytes = geometry.bins.checked_mul(64)?;
+                let pool = if links == 0 {
+                    TableMemory::zeroed(0, false)?
+                } else {
+                    TableMemory::in_region_at(Arc::clone(&region), bin_bytes, links)?
+                };
+                let memory = (
+                    TableMemory::in_region_at(Arc::clone(&region), 0, geometry.bins)?,
+                    pool,
+                );
+                file = Some(TableFile { gen, region });
+                memory
+            }
         };
         alive.fetch_add(1, StdOrdering::Relaxed);
         let table = Self {
@@ -536,9 +626,15 @@ impl RawTable {
             len: ShardedCounter::new(),
             dead,
             ahead,
+            #[cfg(not(loom))]
+            file,
         };
         // Invariant 2: free slots hold their bin's dead key. Zeroed memory holds 0, the dead
-        // key of every bin but `primary_bin` when `primary` is 0 (as the map chooses it).
+        // key of every bin but `primary_bin` when `primary` is 0 (as the map chooses it). A
+        // table file left by another process holds keys: recovery settles it instead.
+        if !fresh {
+            return Some(table);
+        }
         if dead.primary == 0 {
             table.fill_dead(&table.bins[dead.primary_bin].slots, dead.fallback);
         } else {
@@ -549,14 +645,35 @@ impl RawTable {
         Some(table)
     }
 
-    /// Store `dead` into free slots nobody else can reach yet (a new table's bins, link
-    /// buckets not yet chained). Skipped for 0, which zeroed memory already holds (and which
-    /// must not touch the pages of a fresh mapping).
+    /// Store `dead` into the slots of link buckets just taken from the pool, which nobody
+    /// else can reach yet. Always stored, 0 included: a persistent table's recovery recounts
+    /// the pool cursor from the chained buckets only, so a bucket taken and lost in a chaining
+    /// race before a crash may be handed out again holding another bin's dead key.
+    fn fill_taken(&self, slots: &[Slot], dead: u64) {
+        for slot in slots {
+            slot.store(dead, dead);
+        }
+    }
+
+    /// Store `dead` into free slots nobody else can reach yet (a new table's bins). Skipped
+    /// for 0, which zeroed memory already holds (and which must not touch the pages of a
+    /// fresh mapping).
     fn fill_dead(&self, slots: &[Slot], dead: u64) {
         if dead != 0 {
             for slot in slots {
                 slot.store(dead, 0);
             }
+        }
+    }
+
+    /// A crash point (feature `crash-points`, `sync::crash_point`), counted only in a
+    /// persistent table: the tables other code builds (the backend's calibration) do not
+    /// shift the numbering.
+    #[inline(always)]
+    pub(crate) fn crash_point(&self) {
+        #[cfg(all(feature = "crash-points", not(loom)))]
+        if self.file.is_some() {
+            crate::sync::crash_point();
         }
     }
 
@@ -573,6 +690,11 @@ impl RawTable {
     /// Link buckets of the regular pool (without the transfer reserve).
     pub(crate) fn link_buckets(&self) -> usize {
         self.transfer_base
+    }
+
+    /// Link buckets of the transfer reserve.
+    pub(crate) fn transfer_reserve(&self) -> usize {
+        self.links.len() - self.transfer_base
     }
 
     /// Link buckets taken from the pool so far (chained or lost).
@@ -897,6 +1019,7 @@ impl RawTable {
                 spin();
                 continue;
             }
+            self.crash_point();
             // Pairs with the readers' fence(Acquire): a reader that sees the store below also
             // sees the commit above, and so fails its version check if it started before it.
             fence(Ordering::Release);
@@ -910,6 +1033,7 @@ impl RawTable {
             } else {
                 self.slot(bin, slot).store(key, value);
             }
+            self.crash_point();
             if !SHADOW {
                 // A shadow key counts once it is committed (visible).
                 self.len.increment();
@@ -978,10 +1102,12 @@ impl RawTable {
         if taken + width > self.transfer_base {
             return Err(Full::LinkPool);
         }
+        self.crash_point();
         // The buckets are ours alone until the CAS below names them (invariant 5).
         for line in &self.links[taken..taken + width] {
-            self.fill_dead(&line.slots, self.dead.of(bin_index));
+            self.fill_taken(&line.slots, self.dead.of(bin_index));
         }
+        self.crash_point();
         loop {
             let chained = link.with_bucket(bucket, taken as u32);
             match bin
@@ -1037,7 +1163,9 @@ impl RawTable {
             if !accept(hit.value) {
                 return Ok(Err(Mismatch::Value(hit.value)));
             }
-            // The linearization point: retire the key (see the essay, Delete).
+            // The linearization point: retire the key (see the essay, Delete). The value
+            // word stays: a reader that reads the slot in halves may pair the old key with
+            // it, and must then see the value the key had.
             if self
                 .slot(bin, hit.slot)
                 .compare_exchange((key, hit.value), (dead, hit.value))
@@ -1046,6 +1174,7 @@ impl RawTable {
                 spin();
                 continue;
             }
+            self.crash_point();
             self.free_retired(bin, hit.slot);
             self.len.decrement();
             return Ok(Ok(hit.value));
@@ -1484,6 +1613,9 @@ mod tests {
             fallback_bin: 1,
             shadow_at_primary: u64::MAX - 2,
             shadow_at_fallback: u64::MAX - 3,
+            moved: u64::MAX - 4,
+            moved_bin: 2,
+            moved_at_moved_bin: u64::MAX - 5,
         };
         RawTable::new(
             Geometry {
@@ -1494,7 +1626,7 @@ mod tests {
             },
             dead,
             Arc::default(),
-            None,
+            TableSource::Fresh(None),
             None,
         )
         .unwrap()
@@ -1628,6 +1760,7 @@ mod tests {
         assert_eq!(t.remove(P, 1, 5).unwrap(), Some(50));
         // A put that read (5, 50) before the remove now fails its CAS (invariant 4).
         let slot = &t.bins[1].slots[0];
+        // The value stays (a half read of the slot pairs the old key with it).
         assert_eq!(slot.load(), (u64::MAX, 50));
         assert!(slot.compare_exchange((5, 50), (5, 51)).is_err());
     }

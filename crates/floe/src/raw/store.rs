@@ -1,0 +1,521 @@
+//! Where a persistent map keeps its tables: a directory of table files and a superblock.
+//!
+//! ```text
+//!  <dir>/floe.lock             held (flock) by the one process that has the map open
+//!  <dir>/floe.super            the superblock: identity, options, which tables are live
+//!  <dir>/table-<gen>.floe      one table: its bins, then its link pool, as in memory
+//! ```
+//!
+//! A table file *is* the table: the engine's bins and link buckets are a shared mapping of it
+//! (`Region::map_file`), so every store an operation makes is in the kernel's page cache the
+//! moment it is made, and a process that dies (panic, abort, SIGKILL) loses none of it. What
+//! the engine's protocols guarantee in memory at every instant, a committed insert never
+//! abandoned, a retire a single CAS, a move that copies before it retires, is then what the
+//! files hold at the instant of a crash; `recover.rs` turns any such instant back into a map.
+//!
+//! The superblock changes only at a table's birth and death (creation, a growth or shrink
+//! starting and completing, a checkpoint, a clean close). Each change writes a whole new
+//! superblock to a temporary file, syncs it and renames it over the old one, so a crash leaves
+//! the old one or the new one, never a torn one; a checksum still guards it against a foreign
+//! or damaged file. Before the superblock names a new table as current, the new table's file
+//! is synced, so a power loss can never leave a superblock that names a table the disk does
+//! not hold.
+
+use std::{
+    fs::{File, OpenOptions},
+    io::{ErrorKind, Read, Write},
+    path::{Path, PathBuf},
+    sync::{Arc, Mutex, MutexGuard},
+};
+
+use super::alloc::{Region, HUGE_PAGE};
+use crate::error::{Error, StorageError};
+
+const MAGIC: [u8; 8] = *b"FLOEMAP\0";
+/// Bumped whenever the layout of the files or the meaning of a word in them changes.
+pub(crate) const FORMAT_VERSION: u32 = 1;
+const SUPERBLOCK_BYTES: usize = 192;
+const SUPER: &str = "floe.super";
+const SUPER_TEMP: &str = "floe.super.tmp";
+const LOCK: &str = "floe.lock";
+
+/// What a map file was made for: key, value and hasher types (a tag each), the hasher's seed.
+/// Opening with other types is refused (`StorageError::TypeMismatch`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Identity {
+    pub(crate) key: u64,
+    pub(crate) value: u64,
+    pub(crate) hasher: u64,
+    pub(crate) seed: u64,
+}
+
+/// A table as the superblock records it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub(crate) struct TableRecord {
+    pub(crate) gen: u64,
+    pub(crate) bins: u64,
+    pub(crate) link_buckets: u64,
+    pub(crate) transfer_reserve: u64,
+}
+
+impl TableRecord {
+    /// Bytes of its file: bins, then the pool, rounded up to whole huge pages (the mapping's
+    /// granule). The tail past the pool is a hole.
+    pub(crate) fn file_bytes(&self) -> Option<usize> {
+        let lines = self
+            .bins
+            .checked_add(self.link_buckets)?
+            .checked_add(self.transfer_reserve)?;
+        let bytes = usize::try_from(lines.checked_mul(64)?).ok()?;
+        bytes.checked_next_multiple_of(HUGE_PAGE)
+    }
+}
+
+/// The superblock's content.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Superblock {
+    pub(crate) identity: Identity,
+    pub(crate) bins_per_link: u64,
+    pub(crate) max_bins: u64,
+    /// The last table generation handed out (file names are never reused).
+    pub(crate) last_gen: u64,
+    pub(crate) current: TableRecord,
+    /// The table `current` is migrating into, with its group (old bins per new bin, 1 for a
+    /// growth); `gen` 0 when none.
+    pub(crate) next: TableRecord,
+    pub(crate) group: u64,
+    /// Incremented by every checkpoint.
+    pub(crate) checkpoints: u64,
+    /// Keys at the clean close (meaningful when `clean`): an open checks the tables against it.
+    pub(crate) keys: u64,
+    /// The map was closed cleanly after its last write (no recovery sweep needed).
+    pub(crate) clean: bool,
+}
+
+impl Superblock {
+    fn encode(&self) -> [u8; SUPERBLOCK_BYTES] {
+        let mut out = [0u8; SUPERBLOCK_BYTES];
+        out[..8].copy_from_slice(&MAGIC);
+        out[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        out[12..16].copy_from_slice(&(SUPERBLOCK_BYTES as u32).to_le_bytes());
+        let words = [
+            self.identity.key,
+            self.identity.value,
+            self.identity.hasher,
+            self.identity.seed,
+            self.bins_per_link,
+            self.max_bins,
+            self.last_gen,
+            self.current.gen,
+            self.current.bins,
+            self.current.link_buckets,
+            self.current.transfer_reserve,
+            self.next.gen,
+            self.next.bins,
+            self.next.link_buckets,
+            self.next.transfer_reserve,
+            self.group,
+            self.checkpoints,
+            u64::from(self.clean),
+            self.keys,
+        ];
+        for (index, word) in words.iter().enumerate() {
+            out[16 + 8 * index..24 + 8 * index].copy_from_slice(&word.to_le_bytes());
+        }
+        let sum = checksum(&out[..SUPERBLOCK_BYTES - 8]);
+        out[SUPERBLOCK_BYTES - 8..].copy_from_slice(&sum.to_le_bytes());
+        out
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Self, StorageError> {
+        if bytes.len() < 16 || bytes[..8] != MAGIC {
+            return Err(StorageError::Foreign);
+        }
+        let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
+        if version != FORMAT_VERSION {
+            return Err(StorageError::Version { found: version });
+        }
+        if bytes.len() != SUPERBLOCK_BYTES
+            || u32::from_le_bytes(bytes[12..16].try_into().expect("4 bytes")) as usize
+                != SUPERBLOCK_BYTES
+        {
+            return Err(StorageError::Corrupt("the superblock has the wrong length"));
+        }
+        let stored = u64::from_le_bytes(bytes[SUPERBLOCK_BYTES - 8..].try_into().expect("8"));
+        if stored != checksum(&bytes[..SUPERBLOCK_BYTES - 8]) {
+            return Err(StorageError::Corrupt(
+                "the superblock's checksum does not match",
+            ));
+        }
+        let word = |index: usize| {
+            u64::from_le_bytes(bytes[16 + 8 * index..24 + 8 * index].try_into().expect("8"))
+        };
+        let table = |first: usize| TableRecord {
+            gen: word(first),
+            bins: word(first + 1),
+            link_buckets: word(first + 2),
+            transfer_reserve: word(first + 3),
+        };
+        let block = Superblock {
+            identity: Identity {
+                key: word(0),
+                value: word(1),
+                hasher: word(2),
+                seed: word(3),
+            },
+            bins_per_link: word(4),
+            max_bins: word(5),
+            last_gen: word(6),
+            current: table(7),
+            next: table(11),
+            group: word(15),
+            checkpoints: word(16),
+            clean: word(17) != 0,
+            keys: word(18),
+        };
+        block.validate()?;
+        Ok(block)
+    }
+
+    /// Geometry a table of this build could have been made with (a checksummed superblock
+    /// from a buggy or hostile writer must still not make us map absurd sizes).
+    fn validate(&self) -> Result<(), StorageError> {
+        let sane = |table: &TableRecord| {
+            table.bins >= 2
+                && table.gen >= 1
+                && table.gen <= self.last_gen
+                && table.link_buckets.saturating_add(table.transfer_reserve) < u32::MAX as u64 - 2
+                && table.file_bytes().is_some_and(|b| b <= isize::MAX as usize)
+        };
+        if !sane(&self.current) || self.bins_per_link == 0 || self.max_bins < self.current.bins {
+            return Err(StorageError::Corrupt(
+                "the superblock's table geometry is impossible",
+            ));
+        }
+        if self.next.gen != 0 {
+            let grows = self.next.bins > self.current.bins
+                && self.next.bins.is_multiple_of(self.current.bins)
+                && self.group == 1;
+            let shrinks = self.group >= 2
+                && self.current.bins.is_multiple_of(self.group)
+                && self.next.bins == self.current.bins / self.group;
+            if !sane(&self.next) || self.next.gen == self.current.gen || !(grows || shrinks) {
+                return Err(StorageError::Corrupt(
+                    "the superblock's migration is impossible",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// FNV-1a over the bytes, then one multiply-fold: enough to tell a damaged or foreign file
+/// from a superblock (not a cryptographic guarantee, nor meant as one).
+fn checksum(bytes: &[u8]) -> u64 {
+    let mut hash = 0xcbf2_9ce4_8422_2325u64;
+    for &byte in bytes {
+        hash = (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    let product = u128::from(hash) * 0x9e37_79b9_7f4a_7c15;
+    (product as u64) ^ ((product >> 64) as u64)
+}
+
+/// A persistent map's directory, opened and locked by this process.
+pub(crate) struct Store {
+    dir: PathBuf,
+    /// Holds the directory's lock until dropped.
+    _lock: File,
+    block: Mutex<Superblock>,
+}
+
+fn io_error(what: &'static str) -> impl FnOnce(std::io::Error) -> Error {
+    move |error| Error::Storage(StorageError::from_io(what, &error))
+}
+
+impl Store {
+    /// Take the directory's lock (creating the directory when `create`, the lock file when
+    /// missing).
+    fn lock(dir: &Path, create: bool) -> Result<File, Error> {
+        if create {
+            std::fs::create_dir_all(dir).map_err(io_error("create the map's directory"))?;
+        }
+        let lock = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(dir.join(LOCK))
+            .map_err(io_error("open the map's lock file"))?;
+        // SAFETY: flock on a descriptor we own; the result is checked.
+        let locked = unsafe {
+            use std::os::fd::AsRawFd;
+            libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB)
+        };
+        if locked != 0 {
+            let error = std::io::Error::last_os_error();
+            if error.kind() == ErrorKind::WouldBlock {
+                return Err(Error::Storage(StorageError::Locked));
+            }
+            return Err(io_error("lock the map's directory")(error));
+        }
+        Ok(lock)
+    }
+
+    /// Make a new map in `dir` (created if missing; refused if it already holds a map).
+    /// `first` is the first table's record with `gen` 1; its file is created by
+    /// [`create_table`](Self::create_table) and the superblock written by
+    /// [`commit_first`](Self::commit_first) once it exists.
+    pub(crate) fn create(dir: &Path, block: Superblock) -> Result<Store, Error> {
+        let lock = Self::lock(dir, true)?;
+        if dir.join(SUPER).exists() {
+            return Err(Error::Storage(StorageError::Exists));
+        }
+        // Table files of an earlier attempt that never wrote its superblock.
+        remove_table_files_except(dir, &[]);
+        Ok(Store {
+            dir: dir.to_path_buf(),
+            _lock: lock,
+            block: Mutex::new(block),
+        })
+    }
+
+    /// Open the map in `dir`: its lock, its superblock, checked. Table files the superblock
+    /// does not name (a growth's table whose creation a crash interrupted before it was
+    /// recorded) are removed.
+    pub(crate) fn open(dir: &Path) -> Result<(Store, Superblock), Error> {
+        if !dir.is_dir() {
+            return Err(Error::Storage(StorageError::Missing));
+        }
+        let lock = Self::lock(dir, false).map_err(|error| match error {
+            Error::Storage(StorageError::Io {
+                kind: ErrorKind::NotFound,
+                ..
+            }) => Error::Storage(StorageError::Missing),
+            other => other,
+        })?;
+        let mut bytes = Vec::new();
+        File::open(dir.join(SUPER))
+            .and_then(|file| file.take(4096).read_to_end(&mut bytes))
+            .map_err(|error| match error.kind() {
+                ErrorKind::NotFound => Error::Storage(StorageError::Missing),
+                _ => io_error("read the superblock")(error),
+            })?;
+        let block = Superblock::decode(&bytes).map_err(Error::Storage)?;
+        let live: Vec<u64> = [block.current.gen, block.next.gen]
+            .into_iter()
+            .filter(|&gen| gen != 0)
+            .collect();
+        remove_table_files_except(dir, &live);
+        Ok((
+            Store {
+                dir: dir.to_path_buf(),
+                _lock: lock,
+                block: Mutex::new(block),
+            },
+            block,
+        ))
+    }
+
+    fn table_path(&self, gen: u64) -> PathBuf {
+        self.dir.join(table_file_name(gen))
+    }
+
+    /// The superblock as last recorded.
+    pub(crate) fn block(&self) -> MutexGuard<'_, Superblock> {
+        self.block
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// A fresh generation number for a new table.
+    pub(crate) fn next_gen(&self) -> u64 {
+        let mut block = self.block();
+        block.last_gen += 1;
+        block.last_gen
+    }
+
+    /// Create and map the (zeroed, sparse) file of a new table.
+    pub(crate) fn create_table(&self, record: &TableRecord) -> Result<Arc<Region>, Error> {
+        let bytes = record.file_bytes().ok_or(Error::CapacityOverflow)?;
+        let path = self.table_path(record.gen);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(io_error("create a table file"))?;
+        let mapped = file
+            .set_len(bytes as u64)
+            .and_then(|()| Region::map_file(&file, bytes));
+        match mapped {
+            Ok(region) => Ok(Arc::new(region)),
+            Err(error) => {
+                drop(file);
+                let _ = std::fs::remove_file(&path);
+                Err(io_error("size and map a table file")(error))
+            }
+        }
+    }
+
+    /// Map the existing file of a recorded table, checking its length.
+    pub(crate) fn open_table(&self, record: &TableRecord) -> Result<Arc<Region>, Error> {
+        let bytes = record.file_bytes().ok_or(Error::CapacityOverflow)?;
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(self.table_path(record.gen))
+            .map_err(|error| match error.kind() {
+                ErrorKind::NotFound => Error::Storage(StorageError::Corrupt(
+                    "a table file the superblock names is missing",
+                )),
+                _ => io_error("open a table file")(error),
+            })?;
+        let length = file
+            .metadata()
+            .map_err(io_error("read a table file's length"))?
+            .len();
+        if length != bytes as u64 {
+            return Err(Error::Storage(StorageError::Corrupt(
+                "a table file has the wrong length (truncated or not this map's)",
+            )));
+        }
+        Region::map_file(&file, bytes)
+            .map(Arc::new)
+            .map_err(io_error("map a table file"))
+    }
+
+    /// Delete a table's file (its mapping, if any, stays valid until unmapped).
+    pub(crate) fn remove_table(&self, gen: u64) {
+        let _ = std::fs::remove_file(self.table_path(gen));
+    }
+
+    /// Change the superblock with `change` and write it (atomically: temporary file, sync,
+    /// rename, directory sync). On failure the recorded superblock is left as it was.
+    pub(crate) fn record(&self, change: impl FnOnce(&mut Superblock)) -> Result<(), Error> {
+        let mut block = self.block();
+        let mut changed = *block;
+        change(&mut changed);
+        self.write(&changed)?;
+        *block = changed;
+        Ok(())
+    }
+
+    fn write(&self, block: &Superblock) -> Result<(), Error> {
+        let temp = self.dir.join(SUPER_TEMP);
+        let written = (|| {
+            let mut file = File::create(&temp)?;
+            file.write_all(&block.encode())?;
+            file.sync_all()?;
+            std::fs::rename(&temp, self.dir.join(SUPER))?;
+            File::open(&self.dir)?.sync_all()
+        })();
+        written.map_err(io_error("write the superblock"))
+    }
+}
+
+fn table_file_name(gen: u64) -> String {
+    format!("table-{gen:016x}.floe")
+}
+
+/// Remove every table file in `dir` whose generation is not in `keep`.
+fn remove_table_files_except(dir: &Path, keep: &[u64]) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else { continue };
+        let gen = name
+            .strip_prefix("table-")
+            .and_then(|rest| rest.strip_suffix(".floe"))
+            .and_then(|hex| u64::from_str_radix(hex, 16).ok());
+        if let Some(gen) = gen {
+            if !keep.contains(&gen) {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Superblock {
+        Superblock {
+            identity: Identity {
+                key: 1,
+                value: 2,
+                hasher: 3,
+                seed: 4,
+            },
+            bins_per_link: 8,
+            max_bins: u64::MAX,
+            last_gen: 2,
+            current: TableRecord {
+                gen: 1,
+                bins: 64,
+                link_buckets: 16,
+                transfer_reserve: 0,
+            },
+            next: TableRecord {
+                gen: 2,
+                bins: 256,
+                link_buckets: 40,
+                transfer_reserve: 22,
+            },
+            group: 1,
+            checkpoints: 3,
+            clean: false,
+            keys: 0,
+        }
+    }
+
+    #[test]
+    fn superblocks_round_trip() {
+        let block = sample();
+        assert_eq!(Superblock::decode(&block.encode()), Ok(block));
+    }
+
+    #[test]
+    fn every_flipped_bit_is_caught() {
+        let bytes = sample().encode();
+        for bit in 0..bytes.len() * 8 {
+            let mut damaged = bytes;
+            damaged[bit / 8] ^= 1 << (bit % 8);
+            assert!(Superblock::decode(&damaged).is_err(), "bit {bit}");
+        }
+    }
+
+    #[test]
+    fn foreign_truncated_and_impossible_superblocks_are_refused() {
+        assert_eq!(Superblock::decode(b"hello"), Err(StorageError::Foreign));
+        assert_eq!(
+            Superblock::decode(&[0u8; SUPERBLOCK_BYTES]),
+            Err(StorageError::Foreign)
+        );
+        let bytes = sample().encode();
+        assert!(matches!(
+            Superblock::decode(&bytes[..100]),
+            Err(StorageError::Corrupt(_))
+        ));
+        let mut future = bytes;
+        future[8] = 9;
+        assert_eq!(
+            Superblock::decode(&future),
+            Err(StorageError::Version { found: 9 })
+        );
+        let mut block = sample();
+        block.next.bins = 100;
+        assert!(matches!(
+            Superblock::decode(&block.encode()),
+            Err(StorageError::Corrupt(_))
+        ));
+        let mut block = sample();
+        block.current.bins = 1 << 62;
+        assert!(matches!(
+            Superblock::decode(&block.encode()),
+            Err(StorageError::Corrupt(_))
+        ));
+    }
+}

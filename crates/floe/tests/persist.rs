@@ -1,0 +1,731 @@
+//! Persistent maps: reopening, recovery after a crash at a random instant (a kill harness) and
+//! at every crash point of the write protocols, a simulated power loss, and damaged, foreign
+//! or locked files.
+//!
+//! The crash tests run the map in a child process: this test binary again, with one of the
+//! `child_*` tests selected and its instructions in the environment. The child writes to
+//! stdout, before each operation, a line saying what it is about to do, and after it the
+//! answer, so the parent knows every acknowledged operation and the one (per thread) in flight
+//! when the child died. Each thread owns the keys congruent to its index, so per key there is
+//! one history and at most one operation in flight.
+
+#![cfg(unix)]
+
+use std::{
+    collections::HashMap,
+    io::{BufRead, BufReader, Write},
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    sync::atomic::{AtomicUsize, Ordering},
+    time::{Duration, Instant},
+};
+
+use floe::{Error, FlatMap, Insert, StorageError};
+
+type Persistent = FlatMap<u64, u64>;
+
+/// A fresh directory under the system's temporary directory, removed when dropped.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(name: &str) -> Self {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "floe-persist-{}-{name}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        Scratch(dir)
+    }
+
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A small deterministic generator (xorshift*), so children replay what parents expect.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+/// One write operation on a key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Op {
+    Insert(u64),
+    Upsert(u64),
+    Put(u64),
+    Remove,
+    FetchAdd(u64),
+    CompareExchange(u64, u64),
+}
+
+impl Op {
+    fn random(rng: &mut Rng, present: Option<u64>) -> Op {
+        let value = rng.below(1 << 40);
+        match rng.below(10) {
+            0..=2 => Op::Insert(value),
+            3 => Op::Upsert(value),
+            4 => Op::Put(value),
+            5 | 6 => Op::Remove,
+            7 => Op::FetchAdd(rng.below(100) + 1),
+            _ => Op::CompareExchange(present.unwrap_or(value), value + 1),
+        }
+    }
+
+    /// The key's value after this operation, from `before`.
+    fn apply(self, before: Option<u64>) -> Option<u64> {
+        match self {
+            Op::Insert(value) => before.or(Some(value)),
+            Op::Upsert(value) => Some(value),
+            Op::Put(value) => before.map(|_| value),
+            Op::Remove => None,
+            Op::FetchAdd(delta) => Some(before.unwrap_or(0).wrapping_add(delta)),
+            Op::CompareExchange(expected, new) => match before {
+                Some(now) if now == expected => Some(new),
+                other => other,
+            },
+        }
+    }
+
+    /// Run it on the map; the answer as the value before (every operation here reports it).
+    fn run(self, map: &Persistent, key: u64) -> Option<u64> {
+        match self {
+            Op::Insert(value) => match map.insert(key, value) {
+                Insert::Inserted => None,
+                Insert::Present(now) => Some(now),
+                Insert::Shadowed => unreachable!("no shadow inserts here"),
+            },
+            Op::Upsert(value) => map.upsert(key, value),
+            Op::Put(value) => map.put(key, value),
+            Op::Remove => map.remove(&key),
+            Op::FetchAdd(delta) => map.fetch_add(key, delta),
+            Op::CompareExchange(expected, new) => match map.compare_exchange(&key, expected, new) {
+                Ok(before) => Some(before),
+                Err(floe::CompareExchangeError::Absent) => None,
+                Err(floe::CompareExchangeError::Mismatch(now)) => Some(now),
+            },
+        }
+    }
+
+    fn encode(self) -> String {
+        match self {
+            Op::Insert(v) => format!("i {v}"),
+            Op::Upsert(v) => format!("u {v}"),
+            Op::Put(v) => format!("p {v}"),
+            Op::Remove => "r".into(),
+            Op::FetchAdd(d) => format!("f {d}"),
+            Op::CompareExchange(e, n) => format!("c {e} {n}"),
+        }
+    }
+
+    fn decode(words: &[&str]) -> Option<Op> {
+        let number = |index: usize| words.get(index)?.parse::<u64>().ok();
+        Some(match *words.first()? {
+            "i" => Op::Insert(number(1)?),
+            "u" => Op::Upsert(number(1)?),
+            "p" => Op::Put(number(1)?),
+            "r" => Op::Remove,
+            "f" => Op::FetchAdd(number(1)?),
+            "c" => Op::CompareExchange(number(1)?, number(2)?),
+            _ => return None,
+        })
+    }
+}
+
+/// The parent's knowledge of the map: each key's value after its last acknowledged operation,
+/// and the operations in flight.
+#[derive(Default)]
+struct Model {
+    values: HashMap<u64, u64>,
+    in_flight: HashMap<u64, Op>,
+}
+
+impl Model {
+    /// Take one line of a child's report ("I key op..." before, "A key answer" after).
+    fn take(&mut self, line: &str) {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["I", key, rest @ ..] => {
+                let key = key.parse().expect("key");
+                let op = Op::decode(rest).expect("op");
+                assert!(
+                    self.in_flight.insert(key, op).is_none(),
+                    "two operations in flight on key {key}"
+                );
+            }
+            ["A", key, answer] => {
+                let key: u64 = key.parse().expect("key");
+                let op = self
+                    .in_flight
+                    .remove(&key)
+                    .expect("an answer to no operation");
+                let before = self.values.get(&key).copied();
+                let answer = match *answer {
+                    "-" => None,
+                    number => Some(number.parse().expect("answer")),
+                };
+                assert_eq!(answer, before, "key {key}: {op:?} answered wrongly");
+                match op.apply(before) {
+                    Some(value) => self.values.insert(key, value),
+                    None => self.values.remove(&key),
+                };
+            }
+            _ => {} // a line the kill cut short: its operation stays in flight
+        }
+    }
+
+    /// Check the reopened map against the model: every key at its acknowledged value, or for
+    /// a key with an operation in flight, at the value before or after it (wholly one or the
+    /// other). Afterwards the model holds what the map holds.
+    fn check(&mut self, map: &Persistent) {
+        let live = map.check_invariants();
+        let mut seen = 0;
+        for (key, value) in map.iter() {
+            seen += 1;
+            let before = self.values.get(&key).copied();
+            match self.in_flight.get(&key) {
+                Some(op) => assert!(
+                    Some(value) == before || Some(value) == op.apply(before),
+                    "key {key}: {value} is neither before ({before:?}) nor after {op:?}"
+                ),
+                None => assert_eq!(Some(value), before, "key {key}"),
+            }
+        }
+        assert_eq!(seen, live);
+        for (&key, &value) in &self.values {
+            if map.get(&key).is_none() {
+                let op = self.in_flight.get(&key);
+                assert!(
+                    op.is_some_and(|op| op.apply(Some(value)).is_none()),
+                    "key {key} (value {value}) was lost; in flight: {op:?}"
+                );
+            }
+        }
+        // Each operation in flight went one way or the other: follow the map.
+        for key in std::mem::take(&mut self.in_flight).into_keys() {
+            match map.get(&key) {
+                Some(value) => self.values.insert(key, value),
+                None => self.values.remove(&key),
+            };
+        }
+    }
+}
+
+/// What a child does: `threads` threads applying random operations on their keys (key space
+/// `keys`), reporting each, from `seed`; with `sizing`, occasional reserves and shrinks.
+fn child_workload(dir: &Path, seed: u64, threads: u64, keys: u64, ops: u64, sizing: bool) {
+    let map = if dir.join("floe.super").exists() {
+        Persistent::open(dir).expect("reopen")
+    } else {
+        FlatMap::<u64, u64>::builder()
+            .capacity(64)
+            .build_persistent(dir)
+            .expect("create")
+    };
+    // Stdout writes a line at a time: an intent is out before its operation starts.
+    let out = std::sync::Mutex::new(std::io::stdout());
+    std::thread::scope(|scope| {
+        for thread in 0..threads {
+            let (map, out) = (&map, &out);
+            scope.spawn(move || {
+                let mut rng = Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ ((thread + 1) * 77));
+                for _ in 0..ops {
+                    let key = rng.below(keys / threads) * threads + thread;
+                    if sizing && rng.below(3000) == 0 {
+                        if rng.below(2) == 0 {
+                            map.reserve(map.len()).expect("reserve");
+                        } else {
+                            map.shrink_to_fit().expect("shrink");
+                        }
+                    }
+                    let op = Op::random(&mut rng, map.get(&key));
+                    reported(out, map, key, op);
+                }
+            });
+        }
+    });
+    drop(map);
+}
+
+/// Run `op` on `key`, with its intent reported before and its answer after.
+fn reported(out: &std::sync::Mutex<std::io::Stdout>, map: &Persistent, key: u64, op: Op) {
+    writeln!(out.lock().unwrap(), "I {key} {}", op.encode()).unwrap();
+    let answer = op.run(map, key);
+    let answer = answer.map_or("-".to_string(), |v| v.to_string());
+    writeln!(out.lock().unwrap(), "A {key} {answer}").unwrap();
+}
+
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok()?.parse().ok()
+}
+
+/// The child of `kill_harness` (does nothing when run as a test of its own).
+#[test]
+fn child_kill_workload() {
+    let Ok(dir) = std::env::var("FLOE_PERSIST_CHILD") else {
+        return;
+    };
+    let seed = env_u64("FLOE_PERSIST_SEED").unwrap_or(1);
+    let keys = env_u64("FLOE_PERSIST_KEYS").unwrap_or(4096);
+    child_workload(Path::new(&dir), seed, 2, keys, u64::MAX / 4, true);
+}
+
+/// Spawn this binary running test `child` with `env`; its stdout piped.
+fn spawn_child(child: &str, env: &[(&str, String)]) -> std::process::Child {
+    let mut command = Command::new(std::env::current_exe().expect("the test binary"));
+    command
+        .args([child, "--exact", "--nocapture", "--test-threads=1", "-q"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    command.spawn().expect("spawn the child")
+}
+
+/// Feed a child's report into `model` until it ends; lines only (the harness reads whole ones).
+fn read_report(child: &mut std::process::Child, model: &mut Model, deadline: Option<Instant>) {
+    let stdout = child.stdout.take().expect("piped");
+    let mut reader = BufReader::new(stdout);
+    let mut line = String::new();
+    let mut killed = false;
+    loop {
+        if let Some(deadline) = deadline {
+            if !killed && Instant::now() >= deadline {
+                child.kill().expect("SIGKILL the child");
+                killed = true;
+            }
+        }
+        line.clear();
+        match reader.read_line(&mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) if line.ends_with('\n') => model.take(line.trim_end()),
+            Ok(_) => break, // cut short by the kill
+        }
+    }
+    let _ = child.wait();
+}
+
+/// The kill harness: rounds of a child process applying random operations from two threads
+/// (growing the map over the rounds, with reserves and shrinks), killed with SIGKILL at a
+/// random instant; after each, the map is reopened and every key checked against the
+/// acknowledged history. `FLOE_KILL_ROUNDS` sets the rounds (default 40).
+#[test]
+fn kill_harness() {
+    let scratch = Scratch::new("kill");
+    let rounds = env_u64("FLOE_KILL_ROUNDS").unwrap_or(40);
+    let mut model = Model::default();
+    let mut rng = Rng(0x5eed);
+    let started = Instant::now();
+    for round in 0..rounds {
+        let keys = 2048 * (1 + round % 16);
+        let mut child = spawn_child(
+            "child_kill_workload",
+            &[
+                ("FLOE_PERSIST_CHILD", scratch.path().display().to_string()),
+                ("FLOE_PERSIST_SEED", (round + 1).to_string()),
+                ("FLOE_PERSIST_KEYS", keys.to_string()),
+            ],
+        );
+        let life = Duration::from_millis(20 + rng.below(120));
+        read_report(&mut child, &mut model, Some(Instant::now() + life));
+        let (map, recovery) = FlatMap::<u64, u64>::builder()
+            .open(scratch.path())
+            .unwrap_or_else(|error| panic!("round {round}: reopen failed: {error}"));
+        assert_eq!(recovery.damaged, 0, "round {round}");
+        model.check(&map);
+        drop(map);
+    }
+    eprintln!(
+        "kill harness: {rounds} rounds in {:?}, {} keys at the end",
+        started.elapsed(),
+        model.values.len()
+    );
+}
+
+/// The child of `every_crash_point_recovers`: one thread, a fixed script from a small map
+/// through several growths, a shrink and a reserve.
+#[test]
+fn child_crash_script() {
+    let Ok(dir) = std::env::var("FLOE_PERSIST_CHILD") else {
+        return;
+    };
+    let out = std::sync::Mutex::new(std::io::stdout());
+    let map = FlatMap::<u64, u64>::builder()
+        .capacity(8)
+        .build_persistent(&dir)
+        .expect("create");
+    let keys = env_u64("FLOE_CRASH_KEYS").unwrap_or(200);
+    for key in 0..keys {
+        reported(&out, &map, key, Op::Insert(key * 10));
+    }
+    map.reserve(keys as usize * 4).expect("reserve");
+    for key in (0..keys).step_by(3) {
+        reported(&out, &map, key, Op::Upsert(key + 1));
+    }
+    for key in 0..keys * 3 / 4 {
+        reported(&out, &map, key, Op::Remove);
+    }
+    map.shrink_to_fit().expect("shrink");
+    for key in 0..keys / 4 {
+        reported(&out, &map, key, Op::Insert(key));
+    }
+    drop(map);
+}
+
+/// Crash points (feature `crash-points`): run the script once for every crash point it
+/// reaches (insert, remove, chaining, bin moves, publishing, the superblock's updates), each
+/// in a fresh directory, crash there, reopen, check. `FLOE_CRASH_STRIDE` sets the step
+/// between the points tried (default 17, so the test suite stays short; `ci/stress.sh` runs
+/// every one).
+#[cfg(feature = "crash-points")]
+#[test]
+fn every_crash_point_recovers() {
+    let stride = env_u64("FLOE_CRASH_STRIDE").unwrap_or(17).max(1);
+    let mut point = 1;
+    let mut crashed = 0;
+    loop {
+        let scratch = Scratch::new("point");
+        let mut model = Model::default();
+        let mut child = spawn_child(
+            "child_crash_script",
+            &[
+                ("FLOE_PERSIST_CHILD", scratch.path().display().to_string()),
+                ("FLOE_CRASH_AT", point.to_string()),
+            ],
+        );
+        read_report(&mut child, &mut model, None);
+        let status = child.wait().expect("wait");
+        let (map, recovery) = FlatMap::<u64, u64>::builder()
+            .open(scratch.path())
+            .unwrap_or_else(|error| panic!("crash point {point}: reopen failed: {error}"));
+        assert_eq!(recovery.damaged, 0);
+        if status.success() {
+            // The script ran past every point: the last one was point - 1. The script's
+            // final removes and shrink are not reported; check only what is left agrees.
+            assert!(
+                crashed > 0,
+                "no crash point was reached: is the feature on?"
+            );
+            assert_eq!(map.check_invariants(), map.len());
+            break;
+        }
+        crashed += 1;
+        model.check(&map);
+        drop(map);
+        point += stride;
+    }
+    eprintln!(
+        "{crashed} crash points checked, every {stride}th of {}",
+        point - stride
+    );
+}
+
+/// A round trip through close and open, with growth, keeps every key; so does a drop without
+/// an explicit close; and an open after a clean close sweeps nothing.
+#[test]
+fn a_closed_map_reopens_with_every_key() {
+    let scratch = Scratch::new("roundtrip");
+    let mut model = HashMap::new();
+    let map = FlatMap::<u64, u64>::builder()
+        .capacity(16)
+        .build_persistent(scratch.path())
+        .unwrap();
+    assert!(map.is_persistent());
+    let mut rng = Rng(7);
+    for _ in 0..60_000 {
+        let key = rng.below(20_000);
+        let op = Op::random(&mut rng, model.get(&key).copied());
+        assert_eq!(op.run(&map, key), model.get(&key).copied());
+        match op.apply(model.get(&key).copied()) {
+            Some(value) => model.insert(key, value),
+            None => model.remove(&key),
+        };
+    }
+    let grown = map.stats().bins;
+    map.close().unwrap();
+    let (map, recovery) = FlatMap::<u64, u64>::builder().open(scratch.path()).unwrap();
+    assert!(recovery.clean);
+    assert_eq!((recovery.keys, recovery.freed), (model.len(), 0));
+    assert_eq!(map.stats().bins, grown);
+    assert_eq!(map.len(), model.len());
+    for (&key, &value) in &model {
+        assert_eq!(map.get(&key), Some(value));
+    }
+    map.insert(1 << 50, 5);
+    drop(map);
+    let map = Persistent::open(scratch.path()).unwrap();
+    assert_eq!(map.get(&(1 << 50)), Some(5));
+    assert_eq!(map.len(), model.len() + 1);
+}
+
+fn file_bytes(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| !path.ends_with("floe.lock"))
+        .map(|path| {
+            let bytes = std::fs::read(&path).unwrap();
+            (path, bytes)
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+fn restore(files: &[(PathBuf, Vec<u8>)]) {
+    for (path, bytes) in files {
+        std::fs::write(path, bytes).unwrap();
+    }
+}
+
+fn table_file(dir: &Path) -> PathBuf {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|path| path.extension().is_some_and(|e| e == "floe"))
+        .expect("a table file")
+}
+
+fn storage_error<T>(result: Result<T, Error>) -> StorageError {
+    match result {
+        Err(Error::Storage(error)) => error,
+        Err(other) => panic!("expected a storage error, got {other}"),
+        Ok(_) => panic!("expected a storage error, got a map"),
+    }
+}
+
+/// Missing, existing, locked, foreign, damaged and mistyped files are refused with the error
+/// that says so, and a refused open leaves the files as they were.
+#[test]
+fn bad_files_are_refused_unchanged() {
+    let scratch = Scratch::new("bad");
+    let dir = scratch.path();
+    assert_eq!(storage_error(Persistent::open(dir)), StorageError::Missing);
+    let map = FlatMap::<u64, u64>::builder()
+        .capacity(1000)
+        .build_persistent(dir)
+        .unwrap();
+    for key in 0..500 {
+        map.insert(key, key * 3);
+    }
+    assert_eq!(storage_error(Persistent::open(dir)), StorageError::Locked);
+    assert_eq!(
+        storage_error(FlatMap::<u64, u64>::builder().build_persistent(dir)),
+        StorageError::Locked
+    );
+    map.close().unwrap();
+    assert_eq!(
+        storage_error(FlatMap::<u64, u64>::builder().build_persistent(dir)),
+        StorageError::Exists
+    );
+    assert_eq!(
+        storage_error(FlatMap::<u64, u32>::open(dir)),
+        StorageError::TypeMismatch("value")
+    );
+    assert_eq!(
+        storage_error(FlatMap::<i64, u64>::open(dir)),
+        StorageError::TypeMismatch("key")
+    );
+    assert_eq!(
+        storage_error(FlatMap::<u64, u64, floe::hash::WyHash>::open(dir)),
+        StorageError::TypeMismatch("hasher")
+    );
+    let good = file_bytes(dir);
+    let superblock = dir.join("floe.super");
+    let table = table_file(dir);
+    let original_super = std::fs::read(&superblock).unwrap();
+    let original_table = std::fs::read(&table).unwrap();
+
+    // Each damage, the error it gets, and the files unchanged by the refused open.
+    type Damage<'a> = (&'a str, Box<dyn Fn() + 'a>, fn(StorageError) -> bool);
+    let damages: Vec<Damage> = vec![
+        (
+            "foreign superblock",
+            Box::new(|| std::fs::write(&superblock, b"#!/bin/sh\necho hello\n").unwrap()),
+            |e| e == StorageError::Foreign,
+        ),
+        (
+            "zeroed superblock",
+            Box::new(|| std::fs::write(&superblock, vec![0u8; original_super.len()]).unwrap()),
+            |e| e == StorageError::Foreign,
+        ),
+        (
+            "truncated superblock",
+            Box::new(|| std::fs::write(&superblock, &original_super[..40]).unwrap()),
+            |e| matches!(e, StorageError::Corrupt(_)),
+        ),
+        (
+            "bit-flipped superblock",
+            Box::new(|| {
+                let mut bytes = original_super.clone();
+                bytes[70] ^= 4;
+                std::fs::write(&superblock, bytes).unwrap()
+            }),
+            |e| matches!(e, StorageError::Corrupt(_)),
+        ),
+        (
+            "missing superblock",
+            Box::new(|| std::fs::remove_file(&superblock).unwrap()),
+            |e| e == StorageError::Missing,
+        ),
+        (
+            "truncated table",
+            Box::new(|| std::fs::write(&table, &original_table[..4096]).unwrap()),
+            |e| matches!(e, StorageError::Corrupt(_)),
+        ),
+        (
+            "zero-filled table",
+            Box::new(|| std::fs::write(&table, vec![0u8; original_table.len()]).unwrap()),
+            |e| matches!(e, StorageError::Corrupt(_)),
+        ),
+        (
+            "bit-flipped table header",
+            Box::new(|| {
+                let mut bytes = original_table.clone();
+                // A link word of some bin pointing far outside the pool.
+                bytes[64 * 3 + 15] ^= 0x40;
+                std::fs::write(&table, bytes).unwrap()
+            }),
+            |e| matches!(e, StorageError::Corrupt(_)),
+        ),
+        (
+            "missing table",
+            Box::new(|| std::fs::remove_file(&table).unwrap()),
+            |e| matches!(e, StorageError::Corrupt(_)),
+        ),
+    ];
+    for (what, damage, expected) in damages {
+        damage();
+        let before = file_bytes(dir);
+        let error = storage_error(Persistent::open(dir));
+        assert!(expected(error), "{what}: {error:?}");
+        assert_eq!(
+            file_bytes(dir),
+            before,
+            "{what}: the refused open changed the files"
+        );
+        restore(&good);
+    }
+    let map = Persistent::open(dir).unwrap();
+    assert_eq!(map.len(), 500);
+    assert_eq!(map.get(&7), Some(21));
+}
+
+/// A path that cannot hold a map gets an I/O error, not a panic.
+#[test]
+fn unwritable_paths_are_errors() {
+    let error =
+        storage_error(FlatMap::<u64, u64>::builder().build_persistent("/proc/floe-cannot-be-here"));
+    assert!(matches!(error, StorageError::Io { .. }), "{error:?}");
+    let scratch = Scratch::new("file");
+    std::fs::write(scratch.path(), b"a file, not a directory").unwrap();
+    let error = storage_error(FlatMap::<u64, u64>::builder().build_persistent(scratch.path()));
+    assert!(matches!(error, StorageError::Io { .. }), "{error:?}");
+    assert_eq!(
+        storage_error(Persistent::open(scratch.path())),
+        StorageError::Missing
+    );
+}
+
+/// Power loss, simulated: after a checkpoint, more operations; the disk then holds, per
+/// 512-byte sector (a device writes sectors whole), either the checkpoint's content or the
+/// latest, at random. Recovery must give a consistent map that keeps every checkpointed
+/// operation: each key at its checkpointed value or a later one.
+#[test]
+fn power_loss_keeps_the_checkpoint() {
+    let scratch = Scratch::new("power");
+    let dir = scratch.path();
+    let map = FlatMap::<u64, u64>::builder()
+        .capacity(40_000)
+        .build_persistent(dir)
+        .unwrap();
+    let mut rng = Rng(99);
+    let mut model: HashMap<u64, u64> = HashMap::new();
+    let apply = |map: &Persistent, rng: &mut Rng, model: &mut HashMap<u64, u64>| {
+        let key = rng.below(30_000);
+        let op = Op::random(rng, model.get(&key).copied());
+        op.run(map, key);
+        match op.apply(model.get(&key).copied()) {
+            Some(value) => model.insert(key, value),
+            None => model.remove(&key),
+        };
+        key
+    };
+    for _ in 0..40_000 {
+        apply(&map, &mut rng, &mut model);
+    }
+    let bins = map.stats().bins;
+    map.checkpoint().unwrap();
+    let checkpointed = file_bytes(dir);
+    let at_checkpoint = model.clone();
+    // Later states each key may be found in.
+    let mut later: HashMap<u64, Vec<Option<u64>>> = HashMap::new();
+    for _ in 0..20_000 {
+        let key = apply(&map, &mut rng, &mut model);
+        later.entry(key).or_default().push(model.get(&key).copied());
+    }
+    assert_eq!(
+        map.stats().bins,
+        bins,
+        "the test wants no growth after the checkpoint"
+    );
+    let latest = file_bytes(dir);
+    drop(map);
+    for trial in 0..6 {
+        let image = Scratch::new("power-image");
+        std::fs::create_dir_all(image.path()).unwrap();
+        for ((path, old), (_, new)) in checkpointed.iter().zip(&latest) {
+            let name = path.file_name().unwrap();
+            // The superblock is as of the checkpoint (the open since then changed nothing).
+            let bytes = if name == "floe.super" {
+                old.clone()
+            } else {
+                old.chunks(512)
+                    .zip(new.chunks(512))
+                    .flat_map(|(old, new)| if rng.below(2) == 0 { old } else { new })
+                    .copied()
+                    .collect()
+            };
+            std::fs::write(image.path().join(name), bytes).unwrap();
+        }
+        let map = Persistent::open(image.path()).unwrap();
+        map.check_invariants();
+        for (key, value) in map.iter() {
+            let fine = at_checkpoint.get(&key) == Some(&value)
+                || later
+                    .get(&key)
+                    .is_some_and(|states| states.contains(&Some(value)));
+            assert!(
+                fine,
+                "trial {trial}: key {key} holds {value}, never one of its values"
+            );
+        }
+        for (key, &value) in &at_checkpoint {
+            if map.get(key).is_none() {
+                assert!(
+                    later.get(key).is_some_and(|states| states.contains(&None)),
+                    "trial {trial}: key {key} (checkpointed as {value}) was lost"
+                );
+            }
+        }
+    }
+}
