@@ -6,17 +6,35 @@
 #   UndefinedBehaviorSanitizer (the Rust library is not instrumented, but the sanitizer
 #   runtime in the program sees its allocations and frees through the malloc and free it
 #   intercepts, and checks every access of the C side), and the example
-#   (examples/example.c) as C, with the header also compiled as C++.
-# Installs cbindgen (Debian) when missing.
+#   (examples/example.c) as C, with the header also compiled as C++;
+# - floe-bench's C++ peers are all in the build (`floe-bench peers`), answer every check on a
+#   small table, and floe through its C ABI too.
+# Installs what it needs when missing (Debian: cbindgen, libtbb-dev, libcuckoo-dev,
+# libabsl-dev, pkg-config; PyPI: boost-headers, Boost 1.85's headers, which floe-bench's
+# build.rs finds through `boost_headers.get_include()`, or FLOE_BOOST_INCLUDE).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source ci/apt.sh
 
 missing=()
 command -v cbindgen >/dev/null || missing+=(cbindgen)
+command -v pkg-config >/dev/null || missing+=(pkg-config)
+[ -e /usr/include/oneapi/tbb/concurrent_hash_map.h ] || missing+=(libtbb-dev)
+[ -e /usr/include/libcuckoo/cuckoohash_map.hh ] || missing+=(libcuckoo-dev)
+[ -e /usr/include/absl/container/flat_hash_map.h ] || missing+=(libabsl-dev)
 if ((${#missing[@]})); then
     echo "capi.sh: installing ${missing[*]} (apt)"
     apt_install "${missing[@]}"
+fi
+if ! python3 -c "import boost_headers" 2>/dev/null; then
+    echo "capi.sh: installing boost-headers (pip)"
+    python3 -m pip install -q boost-headers
+    missing+=(boost-headers)
+fi
+if ((${#missing[@]})); then
+    # floe-bench's build script looks for the peers' libraries when it runs, and cargo runs
+    # it again only when it changes: an earlier build (ci/test.sh's) did without them.
+    touch crates/floe-bench/build.rs
 fi
 
 echo "== the header is up to date (cbindgen $(cbindgen --version | cut -d' ' -f2))"
@@ -58,3 +76,14 @@ echo "-- static library"
 echo "-- example"
 "$build/example"
 
+echo "== floe-bench's C++ peers and floe through its C ABI"
+cargo build -p floe-bench
+cargo run --quiet -p floe-bench -- peers
+cargo test -p floe-bench --bin floe-bench maps::cpp
+for workload in get insdel putheavy; do
+    cargo run --quiet -p floe-bench -- run --workload "$workload" --keys 2^12 --threads 1 \
+        --seconds 0.05 --repeat 1 --memory off --latency off \
+        --maps floe,floe-capi,boost,tbb,libcuckoo,absl
+done
+cargo run --quiet -p floe-bench -- run --workload get --keys 2^12 --threads 1 --seconds 0.05 \
+    --repeat 1 --memory off --api batch --batch 16 --maps floe,floe-capi,boost
