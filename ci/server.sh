@@ -8,6 +8,7 @@
 # pylibmc). FLOE_DIFF_SEEDS (default 4) sets the differential runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source ci/apt.sh
 
 missing=()
 command -v memcached >/dev/null || missing+=(memcached)
@@ -16,10 +17,7 @@ command -v nutcracker >/dev/null || missing+=(nutcracker)
 [ -e /usr/include/libmemcached/memcached.h ] || missing+=(libmemcached-dev zlib1g-dev)
 if ((${#missing[@]})); then
     echo "server.sh: installing ${missing[*]} (apt)"
-    sudo=""
-    [ "$(id -u)" -ne 0 ] && sudo=sudo
-    $sudo apt-get update -q
-    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q "${missing[@]}"
+    apt_install "${missing[@]}"
 fi
 if ! python3 -c "import pymemcache, pytest, pylibmc" 2>/dev/null; then
     echo "server.sh: installing pymemcache, pytest and pylibmc (pip)"

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use floe::{
-    hash::{Crc32, Mix64, WyHash},
+    hash::{Crc32, WyHash},
     Backend,
 };
 
@@ -66,6 +66,9 @@ pub enum Command {
     /// The children of `recovery`.
     #[command(hide = true)]
     RecoveryChild(crate::recovery::ChildArgs),
+    /// The C++ peers this build has (boost, tbb, libcuckoo, absl), and why any is missing;
+    /// exits 1 if one is.
+    Peers,
     /// Fill one map in this process and print its RSS growth (used by the memory measurement).
     #[command(hide = true)]
     MemoryProbe(ProbeArgs),
@@ -324,7 +327,7 @@ pub enum HashArg {
 impl HashArg {
     pub fn hasher(self) -> AnyHash {
         match self {
-            HashArg::Mix64 => AnyHash::Mix64(Mix64::with_seed(1)),
+            HashArg::Mix64 => AnyHash::Mix64(1),
             HashArg::Wyhash => AnyHash::WyHash(WyHash::with_seed(1)),
             HashArg::Crc32 => AnyHash::Crc32(Crc32::with_seed(1)),
             HashArg::Ahash => AnyHash::Ahash(&crate::maps::AHASH),

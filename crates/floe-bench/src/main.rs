@@ -99,6 +99,7 @@ fn main() -> ExitCode {
         Some(Command::Server(args)) => server_load::main(args).map_err(Failure::Run),
         Some(Command::Recovery(args)) => recovery::main(args).map_err(Failure::Run),
         Some(Command::RecoveryChild(args)) => recovery::child(args).map_err(Failure::Run),
+        Some(Command::Peers) => peers(),
         Some(Command::MemoryProbe(args)) => probe(args),
         Some(Command::SizesProbe(args)) => sizes::probe(&args)
             .map(|bytes| println!("rss_growth_bytes={bytes}"))
@@ -181,7 +182,7 @@ impl Common {
                 MapKind::Leapfrog,
             ]
         } else {
-            self.maps.clone()
+            runnable(&self.maps)?
         };
         let backends = backends(&self.backend).map_err(Failure::Usage)?;
         let mut maps = Vec::new();
@@ -395,7 +396,7 @@ fn grow(args: &RunArgs) -> Result<(), Failure> {
             MapKind::Dashmap,
         ]
     } else {
-        common.maps.clone()
+        runnable(&common.maps)?
     };
     if let Some(single) = kinds.iter().find(|k| !k.concurrent()) {
         if threads.iter().any(|&t| t > 1) {
@@ -582,7 +583,7 @@ fn bustle(args: BustleArgs) -> Result<(), Failure> {
     }
     let plan = bustle_run::Plan {
         workloads: args.workloads.clone(),
-        maps: args.maps.clone(),
+        maps: runnable(&args.maps)?,
         threads,
         capacity_log2: args.keys.trailing_zeros() as u8,
         operations: args.operations,
@@ -607,6 +608,52 @@ fn bustle(args: BustleArgs) -> Result<(), Failure> {
     );
     let rows = bustle_run::run(&plan, |m| eprintln!("  {m}")).map_err(Failure::Run)?;
     println!("\n{}", bustle_run::table(&rows));
+    Ok(())
+}
+
+/// The maps of `kinds` this build can run. The others (C++ peers whose libraries were
+/// missing when floe-bench was built) are named on stderr with the reason and left out, so
+/// the rest still run.
+fn runnable(kinds: &[MapKind]) -> Result<Vec<MapKind>, Failure> {
+    let mut run = Vec::new();
+    for &kind in kinds {
+        match kind.missing() {
+            None => run.push(kind),
+            Some(why) => eprintln!("floe-bench: leaving out {}: {why}", kind.name()),
+        }
+    }
+    if run.is_empty() {
+        return Err(Failure::Usage(
+            "--maps: none of these maps is in this build".into(),
+        ));
+    }
+    Ok(run)
+}
+
+/// `floe-bench peers`: which C++ peers this build has.
+fn peers() -> Result<(), Failure> {
+    let cpp = [
+        MapKind::Boost,
+        MapKind::Tbb,
+        MapKind::Libcuckoo,
+        MapKind::Absl,
+    ];
+    let mut missing = 0;
+    for kind in cpp {
+        match kind.missing() {
+            None => println!("{}: ok", kind.name()),
+            Some(why) => {
+                missing += 1;
+                println!("{}: missing ({why})", kind.name());
+            }
+        }
+    }
+    if missing > 0 {
+        return Err(Failure::Run(format!(
+            "{missing} of {} C++ peers are missing from this build",
+            cpp.len()
+        )));
+    }
     Ok(())
 }
 

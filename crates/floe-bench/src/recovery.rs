@@ -21,7 +21,7 @@ use clap::{Args, Subcommand};
 pub struct RecoveryArgs {
     /// Keys in the map (a power of two with `2^`).
     #[arg(long, default_value = "2^26", value_parser = crate::keys::parse_count)]
-    pub keys: usize,
+    pub keys: u64,
     /// Timed recoveries (the median is reported).
     #[arg(long, default_value_t = 3)]
     pub runs: usize,
@@ -41,7 +41,7 @@ pub struct ChildArgs {
 #[derive(Subcommand, Debug)]
 pub enum ChildStep {
     /// Build and fill the map, then abort.
-    Fill { dir: PathBuf, keys: usize },
+    Fill { dir: PathBuf, keys: u64 },
     /// Open (recover) the map, print the time, then abort (or close it, with `--close`).
     Open {
         dir: PathBuf,
@@ -57,7 +57,7 @@ pub fn child(args: ChildArgs) -> Result<(), String> {
     match args.step {
         ChildStep::Fill { dir, keys } => {
             let map = Persistent::builder()
-                .capacity(keys)
+                .capacity(usize::try_from(keys).map_err(|_| "--keys too large".to_string())?)
                 .build_persistent(&dir)
                 .map_err(|e| format!("building the map: {e}"))?;
             let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -66,7 +66,7 @@ pub fn child(args: ChildArgs) -> Result<(), String> {
                     let map = &map;
                     scope.spawn(move || {
                         let mut key = thread as u64;
-                        while key < keys as u64 {
+                        while key < keys {
                             let word = key.wrapping_mul(0x9e37_79b9_7f4a_7c15);
                             map.insert(word, key);
                             key += threads as u64;

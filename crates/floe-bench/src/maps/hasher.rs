@@ -7,7 +7,8 @@ use floe::hash::{Crc32, Mix64, WyHash};
 /// The hashers the bench can use, behind one type (the branch is perfectly predictable).
 #[derive(Clone, Copy, Debug)]
 pub enum AnyHash {
-    Mix64(Mix64),
+    /// Mix64 with this seed (kept as the seed, so that the C++ peers can compute it too).
+    Mix64(u64),
     WyHash(WyHash),
     Crc32(Crc32),
     /// ahash with fixed seeds ([`AHASH`]): conc-map-bench's hasher, for runs compared with its
@@ -22,7 +23,7 @@ pub static AHASH: ahash::RandomState = ahash::RandomState::with_seeds(1, 2, 3, 4
 /// on its constructor); it is always given the run's hasher explicitly.
 impl Default for AnyHash {
     fn default() -> Self {
-        AnyHash::Mix64(Mix64::with_seed(1))
+        AnyHash::Mix64(1)
     }
 }
 
@@ -33,12 +34,12 @@ impl floe::hash::PersistentHasher for AnyHash {
     const NAME: &'static str = "floe-bench::AnyHash";
     fn seed(&self) -> u64 {
         match self {
-            AnyHash::Mix64(mix) => floe::hash::PersistentHasher::seed(mix),
+            AnyHash::Mix64(seed) => *seed,
             _ => 0,
         }
     }
     fn from_seed(seed: u64) -> Self {
-        AnyHash::Mix64(Mix64::with_seed(seed))
+        AnyHash::Mix64(seed)
     }
 }
 
@@ -56,7 +57,7 @@ impl BuildHasher for AnyHash {
     #[inline(always)]
     fn build_hasher(&self) -> AnyHasher {
         match self {
-            AnyHash::Mix64(h) => AnyHasher::Mix64(h.build_hasher()),
+            AnyHash::Mix64(seed) => AnyHasher::Mix64(Mix64::with_seed(*seed).build_hasher()),
             AnyHash::WyHash(h) => AnyHasher::WyHash(h.build_hasher()),
             AnyHash::Crc32(h) => AnyHasher::Crc32(h.build_hasher()),
             AnyHash::Ahash(h) => AnyHasher::Ahash(h.build_hasher()),

@@ -1,14 +1,17 @@
 //! The maps under test behind one small interface (`BenchMap`), built from one `Recipe`; each
-//! adapter's choices are written next to it (`floe_map.rs`, `peers.rs`).
+//! adapter's choices are written next to it (`floe_map.rs`, `peers.rs`, and `cpp.rs` for the
+//! C++ peers and floe through its C ABI).
 //!
 //! Every map gets the same hasher (the bench's `AnyHash`, Mix64 by default) and is created with
 //! capacity for all keys, so no map resizes during a measurement (except in the growth
 //! workloads, `growth.rs`, which create them small on purpose). Values are `u64`.
 
+mod cpp;
 mod floe_map;
 mod hasher;
 mod peers;
 
+use cpp::{Absl, Boost, CapiFloe, CppMap, Libcuckoo, Tbb};
 pub use floe_map::{AnyMap, PersistentFloe, SingleThreadFloe};
 pub use hasher::{AnyHash, AHASH};
 pub use peers::{RwlockHashbrown, SingleThreadHashbrown};
@@ -38,7 +41,8 @@ pub trait BenchMap: Send + Sync + 'static {
     fn as_any(&self) -> Option<&AnyMap> {
         None
     }
-    /// Whether [`get_many`](Self::get_many) is a batch interface (floe's two maps).
+    /// Whether [`get_many`](Self::get_many) is a batch interface (floe's maps, and boost's
+    /// bulk visitation).
     const GET_MANY: bool = false;
     /// Gets of `keys` into `values` in one call (`depth` and `prefetch` as `--batch` and
     /// `--prefetch`, for the maps that take them). Unless `GET_MANY`, one get at a time.
@@ -105,17 +109,54 @@ pub enum MapKind {
     RwlockHashbrown,
     /// `hashbrown::HashMap` alone, 1 thread only (no synchronization at all).
     Hashbrown,
+    /// floe's FlatMap through its C ABI (`floe-capi`): each operation one call through a C
+    /// function pointer, as a C program calls the shared library, with its status code and
+    /// out-parameter. Batched gets through `floe_map_get_many` (prefetch depth 16). Mix64 only.
+    FloeCapi,
+    /// boost::concurrent_flat_map (Boost 1.83+, C++): `cvisit` reads, `emplace`, `visit`
+    /// updates, `erase`. Batched gets (`--api batch`) through its bulk `cvisit` over a range
+    /// of keys (`bulk_visit_size` = 16 at a time, prefetched). Marked avalanching: boost does
+    /// not re-mix the bench's hash.
+    Boost,
+    /// oneTBB's tbb::concurrent_hash_map (C++): `find` with a `const_accessor` (a read lock
+    /// on the element), `insert`, `find` with an `accessor` to update, `erase`.
+    Tbb,
+    /// libcuckoo's cuckoohash_map (C++): `find`, `insert`, `update`, `erase`.
+    Libcuckoo,
+    /// abseil's absl::flat_hash_map (C++), 1 thread only: the Swiss table, the C++
+    /// counterpart of `hashbrown`.
+    Absl,
 }
 
 impl MapKind {
     /// Whether the map may be used from more than one thread.
     pub fn concurrent(self) -> bool {
-        !matches!(self, MapKind::Hashbrown | MapKind::FloeLocal)
+        !matches!(
+            self,
+            MapKind::Hashbrown | MapKind::FloeLocal | MapKind::Absl
+        )
     }
 
-    /// Whether the map has a batched get (`BenchMap::GET_MANY`): floe's maps.
+    /// Why this map cannot run in this build of floe-bench (a C++ peer whose library was
+    /// missing when it was built), if it cannot.
+    pub fn missing(self) -> Option<&'static str> {
+        match self {
+            MapKind::Boost => cpp::missing::<Boost>(),
+            MapKind::Tbb => cpp::missing::<Tbb>(),
+            MapKind::Libcuckoo => cpp::missing::<Libcuckoo>(),
+            MapKind::Absl => cpp::missing::<Absl>(),
+            _ => None,
+        }
+    }
+
+    /// Whether the map has a batched get (`BenchMap::GET_MANY`): floe's maps (through its C
+    /// ABI too) and boost's.
     pub fn batches_gets(self) -> bool {
-        self.is_floe() || matches!(self, MapKind::FloeAny | MapKind::FloeLocal)
+        self.is_floe()
+            || matches!(
+                self,
+                MapKind::FloeAny | MapKind::FloeLocal | MapKind::FloeCapi | MapKind::Boost
+            )
     }
 
     /// Whether the map runs every workload through batches and a pipeline (`--api`): floe's
@@ -155,6 +196,11 @@ impl MapKind {
             MapKind::Leapfrog => "leapfrog",
             MapKind::RwlockHashbrown => "rwlock-hashbrown",
             MapKind::Hashbrown => "hashbrown",
+            MapKind::FloeCapi => "floe-capi",
+            MapKind::Boost => "boost",
+            MapKind::Tbb => "tbb",
+            MapKind::Libcuckoo => "libcuckoo",
+            MapKind::Absl => "absl",
         }
     }
 }
@@ -252,6 +298,11 @@ impl Recipe {
             }),
             MapKind::RwlockHashbrown => visit.visit(&|| Ok(RwlockHashbrown::new(capacity, hasher))),
             MapKind::Hashbrown => visit.visit(&|| Ok(SingleThreadHashbrown::new(capacity, hasher))),
+            MapKind::FloeCapi => visit.visit(&|| CapiFloe::new(self)),
+            MapKind::Boost => visit.visit(&|| CppMap::<Boost>::new(capacity, hasher)),
+            MapKind::Tbb => visit.visit(&|| CppMap::<Tbb>::new(capacity, hasher)),
+            MapKind::Libcuckoo => visit.visit(&|| CppMap::<Libcuckoo>::new(capacity, hasher)),
+            MapKind::Absl => visit.visit(&|| CppMap::<Absl>::new(capacity, hasher)),
         }
     }
 
@@ -277,7 +328,16 @@ impl Recipe {
             .hasher(self.hasher)
             .backend(self.backend)
             .huge_pages(self.huge_pages)
-            .bins_per_link(if self.churn { 3 } else { 8 })
+            .bins_per_link(self.bins_per_link())
             .resize_mode(self.resize)
+    }
+
+    /// floe's link pool for this recipe (see `churn`).
+    fn bins_per_link(&self) -> usize {
+        if self.churn {
+            3
+        } else {
+            8
+        }
     }
 }

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# floe from C and C++ (issue 16):
+# - the header crates/floe-capi/include/floe.h is what cbindgen makes of the crate now;
+# - the C ABI's Rust tests, then the C test program (crates/floe-capi/tests/c/test.c) against
+#   the shared and the static library, both under AddressSanitizer and
+#   UndefinedBehaviorSanitizer (the Rust library is not instrumented, but the sanitizer
+#   runtime in the program sees its allocations and frees through the malloc and free it
+#   intercepts, and checks every access of the C side), and the example
+#   (examples/example.c) as C, with the header also compiled as C++;
+# - floe-bench's C++ peers are all in the build (`floe-bench peers`), answer every check on a
+#   small table, and floe through its C ABI too.
+# Installs what it needs when missing (Debian: cbindgen, libtbb-dev, libcuckoo-dev,
+# libabsl-dev, pkg-config; PyPI: boost-headers, Boost 1.85's headers, which floe-bench's
+# build.rs finds through `boost_headers.get_include()`, or FLOE_BOOST_INCLUDE).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source ci/apt.sh
+
+missing=()
+command -v cbindgen >/dev/null || missing+=(cbindgen)
+command -v pkg-config >/dev/null || missing+=(pkg-config)
+[ -e /usr/include/oneapi/tbb/concurrent_hash_map.h ] || missing+=(libtbb-dev)
+[ -e /usr/include/libcuckoo/cuckoohash_map.hh ] || missing+=(libcuckoo-dev)
+[ -e /usr/include/absl/container/flat_hash_map.h ] || missing+=(libabsl-dev)
+if ((${#missing[@]})); then
+    echo "capi.sh: installing ${missing[*]} (apt)"
+    apt_install "${missing[@]}"
+fi
+if ! python3 -c "import boost_headers" 2>/dev/null; then
+    echo "capi.sh: installing boost-headers (pip)"
+    python3 -m pip install -q boost-headers
+    missing+=(boost-headers)
+fi
+if ((${#missing[@]})); then
+    # floe-bench's build script looks for the peers' libraries when it runs, and cargo runs
+    # it again only when it changes: an earlier build (ci/test.sh's) did without them.
+    touch crates/floe-bench/build.rs
+fi
+
+echo "== the header is up to date (cbindgen $(cbindgen --version | cut -d' ' -f2))"
+fresh="$(mktemp)"
+trap 'rm -f "$fresh"' EXIT
+(cd crates/floe-capi && cbindgen --quiet --config cbindgen.toml --output "$fresh")
+if ! diff -u crates/floe-capi/include/floe.h "$fresh"; then
+    echo "capi.sh: include/floe.h is stale; regenerate it from crates/floe-capi:" >&2
+    echo "  cbindgen --config cbindgen.toml --output include/floe.h" >&2
+    echo "(the header in the repository is Debian 12's cbindgen 0.24.3's; another version" >&2
+    echo "may only lay it out differently)" >&2
+    exit 1
+fi
+
+echo "== the C ABI's Rust tests"
+cargo test -p floe-capi
+cargo build -p floe-capi
+
+echo "== the C tests and the example, with sanitizers"
+lib=target/debug
+build="$(mktemp -d)"
+trap 'rm -rf "$fresh" "$build"' EXIT
+cflags=(-std=c11 -g -O1 -Wall -Wextra -Werror -fno-omit-frame-pointer
+    -fsanitize=address,undefined -fno-sanitize-recover=undefined
+    -I crates/floe-capi/include)
+cc "${cflags[@]}" crates/floe-capi/tests/c/test.c -L "$lib" -lfloe_capi \
+    -Wl,-rpath,"$PWD/$lib" -lpthread -o "$build/test-shared"
+cc "${cflags[@]}" crates/floe-capi/tests/c/test.c "$lib/libfloe_capi.a" \
+    -lpthread -ldl -lm -o "$build/test-static"
+cc "${cflags[@]}" crates/floe-capi/examples/example.c "$lib/libfloe_capi.a" \
+    -lpthread -ldl -lm -o "$build/example"
+# The header from C++ (its `extern "C"` block and enum types).
+c++ -std=c++17 -Wall -Wextra -Werror -Wno-missing-field-initializers -fsyntax-only -x c++ \
+    -I crates/floe-capi/include crates/floe-capi/examples/example.c
+echo "-- shared library"
+"$build/test-shared"
+echo "-- static library"
+"$build/test-static"
+echo "-- example"
+"$build/example"
+
+echo "== floe-bench's C++ peers and floe through its C ABI"
+cargo build -p floe-bench
+cargo run --quiet -p floe-bench -- peers
+cargo test -p floe-bench --bin floe-bench maps::cpp
+for workload in get insdel putheavy; do
+    cargo run --quiet -p floe-bench -- run --workload "$workload" --keys 2^12 --threads 1 \
+        --seconds 0.05 --repeat 1 --memory off --latency off \
+        --maps floe,floe-capi,boost,tbb,libcuckoo,absl
+done
+cargo run --quiet -p floe-bench -- run --workload get --keys 2^12 --threads 1 --seconds 0.05 \
+    --repeat 1 --memory off --api batch --batch 16 --maps floe,floe-capi,boost
