@@ -76,6 +76,9 @@ enum Backing {
     /// A mapping of its own, or one made ready ahead of time (`prepare.rs`), which may be
     /// shared with the thread still faulting it in.
     Mapped(Arc<Region>),
+    /// A part of a mapping shared with other arrays (a persistent table's file holds its bins
+    /// and its pool): only this part's bytes are counted as its own.
+    Part(#[allow(dead_code)] Arc<Region>),
     /// From the global allocator.
     Heap { layout: std::alloc::Layout },
     /// Zero elements: nothing allocated.
@@ -148,7 +151,7 @@ impl<T: ZeroInit> TableMemory<T> {
         Some(Self {
             ptr: NonNull::new(start.cast::<T>())?,
             len,
-            backing: Backing::Mapped(region),
+            backing: Backing::Part(region),
         })
     }
 
@@ -156,6 +159,7 @@ impl<T: ZeroInit> TableMemory<T> {
     pub(crate) fn bytes(&self) -> usize {
         match &self.backing {
             Backing::Mapped(region) => region.bytes,
+            Backing::Part(_) => self.len * core::mem::size_of::<T>(),
             Backing::Heap { layout } => layout.size(),
             Backing::Empty => 0,
         }
@@ -353,7 +357,7 @@ impl<T> Drop for TableMemory<T> {
         // The elements are atomics and plain data: no destructors to run.
         match &self.backing {
             // The mapping goes when its last owner does (`Region`'s drop).
-            Backing::Mapped(_) => {}
+            Backing::Mapped(_) | Backing::Part(_) => {}
             // SAFETY: `ptr` came from `alloc_zeroed(layout)`.
             Backing::Heap { layout } => unsafe {
                 std::alloc::dealloc(self.ptr.as_ptr().cast(), *layout);

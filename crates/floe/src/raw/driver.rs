@@ -1347,12 +1347,17 @@ impl RawMap {
             bad_links: current.recover_links(true),
             ..Swept::default()
         };
-        if let Some(next) = &next {
-            swept.bad_links += next.recover_links(true);
-            swept.rebuilt = current.recover_moves(next, block.group as usize, &bin_of(next));
-            swept.add(next.recover_bins(&bin_of(next), true));
+        if block.clean {
+            // Checked above: nothing to settle, only the count and the pool cursors to set.
+            current.set_len(block.keys as usize);
+        } else {
+            if let Some(next) = &next {
+                swept.bad_links += next.recover_links(true);
+                swept.rebuilt = current.recover_moves(next, block.group as usize, &bin_of(next));
+                swept.add(next.recover_bins(&bin_of(next), true));
+            }
+            swept.add(current.recover_bins(&bin_of(&current), true));
         }
-        swept.add(current.recover_bins(&bin_of(&current), true));
         let fixed = block.max_bins as usize <= current.bins();
         let current = Box::into_raw(current);
         let map = RawMap {

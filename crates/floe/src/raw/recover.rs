@@ -12,7 +12,7 @@
 //! | header state | slot holds        | left by                                  | recovery  |
 //! |--------------|-------------------|------------------------------------------|-----------|
 //! | `Inserting`  | the dead key      | an insert between its commit and store   | free it   |
-//! | `Inserting`  | a real key        | an insert that stored (linearized)       | `Valid`   |
+//! | `Inserting`  | a real key        | an insert that stored (linearized)       | kept      |
 //! | `Valid`      | the dead key      | a delete between its retire and free     | free it   |
 //! | `Shadow`     | anything          | an open shadow insert (its owner died)   | free it   |
 //! | `Inserting`  | `(dead, key)`     | a shadow's commit before its store       | free it   |
@@ -95,7 +95,9 @@ impl RawTable {
                     reserve_end = reserve_end.max(end - self.transfer_base);
                 }
             }
-            if write {
+            // Written only if cut: a sweep that writes every line dirties every page of the
+            // file, which on a disk costs a fault per page and the writeback of the table.
+            if write && link.0 != bin.link.load(Ordering::Relaxed) {
                 bin.link.store(link.0, Ordering::Relaxed);
             }
         }
@@ -122,6 +124,7 @@ impl RawTable {
             }
             let (dead, shadow_key) = (self.dead.of(index), self.dead.shadow_of(index));
             let mut settled = header.with_bin_state(BinState::NoTransfer);
+            let mut changed = header.bin_state() != BinState::NoTransfer;
             for slot in header.occupied().iter() {
                 let chained = self.slot_chained(bin, slot);
                 let keep = chained && {
@@ -138,9 +141,12 @@ impl RawTable {
                     }
                 };
                 if keep {
-                    settled = settled.with_slot(slot, SlotState::Valid);
+                    // An `Inserting` slot holding its key stays so: written, searchable, and
+                    // published by the bin's next commit as in a running map (leaving it
+                    // spares a write to nearly every bin after a fill).
                     swept.keys += 1;
                 } else {
+                    changed = true;
                     if chained && write {
                         self.slot(bin, slot).store(dead, dead);
                     }
@@ -164,7 +170,7 @@ impl RawTable {
                     }
                 }
             }
-            if write {
+            if write && changed {
                 bin.header.store(settled.0, Ordering::Relaxed);
             }
         }
@@ -289,6 +295,11 @@ impl RawTable {
             empty = empty.with_slot(slot, SlotState::Invalid);
         }
         bin.header.store(empty.0, Ordering::Relaxed);
+    }
+
+    /// Set the key count of a table no thread uses yet (a cleanly closed map's, as recorded).
+    pub(crate) fn set_len(&self, keys: usize) {
+        self.len.add(keys as isize);
     }
 
     /// Write the table's dirty pages to its file and wait (a persistent table; others: no-op).
