@@ -28,11 +28,12 @@
 //!    persistent map's recovery which key went where, see `recover.rs`). A put that changed
 //!    the value first fails the CAS: the placed copy takes the new value and the CAS is
 //!    retried; a delete that retired the key first (its slot then holds the dead key) fails it
-//!    for good: the placed copy is taken out again. So no put is lost in the old table (one that read the
-//!    slot before the CAS lands first, and its value is the one moved, or fails on the dead key
-//!    and retries in the new table), a delete is linearized by its own retire CAS, which
-//!    either precedes ours (the key is not moved) or fails (the delete retries and finds the
-//!    key in the new table), and at every instant the key is in the old slot, the new bin, or
+//!    for good: the placed copy is taken out again. So no put is lost in the old table (one
+//!    that read the slot before the CAS lands first, and its value is the one moved, or fails
+//!    on the moved key and retries in the new table), a delete is linearized by its own retire
+//!    CAS, which either precedes ours (the key is not moved) or fails (the delete retries and
+//!    finds the key in the new table), and at every instant the key is in the old slot, the
+//!    new bin, or
 //!    both with the old slot's value the newer: a process that dies mid-move loses nothing
 //!    (IcebergHT's order: copy, then retire). A `Shadow` slot (an open shadow insert) is taken
 //!    with the same CAS its commit or abort would claim it with (one of us wins) and placed as
