@@ -209,29 +209,27 @@ impl RawTable {
             // What the new bins hold: copies of moved keys (one maybe stale or deleted).
             let mut copied = HashMap::new();
             for target in targets.clone() {
-                next.live_slots(target, |key, value| {
-                    copied.insert(key, value);
+                let (dead, shadow_key) = (next.dead.of(target), next.dead.shadow_of(target));
+                next.held_slots(target, |key, value| {
+                    if key != dead && key != shadow_key {
+                        copied.insert(key, value);
+                    }
                 });
             }
             let mut keys = Vec::new();
             for member in members.clone() {
-                let bin = &self.bins[member];
-                let header = Header(bin.header.load(Ordering::Relaxed));
                 let (dead, shadow_key) = (self.dead.of(member), self.dead.shadow_of(member));
-                for slot in header.occupied().iter() {
-                    if header.slot(slot) == SlotState::Shadow || !self.slot_chained(bin, slot) {
-                        continue;
-                    }
-                    match self.slot(bin, slot).load() {
-                        (key, _) if key == shadow_key || key == dead => {}
-                        (key, moved) if key == self.dead.moved_of(member) => {
-                            if let Some(&value) = copied.get(&moved) {
-                                keys.push((moved, value));
-                            }
+                let moved_key = self.dead.moved_of(member);
+                self.held_slots(member, |key, value| match key {
+                    _ if key == shadow_key || key == dead => {}
+                    // A moved slot keeps the key in its value word; the copy has the value.
+                    _ if key == moved_key => {
+                        if let Some(&copy) = copied.get(&value) {
+                            keys.push((value, copy));
                         }
-                        live => keys.push(live),
                     }
-                }
+                    _ => keys.push((key, value)),
+                });
             }
             for target in targets {
                 next.reset_bin(target);
@@ -252,17 +250,15 @@ impl RawTable {
         rebuilt
     }
 
-    /// Call `each(key, value)` for every searchable slot of bin `index` holding a real key.
-    fn live_slots(&self, index: usize, mut each: impl FnMut(u64, u64)) {
+    /// Call `each(key word, value word)` for every occupied slot of bin `index` that is not
+    /// `Shadow` and whose bucket is chained: what a bin holds, before telling live keys from
+    /// dead, shadow and moved words.
+    fn held_slots(&self, index: usize, mut each: impl FnMut(u64, u64)) {
         let bin = &self.bins[index];
         let header = Header(bin.header.load(Ordering::Relaxed));
-        let (dead, shadow_key) = (self.dead.of(index), self.dead.shadow_of(index));
         for slot in header.occupied().iter() {
-            if header.slot(slot) == SlotState::Shadow || !self.slot_chained(bin, slot) {
-                continue;
-            }
-            let (key, value) = self.slot(bin, slot).load();
-            if key != dead && key != shadow_key {
+            if header.slot(slot) != SlotState::Shadow && self.slot_chained(bin, slot) {
+                let (key, value) = self.slot(bin, slot).load();
                 each(key, value);
             }
         }
