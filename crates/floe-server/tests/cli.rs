@@ -12,12 +12,37 @@ fn server() -> Command {
     Command::new(env!("CARGO_BIN_EXE_floe-server"))
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+/// Start the server on port 0 with `-v` and `args`; the child, the port it says it listens
+/// on, and the rest of its log. (A port picked free beforehand can be taken meanwhile by
+/// another test's server: a test once talked to the SIGTERM test's server and read a
+/// connection reset.)
+// The child goes back to the caller, which waits for it; a failed read here ends the test.
+#[allow(clippy::zombie_processes)]
+fn start(
+    args: &[&str],
+) -> (
+    std::process::Child,
+    u16,
+    BufReader<std::process::ChildStderr>,
+) {
+    let mut child = server()
+        .args(["-p", "0", "-l", "127.0.0.1", "-v"])
+        .args(args)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut log = BufReader::new(child.stderr.take().unwrap());
+    loop {
+        let mut line = String::new();
+        if log.read_line(&mut line).unwrap() == 0 {
+            let status = child.wait().unwrap();
+            panic!("the server never listened: {status}");
+        }
+        if let Some(rest) = line.split("listening on 127.0.0.1:").nth(1) {
+            let port = rest.split_whitespace().next().unwrap().parse().unwrap();
+            return (child, port, log);
+        }
+    }
 }
 
 #[test]
@@ -56,30 +81,8 @@ fn help_and_usage_errors() {
 
 #[test]
 fn serves_then_shuts_down_cleanly_on_sigterm() {
-    let port = free_port();
-    let mut child = server()
-        .args([
-            "-p",
-            &port.to_string(),
-            "-l",
-            "127.0.0.1",
-            "-t",
-            "2",
-            "-m",
-            "16",
-            "-v",
-        ])
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let stream = loop {
-        match TcpStream::connect(("127.0.0.1", port)) {
-            Ok(stream) => break stream,
-            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(20)),
-            Err(e) => panic!("never listened: {e}"),
-        }
-    };
+    let (mut child, port, mut log) = start(&["-t", "2", "-m", "16"]);
+    let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
     stream
         .set_read_timeout(Some(Duration::from_secs(10)))
         .unwrap();
@@ -107,10 +110,9 @@ fn serves_then_shuts_down_cleanly_on_sigterm() {
         std::thread::sleep(Duration::from_millis(20));
     };
     assert!(status.success(), "{status}");
-    let mut log = String::new();
-    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut log).unwrap();
-    assert!(log.contains("listening on 127.0.0.1:"), "{log}");
-    assert!(log.contains("shutting down"), "{log}");
+    let mut rest_of_log = String::new();
+    std::io::Read::read_to_string(&mut log, &mut rest_of_log).unwrap();
+    assert!(rest_of_log.contains("shutting down"), "{rest_of_log}");
     // The connection was closed by the shutdown.
     let mut rest = String::new();
     assert_eq!(reader.read_line(&mut rest).unwrap_or(0), 0);
@@ -124,21 +126,9 @@ fn lenient_keys_accept_control_characters() {
         (None, "CLIENT_ERROR bad command line format\r\n"),
         (Some("--lenient-keys"), "STORED\r\n"),
     ] {
-        let port = free_port();
-        let mut command = server();
-        command.args(["-p", &port.to_string(), "-l", "127.0.0.1", "-t", "1"]);
-        command.args(flag);
-        let mut child = command.spawn().unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        let stream = loop {
-            match TcpStream::connect(("127.0.0.1", port)) {
-                Ok(stream) => break stream,
-                Err(_) if Instant::now() < deadline => {
-                    std::thread::sleep(Duration::from_millis(20))
-                }
-                Err(e) => panic!("never listened: {e}"),
-            }
-        };
+        let (mut child, port, _log) =
+            start(&["-t", "1"].into_iter().chain(flag).collect::<Vec<_>>());
+        let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
         stream
             .set_read_timeout(Some(Duration::from_secs(10)))
             .unwrap();
