@@ -11,4 +11,6 @@ cargo test --release -p floe --test loom --target-dir target/loom "$@"
 # when no filter was given: cargo takes one test filter per command).
 if [ "$#" -eq 0 ]; then
     cargo test --release -p floe --lib --target-dir target/loom reclaim::model
+    # The delegation section queue (src/delegate/queue.rs).
+    cargo test --release -p floe --lib --target-dir target/loom delegate::queue::model
 fi

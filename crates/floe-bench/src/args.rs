@@ -63,6 +63,10 @@ pub enum Command {
     /// A persistent floe map's recovery after a crash (SIGABRT of a child that filled it):
     /// open time and keys per second per thread, against an open after a clean close.
     Recovery(crate::recovery::RecoveryArgs),
+    /// Write-heavy work on skewed keys (DRAMHiT Fig. 8): counting and a get/fetch_add mix
+    /// over zipf thetas, on floe's delegated `Partitioned` map, the shared `FlatMap`
+    /// (one at a time and batched) and the Rust peers.
+    Skew(crate::skew::SkewArgs),
     /// The children of `recovery`.
     #[command(hide = true)]
     RecoveryChild(crate::recovery::ChildArgs),

@@ -45,6 +45,7 @@ mod report;
 mod server_load;
 mod simd;
 mod sizes;
+mod skew;
 mod svg;
 mod workload;
 mod ycsb;
@@ -98,6 +99,7 @@ fn main() -> ExitCode {
         }),
         Some(Command::Server(args)) => server_load::main(args).map_err(Failure::Run),
         Some(Command::Recovery(args)) => recovery::main(args).map_err(Failure::Run),
+        Some(Command::Skew(args)) => skew::main(args).map_err(Failure::Run),
         Some(Command::RecoveryChild(args)) => recovery::child(args).map_err(Failure::Run),
         Some(Command::Peers) => peers(),
         Some(Command::MemoryProbe(args)) => probe(args),

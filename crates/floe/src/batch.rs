@@ -100,6 +100,18 @@ impl<V: Counter> Delta<V> {
     }
 }
 
+impl<V> Delta<V> {
+    /// The amount and the addition (for a request sent as words, `delegate`).
+    pub(crate) fn into_parts(self) -> (V, fn(V, V) -> V) {
+        (self.delta, self.add)
+    }
+
+    /// The inverse of [`into_parts`](Self::into_parts).
+    pub(crate) fn from_parts(delta: V, add: fn(V, V) -> V) -> Self {
+        Delta { delta, add }
+    }
+}
+
 impl<V: fmt::Debug> fmt::Debug for Delta<V> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.delta.fmt(f)

@@ -48,6 +48,16 @@ pub enum Error {
     /// A persistent map's files could not be made, opened, read or written; the
     /// [`StorageError`] says what was wrong. A failed open never changes the files.
     Storage(StorageError),
+    /// Fire-and-forget updates sent through a [`delegate::Handle`](crate::delegate::Handle)
+    /// failed at their partition's owner (the partition was full); reported by the sender's
+    /// next `flush`. The other updates took effect.
+    Undelivered {
+        /// How many failed.
+        updates: usize,
+    },
+    /// A [`Partitioned`](crate::delegate::Partitioned) map's handles are out: take them
+    /// again once every one has closed.
+    HandlesOut,
 }
 
 /// What is wrong with a persistent map's files (`Builder::persistent`, `FlatMap::open`).
@@ -143,6 +153,8 @@ impl fmt::Display for Error {
             Error::LengthMismatch { keys, values } => write!(f, "{keys} keys but {values} value slots"),
             Error::InsideOperation => f.write_str("called from inside an operation of a floe map on this thread, which it would wait for"),
             Error::Storage(error) => write!(f, "persistent map: {error}"),
+            Error::Undelivered { updates } => write!(f, "{updates} delegated updates failed at their partition's owner (the partition was full)"),
+            Error::HandlesOut => f.write_str("the partitioned map's handles are out (close them all first)"),
         }
     }
 }

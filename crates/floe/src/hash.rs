@@ -71,7 +71,7 @@ fn write_bytes(hasher: &mut impl Hasher, bytes: &[u8]) {
 }
 
 /// A random seed from std's per-process randomness.
-fn random_seed() -> u64 {
+pub(crate) fn random_seed() -> u64 {
     std::collections::hash_map::RandomState::new().hash_one(0x666c_6f65u64)
 }
 

@@ -177,6 +177,14 @@
 //! # Ok::<(), floe::Error>(())
 //! ```
 //!
+//! # Delegation
+//!
+//! For skewed, write-heavy work (counting k-mers, zipf-popular counters), where a shared
+//! table's hot keys bounce between the cores that write them, [`delegate::Partitioned`]
+//! splits the map into partitions with one owner thread each and sends updates to their
+//! owner through section queues (DRAMHiT-P); reads stay direct. See the [`delegate`] module
+//! for when it pays and when batches on a shared [`FlatMap`] are the better choice.
+//!
 //! # Performance
 //!
 //! - Hashing: [`hash::Mix64`] by default (one multiply); [`hash::WyHash`], [`hash::Crc32`] or
@@ -195,6 +203,7 @@ mod any_map;
 pub mod batch;
 mod config;
 mod control;
+pub mod delegate;
 mod error;
 pub mod hash;
 mod inline;

@@ -32,6 +32,37 @@ pub(crate) mod stat {
 #[cfg(not(loom))]
 pub(crate) use portable_atomic::AtomicU128;
 
+/// A cell the delegation queues' message slots live in (`delegate::queue`): loom's under
+/// `cfg(loom)`, which reports a read and a write of one slot that no ordering separates as a
+/// data race (how the queue's model catches a weakened ordering); otherwise a thin wrapper over
+/// `core::cell::UnsafeCell` with loom's closure interface, which compiles to the bare pointer.
+#[cfg(loom)]
+pub(crate) use loom::cell::UnsafeCell;
+
+/// See the `cfg(loom)` twin above.
+#[cfg(not(loom))]
+#[derive(Debug)]
+pub(crate) struct UnsafeCell<T>(core::cell::UnsafeCell<T>);
+
+#[cfg(not(loom))]
+impl<T> UnsafeCell<T> {
+    pub(crate) const fn new(value: T) -> Self {
+        UnsafeCell(core::cell::UnsafeCell::new(value))
+    }
+
+    /// Call `f` with a pointer for reading the value.
+    #[inline(always)]
+    pub(crate) fn with<R>(&self, f: impl FnOnce(*const T) -> R) -> R {
+        f(self.0.get())
+    }
+
+    /// Call `f` with a pointer for writing the value.
+    #[inline(always)]
+    pub(crate) fn with_mut<R>(&self, f: impl FnOnce(*mut T) -> R) -> R {
+        f(self.0.get())
+    }
+}
+
 /// Back off inside a wait loop. Under loom this yields so the model checker schedules the
 /// thread being waited for.
 #[inline]
