@@ -182,9 +182,14 @@ pub struct Partitioned<K, V, S = DefaultHashBuilder> {
     partitions: Box<[Partition<K, V, S>]>,
     /// The request queue from handle `from` to partition `to` is `requests[from * n + to]`
     /// (the diagonal is unused: a handle applies its own partition's updates itself).
-    requests: Box<[Ring<Message>]>,
-    /// The reply queue from partition `from` to handle `to` is `replies[from * n + to]`.
-    replies: Box<[Ring<Reply<V>>]>,
+    ///
+    /// A `Vec`, not a `Box`: the serving sides hold pointers into it, and moving a `Box`
+    /// asserts unique access to its contents (Stacked Borrows), which would invalidate them
+    /// whenever the map moves; moving a `Vec` does not.
+    requests: Vec<Ring<Message>>,
+    /// The reply queue from partition `from` to handle `to` is `replies[from * n + to]`
+    /// (a `Vec` for the same reason).
+    replies: Vec<Ring<Reply<V>>>,
     /// Messages per section (a power of two).
     section: usize,
     /// Picks a key's partition; keyed at random, independent of the partitions' hasher.
@@ -281,10 +286,10 @@ impl<K: InlineKey, V: Inline, S: BuildHasher + Clone> PartitionedBuilder<K, V, S
                 capacity
             }
         };
-        let requests: Box<[Ring<Message>]> = (0..n * n)
+        let requests: Vec<Ring<Message>> = (0..n * n)
             .map(|i| Ring::new(rings(i), self.section))
             .collect();
-        let replies: Box<[Ring<Reply<V>>]> = (0..n * n)
+        let replies: Vec<Ring<Reply<V>>> = (0..n * n)
             .map(|i| Ring::new(rings(i), self.section))
             .collect();
         let per_partition = self.map.config.capacity.div_ceil(n);
@@ -297,8 +302,9 @@ impl<K: InlineKey, V: Inline, S: BuildHasher + Clone> PartitionedBuilder<K, V, S
                         // SAFETY: partition `p`'s owner state is the only consumer of the
                         // rings into `p` and the only producer of the rings out of it (one
                         // `Owner` per partition, used under its lock); the rings are fresh;
-                        // they live in boxes the map keeps (moving the box does not move
-                        // them) and drop after the partitions (field order).
+                        // they live in vectors the map keeps (moving a vector moves neither
+                        // them nor asserts unique access to them) and drop after the
+                        // partitions (field order).
                         inbound: (0..n)
                             .map(|from| unsafe { Consumer::new(ring_at(&requests, n, from, p)) })
                             .collect(),
@@ -868,5 +874,51 @@ fn receive<V>(
             replies.push_back((tag, reply.response));
         }
         None => *undelivered += 1,
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    //! The handles' plumbing on one thread (Miri runs these: the rings' pointers into the
+    //! map's vectors, the slots' cells, the serving lock handed between handles).
+
+    use super::Partitioned;
+    use crate::{Request, Response};
+
+    #[test]
+    fn messages_cross_the_queues_and_replies_come_back() {
+        let map = Partitioned::<u64, u64>::builder(2)
+            .section(2)
+            .sections(2)
+            .build()
+            .unwrap();
+        let mut handles = map.handles().unwrap();
+        let (first, rest) = handles.split_at_mut(1);
+        let (a, b) = (&mut first[0], &mut rest[0]);
+        // Enough to fill a's queue to b's partition several times over while b is idle: a
+        // serves it itself.
+        for key in 0..40u64 {
+            a.fetch_add(key, 2).unwrap();
+            b.upsert(key + 100, key).unwrap();
+        }
+        a.submit(1, Request::Get(3)).unwrap();
+        a.submit(2, Request::Remove(4)).unwrap();
+        let mut replies = Vec::new();
+        a.flush(|tag, response| replies.push((tag, response)))
+            .unwrap();
+        replies.sort_by_key(|&(tag, _)| tag);
+        assert_eq!(
+            replies,
+            [(1, Response::Get(Some(2))), (2, Response::Remove(Some(2)))]
+        );
+        b.flush(|_, _| unreachable!("b asked for nothing")).unwrap();
+        drop(handles);
+        assert_eq!(map.len(), 79);
+        assert_eq!(map.get(&139), Some(39));
+        // A second round takes up where the first left off.
+        let mut handles = map.handles().unwrap();
+        handles[1].remove(139).unwrap();
+        drop(handles);
+        assert_eq!(map.get(&139), None);
     }
 }
