@@ -39,7 +39,7 @@ impl fmt::Display for Error {
             Error::Usage(message) | Error::Input(message) | Error::Output(message) => {
                 f.write_str(message)
             }
-            Error::Table(error) => write!(f, "the k-mer table refused a k-mer: {error}"),
+            Error::Table(error) => write!(f, "the k-mer table cannot take more k-mers: {error}"),
             Error::Internal(message) => write!(f, "internal error (a bug): {message}"),
         }
     }
