@@ -1,0 +1,292 @@
+//! Counting: the workers, and the engines they count into.
+//!
+//! A count runs `threads` workers and no other thread, as jellyfish's `-t` means: each worker
+//! in turn takes the shared [`Input`]'s lock, parses the next chunk into its own buffer, lets
+//! go, rolls the chunk's k-mers into a batch of [`BATCH`] and hands full batches to its
+//! [`Sink`]. A sink is the worker's own handle on the engine: what it does with a batch (a
+//! prefetched batch of `fetch_add`s, one call per k-mer, or messages to the threads that own
+//! the k-mers) is the engine's business.
+//!
+//! # Engines
+//! An [`Engine`] makes one sink per worker and runs the workers ([`Engine::run`]), then gives
+//! its counts ([`Engine::into_counts`]). `run` is handed the worker as a [`Worker`] whose
+//! `work` is generic over the sink type, so the engine may build whatever its sinks borrow
+//! (a delegation set-up, per-thread queues) on its own stack, the sinks' loop is compiled
+//! for the sink type, and [`run_workers`] does the spawning and joining for every engine. To
+//! add an engine: a module beside [`shared`] with a type implementing [`Engine`] and its sink
+//! implementing [`Sink`], a variant of [`EngineKind`] (the `--engine` value), and its arm in
+//! [`count`].
+//!
+//! # Nothing lost, nothing invented
+//! Any error (input, table) stops every worker and is the count's answer: there are no partial
+//! counts. At the end the counts must add up to the k-mers the workers extracted; if they do
+//! not, the count fails with [`Error::Internal`] instead of printing wrong numbers.
+
+pub mod shared;
+
+use std::{
+    sync::{
+        atomic::{AtomicBool, Ordering::Relaxed},
+        Mutex,
+    },
+    thread,
+    time::{Duration, Instant},
+};
+
+use crate::{
+    kmer::{Kmers, MAX_K},
+    parse::Input,
+    Error,
+};
+
+/// K-mers a worker gathers before handing them to its sink: a few hundred, so a batched
+/// engine's prefetching covers the memory latency (it keeps 16 ahead) and the per-batch costs
+/// (a call, a pin of the table) are spread thin, while the batch stays in the L1 cache.
+pub const BATCH: usize = 256;
+
+/// A worker's handle on an engine. Each worker owns one, on its own thread.
+pub trait Sink {
+    /// Counts each k-mer of `kmers` once (it may do so later, by [`finish`](Sink::finish)).
+    ///
+    /// # Errors
+    /// The engine could not count a k-mer; the worker stops and the count fails.
+    fn add(&mut self, kmers: &[u64]) -> Result<(), Error>;
+
+    /// Called once, by the worker's thread, after its last `add`: when the input is exhausted,
+    /// and also when the worker stops on an error (so an engine whose sinks wait for one
+    /// another at the end does not wait for one that failed). After every sink has
+    /// finished, every k-mer added is in the counts.
+    ///
+    /// # Errors
+    /// As [`add`](Sink::add).
+    fn finish(self) -> Result<(), Error>;
+}
+
+/// What runs on each worker thread: given the thread's sink, count until the input is
+/// exhausted; returns the k-mers added to the sink.
+pub trait Worker: Sync {
+    /// Runs the worker with `sink`.
+    ///
+    /// # Errors
+    /// The input's or the sink's; the other workers stop soon after.
+    fn work<S: Sink>(&self, sink: &mut S) -> Result<u64, Error>;
+}
+
+/// A counting engine: the table and how workers reach it.
+pub trait Engine {
+    /// Runs `worker` on `threads` threads, each with its own sink (usually through
+    /// [`run_workers`]). Returns the k-mers the workers added.
+    ///
+    /// # Errors
+    /// The first worker's or sink's error.
+    fn run(&self, threads: usize, worker: &impl Worker) -> Result<u64, Error>;
+
+    /// Every k-mer counted with its count, in any order.
+    ///
+    /// # Errors
+    /// If the engine cannot give its counts.
+    fn into_counts(self) -> Result<Vec<(u64, u64)>, Error>;
+}
+
+/// Runs `worker` once per sink, each on a thread of its own, and finishes every sink. Returns
+/// the k-mers added, or the first error in thread order.
+///
+/// # Panics
+/// If a worker or sink panicked (the panic goes on).
+pub fn run_workers<S: Sink + Send>(sinks: Vec<S>, worker: &impl Worker) -> Result<u64, Error> {
+    thread::scope(|scope| {
+        let threads: Vec<_> = sinks
+            .into_iter()
+            .map(|mut sink| {
+                scope.spawn(move || {
+                    let worked = worker.work(&mut sink);
+                    let finished = sink.finish();
+                    worked.and_then(|added| finished.map(|()| added))
+                })
+            })
+            .collect();
+        let mut total = Ok(0u64);
+        for thread in threads {
+            let result = thread
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            total = match (total, result) {
+                (Ok(sum), Ok(added)) => Ok(sum + added),
+                (Err(first), _) | (Ok(_), Err(first)) => Err(first),
+            };
+        }
+        total
+    })
+}
+
+/// The engines `--engine` chooses from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum EngineKind {
+    /// One shared floe map; each worker runs its k-mers as a batch of `fetch_add` requests,
+    /// the bins of the next ones prefetched while one runs. Fastest when the table is larger
+    /// than the caches (most real inputs): the DRAM misses of a batch overlap.
+    #[default]
+    Batched,
+    /// One shared floe map; one `fetch_add` call per k-mer. The baseline the batches are
+    /// measured against; as fast or faster while the table fits in the caches.
+    Unbatched,
+}
+
+impl EngineKind {
+    /// The name `--engine` takes.
+    pub fn name(self) -> &'static str {
+        match self {
+            EngineKind::Batched => "batched",
+            EngineKind::Unbatched => "unbatched",
+        }
+    }
+}
+
+/// What to count and how.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// K-mer length, 1 to 32.
+    pub k: usize,
+    /// Count each k-mer together with its reverse complement, under the smaller of the two.
+    pub canonical: bool,
+    /// Worker threads (all the threads a count uses).
+    pub threads: usize,
+    /// Distinct k-mers to size the table for; it grows past them on its own.
+    pub size_hint: usize,
+    /// The engine.
+    pub engine: EngineKind,
+}
+
+/// A finished count.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Counts {
+    /// Every distinct k-mer with its count, in no particular order ([`write_dump`] sorts
+    /// them; a histogram needs no order).
+    ///
+    /// [`write_dump`]: crate::output::write_dump
+    pub kmers: Vec<(u64, u64)>,
+    /// The k-mers counted (the sum of the counts).
+    pub total: u64,
+    /// Time spent reading and counting.
+    pub elapsed: Duration,
+}
+
+/// Counts the k-mers of `input`.
+///
+/// ```
+/// use floe_kmer::{count::{count, EngineKind, Settings}, parse::{Input, Source}};
+/// let source = Source::Bytes { name: "demo".into(), data: b">s\nACGTNacg\n".as_slice().into() };
+/// let input = Input::new(vec![source], indicatif::ProgressBar::hidden()).unwrap();
+/// let settings = Settings { k: 3, canonical: false, threads: 2, size_hint: 100, engine: EngineKind::Batched };
+/// let mut counts = count(input, &settings).unwrap();
+/// counts.kmers.sort();
+/// // ACG twice (the second in lowercase), CGT once; the N breaks the run.
+/// assert_eq!(counts.kmers, [(0b00_01_10, 2), (0b01_10_11, 1)]);
+/// assert_eq!(counts.total, 3);
+/// ```
+///
+/// # Errors
+/// [`Error::Usage`] if k is not in 1..=32; the input's errors (malformed, truncated,
+/// unreadable), or the engine's.
+pub fn count(mut input: Input, settings: &Settings) -> Result<Counts, Error> {
+    if !(1..=MAX_K).contains(&settings.k) {
+        return Err(Error::Usage(format!(
+            "k = {} is not in 1..=32 (a k-mer is packed in 64 bits)",
+            settings.k
+        )));
+    }
+    input.set_k(settings.k);
+    let start = Instant::now();
+    let worker = Extract {
+        input: Mutex::new(input),
+        k: settings.k,
+        canonical: settings.canonical,
+        stop: AtomicBool::new(false),
+    };
+    let threads = settings.threads.max(1);
+    let (total, kmers) = match settings.engine {
+        EngineKind::Batched => run(
+            shared::SharedMap::new(settings.size_hint, true)?,
+            threads,
+            &worker,
+        )?,
+        EngineKind::Unbatched => run(
+            shared::SharedMap::new(settings.size_hint, false)?,
+            threads,
+            &worker,
+        )?,
+    };
+    let elapsed = start.elapsed();
+    let sum = kmers.iter().fold(0u64, |sum, &(_, n)| sum.wrapping_add(n));
+    if sum != total {
+        return Err(Error::Internal(format!(
+            "the table holds {sum} k-mers but {total} were counted"
+        )));
+    }
+    Ok(Counts {
+        kmers,
+        total,
+        elapsed,
+    })
+}
+
+/// Runs `engine` and takes its counts.
+fn run(
+    engine: impl Engine,
+    threads: usize,
+    worker: &Extract,
+) -> Result<(u64, Vec<(u64, u64)>), Error> {
+    let total = engine.run(threads, worker)?;
+    Ok((total, engine.into_counts()?))
+}
+
+/// The worker: parse a chunk under the input's lock, extract its k-mers outside it.
+struct Extract {
+    input: Mutex<Input>,
+    k: usize,
+    canonical: bool,
+    /// Set by a worker that failed, so the others stop at their next chunk. Relaxed: it is
+    /// only a hint to stop early; the error itself travels through the threads' join.
+    stop: AtomicBool,
+}
+
+impl Worker for Extract {
+    fn work<S: Sink>(&self, sink: &mut S) -> Result<u64, Error> {
+        let result = self.extract(sink);
+        if result.is_err() {
+            self.stop.store(true, Relaxed);
+        }
+        result
+    }
+}
+
+impl Extract {
+    fn extract(&self, sink: &mut impl Sink) -> Result<u64, Error> {
+        let mut chunk = Vec::new();
+        let mut batch = Vec::with_capacity(BATCH);
+        let mut added = 0u64;
+        while !self.stop.load(Relaxed) {
+            let more = match self.input.lock() {
+                Ok(mut input) => input.next_chunk(&mut chunk)?,
+                // A worker panicked while parsing; its panic is the count's answer.
+                Err(_) => break,
+            };
+            if !more {
+                break;
+            }
+            for kmer in Kmers::new(&chunk, self.k, self.canonical) {
+                batch.push(kmer);
+                if batch.len() == BATCH {
+                    sink.add(&batch)?;
+                    added += BATCH as u64;
+                    batch.clear();
+                }
+            }
+        }
+        if !batch.is_empty() {
+            sink.add(&batch)?;
+            added += batch.len() as u64;
+        }
+        Ok(added)
+    }
+}
