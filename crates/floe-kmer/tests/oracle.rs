@@ -90,7 +90,11 @@ fn run() -> impl Strategy<Value = Run> {
         1..=32usize,
         any::<bool>(),
         1..=3usize,
-        prop_oneof![Just(EngineKind::Batched), Just(EngineKind::Unbatched)],
+        prop_oneof![
+            Just(EngineKind::Batched),
+            Just(EngineKind::Unbatched),
+            Just(EngineKind::Delegated)
+        ],
         1..300usize,
         2..100usize,
     )

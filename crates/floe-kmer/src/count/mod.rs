@@ -22,6 +22,7 @@
 //! counts. At the end the counts must add up to the k-mers the workers extracted; if they do
 //! not, the count fails with [`Error::Internal`] instead of printing wrong numbers.
 
+pub mod delegated;
 pub mod shared;
 
 use std::{
@@ -130,6 +131,11 @@ pub enum EngineKind {
     /// One shared floe map; one `fetch_add` call per k-mer. The baseline the batches are
     /// measured against; as fast or faster while the table fits in the caches.
     Unbatched,
+    /// floe's partitioned delegation (`floe::delegate`): one partition per worker, each
+    /// k-mer's `fetch_add` sent to the worker that owns it, which applies what it is sent in
+    /// prefetched batches. For skewed inputs on many cores, where the shared map's hot k-mers
+    /// would bounce between the counting cores (BENCHMARKS, "Counting k-mers").
+    Delegated,
 }
 
 impl EngineKind {
@@ -138,6 +144,7 @@ impl EngineKind {
         match self {
             EngineKind::Batched => "batched",
             EngineKind::Unbatched => "unbatched",
+            EngineKind::Delegated => "delegated",
         }
     }
 }
@@ -212,6 +219,11 @@ pub fn count(mut input: Input, settings: &Settings) -> Result<Counts, Error> {
         )?,
         EngineKind::Unbatched => run(
             shared::SharedMap::new(settings.size_hint, false)?,
+            threads,
+            &worker,
+        )?,
+        EngineKind::Delegated => run(
+            delegated::Delegated::new(settings.size_hint, threads)?,
             threads,
             &worker,
         )?,

@@ -1,0 +1,116 @@
+//! The delegated engine: a `floe::delegate::Partitioned` map, one partition per worker. Each
+//! worker sends every k-mer's `fetch_add` to the worker that owns its partition (through the
+//! section queues) and applies the ones sent to it, in prefetched batches, whenever it sends a
+//! section or waits; the hot k-mers of a skewed input stay in their owner's cache instead of
+//! moving between the cores that count them (DRAMHiT-P's k-mer counting).
+
+use floe::{
+    delegate::{Handle, Partitioned},
+    FlatMap,
+};
+
+use super::{run_workers, Engine, Sink, Worker};
+use crate::Error;
+
+/// The partitioned map the workers count into.
+pub struct Delegated {
+    map: Partitioned<u64, u64>,
+}
+
+impl Delegated {
+    /// A map of `threads` partitions sized together for `size_hint` distinct k-mers (they
+    /// grow past it on their own).
+    ///
+    /// # Errors
+    /// [`Error::Usage`] if the tables cannot be had: the hint is the command line's.
+    pub fn new(size_hint: usize, threads: usize) -> Result<Delegated, Error> {
+        let map = Partitioned::builder(threads)
+            .map(FlatMap::builder().capacity(size_hint))
+            .build()
+            .map_err(|error| {
+                Error::Usage(format!(
+                    "cannot make tables for {size_hint} k-mers (the size hint, -s) on \
+                     {threads} threads: {error}"
+                ))
+            })?;
+        Ok(Delegated { map })
+    }
+}
+
+impl Engine for Delegated {
+    fn run(&self, threads: usize, worker: &impl Worker) -> Result<u64, Error> {
+        debug_assert_eq!(threads, self.map.threads());
+        let handles = self.map.handles().map_err(Error::Table)?;
+        run_workers(handles.into_iter().map(Counter).collect(), worker)
+    }
+
+    fn into_counts(self) -> Result<Vec<(u64, u64)>, Error> {
+        let mut counts = Vec::with_capacity(self.map.len());
+        self.map.for_each(|kmer, count| counts.push((kmer, count)));
+        Ok(counts)
+    }
+}
+
+/// A worker's handle on the partitioned map.
+struct Counter<'m>(Handle<'m, u64, u64>);
+
+impl Sink for Counter<'_> {
+    fn add(&mut self, kmers: &[u64]) -> Result<(), Error> {
+        for &kmer in kmers {
+            // Refused only when the k-mer's partition is full (no memory for a growth).
+            self.0.fetch_add(kmer, 1).map_err(Error::Table)?;
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<(), Error> {
+        // Every k-mer this worker sent has been counted when `close` returns; an update that
+        // failed at its partition is reported here (`Undelivered`) and fails the count.
+        self.0.close(|_, _| {}).map_err(Error::Table)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Adds the k-mers 0, 1, 2, ... up to `n`, each twice, in batches of 100.
+    struct Numbers(u64);
+
+    impl Worker for Numbers {
+        fn work<S: Sink>(&self, sink: &mut S) -> Result<u64, Error> {
+            let kmers: Vec<u64> = (0..self.0).chain(0..self.0).collect();
+            for batch in kmers.chunks(100) {
+                sink.add(batch)?;
+            }
+            Ok(2 * self.0)
+        }
+    }
+
+    #[test]
+    fn every_kmer_is_counted_on_every_thread() {
+        let engine = Delegated::new(1000, 3).unwrap();
+        assert_eq!(engine.run(3, &Numbers(5000)).unwrap(), 30_000);
+        let mut counts = engine.into_counts().unwrap();
+        counts.sort_unstable();
+        assert_eq!(counts, (0..5000).map(|k| (k, 6)).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_full_partition_fails_the_count() {
+        let map = Partitioned::builder(2)
+            .map(FlatMap::builder().bins(2).max_bins(2))
+            .build()
+            .unwrap();
+        let result = Delegated { map }.run(2, &Numbers(5000));
+        assert!(
+            matches!(
+                result,
+                Err(Error::Table(
+                    floe::Error::Full | floe::Error::Undelivered { .. }
+                ))
+            ),
+            "{result:?}"
+        );
+    }
+}
