@@ -65,7 +65,7 @@ runs="$out/runs.txt"
 : >"$runs"
 {
     echo "# ci/kmer-bench.sh: $(basename "$reads") ($(du -h "$reads" | cut -f1)), -t $threads, median of $reps"
-    echo "# $(uname -srm); $(nproc) CPUs; $(jellyfish --version); kmc $(kmc 2>&1 | sed -n 's/.*ver\. \([0-9.]*\).*/\1/p' | head -1)"
+    echo "# $(sed -n "s/^model name[[:space:]]*: //p" /proc/cpuinfo | head -1); $(uname -srm); $(nproc) CPUs; $(jellyfish --version); kmc $(kmc 2>&1 | sed -n 's/.*ver\. \([0-9.]*\).*/\1/p' | head -1)"
     printf '%-3s %-30s %10s %10s %12s\n' k tool seconds Mkmers/s max_RSS_MiB
 } | tee "$table"
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # floe-kmer against jellyfish 2 on real reads: bowtie2's example reads (10,000 short reads)
-# and long reads, k = 15, 21 and 31, with and without -C: every k-mer's count (`jellyfish
-# dump -c | sort`) and the histogram (`jellyfish histo`) must be the same. kmc, on one case,
+# and long reads, k = 15, 21 and 31, with and without -C, through the batched and the
+# delegated engine: every k-mer's count (`jellyfish dump -c | sort`) and the histogram
+# (`jellyfish histo`) must be the same. kmc, on one case,
 # must agree with floe-kmer -C too. First, the crate's test against a naive counter on the
 # same reads (tests/real_data.rs, which skips where the reads are not installed, as on a
 # fresh machine's ci/test.sh). Installs (apt) what it needs and the benchmark's tools
@@ -62,10 +63,12 @@ for name in reads_1 longreads; do
             jellyfish count -m "$k" -s 10M -t 2 $strand -o "$tmp/x.jf" "$tmp/$name.fq"
             jellyfish dump -c "$tmp/x.jf" | sort >"$tmp/jellyfish.txt"
             jellyfish histo "$tmp/x.jf" >"$tmp/jellyfish.histo"
-            "$floe_kmer" count -q -m "$k" -t 2 $strand -o "$tmp/floe.txt" "$reads_dir/$name.fq.gz"
-            "$floe_kmer" count -q -m "$k" -t 2 $strand --histo "$reads_dir/$name.fq.gz" >"$tmp/floe.histo"
-            check "$what: counts" "$tmp/jellyfish.txt" "$tmp/floe.txt"
-            check "$what: histogram" "$tmp/jellyfish.histo" "$tmp/floe.histo"
+            for engine in batched delegated; do
+                "$floe_kmer" count -q -m "$k" -t 2 $strand --engine "$engine" -o "$tmp/floe.txt" "$reads_dir/$name.fq.gz"
+                "$floe_kmer" count -q -m "$k" -t 2 $strand --engine "$engine" --histo "$reads_dir/$name.fq.gz" >"$tmp/floe.histo"
+                check "$what, $engine: counts" "$tmp/jellyfish.txt" "$tmp/floe.txt"
+                check "$what, $engine: histogram" "$tmp/jellyfish.histo" "$tmp/floe.histo"
+            done
         done
     done
 done

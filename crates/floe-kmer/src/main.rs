@@ -4,13 +4,13 @@ use std::{
     io::{self, IsTerminal, Write},
     path::{Path, PathBuf},
     process::ExitCode,
-    time::Instant,
+    time::{Duration, Instant},
 };
 
 use clap::{Parser, Subcommand};
 use floe_kmer::{
-    count::{count, Counts, EngineKind, Settings},
-    output::{histogram, write_dump, write_histogram, Filter},
+    count::{count, EngineKind, Settings},
+    output::{write_dump, write_histogram, Filter, Histogram},
     parse::{Input, Source},
     Error,
 };
@@ -165,27 +165,38 @@ fn run(args: &CountArgs) -> Result<(), Error> {
     };
     let counted = count(input, &settings);
     progress.finish_and_clear();
-    let mut counts = counted?;
+    let counts = counted?;
+    let (total, distinct, elapsed) = (counts.total, counts.distinct(), counts.elapsed);
     let written = output.write(|mut out| {
         if args.histo {
-            let histogram = histogram(&counts.kmers, &filter, args.histo_high);
-            write_histogram(&histogram, &mut out)?;
-            Ok(histogram.len() as u64)
+            // Tallied in the table itself: no copy of the k-mers.
+            let mut histogram = Histogram::new(&filter, args.histo_high);
+            counts.for_each(|_, count| histogram.add(count));
+            let lines = histogram.into_lines();
+            write_histogram(&lines, &mut out)?;
+            Ok(lines.len() as u64)
         } else {
-            write_dump(&mut counts.kmers, k, &filter, &mut out)
+            // Copied out (and the table freed) to be sorted.
+            write_dump(&mut counts.into_kmers(), k, &filter, &mut out)
         }
     })?;
     output.commit()?;
     if let (false, Some(written)) = (args.quiet, written) {
-        summary(args, &settings, &counts, written, start);
+        summary(args, &settings, (total, distinct, elapsed), written, start);
     }
     Ok(())
 }
 
 /// The summary line on stderr.
-fn summary(args: &CountArgs, settings: &Settings, counts: &Counts, written: u64, start: Instant) {
-    let seconds = counts.elapsed.as_secs_f64();
-    let rate = counts.total as f64 / seconds.max(1e-9) / 1e6;
+fn summary(
+    args: &CountArgs,
+    settings: &Settings,
+    (total, distinct, elapsed): (u64, usize, Duration),
+    written: u64,
+    start: Instant,
+) {
+    let seconds = elapsed.as_secs_f64();
+    let rate = total as f64 / seconds.max(1e-9) / 1e6;
     let strand = if settings.canonical { "canonical " } else { "" };
     let what = if args.histo {
         "histogram lines"
@@ -195,9 +206,9 @@ fn summary(args: &CountArgs, settings: &Settings, counts: &Counts, written: u64,
     eprintln!(
         "floe-kmer: {} {strand}{}-mers, {} distinct, counted in {seconds:.3} s ({rate:.2} \
          Mk-mers/s; {} threads, {} engine); {written} {what} written, {:.3} s in all",
-        counts.total,
+        total,
         settings.k,
-        counts.kmers.len(),
+        distinct,
         settings.threads,
         settings.engine.name(),
         start.elapsed().as_secs_f64(),

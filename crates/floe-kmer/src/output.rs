@@ -82,13 +82,47 @@ pub fn write_dump(
 /// assert_eq!(histogram, [(2, 1), (5, 2), (10001, 1)]);
 /// ```
 pub fn histogram(kmers: &[(u64, u64)], filter: &Filter, high: u64) -> Vec<(u64, u64)> {
-    let mut buckets = BTreeMap::new();
-    for &(_, count) in kmers.iter().filter(|&&(_, count)| filter.keeps(count)) {
-        *buckets
-            .entry(count.min(high.saturating_add(1)))
-            .or_insert(0u64) += 1;
+    let mut histogram = Histogram::new(filter, high);
+    for &(_, count) in kmers {
+        histogram.add(count);
     }
-    buckets.into_iter().collect()
+    histogram.into_lines()
+}
+
+/// A histogram filled one count at a time (as [`histogram`] makes it), so a table's counts
+/// can be tallied where they are, without a copy of them all.
+#[derive(Clone, Debug)]
+pub struct Histogram<'f> {
+    filter: &'f Filter,
+    high: u64,
+    buckets: BTreeMap<u64, u64>,
+}
+
+impl<'f> Histogram<'f> {
+    /// An empty histogram of the counts `filter` keeps, lumped above `high`.
+    pub fn new(filter: &'f Filter, high: u64) -> Self {
+        Histogram {
+            filter,
+            high,
+            buckets: BTreeMap::new(),
+        }
+    }
+
+    /// Tally one k-mer's count.
+    #[inline]
+    pub fn add(&mut self, count: u64) {
+        if self.filter.keeps(count) {
+            *self
+                .buckets
+                .entry(count.min(self.high.saturating_add(1)))
+                .or_insert(0) += 1;
+        }
+    }
+
+    /// The `(COUNT, NUMBER_OF_KMERS)` lines in increasing order of count.
+    pub fn into_lines(self) -> Vec<(u64, u64)> {
+        self.buckets.into_iter().collect()
+    }
 }
 
 /// Writes a histogram as `COUNT NUMBER_OF_KMERS` lines.

@@ -182,10 +182,17 @@ fn floe_dump(files: Vec<Vec<u8>>, run: &Run) -> (String, u64) {
         size_hint: 16,
         engine: run.engine,
     };
-    let mut counts = count(input, &settings).unwrap();
+    let counts = count(input, &settings).unwrap();
     let mut out = Vec::new();
-    write_dump(&mut counts.kmers, run.k, &Filter::default(), &mut out).unwrap();
-    (String::from_utf8(out).unwrap(), counts.total)
+    let total = counts.total;
+    write_dump(
+        &mut counts.into_kmers(),
+        run.k,
+        &Filter::default(),
+        &mut out,
+    )
+    .unwrap();
+    (String::from_utf8(out).unwrap(), total)
 }
 
 /// The files of `records` as `layout` writes them.

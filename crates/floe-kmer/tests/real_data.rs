@@ -45,9 +45,9 @@ fn bowtie2_example_reads_equal_the_naive_counter() {
                 size_hint: 1 << 16,
                 engine: EngineKind::Batched,
             };
-            let mut counts = count(input, &settings).unwrap();
+            let counts = count(input, &settings).unwrap();
             let mut dump = Vec::new();
-            write_dump(&mut counts.kmers, k, &Filter::default(), &mut dump).unwrap();
+            write_dump(&mut counts.into_kmers(), k, &Filter::default(), &mut dump).unwrap();
             let expected = naive_dump(&sequences, k, canonical);
             // Compared line by line first, so a failure shows where rather than two dumps
             // of a million lines.

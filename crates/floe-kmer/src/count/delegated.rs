@@ -9,7 +9,7 @@ use floe::{
     FlatMap,
 };
 
-use super::{run_workers, Engine, Sink, Worker};
+use super::{run_workers, Engine, Sink, Table, Worker};
 use crate::Error;
 
 /// The partitioned map the workers count into.
@@ -44,10 +44,18 @@ impl Engine for Delegated {
         run_workers(handles.into_iter().map(Counter).collect(), worker)
     }
 
-    fn into_counts(self) -> Result<Vec<(u64, u64)>, Error> {
-        let mut counts = Vec::with_capacity(self.map.len());
-        self.map.for_each(|kmer, count| counts.push((kmer, count)));
-        Ok(counts)
+    fn into_table(self) -> Box<dyn Table> {
+        Box::new(self.map)
+    }
+}
+
+impl Table for Partitioned<u64, u64> {
+    fn for_each(&self, visit: &mut dyn FnMut(u64, u64)) {
+        Partitioned::for_each(self, visit);
+    }
+
+    fn len(&self) -> usize {
+        Partitioned::len(self)
     }
 }
 
@@ -91,7 +99,7 @@ mod tests {
     fn every_kmer_is_counted_on_every_thread() {
         let engine = Delegated::new(1000, 3).unwrap();
         assert_eq!(engine.run(3, &Numbers(5000)).unwrap(), 30_000);
-        let mut counts = engine.into_counts().unwrap();
+        let mut counts = crate::count::table_kmers(&*engine.into_table());
         counts.sort_unstable();
         assert_eq!(counts, (0..5000).map(|k| (k, 6)).collect::<Vec<_>>());
     }

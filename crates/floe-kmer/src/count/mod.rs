@@ -82,11 +82,22 @@ pub trait Engine {
     /// The first worker's or sink's error.
     fn run(&self, threads: usize, worker: &impl Worker) -> Result<u64, Error>;
 
-    /// Every k-mer counted with its count, in any order.
-    ///
-    /// # Errors
-    /// If the engine cannot give its counts.
-    fn into_counts(self) -> Result<Vec<(u64, u64)>, Error>;
+    /// The table of counts, once every worker has finished.
+    fn into_table(self) -> Box<dyn Table>;
+}
+
+/// A finished count's table: the k-mers and their counts where the engine keeps them.
+pub trait Table: Send + Sync {
+    /// Visits every distinct k-mer with its count, in no particular order.
+    fn for_each(&self, visit: &mut dyn FnMut(u64, u64));
+
+    /// Distinct k-mers.
+    fn len(&self) -> usize;
+
+    /// Whether no k-mer was counted.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 /// Runs `worker` once per sink, each on a thread of its own, and finishes every sink. Returns
@@ -164,18 +175,47 @@ pub struct Settings {
     pub engine: EngineKind,
 }
 
-/// A finished count.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A finished count: the table where the engine counted (not copied out, so a histogram is
+/// tallied without a second copy of every k-mer), and what it took.
 pub struct Counts {
-    /// Every distinct k-mer with its count, in no particular order ([`write_dump`] sorts
-    /// them; a histogram needs no order).
-    ///
-    /// [`write_dump`]: crate::output::write_dump
-    pub kmers: Vec<(u64, u64)>,
+    table: Box<dyn Table>,
     /// The k-mers counted (the sum of the counts).
     pub total: u64,
     /// Time spent reading and counting.
     pub elapsed: Duration,
+}
+
+impl Counts {
+    /// Distinct k-mers.
+    pub fn distinct(&self) -> usize {
+        self.table.len()
+    }
+
+    /// Visits every distinct k-mer with its count, in no particular order.
+    pub fn for_each(&self, mut visit: impl FnMut(u64, u64)) {
+        self.table.for_each(&mut visit);
+    }
+
+    /// Every distinct k-mer with its count, in no particular order ([`write_dump`] sorts
+    /// them); the table is freed once they are copied out.
+    ///
+    /// [`write_dump`]: crate::output::write_dump
+    pub fn into_kmers(self) -> Vec<(u64, u64)> {
+        let mut kmers = Vec::with_capacity(self.table.len());
+        self.table
+            .for_each(&mut |kmer, count| kmers.push((kmer, count)));
+        kmers
+    }
+}
+
+impl std::fmt::Debug for Counts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Counts")
+            .field("distinct", &self.distinct())
+            .field("total", &self.total)
+            .field("elapsed", &self.elapsed)
+            .finish()
+    }
 }
 
 /// Counts the k-mers of `input`.
@@ -185,11 +225,12 @@ pub struct Counts {
 /// let source = Source::Bytes { name: "demo".into(), data: b">s\nACGTNacg\n".as_slice().into() };
 /// let input = Input::new(vec![source], indicatif::ProgressBar::hidden()).unwrap();
 /// let settings = Settings { k: 3, canonical: false, threads: 2, size_hint: 100, engine: EngineKind::Batched };
-/// let mut counts = count(input, &settings).unwrap();
-/// counts.kmers.sort();
-/// // ACG twice (the second in lowercase), CGT once; the N breaks the run.
-/// assert_eq!(counts.kmers, [(0b00_01_10, 2), (0b01_10_11, 1)]);
+/// let counts = count(input, &settings).unwrap();
 /// assert_eq!(counts.total, 3);
+/// let mut kmers = counts.into_kmers();
+/// kmers.sort();
+/// // ACG twice (the second in lowercase), CGT once; the N breaks the run.
+/// assert_eq!(kmers, [(0b00_01_10, 2), (0b01_10_11, 1)]);
 /// ```
 ///
 /// # Errors
@@ -211,7 +252,7 @@ pub fn count(mut input: Input, settings: &Settings) -> Result<Counts, Error> {
         stop: AtomicBool::new(false),
     };
     let threads = settings.threads.max(1);
-    let (total, kmers) = match settings.engine {
+    let (total, table) = match settings.engine {
         EngineKind::Batched => run(
             shared::SharedMap::new(settings.size_hint, true)?,
             threads,
@@ -229,27 +270,28 @@ pub fn count(mut input: Input, settings: &Settings) -> Result<Counts, Error> {
         )?,
     };
     let elapsed = start.elapsed();
-    let sum = kmers.iter().fold(0u64, |sum, &(_, n)| sum.wrapping_add(n));
+    let mut sum = 0u64;
+    table.for_each(&mut |_, n| sum = sum.wrapping_add(n));
     if sum != total {
         return Err(Error::Internal(format!(
             "the table holds {sum} k-mers but {total} were counted"
         )));
     }
     Ok(Counts {
-        kmers,
+        table,
         total,
         elapsed,
     })
 }
 
-/// Runs `engine` and takes its counts.
+/// Runs `engine` and takes its table.
 fn run(
     engine: impl Engine,
     threads: usize,
     worker: &Extract,
-) -> Result<(u64, Vec<(u64, u64)>), Error> {
+) -> Result<(u64, Box<dyn Table>), Error> {
     let total = engine.run(threads, worker)?;
-    Ok((total, engine.into_counts()?))
+    Ok((total, engine.into_table()))
 }
 
 /// The worker: parse a chunk under the input's lock, extract its k-mers outside it.
@@ -301,4 +343,12 @@ impl Extract {
         }
         Ok(added)
     }
+}
+
+/// A table's k-mers and counts, for the engines' tests.
+#[cfg(test)]
+pub(crate) fn table_kmers(table: &dyn Table) -> Vec<(u64, u64)> {
+    let mut kmers = Vec::with_capacity(table.len());
+    table.for_each(&mut |kmer, count| kmers.push((kmer, count)));
+    kmers
 }

@@ -4,7 +4,7 @@
 
 use floe::{FlatMap, Request, Response};
 
-use super::{run_workers, Engine, Sink, Worker};
+use super::{run_workers, Engine, Sink, Table, Worker};
 use crate::Error;
 
 /// One map that all workers count into.
@@ -41,16 +41,19 @@ impl Engine for SharedMap {
         }
     }
 
-    fn into_counts(self) -> Result<Vec<(u64, u64)>, Error> {
-        Ok(map_counts(&self.map))
+    fn into_table(self) -> Box<dyn Table> {
+        Box::new(self.map)
     }
 }
 
-/// Every pair of a map whose writers have all returned.
-pub fn map_counts(map: &FlatMap<u64, u64>) -> Vec<(u64, u64)> {
-    let mut counts = Vec::with_capacity(map.len());
-    map.for_each(|kmer, count| counts.push((kmer, count)));
-    counts
+impl Table for FlatMap<u64, u64> {
+    fn for_each(&self, visit: &mut dyn FnMut(u64, u64)) {
+        FlatMap::for_each(self, visit);
+    }
+
+    fn len(&self) -> usize {
+        FlatMap::len(self)
+    }
 }
 
 /// A worker's batches: its requests, reused from batch to batch.
@@ -142,7 +145,7 @@ mod tests {
         for batched in [true, false] {
             let engine = capped(1 << 12, batched);
             assert_eq!(engine.run(3, &Numbers(5000)).unwrap(), 30_000);
-            let mut counts = engine.into_counts().unwrap();
+            let mut counts = crate::count::table_kmers(&*engine.into_table());
             counts.sort_unstable();
             assert_eq!(counts, (0..5000).map(|k| (k, 6)).collect::<Vec<_>>());
         }
