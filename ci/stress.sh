@@ -4,6 +4,7 @@
 #   default 20000, ~10 s each);
 # - the ledger tests (tests/ledger.rs) for FLOE_LEDGER_SECONDS per configuration (default 30:
 #   about 2x10^8 operations, enough to catch the one-in-10^8 slot races they were written for);
+# - delegation (tests/delegate.rs) with 10 x FLOE_STRESS_ROUNDS operations per handle;
 # - persistence (tests/persist.rs): every crash point, and FLOE_KILL_ROUNDS kills (default 400).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,6 +12,8 @@ export FLOE_STRESS_ROUNDS="${FLOE_STRESS_ROUNDS:-20000}"
 export FLOE_LEDGER_SECONDS="${FLOE_LEDGER_SECONDS:-30}"
 cargo test --profile stress -p floe --test stress -- --include-ignored "$@"
 cargo test --profile stress -p floe --test ledger "$@"
+# Delegation: more handles than cores on partitions that grow, shrink and reserve under them.
+cargo test --profile stress -p floe --test delegate -- --include-ignored "$@"
 # Persistence: every crash point of the crash script, and a long kill harness.
 FLOE_CRASH_STRIDE="${FLOE_CRASH_STRIDE:-1}" FLOE_KILL_ROUNDS="${FLOE_KILL_ROUNDS:-400}" \
     cargo test --profile stress -p floe --features crash-points --test persist "$@"

@@ -426,3 +426,99 @@ fn the_configuration_is_checked() {
     assert!(map.is_empty());
     assert!(map.partition(2).is_none());
 }
+
+/// The long form (`ci/stress.sh`, `FLOE_STRESS_ROUNDS`): more handles than cores on
+/// partitions that start tiny and grow many times, while another thread shrinks and
+/// reserves them under the handles; hot counters exact, each handle's own keys (upserts and
+/// removes, checked after every flush against its own model) and its submitted counter's
+/// responses in order.
+#[test]
+#[ignore = "long; ci/stress.sh runs it"]
+fn stress_delegation_through_growth_shrink_and_reserve() {
+    const THREADS: usize = 8;
+    let rounds: u64 = std::env::var("FLOE_STRESS_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(20_000)
+        * 10;
+    let map = Partitioned::<u64, u64>::builder(THREADS)
+        .map(FlatMap::builder().capacity(16))
+        .section(4)
+        .sections(2)
+        .build()
+        .unwrap();
+    let done = std::sync::atomic::AtomicBool::new(false);
+    let handles = map.handles().unwrap();
+    thread::scope(|s| {
+        let (map, done) = (&map, &done);
+        s.spawn(move || {
+            let mut turn = 0usize;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                let partition = map.partition(turn % THREADS).unwrap();
+                if turn.is_multiple_of(3) {
+                    partition.reserve(1 << 10).unwrap();
+                } else {
+                    partition.shrink_to_fit().unwrap();
+                }
+                turn += 1;
+                thread::yield_now();
+            }
+        });
+        let workers: Vec<_> = handles
+            .into_iter()
+            .map(|mut handle| {
+                s.spawn(move || {
+                    let t = handle.index() as u64;
+                    let own = |i: u64| ((t + 1) << 40) | (i % 300);
+                    let counter = ((t + 1) << 40) | (1 << 20);
+                    let mut model = HashMap::new();
+                    let mut seen = Vec::new();
+                    let mut rng = t.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+                    for i in 0..rounds {
+                        rng ^= rng << 13;
+                        rng ^= rng >> 7;
+                        rng ^= rng << 17;
+                        handle.fetch_add(rng % 8, 1).unwrap();
+                        let key = own(rng >> 20);
+                        if rng.is_multiple_of(3) {
+                            handle.remove(key).unwrap();
+                            model.remove(&key);
+                        } else {
+                            handle.upsert(key, i).unwrap();
+                            model.insert(key, i);
+                        }
+                        if i.is_multiple_of(11) {
+                            handle
+                                .submit(i as u32, Request::fetch_add(counter, 1))
+                                .unwrap();
+                        }
+                        if i % 4_096 == 4_095 {
+                            handle.flush(|tag, r| seen.push((tag, r))).unwrap();
+                            for j in 0..300 {
+                                assert_eq!(handle.get(&own(j)), model.get(&own(j)).copied());
+                            }
+                        }
+                    }
+                    handle.close(|tag, r| seen.push((tag, r))).unwrap();
+                    seen.sort_by_key(|&(tag, _)| tag);
+                    for (n, (_, response)) in seen.iter().enumerate() {
+                        let previous = (n > 0).then_some(n as u64);
+                        assert_eq!(*response, Response::FetchAdd(Ok(previous)));
+                    }
+                })
+            })
+            .collect();
+        for worker in workers {
+            worker.join().unwrap();
+        }
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+    let total: u64 = (0..8).map(|k| map.get(&k).unwrap_or(0)).sum();
+    assert_eq!(total, THREADS as u64 * rounds);
+    for index in 0..THREADS {
+        assert_eq!(
+            map.partition(index).unwrap().check_invariants(),
+            map.partition(index).unwrap().len()
+        );
+    }
+}

@@ -9,7 +9,7 @@
 //!
 //! # Engines
 //! An [`Engine`] makes one sink per worker and runs the workers ([`Engine::run`]), then gives
-//! its counts ([`Engine::into_counts`]). `run` is handed the worker as a [`Worker`] whose
+//! its table of counts ([`Engine::into_table`], a [`Table`]). `run` is handed the worker as a [`Worker`] whose
 //! `work` is generic over the sink type, so the engine may build whatever its sinks borrow
 //! (a delegation set-up, per-thread queues) on its own stack, the sinks' loop is compiled
 //! for the sink type, and [`run_workers`] does the spawning and joining for every engine. To
