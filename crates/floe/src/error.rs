@@ -49,8 +49,9 @@ pub enum Error {
     /// [`StorageError`] says what was wrong. A failed open never changes the files.
     Storage(StorageError),
     /// Fire-and-forget updates sent through a [`delegate::Handle`](crate::delegate::Handle)
-    /// failed at their partition's owner (the partition was full); reported by the sender's
-    /// next `flush`. The other updates took effect.
+    /// failed at their partition's owner (no room for their keys: the partition is capped
+    /// and full, or its hasher crowds the keys); reported by the sender's next `flush`. The
+    /// other updates took effect.
     Undelivered {
         /// How many failed.
         updates: usize,
@@ -153,7 +154,7 @@ impl fmt::Display for Error {
             Error::LengthMismatch { keys, values } => write!(f, "{keys} keys but {values} value slots"),
             Error::InsideOperation => f.write_str("called from inside an operation of a floe map on this thread, which it would wait for"),
             Error::Storage(error) => write!(f, "persistent map: {error}"),
-            Error::Undelivered { updates } => write!(f, "{updates} delegated updates failed at their partition's owner (the partition was full)"),
+            Error::Undelivered { updates } => write!(f, "{updates} delegated updates failed at their partition's owner (no room for their keys)"),
             Error::HandlesOut => f.write_str("the partitioned map's handles are out (close them all first)"),
         }
     }

@@ -21,9 +21,11 @@
 //! takes it on each of its turns (when it sends a whole section, polls, flushes, or waits),
 //! so in the steady state the owner alone writes its partition and its hot lines stay in its
 //! cache. A handle that waits for a partition (its queue there is full, or it is flushing)
-//! takes the partition's lock itself and serves a round when the owner is not serving: so
-//! no wait depends on a thread that has stopped calling its handle, or closed it, and
-//! closing needs no barrier. The lock is what keeps each ring single-consumer and
+//! takes the partition's lock itself and serves a round when the owner is not serving, once
+//! the owner has closed its handle or has not made room within a backoff (some spins and
+//! yields: helping sooner would write the partition's hot lines from a second core): so no
+//! wait depends on a thread that has stopped calling its handle, or closed it, and closing
+//! needs no barrier. The lock is what keeps each ring single-consumer and
 //! single-producer.
 //!
 //! # When to use it (and when not)
@@ -134,12 +136,24 @@ struct Partition<K, V, S> {
     /// successful remove; read by senders before an update that may add a key. Read-mostly,
     /// so on its own line.
     full: CachePadded<AtomicBool>,
+    /// Raised when the owner handle closes (lowered by `handles` for the next round): a
+    /// sender waiting for this partition serves it at once instead of giving the owner a
+    /// backoff's time first.
+    abandoned: AtomicBool,
     /// The consuming side of the queues into this partition and the producing side of the
     /// reply queues out of it. Whoever holds the lock serves the partition: its owner handle
     /// on each of its turns, another handle only to help when the owner falls behind or has
     /// closed (so no wait depends on a thread that has stopped calling its handle). The lock
     /// is what makes each ring single-consumer and single-producer (`queue.rs`, rule 3).
     owner: Mutex<Owner<K, V>>,
+}
+
+impl<K, V, S> Partition<K, V, S> {
+    /// Whether the owner handle has closed.
+    #[inline]
+    fn abandoned(&self) -> bool {
+        self.abandoned.load(Ordering::Relaxed)
+    }
 }
 
 /// The serving side of one partition (behind [`Partition::owner`]).
@@ -298,6 +312,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher + Clone> PartitionedBuilder<K, V, S
                 Ok(Partition {
                     map: self.map.clone().capacity(per_partition).build()?,
                     full: CachePadded::new(AtomicBool::new(false)),
+                    abandoned: AtomicBool::new(false),
                     owner: Mutex::new(Owner {
                         // SAFETY: partition `p`'s owner state is the only consumer of the
                         // rings into `p` and the only producer of the rings out of it (one
@@ -349,6 +364,11 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> Partitioned<K, V, S> {
             .is_err()
         {
             return Err(Error::HandlesOut);
+        }
+        for partition in self.partitions.iter() {
+            // Relaxed: the handles reach their threads through a spawn or a channel, which
+            // orders this before their loads.
+            partition.abandoned.store(false, Ordering::Relaxed);
         }
         Ok((0..n)
             .map(|me| Handle {
@@ -588,7 +608,8 @@ impl<K, V, S> fmt::Debug for Partitioned<K, V, S> {
 ///
 /// A handle serves its partition (applies the messages waiting for it) whenever it sends a
 /// full section, [`poll`](Self::poll)s, [`flush`](Self::flush)es, or waits for room in a
-/// queue; while it waits it also serves the partition it waits for, so no handle waits on a
+/// queue; while it waits it also serves the partition it waits for, once that partition's
+/// owner has closed or has not made room within a backoff, so no handle waits for long on a
 /// thread that has stopped calling its handle or has closed it. Still, call it regularly:
 /// messages to a partition whose owner is busy elsewhere wait until its queues fill.
 pub struct Handle<'p, K: InlineKey, V: Inline, S: BuildHasher = DefaultHashBuilder> {
@@ -715,10 +736,14 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> Handle<'_, K, V, S> {
                 Ok(false) => return Ok(()),
                 Err(back) => {
                     // The partition's server is behind: serve our own (it may be waiting on
-                    // us), help serve that one, and retry.
+                    // us), and retry; serve that one too if its owner is gone or does not
+                    // make room within a backoff (serving it at once would write its hot
+                    // lines from here too, which is what delegation is there to avoid).
                     message = back;
                     self.serve();
-                    map.serve(partition);
+                    if backoff.is_completed() || map.partitions[partition].abandoned() {
+                        map.serve(partition);
+                    }
                     backoff.snooze();
                 }
             }
@@ -753,7 +778,10 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> Handle<'_, K, V, S> {
                 // messages and queued their replies before it released them.
                 if !producer.drained() {
                     waiting = true;
-                    map.serve(partition);
+                    // As in `send`: help once the owner is gone or slow.
+                    if backoff.is_completed() || map.partitions[partition].abandoned() {
+                        map.serve(partition);
+                    }
                 }
             }
             if !waiting && self.local.is_empty() {
@@ -784,6 +812,10 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> Handle<'_, K, V, S> {
     fn close_with(&mut self, on_reply: impl FnMut(u32, Response<V>)) -> Result<(), Error> {
         let result = self.flush(on_reply);
         self.closed = true;
+        // Relaxed: a hint; a sender that misses it helps after its backoff anyway.
+        self.map.partitions[self.me]
+            .abandoned
+            .store(true, Ordering::Relaxed);
         // Release: the last handle's decrement hands every handle's published positions
         // (each decremented after its flush; the RMWs form a release sequence) to the
         // Acquire in the next `handles`.
