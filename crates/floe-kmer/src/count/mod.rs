@@ -345,6 +345,22 @@ impl Extract {
     }
 }
 
+/// A worker for the engines' tests: adds the k-mers 0, 1, 2, ... below `n`, each twice, in
+/// batches of 100.
+#[cfg(test)]
+pub(crate) struct Numbers(pub(crate) u64);
+
+#[cfg(test)]
+impl Worker for Numbers {
+    fn work<S: Sink>(&self, sink: &mut S) -> Result<u64, Error> {
+        let kmers: Vec<u64> = (0..self.0).chain(0..self.0).collect();
+        for batch in kmers.chunks(100) {
+            sink.add(batch)?;
+        }
+        Ok(2 * self.0)
+    }
+}
+
 /// A table's k-mers and counts, for the engines' tests.
 #[cfg(test)]
 pub(crate) fn table_kmers(table: &dyn Table) -> Vec<(u64, u64)> {

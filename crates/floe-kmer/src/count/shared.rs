@@ -117,19 +117,7 @@ impl Sink for Unbatched<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Adds the k-mers 0, 1, 2, ... up to `n`, each twice, in batches of 100.
-    struct Numbers(u64);
-
-    impl Worker for Numbers {
-        fn work<S: Sink>(&self, sink: &mut S) -> Result<u64, Error> {
-            let kmers: Vec<u64> = (0..self.0).chain(0..self.0).collect();
-            for batch in kmers.chunks(100) {
-                sink.add(batch)?;
-            }
-            Ok(2 * self.0)
-        }
-    }
+    use crate::count::Numbers;
 
     fn capped(bins: usize, batched: bool) -> SharedMap {
         let map = FlatMap::builder()

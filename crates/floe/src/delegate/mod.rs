@@ -149,10 +149,13 @@ struct Partition<K, V, S> {
 }
 
 impl<K, V, S> Partition<K, V, S> {
-    /// Whether the owner handle has closed.
+    /// Whether a sender waiting for this partition should serve it itself now: its owner
+    /// has closed, or has not made room within the sender's backoff (helping sooner would
+    /// write the partition's hot lines from a second core, which is what delegation is there
+    /// to avoid).
     #[inline]
-    fn abandoned(&self) -> bool {
-        self.abandoned.load(Ordering::Relaxed)
+    fn help_now(&self, backoff: &Backoff) -> bool {
+        backoff.is_completed() || self.abandoned.load(Ordering::Relaxed)
     }
 }
 
@@ -736,12 +739,10 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> Handle<'_, K, V, S> {
                 Ok(false) => return Ok(()),
                 Err(back) => {
                     // The partition's server is behind: serve our own (it may be waiting on
-                    // us), and retry; serve that one too if its owner is gone or does not
-                    // make room within a backoff (serving it at once would write its hot
-                    // lines from here too, which is what delegation is there to avoid).
+                    // us), help that one if it is time to, and retry.
                     message = back;
                     self.serve();
-                    if backoff.is_completed() || map.partitions[partition].abandoned() {
+                    if map.partitions[partition].help_now(&backoff) {
                         map.serve(partition);
                     }
                     backoff.snooze();
@@ -778,8 +779,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> Handle<'_, K, V, S> {
                 // messages and queued their replies before it released them.
                 if !producer.drained() {
                     waiting = true;
-                    // As in `send`: help once the owner is gone or slow.
-                    if backoff.is_completed() || map.partitions[partition].abandoned() {
+                    if map.partitions[partition].help_now(&backoff) {
                         map.serve(partition);
                     }
                 }
