@@ -3,7 +3,9 @@
 # integration tests (shipped in its wheel), libmemcached's memccapable (text and binary
 # protocols), a differential test against Debian's memcached 1.6 (random command streams,
 # every reply compared), and scale-out behind pymemcache's HashClient, twemproxy
-# (nutcracker) and libmemcached's ketama (pylibmc). Installs what it needs (Debian: memcached,
+# (nutcracker) and libmemcached's ketama (pylibmc); warm restarts (-e) through pymemcache
+# beside memcached's own, and floe-server SIGKILLed at random instants
+# (FLOE_SERVER_KILL_ROUNDS, default 40). Installs what it needs (Debian: memcached,
 # libmemcached-tools, nutcracker, libmemcached-dev to build pylibmc; PyPI: pymemcache, pytest,
 # pylibmc). FLOE_DIFF_SEEDS (default 4) sets the differential runs.
 set -euo pipefail
@@ -48,3 +50,10 @@ echo "== differential test against memcached"
 
 echo "== scale-out: HashClient, nutcracker and libmemcached ketama over three floe-servers"
 (cd "$tests" && timeout 300 python3 scale_out.py)
+
+echo "== warm restarts (-e) through pymemcache: floe-server (SIGTERM, SIGKILL) and memcached (SIGUSR1)"
+(cd "$tests" && timeout 300 python3 warm_restart.py)
+
+echo "== floe-server -e killed at random instants (every acknowledged write must come back)"
+FLOE_SERVER_KILL_ROUNDS="${FLOE_SERVER_KILL_ROUNDS:-40}" timeout 900 \
+    cargo test -p floe-server --test persist sigkill -- --nocapture

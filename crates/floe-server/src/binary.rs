@@ -461,7 +461,7 @@ fn execute(
                 0
             };
             session.count(Counter::CmdFlush, 1);
-            session.cache().flush_all(delay, session.now());
+            session.flush_all(delay);
             if !quiet {
                 respond(out, header, status::OK, 0, &[], &[], &[]);
             }

@@ -62,6 +62,11 @@
 //! allocation each) are freed only when they reach a queue's head; until then they count
 //! against `-m`, and a workload of many deletes may evict live items before them.
 //!
+//! **Persistence** (`-e DIR`, `persist.rs`). Each write takes a sequence number inside its
+//! decision (`sequenced`) and, once published, appends the whole new item to its session's
+//! journal buffer, which the session writes to its worker's journal when it ends: before the
+//! replies are sent. A restart restores, for each key, the record with the largest number.
+//!
 //! **Expiry.** An expired or flushed item is never returned: every read checks it, and the
 //! read that finds it unlinks it. Eviction drops expired items first when they reach a
 //! queue's head, and [`Cache::reclaim_expired`] (run by the server's housekeeping thread in
@@ -76,7 +81,9 @@ use std::{
 };
 
 use crossbeam_utils::CachePadded;
-use floe::{hash::DefaultHashBuilder, Compute, Map, MapRef, Operation};
+use floe::{hash::DefaultHashBuilder, Compute, Insert, Map, MapRef, Operation};
+
+use crate::persist::{Kind, Record, Replayed, Restore, Store, StoreError, StoreOptions};
 
 /// A key, shared by the map entry and the eviction queue's node.
 pub type Key = Arc<[u8]>;
@@ -167,6 +174,9 @@ pub struct Item {
     /// on the copy (one extra recache; the token would have to be shared between the copies
     /// to close it; see `touch`).
     token_sent: AtomicBool,
+    /// The sequence number of the write that made it, in a persistent cache (`persist.rs`:
+    /// replay keeps each key's largest); 0 otherwise.
+    seq: u64,
 }
 
 impl Item {
@@ -262,6 +272,7 @@ impl Item {
             key_charged: self.key_charged,
             stale: false,
             token_sent: AtomicBool::new(false),
+            seq: self.seq,
         }
         .with_marks_of(self)
     }
@@ -663,6 +674,39 @@ pub struct Cache {
     /// per-worker counters interleaved by worker id were unique but not ordered across
     /// workers). One uncontended-enough RMW per write: a request's system calls cost far more.
     next_unique: CachePadded<AtomicU64>,
+    /// The persistence directory (`-e`), set once the items it held are restored.
+    store: std::sync::OnceLock<Store>,
+}
+
+/// Why a persistent cache could not be opened.
+#[derive(Debug)]
+pub enum OpenError {
+    /// The index could not be made.
+    Map(floe::Error),
+    /// The directory could not be opened or read.
+    Store(StoreError),
+}
+
+impl core::fmt::Display for OpenError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            OpenError::Map(error) => write!(f, "cannot create the cache: {error}"),
+            OpenError::Store(error) => error.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for OpenError {}
+
+/// What opening a persistent cache restored.
+#[derive(Clone, Debug)]
+pub struct Restored {
+    /// What replay read.
+    pub replayed: Replayed,
+    /// Items restored (replay's winners less those expired since, or over `-M`'s limit).
+    pub items: usize,
+    /// Seconds from the open to the last item restored.
+    pub seconds: f64,
 }
 
 impl Cache {
@@ -720,11 +764,178 @@ impl Cache {
             swept: AtomicU64::new(0),
             expiry_seen: AtomicBool::new(false),
             next_unique: CachePadded::new(AtomicU64::new(1)),
+            store: std::sync::OnceLock::new(),
             settings: Settings {
                 workers,
                 ..settings
             },
         })
+    }
+
+    /// A cache with the system clock whose items are kept in `dir` (`-e`, `persist.rs`):
+    /// what the directory holds is restored first, on one thread per worker.
+    ///
+    /// # Errors
+    /// The directory cannot be created, locked (another server has it) or read, or holds a
+    /// foreign or damaged file (`StoreError` says which); the directory is left as it was.
+    pub fn open(
+        settings: Settings,
+        dir: &std::path::Path,
+        options: StoreOptions,
+    ) -> Result<(Arc<Cache>, Restored), OpenError> {
+        let started = Instant::now();
+        let cache = Arc::new(
+            Self::with_clock(
+                settings,
+                Clock::System(Instant::now()),
+                DefaultHashBuilder::new(),
+            )
+            .map_err(OpenError::Map)?,
+        );
+        let workers = cache.settings.workers;
+        let now_unix = cache.process_started + cache.now() as i64;
+        let mut items = 0;
+        let (store, replayed) = Store::open(dir, workers, options, now_unix, |restore| {
+            items = cache.restore(restore);
+        })
+        .map_err(OpenError::Store)?;
+        if cache.store.set(store).is_err() {
+            unreachable!("the store is set once, here");
+        }
+        let restored = Restored {
+            replayed,
+            items,
+            seconds: started.elapsed().as_secs_f64(),
+        };
+        Ok((cache, restored))
+    }
+
+    /// Restore replay's items (before the store is set, so nothing is journaled again), split
+    /// over one thread per worker, each filling its own eviction queue. Returns how many were
+    /// restored.
+    fn restore(self: &Arc<Self>, restore: Restore<'_>) -> usize {
+        self.flush_generation
+            .store(restore.generation, Ordering::Relaxed);
+        if restore.oldest_live != 0 {
+            let when = (restore.oldest_live - self.process_started).clamp(1, u32::MAX as i64);
+            self.oldest_live.store(when as u32, Ordering::Relaxed);
+            self.note_expiry();
+        }
+        self.next_unique
+            .fetch_max(restore.max_cas.saturating_add(1), Ordering::Relaxed);
+        let workers = self.settings.workers;
+        let chunk = restore.items.len().div_ceil(workers).max(1);
+        std::thread::scope(|scope| {
+            let threads: Vec<_> = restore
+                .items
+                .chunks(chunk)
+                .enumerate()
+                .map(|(id, items)| {
+                    scope.spawn(move || {
+                        let mut worker = self.worker(id);
+                        let mut restored = 0;
+                        // Short sessions: a pin held for the whole restore would keep every
+                        // item evicted meanwhile allocated.
+                        for batch in items.chunks(1024) {
+                            let mut session = worker.session();
+                            for record in batch {
+                                restored += usize::from(session.restore(record));
+                            }
+                        }
+                        restored
+                    })
+                })
+                .collect();
+            threads
+                .into_iter()
+                .map(|thread| thread.join().expect("a restore thread panicked"))
+                .sum()
+        })
+    }
+
+    /// Whether the cache is kept in a directory (`-e`) and still writing it.
+    pub fn is_persistent(&self) -> bool {
+        self.store.get().is_some_and(|store| !store.failed())
+    }
+
+    /// Sync the journals (the housekeeping thread's tick; a no-op without `-e`).
+    pub fn sync(&self) {
+        if let Some(store) = self.store.get() {
+            store.sync();
+        }
+    }
+
+    /// Whether the journals have grown enough to be compacted into a snapshot.
+    pub fn wants_checkpoint(&self) -> bool {
+        self.store.get().is_some_and(Store::wants_compaction)
+    }
+
+    /// Write a snapshot of every valid item and drop the journals it replaces (`persist.rs`,
+    /// "Snapshots"); the housekeeping thread runs it when the journals have grown, and the
+    /// server at a clean stop. Returns the snapshot's bytes (`None` without `-e`). Writers
+    /// go on meanwhile; the map stays pinned while it is read.
+    ///
+    /// # Errors
+    /// A file could not be written; the directory still restores everything (replay reads
+    /// the older snapshot and the journals since).
+    pub fn checkpoint(&self) -> Result<Option<u64>, StoreError> {
+        let Some(store) = self.store.get() else {
+            return Ok(None);
+        };
+        store
+            .compact(|snapshot| {
+                snapshot.push(&self.flush_record(0))?;
+                let map = self.map.pin();
+                let now = self.now();
+                for (key, item) in map.iter() {
+                    if self.validity(item, now).is_ok() {
+                        snapshot.push(&self.item_record(key, item))?;
+                    }
+                }
+                Ok(())
+            })
+            .map(Some)
+    }
+
+    /// Journal bytes since the last snapshot, and snapshots written (for `stats`).
+    pub fn persistence(&self) -> Option<(u64, u64, bool)> {
+        self.store
+            .get()
+            .map(|store| (store.journal_bytes(), store.snapshots(), store.failed()))
+    }
+
+    /// A server time as a Unix time (0 stays 0: never).
+    fn unix_of(&self, time: u32) -> i64 {
+        if time == 0 {
+            0
+        } else {
+            self.process_started + time as i64
+        }
+    }
+
+    /// The record of an item as it stands.
+    fn item_record<'i>(&self, key: &'i [u8], item: &'i Item) -> Record<'i> {
+        Record {
+            key,
+            data: &item.data,
+            flags: item.flags,
+            cas: item.cas,
+            expires: self.unix_of(item.exptime),
+            stored: self.process_started + item.time as i64,
+            generation: item.generation,
+            stale: item.stale,
+            binary_key: item.binary_key,
+            ..Record::new(Kind::Item, item.seq)
+        }
+    }
+
+    /// The record of the flush state now.
+    fn flush_record(&self, seq: u64) -> Record<'static> {
+        Record {
+            generation: self.flush_generation.load(Ordering::Relaxed),
+            expires: self.unix_of(self.oldest_live.load(Ordering::Relaxed)),
+            ..Record::new(Kind::Flush, seq)
+        }
     }
 
     /// The settings it runs with.
@@ -892,6 +1103,7 @@ impl Cache {
         Worker {
             cache: Arc::clone(self),
             id: id % self.settings.workers,
+            journal: Vec::new(),
         }
     }
 
@@ -1016,6 +1228,7 @@ impl Stamp {
             key_charged: false,
             stale: false,
             token_sent: AtomicBool::new(false),
+            seq: 0,
         }
     }
 }
@@ -1036,6 +1249,8 @@ struct Published {
 pub struct Worker {
     cache: Arc<Cache>,
     id: usize,
+    /// Records of the current session's writes, written to the journal when it ends.
+    journal: Vec<u8>,
 }
 
 impl Worker {
@@ -1055,12 +1270,13 @@ impl Worker {
     /// stay valid until the session ends; keep sessions short, one per batch of requests).
     pub fn session(&mut self) -> Session<'_> {
         let now = self.cache.now();
-        let Worker { cache, id } = self;
+        let Worker { cache, id, journal } = self;
         Session {
             map: cache.map.pin(),
             cache,
             id: *id,
             now,
+            journal: core::cell::RefCell::new(journal),
         }
     }
 }
@@ -1071,6 +1287,36 @@ pub struct Session<'w> {
     map: MapRef<'w, Key, Item, DefaultHashBuilder>,
     id: usize,
     now: u32,
+    /// The worker's journal buffer (a `RefCell`: `touch` journals through `&self`).
+    journal: core::cell::RefCell<&'w mut Vec<u8>>,
+}
+
+impl Drop for Session<'_> {
+    /// Write the session's records to the worker's journal: before the event loop sends the
+    /// replies, so a write a client heard of is in the kernel (`persist.rs`).
+    fn drop(&mut self) {
+        let journal = self.journal.get_mut();
+        if journal.is_empty() {
+            return;
+        }
+        if let Some(store) = self.cache.store.get() {
+            store.append(self.id, journal);
+        }
+        journal.clear();
+    }
+}
+
+/// A write's decision with its sequence number taken, in a persistent cache: inside the
+/// decision, after it read the item it replaces (`persist.rs` argues why that orders the
+/// numbers of a key's writes as the map orders the writes).
+fn sequenced<R>(cache: &Cache, operation: Operation<Item, R>) -> Operation<Item, R> {
+    match (cache.store.get(), operation) {
+        (Some(store), Operation::Insert(item)) => Operation::Insert(Item {
+            seq: store.next_seq(),
+            ..item
+        }),
+        (_, operation) => operation,
+    }
 }
 
 impl<'w> Session<'w> {
@@ -1091,6 +1337,92 @@ impl<'w> Session<'w> {
             cell.load(Ordering::Relaxed).wrapping_add(by),
             Ordering::Relaxed,
         );
+    }
+
+    /// Journal the item a write published (a persistent cache only).
+    fn journal_item(&self, key: &[u8], item: &Item) {
+        if self.cache.store.get().is_some() {
+            self.cache
+                .item_record(key, item)
+                .encode(&mut self.journal.borrow_mut());
+        }
+    }
+
+    /// Journal a delete with sequence number `seq` (a persistent cache only).
+    fn journal_delete(&self, key: &[u8], seq: u64) {
+        if self.cache.store.get().is_some() {
+            Record {
+                key,
+                ..Record::new(Kind::Delete, seq)
+            }
+            .encode(&mut self.journal.borrow_mut());
+        }
+    }
+
+    /// `flush_all` (see [`Cache::flush_all`]), journaled.
+    pub fn flush_all(&self, delay: i64) {
+        self.cache.flush_all(delay, self.now);
+        if let Some(store) = self.cache.store.get() {
+            self.cache
+                .flush_record(store.next_seq())
+                .encode(&mut self.journal.borrow_mut());
+        }
+    }
+
+    /// Restore a replayed item (`Cache::restore`); `false` if it expired meanwhile, or
+    /// cannot be had within the memory limit without evicting (`-M`).
+    fn restore(&mut self, record: &Record<'_>) -> bool {
+        let cache = self.cache;
+        let exptime = match record.expires {
+            0 => 0,
+            unix => {
+                let time = unix - cache.process_started;
+                if time <= self.now as i64 {
+                    return false;
+                }
+                cache.note_expiry();
+                time.min(u32::MAX as i64) as u32
+            }
+        };
+        let (charge, node) = (
+            item_charge(record.data.len()),
+            node_charge(record.key.len()),
+        );
+        if too_large(cache, record.key.len(), record.data.len()) || !self.reserve(charge + node) {
+            return false;
+        }
+        let unique = self.next_cas();
+        let item = Item {
+            charge: charge as u32,
+            data: record.data.into(),
+            cas: record.cas,
+            flags: record.flags,
+            exptime,
+            // Stored before this process began: server time 0, older than any flush's.
+            time: (record.stored - cache.process_started).clamp(0, u32::MAX as i64) as u32,
+            generation: cache.flush_generation.load(Ordering::Relaxed),
+            freq: AtomicU8::new(0),
+            fetched: AtomicU8::new(0),
+            last_access: AtomicU32::new(self.now),
+            binary_key: record.binary_key,
+            node: unique,
+            key_charged: false,
+            stale: record.stale,
+            token_sent: AtomicBool::new(false),
+            seq: record.seq,
+        };
+        let key: Key = Arc::from(record.key);
+        match self.map.try_insert(key.clone(), item) {
+            Ok(Insert::Inserted) => {
+                self.enqueue(key, unique, charge);
+                true
+            }
+            // Replay gives each key once; a map that cannot grow refuses it.
+            _ => {
+                cache.used.fetch_sub(charge + node, Ordering::Relaxed);
+                false
+            }
+        }
     }
 
     /// A CAS unique no other write has, larger than every one taken before it (never 0,
@@ -1175,18 +1507,22 @@ impl<'w> Session<'w> {
         let cache = self.cache;
         let now = self.now;
         let outcome = self.map.compute(Arc::from(key), |present| {
-            match present.filter(|item| cache.validity(item, now).is_ok()) {
-                Some(item) => {
-                    Operation::Insert(item.with_exptime(exptime).taking_over(item, key.len()))
-                }
-                None => Operation::Abort(()),
-            }
+            sequenced(
+                cache,
+                match present.filter(|item| cache.validity(item, now).is_ok()) {
+                    Some(item) => {
+                        Operation::Insert(item.with_exptime(exptime).taking_over(item, key.len()))
+                    }
+                    None => Operation::Abort(()),
+                },
+            )
         });
         match outcome {
             Compute::Updated { old, new } => {
                 cache
                     .used
                     .fetch_add(new.charge() - old.charge(), Ordering::Relaxed);
+                self.journal_item(key, new);
                 Some(new)
             }
             _ => None,
@@ -1356,13 +1692,16 @@ impl<'w> Session<'w> {
                     Ok(item)
                 }
             };
-            match (made, replaced) {
-                (Ok(item), Some(replaced)) => {
-                    Operation::Insert(item.taking_over(replaced, key.len()))
-                }
-                (Ok(item), None) => Operation::Insert(item),
-                (Err(why), _) => Operation::Abort(why),
-            }
+            sequenced(
+                cache,
+                match (made, replaced) {
+                    (Ok(item), Some(replaced)) => {
+                        Operation::Insert(item.taking_over(replaced, key.len()))
+                    }
+                    (Ok(item), None) => Operation::Insert(item),
+                    (Err(why), _) => Operation::Abort(why),
+                },
+            )
         });
         let new = match outcome {
             Compute::Inserted(new) => new,
@@ -1373,6 +1712,7 @@ impl<'w> Session<'w> {
             Compute::Aborted(why) => return Err(why),
             Compute::Removed(_) | Compute::Absent => unreachable!("never removes"),
         };
+        self.journal_item(key, new);
         Ok(Published {
             cas,
             unique,
@@ -1421,7 +1761,7 @@ impl<'w> Session<'w> {
         // Set by the decision that applied: an expired or flushed item still in the map
         // counts as absent.
         let mut created = false;
-        let outcome = self.map.compute(key.clone(), |present| {
+        let mut decide = |present: Option<&Item>| {
             created = false;
             let replaced = present;
             let present = present.filter(|item| cache.validity(item, now).is_ok());
@@ -1472,7 +1812,10 @@ impl<'w> Session<'w> {
                     })
                 }
             }
-        });
+        };
+        let outcome = self
+            .map
+            .compute(key.clone(), |present| sequenced(cache, decide(present)));
         let new = match outcome {
             Compute::Inserted(new) => new,
             Compute::Updated { old, new } => {
@@ -1486,6 +1829,7 @@ impl<'w> Session<'w> {
             }
             Compute::Removed(_) | Compute::Absent => unreachable!("never removes"),
         };
+        self.journal_item(&key, new);
         let (stored, queues_node) = (new.charge(), new.node == unique);
         // Reserved what a counter usually takes; a long value rewritten padded takes more.
         self.settle(charge + node, stored + if queues_node { node } else { 0 });
@@ -1501,13 +1845,20 @@ impl<'w> Session<'w> {
         let cache = self.cache;
         let now = self.now;
         let mut mismatch = false;
+        // The delete's sequence number, taken when the test accepts (after it read the item
+        // it removes, as a write's is: `sequenced`).
+        let mut seq = 0;
         let removed = self.map.remove_if(key, |item| {
             mismatch =
                 compare.is_some_and(|cas| item.cas != cas) && cache.validity(item, now).is_ok();
+            if !mismatch {
+                seq = cache.store.get().map_or(0, Store::next_seq);
+            }
             !mismatch
         });
         match removed {
             Some(item) => {
+                self.journal_delete(key, seq);
                 self.cache.used.fetch_sub(item.charge(), Ordering::Relaxed);
                 if self.cache.validity(item, now).is_ok() {
                     self.count(Counter::DeleteHits, 1);
@@ -1564,10 +1915,14 @@ impl<'w> Session<'w> {
             } else {
                 changed
             };
-            Operation::Insert(changed.taking_over(item, key.len()))
+            sequenced(
+                cache,
+                Operation::Insert(changed.taking_over(item, key.len())),
+            )
         });
         match outcome {
             Compute::Updated { old, new } => {
+                self.journal_item(key, new);
                 let (old, new) = (old.charge(), new.charge());
                 if new >= old {
                     cache.used.fetch_add(new - old, Ordering::Relaxed);

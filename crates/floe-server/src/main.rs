@@ -2,6 +2,7 @@
 
 use std::{
     net::{IpAddr, SocketAddr},
+    path::PathBuf,
     process::ExitCode,
     sync::{atomic::AtomicBool, Arc},
     time::Duration,
@@ -9,9 +10,10 @@ use std::{
 
 use clap::{ArgAction, Parser};
 use floe_server::{
-    cache::{Cache, Settings},
+    cache::{Cache, OpenError, Settings},
     log,
-    server::{Config, Server},
+    persist::StoreOptions,
+    server::{checkpoint, Config, Server},
 };
 
 /// A memcached-compatible cache server on floe's lock-free hash map.
@@ -46,6 +48,24 @@ struct Args {
     /// protocol forbids them; memcaslap sends them).
     #[arg(long)]
     lenient_keys: bool,
+    /// Keep the items in this directory (created if need be) and restore them at the next
+    /// start, after a clean stop or a crash: a warm restart (memcached's -e names a file
+    /// for its item memory; here it is a directory of journals and snapshots).
+    #[arg(
+        short = 'e',
+        long = "persist",
+        alias = "memory-file",
+        value_name = "DIR"
+    )]
+    persist: Option<PathBuf>,
+    /// With -e: sync the journals to the disk every this many milliseconds (what a power
+    /// loss may take; a process crash takes nothing acknowledged). 0: only at snapshots.
+    #[arg(long, default_value_t = 1000, value_name = "MS")]
+    persist_sync: u64,
+    /// With -e: write a snapshot (and drop the journals) once they hold this many
+    /// megabytes and more than the last snapshot.
+    #[arg(long, default_value_t = 64, value_name = "MB", value_parser = clap::value_parser!(u64).range(1..=(1 << 30)))]
+    persist_compact: u64,
     /// UDP port (memcached's -U): only 0 (off) is supported.
     #[arg(short = 'U', long = "udp-port", default_value_t = 0)]
     udp_port: u16,
@@ -101,10 +121,36 @@ fn main() -> ExitCode {
         workers: args.threads as usize,
         initial_keys: 1 << 16,
     };
-    let cache = match Cache::new(settings) {
-        Ok(cache) => Arc::new(cache),
+    let opened = match &args.persist {
+        None => Cache::new(settings).map(Arc::new).map_err(OpenError::Map),
+        Some(dir) => {
+            let options = StoreOptions {
+                sync_ms: args.persist_sync,
+                compact_bytes: args.persist_compact << 20,
+            };
+            Cache::open(settings, dir, options).map(|(cache, restored)| {
+                let replayed = &restored.replayed;
+                log!(
+                    1,
+                    "restored {} items from {} ({} records in {} files, {} bytes; {} torn bytes dropped) in {:.3} s",
+                    restored.items,
+                    dir.display(),
+                    replayed.records,
+                    replayed.files,
+                    replayed.bytes,
+                    replayed.torn_bytes,
+                    restored.seconds
+                );
+                cache
+            })
+        }
+    };
+    let cache = match opened {
+        Ok(cache) => cache,
+        // A directory that is foreign, damaged or held by another server is bad input.
+        Err(error @ OpenError::Store(_)) => return usage(&error.to_string()),
         Err(error) => {
-            eprintln!("floe-server: cannot create the cache: {error}");
+            eprintln!("floe-server: {error}");
             return ExitCode::FAILURE;
         }
     };
@@ -119,8 +165,9 @@ fn main() -> ExitCode {
         listen: SocketAddr::new(args.listen, args.port),
         max_connections: args.max_connections,
         housekeeping: true,
+        sync_ms: args.persist_sync,
     };
-    let mut server = match Server::start(cache, &config, Arc::clone(&shutdown)) {
+    let mut server = match Server::start(Arc::clone(&cache), &config, Arc::clone(&shutdown)) {
         Ok(server) => server,
         Err(error) => {
             eprintln!("floe-server: cannot listen on {}: {error}", config.listen);
@@ -138,5 +185,7 @@ fn main() -> ExitCode {
     }
     log!(1, "shutting down");
     server.join();
+    // A clean stop leaves one snapshot, the quickest to restore.
+    checkpoint(&cache);
     ExitCode::SUCCESS
 }

@@ -56,6 +56,23 @@ pub struct Config {
     /// `reclaim_expired` themselves on a manual clock turn it off, so that no sweep of its
     /// own comes between theirs and their counts are exact.
     pub housekeeping: bool,
+    /// With `-e`: sync the journals this often, in milliseconds (rounded up to the
+    /// housekeeping thread's 100 ms tick; 0: never, only snapshots are synced).
+    pub sync_ms: u64,
+}
+
+/// Write a snapshot of a persistent cache (a no-op without `-e`), logging what came of it.
+pub fn checkpoint(cache: &Cache) {
+    let started = std::time::Instant::now();
+    match cache.checkpoint() {
+        Ok(Some(bytes)) => log!(
+            1,
+            "snapshot of {bytes} bytes written in {:.3} s",
+            started.elapsed().as_secs_f64()
+        ),
+        Ok(None) => {}
+        Err(error) => log!(0, "cannot write a snapshot: {error}"),
+    }
 }
 
 /// A running server: its address and a way to stop it.
@@ -109,13 +126,15 @@ impl Server {
         }
         if config.housekeeping {
             let housekeeping_stop = Arc::clone(&shutdown);
+            let sync_ticks = config.sync_ms.div_ceil(100);
             threads.push(
                 std::thread::Builder::new()
                     .name("floe-housekeeping".into())
                     .spawn(move || {
                         // Unlink expired items every few seconds, so their memory comes back
-                        // even if no one asks for them and nothing needs evicting.
-                        let mut ticks = 0u32;
+                        // even if no one asks for them and nothing needs evicting; with `-e`,
+                        // sync the journals every `sync_ms` and compact them once grown.
+                        let mut ticks = 0u64;
                         while !housekeeping_stop.load(Ordering::Relaxed) {
                             std::thread::sleep(Duration::from_millis(100));
                             ticks += 1;
@@ -124,6 +143,12 @@ impl Server {
                                 if unlinked > 0 {
                                     log!(2, "reclaimed {unlinked} expired items");
                                 }
+                            }
+                            if sync_ticks != 0 && ticks.is_multiple_of(sync_ticks) {
+                                cache.sync();
+                            }
+                            if cache.wants_checkpoint() {
+                                checkpoint(&cache);
                             }
                         }
                     })?,

@@ -116,6 +116,13 @@ fn general(out: &mut Vec<u8>, cache: &Cache) {
     // floe-server's own: replies built and not yet sent, over every connection (bounded by
     // the server's output limit per connection).
     stat(out, "pending_output_bytes", cache.pending_output());
+    // With -e: journal bytes since the last snapshot, snapshots written, and whether a
+    // failed write turned persistence off.
+    if let Some((journal_bytes, snapshots, failed)) = cache.persistence() {
+        stat(out, "persist_journal_bytes", journal_bytes);
+        stat(out, "persist_snapshots", snapshots);
+        stat(out, "persist_failed", u8::from(failed));
+    }
 }
 
 fn settings(out: &mut Vec<u8>, cache: &Cache) {

@@ -723,7 +723,7 @@ fn execute(
                 return Outcome::Done;
             };
             session.count(Counter::CmdFlush, 1);
-            session.cache().flush_all(delay, session.now());
+            session.flush_all(delay);
             reply(out, noreply, b"OK\r\n");
             Outcome::Done
         }

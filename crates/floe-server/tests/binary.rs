@@ -19,6 +19,7 @@ fn start(settings: Settings) -> Server {
         listen: "127.0.0.1:0".parse().unwrap(),
         max_connections: 64,
         housekeeping: true,
+        sync_ms: 0,
     };
     Server::start(cache, &config, Arc::new(AtomicBool::new(false))).expect("server")
 }

@@ -1,49 +1,16 @@
 //! The `floe-server` binary: memcached's flags, usage errors (exit code 2), and a clean
 //! shutdown on SIGTERM.
 
+mod common;
+
 use std::{
     io::{BufRead, BufReader, Write},
     net::TcpStream,
-    process::{Command, Stdio},
+    process::Stdio,
     time::{Duration, Instant},
 };
 
-fn server() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_floe-server"))
-}
-
-/// Start the server on port 0 with `-v` and `args`; the child, the port it says it listens
-/// on, and the rest of its log. (A port picked free beforehand can be taken meanwhile by
-/// another test's server: a test once talked to the SIGTERM test's server and read a
-/// connection reset.)
-// The child goes back to the caller, which waits for it; a failed read here ends the test.
-#[allow(clippy::zombie_processes)]
-fn start(
-    args: &[&str],
-) -> (
-    std::process::Child,
-    u16,
-    BufReader<std::process::ChildStderr>,
-) {
-    let mut child = server()
-        .args(["-p", "0", "-l", "127.0.0.1", "-v"])
-        .args(args)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut log = BufReader::new(child.stderr.take().unwrap());
-    loop {
-        let mut line = String::new();
-        if log.read_line(&mut line).unwrap() == 0 {
-            let status = child.wait().unwrap();
-            panic!("the server never listened: {status}");
-        }
-        if let Some(rest) = line.split("listening on 127.0.0.1:").nth(1) {
-            let port = rest.split_whitespace().next().unwrap().parse().unwrap();
-            return (child, port, log);
-        }
-    }
-}
+use common::{libc_kill, server, start};
 
 #[test]
 fn help_and_usage_errors() {
@@ -141,9 +108,4 @@ fn lenient_keys_accept_control_characters() {
         child.wait().unwrap();
         assert_eq!(line, expected, "{flag:?}");
     }
-}
-
-extern "C" {
-    #[link_name = "kill"]
-    fn libc_kill(pid: i32, signal: i32) -> i32;
 }

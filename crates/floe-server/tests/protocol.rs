@@ -26,6 +26,7 @@ fn start_with(settings: Settings, max_connections: usize) -> Running {
         // The tests move the manual clock and sweep themselves: a housekeeping sweep coming
         // between would take some of what theirs should find.
         housekeeping: false,
+        sync_ms: 0,
     };
     let server = Server::start(
         Arc::clone(&cache),

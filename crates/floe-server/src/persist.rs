@@ -1,0 +1,1060 @@
+//! Warm restarts (`floe-server -e DIR`): the cache's items kept in a directory of journals
+//! and snapshots, so a server that was stopped, killed or crashed comes back with its items,
+//! their flags, CAS uniques and expiry times.
+//!
+//! # Design
+//!
+//! **Records name results, not changes.** Every write that changes an item appends the whole
+//! new item to a journal (key, value, flags, CAS unique, expiry as a Unix time, the time it
+//! was stored, its flush generation, the meta protocol's stale mark and key form); a delete
+//! appends the key, a `flush_all` the flush generation and delayed-flush time it left. Each
+//! record carries a sequence number and a CRC32. Since a record is a state, not a step,
+//! replay needs one rule only: for each key, the record with the largest sequence number
+//! wins. And any subset of the records (what a power loss leaves) restores each key to a
+//! state it had, never to a mix of two.
+//!
+//! **Sequence numbers follow the map's order of writes to a key.** A write takes its number
+//! inside its `compute` decision or `remove_if` test (`cache.rs`, `sequenced`), that is
+//! after it read the item it replaces; if its swap then fails, the decision runs again and
+//! takes a new number. Let W1 then W2 be two successful writes of one key in the map's order.
+//! W2's successful decision read W1's result (W2's swap succeeded against it), which W1
+//! published after taking its number; the map's acquire/release on the entry makes W1's
+//! fetch-add happen before W2's, and fetch-adds of one atomic are totally ordered consistently
+//! with happens-before, so seq(W1) < seq(W2). A relaxed counter therefore suffices.
+//!
+//! **A record is in the kernel before its reply is sent.** A worker answers all the requests
+//! one read brought under one session; the session buffers its records and writes them to the
+//! worker's journal with one `write` call when it ends, which is before the event loop sends
+//! the replies. So a process crash (panic, abort, SIGKILL) loses no write a client heard of:
+//! the page cache keeps what was written. A write in flight at the crash was either applied
+//! and written whole, or is absent (a record cut short fails its CRC and ends its journal).
+//! The housekeeping thread syncs the journals every `--persist-sync` milliseconds, so a power
+//! loss or kernel crash loses at most the writes of the last interval, each whole or absent.
+//!
+//! **Snapshots keep the journals short** (compaction). When the journals hold more bytes than
+//! the last snapshot (and at least `--persist-compact` megabytes), and at every clean stop:
+//! 1. every lane (one journal per worker) is switched, under its lock, to a new file of the
+//!    next generation `g + 1`, so from then on records go there;
+//! 2. a snapshot of generation `g + 1` is written from the live map: a temporary file, synced,
+//!    renamed into place, the directory synced;
+//! 3. the snapshot and journals of earlier generations are deleted.
+//!
+//! Replay reads the newest snapshot `s` and every journal of generation `s` or later.
+//! Why nothing is lost: a record written to a journal of generation `g` was applied to the map
+//! before it was written (a session writes after its writes), so before step 1 switched its
+//! lane, so before step 2 began to read the map, which therefore shows that write or a later
+//! one of the key (a key the map no longer holds was deleted later, and that delete's record
+//! is in the map's past too, so the snapshot does not bring it back). Records written after
+//! the switch are in generation `g + 1`'s journals, which replay reads with the snapshot, the
+//! larger sequence number winning either way (a write the snapshot saw may also be in a
+//! journal; a delete that happened while the snapshot was read wins over the item read before
+//! it). A crash before step 2's rename leaves snapshot `g` and journals `g` and `g + 1`, all
+//! read; after it, journals `g` are no longer needed.
+//!
+//! **What is not kept**: read marks (an item's frequency, whether and when it was read, the
+//! win token), and evictions and expiry unlinks (an evicted item can come back after a
+//! restart, which a cache is free to do: it was the key's last value; a memory limit lower
+//! than before evicts as the items are restored). A record of an item that has expired by the
+//! time of the restart is not restored.
+//!
+//! **When the disk fails** (full, or an I/O error): the journal can no longer follow the
+//! cache, and a restart from what it has would bring back values overwritten since. So the
+//! first failed journal write deletes the journals and snapshots (unlinking works on a full
+//! disk), logs why, and the server keeps serving from memory without persistence; its next
+//! start is cold, never stale. A failed snapshot is only logged: the journals still hold
+//! everything, and the next compaction tries again.
+//!
+//! # Files
+//!
+//! ```text
+//! DIR/lock                    held (flock) by the server that has the directory open
+//! DIR/snapshot-<gen>          the items as of a compaction, then an end record
+//! DIR/snapshot-<gen>.tmp      a snapshot being written (removed by the next open)
+//! DIR/journal-<gen>-<lane>    records appended by worker <lane>
+//! ```
+//!
+//! Each file starts with a 32-byte header (magic, format version, generation, lane, CRC32),
+//! so a foreign file or one from another format version is refused by name.
+
+use std::{
+    collections::HashMap,
+    fmt,
+    fs::{self, File, OpenOptions},
+    io::{self, BufWriter, Write},
+    path::{Path, PathBuf},
+    sync::{
+        atomic::{AtomicBool, AtomicU64, Ordering},
+        Arc, Mutex, MutexGuard,
+    },
+    time::Instant,
+};
+
+use crossbeam_utils::CachePadded;
+
+use crate::log;
+
+const JOURNAL_MAGIC: [u8; 8] = *b"floejrnl";
+const SNAPSHOT_MAGIC: [u8; 8] = *b"floesnap";
+/// The format of the files; another is refused.
+pub const FORMAT_VERSION: u32 = 1;
+/// Bytes of a file's header.
+pub const FILE_HEADER: usize = 32;
+/// Bytes of a record's fixed part (the key and the value follow).
+pub const RECORD_HEADER: usize = 56;
+
+/// What a record says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// An item as a write left it.
+    Item = 1,
+    /// The key was deleted.
+    Delete = 2,
+    /// A `flush_all`: the flush generation after it and its delayed time.
+    Flush = 3,
+    /// The end of a snapshot (`seq` is the number of records before it).
+    End = 4,
+}
+
+impl Kind {
+    fn of(byte: u8) -> Option<Kind> {
+        Some(match byte {
+            1 => Kind::Item,
+            2 => Kind::Delete,
+            3 => Kind::Flush,
+            4 => Kind::End,
+            _ => return None,
+        })
+    }
+}
+
+const STALE: u8 = 1;
+const BINARY_KEY: u8 = 2;
+
+/// One record: an item, a delete, a flush or a snapshot's end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Record<'a> {
+    /// What it says.
+    pub kind: Kind,
+    /// Its place in the order of writes to its key (the larger wins).
+    pub seq: u64,
+    /// The key (empty for a flush or an end).
+    pub key: &'a [u8],
+    /// The value bytes (items only).
+    pub data: &'a [u8],
+    /// Client flags.
+    pub flags: u32,
+    /// The CAS unique.
+    pub cas: u64,
+    /// An item's expiry as a Unix time (0: never); a flush's delayed time as a Unix time
+    /// (0: none pending).
+    pub expires: i64,
+    /// When the item was stored, as a Unix time.
+    pub stored: i64,
+    /// The flush generation an item was stored in, or the one a flush left.
+    pub generation: u32,
+    /// Marked stale by a meta invalidation.
+    pub stale: bool,
+    /// Its key was given in base64 (meta `b`).
+    pub binary_key: bool,
+}
+
+impl<'a> Record<'a> {
+    /// A record of `kind` with nothing else set.
+    pub fn new(kind: Kind, seq: u64) -> Record<'a> {
+        Record {
+            kind,
+            seq,
+            key: &[],
+            data: &[],
+            flags: 0,
+            cas: 0,
+            expires: 0,
+            stored: 0,
+            generation: 0,
+            stale: false,
+            binary_key: false,
+        }
+    }
+
+    /// Bytes it takes encoded.
+    pub fn encoded_len(&self) -> usize {
+        RECORD_HEADER + self.key.len() + self.data.len()
+    }
+
+    /// Append the record to `out`: a CRC32 of everything after it, then the fields, the key
+    /// and the value, little-endian.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        let start = out.len();
+        out.reserve(self.encoded_len());
+        out.extend_from_slice(&[0; 4]);
+        out.push(self.kind as u8);
+        out.push(if self.stale { STALE } else { 0 } | if self.binary_key { BINARY_KEY } else { 0 });
+        out.extend_from_slice(&(self.key.len() as u16).to_le_bytes());
+        out.extend_from_slice(&(self.data.len() as u32).to_le_bytes());
+        out.extend_from_slice(&self.flags.to_le_bytes());
+        out.extend_from_slice(&self.generation.to_le_bytes());
+        out.extend_from_slice(&[0; 4]);
+        out.extend_from_slice(&self.seq.to_le_bytes());
+        out.extend_from_slice(&self.cas.to_le_bytes());
+        out.extend_from_slice(&self.expires.to_le_bytes());
+        out.extend_from_slice(&self.stored.to_le_bytes());
+        out.extend_from_slice(self.key);
+        out.extend_from_slice(self.data);
+        let crc = crc32fast::hash(&out[start + 4..]);
+        out[start..start + 4].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    /// The record at the start of `bytes` and its length, or why there is none (cut short,
+    /// a checksum that fails, an unknown kind, a key too long).
+    pub fn decode(bytes: &'a [u8]) -> Result<(Record<'a>, usize), &'static str> {
+        if bytes.len() < RECORD_HEADER {
+            return Err("a record cut short");
+        }
+        let u16_at = |at: usize| u16::from_le_bytes([bytes[at], bytes[at + 1]]);
+        let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
+        let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+        let key_len = u16_at(6) as usize;
+        let data_len = u32_at(8) as usize;
+        if key_len > crate::cache::MAX_KEY_LEN {
+            return Err("a key longer than 250 bytes");
+        }
+        let len = RECORD_HEADER + key_len + data_len;
+        if bytes.len() < len {
+            return Err("a record cut short");
+        }
+        if crc32fast::hash(&bytes[4..len]) != u32_at(0) {
+            return Err("a record whose checksum fails");
+        }
+        let kind = Kind::of(bytes[4]).ok_or("a record of an unknown kind")?;
+        let bits = bytes[5];
+        Ok((
+            Record {
+                kind,
+                seq: u64_at(24),
+                key: &bytes[RECORD_HEADER..RECORD_HEADER + key_len],
+                data: &bytes[RECORD_HEADER + key_len..len],
+                flags: u32_at(12),
+                cas: u64_at(32),
+                expires: u64_at(40) as i64,
+                stored: u64_at(48) as i64,
+                generation: u32_at(16),
+                stale: bits & STALE != 0,
+                binary_key: bits & BINARY_KEY != 0,
+            },
+            len,
+        ))
+    }
+}
+
+/// A file's header: magic, format version, generation, lane, and a CRC32 of those.
+fn file_header(magic: [u8; 8], gen: u64, lane: u32) -> [u8; FILE_HEADER] {
+    let mut header = [0; FILE_HEADER];
+    header[..8].copy_from_slice(&magic);
+    header[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+    header[12..16].copy_from_slice(&lane.to_le_bytes());
+    header[16..24].copy_from_slice(&gen.to_le_bytes());
+    let crc = crc32fast::hash(&header[..24]);
+    header[24..28].copy_from_slice(&crc.to_le_bytes());
+    header
+}
+
+/// Check a file's header against what its name says.
+fn check_header(bytes: &[u8], magic: [u8; 8], gen: u64, lane: u32) -> Result<(), &'static str> {
+    if bytes.len() < FILE_HEADER || bytes[..8] != magic {
+        return Err("not a floe-server file (its magic is wrong)");
+    }
+    if crc32fast::hash(&bytes[..24]).to_le_bytes() != bytes[24..28] || bytes[28..32] != [0; 4] {
+        return Err("its header is damaged (its checksum fails)");
+    }
+    if bytes[8..12] != FORMAT_VERSION.to_le_bytes() {
+        return Err("written by another format version");
+    }
+    if bytes[12..16] != lane.to_le_bytes() || bytes[16..24] != gen.to_le_bytes() {
+        return Err("its header does not match its name");
+    }
+    Ok(())
+}
+
+/// Why a persistence directory could not be opened or written.
+#[derive(Debug)]
+pub enum StoreError {
+    /// An I/O error on a path (what was being done, the path, the error).
+    Io(&'static str, PathBuf, io::Error),
+    /// Another process holds the directory.
+    Locked(PathBuf),
+    /// A file that is not ours, or of another format version.
+    Foreign(PathBuf, &'static str),
+    /// A snapshot that is damaged (where, and what is wrong).
+    Corrupt(PathBuf, u64, &'static str),
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreError::Io(what, path, error) => {
+                write!(f, "cannot {what} {}: {error}", path.display())
+            }
+            StoreError::Locked(path) => write!(
+                f,
+                "{} is in use by another process (its lock is held)",
+                path.display()
+            ),
+            StoreError::Foreign(path, why) => write!(f, "{}: {why}", path.display()),
+            StoreError::Corrupt(path, offset, why) => write!(
+                f,
+                "{} is damaged at byte {offset}: {why} (move the directory away to start cold)",
+                path.display()
+            ),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+fn io_error<'p>(what: &'static str, path: &'p Path) -> impl FnOnce(io::Error) -> StoreError + 'p {
+    move |error| StoreError::Io(what, path.to_path_buf(), error)
+}
+
+/// How the directory is kept.
+#[derive(Clone, Copy, Debug)]
+pub struct StoreOptions {
+    /// Sync the journals this often (milliseconds; 0: only at compactions and a clean stop).
+    pub sync_ms: u64,
+    /// Compact once the journals hold at least this many bytes and more than the last
+    /// snapshot.
+    pub compact_bytes: u64,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            sync_ms: 1000,
+            compact_bytes: 64 << 20,
+        }
+    }
+}
+
+/// What an open found and restored.
+#[derive(Clone, Debug, Default)]
+pub struct Replayed {
+    /// Files read (snapshot and journals).
+    pub files: usize,
+    /// Bytes read.
+    pub bytes: u64,
+    /// Records read.
+    pub records: u64,
+    /// Records that won for their key and were handed to the cache (items only).
+    pub items: usize,
+    /// Bytes at the end of journals that did not form whole records (a write cut short by a
+    /// crash, or lost to a power loss), dropped.
+    pub torn_bytes: u64,
+    /// Seconds spent reading and choosing the records.
+    pub read_seconds: f64,
+}
+
+/// What replay hands the cache to restore.
+pub struct Restore<'a> {
+    /// The items to restore, one per key (expired ones included: the cache drops them).
+    pub items: Vec<Record<'a>>,
+    /// The flush generation the last `flush_all` left.
+    pub generation: u32,
+    /// A delayed `flush_all`'s time as a Unix time (0: none).
+    pub oldest_live: i64,
+    /// The largest CAS unique of any record (new uniques must be larger).
+    pub max_cas: u64,
+}
+
+/// One worker's journal.
+struct Lane {
+    file: Arc<File>,
+}
+
+/// An open persistence directory.
+pub struct Store {
+    dir: PathBuf,
+    /// Held for the store's life: the flock that keeps out a second server.
+    _lock: File,
+    lanes: Box<[CachePadded<Mutex<Lane>>]>,
+    /// The generation the lanes write (changed by a compaction, under `compacting`).
+    generation: AtomicU64,
+    compacting: Mutex<()>,
+    next_seq: CachePadded<AtomicU64>,
+    /// Bytes appended to the journals since the last snapshot.
+    journal_bytes: AtomicU64,
+    /// Bytes of the last snapshot.
+    snapshot_bytes: AtomicU64,
+    snapshots: AtomicU64,
+    failed: AtomicBool,
+    options: StoreOptions,
+}
+
+/// A file in the directory, by what its name says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Name {
+    Snapshot(u64),
+    SnapshotTemporary(u64),
+    Journal(u64, u32),
+}
+
+impl Name {
+    fn parse(name: &str) -> Option<Name> {
+        if let Some(rest) = name.strip_prefix("snapshot-") {
+            return match rest.strip_suffix(".tmp") {
+                Some(gen) => gen.parse().ok().map(Name::SnapshotTemporary),
+                None => rest.parse().ok().map(Name::Snapshot),
+            };
+        }
+        let (gen, lane) = name.strip_prefix("journal-")?.split_once('-')?;
+        Some(Name::Journal(gen.parse().ok()?, lane.parse().ok()?))
+    }
+
+    fn file_name(self) -> String {
+        match self {
+            Name::Snapshot(gen) => format!("snapshot-{gen}"),
+            Name::SnapshotTemporary(gen) => format!("snapshot-{gen}.tmp"),
+            Name::Journal(gen, lane) => format!("journal-{gen}-{lane}"),
+        }
+    }
+
+    fn generation(self) -> u64 {
+        match self {
+            Name::Snapshot(gen) | Name::SnapshotTemporary(gen) | Name::Journal(gen, _) => gen,
+        }
+    }
+}
+
+fn list(dir: &Path) -> Result<Vec<Name>, StoreError> {
+    let mut names = Vec::new();
+    for entry in fs::read_dir(dir).map_err(io_error("read", dir))? {
+        let entry = entry.map_err(io_error("read", dir))?;
+        if let Some(name) = entry.file_name().to_str().and_then(Name::parse) {
+            names.push(name);
+        }
+    }
+    Ok(names)
+}
+
+fn sync_dir(dir: &Path) -> Result<(), StoreError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_error("sync", dir))
+}
+
+impl Store {
+    /// Open (creating it if need be) the directory `dir` for a cache of `lanes` workers;
+    /// read its snapshot and journals and hand what they hold to `restore` (the cache
+    /// restores the items), then start journals of a new generation. `now_unix` is the time
+    /// expiry and delayed flushes are judged at.
+    ///
+    /// # Errors
+    /// The directory cannot be created, read or locked (another server has it), a file is
+    /// foreign or of another format version, or the snapshot is damaged. The directory is
+    /// not changed by an open that fails.
+    pub fn open(
+        dir: &Path,
+        lanes: usize,
+        options: StoreOptions,
+        now_unix: i64,
+        restore: impl FnOnce(Restore<'_>),
+    ) -> Result<(Store, Replayed), StoreError> {
+        fs::create_dir_all(dir).map_err(io_error("create", dir))?;
+        let lock_path = dir.join("lock");
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(io_error("open", &lock_path))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => return Err(StoreError::Locked(dir.into())),
+            Err(fs::TryLockError::Error(error)) => {
+                return Err(StoreError::Io("lock", lock_path, error))
+            }
+        }
+        let started = Instant::now();
+        let names = list(dir)?;
+        let snapshot = names
+            .iter()
+            .filter_map(|name| match name {
+                Name::Snapshot(gen) => Some(*gen),
+                _ => None,
+            })
+            .max();
+        let from = snapshot.unwrap_or(0);
+        let mut journals: Vec<(u64, u32)> = names
+            .iter()
+            .filter_map(|name| match *name {
+                Name::Journal(gen, lane) if gen >= from => Some((gen, lane)),
+                _ => None,
+            })
+            .collect();
+        journals.sort_unstable();
+        let mut replayed = Replayed::default();
+        let read = |name: Name| {
+            let path = dir.join(name.file_name());
+            fs::read(&path).map_err(io_error("read", &path))
+        };
+        let snapshot_bytes = match snapshot {
+            Some(gen) => read(Name::Snapshot(gen))?,
+            None => Vec::new(),
+        };
+        let journal_bytes = journals
+            .iter()
+            .map(|&(gen, lane)| read(Name::Journal(gen, lane)))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut chosen = Chosen::default();
+        if let Some(gen) = snapshot {
+            let path = dir.join(Name::Snapshot(gen).file_name());
+            replayed.files += 1;
+            replayed.bytes += snapshot_bytes.len() as u64;
+            check_header(&snapshot_bytes, SNAPSHOT_MAGIC, gen, 0)
+                .map_err(|why| StoreError::Foreign(path.clone(), why))?;
+            chosen.read_snapshot(&snapshot_bytes, &path, &mut replayed)?;
+        }
+        for (&(gen, lane), bytes) in journals.iter().zip(&journal_bytes) {
+            replayed.files += 1;
+            replayed.bytes += bytes.len() as u64;
+            let path = dir.join(Name::Journal(gen, lane).file_name());
+            if bytes.len() < FILE_HEADER {
+                // Created, its header not (wholly) written when the process stopped.
+                replayed.torn_bytes += bytes.len() as u64;
+                continue;
+            }
+            check_header(bytes, JOURNAL_MAGIC, gen, lane)
+                .map_err(|why| StoreError::Foreign(path.clone(), why))?;
+            let torn = chosen.read_journal(bytes, &mut replayed);
+            if torn > 0 {
+                log!(
+                    1,
+                    "{}: {torn} bytes at its end are not whole records (a write cut short), dropped",
+                    path.display()
+                );
+                replayed.torn_bytes += torn;
+            }
+        }
+        let last_gen = names
+            .iter()
+            .map(|name| name.generation())
+            .max()
+            .unwrap_or(0);
+        let next_seq = chosen.max_seq + 1;
+        let restore_set = chosen.into_restore(now_unix);
+        replayed.items = restore_set.items.len();
+        replayed.read_seconds = started.elapsed().as_secs_f64();
+        restore(restore_set);
+        drop(journal_bytes);
+
+        // A new generation for this run's journals: never append to a file a crash may have
+        // cut short.
+        let gen = last_gen + 1;
+        let store = Store {
+            dir: dir.to_path_buf(),
+            _lock: lock,
+            lanes: (0..lanes as u32)
+                .map(|lane| {
+                    Ok(CachePadded::new(Mutex::new(Lane {
+                        file: Arc::new(create_journal(dir, gen, lane)?),
+                    })))
+                })
+                .collect::<Result<_, StoreError>>()?,
+            generation: AtomicU64::new(gen),
+            compacting: Mutex::new(()),
+            next_seq: CachePadded::new(AtomicU64::new(next_seq)),
+            journal_bytes: AtomicU64::new(
+                replayed.bytes.saturating_sub(snapshot_bytes.len() as u64),
+            ),
+            snapshot_bytes: AtomicU64::new(snapshot_bytes.len() as u64),
+            snapshots: AtomicU64::new(0),
+            failed: AtomicBool::new(false),
+            options,
+        };
+        sync_dir(dir)?;
+        // What earlier runs left that replay no longer reads.
+        for name in names {
+            let stale = match name {
+                Name::SnapshotTemporary(_) => true,
+                Name::Snapshot(g) | Name::Journal(g, _) => g < from,
+            };
+            if stale {
+                let _ = fs::remove_file(dir.join(name.file_name()));
+            }
+        }
+        Ok((store, replayed))
+    }
+
+    /// The options it was opened with.
+    pub fn options(&self) -> StoreOptions {
+        self.options
+    }
+
+    /// The next sequence number (see the module docs for why relaxed suffices).
+    pub fn next_seq(&self) -> u64 {
+        self.next_seq.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Whether writing failed and persistence is off (module docs: the files are gone).
+    pub fn failed(&self) -> bool {
+        self.failed.load(Ordering::Relaxed)
+    }
+
+    /// Bytes appended to the journals since the last snapshot.
+    pub fn journal_bytes(&self) -> u64 {
+        self.journal_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Snapshots written by this run.
+    pub fn snapshots(&self) -> u64 {
+        self.snapshots.load(Ordering::Relaxed)
+    }
+
+    /// Append a session's records to journal `lane` (one `write`).
+    pub fn append(&self, lane: usize, records: &[u8]) {
+        if self.failed() {
+            return;
+        }
+        let written = {
+            let lane = lock(&self.lanes[lane % self.lanes.len()]);
+            (&*lane.file).write_all(records)
+        };
+        match written {
+            Ok(()) => {
+                self.journal_bytes
+                    .fetch_add(records.len() as u64, Ordering::Relaxed);
+            }
+            Err(error) => self.fail(&error),
+        }
+    }
+
+    /// A journal write failed: delete what the directory holds (a restart from it would be
+    /// stale) and stop persisting.
+    fn fail(&self, error: &io::Error) {
+        if self.failed.swap(true, Ordering::Relaxed) {
+            return;
+        }
+        log!(
+            0,
+            "cannot write the journal in {}: {error}; persistence is off and the directory is emptied (the next start is cold)",
+            self.dir.display()
+        );
+        let _compacting = lock(&self.compacting);
+        if let Ok(names) = list(&self.dir) {
+            for name in names {
+                let _ = fs::remove_file(self.dir.join(name.file_name()));
+            }
+        }
+    }
+
+    /// Sync every journal to the disk (the housekeeping thread's tick, and a clean stop). The
+    /// lane's lock is held only to take its file, not while syncing.
+    pub fn sync(&self) {
+        if self.failed() {
+            return;
+        }
+        for lane in self.lanes.iter() {
+            let file = Arc::clone(&lock(lane).file);
+            if let Err(error) = file.sync_data() {
+                self.fail(&error);
+                return;
+            }
+        }
+    }
+
+    /// Whether the journals have grown enough to compact.
+    pub fn wants_compaction(&self) -> bool {
+        let journal = self.journal_bytes();
+        !self.failed()
+            && journal >= self.options.compact_bytes
+            && journal > self.snapshot_bytes.load(Ordering::Relaxed)
+    }
+
+    /// Compact (module docs, steps 1 to 3): switch the lanes to a new generation, write a
+    /// snapshot with `fill` (which pushes every live item), then delete what it replaces.
+    /// Returns the snapshot's size.
+    ///
+    /// # Errors
+    /// A file could not be created, written or synced; the directory is then as consistent
+    /// as before (replay reads the older snapshot and every journal since).
+    pub fn compact(
+        &self,
+        fill: impl FnOnce(&mut SnapshotWriter) -> io::Result<()>,
+    ) -> Result<u64, StoreError> {
+        let _compacting = lock(&self.compacting);
+        if self.failed() {
+            return Ok(0);
+        }
+        let gen = self.generation.load(Ordering::Relaxed) + 1;
+        // Step 1. The bytes counted from here on are the new generation's.
+        self.journal_bytes.store(0, Ordering::Relaxed);
+        for (index, lane) in self.lanes.iter().enumerate() {
+            let file = Arc::new(create_journal(&self.dir, gen, index as u32)?);
+            lock(lane).file = file;
+        }
+        self.generation.store(gen, Ordering::Relaxed);
+        sync_dir(&self.dir)?;
+        // Step 2.
+        let temporary = self.dir.join(Name::SnapshotTemporary(gen).file_name());
+        let written = write_snapshot(&temporary, gen, fill);
+        let size = match written {
+            Ok(size) => size,
+            Err(error) => {
+                let _ = fs::remove_file(&temporary);
+                return Err(StoreError::Io("write the snapshot", temporary, error));
+            }
+        };
+        let path = self.dir.join(Name::Snapshot(gen).file_name());
+        fs::rename(&temporary, &path).map_err(io_error("rename", &temporary))?;
+        sync_dir(&self.dir)?;
+        // Step 3.
+        for name in list(&self.dir)? {
+            if name.generation() < gen {
+                let _ = fs::remove_file(self.dir.join(name.file_name()));
+            }
+        }
+        self.snapshot_bytes.store(size, Ordering::Relaxed);
+        self.snapshots.fetch_add(1, Ordering::Relaxed);
+        Ok(size)
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A thread that panicked while holding a lane left at most a record cut short, which
+    // replay drops: the lane is still usable.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn create_journal(dir: &Path, gen: u64, lane: u32) -> Result<File, StoreError> {
+    let path = dir.join(Name::Journal(gen, lane).file_name());
+    let mut file = OpenOptions::new()
+        .create_new(true)
+        .append(true)
+        .open(&path)
+        .map_err(io_error("create", &path))?;
+    file.write_all(&file_header(JOURNAL_MAGIC, gen, lane))
+        .map_err(io_error("write", &path))?;
+    Ok(file)
+}
+
+fn write_snapshot(
+    path: &Path,
+    gen: u64,
+    fill: impl FnOnce(&mut SnapshotWriter) -> io::Result<()>,
+) -> io::Result<u64> {
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .write(true)
+        .open(path)?;
+    let mut writer = SnapshotWriter {
+        out: BufWriter::with_capacity(1 << 20, file),
+        scratch: Vec::new(),
+        records: 0,
+        bytes: FILE_HEADER as u64,
+    };
+    writer.out.write_all(&file_header(SNAPSHOT_MAGIC, gen, 0))?;
+    fill(&mut writer)?;
+    let end = writer.records;
+    writer.push(&Record::new(Kind::End, end))?;
+    let bytes = writer.bytes;
+    let file = writer.out.into_inner().map_err(|e| e.into_error())?;
+    file.sync_all()?;
+    Ok(bytes)
+}
+
+/// Writes a snapshot's records (given to [`Store::compact`]'s `fill`).
+pub struct SnapshotWriter {
+    out: BufWriter<File>,
+    scratch: Vec<u8>,
+    records: u64,
+    bytes: u64,
+}
+
+impl SnapshotWriter {
+    /// Append one record.
+    pub fn push(&mut self, record: &Record<'_>) -> io::Result<()> {
+        self.scratch.clear();
+        record.encode(&mut self.scratch);
+        self.out.write_all(&self.scratch)?;
+        self.records += 1;
+        self.bytes += self.scratch.len() as u64;
+        Ok(())
+    }
+}
+
+/// The records replay keeps: for each key the one with the largest sequence number, and the
+/// flush state.
+#[derive(Default)]
+struct Chosen<'a> {
+    /// From the snapshot: one record per key (a snapshot holds each key once).
+    snapshot: Vec<Record<'a>>,
+    /// From the journals: the winner per key so far (items and deletes).
+    journal: HashMap<&'a [u8], Record<'a>>,
+    generation: u32,
+    /// The delayed flush of the flush record with the largest sequence number.
+    oldest_live: (u64, i64),
+    max_seq: u64,
+    max_cas: u64,
+}
+
+impl<'a> Chosen<'a> {
+    fn note(&mut self, record: &Record<'a>) {
+        self.max_seq = self.max_seq.max(record.seq);
+        self.max_cas = self.max_cas.max(record.cas);
+        if record.kind == Kind::Flush {
+            // Generations only grow; of two racing flushes the later number may carry the
+            // smaller one.
+            self.generation = self.generation.max(record.generation);
+            if record.seq >= self.oldest_live.0 {
+                self.oldest_live = (record.seq, record.expires);
+            }
+        }
+    }
+
+    fn read_snapshot(
+        &mut self,
+        bytes: &'a [u8],
+        path: &Path,
+        replayed: &mut Replayed,
+    ) -> Result<(), StoreError> {
+        let mut at = FILE_HEADER;
+        let mut records = 0;
+        loop {
+            let (record, len) = Record::decode(&bytes[at..])
+                .map_err(|why| StoreError::Corrupt(path.into(), at as u64, why))?;
+            replayed.records += 1;
+            match record.kind {
+                Kind::End if record.seq == records && at + len == bytes.len() => return Ok(()),
+                Kind::End => {
+                    return Err(StoreError::Corrupt(
+                        path.into(),
+                        at as u64,
+                        "its end record does not match what precedes it",
+                    ))
+                }
+                Kind::Item => self.snapshot.push(record),
+                Kind::Delete => {}
+                Kind::Flush => {}
+            }
+            self.note(&record);
+            records += 1;
+            at += len;
+        }
+    }
+
+    /// Read a journal's records up to the first that is not whole; returns the bytes after
+    /// it (a torn end).
+    fn read_journal(&mut self, bytes: &'a [u8], replayed: &mut Replayed) -> u64 {
+        let mut at = FILE_HEADER;
+        while at < bytes.len() {
+            let Ok((record, len)) = Record::decode(&bytes[at..]) else {
+                break;
+            };
+            replayed.records += 1;
+            self.note(&record);
+            if matches!(record.kind, Kind::Item | Kind::Delete) {
+                self.journal
+                    .entry(record.key)
+                    .and_modify(|held| {
+                        if record.seq > held.seq {
+                            *held = record;
+                        }
+                    })
+                    .or_insert(record);
+            }
+            at += len;
+        }
+        (bytes.len() - at) as u64
+    }
+
+    /// The winning items still valid after the flushes (expiry is left to the cache).
+    fn into_restore(mut self, now_unix: i64) -> Restore<'a> {
+        let mut items = Vec::with_capacity(self.snapshot.len() + self.journal.len());
+        for record in std::mem::take(&mut self.snapshot) {
+            match self.journal.get(record.key) {
+                Some(newer) if newer.seq > record.seq => {}
+                Some(_) => {
+                    self.journal.remove(record.key);
+                    items.push(record);
+                }
+                None => items.push(record),
+            }
+        }
+        items.extend(
+            self.journal
+                .into_values()
+                .filter(|record| record.kind == Kind::Item),
+        );
+        let (generation, oldest_live) = (self.generation, self.oldest_live.1);
+        // A delayed flush whose time has come invalidated every item stored up to it.
+        let flushed = |record: &Record<'_>| {
+            record.generation < generation
+                || (oldest_live != 0 && oldest_live <= now_unix && record.stored <= oldest_live)
+        };
+        items.retain(|record| !flushed(record));
+        Restore {
+            items,
+            generation,
+            oldest_live: if oldest_live > now_unix {
+                oldest_live
+            } else {
+                0
+            },
+            max_cas: self.max_cas,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item<'a>(seq: u64, key: &'a [u8], data: &'a [u8]) -> Record<'a> {
+        Record {
+            key,
+            data,
+            flags: 7,
+            cas: seq * 10,
+            expires: 0,
+            stored: 1_700_000_000,
+            ..Record::new(Kind::Item, seq)
+        }
+    }
+
+    #[test]
+    fn records_round_trip_and_every_flipped_bit_is_caught() {
+        let record = Record {
+            stale: true,
+            binary_key: true,
+            expires: 1_800_000_000,
+            generation: 3,
+            ..item(42, b"key", b"value bytes")
+        };
+        let mut bytes = Vec::new();
+        record.encode(&mut bytes);
+        assert_eq!(bytes.len(), record.encoded_len());
+        assert_eq!(Record::decode(&bytes), Ok((record, bytes.len())));
+        for bit in 0..bytes.len() * 8 {
+            let mut flipped = bytes.clone();
+            flipped[bit / 8] ^= 1 << (bit % 8);
+            assert!(
+                Record::decode(&flipped).map(|(r, _)| r) != Ok(record),
+                "bit {bit} went unnoticed"
+            );
+        }
+        for cut in 0..bytes.len() {
+            assert!(Record::decode(&bytes[..cut]).is_err());
+        }
+    }
+
+    #[test]
+    fn the_largest_sequence_number_wins_whichever_file_holds_it() {
+        let mut snapshot = Vec::new();
+        for record in [item(5, b"a", b"snap-a"), item(9, b"b", b"snap-b")] {
+            record.encode(&mut snapshot);
+        }
+        let mut journal = vec![0; FILE_HEADER];
+        for record in [
+            item(7, b"a", b"journal-a"),
+            item(3, b"b", b"journal-b-older"),
+            Record {
+                key: b"c",
+                ..Record::new(Kind::Delete, 11)
+            },
+            item(10, b"c", b"journal-c-deleted"),
+            item(12, b"d", b"journal-d"),
+        ] {
+            record.encode(&mut journal);
+        }
+        journal.extend_from_slice(&[1, 2, 3]);
+        let mut chosen = Chosen::default();
+        let mut at = 0;
+        while at < snapshot.len() {
+            let (record, len) = Record::decode(&snapshot[at..]).unwrap();
+            chosen.snapshot.push(record);
+            at += len;
+        }
+        let mut replayed = Replayed::default();
+        assert_eq!(chosen.read_journal(&journal, &mut replayed), 3);
+        assert_eq!(chosen.max_seq, 12);
+        let mut items: Vec<_> = chosen
+            .into_restore(0)
+            .items
+            .iter()
+            .map(|r| (r.key.to_vec(), r.data.to_vec()))
+            .collect();
+        items.sort();
+        let expected: Vec<(Vec<u8>, Vec<u8>)> = vec![
+            (b"a".to_vec(), b"journal-a".to_vec()),
+            (b"b".to_vec(), b"snap-b".to_vec()),
+            (b"d".to_vec(), b"journal-d".to_vec()),
+        ];
+        assert_eq!(items, expected);
+    }
+
+    #[test]
+    fn flushes_drop_what_they_flushed() {
+        let mut chosen = Chosen::default();
+        chosen.snapshot.push(item(1, b"old", b"x"));
+        chosen.snapshot.push(Record {
+            generation: 1,
+            stored: 1_700_000_100,
+            ..item(3, b"new", b"y")
+        });
+        chosen.note(&Record {
+            generation: 1,
+            ..Record::new(Kind::Flush, 2)
+        });
+        let restore = chosen.into_restore(1_700_000_200);
+        assert_eq!(restore.generation, 1);
+        let keys: Vec<_> = restore.items.iter().map(|r| r.key).collect();
+        assert_eq!(keys, [b"new"]);
+
+        // A delayed flush whose time came drops what was stored up to it; one still to come
+        // is handed on.
+        for (now, kept, pending) in [(1_700_000_060, 1, 0), (1_700_000_040, 2, 1_700_000_050)] {
+            let mut chosen = Chosen::default();
+            chosen.snapshot.push(Record {
+                stored: 1_700_000_010,
+                ..item(1, b"before", b"x")
+            });
+            chosen.snapshot.push(Record {
+                stored: 1_700_000_055,
+                ..item(2, b"after", b"x")
+            });
+            chosen.note(&Record {
+                expires: 1_700_000_050,
+                ..Record::new(Kind::Flush, 3)
+            });
+            let restore = chosen.into_restore(now);
+            assert_eq!(restore.items.len(), kept);
+            assert_eq!(restore.oldest_live, pending);
+        }
+    }
+
+    #[test]
+    fn names_parse_back() {
+        for name in [
+            Name::Snapshot(3),
+            Name::SnapshotTemporary(4),
+            Name::Journal(5, 12),
+        ] {
+            assert_eq!(Name::parse(&name.file_name()), Some(name));
+        }
+        assert_eq!(Name::parse("journal-x-1"), None);
+        assert_eq!(Name::parse("lock"), None);
+    }
+
+    #[test]
+    fn headers_catch_foreign_and_renamed_files() {
+        let header = file_header(JOURNAL_MAGIC, 4, 1);
+        assert_eq!(check_header(&header, JOURNAL_MAGIC, 4, 1), Ok(()));
+        assert!(check_header(&header, SNAPSHOT_MAGIC, 4, 1).is_err());
+        assert!(check_header(&header, JOURNAL_MAGIC, 5, 1).is_err());
+        assert!(check_header(&header[..20], JOURNAL_MAGIC, 4, 1).is_err());
+        let mut version = header;
+        version[8] = 9;
+        assert!(check_header(&version, JOURNAL_MAGIC, 4, 1).is_err());
+    }
+}
