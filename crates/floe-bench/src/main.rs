@@ -47,6 +47,7 @@ mod simd;
 mod sizes;
 mod skew;
 mod svg;
+mod warm_restart;
 mod workload;
 mod ycsb;
 

@@ -31,8 +31,9 @@ use crate::{dist::Dist, keys::parse_count};
 
 #[derive(Args, Debug)]
 pub struct ServerArgs {
-    /// Servers to measure: floe (floe-server), memcached, and floe=PATH for another
-    /// floe-server build (compared in the same run).
+    /// Servers to measure: floe (floe-server), floe-persist (floe-server -e, its directory
+    /// in --state-dir), memcached, and floe=PATH for another floe-server build (compared in
+    /// the same run).
     #[arg(long, value_delimiter = ',', default_value = "floe,memcached")]
     pub servers: Vec<String>,
     /// Worker threads of each server (-t).
@@ -84,17 +85,44 @@ pub struct ServerArgs {
     /// Requests per server in the cache-aside run.
     #[arg(long, default_value = "2000000", value_parser = parse_count)]
     pub requests: u64,
+    /// Measure warm restarts instead of speed (`warm_restart.rs`): fill, stop, start again
+    /// on the same state (floe-server -e, memcached -e), time until the first hit and until
+    /// every key hits.
+    #[arg(long)]
+    pub warm_restart: bool,
+    /// Where the warm-restart runs keep their state (a tmpfs by default, as memcached asks
+    /// for its memory file).
+    #[arg(long, default_value = "/dev/shm")]
+    pub state_dir: PathBuf,
 }
 
 /// A server process started by the bench; killed on drop.
-struct Running {
-    name: String,
+pub(crate) struct Running {
+    pub(crate) name: String,
     child: Child,
-    address: SocketAddr,
+    pub(crate) address: SocketAddr,
+    /// Stopped and waited for already (`stop_with`).
+    stopped: bool,
+    /// A directory of its own to remove once it has stopped (floe-persist's).
+    state: Option<PathBuf>,
 }
 
 impl Drop for Running {
     fn drop(&mut self) {
+        self.stop();
+        if let Some(state) = self.state.take() {
+            let _ = std::fs::remove_dir_all(state);
+        }
+    }
+}
+
+impl Running {
+    /// Stop the server (unless stopped already): SIGTERM, then SIGKILL after 3 s.
+    fn stop(&mut self) {
+        if self.stopped {
+            return;
+        }
+        self.stopped = true;
         // SIGTERM first (floe-server shuts down cleanly on it), then make sure.
         // SAFETY: `kill` on a child we started and have not reaped.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
@@ -108,9 +136,19 @@ impl Drop for Running {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
-}
 
-impl Running {
+    /// Send `signal` and wait for the server to exit; how long that took.
+    pub(crate) fn stop_with(&mut self, signal: i32) -> Result<Duration, String> {
+        let began = Instant::now();
+        // SAFETY: `kill` on a child we started and have not reaped.
+        unsafe { libc::kill(self.child.id() as i32, signal) };
+        self.child
+            .wait()
+            .map_err(|e| format!("waiting for {}: {e}", self.name))?;
+        self.stopped = true;
+        Ok(began.elapsed())
+    }
+
     /// CPU seconds (user, system) the server has used so far, from `/proc`.
     fn cpu_seconds(&self) -> (f64, f64) {
         let Ok(stat) = std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())) else {
@@ -140,10 +178,17 @@ fn free_port() -> io::Result<u16> {
         .port())
 }
 
-fn start_server(name: &str, args: &ServerArgs, memory_mb: usize) -> Result<Running, String> {
+/// Start server `name` (floe, memcached, floe=PATH) with the bench's flags and `extra`, and
+/// wait until it listens.
+pub(crate) fn start_server(
+    name: &str,
+    args: &ServerArgs,
+    memory_mb: usize,
+    extra: &[&str],
+) -> Result<Running, String> {
     let port = free_port().map_err(|e| format!("no free port: {e}"))?;
     let binary = match name {
-        "floe" => match &args.floe_server {
+        "floe" | "floe-persist" => match &args.floe_server {
             Some(path) => path.clone(),
             None => std::env::current_exe()
                 .map_err(|e| e.to_string())?
@@ -154,7 +199,7 @@ fn start_server(name: &str, args: &ServerArgs, memory_mb: usize) -> Result<Runni
         other if other.starts_with("floe=") => PathBuf::from(&other["floe=".len()..]),
         other => {
             return Err(format!(
-                "unknown server {other:?} (floe, memcached, floe=PATH)"
+                "unknown server {other:?} (floe, floe-persist, memcached, floe=PATH)"
             ))
         }
     };
@@ -179,6 +224,16 @@ fn start_server(name: &str, args: &ServerArgs, memory_mb: usize) -> Result<Runni
         "-U",
         "0",
     ]);
+    command.args(extra);
+    // floe-server with its items kept in a directory (-e) that starts empty: what journaling
+    // every write costs, beside the same server without it.
+    let persist_dir = args
+        .state_dir
+        .join(format!("floe-bench-{}-{port}", std::process::id()));
+    if name == "floe-persist" {
+        let _ = std::fs::remove_dir_all(&persist_dir);
+        command.arg("-e").arg(&persist_dir);
+    }
     // SAFETY: geteuid has no preconditions.
     if name == "memcached" && unsafe { libc::geteuid() } == 0 {
         command.args(["-u", "root"]);
@@ -198,18 +253,21 @@ fn start_server(name: &str, args: &ServerArgs, memory_mb: usize) -> Result<Runni
         name: name.to_string(),
         child,
         address,
+        stopped: false,
+        state: (name == "floe-persist").then_some(persist_dir),
     };
     let deadline = Instant::now() + Duration::from_secs(10);
     while StdStream::connect(address).is_err() {
         if Instant::now() > deadline || matches!(running.child.try_wait(), Ok(Some(_))) {
             return Err(format!("{name} did not start listening on {address}"));
         }
-        std::thread::sleep(Duration::from_millis(20));
+        // Short: the warm-restart runs time how soon a server listens.
+        std::thread::sleep(Duration::from_millis(2));
     }
     Ok(running)
 }
 
-fn key(i: u64) -> [u8; 20] {
+pub(crate) fn key(i: u64) -> [u8; 20] {
     let mut key = *b"key:0000000000000000";
     let mut rest = i;
     for digit in key[4..].iter_mut().rev() {
@@ -271,7 +329,7 @@ fn thread_cpu_seconds() -> f64 {
 
 /// Store every key with a value of `bytes` (pipelined, `noreply`, then one synchronous
 /// request so the load is complete when this returns).
-fn preload(address: SocketAddr, keys: u64, bytes: usize) -> io::Result<()> {
+pub(crate) fn preload(address: SocketAddr, keys: u64, bytes: usize) -> io::Result<()> {
     let mut stream = StdStream::connect(address)?;
     stream.set_read_timeout(Some(Duration::from_secs(60)))?;
     let value = vec![b'v'; bytes];
@@ -536,7 +594,7 @@ fn drive(address: SocketAddr, load: &Load<'_>) -> io::Result<Measured> {
     Ok(measured)
 }
 
-fn median(values: &mut [f64]) -> f64 {
+pub(crate) fn median(values: &mut [f64]) -> f64 {
     values.sort_by(|a, b| a.total_cmp(b));
     values[values.len() / 2]
 }
@@ -571,6 +629,9 @@ pub fn main(args: ServerArgs) -> Result<(), String> {
     if args.cache_aside {
         return cache_aside(&args, &cpu);
     }
+    if args.warm_restart {
+        return crate::warm_restart::run(&args, &cpu);
+    }
     println!(
         "# floe-bench server: {} keys of 20 bytes, {:.0}% gets, {} connections x {} pipelined requests, servers -t {} -m {}{}, {} s per run, median of {}; CPU {cpu}",
         args.keys,
@@ -588,7 +649,7 @@ pub fn main(args: ServerArgs) -> Result<(), String> {
         let servers: Vec<Running> = args
             .servers
             .iter()
-            .map(|name| start_server(name, &args, args.memory_mb))
+            .map(|name| start_server(name, &args, args.memory_mb, &[]))
             .collect::<Result<_, _>>()?;
         for server in &servers {
             preload(server.address, args.keys, bytes)
@@ -682,7 +743,7 @@ fn cache_aside(args: &ServerArgs, cpu: &str) -> Result<(), String> {
         let keys = ((2 * args.memory_mb as u64) << 20) / per_item;
         for &dist in &args.dist {
             for name in &args.servers {
-                let server = start_server(name, args, args.memory_mb)?;
+                let server = start_server(name, args, args.memory_mb, &[])?;
                 let load = Load {
                     args,
                     keys,

@@ -823,6 +823,9 @@ impl Cache {
         }
         self.next_unique
             .fetch_max(restore.max_cas.saturating_add(1), Ordering::Relaxed);
+        // One growth up front rather than one per doubling while the items go in (best
+        // effort: a map that cannot reserve grows as it fills).
+        let _ = self.map.reserve(restore.items.len());
         let workers = self.settings.workers;
         let chunk = restore.items.len().div_ceil(workers).max(1);
         std::thread::scope(|scope| {

@@ -132,14 +132,15 @@ fn main() -> ExitCode {
                 let replayed = &restored.replayed;
                 log!(
                     1,
-                    "restored {} items from {} ({} records in {} files, {} bytes; {} torn bytes dropped) in {:.3} s",
+                    "restored {} items from {} ({} records in {} files, {} bytes; {} torn bytes dropped) in {:.3} s ({:.3} s reading)",
                     restored.items,
                     dir.display(),
                     replayed.records,
                     replayed.files,
                     replayed.bytes,
                     replayed.torn_bytes,
-                    restored.seconds
+                    restored.seconds,
+                    replayed.read_seconds
                 );
                 cache
             })

@@ -1,0 +1,203 @@
+//! `floe-bench server --warm-restart`: how soon a restarted cache serves its items again,
+//! floe-server (`-e DIR`) against memcached (`-e FILE`), on the same items.
+//!
+//! Each run starts a server with its state in `--state-dir`, preloads `--keys` items of the
+//! first `--value-bytes`, stops it and starts it again on the same state, then times, from
+//! the new process's spawn: when it listens, when a get of the first key hits, and when a
+//! sweep of multi-gets over every key has come back (with how many hit). The stops:
+//! - floe-server, SIGTERM: a clean stop writes one snapshot, which the start reads;
+//! - floe-server, SIGKILL: a crash; the start replays the journals the preload wrote;
+//! - memcached, SIGUSR1: its restartable shutdown (it saves its memory file's metadata; a
+//!   memcached killed any other way starts cold).
+//!
+//! The stop's duration and the state's size on disk are reported too. Medians of
+//! `--repeat` runs.
+
+use std::{
+    io::{self, BufRead, BufReader, Read, Write},
+    net::{SocketAddr, TcpStream},
+    path::Path,
+    time::{Duration, Instant},
+};
+
+use crate::server_load::{key, median, preload, start_server, ServerArgs};
+
+/// One restart, timed.
+struct Restart {
+    stop_s: f64,
+    state_bytes: u64,
+    listen_s: f64,
+    first_hit_s: f64,
+    all_keys_s: f64,
+    hits: u64,
+}
+
+/// Bytes under `path` (a file, or a directory's files).
+fn size_of_state(path: &Path) -> u64 {
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => std::fs::read_dir(path)
+            .map(|entries| {
+                entries
+                    .filter_map(|entry| entry.ok()?.metadata().ok())
+                    .map(|meta| meta.len())
+                    .sum()
+            })
+            .unwrap_or(0),
+        Ok(meta) => meta.len(),
+        Err(_) => 0,
+    }
+}
+
+fn remove_state(path: &Path) {
+    let _ = std::fs::remove_dir_all(path);
+    let _ = std::fs::remove_file(path);
+    // memcached's metadata file beside its memory file.
+    let _ = std::fs::remove_file(path.with_extension("meta"));
+}
+
+/// Whether a get of `key` hits.
+fn hits(stream: &mut BufReader<TcpStream>, key: &[u8]) -> io::Result<bool> {
+    let mut request = b"get ".to_vec();
+    request.extend_from_slice(key);
+    request.extend_from_slice(b"\r\n");
+    stream.get_mut().write_all(&request)?;
+    read_values(stream).map(|found| found == 1)
+}
+
+/// Read one get's reply; how many values it held.
+fn read_values(stream: &mut BufReader<TcpStream>) -> io::Result<u64> {
+    let mut found = 0;
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if stream.read_line(&mut line)? == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        if line == "END\r\n" {
+            return Ok(found);
+        }
+        let len: usize = line
+            .split_whitespace()
+            .nth(3)
+            .filter(|_| line.starts_with("VALUE "))
+            .and_then(|len| len.parse().ok())
+            .ok_or_else(|| io::Error::other(format!("unexpected reply {line:?}")))?;
+        let mut data = vec![0; len + 2];
+        stream.read_exact(&mut data)?;
+        found += 1;
+    }
+}
+
+/// Get every key, 100 per request; how many hit.
+fn sweep(stream: &mut BufReader<TcpStream>, keys: u64) -> io::Result<u64> {
+    let mut found = 0;
+    let mut request = Vec::new();
+    for first in (0..keys).step_by(100) {
+        request.clear();
+        request.extend_from_slice(b"get");
+        for i in first..(first + 100).min(keys) {
+            request.push(b' ');
+            request.extend_from_slice(&key(i));
+        }
+        request.extend_from_slice(b"\r\n");
+        stream.get_mut().write_all(&request)?;
+        found += read_values(stream)?;
+    }
+    Ok(found)
+}
+
+fn connect(address: SocketAddr) -> io::Result<BufReader<TcpStream>> {
+    let stream = TcpStream::connect(address)?;
+    stream.set_read_timeout(Some(Duration::from_secs(60)))?;
+    Ok(BufReader::with_capacity(1 << 16, stream))
+}
+
+fn restart_once(
+    name: &str,
+    signal: i32,
+    args: &ServerArgs,
+    state: &Path,
+    bytes: usize,
+) -> Result<Restart, String> {
+    remove_state(state);
+    let state_arg = state.to_str().ok_or("a state path that is not UTF-8")?;
+    let extra = ["-e", state_arg];
+    let failed = |e: io::Error| format!("{name}: {e}");
+    let mut first = start_server(name, args, args.memory_mb, &extra)?;
+    preload(first.address, args.keys, bytes).map_err(failed)?;
+    let stop_s = first.stop_with(signal)?.as_secs_f64();
+    drop(first);
+    let state_bytes = size_of_state(state);
+    // memcached refuses its saved state when restarted within the second of its stop (it
+    // logs "restart incompatible due to setting for [stop_time]" and starts cold); a pause
+    // before every restart keeps the comparison fair, and is not counted.
+    std::thread::sleep(Duration::from_millis(1100));
+    let began = Instant::now();
+    let second = start_server(name, args, args.memory_mb, &extra)?;
+    let listen_s = began.elapsed().as_secs_f64();
+    let mut stream = connect(second.address).map_err(failed)?;
+    let first_key = key(0);
+    while !hits(&mut stream, &first_key).map_err(failed)? {
+        if began.elapsed() > Duration::from_secs(60) {
+            return Err(format!("{name} served no hit within 60 s of its restart"));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let first_hit_s = began.elapsed().as_secs_f64();
+    let hits = sweep(&mut stream, args.keys).map_err(failed)?;
+    let all_keys_s = began.elapsed().as_secs_f64();
+    drop(second);
+    remove_state(state);
+    Ok(Restart {
+        stop_s,
+        state_bytes,
+        listen_s,
+        first_hit_s,
+        all_keys_s,
+        hits,
+    })
+}
+
+pub fn run(args: &ServerArgs, cpu: &str) -> Result<(), String> {
+    let bytes = args.value_bytes[0];
+    println!(
+        "# floe-bench server --warm-restart: {} keys of 20 bytes with {bytes}-byte values, servers -t {} -m {}, state in {}; times from the restarted process's spawn; median of {}; CPU {cpu}",
+        args.keys,
+        args.server_threads,
+        args.memory_mb,
+        args.state_dir.display(),
+        args.repeat
+    );
+    println!("server\tstopped_by\tstop_s\tstate_MiB\tlisten_s\tfirst_hit_s\tall_keys_s\thit%");
+    let mut cases = Vec::new();
+    for name in &args.servers {
+        if name == "memcached" {
+            cases.push((name.as_str(), libc::SIGUSR1, "SIGUSR1"));
+        } else {
+            cases.push((name.as_str(), libc::SIGTERM, "SIGTERM"));
+            cases.push((name.as_str(), libc::SIGKILL, "SIGKILL"));
+        }
+    }
+    for (name, signal, signal_name) in cases {
+        let state = args
+            .state_dir
+            .join(format!("floe-bench-warm-{}-{name}", std::process::id()));
+        let runs = (0..args.repeat)
+            .map(|_| restart_once(name, signal, args, &state, bytes))
+            .collect::<Result<Vec<_>, _>>()?;
+        let column = |f: fn(&Restart) -> f64| {
+            let mut values: Vec<f64> = runs.iter().map(f).collect();
+            median(&mut values)
+        };
+        println!(
+            "{name}\t{signal_name}\t{:.3}\t{:.1}\t{:.3}\t{:.3}\t{:.3}\t{:.2}",
+            column(|r| r.stop_s),
+            column(|r| r.state_bytes as f64) / (1 << 20) as f64,
+            column(|r| r.listen_s),
+            column(|r| r.first_hit_s),
+            column(|r| r.all_keys_s),
+            column(|r| r.hits as f64) * 100.0 / args.keys as f64,
+        );
+    }
+    Ok(())
+}
