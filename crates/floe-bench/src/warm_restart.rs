@@ -10,8 +10,9 @@
 //! - memcached, SIGUSR1: its restartable shutdown (it saves its memory file's metadata; a
 //!   memcached killed any other way starts cold).
 //!
-//! The stop's duration and the state's size on disk are reported too. Medians of
-//! `--repeat` runs.
+//! The stop's duration, the state's size on disk, and a second sweep's time (the same gets
+//! on a server whose items are all back and warm) are reported too. Medians of `--repeat`
+//! runs.
 
 use std::{
     io::{self, BufRead, BufReader, Read, Write},
@@ -30,6 +31,9 @@ struct Restart {
     first_hit_s: f64,
     all_keys_s: f64,
     hits: u64,
+    /// A second sweep's time, once everything is back and warm: what the first sweep would
+    /// take on a server that had never stopped.
+    warm_sweep_s: f64,
 }
 
 /// Bytes under `path` (a file, or a directory's files).
@@ -146,6 +150,9 @@ fn restart_once(
     let first_hit_s = began.elapsed().as_secs_f64();
     let hits = sweep(&mut stream, args.keys).map_err(failed)?;
     let all_keys_s = began.elapsed().as_secs_f64();
+    let warm = Instant::now();
+    sweep(&mut stream, args.keys).map_err(failed)?;
+    let warm_sweep_s = warm.elapsed().as_secs_f64();
     drop(second);
     remove_state(state);
     Ok(Restart {
@@ -155,6 +162,7 @@ fn restart_once(
         first_hit_s,
         all_keys_s,
         hits,
+        warm_sweep_s,
     })
 }
 
@@ -168,7 +176,7 @@ pub fn run(args: &ServerArgs, cpu: &str) -> Result<(), String> {
         args.state_dir.display(),
         args.repeat
     );
-    println!("server\tstopped_by\tstop_s\tstate_MiB\tlisten_s\tfirst_hit_s\tall_keys_s\thit%");
+    println!("server\tstopped_by\tstop_s\tstate_MiB\tlisten_s\tfirst_hit_s\tall_keys_s\thit%\twarm_sweep_s");
     let mut cases = Vec::new();
     for name in &args.servers {
         if name == "memcached" {
@@ -190,13 +198,14 @@ pub fn run(args: &ServerArgs, cpu: &str) -> Result<(), String> {
             median(&mut values)
         };
         println!(
-            "{name}\t{signal_name}\t{:.3}\t{:.1}\t{:.3}\t{:.3}\t{:.3}\t{:.2}",
+            "{name}\t{signal_name}\t{:.3}\t{:.1}\t{:.3}\t{:.3}\t{:.3}\t{:.2}\t{:.3}",
             column(|r| r.stop_s),
             column(|r| r.state_bytes as f64) / (1 << 20) as f64,
             column(|r| r.listen_s),
             column(|r| r.first_hit_s),
             column(|r| r.all_keys_s),
             column(|r| r.hits as f64) * 100.0 / args.keys as f64,
+            column(|r| r.warm_sweep_s),
         );
     }
     Ok(())
