@@ -81,7 +81,9 @@ use std::{
 };
 
 use crossbeam_utils::CachePadded;
-use floe::{hash::DefaultHashBuilder, Compute, Insert, Map, MapRef, Operation};
+use floe::{
+    hash::DefaultHashBuilder, Compute, Insert, Map, MapRef, MapRequest, MapResponse, Operation,
+};
 
 use crate::persist::{Kind, Record, Replayed, Restore, Store, StoreError, StoreOptions};
 
@@ -588,6 +590,16 @@ impl Queues {
             &mut self.main
         }
     }
+
+    /// Queue a new item's node (its key hashing to `hash`): in main if the ghost remembers
+    /// the key (it was evicted from small not long ago), else in small.
+    fn push(&mut self, hash: u64, node: Node) {
+        if self.ghost.take(hash) {
+            self.main.push_back(node);
+        } else {
+            self.small.push_back(node);
+        }
+    }
 }
 
 /// What eviction did with the item a node named.
@@ -840,10 +852,7 @@ impl Cache {
                         // Short sessions: a pin held for the whole restore would keep every
                         // item evicted meanwhile allocated.
                         for batch in items.chunks(1024) {
-                            let mut session = worker.session();
-                            for record in batch {
-                                restored += usize::from(session.restore(record));
-                            }
+                            restored += worker.session().restore(batch);
                         }
                         restored
                     })
@@ -1372,16 +1381,64 @@ impl<'w> Session<'w> {
         }
     }
 
-    /// Restore a replayed item (`Cache::restore`); `false` if it expired meanwhile, or
-    /// cannot be had within the memory limit without evicting (`-M`).
-    fn restore(&mut self, record: &Record<'_>) -> bool {
+    /// Restore replayed items (`Cache::restore`) in one batch of inserts (each bin prefetched
+    /// ahead, DLHT's batches: the map's lines are what a restore waits on); returns how many
+    /// were restored. An item is left out if it expired meanwhile or cannot be had within the
+    /// memory limit without evicting (`-M`).
+    fn restore(&mut self, records: &[Record<'_>]) -> usize {
+        let mut items = Vec::with_capacity(records.len());
+        for record in records {
+            if let Some(item) = self.restored_item(record) {
+                items.push((Key::from(record.key), item));
+            }
+        }
+        // Each inserted item's queue node: key, id, charge.
+        let nodes: Vec<(Key, u64, usize)> = items
+            .iter()
+            .map(|(key, item)| (key.clone(), item.node, item.charge()))
+            .collect();
+        let mut inserted = Vec::with_capacity(nodes.len());
+        let requests = items
+            .into_iter()
+            .map(|(key, item)| MapRequest::<_, _, [u8]>::Insert(key, item));
+        self.map.batch().run_each(requests, |i, response| {
+            if matches!(response, MapResponse::Insert(Ok(Insert::Inserted))) {
+                inserted.push(i);
+            } else {
+                // Replay gives each key once; a map that cannot grow refuses it.
+                let (key, _, charge) = &nodes[i];
+                self.cache
+                    .used
+                    .fetch_sub(charge + node_charge(key.len()), Ordering::Relaxed);
+            }
+        });
+        let restored = inserted.len();
+        let mut queues = lock(&self.cache.queues[self.id]);
+        for i in inserted {
+            let (key, id, charge) = nodes[i].clone();
+            let hash = self.cache.hash(&key);
+            queues.push(
+                hash,
+                Node {
+                    key,
+                    id,
+                    charge: charge as u32,
+                },
+            );
+        }
+        restored
+    }
+
+    /// The item a replayed record restores, charged against the memory limit; `None` if it
+    /// expired meanwhile or does not fit (`-M`).
+    fn restored_item(&mut self, record: &Record<'_>) -> Option<Item> {
         let cache = self.cache;
         let exptime = match record.expires {
             0 => 0,
             unix => {
                 let time = unix - cache.process_started;
                 if time <= self.now as i64 {
-                    return false;
+                    return None;
                 }
                 cache.note_expiry();
                 time.min(u32::MAX as i64) as u32
@@ -1392,10 +1449,9 @@ impl<'w> Session<'w> {
             node_charge(record.key.len()),
         );
         if too_large(cache, record.key.len(), record.data.len()) || !self.reserve(charge + node) {
-            return false;
+            return None;
         }
-        let unique = self.next_cas();
-        let item = Item {
+        Some(Item {
             charge: charge as u32,
             data: record.data.into(),
             cas: record.cas,
@@ -1408,24 +1464,12 @@ impl<'w> Session<'w> {
             fetched: AtomicU8::new(0),
             last_access: AtomicU32::new(self.now),
             binary_key: record.binary_key,
-            node: unique,
+            node: self.next_cas(),
             key_charged: false,
             stale: record.stale,
             token_sent: AtomicBool::new(false),
             seq: record.seq,
-        };
-        let key: Key = Arc::from(record.key);
-        match self.map.try_insert(key.clone(), item) {
-            Ok(Insert::Inserted) => {
-                self.enqueue(key, unique, charge);
-                true
-            }
-            // Replay gives each key once; a map that cannot grow refuses it.
-            _ => {
-                cache.used.fetch_sub(charge + node, Ordering::Relaxed);
-                false
-            }
-        }
+        })
     }
 
     /// A CAS unique no other write has, larger than every one taken before it (never 0,
@@ -2115,17 +2159,14 @@ impl<'w> Session<'w> {
     /// node's charge was reserved with the item's.
     fn enqueue(&self, key: Key, id: u64, charge: usize) {
         let hash = self.cache.hash(&key);
-        let mut queues = lock(&self.cache.queues[self.id]);
-        let node = Node {
-            key,
-            id,
-            charge: charge as u32,
-        };
-        if queues.ghost.take(hash) {
-            queues.main.push_back(node);
-        } else {
-            queues.small.push_back(node);
-        }
+        lock(&self.cache.queues[self.id]).push(
+            hash,
+            Node {
+                key,
+                id,
+                charge: charge as u32,
+            },
+        );
     }
 }
 

@@ -423,6 +423,40 @@ impl Name {
     }
 }
 
+/// A file's bytes, mapped rather than copied: replay reads hundreds of megabytes, and a copy
+/// would be a fresh page to zero and fill for every page of the file.
+enum FileBytes {
+    Mapped(memmap2::Mmap),
+    Empty,
+}
+
+impl FileBytes {
+    fn map(path: &Path) -> io::Result<FileBytes> {
+        let file = File::open(path)?;
+        if file.metadata()?.len() == 0 {
+            return Ok(FileBytes::Empty);
+        }
+        // SAFETY: a read-only private mapping of a file in the directory this process holds
+        // locked (flock), so no other floe-server writes or truncates it while it is mapped;
+        // another program that truncated it meanwhile would end the process with SIGBUS, as
+        // with any mapped file (the directory is the server's own).
+        let mapped = unsafe { memmap2::Mmap::map(&file)? };
+        let _ = mapped.advise(memmap2::Advice::Sequential);
+        Ok(FileBytes::Mapped(mapped))
+    }
+}
+
+impl core::ops::Deref for FileBytes {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match self {
+            FileBytes::Mapped(mapped) => mapped,
+            FileBytes::Empty => &[],
+        }
+    }
+}
+
 fn list(dir: &Path) -> Result<Vec<Name>, StoreError> {
     let mut names = Vec::new();
     for entry in fs::read_dir(dir).map_err(io_error("read", dir))? {
@@ -493,17 +527,18 @@ impl Store {
         let mut replayed = Replayed::default();
         let read = |name: Name| {
             let path = dir.join(name.file_name());
-            fs::read(&path).map_err(io_error("read", &path))
+            FileBytes::map(&path).map_err(io_error("read", &path))
         };
         let snapshot_bytes = match snapshot {
             Some(gen) => read(Name::Snapshot(gen))?,
-            None => Vec::new(),
+            None => FileBytes::Empty,
         };
         let journal_bytes = journals
             .iter()
             .map(|&(gen, lane)| read(Name::Journal(gen, lane)))
             .collect::<Result<Vec<_>, _>>()?;
         let mut chosen = Chosen::default();
+        let mut empty = Vec::new();
         if let Some(gen) = snapshot {
             let path = dir.join(Name::Snapshot(gen).file_name());
             replayed.files += 1;
@@ -516,9 +551,14 @@ impl Store {
             replayed.files += 1;
             replayed.bytes += bytes.len() as u64;
             let path = dir.join(Name::Journal(gen, lane).file_name());
-            if bytes.len() < FILE_HEADER {
-                // Created, its header not (wholly) written when the process stopped.
-                replayed.torn_bytes += bytes.len() as u64;
+            if bytes.len() <= FILE_HEADER {
+                // Nothing written (a run that stopped before its first write), or its header
+                // not wholly written when the process stopped: nothing to read, and removed
+                // below once the open has succeeded.
+                if bytes.len() < FILE_HEADER {
+                    replayed.torn_bytes += bytes.len() as u64;
+                }
+                empty.push(Name::Journal(gen, lane));
                 continue;
             }
             check_header(bytes, JOURNAL_MAGIC, gen, lane)
@@ -574,6 +614,7 @@ impl Store {
         for name in names {
             let stale = match name {
                 Name::SnapshotTemporary(_) => true,
+                Name::Journal(..) if empty.contains(&name) => true,
                 Name::Snapshot(g) | Name::Journal(g, _) => g < from,
             };
             if stale {
