@@ -86,6 +86,18 @@ pub(crate) struct Config {
     pub(crate) max_bins: usize,
     /// The most bytes a map prepares ahead for its next growth (`raw/prepare.rs`); 0: none.
     pub(crate) grow_ahead: usize,
+    /// Threads a persistent map's recovery sweeps with (`raw/recover.rs`); 0: one a core.
+    pub(crate) recovery_threads: usize,
+}
+
+impl Config {
+    /// Threads a recovery sweep runs on: as set, or one per core the process may use.
+    pub(crate) fn recovery_threads(&self) -> usize {
+        match self.recovery_threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            threads => threads,
+        }
+    }
 }
 
 impl Default for Config {
@@ -100,6 +112,7 @@ impl Default for Config {
             resize_mode: ResizeMode::Incremental,
             max_bins: usize::MAX,
             grow_ahead: usize::MAX,
+            recovery_threads: 0,
         }
     }
 }

@@ -106,7 +106,9 @@
 //! Opening after a crash sweeps the tables once: inserts stopped between their commit and
 //! store are undone, deletes between their retire and free completed, open shadow inserts
 //! aborted, pool cursors and the key count recounted, and an interrupted growth's moves
-//! rebuilt and the growth finished (`src/raw/recover.rs` argues each case). Files made for
+//! rebuilt and the growth finished (`src/raw/recover.rs` argues each case). The sweep runs on
+//! one thread per core ([`Builder::recovery_threads`]), and gives the same map on any number.
+//! Files made for
 //! other key, value or hasher types, by another format version, damaged (a checksummed
 //! superblock; link words and keys checked against the geometry and the hash), missing,
 //! truncated or locked by another process are refused with an [`Error::Storage`] that says

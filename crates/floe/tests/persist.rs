@@ -277,6 +277,17 @@ fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok()?.parse().ok()
 }
 
+/// In a child (`FLOE_PERSIST_CHILD` names its directory): the directory, and a new persistent
+/// map there sized for `capacity` keys. `None` when run as a test of its own.
+fn child_map(capacity: usize) -> Option<(PathBuf, Persistent)> {
+    let dir = PathBuf::from(std::env::var("FLOE_PERSIST_CHILD").ok()?);
+    let map = FlatMap::<u64, u64>::builder()
+        .capacity(capacity)
+        .build_persistent(&dir)
+        .expect("create");
+    Some((dir, map))
+}
+
 /// The child of `kill_harness` (does nothing when run as a test of its own).
 #[test]
 fn child_kill_workload() {
@@ -365,14 +376,10 @@ fn kill_harness() {
 /// through several growths, a shrink and a reserve.
 #[test]
 fn child_crash_script() {
-    let Ok(dir) = std::env::var("FLOE_PERSIST_CHILD") else {
+    let Some((_, map)) = child_map(8) else {
         return;
     };
     let out = std::sync::Mutex::new(std::io::stdout());
-    let map = FlatMap::<u64, u64>::builder()
-        .capacity(8)
-        .build_persistent(&dir)
-        .expect("create");
     let keys = env_u64("FLOE_CRASH_KEYS").unwrap_or(200);
     for key in 0..keys {
         reported(&out, &map, key, Op::Insert(key * 10));
@@ -728,4 +735,92 @@ fn power_loss_keeps_the_checkpoint() {
             }
         }
     }
+}
+
+/// The child of `recovery_threads_agree`: two threads insert keys (and remove every fifth
+/// they inserted before) into a map that grows from 64 keys, until the parent kills it.
+#[test]
+fn child_fill_until_killed() {
+    let Some((_, map)) = child_map(64) else {
+        return;
+    };
+    std::thread::scope(|scope| {
+        for thread in 0..2u64 {
+            let map = &map;
+            scope.spawn(move || {
+                for step in 0u64.. {
+                    let key = (step * 2 + thread).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                    map.insert(key, step);
+                    if step.is_multiple_of(5) && step > 0 {
+                        map.remove(&(step / 2 * 2 + thread).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+                    }
+                }
+            });
+        }
+    });
+}
+
+/// Copy the files of the map in `from` into a fresh directory.
+fn copy_map(from: &Path, name: &str) -> Scratch {
+    let copy = Scratch::new(name);
+    std::fs::create_dir_all(copy.path()).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, copy.path().join(path.file_name().unwrap())).unwrap();
+    }
+    copy
+}
+
+/// Recovery on several threads gives exactly the map and the report recovery on one gives:
+/// maps killed at random instants while two threads fill them (some mid-growth, so the moves
+/// a crash interrupted are rebuilt in parallel too), each recovered from two copies of the
+/// same files, on one thread and on four.
+#[test]
+fn recovery_threads_agree() {
+    let mut rng = Rng(0x7417);
+    let (mut large, mut rebuilt) = (0, 0);
+    for round in 0..5 {
+        let scratch = Scratch::new("threads");
+        let mut child = spawn_child(
+            "child_fill_until_killed",
+            &[("FLOE_PERSIST_CHILD", scratch.path().display().to_string())],
+        );
+        std::thread::sleep(Duration::from_millis(300 + rng.below(900)));
+        child.kill().expect("SIGKILL the child");
+        child.wait().expect("wait");
+        let copies = [
+            copy_map(scratch.path(), "one"),
+            copy_map(scratch.path(), "four"),
+        ];
+        let [(one, by_one), (four, by_four)] =
+            [(&copies[0], 1), (&copies[1], 4)].map(|(copy, threads)| {
+                FlatMap::<u64, u64>::builder()
+                    .recovery_threads(threads)
+                    .open(copy.path())
+                    .unwrap_or_else(|error| panic!("round {round}: reopen failed: {error}"))
+            });
+        assert_eq!(by_one, by_four, "round {round}");
+        assert_eq!(by_one.damaged, 0, "round {round}");
+        assert_eq!(one.check_invariants(), four.check_invariants());
+        let mut keys_one: Vec<(u64, u64)> = one.iter().collect();
+        let mut keys_four: Vec<(u64, u64)> = four.iter().collect();
+        keys_one.sort_unstable();
+        keys_four.sort_unstable();
+        assert_eq!(keys_one.len(), by_one.keys, "round {round}");
+        assert!(keys_one == keys_four, "round {round}: the maps differ");
+        assert_eq!(one.stats().bins, four.stats().bins);
+        large += usize::from(one.stats().bins >= 1 << 16);
+        rebuilt += by_one.moves_rebuilt;
+        eprintln!(
+            "round {round}: {} keys in {} bins, {} moves rebuilt",
+            by_one.keys,
+            one.stats().bins,
+            by_one.moves_rebuilt
+        );
+    }
+    assert!(
+        large > 0,
+        "no map grew past a few sweep chunks: the threads were not tried"
+    );
+    eprintln!("{rebuilt} moves rebuilt in all");
 }

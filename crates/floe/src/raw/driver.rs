@@ -27,6 +27,7 @@ use super::{
 };
 #[cfg(not(loom))]
 use super::{
+    recover::{Sweeper, WithRehash},
     store::{Store, Superblock, TableRecord},
     Swept,
 };
@@ -1287,6 +1288,8 @@ impl RawMap {
     /// Open the persistent map `store` holds (its superblock `block`, checked by the caller
     /// against the facade's types), recovering its tables if it was not closed cleanly, and
     /// finishing a growth or shrink a crash interrupted. What recovery found is returned.
+    /// The sweep runs on `config.recovery_threads` threads, each hashing with its own hasher
+    /// (`with_rehash`, from the seed in `block`); `rehash` serves this thread afterwards.
     ///
     /// # Errors
     /// [`Error::Storage`] for files that are missing, damaged or do not match the superblock;
@@ -1297,6 +1300,7 @@ impl RawMap {
         store: Store,
         block: Superblock,
         rehash: Rehash<'_>,
+        with_rehash: WithRehash,
     ) -> Result<(Self, Swept), Error> {
         let loader =
             Loader::new(config.backend).ok_or(Error::UnsupportedBackend(config.backend))?;
@@ -1325,16 +1329,17 @@ impl RawMap {
             0 => None,
             _ => Some(open(&block.next)?),
         };
-        let bin_of = |table: &RawTable| {
-            let bins = table.bins();
-            move |word: u64| fastrange(rehash(word), bins)
+        let sweeper = Sweeper {
+            loader,
+            threads: config.recovery_threads(),
+            seed: block.identity.seed,
+            with_rehash,
         };
         let damaged = |why| Err(Error::Storage(crate::error::StorageError::Corrupt(why)));
         if block.clean {
             // Closed cleanly: nothing to settle. Check before writing anything.
-            let bad_links = current.recover_links(false);
-            let checked = current.recover_bins(&bin_of(&current), false);
-            if next.is_some() || bad_links > 0 || checked.misplaced > 0 {
+            let (chained, checked) = sweeper.settle(&current, false);
+            if next.is_some() || chained.cut > 0 || checked.misplaced > 0 {
                 return damaged("a table of a cleanly closed map is inconsistent");
             }
             if checked.keys as u64 != block.keys || checked.freed > 0 || checked.stale > 0 {
@@ -1343,20 +1348,26 @@ impl RawMap {
         }
         // From here on the files change: the superblock first says the map is open.
         store.record(|block| block.clean = false)?;
-        let mut swept = Swept {
-            bad_links: current.recover_links(true),
-            ..Swept::default()
-        };
+        let mut swept = Swept::default();
         if block.clean {
             // Checked above: nothing to settle, only the count and the pool cursors to set.
+            swept.bad_links = sweeper.links(&current, true).cut;
             current.set_len(block.keys as usize);
+        } else if let Some(next) = &next {
+            // Both tables' links first (a rebuilt move chains buckets in `next`), then the
+            // moves a crash interrupted, then each table's bins.
+            swept.bad_links = sweeper.links(&current, true).cut + sweeper.links(next, true).cut;
+            swept.add(sweeper.moves(&current, next, block.group as usize));
+            let (new, old) = (sweeper.bins(next, true), sweeper.bins(&current, true));
+            next.set_len(new.keys);
+            current.set_len(old.keys);
+            swept.add(new);
+            swept.add(old);
         } else {
-            if let Some(next) = &next {
-                swept.bad_links += next.recover_links(true);
-                swept.rebuilt = current.recover_moves(next, block.group as usize, &bin_of(next));
-                swept.add(next.recover_bins(&bin_of(next), true));
-            }
-            swept.add(current.recover_bins(&bin_of(&current), true));
+            let (chained, found) = sweeper.settle(&current, true);
+            swept.bad_links = chained.cut;
+            current.set_len(found.keys);
+            swept.add(found);
         }
         let fixed = block.max_bins as usize <= current.bins();
         let current = Box::into_raw(current);
