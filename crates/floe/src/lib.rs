@@ -117,7 +117,9 @@
 //! ([`Builder::grow_ahead`]); the any-key [`Map`] is not persistent yet. The directory is
 //! locked (`flock`) while a map has it open; a process that ignores the lock and truncates a
 //! table file under an open map makes that map's next touch of the lost pages fault (SIGBUS),
-//! as with any shared mapping.
+//! as with any shared mapping. A table file's blocks are reserved when it is created, so a full
+//! device (or quota, or `RLIMIT_FSIZE`) is an [`Error::Storage`] from the insert whose growth
+//! wanted the new table, and the map carries on at its size, not a SIGBUS on a later store.
 //!
 //! Where the files live decides the speed (BENCHMARKS, "Persistent maps"): on tmpfs mounted
 //! with `huge=always` the map runs within a few percent of one in memory and survives process

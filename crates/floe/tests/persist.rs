@@ -824,3 +824,173 @@ fn recovery_threads_agree() {
     );
     eprintln!("{rebuilt} moves rebuilt in all");
 }
+
+/// The child of `full_disk_on_growth`: a map whose files may not grow past its first table
+/// (`RLIMIT_FSIZE`, SIGXFSZ ignored so the limit is an error, not a signal), filled until an
+/// insert needs a growth; it reports each acknowledged insert ("A key value"), then the error
+/// ("E kind: message"), then checks that the map still answers and takes writes at its size.
+#[test]
+fn child_full_disk() {
+    let Some((dir, map)) = child_map(2000) else {
+        return;
+    };
+    let table = std::fs::metadata(table_file(&dir)).unwrap().len();
+    // SAFETY: setrlimit and signal with valid arguments; this process is the test's child,
+    // which only this test runs in.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+        let limit = libc::rlimit {
+            rlim_cur: table,
+            rlim_max: libc::RLIM_INFINITY,
+        };
+        assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &limit), 0);
+    }
+    let mut out = std::io::stdout().lock();
+    let mut acknowledged = Vec::new();
+    let error = (0u64..)
+        .map(|key| key.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+        .find_map(|key| match map.try_insert(key, key ^ 1) {
+            Ok(_) => {
+                writeln!(out, "A {key} {}", key ^ 1).unwrap();
+                acknowledged.push(key);
+                None
+            }
+            Err(error) => Some(error),
+        })
+        .unwrap();
+    let kind = match error {
+        Error::Storage(StorageError::Io { kind, .. }) => format!("{kind:?}"),
+        other => format!("{other:?}"),
+    };
+    writeln!(out, "E {kind}: {error}").unwrap();
+    // Still usable at its size: every key there, updates and removes work, and the room a
+    // remove makes takes an insert again.
+    assert_eq!(map.len(), acknowledged.len());
+    for &key in &acknowledged {
+        assert_eq!(map.get(&key), Some(key ^ 1));
+    }
+    let last = *acknowledged.last().unwrap();
+    assert_eq!(map.put(last, 7), Some(last ^ 1));
+    writeln!(out, "A {last} 7").unwrap();
+    let gone = acknowledged[0];
+    assert_eq!(map.remove(&gone), Some(gone ^ 1));
+    writeln!(out, "R {gone}").unwrap();
+    assert!(map.try_insert(gone, 5).is_ok());
+    writeln!(out, "A {gone} 5").unwrap();
+    map.check_invariants();
+    drop(map);
+}
+
+/// A full disk on growth: the insert that needs the new table gets an error saying so, the
+/// map stays usable at its size, no half-made table file is left behind, and the files reopen
+/// with every acknowledged write (and can grow once there is room). The child's files may not
+/// grow past `RLIMIT_FSIZE`, which a growth's new table meets where a full device would;
+/// `ci/full-disk.sh` fills a real (tmpfs) device as well.
+#[test]
+fn full_disk_on_growth() {
+    let scratch = Scratch::new("full");
+    let mut child = spawn_child(
+        "child_full_disk",
+        &[("FLOE_PERSIST_CHILD", scratch.path().display().to_string())],
+    );
+    let mut expected = HashMap::new();
+    let mut error = None;
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["A", key, value] => {
+                expected.insert(key.parse::<u64>().unwrap(), value.parse::<u64>().unwrap());
+            }
+            ["R", key] => {
+                expected.remove(&key.parse::<u64>().unwrap());
+            }
+            ["E", ..] => error = Some(line.clone()),
+            _ => {} // the test harness's own lines
+        }
+    }
+    assert!(child.wait().unwrap().success(), "the child failed");
+    let error = error.expect("the growth never failed");
+    assert!(
+        error.starts_with("E FileTooLarge: ") && error.contains("reserve the disk blocks"),
+        "{error}"
+    );
+    assert!(
+        expected.len() > 1000,
+        "{} keys before the growth",
+        expected.len()
+    );
+    let tables = std::fs::read_dir(scratch.path())
+        .unwrap()
+        .filter(|entry| {
+            entry
+                .as_ref()
+                .unwrap()
+                .path()
+                .extension()
+                .is_some_and(|e| e == "floe")
+        })
+        .count();
+    assert_eq!(tables, 1, "a failed growth left a table file");
+    let (map, recovery) = FlatMap::<u64, u64>::builder().open(scratch.path()).unwrap();
+    assert!(recovery.clean);
+    assert_eq!(map.check_invariants(), expected.len());
+    for (key, value) in &expected {
+        assert_eq!(map.get(key), Some(*value));
+    }
+    let bins = map.stats().bins;
+    for key in 0..20_000u64 {
+        map.insert(key << 1 | 1, key);
+    }
+    assert!(map.stats().bins > bins, "the reopened map did not grow");
+}
+
+/// A full device on growth, for real (`ci/full-disk.sh` mounts a small tmpfs at
+/// `FLOE_FULL_DISK_DIR`, which needs root): a map filled until its growth's new table does not
+/// fit on the device gets `StorageFull` from that insert (with the table files' blocks left
+/// as holes, it was a SIGBUS on a store instead), stays usable, and reopens with every key
+/// once room is made.
+#[test]
+#[ignore = "needs a small file system of its own: run by ci/full-disk.sh"]
+fn full_device_on_growth() {
+    let root = PathBuf::from(std::env::var("FLOE_FULL_DISK_DIR").expect("FLOE_FULL_DISK_DIR"));
+    let dir = root.join("map");
+    // Room to free once the device is full, so the superblock can be written again.
+    let filler = root.join("filler");
+    std::fs::write(&filler, vec![1u8; 1 << 20]).unwrap();
+    let map = FlatMap::<u64, u64>::builder()
+        .capacity(1000)
+        .build_persistent(&dir)
+        .unwrap();
+    let mut inserted = 0u64;
+    let error = loop {
+        match map.try_insert(inserted, inserted + 3) {
+            Ok(_) => inserted += 1,
+            Err(error) => break error,
+        }
+    };
+    eprintln!("after {inserted} keys: {error}");
+    assert!(
+        matches!(
+            error,
+            Error::Storage(StorageError::Io {
+                kind: std::io::ErrorKind::StorageFull,
+                ..
+            })
+        ),
+        "{error:?}"
+    );
+    assert_eq!(map.len() as u64, inserted);
+    assert_eq!(map.get(&(inserted - 1)), Some(inserted + 2));
+    assert_eq!(map.remove(&0), Some(3));
+    assert!(map.try_insert(0, 4).is_ok());
+    std::fs::remove_file(&filler).unwrap();
+    map.close().unwrap();
+    let (map, recovery) = FlatMap::<u64, u64>::builder().open(&dir).unwrap();
+    assert!(recovery.clean);
+    assert_eq!(map.check_invariants() as u64, inserted);
+    for key in 1..inserted {
+        assert_eq!(map.get(&key), Some(key + 3));
+    }
+    assert_eq!(map.get(&0), Some(4));
+}
