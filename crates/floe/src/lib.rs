@@ -102,6 +102,13 @@
 //!    moves, not built). Checkpoint after a growth when power loss matters.
 //! 3. A clean [`FlatMap::close`] (or drop) syncs and records the close, so the next open
 //!    checks the table against the recorded key count instead of repairing it.
+//! 4. At [`Durability::Flush`] ([`Builder::durability`]), on a DAX or CXL mapping (where the
+//!    CPU caches are the only volatile layer): a power loss keeps every operation that
+//!    returned, growths included, without checkpoints. Each operation writes its bin's cache
+//!    lines back (`clwb`) and fences before it returns, and a growth writes each copy back
+//!    before it retires the old slot (`src/raw/writeback.rs` argues the order line by line);
+//!    a simulator that keeps only written-back lines checks it. On an ordinary file this
+//!    level costs the write-backs and keeps no more than the default.
 //!
 //! Opening after a crash sweeps the tables once: inserts stopped between their commit and
 //! store are undone, deletes between their retire and free completed, open shadow inserts
@@ -223,7 +230,7 @@ pub use crate::{
     any_batch::{MapBatch, MapPipeline, MapRequest, MapResponse},
     any_map::{Compute, Map, MapIntoIter, MapIter, MapRef, MapShadow, Namespace, Operation},
     batch::{Batch, Delta, Pipeline, Prefetch, Request, Response, MAX_PIPELINE_WINDOW},
-    config::{Backend, ResizeMode, Stats},
+    config::{Backend, Durability, ResizeMode, Stats},
     error::{Error, StorageError},
     inline::{Counter, Inline, InlineKey},
     local::LocalMap,

@@ -393,8 +393,32 @@ impl<K: InlineKey, V: Inline, S: crate::hash::PersistentHasher> Builder<K, V, S>
         self
     }
 
-    /// Open the persistent map in `dir` with this builder's backend, huge-page, resize and
-    /// recovery-thread settings (sizes, options and the hasher's seed come from the map's
+    /// What a persistent map's operations make durable before they return (default
+    /// [`Durability::Process`](crate::Durability::Process); [`Durability::Flush`](crate::Durability::Flush) only means more on a DAX or CXL
+    /// mapping). Chosen at each [`build_persistent`](Self::build_persistent) and
+    /// [`open`](Self::open), not stored in the files.
+    ///
+    /// ```
+    /// # let dir = std::env::temp_dir().join(format!("floe-doc-flush-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// use floe::{Durability, FlatMap};
+    /// # if cfg!(target_arch = "x86_64") {
+    /// let map = FlatMap::<u64, u64>::builder()
+    ///     .durability(Durability::Flush)
+    ///     .build_persistent(&dir)
+    ///     .unwrap();
+    /// map.insert(1, 10); // its lines written back before it returned
+    /// # drop(map);
+    /// # }
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// ```
+    pub fn durability(mut self, durability: crate::Durability) -> Self {
+        self.config.durability = durability;
+        self
+    }
+
+    /// Open the persistent map in `dir` with this builder's backend, huge-page, resize,
+    /// recovery-thread and durability settings (sizes, options and the hasher's seed come from the map's
     /// files; the builder's hasher only names the type). If the map was not closed cleanly, its tables are swept
     /// once: the operation each thread had in flight at the crash is completed or undone, an
     /// interrupted growth or shrink is finished. [`Recovery`] says what was found.

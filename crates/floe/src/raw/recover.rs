@@ -239,8 +239,7 @@ impl Sweeper {
     pub(crate) fn moves(&self, table: &RawTable, next: &RawTable, group: usize) -> Swept {
         let groups = table.bins() / group;
         self.run(groups, (CHUNK_BINS / group).max(1), &|range, rehash| {
-            let new_bin = |word| fastrange(rehash(word), next.bins());
-            table.recover_moves(next, group, range, &new_bin)
+            table.recover_moves(next, group, range, rehash)
         })
     }
 }
@@ -420,26 +419,31 @@ impl RawTable {
 
     /// For a table that was migrating into `next` with `group` old bins per new bin (1 when
     /// growing): rebuild the new bins of every bin (or shrink group) among groups `groups`
-    /// that a move left `InTransfer`, and mark it done (module docs). `new_bin` places a key in
-    /// `next`; a key it places outside its group's new bins does not hash to the old bin it
-    /// was found in (a damaged file) and is dropped, so a group writes only its own new bins.
-    /// Run after `recover_links` on both tables.
+    /// that a move left `InTransfer` (or, in a group, partly done), and mark it done (module
+    /// docs); empty the new bins of a group not claimed. `rehash` places keys; a key placed
+    /// outside its group's new bins does not hash to the old bin it was found in (a damaged
+    /// file) and is dropped, so a group writes only its own new bins. Run after
+    /// `recover_links` on both tables.
     pub(crate) fn recover_moves(
         &self,
         next: &RawTable,
         group: usize,
         groups: Range<usize>,
-        new_bin: &dyn Fn(u64) -> usize,
+        rehash: Rehash<'_>,
     ) -> Swept {
         let mut swept = Swept::default();
         for first in groups.map(|index| index * group) {
             let members = first..first + group;
-            let moving = members.clone().any(|member| {
-                Header(self.bins[member].header.load(Ordering::Relaxed)).bin_state()
-                    == BinState::InTransfer
-            });
-            if !moving {
-                continue;
+            let states = members
+                .clone()
+                .map(|member| Header(self.bins[member].header.load(Ordering::Relaxed)).bin_state());
+            let (mut claimed, mut done) = (0, 0);
+            for state in states {
+                claimed += usize::from(matches!(
+                    state,
+                    BinState::InTransfer | BinState::DoneTransfer
+                ));
+                done += usize::from(state == BinState::DoneTransfer);
             }
             let targets = if next.bins() >= self.bins() {
                 let factor = next.bins() / self.bins();
@@ -447,6 +451,27 @@ impl RawTable {
             } else {
                 first / group..first / group + 1
             };
+            if claimed == 0 {
+                // Not claimed: its new bins hold nothing. After a power loss at
+                // `Durability::Flush` they may hold copies whose claim never reached the
+                // media (the mover writes back the copies, not the claim); nothing returned
+                // depends on them (an operation that went on into a new bin wrote the old
+                // bin's `DoneTransfer` back first), and the migration the open finishes
+                // moves this group again, into emptied bins. Untouched bins are left
+                // unwritten.
+                for target in targets {
+                    if next.bins[target].header.load(Ordering::Relaxed) != 0 {
+                        next.reset_bin(target);
+                    }
+                }
+                continue;
+            }
+            // Moved: every member done. Otherwise rebuild: a member left `InTransfer`, or
+            // (a group of several lines, after a power loss) some members done and others
+            // not yet claimed on the media.
+            if done == group {
+                continue;
+            }
             // What the new bins hold: copies of moved keys (one maybe stale or deleted).
             let mut copied = HashMap::new();
             for target in targets.clone() {
@@ -457,8 +482,26 @@ impl RawTable {
                     }
                 });
             }
-            let mut keys = Vec::new();
-            for member in members.clone() {
+            let state = |member: usize| {
+                Header(self.bins[member].header.load(Ordering::Relaxed)).bin_state()
+            };
+            // A key whose old bin is done is the new bins' business: operations may have
+            // changed, inserted or removed it there once they saw that bin done (a shrink
+            // publishes its group's bins one by one, and after a power loss at
+            // `Durability::Flush` one bin's `DoneTransfer` may be on the media without the
+            // next one's). Such an operation wrote the old bin's line back first, so a done
+            // bin on the media is one those operations may have relied on.
+            let mut keys: Vec<(u64, u64)> = copied
+                .iter()
+                .filter(|&(&key, _)| {
+                    state(fastrange(rehash(key), self.bins())) == BinState::DoneTransfer
+                })
+                .map(|(&key, &value)| (key, value))
+                .collect();
+            for member in members
+                .clone()
+                .filter(|&member| state(member) != BinState::DoneTransfer)
+            {
                 let (dead, shadow_key) = (self.dead.of(member), self.dead.shadow_of(member));
                 let moved_key = self.dead.moved_of(member);
                 self.held_slots(member, |key, value| match key {
@@ -476,7 +519,7 @@ impl RawTable {
                 next.reset_bin(target);
             }
             for &(key, value) in &keys {
-                let bin = new_bin(key);
+                let bin = fastrange(rehash(key), next.bins());
                 if targets.contains(&bin) {
                     next.place(bin, key, value, SlotState::Valid);
                 } else {

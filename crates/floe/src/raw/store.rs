@@ -28,7 +28,10 @@ use std::{
     sync::{Arc, Mutex, MutexGuard},
 };
 
-use super::alloc::{Region, HUGE_PAGE};
+use super::{
+    alloc::{Region, HUGE_PAGE},
+    writeback::Writeback,
+};
 use crate::error::{Error, StorageError};
 
 const MAGIC: [u8; 8] = *b"FLOEMAP\0";
@@ -226,6 +229,8 @@ pub(crate) struct Store {
     /// Holds the directory's lock until dropped.
     _lock: File,
     block: Mutex<Superblock>,
+    /// `Durability::Flush`: the write-back every table of the map uses (`writeback.rs`).
+    writeback: Option<Writeback>,
 }
 
 fn io_error(what: &'static str) -> impl FnOnce(std::io::Error) -> Error {
@@ -276,6 +281,7 @@ impl Store {
             dir: dir.to_path_buf(),
             _lock: lock,
             block: Mutex::new(block),
+            writeback: None,
         })
     }
 
@@ -311,9 +317,20 @@ impl Store {
                 dir: dir.to_path_buf(),
                 _lock: lock,
                 block: Mutex::new(block),
+                writeback: None,
             },
             block,
         ))
+    }
+
+    /// Give every table of the map this write-back (`Durability::Flush`), or none.
+    pub(crate) fn set_writeback(&mut self, writeback: Option<Writeback>) {
+        self.writeback = writeback;
+    }
+
+    /// The write-back the map's tables use, if any.
+    pub(crate) fn writeback(&self) -> Option<Writeback> {
+        self.writeback
     }
 
     fn table_path(&self, gen: u64) -> PathBuf {
