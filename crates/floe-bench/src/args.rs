@@ -60,7 +60,7 @@ pub enum Command {
     /// uniform and zipf keys; throughput and latency percentiles; `--cache-aside` for the
     /// hit ratio under eviction.
     Server(crate::server_load::ServerArgs),
-    /// A persistent floe map's recovery after a crash (SIGABRT of a child that filled it):
+    /// A persistent floe map's recovery after a crash (SIGKILL of a child that filled it):
     /// open time and keys per second per thread, against an open after a clean close.
     Recovery(crate::recovery::RecoveryArgs),
     /// Write-heavy work on skewed keys (DRAMHiT Fig. 8): counting and a get/fetch_add mix

@@ -2,11 +2,13 @@
 //! (IcebergHT §6 reports its recovery in items per second per thread).
 //!
 //! A child process (this binary, `recovery-child fill`) builds a persistent map in a fresh
-//! directory, fills it with `--keys` keys from all cores, and aborts: a crash, leaving the
-//! files unclosed. Then, `--runs` times, another child (`recovery-child open`) times the open,
+//! directory, fills it with `--keys` keys from all cores, and SIGKILLs itself: a crash,
+//! leaving the files unclosed. Then, `--runs` times, another child (`recovery-child open`) times the open,
 //! which sweeps every bin, and aborts in turn, so each run recovers a crashed map again. The
-//! page cache is warm (as after a process crash, not a reboot). A clean open of the same map
-//! (closed, so it is only checked) is timed last.
+//! page cache is warm (as after a process crash, not a reboot). With several `--threads`
+//! counts, each run times one open per count, in turn, so the counts share the machine's
+//! state. A clean open of the same map (closed, so it is only checked) is timed last, on the
+//! largest count.
 
 use std::{
     path::{Path, PathBuf},
@@ -29,6 +31,10 @@ pub struct RecoveryArgs {
     /// directory).
     #[arg(long)]
     pub dir: Option<PathBuf>,
+    /// Recovery threads to time, comma-separated (`Builder::recovery_threads`; 0 = one per
+    /// core).
+    #[arg(long, default_value = "0", value_delimiter = ',')]
+    pub threads: Vec<usize>,
 }
 
 /// The hidden children of `recovery`.
@@ -40,13 +46,16 @@ pub struct ChildArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum ChildStep {
-    /// Build and fill the map, then abort.
+    /// Build and fill the map, then SIGKILL itself.
     Fill { dir: PathBuf, keys: u64 },
     /// Open (recover) the map, print the time, then abort (or close it, with `--close`).
     Open {
         dir: PathBuf,
         #[arg(long)]
         close: bool,
+        /// Recovery threads (0 = one per core).
+        #[arg(long, default_value_t = 0)]
+        threads: usize,
     },
 }
 
@@ -75,11 +84,24 @@ pub fn child(args: ChildArgs) -> Result<(), String> {
                 }
             });
             println!("filled {}", map.len());
-            std::process::abort();
+            use std::io::Write;
+            let _ = std::io::stdout().flush();
+            // SAFETY: raise has no preconditions; SIGKILL ends the process here, as a kill -9
+            // from outside would (no unwinding, no destructors, the files as the threads left
+            // them).
+            unsafe {
+                libc::raise(libc::SIGKILL);
+            }
+            unreachable!("SIGKILL returned");
         }
-        ChildStep::Open { dir, close } => {
+        ChildStep::Open {
+            dir,
+            close,
+            threads,
+        } => {
             let started = Instant::now();
             let (map, recovery) = Persistent::builder()
+                .recovery_threads(threads)
                 .open(&dir)
                 .map_err(|e| format!("opening the map: {e}"))?;
             let seconds = started.elapsed().as_secs_f64();
@@ -152,31 +174,52 @@ fn measure(args: &RecoveryArgs, dir: &Path) -> Result<(), String> {
         .filter_map(|entry| entry.metadata().ok())
         .map(|meta| meta.len())
         .sum();
-    let mut times = Vec::new();
+    let threads: Vec<usize> = args
+        .threads
+        .iter()
+        .map(|&count| {
+            if count == 0 {
+                std::thread::available_parallelism().map_or(1, |n| n.get())
+            } else {
+                count
+            }
+        })
+        .collect();
+    let mut times = vec![Vec::new(); threads.len()];
     for run in 0..args.runs {
-        let report = run_child(&["open", &path])?;
-        let seconds = open_seconds(&report)?;
-        eprintln!("recovery {run}: {}", report.trim());
-        times.push(seconds);
+        for (count, times) in threads.iter().zip(&mut times) {
+            let count = count.to_string();
+            let report = run_child(&["open", &path, "--threads", &count])?;
+            let seconds = open_seconds(&report)?;
+            eprintln!("recovery {run}, {count} threads: {}", report.trim());
+            times.push(seconds);
+        }
     }
-    times.sort_by(f64::total_cmp);
-    let median = times[times.len() / 2];
-    let clean = open_seconds(&run_child(&["open", &path, "--close"])?)?;
-    let clean_open = open_seconds(&run_child(&["open", &path, "--close"])?)?;
-    let threads = 1; // the sweep runs on the opening thread
+    let most = threads.iter().max().copied().unwrap_or(1).to_string();
+    let clean = open_seconds(&run_child(&["open", &path, "--close", "--threads", &most])?)?;
+    let clean_open = open_seconds(&run_child(&["open", &path, "--close", "--threads", &most])?)?;
     println!(
-        "recovery of {} keys ({:.2} GiB of table files): median open {:.3} s over {} runs \
-         (min {:.3}, max {:.3}) = {:.1} M keys/s per thread ({threads} thread); \
-         open after a clean close {:.3} s (the closing open {:.3} s)",
+        "recovery of {} keys ({:.2} GiB of table files), median of {} runs:",
         args.keys,
         bytes as f64 / f64::from(1u32 << 30),
-        median,
-        times.len(),
-        times[0],
-        times[times.len() - 1],
-        args.keys as f64 / median / 1e6 / threads as f64,
-        clean_open,
-        clean,
+        args.runs,
+    );
+    for (count, times) in threads.iter().zip(&mut times) {
+        times.sort_by(f64::total_cmp);
+        let median = times[times.len() / 2];
+        println!(
+            "  {count} threads: open {:.3} s (min {:.3}, max {:.3}) = {:.1} M keys/s, \
+             {:.1} M keys/s per thread",
+            median,
+            times[0],
+            times[times.len() - 1],
+            args.keys as f64 / median / 1e6,
+            args.keys as f64 / median / 1e6 / *count as f64,
+        );
+    }
+    println!(
+        "  open after a clean close ({most} threads) {clean_open:.3} s (the closing open \
+         {clean:.3} s)"
     );
     Ok(())
 }

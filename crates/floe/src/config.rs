@@ -24,6 +24,34 @@ pub enum ResizeMode {
     Blocking,
 }
 
+/// What a persistent map's operations make durable before they return
+/// ([`Builder::durability`](crate::Builder::durability); the crate docs' "Persistence" has the
+/// promises).
+///
+/// The two differ in what they take to be volatile. A map's tables are shared mappings of its
+/// files; every store an operation makes is in memory the file maps the instant it is made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Durability {
+    /// A process crash (panic, abort, SIGKILL) loses no operation that returned; a power loss
+    /// or kernel crash keeps the last [`checkpoint`](crate::FlatMap::checkpoint) and possibly
+    /// later operations. Costs nothing per operation. The right level for files in the page
+    /// cache (any disk file system, tmpfs), where the page cache is volatile anyway. The
+    /// default.
+    #[default]
+    Process,
+    /// As `Process`, and every operation (reads too) writes the cache lines of its bin back
+    /// to memory (`clwb`, else `clflushopt`, else `clflush`) and fences before it returns, in
+    /// the order SEPH §3.3 argues (`src/raw/writeback.rs`), and a growth writes each copied
+    /// key back before it retires the old slot. *Only meaningful on a DAX or CXL mapping*
+    /// (persistent memory), where the CPU caches are the only volatile layer: there a power
+    /// loss keeps every operation that returned, without checkpoints. On an ordinary file
+    /// the page cache below is as volatile as the caches, so this level costs the write-backs
+    /// (`BENCHMARKS.md` measures them on tmpfs) and keeps nothing more than `Process`. x86-64
+    /// only: elsewhere building or opening a map with it is
+    /// [`StorageError::Unsupported`](crate::StorageError::Unsupported).
+    Flush,
+}
+
 /// Which code matches a key against a bin's line.
 ///
 /// The choice is made once, when the map is built, never per operation. All backends give
@@ -86,6 +114,20 @@ pub(crate) struct Config {
     pub(crate) max_bins: usize,
     /// The most bytes a map prepares ahead for its next growth (`raw/prepare.rs`); 0: none.
     pub(crate) grow_ahead: usize,
+    /// Threads a persistent map's recovery sweeps with (`raw/recover.rs`); 0: one a core.
+    pub(crate) recovery_threads: usize,
+    /// What a persistent map's operations make durable before they return.
+    pub(crate) durability: Durability,
+}
+
+impl Config {
+    /// Threads a recovery sweep runs on: as set, or one per core the process may use.
+    pub(crate) fn recovery_threads(&self) -> usize {
+        match self.recovery_threads {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            threads => threads,
+        }
+    }
 }
 
 impl Default for Config {
@@ -100,6 +142,8 @@ impl Default for Config {
             resize_mode: ResizeMode::Incremental,
             max_bins: usize::MAX,
             grow_ahead: usize::MAX,
+            recovery_threads: 0,
+            durability: Durability::Process,
         }
     }
 }

@@ -102,11 +102,20 @@
 //!    moves, not built). Checkpoint after a growth when power loss matters.
 //! 3. A clean [`FlatMap::close`] (or drop) syncs and records the close, so the next open
 //!    checks the table against the recorded key count instead of repairing it.
+//! 4. At [`Durability::Flush`] ([`Builder::durability`]), on a DAX or CXL mapping (where the
+//!    CPU caches are the only volatile layer): a power loss keeps every operation that
+//!    returned, growths included, without checkpoints. Each operation writes its bin's cache
+//!    lines back (`clwb`) and fences before it returns, and a growth writes each copy back
+//!    before it retires the old slot (`src/raw/writeback.rs` argues the order line by line);
+//!    a simulator that keeps only written-back lines checks it. On an ordinary file this
+//!    level costs the write-backs and keeps no more than the default.
 //!
 //! Opening after a crash sweeps the tables once: inserts stopped between their commit and
 //! store are undone, deletes between their retire and free completed, open shadow inserts
 //! aborted, pool cursors and the key count recounted, and an interrupted growth's moves
-//! rebuilt and the growth finished (`src/raw/recover.rs` argues each case). Files made for
+//! rebuilt and the growth finished (`src/raw/recover.rs` argues each case). The sweep runs on
+//! one thread per core ([`Builder::recovery_threads`]), and gives the same map on any number.
+//! Files made for
 //! other key, value or hasher types, by another format version, damaged (a checksummed
 //! superblock; link words and keys checked against the geometry and the hash), missing,
 //! truncated or locked by another process are refused with an [`Error::Storage`] that says
@@ -115,7 +124,9 @@
 //! ([`Builder::grow_ahead`]); the any-key [`Map`] is not persistent yet. The directory is
 //! locked (`flock`) while a map has it open; a process that ignores the lock and truncates a
 //! table file under an open map makes that map's next touch of the lost pages fault (SIGBUS),
-//! as with any shared mapping.
+//! as with any shared mapping. A table file's blocks are reserved when it is created, so a full
+//! device (or quota, or `RLIMIT_FSIZE`) is an [`Error::Storage`] from the insert whose growth
+//! wanted the new table, and the map carries on at its size, not a SIGBUS on a later store.
 //!
 //! Where the files live decides the speed (BENCHMARKS, "Persistent maps"): on tmpfs mounted
 //! with `huge=always` the map runs within a few percent of one in memory and survives process
@@ -219,7 +230,7 @@ pub use crate::{
     any_batch::{MapBatch, MapPipeline, MapRequest, MapResponse},
     any_map::{Compute, Map, MapIntoIter, MapIter, MapRef, MapShadow, Namespace, Operation},
     batch::{Batch, Delta, Pipeline, Prefetch, Request, Response, MAX_PIPELINE_WINDOW},
-    config::{Backend, ResizeMode, Stats},
+    config::{Backend, Durability, ResizeMode, Stats},
     error::{Error, StorageError},
     inline::{Counter, Inline, InlineKey},
     local::LocalMap,

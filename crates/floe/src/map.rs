@@ -369,9 +369,57 @@ impl<K: InlineKey, V: Inline, S: crate::hash::PersistentHasher> Builder<K, V, S>
         })
     }
 
-    /// Open the persistent map in `dir` with this builder's backend, huge-page and resize
-    /// settings (sizes, options and the hasher's seed come from the map's files; the builder's
-    /// hasher only names the type). If the map was not closed cleanly, its tables are swept
+    /// Sweep a persistent map's tables on `threads` threads when [`open`](Self::open) recovers
+    /// it (default 0: one per core the process may use). The sweep is split into chunks of
+    /// bins that the threads take in turn, and gives the same map and the same [`Recovery`]
+    /// on any number of threads (`BENCHMARKS.md`, "Persistent maps", has the rates measured
+    /// per thread).
+    ///
+    /// ```
+    /// # let dir = std::env::temp_dir().join(format!("floe-doc-threads-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// use floe::FlatMap;
+    /// FlatMap::<u64, u64>::builder().build_persistent(&dir).unwrap().close().unwrap();
+    /// let (map, recovery) = FlatMap::<u64, u64>::builder()
+    ///     .recovery_threads(1)
+    ///     .open(&dir)
+    ///     .unwrap();
+    /// assert!(recovery.clean && map.is_empty());
+    /// # drop(map);
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// ```
+    pub fn recovery_threads(mut self, threads: usize) -> Self {
+        self.config.recovery_threads = threads;
+        self
+    }
+
+    /// What a persistent map's operations make durable before they return (default
+    /// [`Durability::Process`](crate::Durability::Process); [`Durability::Flush`](crate::Durability::Flush) only means more on a DAX or CXL
+    /// mapping). Chosen at each [`build_persistent`](Self::build_persistent) and
+    /// [`open`](Self::open), not stored in the files.
+    ///
+    /// ```
+    /// # let dir = std::env::temp_dir().join(format!("floe-doc-flush-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// use floe::{Durability, FlatMap};
+    /// # if cfg!(target_arch = "x86_64") {
+    /// let map = FlatMap::<u64, u64>::builder()
+    ///     .durability(Durability::Flush)
+    ///     .build_persistent(&dir)
+    ///     .unwrap();
+    /// map.insert(1, 10); // its lines written back before it returned
+    /// # drop(map);
+    /// # }
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// ```
+    pub fn durability(mut self, durability: crate::Durability) -> Self {
+        self.config.durability = durability;
+        self
+    }
+
+    /// Open the persistent map in `dir` with this builder's backend, huge-page, resize,
+    /// recovery-thread and durability settings (sizes, options and the hasher's seed come from the map's
+    /// files; the builder's hasher only names the type). If the map was not closed cleanly, its tables are swept
     /// once: the operation each thread had in flight at the crash is completed or undone, an
     /// interrupted growth or shrink is finished. [`Recovery`] says what was found.
     ///
@@ -403,8 +451,13 @@ impl<K: InlineKey, V: Inline, S: crate::hash::PersistentHasher> Builder<K, V, S>
         }
         let hasher = S::from_seed(block.identity.seed);
         let clean = block.clean;
-        let (raw, swept) =
-            RawMap::open_persistent(&self.config, store, block, &|word| hasher.hash_one(word))?;
+        let (raw, swept) = RawMap::open_persistent(
+            &self.config,
+            store,
+            block,
+            &|word| hasher.hash_one(word),
+            with_seeded::<S>,
+        )?;
         let recovery = Recovery {
             clean,
             keys: raw.len(),
@@ -421,6 +474,17 @@ impl<K: InlineKey, V: Inline, S: crate::hash::PersistentHasher> Builder<K, V, S>
             recovery,
         ))
     }
+}
+
+/// Run `body` with the hash function of an `S` seeded with `seed`: each recovery thread's own
+/// hasher (`raw::WithRehash`), so that `S` need not be `Sync`.
+#[cfg(not(loom))]
+fn with_seeded<S: crate::hash::PersistentHasher>(
+    seed: u64,
+    body: &mut dyn FnMut(crate::raw::driver::Rehash<'_>),
+) {
+    let hasher = S::from_seed(seed);
+    body(&|word| hasher.hash_one(word));
 }
 
 /// A tag for a type in a persistent map's superblock: its size and name.

@@ -76,6 +76,10 @@ pub enum MapKind {
     /// mappings of files in a fresh directory under `$FLOE_BENCH_DIR` (default the system's
     /// temporary directory), removed afterwards. Needs the Mix64 hasher (the default).
     FloePersistent,
+    /// `floe-persistent` at `Durability::Flush`: every operation writes its bin's lines back
+    /// (`clwb`) and fences before it returns, as on a DAX mapping; on a file in the page
+    /// cache this measures what the write-backs cost, not a durability gain.
+    FloePersistentFlush,
     /// floe's `Map` for any key and value, here `Map<u64, u64>`: the slot holds the key's hash
     /// and a pointer to a heap entry (one more line per hit than `FlatMap`); one handle pinned
     /// per operation (`map.pin()`), as for papaya. Batched gets (`MapRef::get_many`, its own
@@ -174,6 +178,7 @@ impl MapKind {
                 | MapKind::FloeFixed
                 | MapKind::FloeUnprepared
                 | MapKind::FloePersistent
+                | MapKind::FloePersistentFlush
         )
     }
 
@@ -185,6 +190,7 @@ impl MapKind {
             MapKind::FloeFixed => "floe-fixed",
             MapKind::FloeUnprepared => "floe-unprepared",
             MapKind::FloePersistent => "floe-persistent",
+            MapKind::FloePersistentFlush => "floe-persistent-flush",
             MapKind::FloeAny => "floe-any",
             MapKind::FloeLocal => "floe-local",
             MapKind::Dashmap => "dashmap",
@@ -254,6 +260,9 @@ impl Recipe {
                     .map_err(|e| format!("building floe's map: {e}"))
             }),
             MapKind::FloePersistent => visit.visit(&|| PersistentFloe::build(self.floe_builder())),
+            MapKind::FloePersistentFlush => visit.visit(&|| {
+                PersistentFloe::build(self.floe_builder().durability(floe::Durability::Flush))
+            }),
             MapKind::FloeAny => visit.visit(&|| {
                 self.configure(floe::Map::<u64, u64>::builder())
                     .build()

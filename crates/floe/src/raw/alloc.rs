@@ -299,6 +299,13 @@ impl Region {
         }
     }
 
+    /// The byte offset of `address` (inside the region) from its start.
+    #[cfg(feature = "crash-points")]
+    pub(crate) fn offset_of(&self, address: *const u8) -> usize {
+        debug_assert!((address as usize).wrapping_sub(self.base as usize) < self.bytes);
+        address as usize - self.base as usize
+    }
+
     /// Bytes mapped (whole huge pages).
     pub(crate) fn bytes(&self) -> usize {
         self.bytes

@@ -199,6 +199,17 @@ macro_rules! simd_entries {
             ) -> Option<u64> {
                 raw.remove_local($writer(p), bin, key)
             }
+
+            #[target_feature(enable = $feature)]
+            pub(crate) unsafe fn recover_bins(
+                raw: &RawTable,
+                p: $loader,
+                range: core::ops::Range<usize>,
+                rehash: crate::raw::driver::Rehash<'_>,
+                write: bool,
+            ) -> crate::raw::Swept {
+                raw.recover_bins(p, range, rehash, write)
+            }
         }
     };
 }

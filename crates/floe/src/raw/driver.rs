@@ -27,7 +27,9 @@ use super::{
 };
 #[cfg(not(loom))]
 use super::{
+    recover::{Sweeper, WithRehash},
     store::{Store, Superblock, TableRecord},
+    writeback::Writeback,
     Swept,
 };
 use crate::{
@@ -246,7 +248,9 @@ impl RawMap {
         let pinned = self.pin();
         let table = pinned.table();
         let mut answered = 0;
-        if table.migrating_into().is_none() {
+        // A table that writes back its lines takes the gets one by one (each writes back the
+        // lines it read, `writeback.rs` 3); the batch path has no place for that.
+        if table.migrating_into().is_none() && !table.writes_back() {
             match dispatch!(loader, table, get_batch(located, depth, out)) {
                 Ok(()) => return,
                 Err(moved) => answered = moved,
@@ -473,8 +477,12 @@ impl RawMap {
     ) -> Result<R, Error> {
         let guard = self.enter_writer();
         if let Some(table) = self.fixed_table() {
-            return match op(table, fastrange(hash, table.bins())) {
-                Ok(Ok(result)) => Ok(result),
+            let bin = fastrange(hash, table.bins());
+            return match op(table, bin) {
+                Ok(Ok(result)) => {
+                    table.write_back_bin(bin);
+                    Ok(result)
+                }
                 Ok(Err(_full)) => Err(Error::Full),
                 Err(Moved) => unreachable!("a fixed table never moves a bin"),
             };
@@ -484,9 +492,21 @@ impl RawMap {
         loop {
             let bin = fastrange(hash, table.bins());
             match op(table, bin) {
-                Ok(Ok(result)) => return Ok(result),
-                Ok(Err(full)) => table = self.grow(table, bin, full, hash, rehash, &guard)?,
-                Err(Moved) => table = moved_on(table),
+                Ok(Ok(result)) => {
+                    // As in `follow`: the operation's lines are on the media before it returns.
+                    table.write_back_bin(bin);
+                    return Ok(result);
+                }
+                Ok(Err(full)) => {
+                    let next = self.grow(table, bin, full, hash, rehash, &guard)?;
+                    // As in `follow`: the moved bin's state on the media first.
+                    table.write_back_bin(bin);
+                    table = next;
+                }
+                Err(Moved) => {
+                    table.write_back_bin(bin);
+                    table = moved_on(table);
+                }
             }
         }
     }
@@ -852,7 +872,10 @@ impl RawMap {
             }
             let bin = fastrange(hash, table.bins());
             match dispatch!(loader, table, write_local::<MODE>(bin, word, value)) {
-                Ok(before) => return Ok(before),
+                Ok(before) => {
+                    table.write_back_bin(bin);
+                    return Ok(before);
+                }
                 Err(full) => self.grow_local(bin, full, hash, rehash)?,
             }
         }
@@ -868,7 +891,9 @@ impl RawMap {
         }
         let table = self.owned_table();
         let bin = fastrange(hash, table.bins());
-        dispatch!(loader, table, remove_local(bin, word))
+        let removed = dispatch!(loader, table, remove_local(bin, word));
+        table.write_back_bin(bin);
+        removed
     }
 
     /// Grow for a key hashed to `hash` that found its `bin` (or the link pool) full: every
@@ -1255,9 +1280,20 @@ fn follow<R>(
     mut op: impl FnMut(&RawTable, usize) -> Result<R, Moved>,
 ) -> R {
     loop {
-        match op(table, fastrange(hash, table.bins())) {
-            Ok(result) => return result,
-            Err(Moved) => table = moved_on(table),
+        let bin = fastrange(hash, table.bins());
+        match op(table, bin) {
+            Ok(result) => {
+                // Before it returns, a `Durability::Flush` operation's lines are on the media
+                // (`writeback.rs`, 2 and 3).
+                table.write_back_bin(bin);
+                return result;
+            }
+            Err(Moved) => {
+                // The bin's `DoneTransfer` (and its moved slots) on the media before anything
+                // this operation does in the next table can be (`writeback.rs`, 4).
+                table.write_back_bin(bin);
+                table = moved_on(table);
+            }
         }
     }
 }
@@ -1280,13 +1316,16 @@ impl RawMap {
         if cfg!(miri) {
             return Err(Error::Storage(crate::error::StorageError::Unsupported));
         }
-        let store = Arc::new(Store::create(dir, block)?);
-        Self::build(config, rehash, Some(store))
+        let mut store = Store::create(dir, block)?;
+        store.set_writeback(writeback_of(config)?);
+        Self::build(config, rehash, Some(Arc::new(store)))
     }
 
     /// Open the persistent map `store` holds (its superblock `block`, checked by the caller
     /// against the facade's types), recovering its tables if it was not closed cleanly, and
     /// finishing a growth or shrink a crash interrupted. What recovery found is returned.
+    /// The sweep runs on `config.recovery_threads` threads, each hashing with its own hasher
+    /// (`with_rehash`, from the seed in `block`); `rehash` serves this thread afterwards.
     ///
     /// # Errors
     /// [`Error::Storage`] for files that are missing, damaged or do not match the superblock;
@@ -1294,12 +1333,14 @@ impl RawMap {
     /// is refused unchanged.
     pub(crate) fn open_persistent(
         config: &Config,
-        store: Store,
+        mut store: Store,
         block: Superblock,
         rehash: Rehash<'_>,
+        with_rehash: WithRehash,
     ) -> Result<(Self, Swept), Error> {
         let loader =
             Loader::new(config.backend).ok_or(Error::UnsupportedBackend(config.backend))?;
+        store.set_writeback(writeback_of(config)?);
         let alive = Arc::new(StatCounter::new(0));
         let open = |record: &TableRecord| -> Result<Box<RawTable>, Error> {
             let bins = record.bins as usize;
@@ -1315,6 +1356,7 @@ impl RawMap {
                 gen: record.gen,
                 region,
                 fresh: false,
+                writeback: store.writeback(),
             };
             RawTable::new(geometry, dead, Arc::clone(&alive), source, None)
                 .map(Box::new)
@@ -1325,16 +1367,17 @@ impl RawMap {
             0 => None,
             _ => Some(open(&block.next)?),
         };
-        let bin_of = |table: &RawTable| {
-            let bins = table.bins();
-            move |word: u64| fastrange(rehash(word), bins)
+        let sweeper = Sweeper {
+            loader,
+            threads: config.recovery_threads(),
+            seed: block.identity.seed,
+            with_rehash,
         };
         let damaged = |why| Err(Error::Storage(crate::error::StorageError::Corrupt(why)));
         if block.clean {
             // Closed cleanly: nothing to settle. Check before writing anything.
-            let bad_links = current.recover_links(false);
-            let checked = current.recover_bins(&bin_of(&current), false);
-            if next.is_some() || bad_links > 0 || checked.misplaced > 0 {
+            let (chained, checked) = sweeper.settle(&current, false);
+            if next.is_some() || chained.cut > 0 || checked.misplaced > 0 {
                 return damaged("a table of a cleanly closed map is inconsistent");
             }
             if checked.keys as u64 != block.keys || checked.freed > 0 || checked.stale > 0 {
@@ -1343,20 +1386,26 @@ impl RawMap {
         }
         // From here on the files change: the superblock first says the map is open.
         store.record(|block| block.clean = false)?;
-        let mut swept = Swept {
-            bad_links: current.recover_links(true),
-            ..Swept::default()
-        };
+        let mut swept = Swept::default();
         if block.clean {
             // Checked above: nothing to settle, only the count and the pool cursors to set.
+            swept.bad_links = sweeper.links(&current, true).cut;
             current.set_len(block.keys as usize);
+        } else if let Some(next) = &next {
+            // Both tables' links first (a rebuilt move chains buckets in `next`), then the
+            // moves a crash interrupted, then each table's bins.
+            swept.bad_links = sweeper.links(&current, true).cut + sweeper.links(next, true).cut;
+            swept.add(sweeper.moves(&current, next, block.group as usize));
+            let (new, old) = (sweeper.bins(next, true), sweeper.bins(&current, true));
+            next.set_len(new.keys);
+            current.set_len(old.keys);
+            swept.add(new);
+            swept.add(old);
         } else {
-            if let Some(next) = &next {
-                swept.bad_links += next.recover_links(true);
-                swept.rebuilt = current.recover_moves(next, block.group as usize, &bin_of(next));
-                swept.add(next.recover_bins(&bin_of(next), true));
-            }
-            swept.add(current.recover_bins(&bin_of(&current), true));
+            let (chained, found) = sweeper.settle(&current, true);
+            swept.bad_links = chained.cut;
+            current.set_len(found.keys);
+            swept.add(found);
         }
         let fixed = block.max_bins as usize <= current.bins();
         let current = Box::into_raw(current);
@@ -1499,6 +1548,19 @@ impl RawMap {
     }
 }
 
+/// The write-back a persistent map of `config` gives its tables: none for
+/// `Durability::Process`, this CPU's for `Flush` (refused where there is none).
+#[cfg(not(loom))]
+fn writeback_of(config: &Config) -> Result<Option<Writeback>, Error> {
+    use crate::config::Durability;
+    match config.durability {
+        Durability::Process => Ok(None),
+        Durability::Flush => Writeback::detect()
+            .map(Some)
+            .ok_or(Error::Storage(crate::error::StorageError::Unsupported)),
+    }
+}
+
 /// A table's record for the superblock (a persistent table).
 #[cfg(not(loom))]
 fn record_of(table: &RawTable) -> TableRecord {
@@ -1582,6 +1644,7 @@ fn allocate(
                 gen: record.gen,
                 region,
                 fresh: true,
+                writeback: store.writeback(),
             }
         }
         None => TableSource::Fresh(prepared),

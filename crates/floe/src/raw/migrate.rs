@@ -375,6 +375,9 @@ impl RawTable {
                 let placed = next.place(new_bin(key), key, value, SlotState::Valid);
                 next.crash_point();
                 loop {
+                    // `Durability::Flush`: the copy (as last rewritten) is on the media before
+                    // the retire can be (`writeback.rs`, 4).
+                    next.write_back_bin(placed.bin);
                     match slot_ref.compare_exchange((key, value), (moved_key, key)) {
                         Ok(()) => {
                             next.crash_point();

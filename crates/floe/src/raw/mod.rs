@@ -295,6 +295,8 @@ pub(crate) mod stats;
 #[cfg(not(loom))]
 pub(crate) mod store;
 #[cfg(not(loom))]
+pub(crate) mod writeback;
+#[cfg(not(loom))]
 pub(crate) use self::{
     recover::Swept,
     store::{Identity, Store, Superblock, FORMAT_VERSION},
@@ -536,6 +538,10 @@ pub(crate) struct RawTable {
     /// A persistent map's table: its generation (file name, `store.rs`) and mapping.
     #[cfg(not(loom))]
     file: Option<TableFile>,
+    /// `Durability::Flush`: how every operation writes its bin's lines back before it returns
+    /// (`writeback.rs`); `None` for every other table.
+    #[cfg(not(loom))]
+    writeback: Option<writeback::Writeback>,
 }
 
 /// Where a table's memory comes from.
@@ -545,11 +551,13 @@ pub(crate) enum TableSource {
     /// A persistent map's table file, mapped (`store.rs`): bins at its start, the pool after
     /// them. `fresh`: the file was just created (all zeroes); otherwise it holds a table a
     /// crashed or closed process left, which `recover.rs` settles before anyone uses it.
+    /// `writeback`: the map's `Durability::Flush` write-back, if it has that level.
     #[cfg(not(loom))]
     File {
         gen: u64,
         region: Arc<alloc::Region>,
         fresh: bool,
+        writeback: Option<writeback::Writeback>,
     },
 }
 
@@ -581,7 +589,7 @@ impl RawTable {
         }
         let mut fresh = true;
         #[cfg(not(loom))]
-        let mut file = None;
+        let (mut file, mut flush) = (None, None);
         let (bins, links) = match source {
             TableSource::Fresh(prepared) => {
                 match prepared.and_then(|p| p.into_memory(geometry.bins, links)) {
@@ -597,8 +605,10 @@ impl RawTable {
                 gen,
                 region,
                 fresh: created,
+                writeback,
             } => {
                 fresh = created;
+                flush = writeback;
                 let bin_bytes = geometry.bins.checked_mul(64)?;
                 let pool = if links == 0 {
                     TableMemory::zeroed(0, false)?
@@ -628,6 +638,8 @@ impl RawTable {
             ahead,
             #[cfg(not(loom))]
             file,
+            #[cfg(not(loom))]
+            writeback: flush,
         };
         // Invariant 2: free slots hold their bin's dead key. Zeroed memory holds 0, the dead
         // key of every bin but `primary_bin` when `primary` is 0 (as the map chooses it). A
@@ -675,6 +687,77 @@ impl RawTable {
         if self.file.is_some() {
             crate::sync::crash_point();
         }
+    }
+
+    /// `Durability::Flush` (`writeback.rs`): write back the lines of bin `index` (its own and
+    /// each chained link bucket's) and fence, so what they hold now is on the media when this
+    /// returns. Nothing for every other table (one predictable branch).
+    #[inline(always)]
+    pub(crate) fn write_back_bin(&self, index: usize) {
+        #[cfg(not(loom))]
+        if let Some(writeback) = self.writeback {
+            self.write_back_lines(writeback, index);
+        }
+        #[cfg(loom)]
+        let _ = index;
+    }
+
+    /// Whether operations on this table write their lines back (`Durability::Flush`).
+    pub(crate) fn writes_back(&self) -> bool {
+        #[cfg(not(loom))]
+        return self.writeback.is_some();
+        #[cfg(loom)]
+        false
+    }
+
+    #[cfg(not(loom))]
+    #[inline(never)]
+    fn write_back_lines(&self, writeback: writeback::Writeback, index: usize) {
+        let bin = &self.bins[index];
+        // Relaxed: this thread's own chaining, and any chaining it read (with Acquire) while
+        // searching, are visible to it by coherence; a bucket chained by another thread since
+        // holds nothing this operation wrote or read.
+        let link = Link(bin.link.load(Ordering::Relaxed));
+        self.write_back_line(writeback, (bin as *const Bin).cast(), || {
+            let (k0, v0) = bin.slots[0].load();
+            let (k1, v1) = bin.slots[1].load();
+            let (k2, v2) = bin.slots[2].load();
+            let header = bin.header.load(Ordering::Relaxed);
+            [header, link.0, k0, v0, k1, v1, k2, v2]
+        });
+        for bucket in 0..3 {
+            let Some(linked) = link.bucket(bucket).and_then(|at| self.links.get(at)) else {
+                continue;
+            };
+            self.write_back_line(writeback, (linked as *const LinkBucket).cast(), || {
+                let mut words = [0; 8];
+                for (slot, pair) in linked.slots.iter().zip(words.chunks_mut(2)) {
+                    (pair[0], pair[1]) = slot.load();
+                }
+                words
+            });
+        }
+        writeback.fence();
+    }
+
+    /// Write back the line at `line` (a bin or link bucket of this table); under the
+    /// `crash-points` feature, log it with its content (`contents`, read before the write-back,
+    /// so the log never holds a store the write-back may have missed).
+    #[cfg(not(loom))]
+    #[inline(always)]
+    fn write_back_line(
+        &self,
+        writeback: writeback::Writeback,
+        line: *const u8,
+        contents: impl FnOnce() -> [u64; 8],
+    ) {
+        #[cfg(feature = "crash-points")]
+        if let Some(file) = &self.file {
+            writeback::log::written_back(file.gen, file.region.offset_of(line), contents);
+        }
+        #[cfg(not(feature = "crash-points"))]
+        let _ = contents;
+        writeback.line(line);
     }
 
     /// The dead key of `bin`.

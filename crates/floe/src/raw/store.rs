@@ -28,7 +28,10 @@ use std::{
     sync::{Arc, Mutex, MutexGuard},
 };
 
-use super::alloc::{Region, HUGE_PAGE};
+use super::{
+    alloc::{Region, HUGE_PAGE},
+    writeback::Writeback,
+};
 use crate::error::{Error, StorageError};
 
 const MAGIC: [u8; 8] = *b"FLOEMAP\0";
@@ -60,7 +63,7 @@ pub(crate) struct TableRecord {
 
 impl TableRecord {
     /// Bytes of its file: bins, then the pool, rounded up to whole huge pages (the mapping's
-    /// granule). The tail past the pool is a hole.
+    /// granule). The tail past the pool is reserved with the rest, and never written.
     pub(crate) fn file_bytes(&self) -> Option<usize> {
         let lines = self
             .bins
@@ -226,6 +229,8 @@ pub(crate) struct Store {
     /// Holds the directory's lock until dropped.
     _lock: File,
     block: Mutex<Superblock>,
+    /// `Durability::Flush`: the write-back every table of the map uses (`writeback.rs`).
+    writeback: Option<Writeback>,
 }
 
 fn io_error(what: &'static str) -> impl FnOnce(std::io::Error) -> Error {
@@ -276,6 +281,7 @@ impl Store {
             dir: dir.to_path_buf(),
             _lock: lock,
             block: Mutex::new(block),
+            writeback: None,
         })
     }
 
@@ -311,9 +317,20 @@ impl Store {
                 dir: dir.to_path_buf(),
                 _lock: lock,
                 block: Mutex::new(block),
+                writeback: None,
             },
             block,
         ))
+    }
+
+    /// Give every table of the map this write-back (`Durability::Flush`), or none.
+    pub(crate) fn set_writeback(&mut self, writeback: Option<Writeback>) {
+        self.writeback = writeback;
+    }
+
+    /// The write-back the map's tables use, if any.
+    pub(crate) fn writeback(&self) -> Option<Writeback> {
+        self.writeback
     }
 
     fn table_path(&self, gen: u64) -> PathBuf {
@@ -334,7 +351,14 @@ impl Store {
         block.last_gen
     }
 
-    /// Create and map the (zeroed, sparse) file of a new table.
+    /// Create and map the (zeroed) file of a new table, its blocks reserved on the device.
+    ///
+    /// The blocks are reserved (`posix_fallocate`) rather than left a hole (`set_len`): the
+    /// table is written through a shared mapping, and a store to a hole is a page fault that
+    /// must allocate a block, which on a full device (or past a quota) cannot fail any other
+    /// way than with SIGBUS, killing the process in the middle of an operation. Reserved, a
+    /// full device is this call's error (`ENOSPC`, or `EFBIG` past `RLIMIT_FSIZE`), answered
+    /// as [`Error::Storage`] by the growth that wanted the table, and the map stays as it was.
     pub(crate) fn create_table(&self, record: &TableRecord) -> Result<Arc<Region>, Error> {
         let bytes = record.file_bytes().ok_or(Error::CapacityOverflow)?;
         let path = self.table_path(record.gen);
@@ -344,15 +368,17 @@ impl Store {
             .create_new(true)
             .open(&path)
             .map_err(io_error("create a table file"))?;
-        let mapped = file
-            .set_len(bytes as u64)
-            .and_then(|()| Region::map_file(&file, bytes));
+        let mapped = reserve(&file, bytes)
+            .map_err(io_error("reserve the disk blocks of a new table file"))
+            .and_then(|()| {
+                Region::map_file(&file, bytes).map_err(io_error("map a new table file"))
+            });
         match mapped {
             Ok(region) => Ok(Arc::new(region)),
             Err(error) => {
                 drop(file);
                 let _ = std::fs::remove_file(&path);
-                Err(io_error("size and map a table file")(error))
+                Err(error)
             }
         }
     }
@@ -410,6 +436,23 @@ impl Store {
             File::open(&self.dir)?.sync_all()
         })();
         written.map_err(io_error("write the superblock"))
+    }
+}
+
+/// Make `file` (empty) `bytes` long with every block allocated, reading as zeroes.
+fn reserve(file: &File, bytes: usize) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let length =
+        libc::off_t::try_from(bytes).map_err(|_| std::io::Error::from(ErrorKind::FileTooLarge))?;
+    // SAFETY: posix_fallocate on a descriptor we own, open for writing; it returns the error
+    // number (0 for success) instead of setting errno.
+    match unsafe { libc::posix_fallocate(file.as_raw_fd(), 0, length) } {
+        0 => Ok(()),
+        // HACK: a file system that cannot reserve blocks (glibc emulates the call where the
+        // kernel lacks it, so only other C libraries get here) gets the sparse file of old:
+        // correct, but a full device there is a SIGBUS on a store, not an error.
+        libc::EOPNOTSUPP => file.set_len(bytes as u64),
+        error => Err(std::io::Error::from_raw_os_error(error)),
     }
 }
 
