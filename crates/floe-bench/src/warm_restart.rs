@@ -3,8 +3,11 @@
 //!
 //! Each run starts a server with its state in `--state-dir`, preloads `--keys` items of the
 //! first `--value-bytes`, stops it and starts it again on the same state, then times, from
-//! the new process's spawn: when it listens, when a get of the first key hits, and when a
-//! sweep of multi-gets over every key has come back (with how many hit). The stops:
+//! the new process's spawn: when it listens, when a get of 100 keys spread over the key
+//! space first hits, when the server has every item back (floe-server's `persist_restoring`
+//! stat: it serves while it restores; memcached restores before it listens), and when a
+//! sweep of multi-gets over every key has hit them all (the full hit ratio back, at full
+//! speed; the first sweep's hit ratio is reported). The stops:
 //! - floe-server, SIGTERM: a clean stop writes one snapshot, which the start reads;
 //! - floe-server, SIGKILL: a crash; the start replays the journals the preload wrote;
 //! - memcached, SIGUSR1: its restartable shutdown (it saves its memory file's metadata; a
@@ -29,7 +32,11 @@ struct Restart {
     state_bytes: u64,
     listen_s: f64,
     first_hit_s: f64,
+    /// When the server had every item back (its `persist_restoring` stat 0, or its listening
+    /// for a server without that stat).
+    restored_s: f64,
     all_keys_s: f64,
+    /// Keys the first sweep found.
     hits: u64,
     /// A second sweep's time, once everything is back and warm: what the first sweep would
     /// take on a server that had never stopped.
@@ -59,13 +66,16 @@ fn remove_state(path: &Path) {
     let _ = std::fs::remove_file(path.with_extension("meta"));
 }
 
-/// Whether a get of `key` hits.
-fn hits(stream: &mut BufReader<TcpStream>, key: &[u8]) -> io::Result<bool> {
-    let mut request = b"get ".to_vec();
-    request.extend_from_slice(key);
+/// One get of the keys numbered `keys`; how many hit.
+fn sample(stream: &mut BufReader<TcpStream>, keys: &[u64]) -> io::Result<u64> {
+    let mut request = b"get".to_vec();
+    for &i in keys {
+        request.push(b' ');
+        request.extend_from_slice(&key(i));
+    }
     request.extend_from_slice(b"\r\n");
     stream.get_mut().write_all(&request)?;
-    read_values(stream).map(|found| found == 1)
+    read_values(stream)
 }
 
 /// Read one get's reply; how many values it held.
@@ -92,20 +102,33 @@ fn read_values(stream: &mut BufReader<TcpStream>) -> io::Result<u64> {
     }
 }
 
+/// Whether the server's `stats` says it is restoring (`persist_restoring 1`).
+fn still_restoring(stream: &mut BufReader<TcpStream>) -> io::Result<bool> {
+    stream.get_mut().write_all(b"stats\r\n")?;
+    let mut restoring = false;
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if stream.read_line(&mut line)? == 0 {
+            return Err(io::ErrorKind::UnexpectedEof.into());
+        }
+        if line == "END\r\n" {
+            return Ok(restoring);
+        }
+        if line.trim_end() == "STAT persist_restoring 1" {
+            restoring = true;
+        }
+    }
+}
+
 /// Get every key, 100 per request; how many hit.
 fn sweep(stream: &mut BufReader<TcpStream>, keys: u64) -> io::Result<u64> {
     let mut found = 0;
-    let mut request = Vec::new();
+    let mut numbers = Vec::with_capacity(100);
     for first in (0..keys).step_by(100) {
-        request.clear();
-        request.extend_from_slice(b"get");
-        for i in first..(first + 100).min(keys) {
-            request.push(b' ');
-            request.extend_from_slice(&key(i));
-        }
-        request.extend_from_slice(b"\r\n");
-        stream.get_mut().write_all(&request)?;
-        found += read_values(stream)?;
+        numbers.clear();
+        numbers.extend(first..(first + 100).min(keys));
+        found += sample(stream, &numbers)?;
     }
     Ok(found)
 }
@@ -140,15 +163,37 @@ fn restart_once(
     let second = start_server(name, args, args.memory_mb, &extra)?;
     let listen_s = began.elapsed().as_secs_f64();
     let mut stream = connect(second.address).map_err(failed)?;
-    let first_key = key(0);
-    while !hits(&mut stream, &first_key).map_err(failed)? {
+    // The first hit: gets of 100 keys spread over the key space (a server that restores
+    // while it serves brings them back in its own order), repeated until one hits.
+    let spread: Vec<u64> = (0..100).map(|i| i * args.keys / 100).collect();
+    while sample(&mut stream, &spread).map_err(failed)? == 0 {
         if began.elapsed() > Duration::from_secs(60) {
             return Err(format!("{name} served no hit within 60 s of its restart"));
         }
         std::thread::sleep(Duration::from_millis(1));
     }
     let first_hit_s = began.elapsed().as_secs_f64();
+    // When the server has every item back: floe-server says so in `stats` (it serves while
+    // it restores); memcached restores before it listens (it has no such stat).
+    while still_restoring(&mut stream).map_err(failed)? {
+        if began.elapsed() > Duration::from_secs(120) {
+            return Err(format!("{name} still restoring 120 s after its restart"));
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    let restored_s = began.elapsed().as_secs_f64();
+    // Sweeps of every key until one hits them all: the full hit ratio back.
     let hits = sweep(&mut stream, args.keys).map_err(failed)?;
+    let mut last = hits;
+    while last < args.keys {
+        if began.elapsed() > Duration::from_secs(120) {
+            return Err(format!(
+                "{name} had {last} of {} keys back 120 s after its restart",
+                args.keys
+            ));
+        }
+        last = sweep(&mut stream, args.keys).map_err(failed)?;
+    }
     let all_keys_s = began.elapsed().as_secs_f64();
     let warm = Instant::now();
     sweep(&mut stream, args.keys).map_err(failed)?;
@@ -160,6 +205,7 @@ fn restart_once(
         state_bytes,
         listen_s,
         first_hit_s,
+        restored_s,
         all_keys_s,
         hits,
         warm_sweep_s,
@@ -176,7 +222,7 @@ pub fn run(args: &ServerArgs, cpu: &str) -> Result<(), String> {
         args.state_dir.display(),
         args.repeat
     );
-    println!("server\tstopped_by\tstop_s\tstate_MiB\tlisten_s\tfirst_hit_s\tall_keys_s\thit%\twarm_sweep_s");
+    println!("server\tstopped_by\tstop_s\tstate_MiB\tlisten_s\tfirst_hit_s\trestored_s\tall_keys_s\tfirst_sweep_hit%\twarm_sweep_s");
     let mut cases = Vec::new();
     for name in &args.servers {
         if name == "memcached" {
@@ -198,11 +244,12 @@ pub fn run(args: &ServerArgs, cpu: &str) -> Result<(), String> {
             median(&mut values)
         };
         println!(
-            "{name}\t{signal_name}\t{:.3}\t{:.1}\t{:.3}\t{:.3}\t{:.3}\t{:.2}\t{:.3}",
+            "{name}\t{signal_name}\t{:.3}\t{:.1}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{:.2}\t{:.3}",
             column(|r| r.stop_s),
             column(|r| r.state_bytes as f64) / (1 << 20) as f64,
             column(|r| r.listen_s),
             column(|r| r.first_hit_s),
+            column(|r| r.restored_s),
             column(|r| r.all_keys_s),
             column(|r| r.hits as f64) * 100.0 / args.keys as f64,
             column(|r| r.warm_sweep_s),

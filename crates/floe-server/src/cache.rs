@@ -65,7 +65,8 @@
 //! **Persistence** (`-e DIR`, `persist.rs`). Each write takes a sequence number inside its
 //! decision (`sequenced`) and, once published, appends the whole new item to its session's
 //! journal buffer, which the session writes to its worker's journal when it ends: before the
-//! replies are sent. A restart restores, for each key, the record with the largest number.
+//! replies are sent. A restart restores, for each key, the record with the largest number,
+//! in the background while the server serves; writes wait for it (`Cache::open`).
 //!
 //! **Expiry.** An expired or flushed item is never returned: every read checks it, and the
 //! read that finds it unlinks it. Eviction drops expired items first when they reach a
@@ -688,6 +689,10 @@ pub struct Cache {
     next_unique: CachePadded<AtomicU64>,
     /// The persistence directory (`-e`), set once the items it held are restored.
     store: std::sync::OnceLock<Store>,
+    /// A persistent cache's restore is running: writes wait (`wait_restored`).
+    restoring: AtomicBool,
+    restore_gate: Mutex<()>,
+    restore_done: std::sync::Condvar,
 }
 
 /// Why a persistent cache could not be opened.
@@ -709,17 +714,6 @@ impl core::fmt::Display for OpenError {
 }
 
 impl std::error::Error for OpenError {}
-
-/// What opening a persistent cache restored.
-#[derive(Clone, Debug)]
-pub struct Restored {
-    /// What replay read.
-    pub replayed: Replayed,
-    /// Items restored (replay's winners less those expired since, or over `-M`'s limit).
-    pub items: usize,
-    /// Seconds from the open to the last item restored.
-    pub seconds: f64,
-}
 
 impl Cache {
     /// A cache with these settings and the system clock.
@@ -777,6 +771,9 @@ impl Cache {
             expiry_seen: AtomicBool::new(false),
             next_unique: CachePadded::new(AtomicU64::new(1)),
             store: std::sync::OnceLock::new(),
+            restoring: AtomicBool::new(false),
+            restore_gate: Mutex::new(()),
+            restore_done: std::sync::Condvar::new(),
             settings: Settings {
                 workers,
                 ..settings
@@ -784,8 +781,12 @@ impl Cache {
         })
     }
 
-    /// A cache with the system clock whose items are kept in `dir` (`-e`, `persist.rs`):
-    /// what the directory holds is restored first, on one thread per worker.
+    /// A cache with the system clock whose items are kept in `dir` (`-e`, `persist.rs`).
+    /// The directory's files are read and checked here; the items they hold are restored by
+    /// a thread of their own while the server already serves: reads meanwhile find the
+    /// items restored so far (a key not yet restored is a miss, as in any cache warming up),
+    /// and writes wait until the restore is done ([`Cache::wait_restored`]), so no write
+    /// can be overtaken by an older restored value and no delete or flush undone.
     ///
     /// # Errors
     /// The directory cannot be created, locked (another server has it) or read, or holds a
@@ -794,7 +795,7 @@ impl Cache {
         settings: Settings,
         dir: &std::path::Path,
         options: StoreOptions,
-    ) -> Result<(Arc<Cache>, Restored), OpenError> {
+    ) -> Result<(Arc<Cache>, Replayed), OpenError> {
         let started = Instant::now();
         let cache = Arc::new(
             Self::with_clock(
@@ -806,35 +807,87 @@ impl Cache {
         );
         let workers = cache.settings.workers;
         let now_unix = cache.process_started + cache.now() as i64;
-        let mut items = 0;
-        let (store, replayed) = Store::open(dir, workers, options, now_unix, |restore| {
-            items = cache.restore(restore);
-        })
-        .map_err(OpenError::Store)?;
-        if cache.store.set(store).is_err() {
-            unreachable!("the store is set once, here");
-        }
-        let restored = Restored {
-            replayed,
-            items,
-            seconds: started.elapsed().as_secs_f64(),
-        };
-        Ok((cache, restored))
-    }
-
-    /// Restore replay's items (before the store is set, so nothing is journaled again), split
-    /// over one thread per worker, each filling its own eviction queue. Returns how many were
-    /// restored.
-    fn restore(self: &Arc<Self>, restore: Restore<'_>) -> usize {
-        self.flush_generation
+        let (store, replayed, replay) =
+            Store::open(dir, workers, options, now_unix).map_err(OpenError::Store)?;
+        let restore = replay.restore();
+        cache
+            .flush_generation
             .store(restore.generation, Ordering::Relaxed);
         if restore.oldest_live != 0 {
-            let when = (restore.oldest_live - self.process_started).clamp(1, u32::MAX as i64);
-            self.oldest_live.store(when as u32, Ordering::Relaxed);
-            self.note_expiry();
+            let when = (restore.oldest_live - cache.process_started).clamp(1, u32::MAX as i64);
+            cache.oldest_live.store(when as u32, Ordering::Relaxed);
+            cache.note_expiry();
         }
-        self.next_unique
+        cache
+            .next_unique
             .fetch_max(restore.max_cas.saturating_add(1), Ordering::Relaxed);
+        cache.restoring.store(true, Ordering::Relaxed);
+        let background = Arc::clone(&cache);
+        let spawned = std::thread::Builder::new()
+            .name("floe-restore".into())
+            .spawn(move || {
+                let restored = background.restore(replay.restore());
+                crate::log!(
+                    1,
+                    "restored {restored} items in {:.3} s",
+                    started.elapsed().as_secs_f64()
+                );
+                drop(replay);
+                // The store is set only now: nothing is journaled while the items go in (no
+                // write runs), and a checkpoint cannot snapshot a half-restored map.
+                if background.store.set(store).is_err() {
+                    unreachable!("the store is set once, here");
+                }
+                background.finish_restore();
+            });
+        if let Err(error) = spawned {
+            return Err(OpenError::Store(StoreError::Io(
+                "start the restore of",
+                dir.to_path_buf(),
+                error,
+            )));
+        }
+        Ok((cache, replayed))
+    }
+
+    /// Wait until the restore of a persistent cache is done (every write, and a checkpoint,
+    /// calls it first; one relaxed-cost load once it is done).
+    pub fn wait_restored(&self) {
+        // Acquire pairs with `finish_restore`'s release: a write that passes sees the store
+        // set and every restored item's bookkeeping.
+        if !self.restoring.load(Ordering::Acquire) {
+            return;
+        }
+        let mut done = self
+            .restore_gate
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        while self.restoring.load(Ordering::Acquire) {
+            done = self
+                .restore_done
+                .wait(done)
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+        }
+    }
+
+    /// Whether a restore is still running (`stats`: `persist_restoring`).
+    pub fn is_restoring(&self) -> bool {
+        self.restoring.load(Ordering::Acquire)
+    }
+
+    fn finish_restore(&self) {
+        let _gate = self
+            .restore_gate
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        self.restoring.store(false, Ordering::Release);
+        self.restore_done.notify_all();
+    }
+
+    /// Restore replay's items, split over one thread per worker, each filling its own
+    /// eviction queue (nothing else touches the queues meanwhile: only writes evict, and they
+    /// wait). Returns how many were restored.
+    fn restore(self: &Arc<Self>, restore: &Restore<'_>) -> usize {
         // One growth up front rather than one per doubling while the items go in (best
         // effort: a map that cannot reserve grows as it fills).
         let _ = self.map.reserve(restore.items.len());
@@ -891,6 +944,7 @@ impl Cache {
     /// A file could not be written; the directory still restores everything (replay reads
     /// the older snapshot and the journals since).
     pub fn checkpoint(&self) -> Result<Option<u64>, StoreError> {
+        self.wait_restored();
         let Some(store) = self.store.get() else {
             return Ok(None);
         };
@@ -909,7 +963,8 @@ impl Cache {
             .map(Some)
     }
 
-    /// Journal bytes since the last snapshot, and snapshots written (for `stats`).
+    /// Journal bytes since the last snapshot, snapshots written, and whether a failed write
+    /// turned persistence off (for `stats`; `None` without `-e` or while restoring).
     pub fn persistence(&self) -> Option<(u64, u64, bool)> {
         self.store
             .get()
@@ -1373,6 +1428,8 @@ impl<'w> Session<'w> {
 
     /// `flush_all` (see [`Cache::flush_all`]), journaled.
     pub fn flush_all(&self, delay: i64) {
+        // A persistent cache's writes wait for its restore (`Cache::open`).
+        self.cache.wait_restored();
         self.cache.flush_all(delay, self.now);
         if let Some(store) = self.cache.store.get() {
             self.cache
@@ -1551,6 +1608,8 @@ impl<'w> Session<'w> {
     /// `incr` copy the same way. Harmless but for one extra recache; closing it would need
     /// the token shared between the copies (an `Arc<AtomicBool>` carried by in-place copies).
     pub fn touch(&self, key: &[u8], exptime: u32) -> Option<&Item> {
+        // A persistent cache's writes wait for its restore (`Cache::open`).
+        self.cache.wait_restored();
         let cache = self.cache;
         let now = self.now;
         let outcome = self.map.compute(Arc::from(key), |present| {
@@ -1623,6 +1682,8 @@ impl<'w> Session<'w> {
         compare: Option<u64>,
         meta: MetaStore,
     ) -> Stored {
+        // A persistent cache's writes wait for its restore (`Cache::open`).
+        self.cache.wait_restored();
         self.count(Counter::CmdSet, 1);
         let charge = item_charge(data.len());
         if too_large(self.cache, key.len(), data.len()) {
@@ -1784,6 +1845,8 @@ impl<'w> Session<'w> {
         pad: bool,
         cas: Option<u64>,
     ) -> Delta {
+        // A persistent cache's writes wait for its restore (`Cache::open`).
+        self.cache.wait_restored();
         // As memcached, a unique of 0 is none.
         let compare = compare.filter(|&cas| cas != 0);
         let (hit, miss) = if incr {
@@ -1889,6 +1952,8 @@ impl<'w> Session<'w> {
 
     /// Delete `key` (only if its CAS unique is `compare`, when one is given).
     pub fn delete(&mut self, key: &[u8], compare: Option<u64>) -> Deleted {
+        // A persistent cache's writes wait for its restore (`Cache::open`).
+        self.cache.wait_restored();
         let cache = self.cache;
         let now = self.now;
         let mut mismatch = false;
@@ -1929,6 +1994,8 @@ impl<'w> Session<'w> {
     /// marks, an emptied one is new. Like a touch it never fails for want of memory (an
     /// invalidation takes what the item took, an emptying less).
     pub fn tombstone(&mut self, key: &[u8], compare: Option<u64>, tombstone: Tombstone) -> Deleted {
+        // A persistent cache's writes wait for its restore (`Cache::open`).
+        self.cache.wait_restored();
         let cache = self.cache;
         let now = self.now;
         let stamp = self.stamp(None);

@@ -128,18 +128,16 @@ fn main() -> ExitCode {
                 sync_ms: args.persist_sync,
                 compact_bytes: args.persist_compact << 20,
             };
-            Cache::open(settings, dir, options).map(|(cache, restored)| {
-                let replayed = &restored.replayed;
+            Cache::open(settings, dir, options).map(|(cache, replayed)| {
                 log!(
                     1,
-                    "restored {} items from {} ({} records in {} files, {} bytes; {} torn bytes dropped) in {:.3} s ({:.3} s reading)",
-                    restored.items,
+                    "restoring {} items from {} ({} records in {} files, {} bytes; {} torn bytes dropped; read in {:.3} s)",
+                    replayed.items,
                     dir.display(),
                     replayed.records,
                     replayed.files,
                     replayed.bytes,
                     replayed.torn_bytes,
-                    restored.seconds,
                     replayed.read_seconds
                 );
                 cache

@@ -51,6 +51,13 @@
 //! it). A crash before step 2's rename leaves snapshot `g` and journals `g` and `g + 1`, all
 //! read; after it, journals `g` are no longer needed.
 //!
+//! **Restoring.** An open maps the files, checks every record (a damaged snapshot is refused
+//! before anything else happens) and chooses each key's winner; the cache then restores the
+//! winners on a thread of its own while the server already listens. Reads find what is back;
+//! writes wait until the restore is done (`Cache::open`, `Cache::wait_restored`), so a restored
+//! record never overwrites a newer write, delete or flush, and new sequence numbers and CAS
+//! uniques are larger than every restored one.
+//!
 //! **What is not kept**: read marks (an item's frequency, whether and when it was read, the
 //! win token), and evictions and expiry unlinks (an evicted item can come back after a
 //! restart, which a cache is free to do: it was the key's last value; a memory limit lower
@@ -364,6 +371,21 @@ pub struct Restore<'a> {
     pub max_cas: u64,
 }
 
+/// What an open read, for the cache to restore (in the background: the server listens
+/// meanwhile). Owns the mapped files its records point into.
+pub struct Replay {
+    // Declared before `_files`, so dropped first: its records borrow from them.
+    restore: Restore<'static>,
+    _files: Vec<FileBytes>,
+}
+
+impl Replay {
+    /// The items and flush state to restore.
+    pub fn restore(&self) -> &Restore<'_> {
+        &self.restore
+    }
+}
+
 /// One worker's journal.
 struct Lane {
     file: Arc<File>,
@@ -476,9 +498,9 @@ fn sync_dir(dir: &Path) -> Result<(), StoreError> {
 
 impl Store {
     /// Open (creating it if need be) the directory `dir` for a cache of `lanes` workers;
-    /// read its snapshot and journals and hand what they hold to `restore` (the cache
-    /// restores the items), then start journals of a new generation. `now_unix` is the time
-    /// expiry and delayed flushes are judged at.
+    /// read and check its snapshot and journals and choose what they restore (the
+    /// [`Replay`], which the cache restores), then start journals of a new generation.
+    /// `now_unix` is the time expiry and delayed flushes are judged at.
     ///
     /// # Errors
     /// The directory cannot be created, read or locked (another server has it), a file is
@@ -489,8 +511,7 @@ impl Store {
         lanes: usize,
         options: StoreOptions,
         now_unix: i64,
-        restore: impl FnOnce(Restore<'_>),
-    ) -> Result<(Store, Replayed), StoreError> {
+    ) -> Result<(Store, Replayed, Replay), StoreError> {
         fs::create_dir_all(dir).map_err(io_error("create", dir))?;
         let lock_path = dir.join("lock");
         let lock = OpenOptions::new()
@@ -582,8 +603,18 @@ impl Store {
         let restore_set = chosen.into_restore(now_unix);
         replayed.items = restore_set.items.len();
         replayed.read_seconds = started.elapsed().as_secs_f64();
-        restore(restore_set);
-        drop(journal_bytes);
+        let snapshot_len = snapshot_bytes.len() as u64;
+        // SAFETY: the records point into the files' mappings (or into static empty slices),
+        // which stay where they are when the `FileBytes` values move, and which the `Replay`
+        // owns and drops only after the records (field order); `Replay::restore` lends the
+        // records out only for as long as the `Replay` is borrowed.
+        let restore_set: Restore<'static> = unsafe { core::mem::transmute(restore_set) };
+        let mut files = journal_bytes;
+        files.push(snapshot_bytes);
+        let replay = Replay {
+            restore: restore_set,
+            _files: files,
+        };
 
         // A new generation for this run's journals: never append to a file a crash may have
         // cut short.
@@ -601,10 +632,8 @@ impl Store {
             generation: AtomicU64::new(gen),
             compacting: Mutex::new(()),
             next_seq: CachePadded::new(AtomicU64::new(next_seq)),
-            journal_bytes: AtomicU64::new(
-                replayed.bytes.saturating_sub(snapshot_bytes.len() as u64),
-            ),
-            snapshot_bytes: AtomicU64::new(snapshot_bytes.len() as u64),
+            journal_bytes: AtomicU64::new(replayed.bytes.saturating_sub(snapshot_len)),
+            snapshot_bytes: AtomicU64::new(snapshot_len),
             snapshots: AtomicU64::new(0),
             failed: AtomicBool::new(false),
             options,
@@ -621,7 +650,7 @@ impl Store {
                 let _ = fs::remove_file(dir.join(name.file_name()));
             }
         }
-        Ok((store, replayed))
+        Ok((store, replayed, replay))
     }
 
     /// The options it was opened with.

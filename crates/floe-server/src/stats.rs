@@ -118,7 +118,11 @@ fn general(out: &mut Vec<u8>, cache: &Cache) {
     stat(out, "pending_output_bytes", cache.pending_output());
     // With -e: journal bytes since the last snapshot, snapshots written, and whether a
     // failed write turned persistence off.
+    if cache.is_restoring() {
+        stat(out, "persist_restoring", 1);
+    }
     if let Some((journal_bytes, snapshots, failed)) = cache.persistence() {
+        stat(out, "persist_restoring", 0);
         stat(out, "persist_journal_bytes", journal_bytes);
         stat(out, "persist_snapshots", snapshots);
         stat(out, "persist_failed", u8::from(failed));

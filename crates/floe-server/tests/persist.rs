@@ -103,8 +103,38 @@ fn dir_arg(dir: &Path) -> &str {
     dir.to_str().unwrap()
 }
 
-/// The items the server holds (`stats`' `curr_items`).
+/// A `stats` value.
+fn stat(port: u16, name: &str) -> Option<String> {
+    let mut client = Client::connect(port);
+    client.writer.write_all(b"stats\r\n").unwrap();
+    let mut value = None;
+    loop {
+        let line = client.read_line().unwrap();
+        if line == "END\r\n" {
+            return value;
+        }
+        if let Some(rest) = line.strip_prefix(&format!("STAT {name} ")) {
+            value = Some(rest.trim().to_string());
+        }
+    }
+}
+
+/// Wait until the server has restored its items (it serves meanwhile: reads miss what is not
+/// restored yet, writes wait).
+fn wait_restored(port: u16) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while stat(port, "persist_restoring").as_deref() != Some("0") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still restoring after 60 s"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// The items the server holds (`stats`' `curr_items`), once it has restored them.
 fn restored_items(port: u16) -> usize {
+    wait_restored(port);
     let mut client = Client::connect(port);
     client.writer.write_all(b"stats\r\n").unwrap();
     loop {
@@ -121,6 +151,7 @@ fn a_restart_brings_back_items_flags_cas_and_expiry() {
     let dir = scratch_dir("restart");
     let (child, port, log) = start(&["-t", "2", "-e", dir_arg(&dir)]);
     let _reaper = Reaper(child.id());
+    wait_restored(port);
     let mut client = Client::connect(port);
     for request in [
         &b"set plain 5 0 5\r\nhello\r\n"[..],
@@ -155,6 +186,7 @@ fn a_restart_brings_back_items_flags_cas_and_expiry() {
     std::thread::sleep(Duration::from_millis(2100));
     let (child, port, log) = start(&["-t", "3", "-e", dir_arg(&dir)]);
     let _reaper = Reaper(child.id());
+    wait_restored(port);
     let mut client = Client::connect(port);
     for (key, item) in &before {
         assert_eq!(client.gets(key).unwrap().as_ref(), Some(item), "{key}");
@@ -186,6 +218,7 @@ fn a_restart_brings_back_items_flags_cas_and_expiry() {
     drop(log);
     let (child, port, log) = start(&["-e", dir_arg(&dir)]);
     let _reaper = Reaper(child.id());
+    wait_restored(port);
     let mut client = Client::connect(port);
     for key in before.keys() {
         assert_eq!(client.gets(key).unwrap(), None, "{key} survived a flush");
@@ -292,6 +325,7 @@ fn sigkill_at_any_instant_loses_no_acknowledged_write() {
         let (mut child, port, mut log) =
             start(&["-t", "2", "-e", dir_arg(&dir), "--persist-compact", "1"]);
         let _reaper = Reaper(child.id());
+        wait_restored(port);
         // What survived the last kill is there.
         let mut client = Client::connect(port);
         for (key, value) in &expected {
@@ -313,6 +347,7 @@ fn sigkill_at_any_instant_loses_no_acknowledged_write() {
         compactions += rest.matches("snapshot of").count();
         let (child, port, log) = start(&["-t", "2", "-e", dir_arg(&dir)]);
         let _reaper = Reaper(child.id());
+        wait_restored(port);
         let mut client = Client::connect(port);
         for thread in writers {
             let (model, in_flight) = thread.join().unwrap();
@@ -378,6 +413,7 @@ fn stopped_with_items(name: &str) -> (PathBuf, String) {
     let dir = scratch_dir(name);
     let (child, port, log) = start(&["-e", dir_arg(&dir)]);
     let _reaper = Reaper(child.id());
+    wait_restored(port);
     let mut client = Client::connect(port);
     assert_eq!(client.line(b"set a 0 0 1\r\n1\r\n").unwrap(), "STORED\r\n");
     assert_eq!(client.line(b"set b 0 0 1\r\n2\r\n").unwrap(), "STORED\r\n");
@@ -434,6 +470,7 @@ fn damaged_foreign_and_locked_directories_are_refused_unchanged() {
     // Held by another server.
     let (child, port, log) = start(&["-e", dir_arg(&dir)]);
     let _reaper = Reaper(child.id());
+    wait_restored(port);
     refused(&dir, "in use by another process");
     let mut client = Client::connect(port);
     assert_eq!(client.gets("a").unwrap().unwrap().0, b"1");
@@ -451,6 +488,7 @@ fn a_torn_journal_end_is_dropped_and_the_rest_restored() {
     let dir = scratch_dir("torn");
     let (mut child, port, log) = start(&["-t", "1", "-e", dir_arg(&dir)]);
     let _reaper = Reaper(child.id());
+    wait_restored(port);
     let mut client = Client::connect(port);
     for i in 0..20 {
         let request = format!("set k{i} {i} 0 2\r\nv{}\r\n", i % 10);
@@ -474,11 +512,12 @@ fn a_torn_journal_end_is_dropped_and_the_rest_restored() {
     drop(file);
     let (child, port, log, startup) = start_logged(&["-e", dir_arg(&dir)]);
     let _reaper = Reaper(child.id());
+    wait_restored(port);
     assert!(
         startup.contains("30 bytes at its end are not whole records"),
         "{startup}"
     );
-    assert!(startup.contains("restored 20 items"), "{startup}");
+    assert!(startup.contains("restoring 20 items"), "{startup}");
     assert_eq!(restored_items(port), 20);
     let mut client = Client::connect(port);
     for i in 0..20 {
@@ -557,7 +596,62 @@ fn a_full_disk_turns_persistence_off_and_leaves_no_stale_state() {
     // The next start is cold, and persistent again.
     let (child, port, log) = start(&["-e", dir_arg(&dir)]);
     let _reaper = Reaper(child.id());
+    wait_restored(port);
     assert_eq!(restored_items(port), 0);
+    stop(child, log);
+    fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The server serves while it restores: a write made then waits for the restore, so the
+/// restore never overwrites it (a newer value, a delete, a flush) with an older record; reads
+/// made then see restored items or misses, never a value older than a write they follow.
+#[test]
+fn writes_during_the_restore_are_not_undone_by_it() {
+    let dir = scratch_dir("during");
+    let (child, port, log) = start(&["-t", "2", "-e", dir_arg(&dir)]);
+    let _reaper = Reaper(child.id());
+    wait_restored(port);
+    // Enough items that the restore takes a while (a debug build restores far slower).
+    let mut client = Client::connect(port);
+    let mut batch = Vec::new();
+    for i in 0..100_000 {
+        batch.extend_from_slice(format!("set k{i} 0 0 3 noreply\r\nold\r\n").as_bytes());
+    }
+    batch.extend_from_slice(b"set last 0 0 3\r\nold\r\n");
+    assert_eq!(client.line(&batch).unwrap(), "STORED\r\n");
+    stop(child, log);
+
+    let (child, port, log) = start(&["-t", "2", "-e", dir_arg(&dir)]);
+    let _reaper = Reaper(child.id());
+    let restoring = stat(port, "persist_restoring");
+    let mut client = Client::connect(port);
+    // Sent at once after the start: these run while (or after) the items go in.
+    assert_eq!(
+        client.line(b"set k1 0 0 3\r\nnew\r\n").unwrap(),
+        "STORED\r\n"
+    );
+    assert_eq!(client.line(b"delete k2\r\n").unwrap(), "DELETED\r\n");
+    assert_eq!(
+        client.line(b"append k3 0 0 4\r\n+new\r\n").unwrap(),
+        "STORED\r\n"
+    );
+    assert_eq!(client.gets("k1").unwrap().unwrap().0, b"new");
+    wait_restored(port);
+    assert_eq!(client.gets("k1").unwrap().unwrap().0, b"new");
+    assert_eq!(client.gets("k2").unwrap(), None);
+    assert_eq!(client.gets("k3").unwrap().unwrap().0, b"old+new");
+    assert_eq!(client.gets("k99999").unwrap().unwrap().0, b"old");
+    assert_eq!(restored_items(port), 100_000);
+    eprintln!("persist_restoring right after the start: {restoring:?}");
+    // A flush made during a restore empties the restored items too.
+    stop(child, log);
+    let (child, port, log) = start(&["-t", "2", "-e", dir_arg(&dir)]);
+    let _reaper = Reaper(child.id());
+    let mut client = Client::connect(port);
+    assert_eq!(client.line(b"flush_all\r\n").unwrap(), "OK\r\n");
+    wait_restored(port);
+    assert_eq!(client.gets("k5").unwrap(), None);
+    assert_eq!(client.gets("last").unwrap(), None);
     stop(child, log);
     fs::remove_dir_all(&dir).unwrap();
 }

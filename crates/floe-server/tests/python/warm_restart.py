@@ -72,6 +72,16 @@ def fill(client):
     return expected
 
 
+def wait_restored(client):
+    """floe-server serves while it restores (writes wait, reads miss what is not back yet):
+    wait until its `persist_restoring` stat is 0. memcached restores before it listens."""
+    deadline = time.monotonic() + 60
+    while client.stats().get(b"persist_restoring", 0) not in (0, b"0"):
+        if time.monotonic() > deadline:
+            raise RuntimeError("still restoring after 60 s")
+        time.sleep(0.01)
+
+
 def check(kind, how, client, expected):
     for key, want in expected.items():
         got = client.gets(key)
@@ -101,6 +111,7 @@ def run(kind, how):
         began = time.monotonic()
         process = start(kind, port, state)
         client = Client(("127.0.0.1", port), timeout=10)
+        wait_restored(client)
         check(kind, how.name, client, expected)
         client.close()
         print(f"{kind} after {how.name}: {len(expected)} keys checked, listening again {time.monotonic() - began:.2f} s after the start")
