@@ -82,14 +82,7 @@ fn sample(stream: &mut BufReader<TcpStream>, keys: &[u64]) -> io::Result<u64> {
 fn read_values(stream: &mut BufReader<TcpStream>) -> io::Result<u64> {
     let mut found = 0;
     let mut line = String::new();
-    loop {
-        line.clear();
-        if stream.read_line(&mut line)? == 0 {
-            return Err(io::ErrorKind::UnexpectedEof.into());
-        }
-        if line == "END\r\n" {
-            return Ok(found);
-        }
+    while next_line(stream, &mut line)? {
         let len: usize = line
             .split_whitespace()
             .nth(3)
@@ -100,6 +93,16 @@ fn read_values(stream: &mut BufReader<TcpStream>) -> io::Result<u64> {
         stream.read_exact(&mut data)?;
         found += 1;
     }
+    Ok(found)
+}
+
+/// Read a reply line into `line`; `false` at `END`.
+fn next_line(stream: &mut BufReader<TcpStream>, line: &mut String) -> io::Result<bool> {
+    line.clear();
+    if stream.read_line(line)? == 0 {
+        return Err(io::ErrorKind::UnexpectedEof.into());
+    }
+    Ok(line != "END\r\n")
 }
 
 /// Whether the server's `stats` says it is restoring (`persist_restoring 1`).
@@ -107,18 +110,10 @@ fn still_restoring(stream: &mut BufReader<TcpStream>) -> io::Result<bool> {
     stream.get_mut().write_all(b"stats\r\n")?;
     let mut restoring = false;
     let mut line = String::new();
-    loop {
-        line.clear();
-        if stream.read_line(&mut line)? == 0 {
-            return Err(io::ErrorKind::UnexpectedEof.into());
-        }
-        if line == "END\r\n" {
-            return Ok(restoring);
-        }
-        if line.trim_end() == "STAT persist_restoring 1" {
-            restoring = true;
-        }
+    while next_line(stream, &mut line)? {
+        restoring |= line.trim_end() == "STAT persist_restoring 1";
     }
+    Ok(restoring)
 }
 
 /// Get every key, 100 per request; how many hit.
