@@ -826,7 +826,15 @@ impl Cache {
         let spawned = std::thread::Builder::new()
             .name("floe-restore".into())
             .spawn(move || {
-                let restored = background.restore(replay.restore());
+                let restoring =
+                    std::panic::AssertUnwindSafe(|| background.restore(replay.restore()));
+                let Ok(restored) = std::panic::catch_unwind(restoring) else {
+                    // A bug. Writes wait for the restore, so going on would hang them, and a
+                    // snapshot of a half-restored map would lose items: stop here (the
+                    // directory is as it was, the next start restores it).
+                    crate::log!(0, "the restore failed; stopping");
+                    std::process::abort();
+                };
                 crate::log!(
                     1,
                     "restored {restored} items in {:.3} s",
