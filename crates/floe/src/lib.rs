@@ -99,7 +99,8 @@
 //!    *Not kept*: a power loss *during* a growth or shrink that started after the last
 //!    checkpoint can lose keys that growth had moved (the old table's moved slots reach the
 //!    disk independently of the new table's pages; ordering them needs a sync per chunk of
-//!    moves, not built). Checkpoint after a growth when power loss matters.
+//!    moves, not built). Checkpoint after a growth when power loss matters. (At
+//!    [`Durability::Flush`] on a DAX mapping, 4 below, growths are covered.)
 //! 3. A clean [`FlatMap::close`] (or drop) syncs and records the close, so the next open
 //!    checks the table against the recorded key count instead of repairing it.
 //! 4. At [`Durability::Flush`] ([`Builder::durability`]), on a DAX or CXL mapping (where the

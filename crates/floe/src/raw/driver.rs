@@ -1290,7 +1290,7 @@ fn follow<R>(
             }
             Err(Moved) => {
                 // The bin's `DoneTransfer` (and its moved slots) on the media before anything
-                // this operation does in the next table can be (`writeback.rs`, 4).
+                // this operation does in the next table can be (`writeback.rs`, 5).
                 table.write_back_bin(bin);
                 table = moved_on(table);
             }

@@ -710,7 +710,10 @@ impl RawTable {
         false
     }
 
+    /// Cold and out of line: the branch to it is the whole cost `Durability::Process` pays
+    /// (the hot paths keep their code size and registers).
     #[cfg(not(loom))]
+    #[cold]
     #[inline(never)]
     fn write_back_lines(&self, writeback: writeback::Writeback, index: usize) {
         let bin = &self.bins[index];

@@ -29,10 +29,15 @@
 //! first and the copy follows); `(moved key, key)` means the key was moved and its value is
 //! the new bin's copy; anything else held no live key (a key copied, then deleted before the
 //! mover could take its copy out again, is in neither form in the old bin). The new bins
-//! hold nothing else a user could have seen (nobody but the mover reads or writes them before
-//! the old bin is `DoneTransfer`). Recovery therefore rebuilds the new bins from exactly that
-//! set and marks the old bin done; bins already `DoneTransfer` are the new table's business
-//! and bins not yet claimed are moved by the migration the open finishes.
+//! hold nothing else a user could have seen for this bin's keys (nobody but the mover reads
+//! or writes a key there before its old bin is `DoneTransfer`). Recovery therefore rebuilds
+//! the new bins from exactly that set and marks the old bin done; bins already
+//! `DoneTransfer` are the new table's business and bins not yet claimed are moved by the
+//! migration the open finishes (their new bins emptied first: after a power loss at
+//! `Durability::Flush` they may hold copies whose claim never reached the media). A shrink
+//! group publishes its bins one at a time, so an operation may change the new bin for one
+//! member's keys while another member is still `InTransfer`: the rebuild keeps the new bin's
+//! keys of the members already done and takes only the others' from their old slots.
 //!
 //! Recovery runs before any thread can reach the tables, so it uses plain stores.
 //!
@@ -42,9 +47,13 @@
 //! buckets, `recover_moves` at one old bin (or shrink group) and the new bins only its keys
 //! go to. So a [`Sweeper`] splits the bins into chunks and sweeps them on several threads,
 //! each with a hasher of its own (built from the seed in the superblock), and adds up what
-//! they found. Two bins share a link bucket only in a damaged file (every bucket is chained
-//! to one bin); threads that meet there race on its slots, but only through atomics, and
-//! such a map is reported as damaged anyway. The pool cursors take the largest chained
+//! they found; on an undamaged file the map (its keys and values) and the report are the same
+//! on any number of threads (each bin, its buckets and its new bins are written by the one
+//! thread sweeping its chunk; only which reserve bucket a rebuilt move chains may differ). Two bins share a
+//! link bucket only in a damaged file (every bucket is chained to one bin): there, what the
+//! sweep makes of that bucket depends on which bin's thread gets to it first, as on one
+//! thread it depends on the bins' order, and every access is atomic, so it is a damaged map
+//! settled one way or another, never a data race. The pool cursors take the largest chained
 //! bucket any chunk saw; a move that needs a bucket takes it with an atomic add.
 
 use std::{collections::HashMap, ops::Range};

@@ -41,7 +41,15 @@
 //!    media can hold after it is one recovery rebuilds (`recover.rs`, the moves: a real key
 //!    in the old slot is its newest value, a moved word takes the copy). A put that races the
 //!    retire rewrites the copy; the write-back is repeated before the retire is tried again.
-//! 5. Everything the superblock names is made durable by `msync` before it is named (a new
+//! 5. An operation that finds its bin moved (`DoneTransfer`) writes that old bin's line back
+//!    before it goes on into the next table. Otherwise it could change a new bin, write that
+//!    back and return while the media still showed the old bin unclaimed or `InTransfer`, and
+//!    recovery, which takes an old bin that is not done as the truth for its keys (and empties
+//!    the new bins of one not claimed), would undo it. With the old bin's `DoneTransfer` on
+//!    the media first, recovery leaves the new bins of that bin as they are. (A shrink group
+//!    publishes its bins one by one: recovery keeps the new bin's keys of the members done and
+//!    rebuilds only the others'.)
+//! 6. Everything the superblock names is made durable by `msync` before it is named (a new
 //!    table's file is synced before it becomes current), as on any file.
 //!
 //! What this assumes: a line is written back whole, so a 16-byte slot (key and value, stored
