@@ -1087,3 +1087,40 @@ fn full_device_on_growth() {
     }
     assert_eq!(map.get(&0), Some(4));
 }
+
+/// A persistent map used through `LocalMap` grows there too (one thread, plain stores): its
+/// growths must be recorded as a shared growth's are, so the files reopen with every key.
+#[test]
+fn a_local_map_of_a_persistent_map_grows_persistently() {
+    let scratch = Scratch::new("local");
+    let map = FlatMap::<u64, u64>::builder()
+        .capacity(16)
+        .build_persistent(scratch.path())
+        .unwrap();
+    let mut local = floe::LocalMap::from(map);
+    for key in 0..50_000u64 {
+        local.insert(key, key * 3);
+    }
+    for key in (0..50_000u64).step_by(7) {
+        local.remove(&key);
+    }
+    let map = local.into_shared();
+    let bins = map.stats().bins;
+    assert!(bins > 16, "the map never grew");
+    map.close().unwrap();
+    let map = Persistent::open(scratch.path()).unwrap();
+    assert_eq!(map.stats().bins, bins);
+    for key in 0..50_000u64 {
+        let expected = (key % 7 != 0).then_some(key * 3);
+        assert_eq!(map.get(&key), expected, "key {key}");
+    }
+    // Grown again through a `LocalMap` made from the reopened map.
+    let mut local = floe::LocalMap::from(map);
+    for key in 50_000..120_000u64 {
+        local.insert(key, key);
+    }
+    local.into_shared().close().unwrap();
+    let map = Persistent::open(scratch.path()).unwrap();
+    assert_eq!(map.len(), 50_000 - 50_000usize.div_ceil(7) + 70_000);
+    assert_eq!(map.get(&119_999), Some(119_999));
+}

@@ -908,6 +908,21 @@ impl RawMap {
         hash: u64,
         rehash: Rehash<'_>,
     ) -> Result<(), Error> {
+        #[cfg(not(loom))]
+        if self.store.is_some() {
+            // A persistent map's growth names its new table in the superblock before moving
+            // into it and copies before it retires (`store.rs`, `recover.rs`); the shared
+            // growth does both, and is finished here at once. (Moving every bin with plain
+            // stores and freeing the old table, as below, left the superblock naming a table
+            // whose keys had moved: found by `a_local_map_of_a_persistent_map_grows_persistently`.)
+            {
+                let guard = reclaim::enter();
+                let table = self.load(&guard);
+                self.grow(table, bin, full, hash, rehash, &guard)?;
+            }
+            self.settle_local(rehash);
+            return Ok(());
+        }
         let table = self.owned_table();
         if full == Full::Bin {
             self.separable(table, bin, hash, rehash)?;
