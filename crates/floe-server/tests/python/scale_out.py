@@ -33,7 +33,11 @@ def check_spread(ports, label):
     counts = [items(p) for p in ports]
     print(f"{label}: items per server {counts}")
     assert sum(counts) == N, f"{label}: {sum(counts)} items stored, {N} expected"
-    assert all(c > N // 10 for c in counts), f"{label}: a server got (almost) nothing: {counts}"
+    # "Almost nothing" is under 4%: a proxy that does not spread gives one server nothing.
+    # Fair shares would be 33% each, but nutcracker's ketama (fnv1a_64 of keys that differ in
+    # their last digits, on a ring placed by the servers' random ports) gave one server 8.5%
+    # in a CI run, which a 10% bound failed.
+    assert all(c > N // 25 for c in counts), f"{label}: a server got (almost) nothing: {counts}"
 
 
 def hash_client(ports):
