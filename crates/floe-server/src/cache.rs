@@ -926,11 +926,6 @@ impl Cache {
         })
     }
 
-    /// Whether the cache is kept in a directory (`-e`) and still writing it.
-    pub fn is_persistent(&self) -> bool {
-        self.store.get().is_some_and(|store| !store.failed())
-    }
-
     /// Sync the journals (the housekeeping thread's tick; a no-op without `-e`).
     pub fn sync(&self) {
         if let Some(store) = self.store.get() {

@@ -125,7 +125,6 @@ fn main() -> ExitCode {
         None => Cache::new(settings).map(Arc::new).map_err(OpenError::Map),
         Some(dir) => {
             let options = StoreOptions {
-                sync_ms: args.persist_sync,
                 compact_bytes: args.persist_compact << 20,
             };
             Cache::open(settings, dir, options).map(|(cache, replayed)| {

@@ -322,11 +322,10 @@ fn io_error<'p>(what: &'static str, path: &'p Path) -> impl FnOnce(io::Error) ->
     move |error| StoreError::Io(what, path.to_path_buf(), error)
 }
 
-/// How the directory is kept.
+/// How the directory is kept. (How often the journals are synced is the housekeeping
+/// thread's: `server::Config::sync_ms`.)
 #[derive(Clone, Copy, Debug)]
 pub struct StoreOptions {
-    /// Sync the journals this often (milliseconds; 0: only at compactions and a clean stop).
-    pub sync_ms: u64,
     /// Compact once the journals hold at least this many bytes and more than the last
     /// snapshot.
     pub compact_bytes: u64,
@@ -335,7 +334,6 @@ pub struct StoreOptions {
 impl Default for StoreOptions {
     fn default() -> Self {
         StoreOptions {
-            sync_ms: 1000,
             compact_bytes: 64 << 20,
         }
     }
@@ -651,11 +649,6 @@ impl Store {
             }
         }
         Ok((store, replayed, replay))
-    }
-
-    /// The options it was opened with.
-    pub fn options(&self) -> StoreOptions {
-        self.options
     }
 
     /// The next sequence number (see the module docs for why relaxed suffices).
