@@ -4,8 +4,9 @@
 # protocols), a differential test against Debian's memcached 1.6 (random command streams,
 # every reply compared), and scale-out behind pymemcache's HashClient, twemproxy
 # (nutcracker) and libmemcached's ketama (pylibmc); warm restarts (-e) through pymemcache
-# beside memcached's own, and floe-server SIGKILLed at random instants
-# (FLOE_SERVER_KILL_ROUNDS, default 40). Installs what it needs (Debian: memcached,
+# beside memcached's own, and floe-server SIGKILLed at random instants, with writers on keys of
+# their own (FLOE_SERVER_KILL_ROUNDS, default 40) and racing on shared keys
+# (FLOE_SERVER_SHARED_KILL_ROUNDS, default 60). Installs what it needs (Debian: memcached,
 # libmemcached-tools, nutcracker, libmemcached-dev to build pylibmc; PyPI: pymemcache, pytest,
 # pylibmc). FLOE_DIFF_SEEDS (default 4) sets the differential runs.
 set -euo pipefail
@@ -54,6 +55,7 @@ echo "== scale-out: HashClient, nutcracker and libmemcached ketama over three fl
 echo "== warm restarts (-e) through pymemcache: floe-server (SIGTERM, SIGKILL) and memcached (SIGUSR1)"
 (cd "$tests" && timeout 300 python3 warm_restart.py)
 
-echo "== floe-server -e killed at random instants (every acknowledged write must come back)"
-FLOE_SERVER_KILL_ROUNDS="${FLOE_SERVER_KILL_ROUNDS:-40}" timeout 900 \
+echo "== floe-server -e killed at random instants (every acknowledged write must come back; keys raced on restore to a linearizable state)"
+FLOE_SERVER_KILL_ROUNDS="${FLOE_SERVER_KILL_ROUNDS:-40}" \
+    FLOE_SERVER_SHARED_KILL_ROUNDS="${FLOE_SERVER_SHARED_KILL_ROUNDS:-60}" timeout 900 \
     cargo test -p floe-server --test persist sigkill -- --nocapture
