@@ -6,4 +6,5 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
 cargo clippy -p floe --all-targets --features serde -- -D warnings
 cargo clippy -p floe --all-targets --features crash-points -- -D warnings
+cargo clippy -p floe --all-targets --features serde,crash-points -- -D warnings
 RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --quiet

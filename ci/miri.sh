@@ -10,3 +10,4 @@ if ! cargo +nightly miri --version >/dev/null 2>&1; then
 fi
 cargo +nightly miri setup
 cargo +nightly miri test -p floe --lib "$@"
+cargo +nightly miri test -p floe --features serde --lib journal:: "$@"

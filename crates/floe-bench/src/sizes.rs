@@ -118,6 +118,9 @@ pub enum BlobKind {
     Scc,
     SccIndex,
     Dashmap,
+    /// `floe::PersistentMap`: floe's `Map` with every write journaled to files in
+    /// `$FLOE_BENCH_DIR` (else the temporary directory), a fresh directory per map.
+    FloePersistent,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -184,6 +187,71 @@ impl BlobMap for floe::Map<Bytes, Bytes, AnyHash> {
     #[inline]
     fn remove(&self, key: &[u8]) -> bool {
         self.pin().remove(key).is_some()
+    }
+}
+
+/// `floe::PersistentMap` in a fresh directory (removed when dropped).
+pub(crate) struct PersistentBlobs {
+    map: Option<floe::PersistentMap<Bytes, Bytes, AnyHash>>,
+    dir: std::path::PathBuf,
+}
+
+impl PersistentBlobs {
+    fn map(&self) -> &floe::PersistentMap<Bytes, Bytes, AnyHash> {
+        self.map.as_ref().expect("present until dropped")
+    }
+}
+
+impl Drop for PersistentBlobs {
+    fn drop(&mut self) {
+        drop(self.map.take());
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+impl BlobMap for PersistentBlobs {
+    fn with_capacity(keys: usize, hasher: AnyHash) -> Self {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let root = std::env::var_os("FLOE_BENCH_DIR")
+            .map_or_else(std::env::temp_dir, std::path::PathBuf::from);
+        let dir = root.join(format!(
+            "floe-bench-blobs-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let map = floe::Map::builder()
+            .capacity(keys)
+            .hasher(hasher)
+            .build_persistent(&dir)
+            .unwrap_or_else(|e| panic!("floe's persistent map in {}: {e}", dir.display()));
+        PersistentBlobs {
+            map: Some(map),
+            dir,
+        }
+    }
+    #[inline]
+    fn insert(&self, key: Bytes, value: Bytes) -> bool {
+        let m = self.map().pin();
+        m.insert(key, value)
+            .expect("the journal takes the record")
+            .is_inserted()
+    }
+    #[inline]
+    fn upsert(&self, key: Bytes, value: Bytes) {
+        let m = self.map().pin();
+        m.upsert(key, value).expect("the journal takes the record");
+    }
+    #[inline]
+    fn get_with(&self, key: &[u8], read: impl FnOnce(&[u8]) -> u64) -> Option<u64> {
+        self.map().pin().get(key).map(|v| read(v))
+    }
+    #[inline]
+    fn remove(&self, key: &[u8]) -> bool {
+        let m = self.map().pin();
+        m.remove(key)
+            .expect("the journal takes the record")
+            .is_some()
     }
 }
 
@@ -417,6 +485,7 @@ pub fn probe(args: &SizesProbeArgs) -> Result<u64, String> {
         BlobKind::Scc => grow::<scc::HashMap<Bytes, Bytes, AnyHash>>(shape),
         BlobKind::SccIndex => grow::<scc::HashIndex<Bytes, Bytes, AnyHash>>(shape),
         BlobKind::Dashmap => grow::<dashmap::DashMap<Bytes, Bytes, AnyHash>>(shape),
+        BlobKind::FloePersistent => grow::<PersistentBlobs>(shape),
     }
 }
 
@@ -620,6 +689,7 @@ fn measure_kind(
         BlobKind::Dashmap => {
             measure::<dashmap::DashMap<Bytes, Bytes, AnyHash>>(shape, w, args, workers, round)
         }
+        BlobKind::FloePersistent => measure::<PersistentBlobs>(shape, w, args, workers, round),
     }
 }
 
@@ -650,7 +720,12 @@ pub(crate) fn row_cells(maps: &[BlobKind], medians: &[f64]) -> (String, String) 
     let best_peer = maps
         .iter()
         .zip(medians)
-        .filter(|(m, x)| !matches!(m, BlobKind::Floe | BlobKind::FloeNamespaced) && !x.is_nan())
+        .filter(|(m, x)| {
+            !matches!(
+                m,
+                BlobKind::Floe | BlobKind::FloeNamespaced | BlobKind::FloePersistent
+            ) && !x.is_nan()
+        })
         .map(|(_, &x)| x)
         .fold(None, |best: Option<f64>, x| {
             Some(best.map_or(x, |b| b.max(x)))
@@ -760,7 +835,12 @@ pub fn main(args: SizesArgs) -> Result<(), SizesError> {
                 .maps
                 .iter()
                 .zip(&overheads)
-                .filter(|(m, _)| !matches!(m, BlobKind::Floe | BlobKind::FloeNamespaced))
+                .filter(|(m, _)| {
+                    !matches!(
+                        m,
+                        BlobKind::Floe | BlobKind::FloeNamespaced | BlobKind::FloePersistent
+                    )
+                })
                 .map(|(_, &x)| x)
                 .reduce(f64::min);
             let difference = match (floe, leanest_peer) {
@@ -829,6 +909,7 @@ mod tests {
             BlobKind::Scc,
             BlobKind::SccIndex,
             BlobKind::Dashmap,
+            BlobKind::FloePersistent,
         ] {
             let workloads = [
                 BlobWorkload::Get,

@@ -254,6 +254,9 @@ fn run_kind(
         BlobKind::Dashmap => run_map::<dashmap::DashMap<Bytes, Bytes, AnyHash>>(
             bytes, w, args, workers, round, false,
         ),
+        BlobKind::FloePersistent => {
+            run_map::<crate::sizes::PersistentBlobs>(bytes, w, args, workers, round, false)
+        }
     };
     result.map_err(|e| format!("{kind:?}: {e}"))
 }
@@ -360,6 +363,7 @@ mod tests {
             BlobKind::Scc,
             BlobKind::SccIndex,
             BlobKind::Dashmap,
+            BlobKind::FloePersistent,
         ] {
             let (load, each) = run_kind(kind, 100, &workloads, &args, &workers, 0).unwrap();
             // NaN: a workload the map sits out (HashIndex's updates, see the module docs).

@@ -335,13 +335,13 @@ impl<K, V> Unpublished<K, V> {
         entry
     }
 
-    /// Free the entry, dropping its value and handing its key back (for another attempt).
-    fn into_key(self) -> K {
+    /// Free the entry, handing its key and value back.
+    fn into_parts(self) -> (K, V) {
         // SAFETY: from `Box::into_raw` in `new`, never stored in the table; `forget` makes
         // sure `Drop` does not free it again.
         let entry = unsafe { Box::from_raw(self.0) };
         core::mem::forget(self);
-        entry.key
+        (entry.key, entry.value)
     }
 }
 
@@ -544,6 +544,13 @@ impl<K: Hash + Eq, V> Map<K, V> {
     /// A [`Builder`] with the defaults (the same options as `FlatMap`'s).
     pub fn builder() -> Builder<K, V, DefaultHashBuilder, ForMap> {
         Builder::new()
+    }
+}
+
+impl<K, V, S> Builder<K, V, S, ForMap> {
+    /// The same settings for a map whose values are `V2` (a facade storing its own wrapper).
+    pub(crate) fn with_value<V2>(self) -> Builder<K, V2, S, ForMap> {
+        Builder::from_parts(self.config, self.hasher)
     }
 }
 
@@ -1337,7 +1344,19 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
         key: K,
         mut decide: impl FnMut(Option<&V>) -> Operation<V, T>,
     ) -> Result<Compute<'_, V, T>, Error> {
+        self.try_compute_returning(key, |old, _| decide(old))
+    }
+
+    /// [`try_compute`](Self::try_compute) whose `decide` also gets back the value its last
+    /// answer stored, when that attempt lost a race (so a value that cannot be cloned can be
+    /// offered again).
+    pub(crate) fn try_compute_returning<T>(
+        &self,
+        key: K,
+        mut decide: impl FnMut(Option<&V>, Option<V>) -> Operation<V, T>,
+    ) -> Result<Compute<'_, V, T>, Error> {
         let (hash, word) = self.locate(&key);
+        let mut returned = None;
         // The key while no entry holds it; an entry holds it while an attempt to publish one
         // is under way, and hands it back if the attempt fails.
         let mut key = Some(key);
@@ -1358,7 +1377,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
             });
             // SAFETY: as above; the reference lives as our guard.
             let old_value = old.map(|old| unsafe { &entry(old).value });
-            match decide(old_value) {
+            match decide(old_value, returned.take()) {
                 Operation::Abort(result) => return Ok(Compute::Aborted(result)),
                 Operation::Remove => {
                     let (Some(present), Some(old)) = (present, old) else {
@@ -1368,9 +1387,10 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
                         return Ok(Compute::Removed(removed));
                     }
                 }
-                Operation::Insert(_) if shadowed => {
+                Operation::Insert(value) if shadowed => {
                     // The key is locked by an open shadow insert: wait for its commit or
                     // abort, then decide again.
+                    returned = Some(value);
                     wait_for_shadow();
                 }
                 Operation::Insert(value) => {
@@ -1390,7 +1410,9 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
                         }
                     };
                     if !stored {
-                        key = Some(new.into_key());
+                        let (back, value) = new.into_parts();
+                        key = Some(back);
+                        returned = Some(value);
                         continue;
                     }
                     let new = new.published();
@@ -1614,6 +1636,18 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
 /// The handle's steps that work on hash words alone (no hashing; keys are compared only by
 /// the caller's `is`): shared by the typed operations and by [`Map::clear`].
 impl<K, V, S> MapRef<'_, K, V, S> {
+    /// Drop `object` once no guard of this map that is active now remains (so nothing read
+    /// under one can still point into it).
+    pub(crate) fn retire_later<T>(&self, object: Box<T>) {
+        unsafe fn reclaim<T>(object: *mut T, _: &seize::Collector) {
+            // SAFETY: made by `Box::into_raw` below and retired once.
+            drop(unsafe { Box::from_raw(object) });
+        }
+        // SAFETY: the object is ours (boxed here) and retired once; the caller has made it
+        // unreachable for guards that start after this call.
+        unsafe { self.guard.defer_retire(Box::into_raw(object), reclaim::<T>) };
+    }
+
     /// [`remove_if`](Self::remove_if) of the key whose hash word is `word` and that
     /// satisfies `is`.
     pub(crate) fn remove_if_by(
@@ -1622,11 +1656,22 @@ impl<K, V, S> MapRef<'_, K, V, S> {
         is: impl Fn(&K) -> bool,
         mut accept: impl FnMut(&V) -> bool,
     ) -> Option<&V> {
+        self.remove_entry_if_by(word, is, |_, value| accept(value))
+    }
+
+    /// [`remove_if_by`](Self::remove_if_by) whose `accept` sees the key stored too.
+    pub(crate) fn remove_entry_if_by(
+        &self,
+        word: u64,
+        is: impl Fn(&K) -> bool,
+        mut accept: impl FnMut(&K, &V) -> bool,
+    ) -> Option<&V> {
         let hash = bin_hash(word);
         loop {
             let (present, old, members) = self.find_present_by(hash, word, &is)?;
             // SAFETY: read from the table under our guard.
-            if !accept(unsafe { &entry(old).value }) {
+            let old_entry = unsafe { entry(old) };
+            if !accept(&old_entry.key, &old_entry.value) {
                 return None;
             }
             if let Some(removed) = self.take_out(hash, word, present, old, members) {

@@ -122,7 +122,7 @@
 //! truncated or locked by another process are refused with an [`Error::Storage`] that says
 //! which, and a refused open never writes. The hasher must be a [`hash::PersistentHasher`]
 //! (its seed is stored). A persistent map does not prepare its next table ahead
-//! ([`Builder::grow_ahead`]); the any-key [`Map`] is not persistent yet. The directory is
+//! ([`Builder::grow_ahead`]). The directory is
 //! locked (`flock`) while a map has it open; a process that ignores the lock and truncates a
 //! table file under an open map makes that map's next touch of the lost pages fault (SIGBUS),
 //! as with any shared mapping. A table file's blocks are reserved when it is created, so a full
@@ -133,6 +133,13 @@
 //! with `huge=always` the map runs within a few percent of one in memory and survives process
 //! crashes; on a disk filesystem it also survives power loss (with checkpoints) but gets pay
 //! 4 KiB pages and writes pay the kernel's writeback faults (0.2x the in-memory map here).
+//!
+//! The any-key [`Map`] cannot live in its files (its table holds pointers to heap entries):
+//! with feature `serde`, `PersistentMap` (made by `Builder::build_persistent` on a `Map`
+//! builder) journals every write instead, as postcard-encoded records in file-backed shared
+//! mappings, before the write takes effect, and compacts the journals into snapshots in the
+//! background. It makes the same promises 1 to 3 (for a read as well: what a returned read
+//! saw survives a crash); `src/persistent_map.rs` argues them.
 //!
 //! # Waiting
 //!
@@ -219,8 +226,12 @@ pub mod delegate;
 mod error;
 pub mod hash;
 mod inline;
+#[cfg(all(feature = "serde", unix, not(loom)))]
+mod journal;
 mod local;
 mod map;
+#[cfg(all(feature = "serde", unix, not(loom)))]
+mod persistent_map;
 mod raw;
 mod reclaim;
 mod set;
@@ -242,6 +253,9 @@ pub use crate::{
     raw::stats::lines_read,
     set::{FlatSet, Set, SetRef},
 };
+
+#[cfg(all(feature = "serde", unix, not(loom)))]
+pub use crate::persistent_map::{MapRecovery, PersistentMap, PersistentRef};
 
 #[cfg(all(feature = "crash-points", not(loom)))]
 pub use crate::sync::crash_points_reached;

@@ -176,6 +176,14 @@ impl<K, V, T> Builder<K, V, DefaultHashBuilder, T> {
 }
 
 impl<K, V, S, T> Builder<K, V, S, T> {
+    pub(crate) fn from_parts(config: Config, hasher: S) -> Self {
+        Self {
+            config,
+            hasher,
+            marker: PhantomData,
+        }
+    }
+
     /// Size the first table so that `keys` uniformly hashed keys fit with high probability
     /// (default 1024). The map grows past it on demand.
     pub fn capacity(mut self, keys: usize) -> Self {

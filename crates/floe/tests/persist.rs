@@ -11,60 +11,19 @@
 
 #![cfg(unix)]
 
+mod crash_harness;
+
+use crash_harness::{env_u64, read_report, spawn_child, Rng, Scratch};
 use std::{
     collections::HashMap,
     io::{BufRead, BufReader, Write},
     path::{Path, PathBuf},
-    process::{Command, Stdio},
-    sync::atomic::{AtomicUsize, Ordering},
     time::{Duration, Instant},
 };
 
 use floe::{Error, FlatMap, Insert, StorageError};
 
 type Persistent = FlatMap<u64, u64>;
-
-/// A fresh directory under the system's temporary directory, removed when dropped.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Self {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let dir = std::env::temp_dir().join(format!(
-            "floe-persist-{}-{name}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        Scratch(dir)
-    }
-
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-/// A small deterministic generator (xorshift*), so children replay what parents expect.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
 
 /// One write operation on a key.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -277,10 +236,6 @@ fn reported(out: &std::sync::Mutex<std::io::Stdout>, map: &Persistent, key: u64,
     writeln!(out.lock().unwrap(), "A {key} {answer}").unwrap();
 }
 
-fn env_u64(name: &str) -> Option<u64> {
-    std::env::var(name).ok()?.parse().ok()
-}
-
 /// In a child (`FLOE_PERSIST_CHILD` names its directory): the directory, and a new persistent
 /// map there sized for `capacity` keys. `None` when run as a test of its own.
 fn child_map(capacity: usize) -> Option<(PathBuf, Persistent)> {
@@ -301,42 +256,6 @@ fn child_kill_workload() {
     let seed = env_u64("FLOE_PERSIST_SEED").unwrap_or(1);
     let keys = env_u64("FLOE_PERSIST_KEYS").unwrap_or(4096);
     child_workload(Path::new(&dir), seed, 2, keys, u64::MAX / 4, true);
-}
-
-/// Spawn this binary running test `child` with `env`; its stdout piped.
-fn spawn_child(child: &str, env: &[(&str, String)]) -> std::process::Child {
-    let mut command = Command::new(std::env::current_exe().expect("the test binary"));
-    command
-        .args([child, "--exact", "--nocapture", "--test-threads=1", "-q"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null());
-    for (name, value) in env {
-        command.env(name, value);
-    }
-    command.spawn().expect("spawn the child")
-}
-
-/// Feed a child's report into `model` until it ends; lines only (the harness reads whole ones).
-fn read_report(child: &mut std::process::Child, model: &mut Model, deadline: Option<Instant>) {
-    let stdout = child.stdout.take().expect("piped");
-    let mut reader = BufReader::new(stdout);
-    let mut line = String::new();
-    let mut killed = false;
-    loop {
-        if let Some(deadline) = deadline {
-            if !killed && Instant::now() >= deadline {
-                child.kill().expect("SIGKILL the child");
-                killed = true;
-            }
-        }
-        line.clear();
-        match reader.read_line(&mut line) {
-            Ok(0) | Err(_) => break,
-            Ok(_) if line.ends_with('\n') => model.take(line.trim_end()),
-            Ok(_) => break, // cut short by the kill
-        }
-    }
-    let _ = child.wait();
 }
 
 /// The kill harness: rounds of a child process applying random operations from two threads
@@ -361,7 +280,9 @@ fn kill_harness() {
             ],
         );
         let life = Duration::from_millis(20 + rng.below(120));
-        read_report(&mut child, &mut model, Some(Instant::now() + life));
+        read_report(&mut child, Some(Instant::now() + life), |line| {
+            model.take(line)
+        });
         let (map, recovery) = FlatMap::<u64, u64>::builder()
             .open(scratch.path())
             .unwrap_or_else(|error| panic!("round {round}: reopen failed: {error}"));
@@ -423,7 +344,7 @@ fn every_crash_point_recovers() {
                 ("FLOE_CRASH_AT", point.to_string()),
             ],
         );
-        read_report(&mut child, &mut model, None);
+        read_report(&mut child, None, |line| model.take(line));
         let status = child.wait().expect("wait");
         let (map, recovery) = FlatMap::<u64, u64>::builder()
             .open(scratch.path())
@@ -478,7 +399,9 @@ fn flush_level_keeps_what_returned() {
             ],
         );
         let life = Duration::from_millis(100 + rng.below(400));
-        read_report(&mut child, &mut model, Some(Instant::now() + life));
+        read_report(&mut child, Some(Instant::now() + life), |line| {
+            model.take(line)
+        });
         let image = Scratch::new("flush-image");
         let lines = written_back_image(scratch.path(), log.path(), image.path());
         let (map, recovery) = FlatMap::<u64, u64>::builder()

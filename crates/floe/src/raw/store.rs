@@ -233,14 +233,14 @@ pub(crate) struct Store {
     writeback: Option<Writeback>,
 }
 
-fn io_error(what: &'static str) -> impl FnOnce(std::io::Error) -> Error {
+pub(crate) fn io_error(what: &'static str) -> impl FnOnce(std::io::Error) -> Error {
     move |error| Error::Storage(StorageError::from_io(what, &error))
 }
 
 impl Store {
     /// Take the directory's lock (creating the directory when `create`, the lock file when
     /// missing).
-    fn lock(dir: &Path, create: bool) -> Result<File, Error> {
+    pub(crate) fn lock(dir: &Path, create: bool) -> Result<File, Error> {
         if create {
             std::fs::create_dir_all(dir).map_err(io_error("create the map's directory"))?;
         }
@@ -443,7 +443,7 @@ impl Store {
 }
 
 /// Make `file` (empty) `bytes` long with every block allocated, reading as zeroes.
-fn reserve(file: &File, bytes: usize) -> std::io::Result<()> {
+pub(crate) fn reserve(file: &File, bytes: usize) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
     let length =
         libc::off_t::try_from(bytes).map_err(|_| std::io::Error::from(ErrorKind::FileTooLarge))?;

@@ -1,0 +1,1050 @@
+//! The files of a [`PersistentMap`](crate::PersistentMap): journals of write records in shared
+//! mappings, snapshots, and the replay that turns them back into a map.
+//!
+//! ```text
+//!  <dir>/floe.lock                  held (flock) by the one process that has the map open
+//!  <dir>/floe-map.meta              identity: format version, key and value type names
+//!  <dir>/snapshot-<gen>             every key, value and sequence number at one compaction
+//!  <dir>/journal-<gen>-<lane>-<n>   write records, appended by one lane at a time
+//!  <dir>/floe-map.synced            the last checkpoint: each chunk's synced length
+//! ```
+//!
+//! A journal chunk is a file mapped shared: a record is in the kernel's page cache the moment
+//! its stores are made, so a process that dies loses no record it finished writing, with no
+//! system call per write. A record is written body first and its first word (length and
+//! checksum) last, as one 8-byte store, so a record cut by a crash reads as the end of the
+//! chunk. Its *state* byte (pending, confirmed, void) is outside the checksum: the writer
+//! changes it after the record's fate is known (`persistent_map.rs` says when and why).
+//!
+//! `checkpoint` syncs every chunk written since the last one, then the directory, then
+//! rewrites `floe-map.synced` (temporary file, sync, rename): the list of chunks with how far
+//! each was synced. Opening reads a damaged record (or header) below a chunk's synced length
+//! as damage (an error), and anything past it as the tail of a power loss or of a crash
+//! while the chunk was being made (dropped, damaged records reported): after a power loss any
+//! page written since the last checkpoint may be missing or stale.
+//!
+//! A compaction starts a new generation: every lane switches to a chunk of the next
+//! generation (under its lock, so no write straddles the switch), the live map is written to
+//! `snapshot-<gen>.tmp`, synced and renamed, and the older snapshot and journals are deleted.
+//! A directory therefore holds the newest complete snapshot (generation G, or none) and the
+//! journals of generations G and later; replay reads exactly those.
+
+use std::{
+    collections::HashMap,
+    fs::{File, OpenOptions},
+    io::{BufWriter, Write},
+    path::{Path, PathBuf},
+    sync::{
+        atomic::{AtomicU64, AtomicU8, Ordering},
+        Arc,
+    },
+};
+
+use memmap2::MmapRaw;
+
+use crate::{
+    error::{Error, StorageError},
+    raw::store::{io_error, reserve, Store},
+};
+
+/// Bumped whenever the meaning of a byte in the files changes.
+pub(crate) const JOURNAL_FORMAT: u32 = 1;
+const META: &str = "floe-map.meta";
+const META_MAGIC: [u8; 8] = *b"FLOEPMAP";
+const CHUNK_MAGIC: [u8; 8] = *b"FLOEJRNL";
+const SNAPSHOT_MAGIC: [u8; 8] = *b"FLOESNAP";
+/// A chunk's header: magic, version, lane, generation, chunk number, checksum.
+const CHUNK_HEADER: usize = 64;
+const SYNCED: &str = "floe-map.synced";
+const SYNCED_MAGIC: [u8; 8] = *b"FLOESYNC";
+/// A record's fixed part: `[len: u32, crc: u32] [seq: u64] [prev: u64] [key_len: u32, kind:
+/// u8, state: u8, 0: u16]`, then the key's bytes and the value's, padded to 8.
+const RECORD_HEAD: usize = 32;
+const STATE_AT: usize = 29;
+/// Bytes of a new chunk, unless one record needs more.
+pub(crate) const CHUNK_BYTES: usize = 2 << 20;
+
+/// What a record says happened to its key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// The key was given the record's value.
+    Put = 1,
+    /// The key was removed.
+    Remove = 2,
+}
+
+/// A record's state byte.
+pub(crate) const PENDING: u8 = 0;
+pub(crate) const CONFIRMED: u8 = 1;
+pub(crate) const VOID: u8 = 2;
+
+/// A crash point (feature `crash-points`; `sync.rs`).
+#[inline(always)]
+pub(crate) fn crash_point() {
+    #[cfg(feature = "crash-points")]
+    crate::sync::crash_point();
+}
+
+fn corrupt(why: &'static str) -> Error {
+    Error::Storage(StorageError::Corrupt(why))
+}
+
+fn crc_of(parts: &[&[u8]]) -> u32 {
+    let mut crc = crc32fast::Hasher::new();
+    for part in parts {
+        crc.update(part);
+    }
+    crc.finalize()
+}
+
+fn sync_dir(dir: &Path) -> Result<(), Error> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_error("sync the map's directory"))
+}
+
+/// The map's identity as the meta file states it.
+pub(crate) struct Identity<'a> {
+    pub(crate) key: &'a str,
+    pub(crate) value: &'a str,
+}
+
+impl Identity<'_> {
+    fn encode(&self) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        bytes.extend_from_slice(&META_MAGIC);
+        bytes.extend_from_slice(&JOURNAL_FORMAT.to_le_bytes());
+        for name in [self.key, self.value] {
+            bytes.extend_from_slice(&(name.len() as u32).to_le_bytes());
+            bytes.extend_from_slice(name.as_bytes());
+        }
+        let crc = crc_of(&[&bytes]);
+        bytes.extend_from_slice(&crc.to_le_bytes());
+        bytes
+    }
+
+    /// Check `bytes` (the meta file) against this identity.
+    fn check(&self, bytes: &[u8]) -> Result<(), Error> {
+        if bytes.len() < 12 || bytes[..8] != META_MAGIC {
+            return Err(Error::Storage(StorageError::Foreign));
+        }
+        let (body, crc) = bytes.split_at(bytes.len() - 4);
+        if crc_of(&[body]).to_le_bytes() != crc {
+            return Err(corrupt("the meta file's checksum does not match"));
+        }
+        let version = u32::from_le_bytes(body[8..12].try_into().expect("4 bytes"));
+        if version != JOURNAL_FORMAT {
+            return Err(Error::Storage(StorageError::Version { found: version }));
+        }
+        let mut rest = &body[12..];
+        for (ours, which) in [(self.key, "key"), (self.value, "value")] {
+            let name = take_prefixed(&mut rest).ok_or(corrupt("the meta file is cut short"))?;
+            if name != ours.as_bytes() {
+                return Err(Error::Storage(StorageError::TypeMismatch(which)));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A `u32`-length-prefixed field of `rest`, advancing it.
+fn take_prefixed<'a>(rest: &mut &'a [u8]) -> Option<&'a [u8]> {
+    let len = u32::from_le_bytes(rest.get(..4)?.try_into().ok()?) as usize;
+    let field = rest.get(4..4 + len)?;
+    *rest = &rest[4 + len..];
+    Some(field)
+}
+
+/// One journal file, mapped shared for as long as a record in it may still be changed (its
+/// state byte) or synced.
+pub(crate) struct Chunk {
+    map: MmapRaw,
+    /// The file's name in the directory.
+    name: String,
+    /// Bytes written (records end here); changed only by the lane that owns the chunk.
+    written: AtomicU64,
+}
+
+impl Chunk {
+    fn create(dir: &Path, bytes: usize, lane: u32, gen: u64, number: u64) -> Result<Chunk, Error> {
+        let name = format!("journal-{gen:016x}-{lane:04x}-{number:08x}");
+        let path = dir.join(&name);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .map_err(io_error("create a journal file"))?;
+        if let Err(error) = reserve(&file, bytes) {
+            let _ = std::fs::remove_file(&path);
+            return Err(io_error("reserve a journal file's blocks")(error));
+        }
+        let map = MmapRaw::map_raw(&file).map_err(io_error("map a journal file"))?;
+        let mut header = [0u8; CHUNK_HEADER];
+        header[..8].copy_from_slice(&CHUNK_MAGIC);
+        header[8..12].copy_from_slice(&JOURNAL_FORMAT.to_le_bytes());
+        header[12..16].copy_from_slice(&lane.to_le_bytes());
+        header[16..24].copy_from_slice(&gen.to_le_bytes());
+        header[24..32].copy_from_slice(&number.to_le_bytes());
+        let crc = crc_of(&[&header[..32]]);
+        header[32..36].copy_from_slice(&crc.to_le_bytes());
+        // SAFETY: the mapping is `bytes` >= CHUNK_HEADER long, ours alone (the file was just
+        // created), and nothing else in this process has a reference into it yet.
+        unsafe { core::ptr::copy_nonoverlapping(header.as_ptr(), map.as_mut_ptr(), CHUNK_HEADER) };
+        Ok(Chunk {
+            map,
+            name,
+            written: AtomicU64::new(CHUNK_HEADER as u64),
+        })
+    }
+
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Sync the records written so far; returns their length.
+    fn sync(&self) -> Result<u64, Error> {
+        let written = self.written.load(Ordering::Acquire);
+        self.map
+            .flush_range(0, written as usize)
+            .map_err(io_error("sync a journal file"))?;
+        Ok(written)
+    }
+}
+
+/// A lane: the chunk one writer at a time appends to (the map holds each lane's lock for a
+/// whole write), and the chunks it filled in this generation.
+pub(crate) struct Lane {
+    number: u32,
+    gen: u64,
+    next_chunk: u64,
+    current: Option<Arc<Chunk>>,
+    /// Chunks of this lane not synced since they were filled (a checkpoint syncs them).
+    filled: Vec<Arc<Chunk>>,
+    /// Reused buffer for a record's body.
+    pub(crate) scratch: Vec<u8>,
+}
+
+/// Where a written record's state byte is, for [`confirm`] and [`void`]. Valid while the
+/// chunk is mapped: the map keeps chunks mapped until no guard can hold one of these
+/// (`persistent_map.rs`).
+#[derive(Clone, Copy)]
+pub(crate) struct StateByte(pub(crate) *const AtomicU8);
+
+impl StateByte {
+    /// Record the record's fate. Relaxed: no thread of this process reads state bytes; a
+    /// crash sees every store made before it (the page cache is coherent with the CPU).
+    ///
+    /// # Safety
+    /// The chunk holding the record is still mapped.
+    pub(crate) unsafe fn set(self, state: u8) {
+        // SAFETY: by the caller.
+        unsafe { (*self.0).store(state, Ordering::Relaxed) }
+    }
+}
+
+impl Lane {
+    /// Append a record: `body` holds the key's bytes then the value's; the record is
+    /// `PENDING`. Returns its state byte.
+    pub(crate) fn append(
+        &mut self,
+        dir: &Path,
+        seq: u64,
+        prev: u64,
+        kind: Kind,
+        key_len: usize,
+    ) -> Result<StateByte, Error> {
+        let body_len = self.scratch.len();
+        let len = RECORD_HEAD + body_len.next_multiple_of(8);
+        let room = |chunk: &Chunk| chunk.len() - chunk.written.load(Ordering::Relaxed) as usize;
+        if self
+            .current
+            .as_deref()
+            .is_none_or(|chunk| room(chunk) < len)
+        {
+            self.start_chunk(dir, len)?;
+        }
+        let chunk = self.current.as_deref().expect("started above");
+        let at = chunk.written.load(Ordering::Relaxed) as usize;
+        let mut head = [0u8; RECORD_HEAD];
+        head[8..16].copy_from_slice(&seq.to_le_bytes());
+        head[16..24].copy_from_slice(&prev.to_le_bytes());
+        head[24..28].copy_from_slice(&(key_len as u32).to_le_bytes());
+        head[28] = kind as u8;
+        head[STATE_AT] = PENDING;
+        let crc = crc_of(&[&head[8..STATE_AT], &head[STATE_AT + 1..], &self.scratch]);
+        // SAFETY: `at + len` is within the mapping (room checked above); the bytes from `at`
+        // on are this lane's alone (no record was written there, and the lane is locked by
+        // its writer), and zero (a fresh reserved file). The first word goes last, as one
+        // aligned 8-byte store (`at` is a multiple of 8), so the record reads as absent until
+        // it is whole.
+        unsafe {
+            let base = chunk.map.as_mut_ptr().add(at);
+            core::ptr::copy_nonoverlapping(head.as_ptr().add(8), base.add(8), RECORD_HEAD - 8);
+            core::ptr::copy_nonoverlapping(self.scratch.as_ptr(), base.add(RECORD_HEAD), body_len);
+            let first = u64::from(body_len as u32) | u64::from(crc) << 32;
+            (*(base as *const AtomicU64)).store(first, Ordering::Release);
+            chunk.written.store((at + len) as u64, Ordering::Release);
+            Ok(StateByte(base.add(STATE_AT) as *const AtomicU8))
+        }
+    }
+
+    fn start_chunk(&mut self, dir: &Path, record: usize) -> Result<(), Error> {
+        let bytes = CHUNK_BYTES.max((CHUNK_HEADER + record).next_multiple_of(4096));
+        let chunk = Chunk::create(dir, bytes, self.number, self.gen, self.next_chunk)?;
+        self.next_chunk += 1;
+        if let Some(full) = self.current.replace(Arc::new(chunk)) {
+            self.filled.push(full);
+        }
+        Ok(())
+    }
+
+    /// Switch to generation `gen` (the next chunk is made on the next append). Returns the
+    /// chunks of the old generation, which the caller keeps mapped until no guard can hold
+    /// one of their state bytes.
+    pub(crate) fn switch(&mut self, gen: u64) -> Vec<Arc<Chunk>> {
+        self.gen = gen;
+        self.next_chunk = 0;
+        let mut old = std::mem::take(&mut self.filled);
+        old.extend(self.current.take());
+        old
+    }
+
+    /// The chunks a checkpoint syncs: the filled ones (forgotten here: once synced, they
+    /// change no more) and the current one.
+    fn take_unsynced(&mut self) -> Vec<Arc<Chunk>> {
+        let mut chunks = std::mem::take(&mut self.filled);
+        chunks.extend(self.current.clone());
+        chunks
+    }
+}
+
+/// The directory: its lock, the lanes, the generation.
+pub(crate) struct Journal {
+    dir: PathBuf,
+    _lock: File,
+    pub(crate) lanes: Box<[std::sync::Mutex<Lane>]>,
+    /// The generation new chunks are made in (a compaction's snapshot has it too).
+    gen: AtomicU64,
+    /// Record bytes appended since the last compaction, to decide when to compact.
+    pub(crate) appended: AtomicU64,
+    /// The newest durable snapshot's generation (0: none).
+    snapshot_gen: AtomicU64,
+    /// What the checkpoints synced: chunk name -> length (held through a checkpoint).
+    synced: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
+}
+
+/// Lanes per map: enough that threads rarely share one.
+fn lane_count() -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    (2 * cores).clamp(2, 256)
+}
+
+impl Journal {
+    fn with_lock(dir: &Path, lock: File, gen: u64) -> Journal {
+        let lanes = (0..lane_count())
+            .map(|number| {
+                std::sync::Mutex::new(Lane {
+                    number: number as u32,
+                    gen,
+                    next_chunk: 0,
+                    current: None,
+                    filled: Vec::new(),
+                    scratch: Vec::new(),
+                })
+            })
+            .collect();
+        Journal {
+            dir: dir.to_path_buf(),
+            _lock: lock,
+            lanes,
+            gen: AtomicU64::new(gen),
+            appended: AtomicU64::new(0),
+            snapshot_gen: AtomicU64::new(0),
+            synced: std::sync::Mutex::new(Default::default()),
+        }
+    }
+
+    /// Make a new, empty map's directory (refused if one is there).
+    pub(crate) fn create(dir: &Path, identity: &Identity<'_>) -> Result<Journal, Error> {
+        let lock = Store::lock(dir, true)?;
+        if dir.join(META).exists() {
+            return Err(Error::Storage(StorageError::Exists));
+        }
+        let meta = identity.encode();
+        let tmp = dir.join(format!("{META}.tmp"));
+        (|| {
+            let mut file = File::create(&tmp)?;
+            file.write_all(&meta)?;
+            file.sync_all()?;
+            std::fs::rename(&tmp, dir.join(META))
+        })()
+        .map_err(io_error("write the map's meta file"))?;
+        sync_dir(dir)?;
+        Ok(Journal::with_lock(dir, lock, 1))
+    }
+
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub(crate) fn lane(&self) -> std::sync::MutexGuard<'_, Lane> {
+        thread_local! {
+            static LANE: usize = {
+                static NEXT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+                NEXT.fetch_add(1, Ordering::Relaxed)
+            };
+        }
+        let home = LANE.with(|lane| *lane);
+        let lanes = &self.lanes;
+        // Our own lane if free, else the next free one, else wait for ours.
+        for step in 0..lanes.len() {
+            if let Ok(lane) = lanes[(home + step) % lanes.len()].try_lock() {
+                return lane;
+            }
+        }
+        lanes[home % lanes.len()]
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Sync every record written so far (for a power loss), and record how far each chunk
+    /// is synced (`floe-map.synced`).
+    pub(crate) fn checkpoint(&self) -> Result<(), Error> {
+        let mut synced = self.synced.lock().unwrap_or_else(|p| p.into_inner());
+        let mut chunks = Vec::new();
+        for lane in self.lanes.iter() {
+            let mut lane = lane.lock().unwrap_or_else(|p| p.into_inner());
+            chunks.extend(lane.take_unsynced());
+        }
+        let mut lengths = Vec::new();
+        for chunk in &chunks {
+            match chunk.sync() {
+                Ok(length) => lengths.push((chunk.name.clone(), length)),
+                Err(error) => {
+                    // Not synced after all: the next checkpoint tries them again.
+                    let mut lane = self.lanes[0].lock().unwrap_or_else(|p| p.into_inner());
+                    lane.filled.extend(chunks);
+                    return Err(error);
+                }
+            }
+        }
+        sync_dir(&self.dir)?;
+        let oldest = self.snapshot_gen.load(Ordering::Relaxed);
+        synced.retain(|name, _| parse_name(name).journal_gen().is_some_and(|g| g >= oldest));
+        synced.extend(lengths);
+        let mut bytes = Vec::new();
+        bytes.extend_from_slice(&SYNCED_MAGIC);
+        bytes.extend_from_slice(&JOURNAL_FORMAT.to_le_bytes());
+        bytes.extend_from_slice(&(synced.len() as u32).to_le_bytes());
+        for (name, length) in synced.iter() {
+            bytes.extend_from_slice(&(name.len() as u32).to_le_bytes());
+            bytes.extend_from_slice(name.as_bytes());
+            bytes.extend_from_slice(&length.to_le_bytes());
+        }
+        let crc = crc_of(&[&bytes]);
+        bytes.extend_from_slice(&crc.to_le_bytes());
+        let tmp = self.dir.join(format!("{SYNCED}.tmp"));
+        (|| {
+            let mut file = File::create(&tmp)?;
+            file.write_all(&bytes)?;
+            file.sync_all()?;
+            std::fs::rename(&tmp, self.dir.join(SYNCED))
+        })()
+        .map_err(io_error("write the checkpoint's list of synced journals"))?;
+        sync_dir(&self.dir)
+    }
+
+    /// Switch every lane to the next generation and return it with the old generation's
+    /// chunks (to be unmapped once no guard can hold their state bytes).
+    pub(crate) fn next_generation(&self) -> (u64, Vec<Arc<Chunk>>) {
+        let gen = self.gen.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut old = Vec::new();
+        let mut locked: Vec<_> = self
+            .lanes
+            .iter()
+            .map(|lane| lane.lock().unwrap_or_else(|p| p.into_inner()))
+            .collect();
+        for lane in &mut locked {
+            old.extend(lane.switch(gen));
+        }
+        self.appended.store(0, Ordering::Relaxed);
+        (gen, old)
+    }
+
+    /// Write snapshot `gen` from `entries` (key bytes, value bytes, sequence number), make it
+    /// durable, and delete every older snapshot and journal. Returns the snapshot's bytes.
+    pub(crate) fn write_snapshot(
+        &self,
+        gen: u64,
+        entries: impl FnMut(
+            &mut dyn FnMut(&[u8], &[u8], u64) -> std::io::Result<()>,
+        ) -> std::io::Result<()>,
+    ) -> Result<u64, Error> {
+        let tmp = self.dir.join(format!("snapshot-{gen:016x}.tmp"));
+        let written = write_snapshot_file(&tmp, gen, entries);
+        let bytes = match written {
+            Ok(bytes) => bytes,
+            Err(error) => {
+                let _ = std::fs::remove_file(&tmp);
+                return Err(io_error("write a snapshot")(error));
+            }
+        };
+        crash_point();
+        std::fs::rename(&tmp, self.dir.join(format!("snapshot-{gen:016x}")))
+            .map_err(io_error("rename a snapshot into place"))?;
+        sync_dir(&self.dir)?;
+        self.snapshot_gen.fetch_max(gen, Ordering::Relaxed);
+        crash_point();
+        remove_older(&self.dir, gen);
+        Ok(bytes)
+    }
+}
+
+fn write_snapshot_file(
+    path: &Path,
+    gen: u64,
+    mut entries: impl FnMut(
+        &mut dyn FnMut(&[u8], &[u8], u64) -> std::io::Result<()>,
+    ) -> std::io::Result<()>,
+) -> std::io::Result<u64> {
+    let file = File::create(path)?;
+    let mut out = BufWriter::with_capacity(1 << 20, file);
+    let mut header = [0u8; 32];
+    header[..8].copy_from_slice(&SNAPSHOT_MAGIC);
+    header[8..12].copy_from_slice(&JOURNAL_FORMAT.to_le_bytes());
+    header[16..24].copy_from_slice(&gen.to_le_bytes());
+    out.write_all(&header)?;
+    let mut crc = crc32fast::Hasher::new();
+    crc.update(&header);
+    let mut count = 0u64;
+    let mut bytes = header.len() as u64;
+    entries(&mut |key, value, seq| {
+        let mut head = [0u8; 16];
+        head[..4].copy_from_slice(&(key.len() as u32).to_le_bytes());
+        head[4..8].copy_from_slice(&(value.len() as u32).to_le_bytes());
+        head[8..].copy_from_slice(&seq.to_le_bytes());
+        for part in [&head[..], key, value] {
+            crc.update(part);
+            out.write_all(part)?;
+        }
+        count += 1;
+        bytes += (16 + key.len() + value.len()) as u64;
+        Ok(())
+    })?;
+    let mut trailer = [0u8; 16];
+    trailer[..8].copy_from_slice(&count.to_le_bytes());
+    crc.update(&trailer[..8]);
+    trailer[8..12].copy_from_slice(&crc.finalize().to_le_bytes());
+    out.write_all(&trailer)?;
+    let file = out.into_inner().map_err(|e| e.into_error())?;
+    file.sync_all()?;
+    Ok(bytes + 16)
+}
+
+/// What a file name in the directory is.
+#[derive(Clone, Copy)]
+enum Name {
+    Snapshot(u64),
+    Journal { gen: u64 },
+    Temporary,
+    Other,
+}
+
+impl Name {
+    fn journal_gen(self) -> Option<u64> {
+        match self {
+            Name::Journal { gen } => Some(gen),
+            _ => None,
+        }
+    }
+}
+
+fn parse_name(name: &str) -> Name {
+    if name.ends_with(".tmp") {
+        return Name::Temporary;
+    }
+    if let Some(gen) = name.strip_prefix("snapshot-") {
+        return u64::from_str_radix(gen, 16).map_or(Name::Other, Name::Snapshot);
+    }
+    if let Some(rest) = name.strip_prefix("journal-") {
+        let mut parts = rest.split('-');
+        let gen = parts.next().and_then(|g| u64::from_str_radix(g, 16).ok());
+        let valid = parts.clone().count() == 2 && parts.all(|p| u64::from_str_radix(p, 16).is_ok());
+        if let (Some(gen), true) = (gen, valid) {
+            return Name::Journal { gen };
+        }
+    }
+    Name::Other
+}
+
+/// Delete snapshots and journals older than generation `gen`, and leftover temporary files.
+fn remove_older(dir: &Path, gen: u64) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let old = match parse_name(&name.to_string_lossy()) {
+            Name::Snapshot(g) | Name::Journal { gen: g } => g < gen,
+            Name::Temporary => !name.to_string_lossy().starts_with(META),
+            Name::Other => false,
+        };
+        if old {
+            let _ = std::fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// A stored value's bytes and its sequence number.
+pub(crate) type Stored = (Box<[u8]>, u64);
+
+/// What the files say of one key: its snapshot entry, if any, and its journal records.
+pub(crate) type KeyFiles = (Option<Stored>, Vec<Record>);
+
+/// One record as replay sees it.
+pub(crate) struct Record {
+    pub(crate) seq: u64,
+    pub(crate) prev: u64,
+    pub(crate) kind: Kind,
+    pub(crate) state: u8,
+    /// The value's bytes (empty for a remove).
+    pub(crate) value: Box<[u8]>,
+}
+
+/// What a directory holds, read and checked: the snapshot's entries and every journal record,
+/// grouped by key.
+pub(crate) struct Contents {
+    /// Per key (its bytes): the snapshot's value and sequence number, if it has one, and the
+    /// journal records.
+    pub(crate) keys: HashMap<Box<[u8]>, KeyFiles, crate::hash::WyHash>,
+    /// The largest sequence number in the files.
+    pub(crate) max_seq: u64,
+    /// Records past a chunk's synced mark that were damaged (a power loss's tail): dropped.
+    pub(crate) torn: usize,
+    /// Journal records read.
+    pub(crate) records: usize,
+    /// Journal files found.
+    pub(crate) journals: usize,
+}
+
+impl Journal {
+    /// Open an existing map's directory: lock it, check its identity, read and check every
+    /// file. Changes nothing (the caller compacts once the map is rebuilt).
+    pub(crate) fn open(dir: &Path, identity: &Identity<'_>) -> Result<(Journal, Contents), Error> {
+        if !dir.join(META).exists() {
+            return Err(Error::Storage(StorageError::Missing));
+        }
+        let lock = Store::lock(dir, false)?;
+        let meta = std::fs::read(dir.join(META)).map_err(io_error("read the map's meta file"))?;
+        identity.check(&meta)?;
+        let mut snapshots = Vec::new();
+        let mut journals = Vec::new();
+        for entry in std::fs::read_dir(dir).map_err(io_error("list the map's directory"))? {
+            let entry = entry.map_err(io_error("list the map's directory"))?;
+            match parse_name(&entry.file_name().to_string_lossy()) {
+                Name::Snapshot(gen) => snapshots.push((gen, entry.path())),
+                Name::Journal { gen } => journals.push((gen, entry.path())),
+                Name::Temporary | Name::Other => {}
+            }
+        }
+        let gen = snapshots.iter().map(|(gen, _)| *gen).max().unwrap_or(0);
+        let synced = match std::fs::read(dir.join(SYNCED)) {
+            Ok(bytes) => read_synced(&bytes)?,
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => HashMap::new(),
+            Err(error) => return Err(io_error("read the checkpoint's list")(error)),
+        };
+        for name in synced.keys() {
+            let needed = parse_name(name).journal_gen().is_some_and(|g| g >= gen);
+            let present = journals
+                .iter()
+                .any(|(_, path)| path.file_name().is_some_and(|f| f == name.as_str()));
+            if needed && !present {
+                return Err(corrupt("a checkpointed journal is missing"));
+            }
+        }
+        let mut contents = Contents {
+            keys: HashMap::with_hasher(crate::hash::WyHash::new()),
+            max_seq: 0,
+            torn: 0,
+            records: 0,
+            journals: 0,
+        };
+        if let Some((_, path)) = snapshots.iter().find(|(g, _)| *g == gen) {
+            let bytes = std::fs::read(path).map_err(io_error("read a snapshot"))?;
+            read_snapshot(&bytes, gen, &mut contents)?;
+        }
+        journals.sort();
+        let mut newest = gen.max(1);
+        for (journal_gen, path) in journals.iter().filter(|(g, _)| *g >= gen) {
+            let bytes = std::fs::read(path).map_err(io_error("read a journal"))?;
+            let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
+            let synced = name.and_then(|n| synced.get(&n).copied()).unwrap_or(0);
+            read_chunk(&bytes, *journal_gen, synced, &mut contents)?;
+            contents.journals += 1;
+            newest = newest.max(*journal_gen);
+        }
+        let journal = Journal::with_lock(dir, lock, newest);
+        journal.snapshot_gen.store(gen, Ordering::Relaxed);
+        *journal.synced.lock().unwrap_or_else(|p| p.into_inner()) = synced.into_iter().collect();
+        Ok((journal, contents))
+    }
+}
+
+fn read_snapshot(bytes: &[u8], gen: u64, contents: &mut Contents) -> Result<(), Error> {
+    if bytes.len() < 48 || bytes[..8] != SNAPSHOT_MAGIC {
+        return Err(corrupt("a snapshot's header is damaged"));
+    }
+    let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
+    if version != JOURNAL_FORMAT {
+        return Err(Error::Storage(StorageError::Version { found: version }));
+    }
+    let (body, trailer) = bytes.split_at(bytes.len() - 16);
+    let count = u64::from_le_bytes(trailer[..8].try_into().expect("8 bytes"));
+    let crc = crc_of(&[body, &trailer[..8]]);
+    if crc.to_le_bytes() != trailer[8..12]
+        || trailer[12..] != [0; 4]
+        || body[16..24] != gen.to_le_bytes()
+    {
+        return Err(corrupt("a snapshot's checksum does not match"));
+    }
+    let mut rest = &body[32..];
+    let mut read = 0u64;
+    while !rest.is_empty() {
+        let (Some(head), true) = (rest.get(..16), rest.len() >= 16) else {
+            return Err(corrupt("a snapshot is cut short"));
+        };
+        let key_len = u32::from_le_bytes(head[..4].try_into().expect("4 bytes")) as usize;
+        let value_len = u32::from_le_bytes(head[4..8].try_into().expect("4 bytes")) as usize;
+        let seq = u64::from_le_bytes(head[8..16].try_into().expect("8 bytes"));
+        let Some(entry) = rest.get(16..16 + key_len + value_len) else {
+            return Err(corrupt("a snapshot is cut short"));
+        };
+        let (key, value) = entry.split_at(key_len);
+        let slot = contents.keys.entry(key.into()).or_default();
+        if slot.0.is_some() {
+            return Err(corrupt("a snapshot holds a key twice"));
+        }
+        slot.0 = Some((value.into(), seq));
+        contents.max_seq = contents.max_seq.max(seq);
+        rest = &rest[16 + key_len + value_len..];
+        read += 1;
+    }
+    if read != count {
+        return Err(corrupt("a snapshot's entry count does not match"));
+    }
+    Ok(())
+}
+
+/// The checkpoint's list: chunk name -> synced length.
+fn read_synced(bytes: &[u8]) -> Result<HashMap<String, u64>, Error> {
+    let damaged = || corrupt("the checkpoint's list of synced journals is damaged");
+    if bytes.len() < 20 || bytes[..8] != SYNCED_MAGIC {
+        return Err(damaged());
+    }
+    let (body, crc) = bytes.split_at(bytes.len() - 4);
+    if crc_of(&[body]).to_le_bytes() != crc {
+        return Err(damaged());
+    }
+    let version = u32::from_le_bytes(body[8..12].try_into().expect("4 bytes"));
+    if version != JOURNAL_FORMAT {
+        return Err(Error::Storage(StorageError::Version { found: version }));
+    }
+    let count = u32::from_le_bytes(body[12..16].try_into().expect("4 bytes"));
+    let mut rest = &body[16..];
+    let mut synced = HashMap::new();
+    for _ in 0..count {
+        let name = take_prefixed(&mut rest).ok_or_else(damaged)?;
+        let length = rest.get(..8).ok_or_else(damaged)?;
+        let length = u64::from_le_bytes(length.try_into().expect("8 bytes"));
+        rest = &rest[8..];
+        let name = String::from_utf8(name.to_vec()).map_err(|_| damaged())?;
+        synced.insert(name, length);
+    }
+    if !rest.is_empty() {
+        return Err(damaged());
+    }
+    Ok(synced)
+}
+
+/// Read one chunk's records into `contents`; `synced` is how far the last checkpoint synced
+/// it (0: not at all).
+fn read_chunk(bytes: &[u8], gen: u64, synced: u64, contents: &mut Contents) -> Result<(), Error> {
+    let synced = usize::try_from(synced).unwrap_or(usize::MAX);
+    if synced > bytes.len() || synced % 8 != 0 || (synced != 0 && synced < CHUNK_HEADER) {
+        return Err(corrupt("a journal is shorter than its checkpoint says"));
+    }
+    let header_ok = bytes.len() >= CHUNK_HEADER
+        && bytes[..8] == CHUNK_MAGIC
+        && crc_of(&[&bytes[..32]]).to_le_bytes() == bytes[32..36]
+        && bytes[16..24] == gen.to_le_bytes();
+    if !header_ok {
+        if synced > 0 {
+            return Err(corrupt("a journal's header is damaged"));
+        }
+        // Never checkpointed: made just before a crash (its header not yet written) or a
+        // power loss. Nothing in it was promised.
+        if bytes.iter().any(|&b| b != 0) {
+            contents.torn += 1;
+        }
+        return Ok(());
+    }
+    let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
+    if version != JOURNAL_FORMAT {
+        return Err(Error::Storage(StorageError::Version { found: version }));
+    }
+    let mut at = CHUNK_HEADER;
+    loop {
+        // A damaged record below the synced mark is damage; above it, a power loss's tail.
+        let damaged = |at: usize, contents: &mut Contents| {
+            if at < synced {
+                Err(corrupt("a journal record's checksum does not match"))
+            } else {
+                contents.torn += 1;
+                Ok(())
+            }
+        };
+        let Some(head) = bytes.get(at..at + RECORD_HEAD) else {
+            return if at < synced {
+                damaged(at, contents)
+            } else {
+                Ok(())
+            };
+        };
+        let first = u64::from_le_bytes(head[..8].try_into().expect("8 bytes"));
+        if first == 0 {
+            return if at < synced {
+                damaged(at, contents)
+            } else {
+                Ok(())
+            };
+        }
+        let body_len = first as u32 as usize;
+        let crc = (first >> 32) as u32;
+        let key_len = u32::from_le_bytes(head[24..28].try_into().expect("4 bytes")) as usize;
+        let Some(body) = bytes.get(at + RECORD_HEAD..at + RECORD_HEAD + body_len) else {
+            return damaged(at, contents);
+        };
+        let kind = match head[28] {
+            1 => Some(Kind::Put),
+            2 => Some(Kind::Remove),
+            _ => None,
+        };
+        let state = head[STATE_AT];
+        if crc_of(&[&head[8..STATE_AT], &head[STATE_AT + 1..], body]) != crc
+            || key_len > body_len
+            || kind.is_none()
+            || state > VOID
+        {
+            return damaged(at, contents);
+        }
+        // The padding after the body is zero (it is outside the checksum).
+        let padding =
+            bytes.get(at + RECORD_HEAD + body_len..at + RECORD_HEAD + body_len.next_multiple_of(8));
+        if padding.is_none_or(|padding| padding.iter().any(|&b| b != 0)) {
+            return damaged(at, contents);
+        }
+        let seq = u64::from_le_bytes(head[8..16].try_into().expect("8 bytes"));
+        let prev = u64::from_le_bytes(head[16..24].try_into().expect("8 bytes"));
+        let (key, value) = body.split_at(key_len);
+        contents.max_seq = contents.max_seq.max(seq);
+        contents.records += 1;
+        if state != VOID {
+            contents.keys.entry(key.into()).or_default().1.push(Record {
+                seq,
+                prev,
+                kind: kind.expect("checked above"),
+                state,
+                value: value.into(),
+            });
+        }
+        at += RECORD_HEAD + body_len.next_multiple_of(8);
+    }
+}
+
+/// A key's state after replay: its value's bytes and sequence number, or absent.
+///
+/// The records of a key form chains: each names, as `prev`, the sequence number of the value
+/// its writer read and replaced (0: it read the key absent). Starting from the snapshot's
+/// state, replay follows the chain (`persistent_map.rs` argues the choice at each step).
+pub(crate) fn replay(snapshot: Option<Stored>, records: &mut [Record]) -> Option<Stored> {
+    if records.is_empty() {
+        return snapshot;
+    }
+    records.sort_unstable_by_key(|r| r.seq);
+    // Candidates by `prev`: a map for long histories, a scan for the usual few records.
+    let indexed = records.len() > 16;
+    let mut by_prev: HashMap<u64, Vec<usize>> = HashMap::new();
+    let mut from_absent = Vec::new();
+    for (index, record) in records.iter().enumerate() {
+        match record.prev {
+            0 => from_absent.push(index),
+            prev if indexed => by_prev.entry(prev).or_default().push(index),
+            _ => {}
+        }
+    }
+    let all: Vec<usize> = if indexed {
+        Vec::new()
+    } else {
+        (0..records.len()).collect()
+    };
+    let with_prev = |prev: u64| -> Vec<usize> {
+        if indexed {
+            by_prev.get(&prev).cloned().unwrap_or_default()
+        } else {
+            all.iter()
+                .copied()
+                .filter(|&i| records[i].prev == prev)
+                .collect()
+        }
+    };
+    let has_successor = |r: &Record| {
+        if indexed {
+            by_prev.contains_key(&r.seq)
+        } else {
+            records.iter().any(|s| s.prev == r.seq)
+        }
+    };
+    // The state so far: present with (value, seq), or absent since sequence number `since`.
+    let mut present = snapshot;
+    let mut since = 0;
+    loop {
+        let following;
+        let candidates: &[usize] = match &present {
+            Some((_, seq)) => {
+                following = with_prev(*seq);
+                &following
+            }
+            None => {
+                let first = from_absent.partition_point(|&i| records[i].seq <= since);
+                &from_absent[first..]
+            }
+        };
+        // A record is known to have happened if it was confirmed (by its writer after its
+        // swap, or by a reader that saw its value) or a later write read what it wrote; the
+        // earliest such (candidates are in sequence order) is the next step.
+        let happened = candidates
+            .iter()
+            .find(|&&i| records[i].state == CONFIRMED || has_successor(&records[i]));
+        // Otherwise every candidate was in flight at the crash: a remove among them may have
+        // been seen (as an absence) by a get that returned, so it is kept; puts were
+        // confirmed by any reader that saw them, so an unconfirmed one is unseen.
+        let chosen = happened
+            .or_else(|| {
+                candidates
+                    .iter()
+                    .find(|&&i| records[i].kind == Kind::Remove)
+            })
+            .or_else(|| candidates.last());
+        let Some(&chosen) = chosen else {
+            return present;
+        };
+        let record = &records[chosen];
+        match record.kind {
+            Kind::Put => present = Some((record.value.clone(), record.seq)),
+            Kind::Remove => {
+                present = None;
+                since = record.seq;
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(seq: u64, prev: u64, state: u8, value: &str) -> Record {
+        Record {
+            seq,
+            prev,
+            kind: Kind::Put,
+            state,
+            value: value.as_bytes().into(),
+        }
+    }
+
+    fn remove(seq: u64, prev: u64, state: u8) -> Record {
+        Record {
+            seq,
+            prev,
+            kind: Kind::Remove,
+            state,
+            value: Box::new([]),
+        }
+    }
+
+    fn replayed(snapshot: Option<(&str, u64)>, mut records: Vec<Record>) -> Option<String> {
+        let snapshot = snapshot.map(|(v, seq)| (v.as_bytes().into(), seq));
+        replay(snapshot, &mut records).map(|(v, _)| String::from_utf8(v.into()).unwrap())
+    }
+
+    #[test]
+    fn a_chain_of_confirmed_records_replays_in_order() {
+        let records = vec![
+            put(3, 1, CONFIRMED, "c"),
+            put(1, 0, CONFIRMED, "a"),
+            remove(5, 3, CONFIRMED),
+            put(7, 0, CONFIRMED, "d"),
+        ];
+        assert_eq!(replayed(None, records), Some("d".into()));
+        // From a snapshot that already has seq 3: the records before it do not replay.
+        let records = vec![put(1, 0, CONFIRMED, "a"), put(3, 1, CONFIRMED, "c")];
+        assert_eq!(replayed(Some(("c", 3)), records), Some("c".into()));
+    }
+
+    #[test]
+    fn after_a_removal_only_later_writes_from_absence_follow() {
+        // 2 inserted from absence, 4 removed it; 3 is an old write from absence that lost
+        // (void would hide it; here it was in flight): not after the removal.
+        let records = vec![
+            put(2, 0, CONFIRMED, "a"),
+            put(3, 0, PENDING, "stale"),
+            remove(4, 2, CONFIRMED),
+        ];
+        assert_eq!(replayed(None, records), None);
+    }
+
+    #[test]
+    fn a_confirmed_record_beats_an_in_flight_sibling() {
+        // 5 and 6 both read 1; 5 won and was confirmed, 6 lost and was not voided yet.
+        let records = vec![
+            put(1, 0, CONFIRMED, "a"),
+            put(5, 1, CONFIRMED, "won"),
+            put(6, 1, PENDING, "lost"),
+        ];
+        assert_eq!(replayed(None, records), Some("won".into()));
+    }
+
+    #[test]
+    fn a_record_with_a_successor_happened() {
+        // 5 won but its writer died before confirming; 7 read it (and is in flight). 6 lost.
+        let records = vec![
+            put(1, 0, CONFIRMED, "a"),
+            put(6, 1, PENDING, "lost"),
+            put(5, 1, PENDING, "won"),
+            put(7, 5, PENDING, "next"),
+        ];
+        assert_eq!(replayed(None, records), Some("next".into()));
+    }
+
+    #[test]
+    fn among_in_flight_records_a_removal_is_kept() {
+        // A returned read may have seen the key absent: the removal must stay.
+        let records = vec![
+            put(1, 0, CONFIRMED, "a"),
+            put(6, 1, PENDING, "put"),
+            remove(5, 1, PENDING),
+        ];
+        assert_eq!(replayed(None, records), None);
+    }
+
+    #[test]
+    fn void_records_and_orphans_are_ignored() {
+        let records = vec![put(1, 0, CONFIRMED, "a"), put(9, 4, CONFIRMED, "orphan")];
+        assert_eq!(replayed(None, records), Some("a".into()));
+        // `read_chunk` drops void records before replay; a lone pending one is in flight.
+        let records = vec![put(1, 0, CONFIRMED, "a"), put(2, 1, PENDING, "in flight")];
+        assert_eq!(replayed(None, records), Some("in flight".into()));
+    }
+}

@@ -1,0 +1,99 @@
+//! What the crash tests share (`persist.rs`, `persistent_map.rs`): scratch directories, a
+//! deterministic generator, and children (this test binary again, one `child_*` test
+//! selected) whose report lines the parent reads until the child dies or is killed.
+#![allow(dead_code)]
+
+use std::{
+    io::{BufRead, BufReader},
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+    sync::atomic::{AtomicUsize, Ordering},
+    time::Instant,
+};
+
+/// A fresh directory under the system's temporary directory, removed when dropped.
+pub struct Scratch(PathBuf);
+
+impl Scratch {
+    pub fn new(name: &str) -> Self {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let dir = std::env::temp_dir().join(format!(
+            "floe-crash-{}-{name}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        Scratch(dir)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A small deterministic generator (xorshift*), so children replay what parents expect.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+pub fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok()?.parse().ok()
+}
+
+/// Spawn this binary running test `child` with `env`; its stdout piped.
+pub fn spawn_child(child: &str, env: &[(&str, String)]) -> std::process::Child {
+    let mut command = Command::new(std::env::current_exe().expect("the test binary"));
+    command
+        .args([child, "--exact", "--nocapture", "--test-threads=1", "-q"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    for (name, value) in env {
+        command.env(name, value);
+    }
+    command.spawn().expect("spawn the child")
+}
+
+/// Hand a child's report to `take`, line by line, until it ends (killing the child with
+/// SIGKILL at `deadline`); whole lines only (a line cut by the kill is dropped).
+pub fn read_report(
+    child: &mut std::process::Child,
+    deadline: Option<Instant>,
+    mut take: impl FnMut(&str),
+) {
+    let stdout = child.stdout.take().expect("piped");
+    let mut reader = BufReader::new(stdout);
+    let mut line = String::new();
+    let mut killed = false;
+    loop {
+        if let Some(deadline) = deadline {
+            if !killed && Instant::now() >= deadline {
+                child.kill().expect("SIGKILL the child");
+                killed = true;
+            }
+        }
+        line.clear();
+        match reader.read_line(&mut line) {
+            Ok(0) | Err(_) => break,
+            Ok(_) if line.ends_with('\n') => take(line.trim_end()),
+            Ok(_) => break, // cut short by the kill
+        }
+    }
+    let _ = child.wait();
+}

@@ -1,0 +1,888 @@
+//! `PersistentMap` (feature `serde`): reopening, a kill harness (SIGKILL at random instants,
+//! compactions and checkpoints running), every crash point of a write and a compaction
+//! (feature `crash-points`), a model check against `std::collections::HashMap`, and damaged,
+//! foreign, locked and full directories.
+//!
+//! The crash tests run the map in a child process (this test binary again, with one of the
+//! `child_*` tests selected and its instructions in the environment). Writer threads own the
+//! keys congruent to their index, so each key has one history; before each write the child
+//! prints the key's state the write leaves (`B key state`), after it `A key`. A reader thread
+//! reads any key and prints `r key` before the read and `S key state` after it, so the parent
+//! can check that what a returned read saw survives the crash (durable linearizability).
+
+#![cfg(all(unix, feature = "serde"))]
+
+mod crash_harness;
+
+use crash_harness::{env_u64, read_report, spawn_child, Rng, Scratch};
+use std::{
+    collections::HashMap,
+    io::{BufRead, BufReader, Write},
+    path::{Path, PathBuf},
+    sync::Mutex,
+    time::{Duration, Instant},
+};
+
+use floe::{Compute, Error, Insert, Map, Operation, PersistentMap, StorageError};
+
+type Persistent = PersistentMap<String, String>;
+
+fn key_name(key: u64) -> String {
+    format!("key-{key}")
+}
+
+/// A state as the report spells it: the value, or `-` for absent.
+fn spell(state: Option<&String>) -> String {
+    state.cloned().unwrap_or_else(|| "-".to_string())
+}
+
+/// One write on a key whose state the writer knows (it owns the key).
+#[derive(Clone, Copy, Debug)]
+enum Op {
+    Insert,
+    Upsert,
+    Remove,
+    RemoveIf,
+    Update,
+}
+
+impl Op {
+    fn random(rng: &mut Rng) -> Op {
+        match rng.below(10) {
+            0..=1 => Op::Insert,
+            2..=4 => Op::Upsert,
+            5..=6 => Op::Remove,
+            7 => Op::RemoveIf,
+            _ => Op::Update,
+        }
+    }
+
+    /// The state this op leaves, from `before`, writing `value`.
+    fn after(self, before: Option<&String>, value: &str) -> Option<String> {
+        match self {
+            Op::Insert => Some(before.cloned().unwrap_or_else(|| value.to_string())),
+            Op::Upsert => Some(value.to_string()),
+            Op::Remove => None,
+            // Removes only values of even length.
+            Op::RemoveIf => before.filter(|v| v.len() % 2 == 1).cloned(),
+            Op::Update => before.map(|_| value.to_string()),
+        }
+    }
+
+    /// Apply to the map; returns the state it reports having left.
+    fn run(self, map: &Persistent, key: &str, value: String) -> Option<String> {
+        let map = map.pin();
+        match self {
+            Op::Insert => match map.insert(key.to_string(), value.clone()).expect("insert") {
+                Insert::Inserted => Some(value),
+                Insert::Present(present) => Some(present.clone()),
+                Insert::Shadowed => unreachable!(),
+            },
+            Op::Upsert => {
+                map.upsert(key.to_string(), value.clone()).expect("upsert");
+                Some(value)
+            }
+            Op::Remove => {
+                map.remove(key).expect("remove");
+                None
+            }
+            Op::RemoveIf => {
+                let removed = map.remove_if(key, |v| v.len() % 2 == 0).expect("remove_if");
+                match removed {
+                    Some(_) => None,
+                    None => map.get(key).cloned(),
+                }
+            }
+            Op::Update => {
+                let outcome = map
+                    .compute(key.to_string(), |present| match present {
+                        Some(_) => Operation::Insert(value.clone()),
+                        None => Operation::Abort(()),
+                    })
+                    .expect("compute");
+                match outcome {
+                    Compute::Updated { new, .. } => Some(new.clone()),
+                    Compute::Aborted(()) => None,
+                    other => panic!("update answered {other:?}"),
+                }
+            }
+        }
+    }
+}
+
+/// The parent's knowledge: each key's state after its last acknowledged write, the write in
+/// flight and where its report began, and what reads saw.
+#[derive(Default)]
+struct Model {
+    acked: HashMap<String, Option<String>>,
+    /// key -> (state the write leaves, report line of its start)
+    in_flight: HashMap<String, (Option<String>, u64)>,
+    /// Reads begun (line number) and not yet reported, per reader key.
+    reads_begun: HashMap<String, u64>,
+    /// key -> states that completed reads saw, with the line their read began at.
+    seen: HashMap<String, Vec<(Option<String>, u64)>>,
+    line: u64,
+    /// The shared counter every writer increments: increments acknowledged (in all rounds),
+    /// in flight, and the largest value a returned read saw.
+    counter_acked: u64,
+    counter_in_flight: u64,
+    counter_seen: u64,
+}
+
+fn parse_state(word: &str) -> Option<String> {
+    (word != "-").then(|| word.to_string())
+}
+
+impl Model {
+    fn take(&mut self, line: &str) {
+        self.line += 1;
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.as_slice() {
+            ["B", key, state] => {
+                self.in_flight
+                    .insert(key.to_string(), (parse_state(state), self.line));
+            }
+            ["A", key] => {
+                let (state, _) = self
+                    .in_flight
+                    .remove(*key)
+                    .expect("an acknowledged write began");
+                self.acked.insert(key.to_string(), state);
+            }
+            ["r", key] => {
+                self.reads_begun.insert(key.to_string(), self.line);
+            }
+            ["Bc"] => self.counter_in_flight += 1,
+            ["C", _] => {
+                self.counter_in_flight -= 1;
+                self.counter_acked += 1;
+            }
+            ["c", value] => self.counter_seen = self.counter_seen.max(value.parse().unwrap()),
+            ["S", key, state] => {
+                let begun = self.reads_begun.remove(*key).expect("a read began");
+                self.seen
+                    .entry(key.to_string())
+                    .or_default()
+                    .push((parse_state(state), begun));
+            }
+            _ => {} // the test harness's own lines
+        }
+    }
+
+    /// Check the reopened map: every key as acknowledged, or as its write in flight left it;
+    /// the latter if a returned read saw that state after the write began.
+    fn check(&mut self, map: &Persistent) {
+        let pinned = map.pin();
+        let mut keys: Vec<String> = self
+            .acked
+            .keys()
+            .chain(self.in_flight.keys())
+            .cloned()
+            .collect();
+        keys.sort();
+        keys.dedup();
+        for key in &keys {
+            let found = pinned.get(key.as_str()).cloned();
+            let acked = self.acked.get(key).cloned().flatten();
+            let in_flight = self.in_flight.get(key);
+            let allowed_in_flight = in_flight.is_some_and(|(state, _)| *state == found);
+            assert!(
+                found == acked || allowed_in_flight,
+                "key {key}: reopened as {found:?}, acknowledged {acked:?}, in flight {in_flight:?}"
+            );
+            if let Some((state, begun)) = in_flight {
+                if *state != acked {
+                    let seen = self
+                        .seen
+                        .get(key)
+                        .into_iter()
+                        .flatten()
+                        .any(|(saw, read_begun)| {
+                            saw == state && (saw.is_some() || read_begun > begun)
+                        });
+                    assert!(
+                        !seen || found == *state,
+                        "key {key}: a returned read saw {state:?} (in flight), reopened as {found:?}"
+                    );
+                }
+            }
+        }
+        // The counter: every acknowledged increment and every value a read saw survive; at
+        // most the increments in flight more.
+        let counter: u64 = pinned.get(COUNTER).map_or(0, |v| v.parse().unwrap());
+        assert!(
+            counter >= self.counter_acked && counter >= self.counter_seen,
+            "counter reopened at {counter}: {} increments acknowledged, {} seen",
+            self.counter_acked,
+            self.counter_seen
+        );
+        assert!(
+            counter <= self.counter_acked + self.counter_in_flight,
+            "counter reopened at {counter}: {} acknowledged, {} in flight",
+            self.counter_acked,
+            self.counter_in_flight
+        );
+        self.counter_acked = counter;
+        self.counter_in_flight = 0;
+        let expected = keys
+            .iter()
+            .filter(|key| pinned.get(key.as_str()).is_some())
+            .count()
+            + usize::from(counter > 0);
+        assert_eq!(map.len(), expected, "keys nobody wrote are in the map");
+        // The reopened state is the new acknowledged one.
+        self.acked = keys
+            .iter()
+            .map(|key| (key.clone(), pinned.get(key.as_str()).cloned()))
+            .collect();
+        self.in_flight.clear();
+        self.reads_begun.clear();
+        self.seen.clear();
+    }
+}
+
+fn say(out: &Mutex<std::io::Stdout>, line: std::fmt::Arguments<'_>) {
+    let mut out = out.lock().unwrap();
+    writeln!(out, "{line}").unwrap();
+    out.flush().unwrap();
+}
+
+/// Open the map in `dir`, or make it.
+fn open_or_build(dir: &Path) -> Persistent {
+    match PersistentMap::open(dir) {
+        Ok(map) => map,
+        Err(Error::Storage(StorageError::Missing)) => Map::<String, String>::builder()
+            .build_persistent(dir)
+            .expect("create"),
+        Err(error) => panic!("open: {error}"),
+    }
+}
+
+/// The state the child starts from, as the map holds it (the child owns every key).
+fn current_states(map: &Persistent) -> HashMap<String, String> {
+    map.pin()
+        .iter()
+        .filter(|(k, _)| k.as_str() != COUNTER)
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// The key every writer increments (contention on one key: lost races, voided records).
+const COUNTER: &str = "counter";
+
+/// Increment the counter; returns the value stored.
+fn increment(map: &Persistent) -> u64 {
+    let pinned = map.pin();
+    let outcome = pinned
+        .compute::<()>(COUNTER.to_string(), |value| {
+            let value: u64 = value.map_or(0, |v| v.parse().unwrap());
+            Operation::Insert((value + 1).to_string())
+        })
+        .expect("increment");
+    match outcome {
+        Compute::Inserted(new) | Compute::Updated { new, .. } => new.parse().unwrap(),
+        other => panic!("increment answered {other:?}"),
+    }
+}
+
+/// A value unique to writer `t`'s `n`-th write, of random length.
+fn value_for(rng: &mut Rng, t: u64, n: u64) -> String {
+    let pad = rng.below(200) as usize;
+    format!("{t}.{n}.{}", "x".repeat(pad))
+}
+
+/// The child of `kill_harness`: writers, a reader, and a thread compacting and checkpointing.
+#[test]
+fn child_kill_workload() {
+    let Ok(dir) = std::env::var("FLOE_PMAP_CHILD") else {
+        return;
+    };
+    let seed = env_u64("FLOE_PMAP_SEED").unwrap_or(1);
+    let writers = 3u64;
+    let keys = 48u64;
+    let map = open_or_build(Path::new(&dir));
+    let start = current_states(&map);
+    let out = Mutex::new(std::io::stdout());
+    std::thread::scope(|s| {
+        for t in 0..writers {
+            let (map, out, start) = (&map, &out, &start);
+            s.spawn(move || {
+                let mut rng = Rng(seed * 7919 + t + 1);
+                let mut states: HashMap<String, String> = start
+                    .iter()
+                    .filter(|(k, _)| {
+                        k.trim_start_matches("key-").parse::<u64>().unwrap() % writers == t
+                    })
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect();
+                for n in 0.. {
+                    if rng.below(4) == 0 {
+                        say(out, format_args!("Bc"));
+                        let value = increment(map);
+                        say(out, format_args!("C {value}"));
+                        continue;
+                    }
+                    let key = key_name(rng.below(keys / writers) * writers + t);
+                    let op = Op::random(&mut rng);
+                    let value = value_for(&mut rng, seed * 1000 + t, n);
+                    let after = op.after(states.get(&key), &value);
+                    say(out, format_args!("B {key} {}", spell(after.as_ref())));
+                    let left = op.run(map, &key, value);
+                    assert_eq!(left, after, "{op:?} on {key}");
+                    say(out, format_args!("A {key}"));
+                    match after {
+                        Some(v) => states.insert(key, v),
+                        None => states.remove(&key),
+                    };
+                }
+            });
+        }
+        let (map, out) = (&map, &out);
+        s.spawn(move || {
+            let mut rng = Rng(seed * 31 + 17);
+            loop {
+                if rng.below(3) == 0 {
+                    let value = map
+                        .pin()
+                        .get(COUNTER)
+                        .map_or(0, |v| v.parse::<u64>().unwrap());
+                    say(out, format_args!("c {value}"));
+                    continue;
+                }
+                let key = key_name(rng.below(keys));
+                say(out, format_args!("r {key}"));
+                let state = map.pin().get(key.as_str()).cloned();
+                say(out, format_args!("S {key} {}", spell(state.as_ref())));
+            }
+        });
+        s.spawn(move || {
+            for round in 0u64.. {
+                std::thread::sleep(Duration::from_millis(15));
+                if round % 3 == 0 {
+                    map.checkpoint().expect("checkpoint");
+                } else {
+                    map.compact().expect("compact");
+                }
+            }
+        });
+    });
+}
+
+/// The kill harness: rounds of a child applying random writes from three threads while a
+/// fourth reads and a fifth compacts and checkpoints, killed with SIGKILL at a random
+/// instant; after each, the map is reopened and every key checked against the acknowledged
+/// history and what returned reads saw. `FLOE_PMAP_KILL_ROUNDS` sets the rounds (default 12).
+#[test]
+fn kill_harness() {
+    let rounds = env_u64("FLOE_PMAP_KILL_ROUNDS").unwrap_or(12);
+    let scratch = Scratch::new("kill");
+    let mut model = Model::default();
+    let mut rng = Rng(0x5eed);
+    let mut records = 0;
+    for round in 0..rounds {
+        let mut child = spawn_child(
+            "child_kill_workload",
+            &[
+                ("FLOE_PMAP_CHILD", scratch.path().display().to_string()),
+                ("FLOE_PMAP_SEED", (round + 1).to_string()),
+            ],
+        );
+        let deadline = Instant::now() + Duration::from_millis(100 + rng.below(500));
+        read_report(&mut child, Some(deadline), |line| model.take(line));
+        let (map, recovery) = Map::<String, String>::builder()
+            .open(scratch.path())
+            .unwrap_or_else(|error| panic!("round {round}: reopen failed: {error}"));
+        assert_eq!(recovery.torn, 0, "a process crash tears no record");
+        records += recovery.records;
+        model.check(&map);
+        map.close().expect("close");
+    }
+    assert!(records > 0, "the children journaled nothing");
+    eprintln!("{rounds} kills, {records} journal records replayed");
+}
+
+/// The child of `every_crash_point_recovers`: one thread, a fixed script of writes on a few
+/// keys with compactions between them.
+#[test]
+fn child_crash_script() {
+    let Ok(dir) = std::env::var("FLOE_PMAP_CHILD") else {
+        return;
+    };
+    let map = open_or_build(Path::new(&dir));
+    let out = Mutex::new(std::io::stdout());
+    let mut rng = Rng(99);
+    let mut states: HashMap<String, String> = HashMap::new();
+    for n in 0..120 {
+        let key = key_name(rng.below(12));
+        let op = Op::random(&mut rng);
+        let value = value_for(&mut rng, 0, n);
+        let after = op.after(states.get(&key), &value);
+        say(&out, format_args!("B {key} {}", spell(after.as_ref())));
+        op.run(&map, &key, value);
+        say(&out, format_args!("A {key}"));
+        match after {
+            Some(v) => states.insert(key, v),
+            None => states.remove(&key),
+        };
+        if n % 40 == 39 {
+            map.compact().expect("compact");
+        }
+    }
+    // Not `close`: the crash points of a close's compaction are counted in the script above.
+    std::mem::forget(map);
+}
+
+/// Every crash point (feature `crash-points`) of the script: between a write's record and its
+/// swap, its swap and its confirmation, and a compaction's switch and its snapshot. Each in a
+/// fresh directory; reopen and check. `FLOE_CRASH_STRIDE` sets the step (default 3).
+#[cfg(feature = "crash-points")]
+#[test]
+fn every_crash_point_recovers() {
+    let stride = env_u64("FLOE_CRASH_STRIDE").unwrap_or(3).max(1);
+    let mut point = 1;
+    let mut crashed = 0;
+    loop {
+        let scratch = Scratch::new("point");
+        let mut model = Model::default();
+        let mut child = spawn_child(
+            "child_crash_script",
+            &[
+                ("FLOE_PMAP_CHILD", scratch.path().display().to_string()),
+                ("FLOE_CRASH_AT", point.to_string()),
+            ],
+        );
+        read_report(&mut child, None, |line| model.take(line));
+        let status = child.wait().expect("wait");
+        let map = PersistentMap::<String, String>::open(scratch.path())
+            .unwrap_or_else(|error| panic!("crash point {point}: reopen failed: {error}"));
+        if status.success() {
+            assert!(
+                crashed > 0,
+                "no crash point was reached: is the feature on?"
+            );
+            model.check(&map);
+            break;
+        }
+        crashed += 1;
+        model.check(&map);
+        drop(map);
+        point += stride;
+    }
+    assert!(crashed > 50, "only {crashed} crash points");
+    eprintln!("{crashed} crash points checked, every {stride}th");
+}
+
+/// Random operations with random reopens against `std::collections::HashMap`.
+#[test]
+fn agrees_with_std_across_reopens() {
+    let scratch = Scratch::new("model");
+    let mut rng = Rng(4242);
+    let mut model: HashMap<String, String> = HashMap::new();
+    let mut map = Map::<String, String>::builder()
+        .build_persistent(scratch.path())
+        .unwrap();
+    for n in 0..6000u64 {
+        let key = key_name(rng.below(300));
+        let value = value_for(&mut rng, 9, n);
+        let op = Op::random(&mut rng);
+        let after = op.after(model.get(&key), &value);
+        assert_eq!(op.run(&map, &key, value), after, "{op:?} {key}");
+        match after {
+            Some(v) => model.insert(key, v),
+            None => model.remove(&key),
+        };
+        match rng.below(1000) {
+            0..=2 => {
+                map.close().unwrap();
+                map = PersistentMap::open(scratch.path()).unwrap();
+            }
+            3..=4 => {
+                // Forget without closing: the journals replay (as after a crash of a process
+                // whose threads were all between writes).
+                std::mem::forget(map);
+                release_locks(scratch.path());
+                map = PersistentMap::open(scratch.path()).unwrap_or_else(|e| panic!("{e}"));
+            }
+            5..=9 => map.compact().unwrap(),
+            10..=12 => map.checkpoint().unwrap(),
+            _ => {}
+        }
+    }
+    let pinned = map.pin();
+    assert_eq!(map.len(), model.len());
+    for (key, value) in &model {
+        assert_eq!(pinned.get(key.as_str()), Some(value));
+    }
+}
+
+/// The files of `dir`, name and contents, sorted.
+fn contents(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// A map of 500 keys in `dir`, left as a crash leaves it (journals, no close), and the
+/// pairs it holds.
+fn crashed_map(dir: &Path, checkpoint: bool) -> HashMap<String, String> {
+    let map = Map::<String, String>::builder()
+        .build_persistent(dir)
+        .unwrap();
+    let mut pairs = HashMap::new();
+    for n in 0..500u64 {
+        let (key, value) = (key_name(n), format!("value-{n}"));
+        map.pin().insert(key.clone(), value.clone()).unwrap();
+        pairs.insert(key, value);
+    }
+    if checkpoint {
+        map.checkpoint().unwrap();
+    }
+    std::mem::forget(map);
+    // The lock goes with the process's descriptors; here, with the forgotten map's: release
+    // it by hand as a dying process would.
+    release_locks(dir);
+    pairs
+}
+
+/// Release a forgotten map's directory lock, as the death of its process would (a flock
+/// lives with its open file description: close the descriptor, found through /proc).
+fn release_locks(dir: &Path) {
+    for entry in std::fs::read_dir("/proc/self/fd").unwrap().flatten() {
+        if std::fs::read_link(entry.path()).is_ok_and(|target| target == dir.join("floe.lock")) {
+            let fd: i32 = entry.file_name().to_string_lossy().parse().unwrap();
+            // SAFETY: the forgotten map's lock descriptor, which nothing uses again.
+            unsafe { libc::close(fd) };
+        }
+    }
+    // A child being spawned by a concurrent test holds a copy of every descriptor from its
+    // fork to its exec (where close-on-exec drops it): wait for the lock to be free.
+    use std::os::fd::AsRawFd;
+    let lock = std::fs::File::open(dir.join("floe.lock")).unwrap();
+    for _ in 0..1000 {
+        // SAFETY: flock on a descriptor we own.
+        if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
+            return; // released when `lock` closes
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    panic!("the forgotten map's lock is still held");
+}
+
+fn journal_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("journal-")
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+fn refused(dir: &Path, check: impl Fn(&Error) -> bool) {
+    let before = contents(dir);
+    // A child that a concurrent test is spawning holds a copy of the last open's lock
+    // descriptor from its fork to its exec: an open then finds the lock held. Not ours.
+    let mut error = PersistentMap::<String, String>::open(dir).expect_err("the open should fail");
+    for _ in 0..1000 {
+        if !matches!(error, Error::Storage(StorageError::Locked)) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+        error = PersistentMap::<String, String>::open(dir).expect_err("the open should fail");
+    }
+    assert!(check(&error), "unexpected error: {error}");
+    assert_eq!(contents(dir), before, "a failed open changed the files");
+}
+
+#[test]
+fn reopens_after_close_and_after_a_crash() {
+    let scratch = Scratch::new("reopen");
+    let pairs = crashed_map(scratch.path(), false);
+    let (map, recovery) = Map::<String, String>::builder()
+        .open(scratch.path())
+        .unwrap();
+    assert!(!recovery.clean);
+    assert_eq!(recovery.keys, 500);
+    assert_eq!(recovery.records, 500);
+    assert_eq!(map.len(), 500);
+    for (key, value) in &pairs {
+        assert_eq!(map.pin().get(key.as_str()), Some(value));
+    }
+    map.pin().remove("key-7").unwrap();
+    map.close().unwrap();
+    assert!(
+        journal_files(scratch.path()).is_empty(),
+        "a close leaves a snapshot only"
+    );
+    let (map, recovery) = Map::<String, String>::builder()
+        .open(scratch.path())
+        .unwrap();
+    assert!(recovery.clean);
+    assert_eq!(map.len(), 499);
+    assert_eq!(map.pin().get("key-7"), None);
+}
+
+#[test]
+fn missing_existing_foreign_mistyped_and_locked_directories_are_refused() {
+    let scratch = Scratch::new("refused");
+    let dir = scratch.path();
+    let missing = PersistentMap::<String, String>::open(dir).unwrap_err();
+    assert!(
+        matches!(missing, Error::Storage(StorageError::Missing)),
+        "{missing}"
+    );
+    let map = Map::<String, String>::builder()
+        .build_persistent(dir)
+        .unwrap();
+    map.pin().insert("a".into(), "b".into()).unwrap();
+    let locked = PersistentMap::<String, String>::open(dir).unwrap_err();
+    assert!(
+        matches!(locked, Error::Storage(StorageError::Locked)),
+        "{locked}"
+    );
+    let exists = Map::<String, String>::builder()
+        .build_persistent(dir)
+        .unwrap_err();
+    assert!(
+        matches!(
+            exists,
+            Error::Storage(StorageError::Locked | StorageError::Exists)
+        ),
+        "{exists}"
+    );
+    map.close().unwrap();
+    let exists = Map::<String, String>::builder()
+        .build_persistent(dir)
+        .unwrap_err();
+    assert!(
+        matches!(exists, Error::Storage(StorageError::Exists)),
+        "{exists}"
+    );
+    let before = contents(dir);
+    let other = PersistentMap::<String, u64>::open(dir).unwrap_err();
+    assert!(
+        matches!(other, Error::Storage(StorageError::TypeMismatch("value"))),
+        "{other}"
+    );
+    let other = PersistentMap::<u64, String>::open(dir).unwrap_err();
+    assert!(
+        matches!(other, Error::Storage(StorageError::TypeMismatch("key"))),
+        "{other}"
+    );
+    assert_eq!(contents(dir), before);
+    // A foreign meta file.
+    std::fs::write(dir.join("floe-map.meta"), b"not a floe map at all").unwrap();
+    refused(dir, |e| matches!(e, Error::Storage(StorageError::Foreign)));
+}
+
+#[test]
+fn damaged_snapshots_and_journals_are_refused_unchanged() {
+    // Every byte of a snapshot flipped in turn: refused, the files unchanged.
+    let scratch = Scratch::new("damaged-snapshot");
+    let dir = scratch.path();
+    let map = Map::<String, String>::builder()
+        .build_persistent(dir)
+        .unwrap();
+    for n in 0..20u64 {
+        map.pin().insert(key_name(n), format!("v{n}")).unwrap();
+    }
+    map.close().unwrap();
+    let snapshot = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("snapshot-")
+        })
+        .unwrap();
+    let good = std::fs::read(&snapshot).unwrap();
+    for at in 0..good.len() {
+        let mut bad = good.clone();
+        bad[at] ^= 0x10;
+        std::fs::write(&snapshot, &bad).unwrap();
+        refused(dir, |e| {
+            matches!(
+                e,
+                Error::Storage(StorageError::Corrupt(_) | StorageError::Version { .. })
+            )
+        });
+    }
+    // Cut short, or zeroed.
+    std::fs::write(&snapshot, &good[..good.len() / 2]).unwrap();
+    refused(dir, |e| {
+        matches!(e, Error::Storage(StorageError::Corrupt(_)))
+    });
+    std::fs::write(&snapshot, vec![0; good.len()]).unwrap();
+    refused(dir, |e| {
+        matches!(e, Error::Storage(StorageError::Corrupt(_)))
+    });
+    std::fs::write(&snapshot, &good).unwrap();
+    assert_eq!(
+        PersistentMap::<String, String>::open(dir).unwrap().len(),
+        20
+    );
+
+    // A journal damaged below its checkpointed mark: refused, unchanged.
+    let scratch = Scratch::new("damaged-journal");
+    let dir = scratch.path();
+    crashed_map(dir, true);
+    let journal = journal_files(dir).remove(0);
+    let good = std::fs::read(&journal).unwrap();
+    // The first record (at 64): its length and checksum, sequence number, predecessor, key
+    // length, kind, and body.
+    for at in [64, 68, 72, 80, 88, 92, 96, 97, 100] {
+        let mut bad = good.clone();
+        bad[at] ^= 0x01;
+        std::fs::write(&journal, &bad).unwrap();
+        refused(dir, |e| {
+            matches!(e, Error::Storage(StorageError::Corrupt(_)))
+        });
+    }
+    std::fs::write(&journal, &good).unwrap();
+    assert_eq!(
+        PersistentMap::<String, String>::open(dir).unwrap().len(),
+        500
+    );
+}
+
+/// Records past the last checkpoint's mark that a power loss damaged are dropped and
+/// reported; the records before them are kept.
+#[test]
+fn a_damaged_tail_past_the_checkpoint_is_dropped() {
+    let scratch = Scratch::new("torn");
+    let dir = scratch.path();
+    let map = Map::<String, String>::builder()
+        .build_persistent(dir)
+        .unwrap();
+    for n in 0..100u64 {
+        map.pin().insert(key_name(n), format!("v{n}")).unwrap();
+    }
+    map.checkpoint().unwrap();
+    // Lanes: one thread writes through one lane, so its journal holds everything.
+    for n in 100..200u64 {
+        map.pin().insert(key_name(n), format!("v{n}")).unwrap();
+    }
+    std::mem::forget(map);
+    release_locks(dir);
+    let journal = journal_files(dir)
+        .into_iter()
+        .max_by_key(|p| std::fs::metadata(p).unwrap().len())
+        .unwrap();
+    let mut bytes = std::fs::read(&journal).unwrap();
+    // Damage the checksum of record 149 (counting from 0): the 50th past the checkpoint.
+    let mut at = 64;
+    for _ in 0..149 {
+        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+        at += 32 + len.next_multiple_of(8);
+    }
+    bytes[at + 5] ^= 0xff;
+    std::fs::write(&journal, &bytes).unwrap();
+    let (map, recovery) = Map::<String, String>::builder().open(dir).unwrap();
+    assert_eq!(recovery.torn, 1);
+    let pinned = map.pin();
+    for n in 0..100u64 {
+        assert_eq!(
+            pinned.get(key_name(n).as_str()),
+            Some(&format!("v{n}")),
+            "checkpointed key {n} lost"
+        );
+    }
+    assert_eq!(
+        map.len(),
+        149,
+        "the records before the damaged one are kept, none after"
+    );
+}
+
+/// The child of `a_full_disk_fails_the_write_and_loses_nothing`: a file size limit of 4 MiB
+/// stands in for a full disk: small writes fit in 2 MiB journal files, one 5 MiB value does
+/// not (its journal file cannot be made), and writes after it go on.
+#[test]
+fn child_full_disk() {
+    let Ok(dir) = std::env::var("FLOE_PMAP_CHILD") else {
+        return;
+    };
+    let map = Map::<String, String>::builder()
+        .build_persistent(&dir)
+        .unwrap();
+    // SAFETY: libc calls on this process's own limits and signal disposition.
+    unsafe {
+        // A write past the limit is EFBIG, not the default SIGXFSZ (which would kill us).
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+        let limit = libc::rlimit {
+            rlim_cur: 4 << 20,
+            rlim_max: 4 << 20,
+        };
+        assert_eq!(libc::setrlimit(libc::RLIMIT_FSIZE, &limit), 0);
+    }
+    let out = Mutex::new(std::io::stdout());
+    for n in 0..4000u64 {
+        let key = key_name(n);
+        let big = n == 2000;
+        let value = format!("{n}-{}", "y".repeat(if big { 5 << 20 } else { 1000 }));
+        match map.pin().upsert(key.clone(), value.clone()) {
+            Ok(_) => say(&out, format_args!("A {key} {value}")),
+            Err(error) => {
+                assert!(big, "write {n} failed: {error}");
+                say(&out, format_args!("E {error}"));
+                assert_eq!(
+                    map.pin().get(key.as_str()),
+                    None,
+                    "a failed write changed the map"
+                );
+            }
+        }
+    }
+    std::mem::forget(map);
+}
+
+#[test]
+fn a_full_disk_fails_the_write_and_loses_nothing() {
+    let scratch = Scratch::new("full");
+    let mut child = spawn_child(
+        "child_full_disk",
+        &[("FLOE_PMAP_CHILD", scratch.path().display().to_string())],
+    );
+    let mut expected = HashMap::new();
+    let mut error = None;
+    for line in BufReader::new(child.stdout.take().unwrap()).lines() {
+        let line = line.unwrap();
+        let words: Vec<&str> = line.splitn(3, ' ').collect();
+        match words.as_slice() {
+            ["A", key, value] => {
+                expected.insert(key.to_string(), value.to_string());
+            }
+            ["E", ..] => error = Some(line.clone()),
+            _ => {}
+        }
+    }
+    assert!(child.wait().unwrap().success(), "the child failed");
+    let error = error.expect("no write failed");
+    assert!(error.contains("journal"), "{error}");
+    assert!(
+        expected.len() > 1000,
+        "{} keys before the disk filled",
+        expected.len()
+    );
+    let map = PersistentMap::<String, String>::open(scratch.path()).unwrap();
+    assert_eq!(map.len(), expected.len());
+    for (key, value) in &expected {
+        assert_eq!(map.pin().get(key.as_str()), Some(value));
+    }
+}
