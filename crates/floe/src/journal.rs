@@ -587,13 +587,44 @@ fn remove_older(dir: &Path, gen: u64) {
         let name = entry.file_name();
         let old = match parse_name(&name.to_string_lossy()) {
             Name::Snapshot(g) | Name::Journal { gen: g } => g < gen,
-            Name::Temporary => !name.to_string_lossy().starts_with(META),
+            // A snapshot a crashed compaction left half written (never another temporary
+            // file: a checkpoint may be writing its list right now).
+            Name::Temporary => name.to_string_lossy().starts_with("snapshot-"),
             Name::Other => false,
         };
         if old {
             let _ = std::fs::remove_file(entry.path());
         }
     }
+}
+
+/// Give every record replay left pending its fate, in the files: `CONFIRMED` if replay took
+/// its step, `VOID` if not; then sync them. A later replay (after another crash, before a
+/// compaction folds these journals away) then makes the same choices whatever records the
+/// next run adds: its in-flight rules apply only to records pending at *its* crash.
+pub(crate) fn settle(files: &[PathBuf], fates: &[(usize, u64, u8)]) -> Result<(), Error> {
+    use std::os::unix::fs::FileExt;
+    let mut touched: Vec<Option<File>> = files.iter().map(|_| None).collect();
+    for &(file, offset, state) in fates {
+        if touched[file].is_none() {
+            let opened = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(&files[file])
+                .map_err(io_error("open a journal to settle its records"))?;
+            touched[file] = Some(opened);
+        }
+        let journal = touched[file].as_ref().expect("opened above");
+        journal
+            .write_all_at(&[state], offset)
+            .map_err(io_error("settle a journal record"))?;
+    }
+    for journal in touched.into_iter().flatten() {
+        journal
+            .sync_data()
+            .map_err(io_error("sync a settled journal"))?;
+    }
+    Ok(())
 }
 
 /// A stored value's bytes and its sequence number.
@@ -610,6 +641,10 @@ pub(crate) struct Record {
     pub(crate) state: u8,
     /// The value's bytes (empty for a remove).
     pub(crate) value: Box<[u8]>,
+    /// A pending record's state byte: journal file (index in `Contents::files`) and offset.
+    pub(crate) at: Option<(usize, u64)>,
+    /// Replay took this record's step.
+    pub(crate) applied: bool,
 }
 
 /// What a directory holds, read and checked: the snapshot's entries and every journal record,
@@ -626,6 +661,8 @@ pub(crate) struct Contents {
     pub(crate) records: usize,
     /// Journal files found.
     pub(crate) journals: usize,
+    /// Their paths, in the order read (`Record::at` names them by index).
+    pub(crate) files: Vec<PathBuf>,
 }
 
 impl Journal {
@@ -669,6 +706,7 @@ impl Journal {
             torn: 0,
             records: 0,
             journals: 0,
+            files: Vec::new(),
         };
         if let Some((_, path)) = snapshots.iter().find(|(g, _)| *g == gen) {
             let bytes = std::fs::read(path).map_err(io_error("read a snapshot"))?;
@@ -681,6 +719,7 @@ impl Journal {
             let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
             let synced = name.and_then(|n| synced.get(&n).copied()).unwrap_or(0);
             read_chunk(&bytes, *journal_gen, synced, &mut contents)?;
+            contents.files.push(path.clone());
             contents.journals += 1;
             newest = newest.max(*journal_gen);
         }
@@ -850,12 +889,16 @@ fn read_chunk(bytes: &[u8], gen: u64, synced: u64, contents: &mut Contents) -> R
         contents.max_seq = contents.max_seq.max(seq);
         contents.records += 1;
         if state != VOID {
+            let pending_at =
+                (state == PENDING).then(|| (contents.files.len(), (at + STATE_AT) as u64));
             contents.keys.entry(key.into()).or_default().1.push(Record {
                 seq,
                 prev,
                 kind: kind.expect("checked above"),
                 state,
                 value: value.into(),
+                at: pending_at,
+                applied: false,
             });
         }
         at += RECORD_HEAD + body_len.next_multiple_of(8);
@@ -906,6 +949,7 @@ pub(crate) fn replay(snapshot: Option<Stored>, records: &mut [Record]) -> Option
         }
     };
     // The state so far: present with (value, seq), or absent since sequence number `since`.
+    let mut taken = Vec::new();
     let mut present = snapshot;
     let mut since = 0;
     loop {
@@ -937,8 +981,9 @@ pub(crate) fn replay(snapshot: Option<Stored>, records: &mut [Record]) -> Option
             })
             .or_else(|| candidates.last());
         let Some(&chosen) = chosen else {
-            return present;
+            break;
         };
+        taken.push(chosen);
         let record = &records[chosen];
         match record.kind {
             Kind::Put => present = Some((record.value.clone(), record.seq)),
@@ -948,6 +993,10 @@ pub(crate) fn replay(snapshot: Option<Stored>, records: &mut [Record]) -> Option
             }
         }
     }
+    for index in taken {
+        records[index].applied = true;
+    }
+    present
 }
 
 #[cfg(test)]
@@ -961,6 +1010,8 @@ mod tests {
             kind: Kind::Put,
             state,
             value: value.as_bytes().into(),
+            at: None,
+            applied: false,
         }
     }
 
@@ -971,6 +1022,8 @@ mod tests {
             kind: Kind::Remove,
             state,
             value: Box::new([]),
+            at: None,
+            applied: false,
         }
     }
 

@@ -62,6 +62,15 @@
 //! in-flight writes: promise 1. After a power loss, a chain stops at the first record the
 //! disk lost (a later record naming it has no predecessor to follow): promise 2.
 //!
+//! An open after a crash *settles* what it chose: each record the crash left pending is
+//! marked confirmed if replay took its step, void if not (`journal::settle`, synced), before
+//! the map takes writes. Otherwise a second crash before the journals are compacted would
+//! replay them again beside the new run's records, and the in-flight rules, meant for the
+//! records pending at that second crash, could choose differently at an old step (a new
+//! confirmed write from absence outranking an old in-flight one). Settled, every old step has
+//! one confirmed candidate, and the new run's records only extend the chains (their numbers
+//! are above every number in the files, their `prev` the state replay produced).
+//!
 //! ## Compaction
 //!
 //! Each write holds its lane's lock from its first record to its confirmation. A compaction
@@ -215,8 +224,9 @@ where
     }
 
     /// Reopen the [`PersistentMap`] in `dir` (after a clean close or a crash) with this
-    /// builder's settings and hasher, and report what was found. A map reopened after a crash
-    /// is compacted (a fresh snapshot replaces the journals) before this returns.
+    /// builder's settings and hasher, and report what was found. After a crash, the records
+    /// the crash left pending are given their fate in the files (synced) before this returns,
+    /// and the background thread then folds the journals into a snapshot.
     ///
     /// # Errors
     /// [`Error::Storage`]: no map there, locked by another process, made for other key or
@@ -264,9 +274,24 @@ where
             records: contents.records,
             torn: contents.torn,
         };
+        // Every record left pending by the crash gets the fate replay gave it, in the files,
+        // so that the next replay (if this run crashes too) chooses the same.
+        let fates: Vec<(usize, u64, u8)> = contents
+            .keys
+            .values()
+            .flat_map(|(_, records)| records)
+            .filter_map(|r| {
+                let (file, offset) = r.at?;
+                Some((file, offset, if r.applied { CONFIRMED } else { VOID }))
+            })
+            .collect();
+        journal::settle(&contents.files, &fates)?;
+        // New records go to fresh files of the next generation; the background thread folds
+        // the replayed journals into a snapshot.
+        drop(journal.next_generation());
         let map = PersistentMap::start(map, journal, contents.max_seq + 1);
         if contents.journals > 0 {
-            map.compact()?;
+            map.shared.request_compaction();
         }
         Ok((map, recovery))
     }
@@ -379,6 +404,15 @@ where
         self.shared.compact()
     }
 
+    /// Leave the files as a crash of this process would (no snapshot, the journals as
+    /// they are; the directory stays locked until the process ends), after the background
+    /// thread stops. For tests that crash a map without ending the process.
+    #[doc(hidden)]
+    pub fn abandon(mut self) {
+        self.stop_compactor();
+        core::mem::forget(self);
+    }
+
     fn stop_compactor(&mut self) {
         if let Some(compactor) = self.compactor.take() {
             self.shared
@@ -456,9 +490,14 @@ where
             .appended
             .fetch_add(bytes as u64, Ordering::Relaxed)
             + bytes as u64;
-        if total > self.compact_after.load(Ordering::Relaxed)
-            && !self.requested.swap(true, Ordering::Relaxed)
-        {
+        if total > self.compact_after.load(Ordering::Relaxed) {
+            self.request_compaction();
+        }
+    }
+
+    /// Wake the background thread to compact (once per request in flight).
+    fn request_compaction(&self) {
+        if !self.requested.swap(true, Ordering::Relaxed) {
             self.requests.lock().unwrap_or_else(|p| p.into_inner()).0 = true;
             self.wake.notify_one();
         }
