@@ -221,6 +221,10 @@ pub(crate) struct Lane {
     current: Option<Arc<Chunk>>,
     /// Chunks of this lane not synced since they were filled (a checkpoint syncs them).
     filled: Vec<Arc<Chunk>>,
+    /// Filled chunks a checkpoint synced. Kept mapped until the generation ends: a reader may
+    /// still be about to confirm a record in one, and only the switch's retirement (through
+    /// the map's collector) waits for it.
+    synced: Vec<Arc<Chunk>>,
     /// Reused buffer for a record's body.
     pub(crate) scratch: Vec<u8>,
 }
@@ -306,14 +310,16 @@ impl Lane {
         self.gen = gen;
         self.next_chunk = 0;
         let mut old = std::mem::take(&mut self.filled);
+        old.append(&mut self.synced);
         old.extend(self.current.take());
         old
     }
 
-    /// The chunks a checkpoint syncs: the filled ones (forgotten here: once synced, they
+    /// The chunks a checkpoint syncs: the filled ones (moved to `synced`: once synced, they
     /// change no more) and the current one.
     fn take_unsynced(&mut self) -> Vec<Arc<Chunk>> {
-        let mut chunks = std::mem::take(&mut self.filled);
+        let mut chunks = self.filled.clone();
+        self.synced.append(&mut self.filled);
         chunks.extend(self.current.clone());
         chunks
     }
@@ -350,6 +356,7 @@ impl Journal {
                     next_chunk: 0,
                     current: None,
                     filled: Vec::new(),
+                    synced: Vec::new(),
                     scratch: Vec::new(),
                 })
             })

@@ -186,6 +186,8 @@ where
 {
     shared: Arc<Shared<K, V, S>>,
     compactor: Option<JoinHandle<()>>,
+    /// `close` ran (its snapshot is written; `Drop` has nothing left to do).
+    closed: bool,
 }
 
 /// A pinned handle on a [`PersistentMap`] ([`PersistentMap::pin`]): references it hands out
@@ -339,7 +341,11 @@ where
             .name("floe-compact".into())
             .spawn(move || background.compactor())
             .ok();
-        PersistentMap { shared, compactor }
+        PersistentMap {
+            shared,
+            compactor,
+            closed: false,
+        }
     }
 
     /// A pinned handle: reads hand out references that live as long as it (as [`Map::pin`]).
@@ -401,6 +407,7 @@ where
     /// the next open replays them.
     pub fn close(mut self) -> Result<(), Error> {
         self.stop_compactor();
+        self.closed = true;
         self.shared.compact()
     }
 
@@ -433,8 +440,8 @@ where
     S: BuildHasher + Send + Sync + 'static,
 {
     fn drop(&mut self) {
-        if self.compactor.is_some() {
-            self.stop_compactor();
+        self.stop_compactor();
+        if !self.closed {
             let _ = self.shared.compact();
         }
     }
