@@ -886,6 +886,40 @@ where
         self.shared.appended(attempt.bytes);
         Ok(Some(&old.value))
     }
+
+    /// Remove every key for which `keep` is false, each as by [`remove_if`](Self::remove_if)
+    /// (one journal record a key removed). Not atomic, as [`MapRef::retain`]: a key written
+    /// meanwhile is judged on what the walk or the removal reads.
+    ///
+    /// # Errors
+    /// As [`remove`](Self::remove); the keys removed before the error stay removed.
+    pub fn retain(&self, mut keep: impl FnMut(&K, &V) -> bool) -> Result<(), Error>
+    where
+        K: Clone,
+    {
+        // The keys first: a removal must not run under the walk's step.
+        let doomed: Vec<K> = self
+            .map
+            .iter()
+            .filter(|(key, durable)| !keep(key, &durable.value))
+            .map(|(key, _)| key.clone())
+            .collect();
+        for key in &doomed {
+            self.remove_if(key, |value| !keep(key, value))?;
+        }
+        Ok(())
+    }
+
+    /// Remove every key (one journal record each; not atomic, as [`Map::clear`]).
+    ///
+    /// # Errors
+    /// As [`retain`](Self::retain).
+    pub fn clear(&self) -> Result<(), Error>
+    where
+        K: Clone,
+    {
+        self.retain(|_, _| false)
+    }
 }
 
 #[cfg(test)]

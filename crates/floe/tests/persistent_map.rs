@@ -556,6 +556,15 @@ fn agrees_with_std_across_reopens() {
                 map = PersistentMap::open(scratch.path()).unwrap_or_else(|e| panic!("{e}"));
             }
             5..=9 => map.compact().unwrap(),
+            13 => {
+                map.pin().clear().unwrap();
+                model.clear();
+            }
+            14..=15 => {
+                // Keep the values of even length.
+                map.pin().retain(|_, v| v.len() % 2 == 0).unwrap();
+                model.retain(|_, v| v.len() % 2 == 0);
+            }
             10..=12 => map.checkpoint().unwrap(),
             _ => {}
         }
