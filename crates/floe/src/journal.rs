@@ -259,6 +259,13 @@ impl Lane {
         key_len: usize,
     ) -> Result<StateByte, Error> {
         let body_len = self.scratch.len();
+        if u32::try_from(body_len).is_err() {
+            return Err(Error::Storage(StorageError::Io {
+                what: "journal a key and value of 4 GiB or more",
+                kind: std::io::ErrorKind::FileTooLarge,
+                errno: 0,
+            }));
+        }
         let len = RECORD_HEAD + body_len.next_multiple_of(8);
         let room = |chunk: &Chunk| chunk.len() - chunk.written.load(Ordering::Relaxed) as usize;
         if self
