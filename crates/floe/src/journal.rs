@@ -641,20 +641,20 @@ pub(crate) fn settle(files: &[PathBuf], fates: &[(usize, u64, u8)]) -> Result<()
     Ok(())
 }
 
-/// A stored value's bytes and its sequence number.
-pub(crate) type Stored = (Box<[u8]>, u64);
+/// A stored value's bytes (in the files as read) and its sequence number.
+pub(crate) type Stored<'a> = (&'a [u8], u64);
 
 /// What the files say of one key: its snapshot entry, if any, and its journal records.
-pub(crate) type KeyFiles = (Option<Stored>, Vec<Record>);
+pub(crate) type KeyFiles<'a> = (Option<Stored<'a>>, Vec<Record<'a>>);
 
 /// One record as replay sees it.
-pub(crate) struct Record {
+pub(crate) struct Record<'a> {
     pub(crate) seq: u64,
     pub(crate) prev: u64,
     pub(crate) kind: Kind,
     pub(crate) state: u8,
     /// The value's bytes (empty for a remove).
-    pub(crate) value: Box<[u8]>,
+    pub(crate) value: &'a [u8],
     /// A pending record's state byte: journal file (index in `Contents::files`) and offset.
     pub(crate) at: Option<(usize, u64)>,
     /// Replay took this record's step.
@@ -663,10 +663,10 @@ pub(crate) struct Record {
 
 /// What a directory holds, read and checked: the snapshot's entries and every journal record,
 /// grouped by key.
-pub(crate) struct Contents {
+pub(crate) struct Contents<'a> {
     /// Per key (its bytes): the snapshot's value and sequence number, if it has one, and the
     /// journal records.
-    pub(crate) keys: HashMap<Box<[u8]>, KeyFiles, crate::hash::WyHash>,
+    pub(crate) keys: HashMap<&'a [u8], KeyFiles<'a>, crate::hash::WyHash>,
     /// The largest sequence number in the files.
     pub(crate) max_seq: u64,
     /// Records past a chunk's synced mark that were damaged (a power loss's tail): dropped.
@@ -679,10 +679,41 @@ pub(crate) struct Contents {
     pub(crate) files: Vec<PathBuf>,
 }
 
+/// The files replay reads, as read (records are parsed in place, not copied).
+pub(crate) struct Loaded {
+    snapshot: Option<(u64, Vec<u8>)>,
+    /// Journals of the snapshot's generation and later: generation, path, synced length,
+    /// bytes.
+    journals: Vec<(u64, PathBuf, u64, Vec<u8>)>,
+}
+
+impl Loaded {
+    /// Check and parse everything, grouped by key.
+    pub(crate) fn contents(&self) -> Result<Contents<'_>, Error> {
+        let mut contents = Contents {
+            keys: HashMap::with_hasher(crate::hash::WyHash::new()),
+            max_seq: 0,
+            torn: 0,
+            records: 0,
+            journals: 0,
+            files: Vec::new(),
+        };
+        if let Some((gen, bytes)) = &self.snapshot {
+            read_snapshot(bytes, *gen, &mut contents)?;
+        }
+        for (gen, path, synced, bytes) in &self.journals {
+            read_chunk(bytes, *gen, *synced, &mut contents)?;
+            contents.files.push(path.clone());
+            contents.journals += 1;
+        }
+        Ok(contents)
+    }
+}
+
 impl Journal {
     /// Open an existing map's directory: lock it, check its identity, read and check every
     /// file. Changes nothing (the caller compacts once the map is rebuilt).
-    pub(crate) fn open(dir: &Path, identity: &Identity<'_>) -> Result<(Journal, Contents), Error> {
+    pub(crate) fn open(dir: &Path, identity: &Identity<'_>) -> Result<(Journal, Loaded), Error> {
         if !dir.join(META).exists() {
             return Err(Error::Storage(StorageError::Missing));
         }
@@ -714,37 +745,31 @@ impl Journal {
                 return Err(corrupt("a checkpointed journal is missing"));
             }
         }
-        let mut contents = Contents {
-            keys: HashMap::with_hasher(crate::hash::WyHash::new()),
-            max_seq: 0,
-            torn: 0,
-            records: 0,
-            journals: 0,
-            files: Vec::new(),
+        let mut loaded = Loaded {
+            snapshot: None,
+            journals: Vec::new(),
         };
         if let Some((_, path)) = snapshots.iter().find(|(g, _)| *g == gen) {
             let bytes = std::fs::read(path).map_err(io_error("read a snapshot"))?;
-            read_snapshot(&bytes, gen, &mut contents)?;
+            loaded.snapshot = Some((gen, bytes));
         }
         journals.sort();
         let mut newest = gen.max(1);
-        for (journal_gen, path) in journals.iter().filter(|(g, _)| *g >= gen) {
-            let bytes = std::fs::read(path).map_err(io_error("read a journal"))?;
+        for (journal_gen, path) in journals.into_iter().filter(|(g, _)| *g >= gen) {
+            let bytes = std::fs::read(&path).map_err(io_error("read a journal"))?;
             let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
             let synced = name.and_then(|n| synced.get(&n).copied()).unwrap_or(0);
-            read_chunk(&bytes, *journal_gen, synced, &mut contents)?;
-            contents.files.push(path.clone());
-            contents.journals += 1;
-            newest = newest.max(*journal_gen);
+            newest = newest.max(journal_gen);
+            loaded.journals.push((journal_gen, path, synced, bytes));
         }
         let journal = Journal::with_lock(dir, lock, newest);
         journal.snapshot_gen.store(gen, Ordering::Relaxed);
         *journal.synced.lock().unwrap_or_else(|p| p.into_inner()) = synced.into_iter().collect();
-        Ok((journal, contents))
+        Ok((journal, loaded))
     }
 }
 
-fn read_snapshot(bytes: &[u8], gen: u64, contents: &mut Contents) -> Result<(), Error> {
+fn read_snapshot<'a>(bytes: &'a [u8], gen: u64, contents: &mut Contents<'a>) -> Result<(), Error> {
     if bytes.len() < 48 || bytes[..8] != SNAPSHOT_MAGIC {
         return Err(corrupt("a snapshot's header is damaged"));
     }
@@ -774,11 +799,11 @@ fn read_snapshot(bytes: &[u8], gen: u64, contents: &mut Contents) -> Result<(), 
             return Err(corrupt("a snapshot is cut short"));
         };
         let (key, value) = entry.split_at(key_len);
-        let slot = contents.keys.entry(key.into()).or_default();
+        let slot = contents.keys.entry(key).or_default();
         if slot.0.is_some() {
             return Err(corrupt("a snapshot holds a key twice"));
         }
-        slot.0 = Some((value.into(), seq));
+        slot.0 = Some((value, seq));
         contents.max_seq = contents.max_seq.max(seq);
         rest = &rest[16 + key_len + value_len..];
         read += 1;
@@ -822,7 +847,12 @@ fn read_synced(bytes: &[u8]) -> Result<HashMap<String, u64>, Error> {
 
 /// Read one chunk's records into `contents`; `synced` is how far the last checkpoint synced
 /// it (0: not at all).
-fn read_chunk(bytes: &[u8], gen: u64, synced: u64, contents: &mut Contents) -> Result<(), Error> {
+fn read_chunk<'a>(
+    bytes: &'a [u8],
+    gen: u64,
+    synced: u64,
+    contents: &mut Contents<'a>,
+) -> Result<(), Error> {
     let synced = usize::try_from(synced).unwrap_or(usize::MAX);
     if synced > bytes.len() || synced % 8 != 0 || (synced != 0 && synced < CHUNK_HEADER) {
         return Err(corrupt("a journal is shorter than its checkpoint says"));
@@ -905,12 +935,12 @@ fn read_chunk(bytes: &[u8], gen: u64, synced: u64, contents: &mut Contents) -> R
         if state != VOID {
             let pending_at =
                 (state == PENDING).then(|| (contents.files.len(), (at + STATE_AT) as u64));
-            contents.keys.entry(key.into()).or_default().1.push(Record {
+            contents.keys.entry(key).or_default().1.push(Record {
                 seq,
                 prev,
                 kind: kind.expect("checked above"),
                 state,
-                value: value.into(),
+                value,
                 at: pending_at,
                 applied: false,
             });
@@ -924,7 +954,10 @@ fn read_chunk(bytes: &[u8], gen: u64, synced: u64, contents: &mut Contents) -> R
 /// The records of a key form chains: each names, as `prev`, the sequence number of the value
 /// its writer read and replaced (0: it read the key absent). Starting from the snapshot's
 /// state, replay follows the chain (`persistent_map.rs` argues the choice at each step).
-pub(crate) fn replay(snapshot: Option<Stored>, records: &mut [Record]) -> Option<Stored> {
+pub(crate) fn replay<'a>(
+    snapshot: Option<Stored<'a>>,
+    records: &mut [Record<'a>],
+) -> Option<Stored<'a>> {
     if records.is_empty() {
         return snapshot;
     }
@@ -1000,7 +1033,7 @@ pub(crate) fn replay(snapshot: Option<Stored>, records: &mut [Record]) -> Option
         taken.push(chosen);
         let record = &records[chosen];
         match record.kind {
-            Kind::Put => present = Some((record.value.clone(), record.seq)),
+            Kind::Put => present = Some((record.value, record.seq)),
             Kind::Remove => {
                 present = None;
                 since = record.seq;
@@ -1017,33 +1050,36 @@ pub(crate) fn replay(snapshot: Option<Stored>, records: &mut [Record]) -> Option
 mod tests {
     use super::*;
 
-    fn put(seq: u64, prev: u64, state: u8, value: &str) -> Record {
+    fn put(seq: u64, prev: u64, state: u8, value: &str) -> Record<'_> {
         Record {
             seq,
             prev,
             kind: Kind::Put,
             state,
-            value: value.as_bytes().into(),
+            value: value.as_bytes(),
             at: None,
             applied: false,
         }
     }
 
-    fn remove(seq: u64, prev: u64, state: u8) -> Record {
+    fn remove(seq: u64, prev: u64, state: u8) -> Record<'static> {
         Record {
             seq,
             prev,
             kind: Kind::Remove,
             state,
-            value: Box::new([]),
+            value: &[],
             at: None,
             applied: false,
         }
     }
 
-    fn replayed(snapshot: Option<(&str, u64)>, mut records: Vec<Record>) -> Option<String> {
-        let snapshot = snapshot.map(|(v, seq)| (v.as_bytes().into(), seq));
-        replay(snapshot, &mut records).map(|(v, _)| String::from_utf8(v.into()).unwrap())
+    fn replayed<'a>(
+        snapshot: Option<(&'a str, u64)>,
+        mut records: Vec<Record<'a>>,
+    ) -> Option<String> {
+        let snapshot = snapshot.map(|(v, seq)| (v.as_bytes(), seq));
+        replay(snapshot, &mut records).map(|(v, _)| String::from_utf8(v.to_vec()).unwrap())
     }
 
     #[test]

@@ -242,7 +242,8 @@ where
         if cfg!(miri) {
             return Err(Error::Storage(StorageError::Unsupported));
         }
-        let (journal, mut contents) = Journal::open(dir.as_ref(), &identity::<K, V>())?;
+        let (journal, loaded) = Journal::open(dir.as_ref(), &identity::<K, V>())?;
+        let mut contents = loaded.contents()?;
         let keys = contents.keys.len();
         let map = self.capacity(keys).with_value::<Durable<V>>().build()?;
         let undecodable = || {
@@ -257,7 +258,7 @@ where
                     continue;
                 };
                 let key: K = postcard::from_bytes(key).map_err(|_| undecodable())?;
-                let value: V = postcard::from_bytes(&value).map_err(|_| undecodable())?;
+                let value: V = postcard::from_bytes(value).map_err(|_| undecodable())?;
                 let durable = Durable {
                     value,
                     seq,
