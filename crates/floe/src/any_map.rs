@@ -1646,6 +1646,9 @@ impl<K, V, S> MapRef<'_, K, V, S> {
         // SAFETY: the object is ours (boxed here) and retired once; the caller has made it
         // unreachable for guards that start after this call.
         unsafe { self.guard.defer_retire(Box::into_raw(object), reclaim::<T>) };
+        // A thread that retires little (a compactor) would otherwise leave it in its batch
+        // until the batch fills.
+        self.guard.flush();
     }
 
     /// [`remove_if`](Self::remove_if) of the key whose hash word is `word` and that

@@ -125,8 +125,11 @@ impl Identity<'_> {
 
     /// Check `bytes` (the meta file) against this identity.
     fn check(&self, bytes: &[u8]) -> Result<(), Error> {
-        if bytes.len() < 12 || bytes[..8] != META_MAGIC {
+        if bytes.len() < 8 || bytes[..8] != META_MAGIC {
             return Err(Error::Storage(StorageError::Foreign));
+        }
+        if bytes.len() < 16 {
+            return Err(corrupt("the meta file is cut short"));
         }
         let (body, crc) = bytes.split_at(bytes.len() - 4);
         if crc_of(&[body]).to_le_bytes() != crc {
@@ -949,101 +952,93 @@ fn read_chunk<'a>(
     }
 }
 
-/// A key's state after replay: its value's bytes and sequence number, or absent.
+/// A key's state after replay: its value's bytes and sequence number, or absent; and whether
+/// the records left more than one candidate for the final state (only a power loss can: the
+/// caller then compacts before the map takes writes, so the choice is not made again).
 ///
-/// The records of a key form chains: each names, as `prev`, the sequence number of the value
-/// its writer read and replaced (0: it read the key absent). Starting from the snapshot's
-/// state, replay follows the chain (`persistent_map.rs` argues the choice at each step).
+/// The records of a key name, as `prev`, the sequence number of the value their writer read
+/// and replaced; 0 if it read the key absent. A `prev` other than 0 names one value exactly;
+/// 0 does not say *which* absence (an insert decided on one absence can land on a later one,
+/// after the key came and went), so replay works in *segments*: each starts at the snapshot's
+/// value or at a write from absence that happened, and follows `prev` links until a removal
+/// ends it or nothing follows. In a real history at most one segment ends with a value (any
+/// insert from absence needs every earlier value removed); it is the key's state, and if every
+/// segment ends in a removal the key is absent. `persistent_map.rs` argues the choice at each
+/// step.
 pub(crate) fn replay<'a>(
     snapshot: Option<Stored<'a>>,
     records: &mut [Record<'a>],
-) -> Option<Stored<'a>> {
+) -> (Option<Stored<'a>>, bool) {
     if records.is_empty() {
-        return snapshot;
+        return (snapshot, false);
     }
     records.sort_unstable_by_key(|r| r.seq);
-    // Candidates by `prev`: a map for long histories, a scan for the usual few records.
-    let indexed = records.len() > 16;
     let mut by_prev: HashMap<u64, Vec<usize>> = HashMap::new();
-    let mut from_absent = Vec::new();
+    let mut roots = Vec::new();
     for (index, record) in records.iter().enumerate() {
         match record.prev {
-            0 => from_absent.push(index),
-            prev if indexed => by_prev.entry(prev).or_default().push(index),
-            _ => {}
+            0 => roots.push(index),
+            prev => by_prev.entry(prev).or_default().push(index),
         }
     }
-    let all: Vec<usize> = if indexed {
-        Vec::new()
-    } else {
-        (0..records.len()).collect()
+    let snapshot_seq = snapshot.map(|(_, seq)| seq);
+    // Known to have taken effect: confirmed (by its writer after its swap, or by a reader
+    // that saw its value), read by a later write (which names it), or held by the snapshot.
+    let happened = |r: &Record<'_>| {
+        r.state == CONFIRMED || by_prev.contains_key(&r.seq) || Some(r.seq) == snapshot_seq
     };
-    let with_prev = |prev: u64| -> Vec<usize> {
-        if indexed {
-            by_prev.get(&prev).cloned().unwrap_or_default()
-        } else {
-            all.iter()
-                .copied()
-                .filter(|&i| records[i].prev == prev)
-                .collect()
-        }
-    };
-    let has_successor = |r: &Record| {
-        if indexed {
-            by_prev.contains_key(&r.seq)
-        } else {
-            records.iter().any(|s| s.prev == r.seq)
-        }
-    };
-    // The state so far: present with (value, seq), or absent since sequence number `since`.
     let mut taken = Vec::new();
-    let mut present = snapshot;
-    let mut since = 0;
-    loop {
-        let following;
-        let candidates: &[usize] = match &present {
-            Some((_, seq)) => {
-                following = with_prev(*seq);
-                &following
-            }
-            None => {
-                let first = from_absent.partition_point(|&i| records[i].seq <= since);
-                &from_absent[first..]
-            }
-        };
-        // A record is known to have happened if it was confirmed (by its writer after its
-        // swap, or by a reader that saw its value) or a later write read what it wrote; the
-        // earliest such (candidates are in sequence order) is the next step.
-        let happened = candidates
-            .iter()
-            .find(|&&i| records[i].state == CONFIRMED || has_successor(&records[i]));
-        // Otherwise every candidate was in flight at the crash: a remove among them may have
-        // been seen (as an absence) by a get that returned, so it is kept; puts were
-        // confirmed by any reader that saw them, so an unconfirmed one is unseen.
-        let chosen = happened
-            .or_else(|| {
-                candidates
-                    .iter()
-                    .find(|&&i| records[i].kind == Kind::Remove)
-            })
-            .or_else(|| candidates.last());
-        let Some(&chosen) = chosen else {
-            break;
-        };
-        taken.push(chosen);
-        let record = &records[chosen];
-        match record.kind {
-            Kind::Put => present = Some((record.value, record.seq)),
-            Kind::Remove => {
-                present = None;
-                since = record.seq;
+    // Follow a segment from the value with sequence number `seq`: the next step is the
+    // earliest record naming it that happened; failing that, a removal of it in flight (an
+    // absence cannot be confirmed by the read that sees it, so it may have been seen). A put
+    // in flight that nobody confirmed or read was seen by nobody: it is not taken.
+    // (A record numbered below what it names is damage, skipped: numbers only grow along a
+    // chain, so a damaged file cannot make this loop.)
+    let follow = |mut value: Stored<'a>, taken: &mut Vec<usize>| -> Option<Stored<'a>> {
+        loop {
+            let next = by_prev.get(&value.1).and_then(|candidates| {
+                let mut later = candidates.iter().filter(|&&i| records[i].seq > value.1);
+                later
+                    .clone()
+                    .find(|&&i| happened(&records[i]))
+                    .or_else(|| later.find(|&&i| records[i].kind == Kind::Remove))
+                    .copied()
+            });
+            let Some(next) = next else {
+                return Some(value);
+            };
+            taken.push(next);
+            let record = &records[next];
+            match record.kind {
+                Kind::Put => value = (record.value, record.seq),
+                Kind::Remove => return None,
             }
         }
+    };
+    let mut ends = Vec::new();
+    if let Some(value) = snapshot {
+        ends.extend(follow(value, &mut taken));
     }
+    for &root in &roots {
+        let record = &records[root];
+        if record.kind == Kind::Put && happened(record) {
+            taken.push(root);
+            ends.extend(follow((record.value, record.seq), &mut taken));
+        }
+    }
+    // Segments that meet (the snapshot's value on a root's path) end at the same record.
+    ends.sort_unstable_by_key(|(_, seq)| *seq);
+    ends.dedup_by_key(|(_, seq)| *seq);
+    let ambiguous = ends.len() > 1;
+    // More than one end only after a power loss took a removal: each is a value the key held
+    // after the last checkpoint; the newest-numbered is kept.
+    let end = ends.pop();
+    taken.sort_unstable();
+    taken.dedup();
     for index in taken {
         records[index].applied = true;
     }
-    present
+    (end, ambiguous)
 }
 
 #[cfg(test)]
@@ -1079,7 +1074,9 @@ mod tests {
         mut records: Vec<Record<'a>>,
     ) -> Option<String> {
         let snapshot = snapshot.map(|(v, seq)| (v.as_bytes(), seq));
-        replay(snapshot, &mut records).map(|(v, _)| String::from_utf8(v.to_vec()).unwrap())
+        let (end, ambiguous) = replay(snapshot, &mut records);
+        assert!(!ambiguous, "a process crash leaves one candidate");
+        end.map(|(v, _)| String::from_utf8(v.to_vec()).unwrap())
     }
 
     #[test]
@@ -1098,14 +1095,48 @@ mod tests {
 
     #[test]
     fn after_a_removal_only_later_writes_from_absence_follow() {
-        // 2 inserted from absence, 4 removed it; 3 is an old write from absence that lost
-        // (void would hide it; here it was in flight): not after the removal.
+        // 2 inserted from absence, 4 removed it; 3 is a write from absence that lost its race
+        // and was in flight (not voided yet) at the crash: not taken.
         let records = vec![
             put(2, 0, CONFIRMED, "a"),
             put(3, 0, PENDING, "stale"),
             remove(4, 2, CONFIRMED),
         ];
         assert_eq!(replayed(None, records), None);
+    }
+
+    #[test]
+    fn an_insert_decided_on_an_earlier_absence_can_land_after_a_removal() {
+        // 1 and 2 both read the key absent; 1 landed, 3 removed it, then 2 landed on the new
+        // absence (its insert only needs the key absent) and returned: its number is below
+        // the removal's, and it is still the key's value.
+        let records = vec![
+            put(1, 0, CONFIRMED, "a"),
+            put(2, 0, CONFIRMED, "b"),
+            remove(3, 1, CONFIRMED),
+        ];
+        assert_eq!(replayed(None, records), Some("b".into()));
+        // Landed first instead: 2, then 4 removed it, then 1 (with a smaller number).
+        let records = vec![
+            put(1, 0, CONFIRMED, "a"),
+            put(2, 0, CONFIRMED, "b"),
+            remove(4, 2, CONFIRMED),
+        ];
+        assert_eq!(replayed(None, records), Some("a".into()));
+    }
+
+    #[test]
+    fn a_snapshot_value_on_a_segment_is_one_end() {
+        // The snapshot's walk saw 5, which the journal has as a pending write read by 6.
+        let records = vec![
+            put(1, 0, CONFIRMED, "a"),
+            put(5, 1, PENDING, "b"),
+            put(6, 5, CONFIRMED, "c"),
+        ];
+        assert_eq!(replayed(Some(("b", 5)), records), Some("c".into()));
+        // The walk saw 5 and nothing read it: the snapshot holds it, so it happened.
+        let records = vec![put(1, 0, CONFIRMED, "a"), put(5, 1, PENDING, "b")];
+        assert_eq!(replayed(Some(("b", 5)), records), Some("b".into()));
     }
 
     #[test]
@@ -1128,7 +1159,8 @@ mod tests {
             put(5, 1, PENDING, "won"),
             put(7, 5, PENDING, "next"),
         ];
-        assert_eq!(replayed(None, records), Some("next".into()));
+        // 5 is taken (7 read it); 7 itself, unconfirmed and unread, was seen by nobody.
+        assert_eq!(replayed(None, records), Some("won".into()));
     }
 
     #[test]
@@ -1143,11 +1175,24 @@ mod tests {
     }
 
     #[test]
-    fn void_records_and_orphans_are_ignored() {
+    fn orphans_and_unconfirmed_puts_are_not_taken() {
         let records = vec![put(1, 0, CONFIRMED, "a"), put(9, 4, CONFIRMED, "orphan")];
         assert_eq!(replayed(None, records), Some("a".into()));
-        // `read_chunk` drops void records before replay; a lone pending one is in flight.
+        // A put in flight that nobody confirmed or read: seen by nobody, so not taken (after a
+        // power loss it may even have lost its race with its confirmation unwritten).
         let records = vec![put(1, 0, CONFIRMED, "a"), put(2, 1, PENDING, "in flight")];
-        assert_eq!(replayed(None, records), Some("in flight".into()));
+        assert_eq!(replayed(None, records), Some("a".into()));
+        let records = vec![put(2, 0, PENDING, "in flight")];
+        assert_eq!(replayed(None, records), None);
+    }
+
+    #[test]
+    fn a_power_loss_that_took_a_removal_leaves_two_ends() {
+        // 1 landed, its removal 3 was lost with the power, 2 landed after it: both values
+        // were held after the checkpoint; replay reports the ambiguity.
+        let mut records = vec![put(1, 0, CONFIRMED, "a"), put(2, 0, CONFIRMED, "b")];
+        let (end, ambiguous) = replay(None, &mut records);
+        assert!(ambiguous);
+        assert_eq!(end.map(|(v, _)| v), Some(&b"b"[..]));
     }
 }

@@ -32,44 +32,51 @@
 //! value; 0 if it read the key absent). If the swap wins, the writer marks the record
 //! *confirmed* before returning; if it loses, the next attempt first marks it *void*. So:
 //!
-//! - Per key, the successful writes form a chain through `prev`, in the map's order of them
-//!   (each read what the previous one stored); sequence numbers grow along the chain, since a
-//!   writer takes its number after reading what it replaces, which happens after the number
-//!   of that value was taken (the map's Release swap and Acquire read order them, and one
-//!   atomic counter's values follow happens-before). A write from absence takes its number
-//!   after the removal it read (same argument), so it is larger than the removal's.
+//! - Per key, a successful write whose `prev` is a number follows exactly the value with that
+//!   number (each number is taken once, and an entry's number never changes), so those
+//!   writes form chains through `prev` in the map's order; numbers grow along a chain, since a
+//!   writer takes its number after reading what it replaces, which happens after that value's
+//!   number was taken (the map's Release swap and Acquire read order them, and one atomic
+//!   counter's values follow happens-before).
+//! - A write from absence (`prev` 0) does not say *which* absence: an insert is "if absent",
+//!   so one decided on an absence can land on a later one, after the key came and went, with a
+//!   number below that removal's (a review found this; an earlier replay lost such a write).
 //! - A record is written before its swap can be seen: whatever a returned read saw has its
 //!   record in the files.
 //!
 //! ## Replay (`journal::replay`)
 //!
-//! Per key, from the snapshot's state, follow the chain: the next step is a record whose
-//! `prev` is the current value's number (or, from absence since removal `r`, a record with
-//! `prev` 0 and a number above `r`). Void records are skipped. Records of lost races that
-//! were not voided yet when the process died are the only ambiguity, at most one per thread:
-//! a record is known to have *happened* if it is confirmed or another record names it as
-//! `prev` (its writer read it from the map). Among candidates, the earliest that happened is
-//! taken; if none did, all of them were in flight, and any one of them is a valid outcome
-//! (each was decided on the current state), except that a returned read may have seen one:
+//! Per key, replay follows *segments*: one from the snapshot's value, and one from each write
+//! from absence that *happened*; each step takes a record naming the current value's number
+//! as `prev`, until a removal ends the segment or nothing follows. Void records are skipped.
+//! A record is known to have happened if it is confirmed (by its writer after its swap, or by
+//! a reader, below), another record names it (its writer read it from the map), or the
+//! snapshot holds it. At a step, the earliest candidate that happened is taken (at most one
+//! did: each won a swap from the same value); if none did, every candidate was in flight at
+//! the crash:
 //!
-//! - A read that finds a value whose record is still pending confirms it itself (one store,
-//!   [`PersistentRef::seen`]) before returning it, so a seen put has happened.
-//! - An absence cannot be confirmed by the read that sees it, so among in-flight candidates
-//!   a removal is taken first.
+//! - A put in flight is not taken: a read that finds a value whose record is still pending
+//!   confirms it itself (one store, [`PersistentRef::seen`]) before returning it, and a write
+//!   that replaces it names it, so an unconfirmed, unnamed put was seen by nobody and may be
+//!   dropped whole. (After a power loss it may even have lost its race, its void unwritten.)
+//! - An absence cannot be confirmed by the read that sees it, so a removal in flight is
+//!   taken.
 //!
-//! Every process-crash state of the files therefore replays to a state that includes every
-//! returned write and every value or absence a returned read saw, and otherwise only whole
-//! in-flight writes: promise 1. After a power loss, a chain stops at the first record the
-//! disk lost (a later record naming it has no predecessor to follow): promise 2.
+//! In a history at most one segment ends with a value: a write from absence needs every
+//! earlier value removed. That value is the key's state; if every segment ends in a removal,
+//! the key is absent. So every process-crash state of the files replays to a state that
+//! includes every returned write and every value or absence a returned read saw, and
+//! otherwise only whole in-flight writes: promise 1. After a power loss a chain stops at the
+//! first record the disk lost (a later record naming it has no predecessor to follow), and a
+//! lost removal can leave two segments ending with values, both held after the last
+//! checkpoint (the newest-numbered is kept, and the open compacts before taking writes so the
+//! choice is written down): promise 2.
 //!
 //! An open after a crash *settles* what it chose: each record the crash left pending is
 //! marked confirmed if replay took its step, void if not (`journal::settle`, synced), before
-//! the map takes writes. Otherwise a second crash before the journals are compacted would
-//! replay them again beside the new run's records, and the in-flight rules, meant for the
-//! records pending at that second crash, could choose differently at an old step (a new
-//! confirmed write from absence outranking an old in-flight one). Settled, every old step has
-//! one confirmed candidate, and the new run's records only extend the chains (their numbers
-//! are above every number in the files, their `prev` the state replay produced).
+//! the map takes writes, so that a second crash before the journals are compacted replays
+//! the old records to the same choices beside the new run's (whose numbers are above every
+//! number in the files, and whose `prev` name the values replay produced).
 //!
 //! ## Compaction
 //!
@@ -159,7 +166,12 @@ struct Shared<K, V, S> {
 ///
 /// Its operations are those of a [`Map`] through a pinned handle ([`pin`](Self::pin)), with
 /// writes answering `Result`: a write the journal cannot take (a full disk) changes nothing
-/// and returns [`Error::Storage`]. Keys and values are stored with `postcard`.
+/// and returns [`Error::Storage`]. Keys and values are stored with `postcard`; keys that are
+/// equal must serialize to the same bytes (true of std's types and of derived impls; a key
+/// type whose `Eq` is looser than its fields, such as a case-insensitive string, would split
+/// a key's history in the files). The files name the key and value types by
+/// `core::any::type_name`, which may change with the compiler or a module's path: such a
+/// change makes an open answer `TypeMismatch` (the files are untouched).
 ///
 /// ```
 /// # fn main() -> Result<(), floe::Error> {
@@ -234,7 +246,9 @@ where
     /// [`Error::Storage`]: no map there, locked by another process, made for other key or
     /// value types or by another format version, damaged (a checksum that does not match
     /// below a journal's last checkpoint, a snapshot that does not check, a record that does
-    /// not decode as `K` or `V`). A failed open changes no file.
+    /// not decode as `K` or `V`). A failed open changes no record (it may create the lock
+    /// file; an error while settling leaves some records settled, as the next open would
+    /// settle them).
     pub fn open(
         self,
         dir: impl AsRef<Path>,
@@ -251,10 +265,15 @@ where
                 "a record does not decode as the map's key or value type",
             ))
         };
+        // Set when a key's files left two candidates (a power loss): the choice is written
+        // down in a snapshot before the map takes writes.
+        let mut needs_compaction = false;
         {
             let pinned = map.pin();
             for (key, (snapshot, records)) in contents.keys.iter_mut() {
-                let Some((value, seq)) = journal::replay(snapshot.take(), records) else {
+                let (end, ambiguous) = journal::replay(snapshot.take(), records);
+                needs_compaction |= ambiguous;
+                let Some((value, seq)) = end else {
                     continue;
                 };
                 let key: K = postcard::from_bytes(key).map_err(|_| undecodable())?;
@@ -293,7 +312,9 @@ where
         // the replayed journals into a snapshot.
         drop(journal.next_generation());
         let map = PersistentMap::start(map, journal, contents.max_seq + 1);
-        if contents.journals > 0 {
+        if needs_compaction {
+            map.compact()?;
+        } else if contents.journals > 0 {
             map.shared.request_compaction();
         }
         Ok((map, recovery))
@@ -379,16 +400,14 @@ where
     /// [`Error::Storage`] if a file could not be synced, or if a background compaction
     /// failed since the last call (its journals are kept; nothing is lost).
     pub fn checkpoint(&self) -> Result<(), Error> {
-        if let Some(error) = self
+        self.shared.journal.checkpoint()?;
+        let failed = self
             .shared
             .background_error
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .take()
-        {
-            return Err(error);
-        }
-        self.shared.journal.checkpoint()
+            .take();
+        failed.map_or(Ok(()), Err)
     }
 
     /// Write a snapshot of the map and delete the journals it covers (the background thread
@@ -806,7 +825,9 @@ where
         })
     }
 
-    /// Read, decide and write `key` in one atomic step, as [`MapRef::compute`].
+    /// Read, decide and write `key` in one atomic step, as [`MapRef::compute`]. `decide` runs
+    /// while this thread holds a journal lane: it must not write to, checkpoint, compact or
+    /// close the same map (that would wait for the lane it holds); reads are fine.
     ///
     /// # Errors
     /// As [`insert`](Self::insert).
@@ -902,7 +923,7 @@ where
         let doomed: Vec<K> = self
             .map
             .iter()
-            .filter(|(key, durable)| !keep(key, &durable.value))
+            .filter(|(key, durable)| !keep(key, self.seen(durable)))
             .map(|(key, _)| key.clone())
             .collect();
         for key in &doomed {

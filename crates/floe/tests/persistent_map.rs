@@ -127,6 +127,11 @@ struct Model {
     counter_acked: u64,
     counter_in_flight: u64,
     counter_seen: u64,
+    /// The shared flag every writer toggles (insert a value of its own if absent, remove
+    /// whatever is there): values whose insert or removal was acknowledged, toggles in flight.
+    flag_inserted: std::collections::HashSet<String>,
+    flag_removed: std::collections::HashSet<String>,
+    flag_in_flight: usize,
 }
 
 fn parse_state(word: &str) -> Option<String> {
@@ -153,6 +158,15 @@ impl Model {
                 self.reads_begun.insert(key.to_string(), self.line);
             }
             ["Bc"] => self.counter_in_flight += 1,
+            ["Bt"] => self.flag_in_flight += 1,
+            ["T+", value] => {
+                self.flag_in_flight -= 1;
+                self.flag_inserted.insert(value.to_string());
+            }
+            ["T-", value] => {
+                self.flag_in_flight -= 1;
+                self.flag_removed.insert(value.to_string());
+            }
             ["C", _] => {
                 self.counter_in_flight -= 1;
                 self.counter_acked += 1;
@@ -234,8 +248,42 @@ impl Model {
         );
         self.counter_acked = counter;
         self.counter_in_flight = 0;
-        let expected =
-            keys.iter().filter(|key| state.contains_key(*key)).count() + usize::from(counter > 0);
+        // The flag: values inserted and not removed (acknowledged) must be gone only by
+        // toggles in flight; a value present is one of them or an insert in flight's.
+        let flag = state.get(FLAG).cloned();
+        let mut left: Vec<&String> = self.flag_inserted.difference(&self.flag_removed).collect();
+        if let Some(value) = &flag {
+            assert!(
+                !self.flag_removed.contains(value),
+                "flag reopened as {value}, whose removal was acknowledged"
+            );
+            let known = left.iter().position(|v| *v == value);
+            match known {
+                Some(at) => {
+                    left.remove(at);
+                }
+                None => assert!(
+                    self.flag_in_flight > 0,
+                    "flag reopened as {value}: no acknowledged insert and none in flight"
+                ),
+            }
+        }
+        let in_flight_left = self.flag_in_flight
+            - usize::from(
+                flag.as_ref()
+                    .is_some_and(|v| !self.flag_inserted.contains(v)),
+            );
+        assert!(
+            left.len() <= in_flight_left,
+            "flag reopened as {flag:?}: {left:?} inserted and not removed, {} toggles in flight",
+            self.flag_in_flight
+        );
+        self.flag_inserted = flag.iter().cloned().collect();
+        self.flag_removed.clear();
+        self.flag_in_flight = 0;
+        let expected = keys.iter().filter(|key| state.contains_key(*key)).count()
+            + usize::from(counter > 0)
+            + usize::from(flag.is_some());
         assert_eq!(state.len(), expected, "keys nobody wrote are in the map");
         // The reopened state is the new acknowledged one.
         self.acked = keys
@@ -269,13 +317,34 @@ fn open_or_build(dir: &Path) -> Persistent {
 fn current_states(map: &Persistent) -> HashMap<String, String> {
     map.pin()
         .iter()
-        .filter(|(k, _)| k.as_str() != COUNTER)
+        .filter(|(k, _)| k.as_str() != COUNTER && k.as_str() != FLAG)
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
 }
 
 /// The key every writer increments (contention on one key: lost races, voided records).
 const COUNTER: &str = "counter";
+
+/// The key every writer toggles (contention with removals and inserts from absence).
+const FLAG: &str = "flag";
+
+/// Toggle the flag: insert `value` if absent, else remove what is there. Returns whether it
+/// inserted, and the value inserted or removed.
+fn toggle(map: &Persistent, value: String) -> (bool, String) {
+    let pinned = map.pin();
+    let mut offered = Some(value.clone());
+    let outcome = pinned
+        .compute::<()>(FLAG.to_string(), |present| match present {
+            None => Operation::Insert(offered.take().unwrap_or_else(|| value.clone())),
+            Some(_) => Operation::Remove,
+        })
+        .expect("toggle");
+    match outcome {
+        Compute::Inserted(new) => (true, new.clone()),
+        Compute::Removed(old) => (false, old.clone()),
+        other => panic!("toggle answered {other:?}"),
+    }
+}
 
 /// Increment the counter; returns the value stored.
 fn increment(map: &Persistent) -> u64 {
@@ -327,6 +396,13 @@ fn child_kill_workload() {
                         say(out, format_args!("Bc"));
                         let value = increment(map);
                         say(out, format_args!("C {value}"));
+                        continue;
+                    }
+                    if rng.below(4) == 0 {
+                        say(out, format_args!("Bt"));
+                        let (inserted, value) = toggle(map, format!("{seed}.{t}.{n}"));
+                        let sign = if inserted { '+' } else { '-' };
+                        say(out, format_args!("T{sign} {value}"));
                         continue;
                     }
                     let key = key_name(rng.below(keys / writers) * writers + t);
@@ -771,6 +847,13 @@ fn missing_existing_foreign_mistyped_and_locked_directories_are_refused() {
         "{other}"
     );
     assert_eq!(contents(dir), before);
+    // A meta file cut short behind a checksum that matches.
+    let mut short = b"FLOEPMAP".to_vec();
+    short.extend_from_slice(&crc32fast::hash(&short).to_le_bytes());
+    std::fs::write(dir.join("floe-map.meta"), &short).unwrap();
+    refused(dir, |e| {
+        matches!(e, Error::Storage(StorageError::Corrupt(_)))
+    });
     // A foreign meta file.
     std::fs::write(dir.join("floe-map.meta"), b"not a floe map at all").unwrap();
     refused(dir, |e| matches!(e, Error::Storage(StorageError::Foreign)));
@@ -972,4 +1055,46 @@ fn a_full_disk_fails_the_write_and_loses_nothing() {
     for (key, value) in &expected {
         assert_eq!(map.pin().get(key.as_str()), Some(value));
     }
+}
+
+/// Compactions unmap the journal files they delete (through the map's collector, once no
+/// reader can be confirming a record in one): deleted files do not pile up in the address
+/// space, even when compactions run on a thread that retires nothing else (as the
+/// background compactor is).
+#[test]
+fn compactions_unmap_the_journals_they_delete() {
+    let scratch = Scratch::new("unmap");
+    let map = Map::<String, String>::builder()
+        .build_persistent(scratch.path())
+        .unwrap();
+    let dir = scratch.path().display().to_string();
+    let (go, rounds) = std::sync::mpsc::channel::<()>();
+    let (done, finished) = std::sync::mpsc::channel::<usize>();
+    std::thread::scope(|s| {
+        let map = &map;
+        s.spawn(move || {
+            let mut deleted = 0;
+            for () in rounds {
+                map.compact().unwrap();
+                let maps = std::fs::read_to_string("/proc/self/maps").unwrap();
+                deleted = maps
+                    .lines()
+                    .filter(|line| line.contains(&dir) && line.ends_with("(deleted)"))
+                    .count();
+            }
+            done.send(deleted).unwrap();
+        });
+        for round in 0..10u64 {
+            for n in 0..50 {
+                map.pin()
+                    .upsert(key_name(n), format!("{round}.{n}"))
+                    .unwrap();
+            }
+            go.send(()).unwrap();
+        }
+        drop(go);
+        let deleted = finished.recv().unwrap();
+        assert!(deleted <= 2, "{deleted} deleted journal files still mapped");
+    });
+    map.close().unwrap();
 }
