@@ -547,6 +547,7 @@ impl<K: Hash + Eq, V> Map<K, V> {
     }
 }
 
+#[cfg(all(feature = "serde", unix, not(loom)))]
 impl<K, V, S> Builder<K, V, S, ForMap> {
     /// The same settings for a map whose values are `V2` (a facade storing its own wrapper).
     pub(crate) fn with_value<V2>(self) -> Builder<K, V2, S, ForMap> {
@@ -1638,6 +1639,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
 impl<K, V, S> MapRef<'_, K, V, S> {
     /// Drop `object` once no guard of this map that is active now remains (so nothing read
     /// under one can still point into it).
+    #[cfg(all(feature = "serde", unix, not(loom)))]
     pub(crate) fn retire_later<T>(&self, object: Box<T>) {
         unsafe fn reclaim<T>(object: *mut T, _: &seize::Collector) {
             // SAFETY: made by `Box::into_raw` below and retired once.

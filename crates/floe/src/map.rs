@@ -176,6 +176,7 @@ impl<K, V, T> Builder<K, V, DefaultHashBuilder, T> {
 }
 
 impl<K, V, S, T> Builder<K, V, S, T> {
+    #[cfg(all(feature = "serde", unix, not(loom)))]
     pub(crate) fn from_parts(config: Config, hasher: S) -> Self {
         Self {
             config,
