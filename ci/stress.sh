@@ -6,8 +6,9 @@
 #   about 2x10^8 operations, enough to catch the one-in-10^8 slot races they were written for);
 # - delegation (tests/delegate.rs) with 10 x FLOE_STRESS_ROUNDS operations per handle;
 # - persistence (tests/persist.rs): every crash point, and FLOE_KILL_ROUNDS kills (default 400);
-#   the journaled any-key map (tests/persistent_map.rs): every crash point, and
-#   FLOE_PMAP_KILL_ROUNDS kills (default 300).
+#   the journaled any-key map (tests/persistent_map.rs): every crash point,
+#   FLOE_PMAP_KILL_ROUNDS kills (default 300) and FLOE_PMAP_POWER_ROUNDS simulated power
+#   losses (default 100).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export FLOE_STRESS_ROUNDS="${FLOE_STRESS_ROUNDS:-20000}"
@@ -20,4 +21,5 @@ cargo test --profile stress -p floe --test delegate -- --include-ignored "$@"
 FLOE_CRASH_STRIDE="${FLOE_CRASH_STRIDE:-1}" FLOE_KILL_ROUNDS="${FLOE_KILL_ROUNDS:-400}" \
     cargo test --profile stress -p floe --features crash-points --test persist "$@"
 FLOE_CRASH_STRIDE="${FLOE_CRASH_STRIDE:-1}" FLOE_PMAP_KILL_ROUNDS="${FLOE_PMAP_KILL_ROUNDS:-300}" \
+    FLOE_PMAP_POWER_ROUNDS="${FLOE_PMAP_POWER_ROUNDS:-100}" \
     cargo test --profile stress -p floe --features serde,crash-points --test persistent_map "$@"
