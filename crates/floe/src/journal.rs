@@ -672,7 +672,8 @@ pub(crate) struct Contents<'a> {
     pub(crate) keys: HashMap<&'a [u8], KeyFiles<'a>, crate::hash::WyHash>,
     /// The largest sequence number in the files.
     pub(crate) max_seq: u64,
-    /// Records past a chunk's synced mark that were damaged (a power loss's tail): dropped.
+    /// Records past a chunk's synced length that were damaged (a power loss's tail), and
+    /// journals never checkpointed whose header is damaged: dropped.
     pub(crate) torn: usize,
     /// Journal records read.
     pub(crate) records: usize,
@@ -715,7 +716,8 @@ impl Loaded {
 
 impl Journal {
     /// Open an existing map's directory: lock it, check its identity, read and check every
-    /// file. Changes nothing (the caller compacts once the map is rebuilt).
+    /// file. Changes nothing (the caller settles the pending records once the map is
+    /// rebuilt).
     pub(crate) fn open(dir: &Path, identity: &Identity<'_>) -> Result<(Journal, Loaded), Error> {
         if !dir.join(META).exists() {
             return Err(Error::Storage(StorageError::Missing));
@@ -881,7 +883,7 @@ fn read_chunk<'a>(
     }
     let mut at = CHUNK_HEADER;
     loop {
-        // A damaged record below the synced mark is damage; above it, a power loss's tail.
+        // A damaged record below the synced length is damage; past it, a power loss's tail.
         let damaged = |at: usize, contents: &mut Contents| {
             if at < synced {
                 Err(corrupt("a journal record's checksum does not match"))

@@ -136,8 +136,8 @@ pub struct MapRecovery {
     pub keys: usize,
     /// Journal records read.
     pub records: usize,
-    /// Records after a journal's last checkpoint that were damaged (the tail of a power
-    /// loss), dropped.
+    /// Records after a journal's last checkpoint that were damaged, and journals no
+    /// checkpoint synced whose header was (the tail of a power loss): dropped.
     pub torn: usize,
 }
 
@@ -155,6 +155,8 @@ struct Shared<K, V, S> {
     wake: Condvar,
     /// The last background compaction's error, for the next `checkpoint` to report.
     background_error: Mutex<Option<Error>>,
+    /// A compaction is asked for and has not started: later crossings of the threshold do
+    /// not wake the thread again.
     requested: AtomicBool,
 }
 
