@@ -1342,6 +1342,7 @@ impl Worker {
         let now = self.cache.now();
         let Worker { cache, id, journal } = self;
         Session {
+            _cut: cache.store.get().map(Store::hold_cut),
             map: cache.map.pin(),
             cache,
             id: *id,
@@ -1359,6 +1360,9 @@ pub struct Session<'w> {
     now: u32,
     /// The worker's journal buffer (a `RefCell`: `touch` journals through `&self`).
     journal: core::cell::RefCell<&'w mut Vec<u8>>,
+    /// A persistent cache's cut between journal generations, held until this session's
+    /// records are appended (released after `drop` has appended them: `persist.rs`).
+    _cut: Option<std::sync::RwLockReadGuard<'w, ()>>,
 }
 
 impl Drop for Session<'_> {

@@ -40,16 +40,22 @@
 //! 3. the snapshot and journals of earlier generations are deleted.
 //!
 //! Replay reads the newest snapshot `s` and every journal of generation `s` or later.
-//! Why nothing is lost: a record written to a journal of generation `g` was applied to the map
-//! before it was written (a session writes after its writes), so before step 1 switched its
-//! lane, so before step 2 began to read the map, which therefore shows that write or a later
-//! one of the key (a key the map no longer holds was deleted later, and that delete's record
-//! is in the map's past too, so the snapshot does not bring it back). Records written after
-//! the switch are in generation `g + 1`'s journals, which replay reads with the snapshot, the
-//! larger sequence number winning either way (a write the snapshot saw may also be in a
-//! journal; a delete that happened while the snapshot was read wins over the item read before
-//! it). A crash before step 2's rename leaves snapshot `g` and journals `g` and `g + 1`, all
-//! read; after it, journals `g` are no longer needed.
+//! Step 1 is one cut across all lanes: a session holds the store's cut lock (shared) from
+//! before its first write until its records are appended, and step 1 switches every lane
+//! under the lock held exclusively. So a write's record is in the journal of the generation
+//! in which the write was applied: writes in generation `g` were applied before the cut,
+//! writes in `g + 1` after it. Why nothing is lost: every write of generation `g` was applied
+//! before step 2 began to read the map, which therefore shows that write or a later one of
+//! the key (a key the map no longer holds was deleted later, and that delete is either before
+//! the cut, shown by the key's absence, or after it, its record in `g + 1`). Every record of
+//! `g + 1` is of a write applied after the cut, so later in its key's order, with a larger
+//! sequence number, than any write of `g`: the largest number wins over the snapshot's item
+//! exactly when its write came after what the snapshot read. A crash before step 2's rename
+//! leaves snapshot `g` and journals `g` and `g + 1`, all read; after it, journals `g` are no
+//! longer needed. (Switching lane by lane with no cut was wrong: a session that set a key
+//! before the switch but appended after it put the set in `g + 1`, while a later delete of the
+//! key, appended earlier by a shorter session, went to `g` and was deleted with it, so replay
+//! brought the set back. The shared-key kill test found it in CI.)
 //!
 //! **Restoring.** An open maps the files, checks every record (a damaged snapshot is refused
 //! before anything else happens) and chooses each key's winner; the cache then restores the
@@ -398,6 +404,11 @@ pub struct Store {
     /// The generation the lanes write (changed by a compaction, under `compacting`).
     generation: AtomicU64,
     compacting: Mutex<()>,
+    /// The cut between generations: a session holds it shared from before its first write to
+    /// after its records are appended (`Cache`'s sessions), a compaction exclusively while it
+    /// switches the lanes, so every write lands in the journal of the generation in which it
+    /// was applied (module docs).
+    cut: std::sync::RwLock<()>,
     next_seq: CachePadded<AtomicU64>,
     /// Bytes appended to the journals since the last snapshot.
     journal_bytes: AtomicU64,
@@ -629,6 +640,7 @@ impl Store {
                 .collect::<Result<_, StoreError>>()?,
             generation: AtomicU64::new(gen),
             compacting: Mutex::new(()),
+            cut: std::sync::RwLock::new(()),
             next_seq: CachePadded::new(AtomicU64::new(next_seq)),
             journal_bytes: AtomicU64::new(replayed.bytes.saturating_sub(snapshot_len)),
             snapshot_bytes: AtomicU64::new(snapshot_len),
@@ -669,6 +681,14 @@ impl Store {
     /// Snapshots written by this run.
     pub fn snapshots(&self) -> u64 {
         self.snapshots.load(Ordering::Relaxed)
+    }
+
+    /// Hold the cut between generations (shared) for a session: from before its first write
+    /// until its records are appended.
+    pub fn hold_cut(&self) -> std::sync::RwLockReadGuard<'_, ()> {
+        self.cut
+            .read()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// Append a session's records to journal `lane` (one `write`).
@@ -747,11 +767,20 @@ impl Store {
             return Ok(0);
         }
         let gen = self.generation.load(Ordering::Relaxed) + 1;
-        // Step 1. The bytes counted from here on are the new generation's.
-        self.journal_bytes.store(0, Ordering::Relaxed);
-        for (index, lane) in self.lanes.iter().enumerate() {
-            let file = Arc::new(create_journal(&self.dir, gen, index as u32)?);
-            lock(lane).file = file;
+        // Step 1, at one cut: no session is between a write and its append while the lanes
+        // switch. The bytes counted from here on are the new generation's.
+        let files = (0..self.lanes.len())
+            .map(|index| create_journal(&self.dir, gen, index as u32).map(Arc::new))
+            .collect::<Result<Vec<_>, _>>()?;
+        {
+            let _cut = self
+                .cut
+                .write()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            self.journal_bytes.store(0, Ordering::Relaxed);
+            for (lane, file) in self.lanes.iter().zip(files) {
+                lock(lane).file = file;
+            }
         }
         self.generation.store(gen, Ordering::Relaxed);
         sync_dir(&self.dir)?;
