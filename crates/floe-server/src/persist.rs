@@ -771,7 +771,18 @@ impl Store {
         // switch. The bytes counted from here on are the new generation's.
         let files = (0..self.lanes.len())
             .map(|index| create_journal(&self.dir, gen, index as u32).map(Arc::new))
-            .collect::<Result<Vec<_>, _>>()?;
+            .collect::<Result<Vec<_>, _>>();
+        let files = match files {
+            Ok(files) => files,
+            Err(error) => {
+                // None is in use: remove what was made, so the next compaction can make them.
+                for index in 0..self.lanes.len() {
+                    let name = Name::Journal(gen, index as u32).file_name();
+                    let _ = fs::remove_file(self.dir.join(name));
+                }
+                return Err(error);
+            }
+        };
         {
             let _cut = self
                 .cut
