@@ -211,15 +211,7 @@ impl Drop for PersistentBlobs {
 
 impl BlobMap for PersistentBlobs {
     fn with_capacity(keys: usize, hasher: AnyHash) -> Self {
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let root = std::env::var_os("FLOE_BENCH_DIR")
-            .map_or_else(std::env::temp_dir, std::path::PathBuf::from);
-        let dir = root.join(format!(
-            "floe-bench-blobs-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
+        let dir = crate::maps::fresh_map_dir();
         let map = floe::Map::builder()
             .capacity(keys)
             .hasher(hasher)

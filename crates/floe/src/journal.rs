@@ -207,6 +207,8 @@ impl Chunk {
 
     /// Sync the records written so far; returns their length.
     fn sync(&self) -> Result<u64, Error> {
+        // Acquire: pairs with `append`'s Release store of `written`, so the records below it,
+        // stored by the lane's writer, come before this thread's sync of them.
         let written = self.written.load(Ordering::Acquire);
         self.map
             .flush_range(0, written as usize)
@@ -297,6 +299,9 @@ impl Lane {
             core::ptr::copy_nonoverlapping(head.as_ptr().add(8), base.add(8), RECORD_HEAD - 8);
             core::ptr::copy_nonoverlapping(self.scratch.as_ptr(), base.add(RECORD_HEAD), body_len);
             let first = u64::from(body_len as u32) | u64::from(crc) << 32;
+            // Release: the body's plain stores come before the word that makes the record
+            // whole, for any observer (no thread of this process reads records; it is the
+            // order the page cache sees them in that a crash keeps).
             (*(base as *const AtomicU64)).store(first, Ordering::Release);
             chunk.written.store((at + len) as u64, Ordering::Release);
             Ok(StateByte(base.add(STATE_AT) as *const AtomicU8))
@@ -677,9 +682,7 @@ pub(crate) struct Contents<'a> {
     pub(crate) torn: usize,
     /// Journal records read.
     pub(crate) records: usize,
-    /// Journal files found.
-    pub(crate) journals: usize,
-    /// Their paths, in the order read (`Record::at` names them by index).
+    /// The journal files read, in that order (`Record::at` names them by index).
     pub(crate) files: Vec<PathBuf>,
 }
 
@@ -699,7 +702,6 @@ impl Loaded {
             max_seq: 0,
             torn: 0,
             records: 0,
-            journals: 0,
             files: Vec::new(),
         };
         if let Some((gen, bytes)) = &self.snapshot {
@@ -708,7 +710,6 @@ impl Loaded {
         for (gen, path, synced, bytes) in &self.journals {
             read_chunk(bytes, *gen, *synced, &mut contents)?;
             contents.files.push(path.clone());
-            contents.journals += 1;
         }
         Ok(contents)
     }

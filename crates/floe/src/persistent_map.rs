@@ -293,7 +293,7 @@ where
             }
         }
         let recovery = MapRecovery {
-            clean: contents.journals == 0,
+            clean: contents.files.is_empty(),
             keys: map.len(),
             records: contents.records,
             torn: contents.torn,
@@ -316,7 +316,7 @@ where
         let map = PersistentMap::start(map, journal, contents.max_seq + 1);
         if needs_compaction {
             map.compact()?;
-        } else if contents.journals > 0 {
+        } else if !contents.files.is_empty() {
             map.shared.request_compaction();
         }
         Ok((map, recovery))
@@ -645,9 +645,9 @@ where
     /// `durable`'s value, its record confirmed first if its writer has not yet (replay
     /// then keeps what this read saw; module docs).
     fn seen<'a>(&self, durable: &'a Durable<V>) -> &'a V {
-        // Acquire pairs with nothing that matters for memory safety: a stale non-null pointer
-        // only repeats the writer's own store, into a chunk that stays mapped while our
-        // guard lives.
+        // Acquire: pairs with the writer's Release store of null after its confirmation, so
+        // a null read here means the record is confirmed already. A stale non-null pointer
+        // only repeats that store, into a chunk that stays mapped while our guard lives.
         let state = durable.pending.load(Ordering::Acquire);
         if !state.is_null() {
             // SAFETY: a pointer to a state byte in a chunk that is not unmapped before our
@@ -771,7 +771,8 @@ where
         };
         attempt.confirm();
         if let Compute::Inserted(new) | Compute::Updated { new, .. } = outcome {
-            // Release: a reader that sees null skips its store; ours is made.
+            // Release: pairs with `seen`'s Acquire load; a reader that sees null skips its
+            // store, ours (just above) being ordered before.
             new.pending.store(core::ptr::null_mut(), Ordering::Release);
         }
         crash_point();

@@ -332,42 +332,33 @@ fn child_crash_script() {
 #[test]
 fn every_crash_point_recovers() {
     let stride = env_u64("FLOE_CRASH_STRIDE").unwrap_or(17).max(1);
-    let mut point = 1;
-    let mut crashed = 0;
-    loop {
-        let scratch = Scratch::new("point");
-        let mut model = Model::default();
-        let mut child = spawn_child(
-            "child_crash_script",
-            &[
-                ("FLOE_PERSIST_CHILD", scratch.path().display().to_string()),
-                ("FLOE_CRASH_AT", point.to_string()),
-            ],
-        );
-        read_report(&mut child, None, |line| model.take(line));
-        let status = child.wait().expect("wait");
-        let (map, recovery) = FlatMap::<u64, u64>::builder()
-            .open(scratch.path())
-            .unwrap_or_else(|error| panic!("crash point {point}: reopen failed: {error}"));
-        assert_eq!(recovery.damaged, 0);
-        if status.success() {
-            // The script ran past every point: the last one was point - 1. The script's
-            // final removes and shrink are not reported; check only what is left agrees.
-            assert!(
-                crashed > 0,
-                "no crash point was reached: is the feature on?"
-            );
-            assert_eq!(map.check_invariants(), map.len());
-            break;
-        }
-        crashed += 1;
-        model.check(&map);
-        drop(map);
-        point += stride;
-    }
+    let (crashed, last) = crash_harness::for_each_crash_point(
+        "child_crash_script",
+        "FLOE_PERSIST_CHILD",
+        stride,
+        Model::default,
+        Model::take,
+        |point, dir, mut model, crashed| {
+            let (map, recovery) = FlatMap::<u64, u64>::builder()
+                .open(dir)
+                .unwrap_or_else(|error| panic!("crash point {point}: reopen failed: {error}"));
+            assert_eq!(recovery.damaged, 0);
+            if crashed {
+                model.check(&map);
+            } else {
+                // The script ran past every point. Its final removes and shrink are not
+                // reported; check only what is left agrees.
+                assert_eq!(map.check_invariants(), map.len());
+            }
+        },
+    );
+    assert!(
+        crashed > 0,
+        "no crash point was reached: is the feature on?"
+    );
     eprintln!(
         "{crashed} crash points checked, every {stride}th of {}",
-        point - stride
+        last - 1
     );
 }
 

@@ -571,35 +571,18 @@ fn child_crash_script() {
 #[test]
 fn every_crash_point_recovers() {
     let stride = env_u64("FLOE_CRASH_STRIDE").unwrap_or(3).max(1);
-    let mut point = 1;
-    let mut crashed = 0;
-    loop {
-        let scratch = Scratch::new("point");
-        let mut model = Model::default();
-        let mut child = spawn_child(
-            "child_crash_script",
-            &[
-                ("FLOE_PMAP_CHILD", scratch.path().display().to_string()),
-                ("FLOE_CRASH_AT", point.to_string()),
-            ],
-        );
-        read_report(&mut child, None, |line| model.take(line));
-        let status = child.wait().expect("wait");
-        let map = PersistentMap::<String, String>::open(scratch.path())
-            .unwrap_or_else(|error| panic!("crash point {point}: reopen failed: {error}"));
-        if status.success() {
-            assert!(
-                crashed > 0,
-                "no crash point was reached: is the feature on?"
-            );
+    let (crashed, _) = crash_harness::for_each_crash_point(
+        "child_crash_script",
+        "FLOE_PMAP_CHILD",
+        stride,
+        Model::default,
+        Model::take,
+        |point, dir, mut model, _| {
+            let map = PersistentMap::<String, String>::open(dir)
+                .unwrap_or_else(|error| panic!("crash point {point}: reopen failed: {error}"));
             model.check(&map);
-            break;
-        }
-        crashed += 1;
-        model.check(&map);
-        drop(map);
-        point += stride;
-    }
+        },
+    );
     assert!(crashed > 50, "only {crashed} crash points");
     eprintln!("{crashed} crash points checked, every {stride}th");
 }

@@ -45,6 +45,20 @@ impl BenchMap for Map {
     }
 }
 
+/// A directory for one persistent map, not yet made: under `$FLOE_BENCH_DIR`, else the
+/// temporary directory, named by the process and a counter.
+pub fn fresh_map_dir() -> std::path::PathBuf {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    let root = std::env::var_os("FLOE_BENCH_DIR")
+        .map_or_else(std::env::temp_dir, std::path::PathBuf::from);
+    root.join(format!(
+        "floe-bench-{}-{}",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ))
+}
+
 /// floe's FlatMap in files ([`super::MapKind::FloePersistent`]), its directory removed when
 /// it is dropped.
 pub struct PersistentFloe {
@@ -55,15 +69,7 @@ pub struct PersistentFloe {
 impl PersistentFloe {
     /// Build the map `builder` describes in a fresh directory.
     pub fn build(builder: floe::Builder<u64, u64, super::AnyHash>) -> Result<Self, String> {
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let root = std::env::var_os("FLOE_BENCH_DIR")
-            .map_or_else(std::env::temp_dir, std::path::PathBuf::from);
-        let dir = root.join(format!(
-            "floe-bench-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
+        let dir = fresh_map_dir();
         let map = builder
             .build_persistent(&dir)
             .map_err(|e| format!("building floe's persistent map in {}: {e}", dir.display()))?;

@@ -12,7 +12,7 @@ mod hasher;
 mod peers;
 
 use cpp::{Absl, Boost, CapiFloe, CppMap, Libcuckoo, Tbb};
-pub use floe_map::{AnyMap, PersistentFloe, SingleThreadFloe};
+pub use floe_map::{fresh_map_dir, AnyMap, PersistentFloe, SingleThreadFloe};
 pub use hasher::{AnyHash, AHASH};
 pub use peers::{RwlockHashbrown, SingleThreadHashbrown};
 

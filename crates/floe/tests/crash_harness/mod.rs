@@ -97,3 +97,40 @@ pub fn read_report(
     }
     let _ = child.wait();
 }
+
+/// Crash points (feature `crash-points`): run test `child` once per crash point, from the
+/// first with step `stride`, each in a fresh directory (named to the child by `dir_var`) and
+/// crashing at that point (`FLOE_CRASH_AT`); its report goes through `take` into a fresh
+/// model. `check` gets the point, the directory, the model and whether the child crashed;
+/// the first run that reaches no crash point (the child succeeds) is checked and ends the
+/// loop. Returns how many runs crashed and the last point tried.
+pub fn for_each_crash_point<M>(
+    child: &str,
+    dir_var: &str,
+    stride: u64,
+    new_model: impl Fn() -> M,
+    take: impl Fn(&mut M, &str),
+    mut check: impl FnMut(u64, &Path, M, bool),
+) -> (u64, u64) {
+    let mut point = 1;
+    let mut crashed = 0;
+    loop {
+        let scratch = Scratch::new("point");
+        let mut model = new_model();
+        let mut running = spawn_child(
+            child,
+            &[
+                (dir_var, scratch.path().display().to_string()),
+                ("FLOE_CRASH_AT", point.to_string()),
+            ],
+        );
+        read_report(&mut running, None, |line| take(&mut model, line));
+        let finished = running.wait().expect("wait").success();
+        check(point, scratch.path(), model, !finished);
+        if finished {
+            return (crashed, point);
+        }
+        crashed += 1;
+        point += stride;
+    }
+}
