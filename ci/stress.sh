@@ -5,7 +5,9 @@
 # - the ledger tests (tests/ledger.rs) for FLOE_LEDGER_SECONDS per configuration (default 30:
 #   about 2x10^8 operations, enough to catch the one-in-10^8 slot races they were written for);
 # - delegation (tests/delegate.rs) with 10 x FLOE_STRESS_ROUNDS operations per handle;
-# - persistence (tests/persist.rs): every crash point, and FLOE_KILL_ROUNDS kills (default 400);
+# - persistence (tests/persist.rs): every crash point, FLOE_KILL_ROUNDS kills (default 400)
+#   and FLOE_POWER_GROWTH_ROUNDS power losses during growths (default 150, each with a second
+#   power loss during the recovery);
 #   the journaled any-key map (tests/persistent_map.rs): every crash point,
 #   FLOE_PMAP_KILL_ROUNDS kills (default 300) and FLOE_PMAP_POWER_ROUNDS simulated power
 #   losses (default 100).
@@ -19,7 +21,7 @@ cargo test --profile stress -p floe --test ledger "$@"
 cargo test --profile stress -p floe --test delegate -- --include-ignored "$@"
 # Persistence: every crash point of the crash script, and a long kill harness.
 FLOE_CRASH_STRIDE="${FLOE_CRASH_STRIDE:-1}" FLOE_KILL_ROUNDS="${FLOE_KILL_ROUNDS:-400}" \
-    cargo test --profile stress -p floe --features crash-points --test persist "$@"
+    FLOE_POWER_GROWTH_ROUNDS="${FLOE_POWER_GROWTH_ROUNDS:-150}" cargo test --profile stress -p floe --features crash-points --test persist "$@"
 FLOE_CRASH_STRIDE="${FLOE_CRASH_STRIDE:-1}" FLOE_PMAP_KILL_ROUNDS="${FLOE_PMAP_KILL_ROUNDS:-300}" \
     FLOE_PMAP_POWER_ROUNDS="${FLOE_PMAP_POWER_ROUNDS:-100}" \
     cargo test --profile stress -p floe --features serde,crash-points --test persistent_map "$@"

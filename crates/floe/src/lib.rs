@@ -95,12 +95,13 @@
 //!    superblock's updates check it.
 //! 2. **Power loss or kernel crash**: the state as of the last [`FlatMap::checkpoint`] that
 //!    returned, plus possibly later operations, each whole (per key: its checkpointed value
-//!    or a later one). A growth makes its new table durable before the superblock names it.
-//!    *Not kept*: a power loss *during* a growth or shrink that started after the last
-//!    checkpoint can lose keys that growth had moved (the old table's moved slots reach the
-//!    disk independently of the new table's pages; ordering them needs a sync per chunk of
-//!    moves, not built). Checkpoint after a growth when power loss matters. (At
-//!    [`Durability::Flush`] on a DAX mapping, 4 below, growths are covered.)
+//!    or a later one), growths, shrinks and reserves in flight included, and a power loss
+//!    during the recovery of an earlier one too. A growth makes its new table durable before
+//!    the superblock names it, and on a disk it syncs each chunk of keys it copies before it
+//!    retires their old slots (one `msync` per 32 old bins; tmpfs, which a power loss empties
+//!    anyway, is spared it). A simulator that keeps, per 512-byte sector, either what the last
+//!    sync wrote or what the process left checks it, with growths, shrinks, reserves and
+//!    checkpoints racing.
 //! 3. A clean [`FlatMap::close`] (or drop) syncs and records the close, so the next open
 //!    checks the table against the recorded key count instead of repairing it.
 //! 4. At [`Durability::Flush`] ([`Builder::durability`]), on a DAX or CXL mapping (where the

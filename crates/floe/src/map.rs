@@ -628,11 +628,11 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// Make every operation that returned before this call durable against a power loss or
     /// a kernel crash (a persistent map: its table files are synced; a map in memory: nothing
     /// to do). A process crash needs no checkpoint: a persistent map keeps every operation
-    /// that returned. See the crate docs, "Persistence", for what a growth after the last
-    /// checkpoint means for a power loss.
+    /// that returned. See the crate docs, "Persistence".
     ///
     /// # Errors
-    /// [`Error::Storage`] if a file could not be synced.
+    /// [`Error::Storage`] if a file could not be synced, or if a growth's sync of the keys it
+    /// moved failed since the last checkpoint (the growth went on; the disk may lack them).
     pub fn checkpoint(&self) -> Result<(), Error> {
         #[cfg(not(loom))]
         return self.raw.checkpoint();

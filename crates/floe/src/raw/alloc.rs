@@ -20,6 +20,9 @@ use std::sync::Arc;
 /// The size and alignment of a transparent huge page on x86-64.
 #[cfg(not(loom))]
 pub(crate) const HUGE_PAGE: usize = 2 << 20;
+/// The kernel's base page: the unit a file mapping's dirty memory is written back in.
+#[cfg(not(loom))]
+pub(crate) const PAGE: usize = 4096;
 
 /// Whether a table of `bytes` can be had: refuse what the machine cannot hold, instead of
 /// granting a lazy mapping whose first writes would have the process killed. `written`: the
@@ -281,6 +284,53 @@ impl Region {
         } else {
             Err(std::io::Error::last_os_error())
         }
+    }
+
+    /// [`sync`](Self::sync) for the bytes `range` only, widened to whole 4 KiB pages (the
+    /// unit the kernel writes back): a growth's ordered moves sync the lines they wrote
+    /// before they retire the old slots (`migrate.rs`, "Power loss during a move").
+    pub(crate) fn sync_range(&self, range: core::ops::Range<usize>) -> std::io::Result<()> {
+        let start = range.start / PAGE * PAGE;
+        let end = range.end.min(self.bytes).next_multiple_of(PAGE);
+        if start >= end {
+            return Ok(());
+        }
+        // SAFETY: `start..end` lies inside our live mapping (clamped above), page aligned as
+        // msync requires (`base` is huge-page aligned).
+        if unsafe {
+            libc::msync(
+                self.base.cast::<u8>().add(start).cast(),
+                end - start,
+                libc::MS_SYNC,
+            )
+        } == 0
+        {
+            Ok(())
+        } else {
+            Err(std::io::Error::last_os_error())
+        }
+    }
+
+    /// The 64-bit words of the 4 KiB page at `offset` (page aligned, inside the region), each
+    /// read atomically (other threads may be storing to them): a test's record of what a sync
+    /// is about to write (`writeback::log`).
+    #[cfg(feature = "crash-points")]
+    pub(crate) fn page_words(&self, offset: usize) -> Vec<u64> {
+        debug_assert!(offset.is_multiple_of(PAGE) && offset + PAGE <= self.bytes);
+        (0..PAGE / 8)
+            .map(|word| {
+                // SAFETY: the word lies inside our live mapping, 8-byte aligned; every store
+                // the engine makes there is atomic, so an atomic load of it is no data race.
+                let atomic = unsafe {
+                    &*self
+                        .base
+                        .cast::<u8>()
+                        .add(offset + 8 * word)
+                        .cast::<std::sync::atomic::AtomicU64>()
+                };
+                atomic.load(std::sync::atomic::Ordering::Relaxed)
+            })
+            .collect()
     }
 
     /// Advise `len` bytes from `offset` (whole huge pages) for transparent huge pages or

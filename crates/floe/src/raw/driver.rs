@@ -1372,6 +1372,7 @@ impl RawMap {
                 region,
                 fresh: false,
                 writeback: store.writeback(),
+                ordered_moves: store.orders_moves(),
             };
             RawTable::new(geometry, dead, Arc::clone(&alive), source, None)
                 .map(Box::new)
@@ -1410,7 +1411,15 @@ impl RawMap {
             // Both tables' links first (a rebuilt move chains buckets in `next`), then the
             // moves a crash interrupted, then each table's bins.
             swept.bad_links = sweeper.links(&current, true).cut + sweeper.links(next, true).cut;
-            swept.add(sweeper.moves(&current, next, block.group as usize));
+            let moves = sweeper
+                .moves(&current, next, block.group as usize)
+                .map_err(|error| {
+                    Error::Storage(crate::error::StorageError::from_io(
+                        "sync a table file",
+                        &error,
+                    ))
+                })?;
+            swept.add(moves);
             let (new, old) = (sweeper.bins(next, true), sweeper.bins(&current, true));
             next.set_len(new.keys);
             current.set_len(old.keys);
@@ -1530,6 +1539,17 @@ impl RawMap {
         sync(table)?;
         if let Some(next) = table.migrating_into() {
             sync(next)?;
+        }
+        // A growth's sync of its copies that failed (`migrate.rs`, "Power loss during a
+        // move"): the moves went on, so the disk may not hold what this checkpoint would
+        // promise.
+        for table in [Some(table), table.migrating_into()].into_iter().flatten() {
+            if let Some(error) = table.take_move_sync_failure() {
+                return Err(Error::Storage(crate::error::StorageError::from_io(
+                    "sync the keys a growth moved",
+                    &error,
+                )));
+            }
         }
         store.record(|block| block.checkpoints += 1)
     }
@@ -1660,6 +1680,7 @@ fn allocate(
                 region,
                 fresh: true,
                 writeback: store.writeback(),
+                ordered_moves: store.orders_moves(),
             }
         }
         None => TableSource::Fresh(prepared),

@@ -91,6 +91,30 @@
 //! reserve from the frozen groups' exact demand); should the argument fail, a transfer takes
 //! from the regular pool before it gives up.
 //!
+//! # Power loss during a move
+//!
+//! A persistent table on a disk (at `Durability::Process`) lives in the page cache, which the
+//! kernel writes back page by page in no order anyone chooses: a power loss can keep an old
+//! bin's retired slot (`(moved key, key)`, whose value is gone) without the new bin's page that
+//! held its copy, and the key would be lost. So a growth into such a table (`orders_moves`)
+//! moves a chunk in three passes (`transfer_ordered`): it claims the chunk's groups and copies
+//! every key, syncs the new bins' pages and the link buckets chained to them (`sync_bins`, one
+//! `msync` per chunk: they are contiguous, 64 bins to a 4 KiB page when growing 2x), and only
+//! then retires the old slots and publishes the bins. A disk then never holds a retired slot
+//! whose copy it lacks (the copy as of its sync, or newer). A put that changes a key between
+//! its copy and its retire makes the mover rewrite the copy and sync it again before the retire
+//! is retried: the copy's older value may predate a checkpoint that returned since, which
+//! promised the newer one. A bin moved out of order (by an insert that found it full) is a
+//! chunk of its own, synced alone. What the disk may hold
+//! otherwise, recovery settles (`recover.rs`): a claim that did not reach it, copies of keys
+//! not retired, a publish without the retires in a link bucket's page. On tmpfs a power loss
+//! keeps nothing, so none of this runs there; at `Durability::Flush` each copy is written back
+//! line by line instead (`writeback.rs`, 4).
+//!
+//! The passes hold a chunk's bins `InTransfer` for an `msync`: an operation on one of them
+//! waits that long (a device write, tens of microseconds to milliseconds), the price of a
+//! growth on a disk.
+//!
 //! # Panics during a move
 //!
 //! A move calls the map's hasher (the key's bin in the new table). If that panics, the bin
@@ -245,8 +269,12 @@ impl RawTable {
         let end = ((chunk + 1) * CHUNK_BINS).min(self.bins());
         let group = self.migration.group.load(Ordering::Relaxed);
         // CHUNK_BINS is a multiple of every group size, so chunks hold whole groups.
-        for first in (chunk * CHUNK_BINS..end).step_by(group) {
-            self.transfer_bin(first, next, new_bin);
+        if next.orders_moves() {
+            self.transfer_ordered(chunk * CHUNK_BINS..end, next, new_bin);
+        } else {
+            for first in (chunk * CHUNK_BINS..end).step_by(group) {
+                self.transfer_bin(first, next, new_bin);
+            }
         }
         // AcqRel: the chunk counter is a release sequence; the thread that finishes the last
         // chunk acquires every transfer's writes before it makes `next` current.
@@ -265,44 +293,114 @@ impl RawTable {
     ) {
         let group = self.migration.group.load(Ordering::Relaxed);
         let first = index / group * group;
-        // The group belongs to whoever claims its first bin; the others follow.
-        if self.claim(first) {
-            for member in first + 1..first + group {
-                let claimed = self.claim(member);
-                debug_assert!(
-                    claimed,
-                    "a group's other bins are claimed by its owner only"
-                );
-            }
-            // Touch the new bins with a write before anything reads them. A fresh page that is
-            // read first gets the shared zero page, and the first write then replaces it
-            // (copy-on-write) with a TLB shootdown to every CPU: measured, those interrupts
-            // made transfers many times slower in a VM. Storing the 0 they hold is free, and
-            // nobody else touches these bins until the group is `DoneTransfer`.
-            let new_bins = if next.bins() >= self.bins() {
-                let factor = next.bins() / self.bins();
-                first * factor..(first + 1) * factor
-            } else {
-                first / group..first / group + 1
-            };
-            for new in new_bins {
-                next.bins[new].header.store(0, Ordering::Relaxed);
-            }
+        if next.orders_moves() {
+            self.transfer_ordered(first..first + group, next, new_bin);
+            return;
+        }
+        if self.claim_group(first, group, next) {
             let abort = AbortOnUnwind;
             // Every bin of the group is placed before any is published (module docs).
             let moved: isize = (first..first + group)
                 .map(|member| self.drain_bin(member, next, new_bin))
                 .sum();
             next.crash_point();
+            self.publish_groups(&[first], group, next, moved);
+            core::mem::forget(abort);
+        }
+        self.wait_transferred(&self.bins[index]);
+    }
+
+    /// Ordered moves (module docs, "Power loss during a move"): move the groups of bins
+    /// `bins` (whole groups) that this thread claims in three passes, copying every key,
+    /// syncing the new bins, then retiring the old slots and publishing; then wait for the
+    /// groups other threads claimed.
+    #[cold]
+    #[inline(never)]
+    fn transfer_ordered(
+        &self,
+        bins: core::ops::Range<usize>,
+        next: &RawTable,
+        new_bin: &impl Fn(u64) -> usize,
+    ) {
+        let group = self.migration.group.load(Ordering::Relaxed);
+        let owned: Vec<usize> = bins
+            .clone()
+            .step_by(group)
+            .filter(|&first| self.claim_group(first, group, next))
+            .collect();
+        if let (Some(&lowest), Some(&highest)) = (owned.first(), owned.last()) {
+            let abort = AbortOnUnwind;
+            let mut copies = Vec::new();
+            for &first in &owned {
+                for member in first..first + group {
+                    self.copy_bin(member, next, new_bin, |copy| copies.push(copy));
+                }
+            }
+            // One sync over the new bins of every group owned (and of any others between
+            // them, which only costs their pages' writes): every copy is on the disk before
+            // any old slot is retired.
+            let span = self.new_bins_of(lowest, group, next).start
+                ..self.new_bins_of(highest, group, next).end;
+            next.sync_bins(span);
+            next.crash_point();
+            let moved: isize = copies
+                .into_iter()
+                .map(|copy| self.retire_copied(copy, next))
+                .sum();
+            self.publish_groups(&owned, group, next, moved);
+            core::mem::forget(abort);
+        }
+        for index in bins {
+            self.wait_transferred(&self.bins[index]);
+        }
+    }
+
+    /// Publish every bin of the groups (of `group` bins) starting at `firsts`, which this
+    /// thread moved (`moved` keys in all), and move their count to `next`.
+    fn publish_groups(&self, firsts: &[usize], group: usize, next: &RawTable, moved: isize) {
+        for &first in firsts {
             for member in first..first + group {
                 self.publish_done(member);
                 next.crash_point();
             }
-            core::mem::forget(abort);
-            next.len.add(moved);
-            self.len.add(-moved);
         }
-        self.wait_transferred(&self.bins[index]);
+        next.len.add(moved);
+        self.len.add(-moved);
+    }
+
+    /// The bins of `next` that old bin `first`'s group (of `group` bins) moves into.
+    fn new_bins_of(&self, first: usize, group: usize, next: &RawTable) -> core::ops::Range<usize> {
+        if next.bins() >= self.bins() {
+            let factor = next.bins() / self.bins();
+            first * factor..(first + 1) * factor
+        } else {
+            first / group..first / group + 1
+        }
+    }
+
+    /// Claim the group of `group` bins starting at `first` (it belongs to whoever claims its
+    /// first bin; the others follow) and prepare its new bins; `false` if another thread
+    /// claimed it.
+    fn claim_group(&self, first: usize, group: usize, next: &RawTable) -> bool {
+        if !self.claim(first) {
+            return false;
+        }
+        for member in first + 1..first + group {
+            let claimed = self.claim(member);
+            debug_assert!(
+                claimed,
+                "a group's other bins are claimed by its owner only"
+            );
+        }
+        // Touch the new bins with a write before anything reads them. A fresh page that is
+        // read first gets the shared zero page, and the first write then replaces it
+        // (copy-on-write) with a TLB shootdown to every CPU: measured, those interrupts made
+        // transfers many times slower in a VM. Storing the 0 they hold is free, and nobody
+        // else touches these bins until the group is `DoneTransfer`.
+        for new in self.new_bins_of(first, group, next) {
+            next.bins[new].header.store(0, Ordering::Relaxed);
+        }
+        true
     }
 
     /// CAS bin `index` to `InTransfer` from `NoTransfer` or `Frozen`; `false` if another
@@ -330,16 +428,32 @@ impl RawTable {
         }
     }
 
-    /// Move the keys of bin `index` (claimed by the caller) into `next`; the number moved.
+    /// Move the keys of bin `index` (claimed by the caller) into `next`, each copied and then
+    /// retired before the next; the number moved.
     fn drain_bin(&self, index: usize, next: &RawTable, new_bin: &impl Fn(u64) -> usize) -> isize {
+        let mut moved = 0;
+        self.copy_bin(index, next, new_bin, |copy| {
+            moved += self.retire_copied(copy, next);
+        });
+        moved
+    }
+
+    /// Copy the keys of bin `index` (claimed by the caller) into `next` (module docs, step 2),
+    /// handing each copy to `copied`, which must retire it (`retire_copied`) before the bin is
+    /// published; shadows move whole here.
+    fn copy_bin(
+        &self,
+        index: usize,
+        next: &RawTable,
+        new_bin: &impl Fn(u64) -> usize,
+        mut copied: impl FnMut(Copied),
+    ) {
         let bin = &self.bins[index];
         // Acquire: the slots committed before our claim (its CAS read them too). The set of
         // searchable slots can only shrink from here.
         let claimed = Header(bin.header.load(Ordering::Acquire));
         let dead = self.dead.of(index);
         let shadow_key = self.dead.shadow_of(index);
-        let moved_key = self.dead.moved_of(index);
-        let mut moved = 0isize;
         for slot in claimed.occupied().iter() {
             let slot_ref = self.slot(bin, slot);
             loop {
@@ -370,36 +484,53 @@ impl RawTable {
                     }
                     continue;
                 }
-                // A real key: copy, then retire (module docs, step 2).
-                let (key, mut value) = content;
+                // A real key: copy (the retire follows, module docs, step 2).
+                let (key, value) = content;
                 let placed = next.place(new_bin(key), key, value, SlotState::Valid);
                 next.crash_point();
-                loop {
-                    // `Durability::Flush`: the copy (as last rewritten) is on the media before
-                    // the retire can be (`writeback.rs`, 4).
-                    next.write_back_bin(placed.bin);
-                    match slot_ref.compare_exchange((key, value), (moved_key, key)) {
-                        Ok(()) => {
-                            next.crash_point();
-                            moved += 1;
-                            break;
-                        }
-                        // A put: the copy takes its value.
-                        Err((now, newer)) if now == key => {
-                            value = newer;
-                            next.rewrite_placed(placed, key, value);
-                        }
-                        // A delete retired the key first.
-                        Err(_) => {
-                            next.unplace(placed);
-                            break;
-                        }
-                    }
-                }
+                copied(Copied {
+                    bin: index,
+                    slot,
+                    key,
+                    value,
+                    placed,
+                });
                 break;
             }
         }
-        moved
+    }
+
+    /// Retire the old slot of a key `copy_bin` copied (module docs, step 2): 1 if it moved, 0
+    /// if a delete retired it first (the copy is taken out again).
+    fn retire_copied(&self, copy: Copied, next: &RawTable) -> isize {
+        let slot_ref = self.slot(&self.bins[copy.bin], copy.slot);
+        let moved_key = self.dead.moved_of(copy.bin);
+        let (key, mut value) = (copy.key, copy.value);
+        loop {
+            // `Durability::Flush`: the copy (as last rewritten) is on the media before the
+            // retire can be (`writeback.rs`, 4).
+            next.write_back_bin(copy.placed.bin);
+            match slot_ref.compare_exchange((key, value), (moved_key, key)) {
+                Ok(()) => {
+                    next.crash_point();
+                    return 1;
+                }
+                // A put: the copy takes its value (and, ordered, is synced again: the value
+                // it had may be older than what a checkpoint since has promised).
+                Err((now, newer)) if now == key => {
+                    value = newer;
+                    next.rewrite_placed(copy.placed, key, value);
+                    if next.orders_moves() {
+                        next.sync_bins(copy.placed.bin..copy.placed.bin + 1);
+                    }
+                }
+                // A delete retired the key first.
+                Err(_) => {
+                    next.unplace(copy.placed);
+                    return 0;
+                }
+            }
+        }
     }
 
     /// Mark bin `index` (claimed and drained by the caller) `DoneTransfer`.
@@ -568,6 +699,16 @@ impl RawTable {
         );
         regular
     }
+}
+
+/// A key `copy_bin` copied and has not retired: its old bin and slot, what it held, and
+/// where the copy is.
+pub(super) struct Copied {
+    bin: usize,
+    slot: usize,
+    key: u64,
+    value: u64,
+    placed: Placed,
 }
 
 /// Where `place` put a key: the new bin and the slot in it.

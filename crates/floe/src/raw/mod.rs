@@ -542,6 +542,15 @@ pub(crate) struct RawTable {
     /// (`writeback.rs`); `None` for every other table.
     #[cfg(not(loom))]
     writeback: Option<writeback::Writeback>,
+    /// A growth into this table syncs each chunk's copies before it retires their old slots
+    /// (a persistent table on a disk at `Durability::Process`; `migrate.rs`, "Power loss
+    /// during a move").
+    #[cfg(not(loom))]
+    ordered_moves: bool,
+    /// The error number of a sync of ordered moves that failed (0: none): the next
+    /// checkpoint reports it.
+    #[cfg(not(loom))]
+    move_sync_failed: std::sync::atomic::AtomicI32,
 }
 
 /// Where a table's memory comes from.
@@ -551,13 +560,15 @@ pub(crate) enum TableSource {
     /// A persistent map's table file, mapped (`store.rs`): bins at its start, the pool after
     /// them. `fresh`: the file was just created (all zeroes); otherwise it holds a table a
     /// crashed or closed process left, which `recover.rs` settles before anyone uses it.
-    /// `writeback`: the map's `Durability::Flush` write-back, if it has that level.
+    /// `writeback`: the map's `Durability::Flush` write-back, if it has that level;
+    /// `ordered_moves`: whether a growth into it orders its moves (`Store::orders_moves`).
     #[cfg(not(loom))]
     File {
         gen: u64,
         region: Arc<alloc::Region>,
         fresh: bool,
         writeback: Option<writeback::Writeback>,
+        ordered_moves: bool,
     },
 }
 
@@ -589,7 +600,7 @@ impl RawTable {
         }
         let mut fresh = true;
         #[cfg(not(loom))]
-        let (mut file, mut flush) = (None, None);
+        let (mut file, mut flush, mut ordered) = (None, None, false);
         let (bins, links) = match source {
             TableSource::Fresh(prepared) => {
                 match prepared.and_then(|p| p.into_memory(geometry.bins, links)) {
@@ -606,9 +617,11 @@ impl RawTable {
                 region,
                 fresh: created,
                 writeback,
+                ordered_moves,
             } => {
                 fresh = created;
                 flush = writeback;
+                ordered = ordered_moves;
                 let bin_bytes = geometry.bins.checked_mul(64)?;
                 let pool = if links == 0 {
                     TableMemory::zeroed(0, false)?
@@ -640,6 +653,10 @@ impl RawTable {
             file,
             #[cfg(not(loom))]
             writeback: flush,
+            #[cfg(not(loom))]
+            ordered_moves: ordered,
+            #[cfg(not(loom))]
+            move_sync_failed: std::sync::atomic::AtomicI32::new(0),
         };
         // Invariant 2: free slots hold their bin's dead key. Zeroed memory holds 0, the dead
         // key of every bin but `primary_bin` when `primary` is 0 (as the map chooses it). A
@@ -700,6 +717,75 @@ impl RawTable {
         }
         #[cfg(loom)]
         let _ = index;
+    }
+
+    /// Whether a growth into this table orders its moves (`migrate.rs`, "Power loss during a
+    /// move").
+    #[inline(always)]
+    pub(crate) fn orders_moves(&self) -> bool {
+        #[cfg(not(loom))]
+        return self.ordered_moves;
+        #[cfg(loom)]
+        false
+    }
+
+    /// Ordered moves: sync the lines of bins `bins` of this (new) table and of every link
+    /// bucket chained to them, and wait for the disk. A failure (the device's) does not stop
+    /// the growth, which cannot wait for a device that may never answer: it is kept and the
+    /// next checkpoint reports it (until one succeeds, no power-loss promise holds anyway).
+    #[cold]
+    pub(crate) fn sync_bins(&self, bins: core::ops::Range<usize>) {
+        #[cfg(not(loom))]
+        if let Some(file) = &self.file {
+            use alloc::PAGE;
+            if bins.is_empty() {
+                return;
+            }
+            let pool = 64 * self.bins();
+            let mut pages: Vec<usize> =
+                (bins.start * 64 / PAGE..=(bins.end * 64 - 1) / PAGE).collect();
+            for bin in &self.bins[bins] {
+                // Relaxed: this thread chained these bins' buckets (only the mover writes a new
+                // bin before its old bin is done), or read them on the way here.
+                let link = Link(bin.link.load(Ordering::Relaxed));
+                for bucket in 0..3 {
+                    if let Some(at) = link.bucket(bucket).filter(|&at| at < self.links.len()) {
+                        pages.push((pool + 64 * at) / PAGE);
+                    }
+                }
+            }
+            pages.sort_unstable();
+            pages.dedup();
+            for run in pages.chunk_by(|a, b| b == &(a + 1)) {
+                let (first, last) = (run[0], run[run.len() - 1]);
+                #[cfg(feature = "crash-points")]
+                writeback::log::synced(file.gen, run.iter().map(|page| page * PAGE), |offset| {
+                    file.region.page_words(offset)
+                });
+                if let Err(error) = file.region.sync_range(first * PAGE..(last + 1) * PAGE) {
+                    let errno = error.raw_os_error().unwrap_or(libc::EIO);
+                    self.move_sync_failed
+                        .store(errno, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+        }
+        #[cfg(loom)]
+        let _ = bins;
+    }
+
+    /// The error of a sync of ordered moves into this table that failed since the last call
+    /// (which clears it).
+    pub(crate) fn take_move_sync_failure(&self) -> Option<std::io::Error> {
+        #[cfg(not(loom))]
+        return match self
+            .move_sync_failed
+            .swap(0, std::sync::atomic::Ordering::Relaxed)
+        {
+            0 => None,
+            errno => Some(std::io::Error::from_raw_os_error(errno)),
+        };
+        #[cfg(loom)]
+        None
     }
 
     /// Whether operations on this table write their lines back (`Durability::Flush`).

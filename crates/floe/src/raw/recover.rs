@@ -30,14 +30,35 @@
 //! the new bin's copy; anything else held no live key (a key copied, then deleted before the
 //! mover could take its copy out again, is in neither form in the old bin). The new bins
 //! hold nothing else a user could have seen for this bin's keys (nobody but the mover reads
-//! or writes a key there before its old bin is `DoneTransfer`). Recovery therefore rebuilds
-//! the new bins from exactly that set and marks the old bin done; bins already
+//! or writes a key there before its old bin is `DoneTransfer`). Recovery therefore brings
+//! the new bins up to exactly that set and marks the old bin done; bins already
 //! `DoneTransfer` are the new table's business and bins not yet claimed are moved by the
-//! migration the open finishes (their new bins emptied first: after a power loss at
-//! `Durability::Flush` they may hold copies whose claim never reached the media). A shrink
-//! group publishes its bins one at a time, so an operation may change the new bin for one
-//! member's keys while another member is still `InTransfer`: the rebuild keeps the new bin's
-//! keys of the members already done and takes only the others' from their old slots.
+//! migration the open finishes (their new bins emptied first: after a power loss they may
+//! hold copies whose claim never reached the disk). A shrink group publishes its bins one at
+//! a time, so an operation may change the new bin for one member's keys while another member
+//! is still `InTransfer`: the rebuild keeps the new bin's keys of the members already done and
+//! takes only the others' from their old slots.
+//!
+//! After a power loss the disk holds each sector as of some instant, not one instant for the
+//! whole file, and recovery may itself be cut short by another. Three rules keep both safe:
+//!
+//! - A bin counts as claimed if its line says so *or any of its slots holds its moved key*:
+//!   a link bucket's page can be newer than the bin's line. The growth synced the copies
+//!   before any retire (`migrate.rs`, "Power loss during a move"), so a retired slot's copy is
+//!   on the disk.
+//! - The rebuild works in place: a copy of a moved key (or any key of a member already done)
+//!   is never rewritten or moved, a copy of a live key takes the old slot's value, a copy of
+//!   nothing live is freed, and live keys without a copy are placed in free slots. Were the
+//!   new bins emptied and refilled, a power loss between the two could leave a moved key's
+//!   only copy erased.
+//! - The old bins are marked done only after the new table is synced (`Sweeper::moves`): a
+//!   done bin on the disk has its new bins' keys there too. Until then a second recovery
+//!   finds the same old slots and rebuilds the same way.
+//!
+//! A link bucket's line of zeroes in a chained bucket was never written (its page never
+//! reached the disk, while the bin's line that chained it and committed a key into it did).
+//! Zero is the dead key of every bin but the one key 0 hashes to, and there such a line would
+//! read as key 0 with value 0: recovery frees its slots (`in_unwritten_line`).
 //!
 //! Recovery runs before any thread can reach the tables, so it uses plain stores.
 //!
@@ -109,6 +130,17 @@ pub(crate) struct Chained {
     pub(crate) cut: usize,
     regular_end: usize,
     reserve_end: usize,
+}
+
+/// Where an old bin's (or shrink group's) move stood at a crash.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum MoveState {
+    /// No member claimed and no slot retired: nothing moved.
+    Untouched,
+    /// Some member claimed (or a slot retired), not every member done: to rebuild.
+    Interrupted,
+    /// Every member `DoneTransfer`: the new bins are the truth.
+    Done,
 }
 
 /// A sweep's findings over part of a table, which the parts' findings add up to.
@@ -244,12 +276,30 @@ impl Sweeper {
     }
 
     /// `recover_moves` from `table` into `next` over the whole table, in chunks of whole
-    /// groups (so no two threads write the same new bin).
-    pub(crate) fn moves(&self, table: &RawTable, next: &RawTable, group: usize) -> Swept {
+    /// groups (so no two threads write the same new bin); then, if any move was rebuilt,
+    /// `next` synced and those moves marked done (`mark_moves_done`).
+    pub(crate) fn moves(
+        &self,
+        table: &RawTable,
+        next: &RawTable,
+        group: usize,
+    ) -> std::io::Result<Swept> {
         let groups = table.bins() / group;
-        self.run(groups, (CHUNK_BINS / group).max(1), &|range, rehash| {
+        let chunk = (CHUNK_BINS / group).max(1);
+        let swept = self.run(groups, chunk, &|range, rehash| {
             table.recover_moves(next, group, range, rehash)
-        })
+        });
+        if swept.rebuilt > 0 {
+            next.crash_point();
+            next.sync_file()?;
+            next.crash_point();
+            self.run(groups, chunk, &|range, _| {
+                table.mark_moves_done(group, range);
+                Swept::default()
+            });
+            next.crash_point();
+        }
+        Ok(swept)
     }
 }
 
@@ -370,7 +420,13 @@ impl RawTable {
                     continue;
                 };
                 let loaded = p.link(linked);
-                let (dead_lanes, not_key_lanes) = matching(&loaded, specials);
+                let (dead_lanes, mut not_key_lanes) = matching(&loaded, specials);
+                // A line of zeroes was never written (`in_unwritten_line`): it holds no key,
+                // though 0 is not this bin's dead key (it is every other bin's), and its slots
+                // are given the dead key below (dropped or stale).
+                if dead != 0 && loaded.match_word(0) == 0xFF {
+                    not_key_lanes = 0xFF;
+                }
                 chained |= SlotMask::link_bucket(bucket).0;
                 holds_dead |= SlotMask::from_link_lanes(dead_lanes, bucket).0;
                 not_key |= SlotMask::from_link_lanes(not_key_lanes, bucket).0;
@@ -426,13 +482,58 @@ impl RawTable {
         }
     }
 
+    /// Where the move of the group of `group` old bins starting at `first` stood when the
+    /// process died (module docs, "A bin being moved").
+    fn move_state(&self, first: usize, group: usize) -> MoveState {
+        let (mut claimed, mut done) = (0, 0);
+        for member in first..first + group {
+            let state = Header(self.bins[member].header.load(Ordering::Relaxed)).bin_state();
+            claimed += usize::from(matches!(
+                state,
+                BinState::InTransfer | BinState::DoneTransfer
+            ));
+            done += usize::from(state == BinState::DoneTransfer);
+        }
+        if done == group {
+            return MoveState::Done;
+        }
+        if claimed > 0 {
+            return MoveState::Interrupted;
+        }
+        // No claim on the disk, but a retired slot is: after a power loss a link bucket's
+        // page can be newer than its bin's line (the ordered moves synced the copies first,
+        // so they are there).
+        let retired = (first..first + group).any(|member| {
+            let moved_key = self.dead.moved_of(member);
+            let mut found = false;
+            self.held_slots(member, |key, _| found |= key == moved_key);
+            found
+        });
+        if retired {
+            MoveState::Interrupted
+        } else {
+            MoveState::Untouched
+        }
+    }
+
+    /// The new bins old bin `first`'s group moves into.
+    fn targets_of(&self, first: usize, group: usize, next: &RawTable) -> Range<usize> {
+        if next.bins() >= self.bins() {
+            let factor = next.bins() / self.bins();
+            first * factor..(first + 1) * factor
+        } else {
+            first / group..first / group + 1
+        }
+    }
+
     /// For a table that was migrating into `next` with `group` old bins per new bin (1 when
-    /// growing): rebuild the new bins of every bin (or shrink group) among groups `groups`
-    /// that a move left `InTransfer` (or, in a group, partly done), and mark it done (module
-    /// docs); empty the new bins of a group not claimed. `rehash` places keys; a key placed
-    /// outside its group's new bins does not hash to the old bin it was found in (a damaged
-    /// file) and is dropped, so a group writes only its own new bins. Run after
-    /// `recover_links` on both tables.
+    /// growing): bring the new bins of every bin (or shrink group) among groups `groups`
+    /// whose move was interrupted up to date with the old slots, in place (module docs);
+    /// empty the new bins of a group not claimed. The old bins are left as they are: once
+    /// `next` is synced, [`mark_moves_done`](Self::mark_moves_done) publishes them. `rehash`
+    /// places keys; a key placed outside its group's new bins does not hash to the old bin it
+    /// was found in (a damaged file) and is dropped, so a group writes only its own new bins.
+    /// Run after `recover_links` on both tables.
     pub(crate) fn recover_moves(
         &self,
         next: &RawTable,
@@ -443,70 +544,32 @@ impl RawTable {
         let mut swept = Swept::default();
         for first in groups.map(|index| index * group) {
             let members = first..first + group;
-            let states = members
-                .clone()
-                .map(|member| Header(self.bins[member].header.load(Ordering::Relaxed)).bin_state());
-            let (mut claimed, mut done) = (0, 0);
-            for state in states {
-                claimed += usize::from(matches!(
-                    state,
-                    BinState::InTransfer | BinState::DoneTransfer
-                ));
-                done += usize::from(state == BinState::DoneTransfer);
-            }
-            let targets = if next.bins() >= self.bins() {
-                let factor = next.bins() / self.bins();
-                first * factor..(first + 1) * factor
-            } else {
-                first / group..first / group + 1
-            };
-            if claimed == 0 {
-                // Not claimed: its new bins hold nothing. After a power loss at
-                // `Durability::Flush` they may hold copies whose claim never reached the
-                // media (the mover writes back the copies, not the claim); nothing returned
-                // depends on them (an operation that went on into a new bin wrote the old
-                // bin's `DoneTransfer` back first), and the migration the open finishes
-                // moves this group again, into emptied bins. Untouched bins are left
-                // unwritten.
-                for target in targets {
-                    if next.bins[target].header.load(Ordering::Relaxed) != 0 {
-                        next.reset_bin(target);
+            let targets = self.targets_of(first, group, next);
+            match self.move_state(first, group) {
+                MoveState::Done => continue,
+                MoveState::Untouched => {
+                    // Its new bins hold nothing anyone saw: copies whose claim never reached
+                    // the disk (or, at `Durability::Flush`, the media), which no operation
+                    // relied on (one that went on into a new bin made the old bin's
+                    // `DoneTransfer` durable first, or, at `Process`, returned after the
+                    // last checkpoint). The migration the open finishes moves the group
+                    // again, into emptied bins. Untouched bins are left unwritten.
+                    for target in targets {
+                        if next.bins[target].header.load(Ordering::Relaxed) != 0 {
+                            next.reset_bin(target);
+                        }
                     }
+                    continue;
                 }
-                continue;
-            }
-            // Moved: every member done. Otherwise rebuild: a member left `InTransfer`, or
-            // (a group of several lines, after a power loss) some members done and others
-            // not yet claimed on the media.
-            if done == group {
-                continue;
-            }
-            // What the new bins hold: copies of moved keys (one maybe stale or deleted).
-            let mut copied = HashMap::new();
-            for target in targets.clone() {
-                let (dead, shadow_key) = (next.dead.of(target), next.dead.shadow_of(target));
-                next.held_slots(target, |key, value| {
-                    if key != dead && key != shadow_key {
-                        copied.insert(key, value);
-                    }
-                });
+                MoveState::Interrupted => {}
             }
             let state = |member: usize| {
                 Header(self.bins[member].header.load(Ordering::Relaxed)).bin_state()
             };
-            // A key whose old bin is done is the new bins' business: operations may have
-            // changed, inserted or removed it there once they saw that bin done (a shrink
-            // publishes its group's bins one by one, and after a power loss at
-            // `Durability::Flush` one bin's `DoneTransfer` may be on the media without the
-            // next one's). Such an operation wrote the old bin's line back first, so a done
-            // bin on the media is one those operations may have relied on.
-            let mut keys: Vec<(u64, u64)> = copied
-                .iter()
-                .filter(|&(&key, _)| {
-                    state(fastrange(rehash(key), self.bins())) == BinState::DoneTransfer
-                })
-                .map(|(&key, &value)| (key, value))
-                .collect();
+            // The group's keys as the old bins not done hold them: live ones with their
+            // values, and moved ones (whose value is their copy's).
+            let mut live: HashMap<u64, u64> = HashMap::new();
+            let mut moved: HashMap<u64, ()> = HashMap::new();
             for member in members
                 .clone()
                 .filter(|&member| state(member) != BinState::DoneTransfer)
@@ -515,19 +578,60 @@ impl RawTable {
                 let moved_key = self.dead.moved_of(member);
                 self.held_slots(member, |key, value| match key {
                     _ if key == shadow_key || key == dead => {}
-                    // A moved slot keeps the key in its value word; the copy has the value.
                     _ if key == moved_key => {
-                        if let Some(&copy) = copied.get(&value) {
-                            keys.push((value, copy));
-                        }
+                        moved.insert(value, ());
                     }
-                    _ => keys.push((key, value)),
+                    _ => {
+                        live.insert(key, value);
+                    }
                 });
             }
+            // Each slot of the new bins, in place: a copy of a moved key, or any key of an
+            // old bin already done, stays as it is (never rewritten, so a power loss during
+            // this recovery cannot take the only copy of a moved key); a copy of a live key
+            // takes the old slot's value; anything else (a copy whose key a delete retired,
+            // a duplicate, a key from elsewhere) is freed.
             for target in targets.clone() {
-                next.reset_bin(target);
+                let bin = &next.bins[target];
+                let (dead, shadow_key) = (next.dead.of(target), next.dead.shadow_of(target));
+                let header = Header(bin.header.load(Ordering::Relaxed));
+                for slot in header.occupied().iter() {
+                    if header.slot(slot) == SlotState::Shadow
+                        || !next.slot_chained(bin, slot)
+                        || next.in_unwritten_line(bin, slot)
+                    {
+                        continue;
+                    }
+                    let slot_ref = next.slot(bin, slot);
+                    let (key, value) = slot_ref.load();
+                    if key == dead || key == shadow_key {
+                        continue;
+                    }
+                    let home = fastrange(rehash(key), self.bins());
+                    let keep = if !members.contains(&home) {
+                        swept.misplaced += 1;
+                        false
+                    } else if state(home) == BinState::DoneTransfer || moved.remove(&key).is_some()
+                    {
+                        true
+                    } else if let Some(newest) = live.remove(&key) {
+                        if newest != value {
+                            slot_ref.store(key, newest);
+                        }
+                        true
+                    } else {
+                        false
+                    };
+                    if !keep {
+                        slot_ref.store(dead, dead);
+                        let now = Header(bin.header.load(Ordering::Relaxed));
+                        bin.header
+                            .store(now.with_slot(slot, SlotState::Invalid).0, Ordering::Relaxed);
+                    }
+                }
             }
-            for &(key, value) in &keys {
+            // Live keys without a copy yet.
+            for (key, value) in live {
                 let bin = fastrange(rehash(key), next.bins());
                 if targets.contains(&bin) {
                     next.place(bin, key, value, SlotState::Valid);
@@ -535,17 +639,28 @@ impl RawTable {
                     swept.misplaced += 1;
                 }
             }
-            for member in members {
-                let bin = &self.bins[member];
+            swept.rebuilt += 1;
+        }
+        swept
+    }
+
+    /// After [`recover_moves`](Self::recover_moves) over every group and a sync of `next`:
+    /// mark the old bins of every interrupted move `DoneTransfer`. Separate, so that a power
+    /// loss during recovery can never leave a bin published whose new bins' keys are not on
+    /// the disk yet.
+    pub(crate) fn mark_moves_done(&self, group: usize, groups: Range<usize>) {
+        for first in groups.map(|index| index * group) {
+            if self.move_state(first, group) != MoveState::Interrupted {
+                continue;
+            }
+            for bin in &self.bins[first..first + group] {
                 let header = Header(bin.header.load(Ordering::Relaxed));
                 bin.header.store(
                     header.with_bin_state(BinState::DoneTransfer).0,
                     Ordering::Relaxed,
                 );
             }
-            swept.rebuilt += 1;
         }
-        swept
     }
 
     /// Call `each(key word, value word)` for every occupied slot of bin `index` that is not
@@ -555,7 +670,10 @@ impl RawTable {
         let bin = &self.bins[index];
         let header = Header(bin.header.load(Ordering::Relaxed));
         for slot in header.occupied().iter() {
-            if header.slot(slot) != SlotState::Shadow && self.slot_chained(bin, slot) {
+            if header.slot(slot) != SlotState::Shadow
+                && self.slot_chained(bin, slot)
+                && !self.in_unwritten_line(bin, slot)
+            {
                 let (key, value) = self.slot(bin, slot).load();
                 each(key, value);
             }
@@ -572,6 +690,23 @@ impl RawTable {
                 .bucket(bucket)
                 .is_some_and(|index| index < self.links.len()),
         }
+    }
+
+    /// Whether slot `slot` (chained) lies in a link bucket whose line is all zeroes: a line
+    /// never written since its file was made, whose slots hold no key. Only a power loss
+    /// leaves one chained to a bin that claims a key in it (the bin's line, with the chaining
+    /// and the commit, reached the disk and the bucket's never did); for every bin but one
+    /// the zeroes are its dead key, but the bin key 0 hashes to has another (`DeadKeys`),
+    /// and there they would read as key 0. Never ambiguous: a written line of that bin holds
+    /// key 0 at most once and its other slots hold its dead key or other keys, none 0.
+    fn in_unwritten_line(&self, bin: &Bin, slot: usize) -> bool {
+        let (Some(bucket), _) = crate::control::header::slot_place(slot) else {
+            return false;
+        };
+        Link(bin.link.load(Ordering::Relaxed))
+            .bucket(bucket)
+            .and_then(|index| self.links.get(index))
+            .is_some_and(|line| line.slots.iter().all(|slot| slot.load() == (0, 0)))
     }
 
     /// Empty bin `index` (every slot free and holding the dead key, chained buckets kept).
@@ -600,7 +735,15 @@ impl RawTable {
     /// Write the table's dirty pages to its file and wait (a persistent table; others: no-op).
     pub(crate) fn sync_file(&self) -> std::io::Result<()> {
         match &self.file {
-            Some(file) => file.region.sync(),
+            Some(file) => {
+                #[cfg(feature = "crash-points")]
+                super::writeback::log::synced(
+                    file.gen,
+                    (0..file.region.bytes()).step_by(super::alloc::PAGE),
+                    |offset| file.region.page_words(offset),
+                );
+                file.region.sync()
+            }
             None => Ok(()),
         }
     }

@@ -231,6 +231,9 @@ pub(crate) struct Store {
     block: Mutex<Superblock>,
     /// `Durability::Flush`: the write-back every table of the map uses (`writeback.rs`).
     writeback: Option<Writeback>,
+    /// The directory is on a file system whose files outlive a power loss (not tmpfs or
+    /// ramfs): growths there order their moves (`migrate.rs`, "Power loss during a move").
+    durable_medium: bool,
 }
 
 pub(crate) fn io_error(what: &'static str) -> impl FnOnce(std::io::Error) -> Error {
@@ -272,6 +275,7 @@ impl Store {
     /// [`commit_first`](Self::commit_first) once it exists.
     pub(crate) fn create(dir: &Path, block: Superblock) -> Result<Store, Error> {
         let lock = Self::lock(dir, true)?;
+        let durable_medium = outlives_power_loss(&lock);
         if dir.join(SUPER).exists() {
             return Err(Error::Storage(StorageError::Exists));
         }
@@ -282,6 +286,7 @@ impl Store {
             _lock: lock,
             block: Mutex::new(block),
             writeback: None,
+            durable_medium,
         })
     }
 
@@ -299,6 +304,7 @@ impl Store {
             }) => Error::Storage(StorageError::Missing),
             other => other,
         })?;
+        let durable_medium = outlives_power_loss(&lock);
         let mut bytes = Vec::new();
         File::open(dir.join(SUPER))
             .and_then(|file| file.take(4096).read_to_end(&mut bytes))
@@ -318,6 +324,7 @@ impl Store {
                 _lock: lock,
                 block: Mutex::new(block),
                 writeback: None,
+                durable_medium,
             },
             block,
         ))
@@ -331,6 +338,13 @@ impl Store {
     /// The write-back the map's tables use, if any.
     pub(crate) fn writeback(&self) -> Option<Writeback> {
         self.writeback
+    }
+
+    /// Whether a growth must sync each chunk's copies before it retires their old slots
+    /// (`migrate.rs`, "Power loss during a move"): on a file system that survives a power
+    /// loss, at `Durability::Process` (at `Flush` each copy is written back line by line).
+    pub(crate) fn orders_moves(&self) -> bool {
+        self.writeback.is_none() && self.durable_medium
     }
 
     fn table_path(&self, gen: u64) -> PathBuf {
@@ -371,7 +385,11 @@ impl Store {
             .create_new(true)
             .open(&path)
             .map_err(io_error("create a table file"))?;
+        // Synced once reserved: the superblock will name the file, and a power loss must not
+        // leave it shorter than recorded (its blocks are unwritten extents, so this writes
+        // only metadata).
         let mapped = reserve(&file, bytes)
+            .and_then(|()| file.sync_all())
             .map_err(io_error("reserve the disk blocks of a new table file"))
             .and_then(|()| {
                 Region::map_file(&file, bytes).map_err(io_error("map a new table file"))
@@ -440,6 +458,29 @@ impl Store {
         })();
         written.map_err(io_error("write the superblock"))
     }
+}
+
+/// Whether the file system holding `file` keeps its files across a power loss: `false` for
+/// tmpfs and ramfs (memory only), `true` for every other (and when it cannot be told). Test
+/// builds that log their syncs to simulate a disk (`writeback::log`) count as a disk.
+fn outlives_power_loss(file: &File) -> bool {
+    use std::os::fd::AsRawFd;
+    #[cfg(feature = "crash-points")]
+    if super::writeback::log::logging_syncs() {
+        return true;
+    }
+    // Magic numbers from linux/magic.h.
+    const TMPFS_MAGIC: i64 = 0x0102_1994;
+    const RAMFS_MAGIC: i64 = 0x8584_58f6;
+    // SAFETY: `statfs` is a plain C struct of integers, for which all zeroes is a value.
+    let mut info: libc::statfs = unsafe { core::mem::zeroed() };
+    // SAFETY: fstatfs on a descriptor we own, into a struct it fills; the result is checked.
+    if unsafe { libc::fstatfs(file.as_raw_fd(), &mut info) } != 0 {
+        return true;
+    }
+    #[allow(clippy::unnecessary_cast)] // `f_type`'s width differs between C libraries
+    let kind = info.f_type as i64;
+    !matches!(kind, TMPFS_MAGIC | RAMFS_MAGIC)
 }
 
 /// Make `file` (empty) `bytes` long with every block allocated, reading as zeroes.

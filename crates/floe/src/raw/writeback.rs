@@ -142,6 +142,8 @@ impl Writeback {
 /// written back is appended there as its table's generation, its byte offset in the table
 /// file and its 64 bytes as of the write-back (little-endian words), so a test can build the
 /// media a power loss would leave when only written-back lines survive (`tests/persist.rs`).
+/// With `FLOE_SYNC_LOG`, every page a table file's sync writes is logged the same way (4096
+/// bytes a record), for the power loss of a map on a disk.
 #[cfg(feature = "crash-points")]
 pub(crate) mod log {
     use std::{
@@ -181,5 +183,65 @@ pub(crate) mod log {
         }
         // One write per record under the lock: records of two threads never interleave.
         file.write_all(&record).expect("write FLOE_FLUSH_LOG");
+    }
+
+    /// The sync log (`FLOE_SYNC_LOG`): every 4 KiB page a sync of a table file (`msync`) is
+    /// about to write, with what it holds then, and the last content logged of each page
+    /// (only pages that changed since are logged again).
+    struct SyncLog {
+        file: File,
+        logged: std::collections::HashMap<(u64, usize), u64>,
+    }
+
+    fn sync_log() -> Option<&'static Mutex<SyncLog>> {
+        static LOG: OnceLock<Option<Mutex<SyncLog>>> = OnceLock::new();
+        LOG.get_or_init(|| {
+            let path = std::env::var_os("FLOE_SYNC_LOG")?;
+            Some(Mutex::new(SyncLog {
+                file: File::create(path).expect("create FLOE_SYNC_LOG"),
+                logged: std::collections::HashMap::new(),
+            }))
+        })
+        .as_ref()
+    }
+
+    /// Whether syncs are logged: a test simulating power loss on a disk, which wants the
+    /// ordering a disk needs (`migrate.rs`, "Power loss during a move") wherever its files
+    /// are (a tmpfs would otherwise be spared it).
+    pub(crate) fn logging_syncs() -> bool {
+        sync_log().is_some()
+    }
+
+    /// Record that a sync of table `gen`'s file is about to write the pages at `offsets`,
+    /// whose words `page` reads (atomically: other threads may be storing). Logged before the
+    /// `msync`: what a page held when the sync began is on the disk once it returns (the
+    /// sync may write newer contents too, which a test must not count on). A record is the
+    /// generation, the page's offset, then its 4096 bytes; read under the log's lock, so a
+    /// page's last record is its newest synced content.
+    pub(crate) fn synced(
+        gen: u64,
+        offsets: impl Iterator<Item = usize>,
+        page: impl Fn(usize) -> Vec<u64>,
+    ) {
+        let Some(log) = sync_log() else {
+            return;
+        };
+        let mut log = log.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        for offset in offsets {
+            let words = page(offset);
+            let digest = words.iter().fold(0xcbf2_9ce4_8422_2325u64, |hash, &word| {
+                (hash ^ word).wrapping_mul(0x0100_0000_01b3).rotate_left(17)
+            });
+            if log.logged.insert((gen, offset), digest) == Some(digest) {
+                continue;
+            }
+            let mut record = Vec::with_capacity(16 + 8 * words.len());
+            record.extend_from_slice(&gen.to_le_bytes());
+            record.extend_from_slice(&(offset as u64).to_le_bytes());
+            for word in words {
+                record.extend_from_slice(&word.to_le_bytes());
+            }
+            log.file.write_all(&record).expect("write FLOE_SYNC_LOG");
+        }
     }
 }
