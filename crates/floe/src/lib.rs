@@ -98,8 +98,9 @@
 //!    or a later one), growths, shrinks and reserves in flight included, and a power loss
 //!    during the recovery of an earlier one too. A growth makes its new table durable before
 //!    the superblock names it, and on a disk it syncs each chunk of keys it copies before it
-//!    retires their old slots (one `msync` per 32 old bins; tmpfs, which a power loss empties
-//!    anyway, is spared it). A simulator that keeps, per 512-byte sector, either what the last
+//!    retires their old slots (one `msync` per 1024 old bins, which an operation on one of
+//!    those bins waits for; tmpfs, which a power loss empties anyway, is spared it). A
+//!    simulator that keeps, per 512-byte sector, either what the last
 //!    sync wrote or what the process left checks it, with growths, shrinks, reserves and
 //!    checkpoints racing.
 //! 3. A clean [`FlatMap::close`] (or drop) syncs and records the close, so the next open
