@@ -104,7 +104,9 @@
 //! whose copy it lacks (the copy as of its sync, or newer). A put that changes a key between
 //! its copy and its retire makes the mover rewrite the copy and sync it again before the retire
 //! is retried: the copy's older value may predate a checkpoint that returned since, which
-//! promised the newer one. A bin moved out of order (by an insert that found it full) is a
+//! promised the newer one. A delete that retires a key first makes the mover take the copy out
+//! and sync that too before the bin is published (a done bin's new bins are the truth for
+//! recovery, and the copy would bring the key back). A bin moved out of order (by an insert that found it full) is a
 //! chunk of its own, synced alone. What the disk may hold
 //! otherwise, recovery settles (`recover.rs`): a claim that did not reach it, copies of keys
 //! not retired, a publish without the retires in a link bucket's page. On tmpfs a power loss
@@ -550,9 +552,16 @@ impl RawTable {
                         next.sync_bins(copy.placed.bin..copy.placed.bin + 1);
                     }
                 }
-                // A delete retired the key first.
+                // A delete retired the key first. The copy taken out is made durable before
+                // the bin can be published: on the disk (or media) a done bin makes its new
+                // bins the truth, and a copy left there would bring the key back, with a value
+                // older than any put between the copy and the delete.
                 Err(_) => {
                     next.unplace(copy.placed);
+                    next.write_back_bin(copy.placed.bin);
+                    if next.orders_moves() {
+                        next.sync_bins(copy.placed.bin..copy.placed.bin + 1);
+                    }
                     return 0;
                 }
             }

@@ -745,8 +745,10 @@ impl RawTable {
             let mut pages: Vec<usize> =
                 (bins.start * 64 / PAGE..=(bins.end * 64 - 1) / PAGE).collect();
             for bin in &self.bins[bins] {
-                // Relaxed: this thread chained these bins' buckets (only the mover writes a new
-                // bin before its old bin is done), or read them on the way here.
+                // Relaxed: this thread chained the buckets of the bins it moved (only the mover
+                // writes a new bin before its old bin is done). A bin in the range that another
+                // thread is moving may be chaining meanwhile: its pages are that thread's to
+                // sync, and syncing some of them here too only costs their writes.
                 let link = Link(bin.link.load(Ordering::Relaxed));
                 for bucket in 0..3 {
                     if let Some(at) = link.bucket(bucket).filter(|&at| at < self.links.len()) {

@@ -77,7 +77,10 @@
 //! settled one way or another, never a data race. The pool cursors take the largest chained
 //! bucket any chunk saw; a move that needs a bucket takes it with an atomic add.
 
-use std::{collections::HashMap, ops::Range};
+use std::{
+    collections::{HashMap, HashSet},
+    ops::Range,
+};
 
 use super::{
     dispatch::{dispatch, Loader},
@@ -569,7 +572,7 @@ impl RawTable {
             // The group's keys as the old bins not done hold them: live ones with their
             // values, and moved ones (whose value is their copy's).
             let mut live: HashMap<u64, u64> = HashMap::new();
-            let mut moved: HashMap<u64, ()> = HashMap::new();
+            let mut moved: HashSet<u64> = HashSet::new();
             for member in members
                 .clone()
                 .filter(|&member| state(member) != BinState::DoneTransfer)
@@ -579,7 +582,7 @@ impl RawTable {
                 self.held_slots(member, |key, value| match key {
                     _ if key == shadow_key || key == dead => {}
                     _ if key == moved_key => {
-                        moved.insert(value, ());
+                        moved.insert(value);
                     }
                     _ => {
                         live.insert(key, value);
@@ -611,8 +614,7 @@ impl RawTable {
                     let keep = if !members.contains(&home) {
                         swept.misplaced += 1;
                         false
-                    } else if state(home) == BinState::DoneTransfer || moved.remove(&key).is_some()
-                    {
+                    } else if state(home) == BinState::DoneTransfer || moved.remove(&key) {
                         true
                     } else if let Some(newest) = live.remove(&key) {
                         if newest != value {

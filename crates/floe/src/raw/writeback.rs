@@ -41,6 +41,9 @@
 //!    media can hold after it is one recovery rebuilds (`recover.rs`, the moves: a real key
 //!    in the old slot is its newest value, a moved word takes the copy). A put that races the
 //!    retire rewrites the copy; the write-back is repeated before the retire is tried again.
+//!    A delete that retires the key first makes the mover take the copy out, and that is
+//!    written back too before the bin is published: a published bin makes its new bins the
+//!    truth for recovery, and a copy left on the media would bring the deleted key back.
 //! 5. An operation that finds its bin moved (`DoneTransfer`) writes that old bin's line back
 //!    before it goes on into the next table. Otherwise it could change a new bin, write that
 //!    back and return while the media still showed the old bin unclaimed or `InTransfer`, and
