@@ -44,7 +44,7 @@ use memmap2::MmapRaw;
 
 use crate::{
     error::{Error, StorageError},
-    raw::store::{io_error, reserve, Store},
+    raw::store::{create_reserved, io_error, Store},
 };
 
 /// Bumped whenever the meaning of a byte in the files changes.
@@ -172,16 +172,12 @@ impl Chunk {
     fn create(dir: &Path, bytes: usize, lane: u32, gen: u64, number: u64) -> Result<Chunk, Error> {
         let name = format!("journal-{gen:016x}-{lane:04x}-{number:08x}");
         let path = dir.join(&name);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(io_error("create a journal file"))?;
-        if let Err(error) = reserve(&file, bytes) {
-            let _ = std::fs::remove_file(&path);
-            return Err(io_error("reserve a journal file's blocks")(error));
-        }
+        let file = create_reserved(
+            &path,
+            bytes,
+            "create a journal file",
+            "reserve a journal file's blocks",
+        )?;
         let map = MmapRaw::map_raw(&file).map_err(io_error("map a journal file"))?;
         let mut header = [0u8; CHUNK_HEADER];
         header[..8].copy_from_slice(&CHUNK_MAGIC);

@@ -152,9 +152,6 @@ const READY: usize = 2;
 pub(crate) struct Migration {
     /// Old bins per new bin: 1 when growing; `g` when shrinking `g` times.
     group: AtomicUsize,
-    /// Old bins per chunk of work: [`CHUNK_BINS`], or [`ORDERED_CHUNK_BINS`] when the new
-    /// table orders its moves. Set with `group`, before the migration is published.
-    chunk_bins: AtomicUsize,
     /// `IDLE`, `ALLOCATING` (one thread is allocating the next table) or `READY`.
     state: AtomicUsize,
     /// The next table, set once before `state` becomes `READY`.
@@ -170,7 +167,6 @@ impl Migration {
     pub(crate) fn new() -> Self {
         Migration {
             group: AtomicUsize::new(1),
-            chunk_bins: AtomicUsize::new(CHUNK_BINS),
             state: AtomicUsize::new(IDLE),
             next: AtomicPtr::new(core::ptr::null_mut()),
             claimed: CachePadded::new(AtomicUsize::new(0)),
@@ -232,16 +228,6 @@ impl RawTable {
     /// `group` old bins go to each of its bins (1 when growing).
     pub(crate) fn install_next(&self, next: *mut RawTable, group: usize) {
         self.migration.group.store(group, Ordering::Relaxed);
-        // SAFETY: `next` is the live table the caller just allocated.
-        let ordered = unsafe { (*next).orders_moves() };
-        let chunk_bins = if ordered {
-            ORDERED_CHUNK_BINS
-        } else {
-            CHUNK_BINS
-        };
-        self.migration
-            .chunk_bins
-            .store(chunk_bins, Ordering::Relaxed);
         self.migration.next.store(next, Ordering::Release);
         // Release: the new table (and the pointer above) are visible to whoever sees READY.
         self.migration.state.store(READY, Ordering::Release);
@@ -267,8 +253,13 @@ impl RawTable {
         self.transfer_next.load(Ordering::Relaxed)
     }
 
+    /// Old bins per chunk of the migration: [`ORDERED_CHUNK_BINS`] when its new table orders
+    /// its moves, [`CHUNK_BINS`] otherwise (and before it starts).
     fn chunk_bins(&self) -> usize {
-        self.migration.chunk_bins.load(Ordering::Relaxed)
+        match self.migrating_into() {
+            Some(next) if next.orders_moves() => ORDERED_CHUNK_BINS,
+            _ => CHUNK_BINS,
+        }
     }
 
     fn chunks(&self) -> usize {

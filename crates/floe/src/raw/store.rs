@@ -379,18 +379,18 @@ impl Store {
     pub(crate) fn create_table(&self, record: &TableRecord) -> Result<Arc<Region>, Error> {
         let bytes = record.file_bytes().ok_or(Error::CapacityOverflow)?;
         let path = self.table_path(record.gen);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(io_error("create a table file"))?;
+        let file = create_reserved(
+            &path,
+            bytes,
+            "create a table file",
+            "reserve the disk blocks of a new table file",
+        )?;
         // Synced once reserved: the superblock will name the file, and a power loss must not
         // leave it shorter than recorded (its blocks are unwritten extents, so this writes
         // only metadata).
-        let mapped = reserve(&file, bytes)
-            .and_then(|()| file.sync_all())
-            .map_err(io_error("reserve the disk blocks of a new table file"))
+        let mapped = file
+            .sync_all()
+            .map_err(io_error("sync a new table file"))
             .and_then(|()| {
                 Region::map_file(&file, bytes).map_err(io_error("map a new table file"))
             });
@@ -481,6 +481,29 @@ fn outlives_power_loss(file: &File) -> bool {
     #[allow(clippy::unnecessary_cast)] // `f_type`'s width differs between C libraries
     let kind = info.f_type as i64;
     !matches!(kind, TMPFS_MAGIC | RAMFS_MAGIC)
+}
+
+/// Create the file `path` (which must not exist) `bytes` long with its blocks reserved
+/// (`reserve`), open for reading and writing; on failure nothing is left behind. The errors
+/// say `create` or `reserve` as what could not be done.
+pub(crate) fn create_reserved(
+    path: &Path,
+    bytes: usize,
+    create: &'static str,
+    reserve_blocks: &'static str,
+) -> Result<File, Error> {
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(path)
+        .map_err(io_error(create))?;
+    if let Err(error) = reserve(&file, bytes) {
+        drop(file);
+        let _ = std::fs::remove_file(path);
+        return Err(io_error(reserve_blocks)(error));
+    }
+    Ok(file)
 }
 
 /// Make `file` (empty) `bytes` long with every block allocated, reading as zeroes.
