@@ -13,4 +13,6 @@ if [ "$#" -eq 0 ]; then
     cargo test --release -p floe --lib --target-dir target/loom reclaim::model
     # The delegation section queue (src/delegate/queue.rs).
     cargo test --release -p floe --lib --target-dir target/loom delegate::queue::model
+    # The dense layout's headerless get against every write (src/raw/dense.rs).
+    cargo test --release -p floe --lib --target-dir target/loom raw::dense::model
 fi

@@ -67,6 +67,9 @@ pub enum Command {
     /// over zipf thetas, on floe's delegated `Partitioned` map, the shared `FlatMap`
     /// (one at a time and batched) and the Rust peers.
     Skew(crate::skew::SkewArgs),
+    /// The dense layout (fixed size, `floe::DenseLab`) against the default one at the same
+    /// keys: space, lines per operation, gets, batched gets, misses, insdel, putheavy.
+    Dense(crate::dense::DenseArgs),
     /// The children of `recovery`.
     #[command(hide = true)]
     RecoveryChild(crate::recovery::ChildArgs),

@@ -32,6 +32,7 @@
 mod args;
 mod bustle_run;
 mod ceiling;
+mod dense;
 mod dist;
 mod experiment;
 mod growth;
@@ -101,6 +102,7 @@ fn main() -> ExitCode {
         Some(Command::Server(args)) => server_load::main(args).map_err(Failure::Run),
         Some(Command::Recovery(args)) => recovery::main(args).map_err(Failure::Run),
         Some(Command::Skew(args)) => skew::main(args).map_err(Failure::Run),
+        Some(Command::Dense(args)) => dense::main(args).map_err(Failure::Run),
         Some(Command::RecoveryChild(args)) => recovery::child(args).map_err(Failure::Run),
         Some(Command::Peers) => peers(),
         Some(Command::MemoryProbe(args)) => probe(args),

@@ -27,6 +27,20 @@ impl Slot {
         unpack(self.0.load(Ordering::Relaxed))
     }
 
+    /// `(key, value)` with Acquire: for readers that order a later read through this one
+    /// without a header (the dense layout's home line, `raw::dense`).
+    #[inline(always)]
+    pub(crate) fn load_acquire(&self) -> (u64, u64) {
+        unpack(self.0.load(Ordering::Acquire))
+    }
+
+    /// `load_lanes` with Acquire loads (loom models of `raw::dense`).
+    #[cfg(loom)]
+    #[inline(always)]
+    pub(crate) fn load_lanes_acquire(&self, value_first: bool) -> (u64, u64) {
+        unpack(self.0.load_halves(Ordering::Acquire, value_first))
+    }
+
     /// `(key, value)` read as two lanes, the value first if `value_first`, as a line read that
     /// is not one atomic access per slot may (loom models only: the scalar loader reads lines
     /// with this under loom, see `sync.rs` and `loader.rs`).

@@ -27,6 +27,14 @@ pub(crate) trait LineLoader: Copy {
 
     /// A link bucket.
     fn link(self, bucket: &LinkBucket) -> Self::Line;
+
+    /// A link-shaped line read with acquire loads: the dense layout's home line, whose reads
+    /// order the read of the alternative line after them (`raw::dense`, Get). Every x86 load
+    /// is an acquire load, so the SIMD loaders read it as any line.
+    #[inline(always)]
+    fn link_acquire(self, bucket: &LinkBucket) -> Self::Line {
+        self.link(bucket)
+    }
 }
 
 /// The portable loader.
@@ -50,9 +58,30 @@ fn lanes(slot: &super::layout::Slot, index: usize) -> (u64, u64) {
     }
 }
 
+/// `lanes` with Acquire loads.
+#[inline(always)]
+fn lanes_acquire(slot: &super::layout::Slot, index: usize) -> (u64, u64) {
+    #[cfg(loom)]
+    return slot.load_lanes_acquire(index % 2 == 1);
+    #[cfg(not(loom))]
+    {
+        let _ = index;
+        slot.load_acquire()
+    }
+}
+
 impl LineLoader for ScalarLoader {
     type Line = ScalarLine;
     const ATOMIC_SLOTS: bool = cfg!(not(loom));
+
+    #[inline(always)]
+    fn link_acquire(self, bucket: &LinkBucket) -> ScalarLine {
+        let (k0, v0) = lanes_acquire(&bucket.slots[0], 0);
+        let (k1, v1) = lanes_acquire(&bucket.slots[1], 1);
+        let (k2, v2) = lanes_acquire(&bucket.slots[2], 2);
+        let (k3, v3) = lanes_acquire(&bucket.slots[3], 3);
+        ScalarLine([k0, v0, k1, v1, k2, v2, k3, v3])
+    }
 
     #[inline(always)]
     fn primary(self, bin: &Bin) -> ScalarLine {

@@ -14,7 +14,9 @@
 //! Reading order: this essay, `control::header` (the words), `layout.rs` (the lines),
 //! `loader.rs` (how a backend reads a line), the code below in the order of the essay, then
 //! `migrate.rs` (moving bins between tables), `driver.rs` (one map's tables over time) and
-//! `local.rs` (the same protocols for a table one thread owns: plain stores).
+//! `local.rs` (the same protocols for a table one thread owns: plain stores). `dense.rs` is
+//! a second layout (headerless lines, a home and an alternative line per key) with its own
+//! essay; the driver does not carry it yet.
 //!
 //! ## Layers
 //!
@@ -281,6 +283,7 @@
 
 mod alloc;
 mod counter;
+pub(crate) mod dense;
 pub(crate) mod dispatch;
 pub(crate) mod driver;
 pub(crate) mod layout;

@@ -1,0 +1,302 @@
+//! `floe-bench dense`: the dense layout against the default one, at the same keys.
+//!
+//! The dense layout (`floe/src/raw/dense.rs`) has no growth yet, so both maps are built for
+//! the keys up front and never grow: `floe::DenseLab` sized so that `--keys` is its growth
+//! trigger (82% of its slots), and a `FlatMap::with_capacity` of the same keys. Both are
+//! filled with the same keys from two threads (timed: `fill`), then, per workload, each runs
+//! for `--seconds` on per-thread streams of keys drawn before timing, the layouts alternating,
+//! `--repeat` times: the table below gives medians and the ratio of the medians. Space is
+//! key and value bytes over table bytes; lines per operation come from floe's own counter and
+//! are non-zero only in a `--features line-stats` build.
+
+use std::time::Duration;
+
+use clap::Args;
+use floe::{DenseLab, FlatMap};
+
+use crate::{
+    keys::{mix, parse_count},
+    machine::machine,
+    measure::{cycle_for, streams, Workers},
+};
+
+/// `floe-bench dense`.
+#[derive(Args, Debug)]
+pub struct DenseArgs {
+    /// Keys in both maps (the dense layout's growth trigger).
+    #[arg(long, default_value = "2^26", value_parser = parse_count)]
+    pub keys: u64,
+    /// Threads [default: all cores].
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Seconds per timed run.
+    #[arg(long, default_value_t = 1.0)]
+    pub seconds: f64,
+    /// Timed runs per workload and layout (the median is reported).
+    #[arg(long, default_value_t = 3)]
+    pub repeat: usize,
+}
+
+/// The operations both layouts run, on 8-byte keys.
+trait Table: Sync {
+    fn get(&self, key: u64) -> Option<u64>;
+    fn get_many(&self, keys: &[u64], out: &mut [Option<u64>]);
+    /// Whether the key was new; `None` if the table had no room for it.
+    fn insert(&self, key: u64, value: u64) -> Option<bool>;
+    fn put(&self, key: u64, value: u64);
+    fn remove(&self, key: u64) -> Option<u64>;
+    fn len(&self) -> usize;
+    fn table_bytes(&self) -> usize;
+}
+
+impl Table for DenseLab {
+    fn get(&self, key: u64) -> Option<u64> {
+        DenseLab::get(self, key)
+    }
+    fn get_many(&self, keys: &[u64], out: &mut [Option<u64>]) {
+        DenseLab::get_many(self, keys, out).expect("equal lengths");
+    }
+    fn insert(&self, key: u64, value: u64) -> Option<bool> {
+        DenseLab::insert(self, key, value)
+            .ok()
+            .map(|present| present.is_none())
+    }
+    fn put(&self, key: u64, value: u64) {
+        // Puts here only change present keys: they never need room.
+        DenseLab::put(self, key, value).expect("a present key's put needs no room");
+    }
+    fn remove(&self, key: u64) -> Option<u64> {
+        DenseLab::remove(self, key)
+    }
+    fn len(&self) -> usize {
+        DenseLab::len(self)
+    }
+    fn table_bytes(&self) -> usize {
+        DenseLab::table_bytes(self)
+    }
+}
+
+impl Table for FlatMap<u64, u64> {
+    fn get(&self, key: u64) -> Option<u64> {
+        FlatMap::get(self, &key)
+    }
+    fn get_many(&self, keys: &[u64], out: &mut [Option<u64>]) {
+        self.batch().get_many(keys, out).expect("equal lengths");
+    }
+    fn insert(&self, key: u64, value: u64) -> Option<bool> {
+        match FlatMap::try_insert(self, key, value) {
+            Ok(inserted) => Some(matches!(inserted, floe::Insert::Inserted)),
+            Err(_) => None,
+        }
+    }
+    fn put(&self, key: u64, value: u64) {
+        FlatMap::put(self, key, value);
+    }
+    fn remove(&self, key: u64) -> Option<u64> {
+        FlatMap::remove(self, &key)
+    }
+    fn len(&self) -> usize {
+        FlatMap::len(self)
+    }
+    fn table_bytes(&self) -> usize {
+        self.stats().allocated_bytes
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Work {
+    Get,
+    GetBatched,
+    GetMiss,
+    Insdel,
+    Putheavy,
+}
+
+const WORKS: [Work; 5] = [
+    Work::Get,
+    Work::GetBatched,
+    Work::GetMiss,
+    Work::Insdel,
+    Work::Putheavy,
+];
+
+impl Work {
+    fn name(self) -> &'static str {
+        match self {
+            Work::Get => "get",
+            Work::GetBatched => "get (batches of 64)",
+            Work::GetMiss => "get-miss",
+            Work::Insdel => "insdel",
+            Work::Putheavy => "putheavy",
+        }
+    }
+}
+
+/// One timed run: (Mops/s, lines per operation, inserts that found no room).
+fn timed(
+    table: &dyn Table,
+    work: Work,
+    workers: &Workers,
+    threads: usize,
+    present: &[Vec<u64>],
+    absent: &[Vec<u64>],
+    seconds: f64,
+) -> (f64, f64, u64) {
+    let duration = Duration::from_secs_f64(seconds);
+    let (elapsed, per_thread) = workers.run(threads, |t| {
+        let lines_before = floe::lines_read();
+        let mut sink = 0u64;
+        let mut full = 0u64;
+        let ops = match work {
+            Work::Get => cycle_for(&present[t], duration, |&k| {
+                sink = sink.wrapping_add(table.get(k).unwrap_or(1));
+            }),
+            Work::GetMiss => cycle_for(&absent[t], duration, |&k| {
+                sink = sink.wrapping_add(table.get(k).unwrap_or(1));
+            }),
+            Work::GetBatched => {
+                let mut out = [None; 64];
+                let chunks: Vec<&[u64]> = present[t].chunks_exact(64).collect();
+                64 * cycle_for(&chunks, duration, |keys| {
+                    table.get_many(keys, &mut out);
+                    sink = sink.wrapping_add(out[0].unwrap_or(1));
+                })
+            }
+            Work::Insdel => {
+                2 * cycle_for(&absent[t], duration, |&k| {
+                    if table.insert(k, k).is_none() {
+                        full += 1;
+                    }
+                    sink = sink.wrapping_add(table.remove(k).unwrap_or(1));
+                })
+            }
+            Work::Putheavy => {
+                let mut flip = false;
+                cycle_for(&present[t], duration, |&k| {
+                    flip = !flip;
+                    if flip {
+                        sink = sink.wrapping_add(table.get(k).unwrap_or(1));
+                    } else {
+                        table.put(k, sink);
+                    }
+                })
+            }
+        };
+        std::hint::black_box(sink);
+        (ops, floe::lines_read() - lines_before, full)
+    });
+    let ops: u64 = per_thread.iter().map(|r| r.0).sum();
+    let lines: u64 = per_thread.iter().map(|r| r.1).sum();
+    let full: u64 = per_thread.iter().map(|r| r.2).sum();
+    // Insdel's lines are per operation too (an insert or a remove each).
+    (
+        ops as f64 / elapsed.as_secs_f64() / 1e6,
+        lines as f64 / ops.max(1) as f64,
+        full,
+    )
+}
+
+/// Insert keys `mix(0..keys)` from `threads` threads: (Mops/s, inserts that found no room).
+fn fill(table: &dyn Table, workers: &Workers, threads: usize, keys: u64) -> (f64, u64) {
+    let (elapsed, full) = workers.run(threads, |t| {
+        let mut full = 0u64;
+        let mut i = t as u64;
+        while i < keys {
+            match table.insert(mix(i), i) {
+                Some(new) => assert!(new, "key {i} twice"),
+                None => full += 1,
+            }
+            i += threads as u64;
+        }
+        full
+    });
+    (keys as f64 / elapsed.as_secs_f64() / 1e6, full.iter().sum())
+}
+
+fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
+/// Run the comparison and print it (markdown).
+pub fn main(args: DenseArgs) -> Result<(), String> {
+    let workers = Workers::new();
+    let threads = args.threads.unwrap_or_else(|| workers.cores());
+    if args.repeat == 0 || args.keys < 64 {
+        return Err("--repeat must be at least 1 and --keys at least 64".into());
+    }
+    let keys = args.keys;
+    let dense = DenseLab::new(keys as usize).map_err(|e| format!("dense table: {e}"))?;
+    let default: FlatMap<u64, u64> = FlatMap::builder()
+        .capacity(keys as usize)
+        .build()
+        .map_err(|e| format!("default table: {e}"))?;
+    let tables: [(&str, &dyn Table); 2] = [("dense", &dense), ("default", &default)];
+    println!(
+        "# floe-bench dense: {keys} keys, {threads} threads, {}",
+        machine().cpu
+    );
+    println!("backend of the dense gets: {:?}", dense.backend());
+    let mut fills = Vec::new();
+    for (name, table) in tables {
+        let (rate, full) = fill(table, &workers, threads, keys);
+        let space = (table.len() * 16) as f64 / table.table_bytes() as f64;
+        fills.push(rate);
+        println!(
+            "{name}: {} keys ({full} found no room), {:.1} MiB of table, space {:.3}, fill {rate:.2} Mops/s",
+            table.len(),
+            table.table_bytes() as f64 / (1 << 20) as f64,
+            space
+        );
+    }
+    let per_thread = (1usize << 20).min(keys as usize);
+    let present = streams(threads, 11, per_thread, |rng| mix(rng.below(keys)));
+    let absent = streams(threads, 23, per_thread, |rng| mix(keys + rng.below(keys)));
+    println!();
+    println!("| workload | dense Mops/s | default Mops/s | dense / default | dense lines/op | default lines/op |");
+    println!("|---|---|---|---|---|---|");
+    println!(
+        "| fill (one run) | {:.2} | {:.2} | {:.2}x | | |",
+        fills[0],
+        fills[1],
+        fills[0] / fills[1]
+    );
+    for work in WORKS {
+        let mut rates = [Vec::new(), Vec::new()];
+        let mut lines = [0.0f64; 2];
+        let mut full = [0u64; 2];
+        for _ in 0..args.repeat {
+            for (i, (_, table)) in tables.iter().enumerate() {
+                let (rate, per_op, no_room) = timed(
+                    *table,
+                    work,
+                    &workers,
+                    threads,
+                    &present,
+                    &absent,
+                    args.seconds,
+                );
+                rates[i].push(rate);
+                lines[i] = per_op;
+                full[i] += no_room;
+            }
+        }
+        let [dense_rate, default_rate] = rates.map(median);
+        println!(
+            "| {} | {dense_rate:.2} | {default_rate:.2} | {:.2}x | {:.3} | {:.3} |",
+            work.name(),
+            dense_rate / default_rate,
+            lines[0],
+            lines[1]
+        );
+        for (i, (name, _)) in tables.iter().enumerate() {
+            if full[i] > 0 {
+                println!(
+                    "|  | {name}: {} inserts found no room (`Full`) | | | | |",
+                    full[i]
+                );
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,1371 @@
+//! The dense layout: headerless lines of four slots, a home line and one alternative.
+//!
+//! # Design
+//!
+//! The default layout (`raw/mod.rs`) spends 16 of a bin's 64 bytes on its header and link
+//! words and grows while most bins hold two or three keys: 41-44% of its table bytes hold
+//! keys and values at the growth trigger (BENCHMARKS, "floe at its growth trigger"). This
+//! layout gives every byte of a line to slots and moves the writers' state out of the line,
+//! after IcebergHT's aim (Pandey et al., §3-§4: most keys in one cache line, a small second
+//! level for the rest, space efficiency from the second level absorbing the first's variance)
+//! with a cheaper second level: a key has two lines, not a block and two buckets plus a
+//! metadata line each.
+//!
+//! Reading order: this essay (the model first: it says what the protocols buy), the line and
+//! key helpers, `get`, `modify` (every write), `displace`, then the tests and the loom models
+//! at the bottom.
+//!
+//! ## The layout
+//!
+//! - **Line**: 64 bytes, four 16-byte slots `(key, value)`, each read and written as one
+//!   16-byte atomic (`layout::Slot`). The same shape as a link bucket (`layout::LinkBucket`),
+//!   so every backend's `LineLoader::link` reads it and one SIMD compare finds a key.
+//! - **Home and alternative**: a key hashing to `h` lives in line `home = fastrange(h, n)` or
+//!   in line `alt = fastrange(h.rotate_left(32), n)` (the next line if the two coincide). An
+//!   insert takes a free slot of its home if there is one, else one of its alternative; a key
+//!   is never stored anywhere else.
+//! - **Slot state in the key word**: a free slot holds one of two per-line *empty keys*, words
+//!   that no key stored in that line can equal (neither of their two lines is that line,
+//!   [`EmptyKeys`]): *clean* (no key whose home is this line lives in its alternative) and
+//!   *spilled* (some may). Fresh memory is clean everywhere but at most two lines, because the
+//!   clean key is 0 for every line but the two lines of the key 0.
+//! - **Writer state**: one byte per line in a separate array ([`LineMeta`]): a lock bit and the
+//!   number of keys whose home is this line that live in their alternative (the *spill count*,
+//!   saturating: once it reaches 31 it is never decremented and the line stays spilled). Gets
+//!   never read it.
+//!
+//! ## The model (balls into bins), and what it predicts
+//!
+//! Fill `n` lines of 4 slots with `m = αn·4` keys, each with a uniform home and alternative.
+//! A line's home arrivals are Poisson(4α). Home first, then the alternative:
+//!
+//! - a key lands in its alternative when its home is full; at α = 0.8 the expected overflow of
+//!   a Poisson(3.2) line over 4 slots is 0.39 keys per line, 12% of the keys;
+//! - it finds no room in either line when the alternative is full too; without help that
+//!   happens to 4% of the keys at α = 0.8 (a simulation of 2^20 lines,
+//!   `results/reference/dense/model.c`, figures in BENCHMARKS), far too many for a stash.
+//!
+//! So an insert that finds both lines full *displaces*: it looks, breadth-first over at most
+//! 64 lines, for a chain of keys each living in its home whose alternative leads to a line with
+//! a free slot, and moves them home -> alternative from the far end (`displace`). Keys only
+//! ever move from their home to their alternative, never back and never further, which is what
+//! keeps gets lock-free (below). Simulated on 2^20 lines (BENCHMARKS, "The dense layout's
+//! model"): no insert fails below α = 0.88; at α = 0.82 (the growth trigger, [`GROW_AT_PER_MILLE`])
+//! 17% of the keys live in their alternative and 59.5% of the lines are full. Hence:
+//!
+//! - **lines per hit** = 1 + (share of keys in their alternative) ≈ 1.17;
+//! - **lines per miss** = 1 + (share of lines with no clean empty slot) ≈ 1.60 after inserts
+//!   only (deletes leave spilled empties, which cost a miss its second line until the spill
+//!   count returns to zero);
+//! - **space** = α · 64 / 65 (the writer byte per line) ≈ 0.807 of the table bytes hold keys
+//!   and values at the trigger, against 0.41-0.44 for the default layout.
+//!
+//! ## Get: two lines, no header, no lock
+//!
+//! Read the home line (four atomic slot loads). The key in a slot: return that slot's value
+//! (read with its key, one 16-byte load). A clean empty slot: the key is absent. Otherwise
+//! read the alternative the same way; absent if not there. The home line is read with acquire
+//! loads (plain loads on x86), so the alternative is read after it.
+//!
+//! Linearizable, from three facts about writers: (1) every slot write happens under its line's
+//! lock and a key's presence is decided under its home's lock, so a key has at most one
+//! incarnation at a time and an incarnation stays in one slot, except (2) a displacement, which
+//! copies it to its alternative (`Release` store) *before* it frees the home slot (`Release`
+//! store of the spilled key); and (3) while any key of a line lives in its alternative the line
+//! holds no clean empty slot (it was full when the key left, its spill count is non-zero, and
+//! every slot freed meanwhile gets the spilled key; clean keys come back only when the count
+//! returns to zero, under the lock, after the last spilled key is gone).
+//!
+//! A hit is linearized at the load of the slot that matched (its value is the key's value
+//! then: puts store key and value together). For a miss: if the key was present throughout
+//! the get, it was one incarnation, in one slot; if that slot is in the home line the get read
+//! it, and if it is in the alternative the get read it too, unless it stopped at a clean empty
+//! slot, which (3) forbids. A displacement could only move the key from the home slot (read
+//! first) to the alternative (read second): a get that read the freed home slot has
+//! synchronized with its `Release` store through its acquire load, so it sees the copy. So some
+//! instant of the get had no incarnation of the key, and that is the miss's point.
+//!
+//! Under loom the scalar loader reads a slot's two words separately (`sync.rs`); a key matched
+//! that way is read again as one atomic and the get restarts if the slot changed.
+//!
+//! ## Writes: a line lock, held for a few stores
+//!
+//! Every write (`modify`: insert, put, upsert, update, compare-exchange, remove) locks the
+//! key's home line, finds the key there, and decides with the home alone when the spill count
+//! is zero (the key cannot be elsewhere). Otherwise it locks both lines (lower index first, so
+//! two writers never wait for each other in a cycle) and looks in the alternative too. A new
+//! key takes a free slot of its home, else of its alternative (the home's spill count goes up),
+//! else the writer releases both locks, displaces, and starts again. A removed key's slot gets
+//! its line's spilled key if the line's count is non-zero and its clean key otherwise; the
+//! removal of a key from its alternative decrements its home's count, and the one that brings
+//! it to zero turns the home's spilled empties back into clean ones. A writer's slot loads
+//! under the lock are exact: nobody else writes the line meanwhile.
+//!
+//! A displacement step moves one key `y` from its home `L` to its alternative `M` holding both
+//! locks: it checks that `y` is still where the search saw it and that `L` is still full
+//! (otherwise the insert just retries), copies `(y, value)` into a free slot of `M`, raises
+//! `L`'s count, and frees `y`'s home slot with the spilled key: fact (2) and (3) above.
+//!
+//! ## What carried over from the default layout, and what changed
+//!
+//! Kept: 16-byte atomic slots, per-line SIMD matching through the same loaders, `fastrange`,
+//! dead keys as the free-slot marker (here two per line), and the slot freed at once by a
+//! remove. Changed: there is no header, so no version for a seqlock and no slot states; gets
+//! are consistent because a key never moves except forward (fact 2) and lines announce their
+//! spills with their empty keys (fact 3), and writers serialize on a lock byte instead of a
+//! header CAS. Growth and shrinking (a per-line migration state in the same byte, read by gets
+//! only while the table is being replaced) are not built yet: this table has a fixed size and
+//! answers `Full` when displacement fails.
+//!
+//! ## Known limits (measured, BENCHMARKS)
+//!
+//! - Keys age into their alternatives under churn: nothing moves a key back home (a move that
+//!   way could hide it from a get that read the home before the copy and the alternative after
+//!   the erase), so insert/remove churn over a kept set of keys slowly fills the
+//!   alternatives (72% of the kept keys after 2 million insdel cycles on 2^14 lines) and
+//!   inserts start failing. Moves back home need a get that tolerates them (the erase from the
+//!   alternative deferred past the readers that may have read the home first, or a miss
+//!   validated against a per-line version).
+//! - A key whose two lines hold only keys living in their alternatives has nothing to displace:
+//!   about one insert in 55 million fails at 81.9% on 2^24 lines. A growth would start early;
+//!   a small stash would absorb it.
+
+use super::{
+    alloc::{TableMemory, ZeroInit},
+    counter::ShardedCounter,
+    dispatch::Loader,
+    layout::LinkBucket,
+    loader::LineLoader,
+    stats,
+};
+use crate::{
+    control::group::Group,
+    hash::fastrange,
+    sync::{spin, AtomicU8, Ordering},
+};
+
+/// Slots per line.
+pub(crate) const LINE_SLOTS: usize = 4;
+
+/// Key lanes of a line read by `LineLoader::link`: lanes 0, 2, 4 and 6.
+const KEY_LANES: u8 = 0b0101_0101;
+
+/// Lines a displacement search visits at most (the model: none of 2^20 lines' inserts fails
+/// below 88% full with 64, against 58% with 8). The table filled alone to its trigger on
+/// 2^24 lines failed one insert of 55 million, at 81.9%, with 64 and with 256 alike: a key
+/// whose two lines hold only keys living in their alternatives has nothing to displace.
+const DISPLACE_LINES: usize = 64;
+
+/// Displacements one write tries before it answers `Full`: each frees a slot, which a
+/// concurrent insert may take first.
+const DISPLACE_TRIES: usize = 8;
+
+/// The load (per mille of the slots) at which a map of this layout should grow: the model
+/// gives 1.17 lines per hit and 1.60 per miss there (module docs).
+pub(crate) const GROW_AT_PER_MILLE: usize = 820;
+
+/// The writer byte of a line (module docs): bit 0 the lock, bits 3-7 the spill count.
+#[repr(transparent)]
+pub(crate) struct LineMeta(AtomicU8);
+
+const LOCKED: u8 = 1;
+const SPILL_SHIFT: u32 = 3;
+/// A spill count that stays: the true count is unknown from here on.
+const SPILL_SATURATED: u8 = 31;
+
+// SAFETY: a zeroed byte is an unlocked line that has spilled nothing; atomics are valid for any
+// bit pattern.
+unsafe impl ZeroInit for LineMeta {
+    #[cfg(loom)]
+    fn new_zeroed() -> Self {
+        LineMeta(AtomicU8::new(0))
+    }
+}
+
+/// A line's empty keys (module docs): for a line `l`, words whose two lines are not `l`, so no
+/// key stored in `l` equals them and no search reading `l` looks for them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct EmptyKeys {
+    /// The clean key of every line but `clean_lines` (0: what fresh memory holds).
+    clean: u64,
+    clean_lines: (usize, usize),
+    /// The clean key of the two `clean_lines`.
+    clean_there: u64,
+    spilled: u64,
+    spilled_lines: (usize, usize),
+    spilled_there: u64,
+}
+
+impl EmptyKeys {
+    /// The empty keys for `lines_of`, or `None` if the first 4096 candidates do not give them
+    /// (fewer than 4 lines, or a hasher that sends every word to the same two lines).
+    fn find(lines_of: impl Fn(u64) -> (usize, usize)) -> Option<Self> {
+        let away = |word: u64, (a, b): (usize, usize)| {
+            let (home, alt) = lines_of(word);
+            home != a && home != b && alt != a && alt != b
+        };
+        // Spread over the whole word, so that even the identity hash offers words of every
+        // line (the tests use it).
+        let candidates = || (1..=4096u64).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let clean_lines = lines_of(0);
+        let clean_there = candidates().find(|&w| away(w, clean_lines))?;
+        let spilled = candidates().find(|&w| w != clean_there)?;
+        let spilled_lines = lines_of(spilled);
+        let spilled_there =
+            candidates().find(|&w| w != clean_there && w != spilled && away(w, spilled_lines))?;
+        Some(EmptyKeys {
+            clean: 0,
+            clean_lines,
+            clean_there,
+            spilled,
+            spilled_lines,
+            spilled_there,
+        })
+    }
+
+    #[inline(always)]
+    fn clean_of(&self, line: usize) -> u64 {
+        if line == self.clean_lines.0 || line == self.clean_lines.1 {
+            self.clean_there
+        } else {
+            self.clean
+        }
+    }
+
+    #[inline(always)]
+    fn spilled_of(&self, line: usize) -> u64 {
+        if line == self.spilled_lines.0 || line == self.spilled_lines.1 {
+            self.spilled_there
+        } else {
+            self.spilled
+        }
+    }
+}
+
+/// What a write does to the key it looked up ([`DenseTable::modify`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Action {
+    /// Leave the key as it is (present or absent).
+    Keep,
+    /// Make the key hold this value (insert it if absent).
+    Store(u64),
+    /// Remove the key if present.
+    Remove,
+}
+
+/// Neither of a key's lines, nor any chain of displacements, had room.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Full;
+
+/// One line's answer to a lock-free search.
+enum Probe {
+    Hit(u64),
+    /// Absent from this line; `clean`: the line has a clean empty slot.
+    Miss {
+        clean: bool,
+    },
+    /// A slot matched in a read that was not one atomic access and changed since (loom).
+    Changed,
+}
+
+/// A table of the dense layout, of a fixed number of lines (module docs).
+pub(crate) struct DenseTable {
+    lines: TableMemory<LinkBucket>,
+    meta: TableMemory<LineMeta>,
+    nlines: usize,
+    empty: EmptyKeys,
+    len: ShardedCounter,
+}
+
+/// A held line lock; unlocks on drop, publishing the spill count it carries.
+struct Held<'t> {
+    meta: &'t AtomicU8,
+    /// The byte without the lock bit, as it will be stored at unlock.
+    value: u8,
+}
+
+impl Held<'_> {
+    fn spill(&self) -> u8 {
+        self.value >> SPILL_SHIFT
+    }
+
+    fn add_spill(&mut self) {
+        let spill = self.spill();
+        if spill < SPILL_SATURATED {
+            self.value += 1 << SPILL_SHIFT;
+        }
+    }
+
+    /// Count one spilled key gone; whether the count is now zero.
+    fn sub_spill(&mut self) -> bool {
+        let spill = self.spill();
+        debug_assert!(spill > 0, "a key in its alternative was not counted");
+        if spill == SPILL_SATURATED || spill == 0 {
+            return false;
+        }
+        self.value -= 1 << SPILL_SHIFT;
+        spill == 1
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        // Release: pairs with the next locker's Acquire CAS, so it sees every slot store made
+        // under this lock.
+        self.meta.store(self.value, Ordering::Release);
+    }
+}
+
+impl DenseTable {
+    /// A table of `lines` lines (at least 4) whose keys hash with `hash`.
+    ///
+    /// # Errors
+    /// `InvalidConfig` under 4 lines, `CapacityOverflow` or `AllocationFailed` for the memory,
+    /// `DegenerateHasher` if no empty keys exist for `hash`.
+    pub(crate) fn new(
+        lines: usize,
+        huge_pages: bool,
+        hash: &dyn Fn(u64) -> u64,
+    ) -> Result<Self, crate::Error> {
+        use crate::Error;
+        if lines < 4 {
+            return Err(Error::InvalidConfig("a dense table needs at least 4 lines"));
+        }
+        let bytes = lines
+            .checked_mul(core::mem::size_of::<LinkBucket>() + 1)
+            .ok_or(Error::CapacityOverflow)?;
+        let empty =
+            EmptyKeys::find(|word| lines_of(hash(word), lines)).ok_or(Error::DegenerateHasher)?;
+        let data = TableMemory::<LinkBucket>::zeroed(lines, huge_pages)
+            .ok_or(Error::AllocationFailed { bytes })?;
+        let meta = TableMemory::<LineMeta>::zeroed(lines, huge_pages)
+            .ok_or(Error::AllocationFailed { bytes })?;
+        let table = DenseTable {
+            lines: data,
+            meta,
+            nlines: lines,
+            empty,
+            len: ShardedCounter::new(),
+        };
+        // The two lines whose clean key is not 0 get theirs before anyone can reach them.
+        for line in [empty.clean_lines.0, empty.clean_lines.1] {
+            for slot in &table.lines[line].slots {
+                slot.store(empty.clean_there, 0);
+            }
+        }
+        Ok(table)
+    }
+
+    /// Lines of the table.
+    pub(crate) fn lines(&self) -> usize {
+        self.nlines
+    }
+
+    /// Keys stored.
+    pub(crate) fn len(&self) -> usize {
+        self.len.sum()
+    }
+
+    /// Bytes of table memory: the lines and their writer bytes.
+    pub(crate) fn table_bytes(&self) -> usize {
+        self.lines.bytes() + self.meta.bytes()
+    }
+
+    /// Whether the table holds as many keys as its growth trigger.
+    #[cfg(test)]
+    pub(crate) fn at_trigger(&self) -> bool {
+        self.len() * 1000 >= self.nlines * LINE_SLOTS * GROW_AT_PER_MILLE
+    }
+
+    /// The key's home and alternative lines.
+    #[inline(always)]
+    pub(crate) fn lines_of(&self, hash: u64) -> (usize, usize) {
+        lines_of(hash, self.nlines)
+    }
+
+    /// Start loading the key's home line.
+    #[inline(always)]
+    pub(crate) fn prefetch(&self, hash: u64) {
+        let home = fastrange(hash, self.nlines);
+        super::prefetch_line((&self.lines[home] as *const LinkBucket).cast());
+    }
+
+    // ---- lock-free reads ----
+
+    /// Search one line. `home`: read it with acquire loads (see `get`).
+    #[inline(always)]
+    fn probe<L: LineLoader>(&self, p: L, line: usize, key: u64, home: bool) -> Probe {
+        stats::line_read();
+        let bucket = &self.lines[line];
+        let group = if home {
+            p.link_acquire(bucket)
+        } else {
+            p.link(bucket)
+        };
+        let hits = group.match_word(key) & KEY_LANES;
+        if hits != 0 {
+            let lane = hits.trailing_zeros() as usize;
+            if L::ATOMIC_SLOTS {
+                return Probe::Hit(group.lane(lane + 1));
+            }
+            let (stored, value) = bucket.slots[lane / 2].load_acquire();
+            return if stored == key {
+                Probe::Hit(value)
+            } else {
+                Probe::Changed
+            };
+        }
+        Probe::Miss {
+            clean: group.match_word(self.empty.clean_of(line)) & KEY_LANES != 0,
+        }
+    }
+
+    /// The key's value. Lock-free: never waits for a writer (module docs, Get).
+    #[inline(always)]
+    pub(crate) fn get<L: LineLoader>(&self, p: L, hash: u64, key: u64) -> Option<u64> {
+        let (home, alt) = self.lines_of(hash);
+        loop {
+            match self.probe(p, home, key, true) {
+                Probe::Hit(value) => return Some(value),
+                Probe::Miss { clean: true } => return None,
+                Probe::Miss { clean: false } => {}
+                Probe::Changed => continue,
+            }
+            // The home line's loads were Acquire: they pair with the Release store that freed
+            // a displaced key's home slot, so having read that store, the read below sees the
+            // key's copy (fact 2 of the essay). The SIMD loaders' loads are acquire loads on
+            // x86 (every load is); the compiler fence keeps the compiler from hoisting the
+            // alternative's loads above them.
+            #[cfg(not(loom))]
+            crate::sync::compiler_fence(Ordering::Acquire);
+            match self.probe(p, alt, key, false) {
+                Probe::Hit(value) => return Some(value),
+                Probe::Miss { .. } => return None,
+                Probe::Changed => continue,
+            }
+        }
+    }
+
+    /// `get` for a batch of `(hash, key)` pairs, in order: the home lines of the next `depth`
+    /// keys are prefetched while the current one is probed.
+    pub(crate) fn get_batch<L: LineLoader>(
+        &self,
+        p: L,
+        located: &[(u64, u64)],
+        depth: usize,
+        out: &mut [Option<u64>],
+    ) {
+        let depth = depth.max(1);
+        for &(hash, _) in located.iter().take(depth) {
+            self.prefetch(hash);
+        }
+        for (i, (&(hash, key), out)) in located.iter().zip(out.iter_mut()).enumerate() {
+            if let Some(&(ahead, _)) = located.get(i + depth) {
+                self.prefetch(ahead);
+            }
+            *out = self.get(p, hash, key);
+        }
+    }
+
+    /// `get` with the backend `loader` proves.
+    #[inline]
+    pub(crate) fn get_with(&self, loader: Loader, hash: u64, key: u64) -> Option<u64> {
+        match loader {
+            Loader::Scalar(p) => self.get(p, hash, key),
+            // SAFETY: the loader exists only on CPUs with the entry point's features.
+            #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+            Loader::Avx2(p) => unsafe { simd::get_avx2(self, p, hash, key) },
+            // SAFETY: as above.
+            #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+            Loader::Avx512(p) => unsafe { simd::get_avx512(self, p, hash, key) },
+        }
+    }
+
+    /// `get_batch` with the backend `loader` proves.
+    pub(crate) fn get_batch_with(
+        &self,
+        loader: Loader,
+        located: &[(u64, u64)],
+        depth: usize,
+        out: &mut [Option<u64>],
+    ) {
+        match loader {
+            Loader::Scalar(p) => self.get_batch(p, located, depth, out),
+            // SAFETY: the loader exists only on CPUs with the entry point's features.
+            #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+            Loader::Avx2(p) => unsafe { simd::get_batch_avx2(self, p, located, depth, out) },
+            // SAFETY: as above.
+            #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+            Loader::Avx512(p) => unsafe { simd::get_batch_avx512(self, p, located, depth, out) },
+        }
+    }
+
+    // ---- writes ----
+
+    fn lock(&self, line: usize) -> Held<'_> {
+        let meta = &self.meta[line].0;
+        loop {
+            let value = meta.load(Ordering::Relaxed);
+            // Acquire: pairs with the Release store of the previous holder's unlock.
+            if value & LOCKED == 0
+                && meta
+                    .compare_exchange_weak(
+                        value,
+                        value | LOCKED,
+                        Ordering::Acquire,
+                        Ordering::Relaxed,
+                    )
+                    .is_ok()
+            {
+                return Held { meta, value };
+            }
+            spin();
+        }
+    }
+
+    /// Lock two different lines, the lower index first (no cycle of waiting writers); the
+    /// guards come back in argument order.
+    fn lock_pair(&self, a: usize, b: usize) -> (Held<'_>, Held<'_>) {
+        debug_assert_ne!(a, b);
+        if a < b {
+            let first = self.lock(a);
+            (first, self.lock(b))
+        } else {
+            let first = self.lock(b);
+            let second = self.lock(a);
+            (second, first)
+        }
+    }
+
+    #[inline(always)]
+    fn is_empty_key(&self, line: usize, word: u64) -> bool {
+        word == self.empty.clean_of(line) || word == self.empty.spilled_of(line)
+    }
+
+    /// Under `line`'s lock: the slot holding `key` and its value.
+    fn find_locked(&self, line: usize, key: u64) -> Option<(usize, u64)> {
+        stats::line_read();
+        self.lines[line]
+            .slots
+            .iter()
+            .enumerate()
+            .find_map(|(index, slot)| {
+                let (stored, value) = slot.load();
+                (stored == key).then_some((index, value))
+            })
+    }
+
+    /// A free slot of `line` (exact under its lock, a hint without).
+    fn free_slot(&self, line: usize) -> Option<usize> {
+        self.lines[line]
+            .slots
+            .iter()
+            .position(|slot| self.is_empty_key(line, slot.load().0))
+    }
+
+    /// Free slot `slot` of `line` (its lock `held`): the spilled key while the line has keys
+    /// in their alternatives, the clean one otherwise.
+    fn free(&self, line: usize, held: &Held<'_>, slot: usize) {
+        let empty = if held.spill() > 0 {
+            self.empty.spilled_of(line)
+        } else {
+            self.empty.clean_of(line)
+        };
+        self.lines[line].slots[slot].store(empty, 0);
+        self.len.decrement();
+    }
+
+    /// The home's spill count just returned to zero (its lock held): its spilled empties
+    /// become clean, so misses stop at it again.
+    fn scrub(&self, home: usize) {
+        let spilled = self.empty.spilled_of(home);
+        for slot in &self.lines[home].slots {
+            if slot.load().0 == spilled {
+                slot.store(self.empty.clean_of(home), 0);
+            }
+        }
+    }
+
+    fn place(&self, line: usize, slot: usize, key: u64, value: u64) {
+        self.lines[line].slots[slot].store(key, value);
+        self.len.increment();
+    }
+
+    /// Look `key` up and do what `decide` says given its current value (module docs, Writes).
+    /// `decide` may be called more than once (after a displacement); only its last answer is
+    /// carried out and returned. `rehash` gives the hash of a stored key (for displacements).
+    ///
+    /// # Errors
+    /// `Full` if the key was absent, `decide` asked to store it, and no room was found.
+    pub(crate) fn modify<R>(
+        &self,
+        hash: u64,
+        key: u64,
+        rehash: &dyn Fn(u64) -> u64,
+        mut decide: impl FnMut(Option<u64>) -> (Action, R),
+    ) -> Result<R, Full> {
+        let (home, alt) = self.lines_of(hash);
+        let mut tries = 0;
+        loop {
+            // The home alone decides when none of its keys live elsewhere.
+            {
+                let mut held = self.lock(home);
+                if let Some(answer) = self.modify_in_home(home, &mut held, key, &mut decide) {
+                    return Ok(answer);
+                }
+                if held.spill() == 0 {
+                    if let Some(answer) = self.add(home, &mut held, None, key, &mut decide) {
+                        return Ok(answer);
+                    }
+                }
+            }
+            let (mut held_home, mut held_alt) = self.lock_pair(home, alt);
+            if let Some(answer) = self.modify_in_home(home, &mut held_home, key, &mut decide) {
+                return Ok(answer);
+            }
+            if held_home.spill() > 0 {
+                if let Some((slot, value)) = self.find_locked(alt, key) {
+                    let (action, answer) = decide(Some(value));
+                    let home = Some((home, &mut held_home));
+                    self.apply(alt, &mut held_alt, home, slot, key, action);
+                    return Ok(answer);
+                }
+            }
+            if let Some(answer) = self.add(home, &mut held_home, Some(alt), key, &mut decide) {
+                return Ok(answer);
+            }
+            drop((held_home, held_alt));
+            if tries == DISPLACE_TRIES || !self.displace(home, alt, rehash) {
+                return Err(Full);
+            }
+            tries += 1;
+        }
+    }
+
+    /// Under the home's lock: if the key is in its home, carry out `decide`'s action there.
+    fn modify_in_home<R>(
+        &self,
+        home: usize,
+        held: &mut Held<'_>,
+        key: u64,
+        decide: &mut impl FnMut(Option<u64>) -> (Action, R),
+    ) -> Option<R> {
+        let (slot, value) = self.find_locked(home, key)?;
+        let (action, answer) = decide(Some(value));
+        self.apply(home, held, None, slot, key, action);
+        Some(answer)
+    }
+
+    /// The key is absent (its lines' locks held: the home's, and the alternative's if given):
+    /// ask `decide`, and store a new key in a free slot of its home, else of `alt`. `None`
+    /// if it is to be stored and neither has room.
+    fn add<R>(
+        &self,
+        home: usize,
+        held_home: &mut Held<'_>,
+        alt: Option<usize>,
+        key: u64,
+        decide: &mut impl FnMut(Option<u64>) -> (Action, R),
+    ) -> Option<R> {
+        let (action, answer) = decide(None);
+        let Action::Store(value) = action else {
+            return Some(answer);
+        };
+        if let Some(slot) = self.free_slot(home) {
+            self.place(home, slot, key, value);
+            return Some(answer);
+        }
+        let alt = alt?;
+        let slot = self.free_slot(alt)?;
+        held_home.add_spill();
+        self.place(alt, slot, key, value);
+        Some(answer)
+    }
+
+    /// Carry out `action` on `key`, found in slot `slot` of `line` (held). `home`: the key's
+    /// home and its guard when `line` is the key's alternative.
+    fn apply(
+        &self,
+        line: usize,
+        held: &mut Held<'_>,
+        home: Option<(usize, &mut Held<'_>)>,
+        slot: usize,
+        key: u64,
+        action: Action,
+    ) {
+        match action {
+            Action::Keep => {}
+            Action::Store(value) => self.lines[line].slots[slot].store(key, value),
+            Action::Remove => {
+                self.free(line, held, slot);
+                if let Some((home, held_home)) = home {
+                    if held_home.sub_spill() {
+                        self.scrub(home);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Make room in `home` or `alt` by moving keys from their homes to their alternatives
+    /// (module docs). Whether something changed that is worth another try.
+    fn displace(&self, home: usize, alt: usize, rehash: &dyn Fn(u64) -> u64) -> bool {
+        let root = |line| Reached {
+            line,
+            parent: usize::MAX,
+            slot: 0,
+        };
+        let mut reached = [root(home); DISPLACE_LINES];
+        reached[1] = root(alt);
+        let mut count = 2;
+        let mut next = 0;
+        while next < count {
+            let line = reached[next].line;
+            for slot in 0..LINE_SLOTS {
+                let (stored, _) = self.lines[line].slots[slot].load();
+                if self.is_empty_key(line, stored) {
+                    // A root has room (the write's next try takes it), or a line reached has
+                    // room again (a remove meanwhile): move the chain that leads to it.
+                    let node = reached[next];
+                    if node.parent != usize::MAX {
+                        self.shift(&reached[..count], node.parent, node.slot, line, rehash);
+                    }
+                    return true;
+                }
+                let (stored_home, stored_alt) = self.lines_of(rehash(stored));
+                if stored_home != line {
+                    continue;
+                }
+                if self.free_slot(stored_alt).is_some() {
+                    self.shift(&reached[..count], next, slot, stored_alt, rehash);
+                    return true;
+                }
+                if count < DISPLACE_LINES && !reached[..count].iter().any(|r| r.line == stored_alt)
+                {
+                    reached[count] = Reached {
+                        line: stored_alt,
+                        parent: next,
+                        slot,
+                    };
+                    count += 1;
+                }
+            }
+            next += 1;
+        }
+        false
+    }
+
+    /// Carry out a displacement chain from its far end: the key in `slot` of `reached[at]`
+    /// goes to `into`, then each line's key goes to the line its move freed, up to a root.
+    /// A step that finds the key or the room gone stops the chain; the write's next try
+    /// (bounded) searches again.
+    fn shift(
+        &self,
+        reached: &[Reached],
+        mut at: usize,
+        mut slot: usize,
+        mut into: usize,
+        rehash: &dyn Fn(u64) -> u64,
+    ) {
+        loop {
+            let node = reached[at];
+            match self.move_home_to_alt(node.line, slot, into, rehash) {
+                Step::Moved => {}
+                // Another write got there first; the caller's next try sees what it did.
+                Step::Roomy | Step::Stale => return,
+            }
+            if node.parent == usize::MAX {
+                return;
+            }
+            into = node.line;
+            slot = node.slot;
+            at = node.parent;
+        }
+    }
+
+    /// One displacement step (module docs): the key in `slot` of `from` moves to `to`, if it
+    /// is still a key whose home is `from` and alternative `to` and `from` is still full.
+    fn move_home_to_alt(
+        &self,
+        from: usize,
+        slot: usize,
+        to: usize,
+        rehash: &dyn Fn(u64) -> u64,
+    ) -> Step {
+        let (mut held_from, _held_to) = self.lock_pair(from, to);
+        if self.free_slot(from).is_some() {
+            return Step::Roomy;
+        }
+        let (key, value) = self.lines[from].slots[slot].load();
+        if self.lines_of(rehash(key)) != (from, to) {
+            return Step::Stale;
+        }
+        let Some(free) = self.free_slot(to) else {
+            return Step::Stale;
+        };
+        // Copy first, free second (fact 2 of the essay): both Release stores.
+        self.lines[to].slots[free].store(key, value);
+        held_from.add_spill();
+        self.lines[from].slots[slot].store(self.empty.spilled_of(from), 0);
+        Step::Moved
+    }
+}
+
+/// Reads compiled with each SIMD feature enabled, so the loaders' `#[inline(always)]` loads
+/// and compares inline into them (as `dispatch.rs` does for the default layout).
+#[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+mod simd {
+    use super::DenseTable;
+    use crate::raw::loader::{Avx2Loader, Avx512Loader};
+
+    // Safety (every function): the caller holds the loader, which exists only on CPUs with
+    // the feature.
+    macro_rules! entries {
+        ($get:ident, $get_batch:ident, $feature:literal, $loader:ty) => {
+            #[target_feature(enable = $feature)]
+            pub(super) unsafe fn $get(
+                t: &DenseTable,
+                p: $loader,
+                hash: u64,
+                key: u64,
+            ) -> Option<u64> {
+                t.get(p, hash, key)
+            }
+
+            #[target_feature(enable = $feature)]
+            pub(super) unsafe fn $get_batch(
+                t: &DenseTable,
+                p: $loader,
+                located: &[(u64, u64)],
+                depth: usize,
+                out: &mut [Option<u64>],
+            ) {
+                t.get_batch(p, located, depth, out);
+            }
+        };
+    }
+
+    entries!(get_avx2, get_batch_avx2, "avx2", Avx2Loader);
+    entries!(get_avx512, get_batch_avx512, "avx512f,avx2", Avx512Loader);
+}
+
+/// A line a displacement search reached: through the key in `slot` of `reached[parent]`
+/// (`usize::MAX` for the two roots).
+#[derive(Clone, Copy)]
+struct Reached {
+    line: usize,
+    parent: usize,
+    slot: usize,
+}
+
+/// How a displacement step went.
+enum Step {
+    Moved,
+    /// The line to empty has a free slot already.
+    Roomy,
+    /// The key or the room the search saw is gone.
+    Stale,
+}
+
+/// A hash's home and alternative lines in a table of `n` lines (at least 2): never the same.
+#[inline(always)]
+fn lines_of(hash: u64, n: usize) -> (usize, usize) {
+    let home = fastrange(hash, n);
+    let mut alt = fastrange(hash.rotate_left(32), n);
+    if alt == home {
+        alt = if home + 1 == n { 0 } else { home + 1 };
+    }
+    (home, alt)
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use std::collections::HashMap;
+
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::raw::loader::ScalarLoader;
+
+    /// splitmix64's finalizer: every output bit depends on every input bit.
+    fn mixed(key: u64) -> u64 {
+        let mut x = key.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        x ^ (x >> 31)
+    }
+
+    fn insert(
+        t: &DenseTable,
+        hash: &dyn Fn(u64) -> u64,
+        key: u64,
+        value: u64,
+    ) -> Result<Option<u64>, Full> {
+        t.modify(hash(key), key, hash, |current| match current {
+            Some(present) => (Action::Keep, Some(present)),
+            None => (Action::Store(value), None),
+        })
+    }
+
+    fn put(
+        t: &DenseTable,
+        hash: &dyn Fn(u64) -> u64,
+        key: u64,
+        value: u64,
+    ) -> Result<Option<u64>, Full> {
+        t.modify(hash(key), key, hash, |current| {
+            (Action::Store(value), current)
+        })
+    }
+
+    fn remove(t: &DenseTable, hash: &dyn Fn(u64) -> u64, key: u64) -> Option<u64> {
+        t.modify(hash(key), key, hash, |current| (Action::Remove, current))
+            .expect("a remove never needs room")
+    }
+
+    fn fetch_add(t: &DenseTable, hash: &dyn Fn(u64) -> u64, key: u64, delta: u64) -> Option<u64> {
+        t.modify(hash(key), key, hash, |current| match current {
+            Some(v) => (Action::Store(v.wrapping_add(delta)), Some(v)),
+            None => (Action::Keep, None),
+        })
+        .expect("an update of a present key never needs room")
+    }
+
+    /// Every invariant a quiescent table keeps (module docs): keys in one of their two lines,
+    /// once; spill counts exact (or saturated and at least the truth); a line with keys in
+    /// their alternatives has no clean empty slot; `len` right. Returns the contents.
+    fn check(t: &DenseTable, hash: &dyn Fn(u64) -> u64) -> HashMap<u64, u64> {
+        let mut contents = HashMap::new();
+        let mut spilled = vec![0usize; t.nlines];
+        for line in 0..t.nlines {
+            for slot in &t.lines[line].slots {
+                let (key, value) = slot.load();
+                if t.is_empty_key(line, key) {
+                    assert_eq!(value, 0, "an empty slot of line {line} holds a value");
+                    continue;
+                }
+                let (home, alt) = t.lines_of(hash(key));
+                assert!(
+                    line == home || line == alt,
+                    "key {key} in line {line}, not its own"
+                );
+                if line == alt {
+                    spilled[home] += 1;
+                }
+                assert!(contents.insert(key, value).is_none(), "key {key} twice");
+            }
+        }
+        for (line, &count) in spilled.iter().enumerate() {
+            let meta = t.meta[line].0.load(Ordering::Relaxed);
+            assert_eq!(meta & LOCKED, 0, "line {line} left locked");
+            let recorded = usize::from(meta >> SPILL_SHIFT);
+            if recorded == usize::from(SPILL_SATURATED) {
+                assert!(count <= recorded || recorded == usize::from(SPILL_SATURATED));
+            } else {
+                assert_eq!(recorded, count, "line {line}'s spill count");
+            }
+            if count > 0 {
+                let clean = t.empty.clean_of(line);
+                assert!(
+                    t.lines[line].slots.iter().all(|s| s.load().0 != clean),
+                    "line {line} has keys in their alternatives and a clean empty slot"
+                );
+            }
+        }
+        assert_eq!(t.len(), contents.len());
+        contents
+    }
+
+    #[derive(Clone, Debug)]
+    enum Op {
+        Insert(u64, u64),
+        Put(u64, u64),
+        Remove(u64),
+        Get(u64),
+        FetchAdd(u64, u64),
+    }
+
+    fn op(keys: u64) -> impl Strategy<Value = Op> {
+        prop_oneof![
+            3 => (0..keys, any::<u64>()).prop_map(|(k, v)| Op::Insert(k, v)),
+            2 => (0..keys, any::<u64>()).prop_map(|(k, v)| Op::Put(k, v)),
+            2 => (0..keys).prop_map(Op::Remove),
+            2 => (0..keys).prop_map(Op::Get),
+            1 => (0..keys, 0..100u64).prop_map(|(k, d)| Op::FetchAdd(k, d)),
+        ]
+    }
+
+    /// Run `ops` against the table and against `std`'s map; a `Full` must change nothing.
+    fn differential(lines: usize, hash: &dyn Fn(u64) -> u64, ops: &[Op]) {
+        let t = DenseTable::new(lines, false, hash).unwrap();
+        let mut model: HashMap<u64, u64> = HashMap::new();
+        for op in ops {
+            match *op {
+                Op::Insert(k, v) => match insert(&t, hash, k, v) {
+                    Ok(found) => {
+                        assert_eq!(found, model.get(&k).copied());
+                        model.entry(k).or_insert(v);
+                    }
+                    Err(Full) => assert!(!model.contains_key(&k)),
+                },
+                Op::Put(k, v) => match put(&t, hash, k, v) {
+                    Ok(old) => assert_eq!(old, model.insert(k, v)),
+                    Err(Full) => assert!(!model.contains_key(&k)),
+                },
+                Op::Remove(k) => assert_eq!(remove(&t, hash, k), model.remove(&k)),
+                Op::FetchAdd(k, d) => {
+                    let old = fetch_add(&t, hash, k, d);
+                    assert_eq!(old, model.get(&k).copied());
+                    if let Some(v) = model.get_mut(&k) {
+                        *v = v.wrapping_add(d);
+                    }
+                }
+                Op::Get(_) => {}
+            }
+            if let Op::Get(k) | Op::Insert(k, _) | Op::Remove(k) = *op {
+                assert_eq!(
+                    t.get(ScalarLoader, hash(k), k),
+                    model.get(&k).copied(),
+                    "get {k}"
+                );
+            }
+        }
+        assert_eq!(check(&t, hash), model);
+        for (&k, &v) in &model {
+            assert_eq!(t.get(ScalarLoader, hash(k), k), Some(v));
+        }
+    }
+
+    proptest! {
+        // Miri has no file system under isolation: no regression files there.
+        #![proptest_config(ProptestConfig {
+            cases: if cfg!(miri) { 2 } else { 256 },
+            failure_persistence: if cfg!(miri) {
+                None
+            } else {
+                ProptestConfig::default().failure_persistence
+            },
+            ..ProptestConfig::default()
+        })]
+
+        /// A table of 8 lines (32 slots) under keys enough to fill it: spills, displacements,
+        /// `Full`, scrubs.
+        #[test]
+        fn matches_std_on_a_small_table(ops in prop::collection::vec(op(48), 0..400)) {
+            differential(8, &mixed, &ops);
+        }
+
+        /// Every key the test uses hashes alike (the empty keys, large words, do not): two
+        /// lines of room, then `Full`, never a hang.
+        #[test]
+        fn matches_std_with_one_hash(ops in prop::collection::vec(op(16), 0..100)) {
+            differential(8, &|k| if k < 16 { 0x1234_5678_9abc_def0 } else { mixed(k) }, &ops);
+        }
+
+        /// The identity hash on keys that differ in their low bits only: all share a home.
+        #[test]
+        fn matches_std_with_crowded_homes(ops in prop::collection::vec(op(24), 0..200)) {
+            differential(16, &|k| k, &ops);
+        }
+    }
+
+    #[test]
+    fn key_zero_and_the_empty_keys_are_keys() {
+        let t = DenseTable::new(16, false, &mixed).unwrap();
+        let words = [
+            0,
+            t.empty.clean_there,
+            t.empty.spilled,
+            t.empty.spilled_there,
+            u64::MAX,
+        ];
+        for (i, &k) in words.iter().enumerate() {
+            assert_eq!(t.get(ScalarLoader, mixed(k), k), None);
+            assert_eq!(insert(&t, &mixed, k, i as u64 + 1), Ok(None));
+        }
+        for (i, &k) in words.iter().enumerate() {
+            assert_eq!(t.get(ScalarLoader, mixed(k), k), Some(i as u64 + 1));
+        }
+        check(&t, &mixed);
+        for &k in &words {
+            assert!(remove(&t, &mixed, k).is_some());
+        }
+        assert!(check(&t, &mixed).is_empty());
+    }
+
+    #[test]
+    fn too_few_lines_or_a_constant_hash_are_errors() {
+        assert!(matches!(
+            DenseTable::new(3, false, &mixed),
+            Err(crate::Error::InvalidConfig(_))
+        ));
+        // Every word in lines 0 and 1 of 4: no word away from them for the empty keys.
+        assert!(matches!(
+            DenseTable::new(4, false, &|_| 0),
+            Err(crate::Error::DegenerateHasher)
+        ));
+    }
+
+    /// Filled to the growth trigger with a good hash, no insert fails and the share of keys in
+    /// their alternatives is near the model's (17% at 82%).
+    #[test]
+    fn fills_to_the_trigger_as_the_model_says() {
+        let lines = if cfg!(miri) { 64 } else { 1 << 14 };
+        let t = DenseTable::new(lines, false, &mixed).unwrap();
+        let mut key = 0u64;
+        while !t.at_trigger() {
+            assert_eq!(
+                insert(&t, &mixed, key, key),
+                Ok(None),
+                "insert {key} failed"
+            );
+            key += 1;
+        }
+        let contents = check(&t, &mixed);
+        let in_alt = contents
+            .keys()
+            .filter(|&&k| t.find_locked(t.lines_of(mixed(k)).0, k).is_none())
+            .count();
+        let share = in_alt as f64 / contents.len() as f64;
+        if cfg!(not(miri)) {
+            assert!(
+                (0.12..0.22).contains(&share),
+                "{share} of the keys in their alternative"
+            );
+        }
+    }
+
+    /// Threads write disjoint keys of one small, nearly full table (so their inserts displace
+    /// each other's keys) and check after every step that their own keys read back exactly:
+    /// a displacement must never hide a key from a get. All add to one shared counter.
+    #[test]
+    fn concurrent_writers_never_lose_a_key() {
+        let threads = if cfg!(miri) { 2 } else { 4 };
+        let rounds = if cfg!(miri) { 30 } else { 100_000 };
+        let own = 24u64;
+        let t = DenseTable::new(32, false, &mixed).unwrap(); // 128 slots, up to 97 keys
+        let counter = 1u64 << 40;
+        insert(&t, &mixed, counter, 0).unwrap();
+        std::thread::scope(|s| {
+            for thread in 0..threads {
+                let t = &t;
+                s.spawn(move || {
+                    let mut model: HashMap<u64, u64> = HashMap::new();
+                    let mut rng = 0x2545_f491_4f6c_dd1d_u64 ^ thread;
+                    for round in 0..rounds {
+                        rng ^= rng << 13;
+                        rng ^= rng >> 7;
+                        rng ^= rng << 17;
+                        let key = thread * 1000 + rng % own;
+                        match rng >> 60 {
+                            0..=5 => {
+                                if put(t, &mixed, key, round).is_ok() {
+                                    model.insert(key, round);
+                                }
+                            }
+                            6..=10 => assert_eq!(remove(t, &mixed, key), model.remove(&key)),
+                            _ => {
+                                fetch_add(t, &mixed, counter, 1).unwrap();
+                            }
+                        }
+                        for (&k, &v) in &model {
+                            assert_eq!(t.get(ScalarLoader, mixed(k), k), Some(v), "key {k}");
+                        }
+                    }
+                    model
+                });
+            }
+        });
+        let contents = check(&t, &mixed);
+        let adds = contents[&counter];
+        assert!(adds > 0);
+    }
+}
+
+/// loom models of a headerless get racing each kind of write (module docs, Get). Run by
+/// `ci/loom.sh`. The table has 4 lines and the identity hash: a key's home is its top two
+/// bits and its alternative bits 31-30 (`key(home, alt, tag)`).
+///
+/// The gets run in spawned threads and the writes in the model's main thread: loom 0.7 stops
+/// exploring when a spawned thread's first atomic access is a load followed by a store to the
+/// same atomic (tokio-rs/loom#392), which every write under a line lock is. Each model also
+/// checks that it explored more than one execution and the outcomes it should reach.
+#[cfg(all(test, loom))]
+mod model {
+    use std::{
+        collections::BTreeSet,
+        sync::{Arc as StdArc, Mutex},
+    };
+
+    use loom::{sync::Arc, thread};
+
+    use super::*;
+    use crate::raw::loader::ScalarLoader;
+
+    fn id(key: u64) -> u64 {
+        key
+    }
+
+    fn key(home: u64, alt: u64, tag: u64) -> u64 {
+        home << 62 | alt << 30 | tag
+    }
+
+    fn put(t: &DenseTable, k: u64, v: u64) {
+        t.modify(k, k, &id, |_| (Action::Store(v), ())).unwrap();
+    }
+
+    fn remove(t: &DenseTable, k: u64) {
+        t.modify(k, k, &id, |_| (Action::Remove, ())).unwrap();
+    }
+
+    fn get(t: &DenseTable, k: u64) -> Option<u64> {
+        t.get(ScalarLoader, k, k)
+    }
+
+    /// Run `model` under loom, collecting what each execution returns; the set of outcomes.
+    fn explore<T: Ord + Send + 'static>(
+        model: impl Fn() -> T + Sync + Send + 'static,
+    ) -> BTreeSet<T> {
+        let seen = StdArc::new(Mutex::new((0usize, BTreeSet::new())));
+        let record = StdArc::clone(&seen);
+        loom::model(move || {
+            let outcome = model();
+            let mut seen = record.lock().unwrap();
+            seen.0 += 1;
+            seen.1.insert(outcome);
+        });
+        let (runs, outcomes) = std::mem::take(&mut *seen.lock().unwrap());
+        assert!(
+            runs > 1,
+            "loom explored {runs} execution: the model is vacuous"
+        );
+        outcomes
+    }
+
+    fn table() -> Arc<DenseTable> {
+        Arc::new(DenseTable::new(4, false, &id).unwrap())
+    }
+
+    /// A displacement moves `y` from its home (line 1) to its alternative (line 2) while a
+    /// get looks for it: present throughout, so the get must find it. Fails if the get's
+    /// home line's loads are made Relaxed, or if the move frees the home slot before it
+    /// copies (both checked).
+    #[test]
+    fn get_racing_a_displacement() {
+        let outcomes = explore(|| {
+            let t = table();
+            let y = key(1, 2, 7);
+            put(&t, y, 70);
+            for tag in 1..4 {
+                put(&t, key(1, 3, tag), tag);
+            }
+            let reader = {
+                let t = t.clone();
+                thread::spawn(move || get(&t, y))
+            };
+            let slot = t.find_locked(1, y).unwrap().0;
+            assert!(matches!(t.move_home_to_alt(1, slot, 2, &id), Step::Moved));
+            let seen = reader.join().unwrap();
+            assert_eq!(seen, Some(70));
+            assert_eq!(get(&t, y), Some(70));
+        });
+        assert_eq!(outcomes.len(), 1);
+    }
+
+    /// An insert finds its home full and lands in its alternative while a get looks for it
+    /// twice: absent or the value, and the value again once seen.
+    #[test]
+    fn get_racing_an_insert_into_the_alternative() {
+        let outcomes = explore(|| {
+            let t = table();
+            for tag in 1..5 {
+                put(&t, key(0, 3, tag), tag);
+            }
+            let k = key(0, 2, 9);
+            let reader = {
+                let t = t.clone();
+                thread::spawn(move || (get(&t, k), get(&t, k)))
+            };
+            put(&t, k, 90);
+            let seen = reader.join().unwrap();
+            assert!(
+                matches!(seen, (None, None | Some(90)) | (Some(90), Some(90))),
+                "{seen:?}"
+            );
+            assert_eq!(get(&t, k), Some(90));
+            seen
+        });
+        assert!(outcomes.contains(&(None, None)) && outcomes.contains(&(Some(90), Some(90))));
+    }
+
+    /// Two keys of line 0 live in line 2; one is removed while a get looks for the other
+    /// (line 0 holds a spilled empty slot). The removal must not make line 0 look clean while
+    /// a key of it is still away.
+    #[test]
+    fn get_racing_a_remove_from_the_alternative() {
+        let outcomes = explore(|| {
+            let t = table();
+            for tag in 1..5 {
+                put(&t, key(0, 3, tag), tag);
+            }
+            let (a, b) = (key(0, 2, 10), key(0, 2, 11));
+            put(&t, a, 100);
+            put(&t, b, 110);
+            remove(&t, key(0, 3, 1));
+            let reader = {
+                let t = t.clone();
+                thread::spawn(move || (get(&t, b), get(&t, a)))
+            };
+            remove(&t, a);
+            let seen = reader.join().unwrap();
+            assert_eq!(seen.0, Some(110));
+            assert!(seen.1.is_none() || seen.1 == Some(100));
+            assert_eq!(get(&t, a), None);
+            seen.1
+        });
+        assert_eq!(outcomes.len(), 2);
+    }
+
+    /// A slot is freed and taken by another key while a get reads it in two halves (the
+    /// scalar loader under loom): the get must never answer the new key's value for the old.
+    #[test]
+    fn get_racing_a_remove_and_a_reuse_of_the_slot() {
+        let outcomes = explore(|| {
+            let t = table();
+            let (k, j) = (key(1, 2, 1), key(1, 2, 2));
+            put(&t, k, 10);
+            let reader = {
+                let t = t.clone();
+                thread::spawn(move || get(&t, k))
+            };
+            remove(&t, k);
+            put(&t, j, 20);
+            let seen = reader.join().unwrap();
+            assert!(seen.is_none() || seen == Some(10), "{seen:?}");
+            seen
+        });
+        assert_eq!(outcomes.len(), 2);
+    }
+
+    /// A put races two gets: the old or the new value, and never the old after the new.
+    #[test]
+    fn get_racing_a_put() {
+        let outcomes = explore(|| {
+            let t = table();
+            let k = key(2, 3, 5);
+            put(&t, k, 1);
+            let reader = {
+                let t = t.clone();
+                thread::spawn(move || (get(&t, k), get(&t, k)))
+            };
+            put(&t, k, 2);
+            let seen = reader.join().unwrap();
+            assert!(
+                matches!(seen, (Some(1), Some(1 | 2)) | (Some(2), Some(2))),
+                "{seen:?}"
+            );
+            seen
+        });
+        assert!(outcomes.len() >= 2);
+    }
+}
