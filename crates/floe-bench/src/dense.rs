@@ -225,6 +225,9 @@ pub fn main(args: DenseArgs) -> Result<(), String> {
     if args.repeat == 0 || args.keys < 64 {
         return Err("--repeat must be at least 1 and --keys at least 64".into());
     }
+    if !(args.seconds.is_finite() && args.seconds > 0.0) {
+        return Err("--seconds must be a positive number".into());
+    }
     let keys = args.keys;
     let dense = DenseLab::new(keys as usize).map_err(|e| format!("dense table: {e}"))?;
     let default: FlatMap<u64, u64> = FlatMap::builder()

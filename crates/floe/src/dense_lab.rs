@@ -161,3 +161,48 @@ impl<S: BuildHasher> DenseLab<S> {
         self.loader.backend()
     }
 }
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+
+    /// Wrong input answers with an error and changes nothing: a size no memory holds, slices of
+    /// different lengths, a table with no room left.
+    #[test]
+    fn bad_input_is_an_error() {
+        if cfg!(not(miri)) {
+            assert!(matches!(
+                DenseLab::new(usize::MAX),
+                Err(Error::CapacityOverflow)
+            ));
+            assert!(matches!(
+                DenseLab::new(usize::MAX / 1000),
+                Err(Error::CapacityOverflow | Error::AllocationFailed { .. })
+            ));
+        }
+        let lab = DenseLab::new(8).unwrap();
+        assert_eq!(lab.insert(7, 70), Ok(None));
+        let mut out = [None; 2];
+        assert!(matches!(
+            lab.get_many(&[7, 8, 9], &mut out),
+            Err(Error::LengthMismatch { keys: 3, values: 2 })
+        ));
+        assert_eq!(out, [None, None]);
+        let mut stored = 1;
+        let mut key = 100;
+        // 4 lines of 4 slots: room runs out at 16 keys at the latest.
+        while lab.insert(key, key) != Err(Error::Full) {
+            stored += 1;
+            key += 1;
+            assert!(stored <= 16, "more keys than slots");
+        }
+        assert_eq!(lab.len(), stored);
+        assert_eq!(lab.get(key), None);
+        assert_eq!(lab.put(key, 1), Err(Error::Full));
+        assert_eq!(lab.get(7), Some(70));
+        assert_eq!(lab.remove(7), Some(70));
+        // The slot 7 freed is in one of its own lines.
+        assert_eq!(lab.insert(7, 71), Ok(None));
+        assert_eq!(lab.get(7), Some(71));
+    }
+}
