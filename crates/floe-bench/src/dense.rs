@@ -1,13 +1,18 @@
 //! `floe-bench dense`: the dense layout against the default one, at the same keys.
 //!
-//! The dense layout (`floe/src/raw/dense.rs`) has no growth yet, so both maps are built for
-//! the keys up front and never grow: `floe::DenseLab` sized so that `--keys` is its growth
-//! trigger (82% of its slots), and a `FlatMap::with_capacity` of the same keys. Both are
-//! filled with the same keys from two threads (timed: `fill`), then, per workload, each runs
+//! First, both maps are built for the keys up front: `floe::DenseLab::new`, whose first
+//! table's growth trigger (82% of its slots) is `--keys` and which never grows past it, and a
+//! `FlatMap` built with that capacity. Both are filled with the same keys from all threads
+//! (timed: `fill`), then, per workload, each runs
 //! for `--seconds` on per-thread streams of keys drawn before timing, the layouts alternating,
 //! `--repeat` times: the table below gives medians and the ratio of the medians. Space is
 //! key and value bytes over table bytes; lines per operation come from floe's own counter and
 //! are non-zero only in a `--features line-stats` build.
+//!
+//! Then `population`: `--repeat` times, layouts alternating, a map of each layout built for
+//! [`POPULATION_START`] keys is filled with all `--keys` keys, growing on the way (the dense
+//! one by migrations, `floe/src/raw/dense_driver.rs`); the median rate, and the space at the
+//! end.
 
 use std::time::Duration;
 
@@ -19,6 +24,9 @@ use crate::{
     machine::machine,
     measure::{cycle_for, streams, Workers},
 };
+
+/// Keys the maps of the population run are built for (both grow from there).
+pub const POPULATION_START: usize = 1 << 16;
 
 /// `floe-bench dense`.
 #[derive(Args, Debug)]
@@ -301,5 +309,39 @@ pub fn main(args: DenseArgs) -> Result<(), String> {
             }
         }
     }
+    drop((dense, default));
+    population(&workers, threads, keys, args.repeat)
+}
+
+/// The population run (module docs): growing maps of both layouts filled with `keys` keys.
+fn population(workers: &Workers, threads: usize, keys: u64, repeat: usize) -> Result<(), String> {
+    let mut rates = [Vec::new(), Vec::new()];
+    let mut space = [0.0f64; 2];
+    for _ in 0..repeat {
+        let dense = DenseLab::growing(POPULATION_START).map_err(|e| format!("dense map: {e}"))?;
+        let default: FlatMap<u64, u64> = FlatMap::builder()
+            .capacity(POPULATION_START)
+            .build()
+            .map_err(|e| format!("default map: {e}"))?;
+        let maps: [&dyn Table; 2] = [&dense, &default];
+        for (i, map) in maps.into_iter().enumerate() {
+            let (rate, full) = fill(map, workers, threads, keys);
+            if full > 0 {
+                return Err(format!("{full} inserts into a growing map found no room"));
+            }
+            rates[i].push(rate);
+            space[i] = (map.len() * 16) as f64 / map.table_bytes() as f64;
+        }
+    }
+    let [dense_rate, default_rate] = rates.map(median);
+    println!(
+        "| population (from {POPULATION_START} keys) | {dense_rate:.2} | {default_rate:.2} | {:.2}x | | |",
+        dense_rate / default_rate
+    );
+    println!();
+    println!(
+        "space after the population: dense {:.3}, default {:.3}",
+        space[0], space[1]
+    );
     Ok(())
 }

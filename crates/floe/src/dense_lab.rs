@@ -1,18 +1,14 @@
-//! A handle on the dense layout's table (`raw/dense.rs`) for `floe-bench dense`, until the
-//! table driver carries that layout: one table of a fixed size, no growth, no iteration.
-//! Hidden from the docs and not part of the API; the layout reaches users through the
-//! builder once growth is built.
+//! A handle on the dense layout (`raw/dense.rs`, `raw/dense_driver.rs`) for `floe-bench
+//! dense` and the tests, until the builder offers that layout: 8-byte keys and values, growth
+//! and shrinking, no iteration. Hidden from the docs and not part of the API.
 
 use core::hash::BuildHasher;
 
 use crate::{
-    config::Backend,
+    config::{Backend, ResizeMode},
     error::Error,
     hash::DefaultHashBuilder,
-    raw::{
-        dense::{Action, DenseTable, Full, GROW_AT_PER_MILLE, LINE_SLOTS},
-        dispatch::Loader,
-    },
+    raw::{dense::Action, dense_driver::DenseMap},
 };
 
 /// Keys per chunk of a batched get (hashed together, then probed with prefetching).
@@ -20,42 +16,58 @@ const BATCH_CHUNK: usize = 64;
 /// Home lines prefetched ahead in a batched get.
 const BATCH_DEPTH: usize = 16;
 
-/// A fixed-size table of the dense layout over 8-byte keys and values (module docs).
+/// A map of the dense layout over 8-byte keys and values (module docs).
 #[doc(hidden)]
 pub struct DenseLab<S = DefaultHashBuilder> {
-    table: DenseTable,
-    loader: Loader,
+    map: DenseMap,
     hasher: S,
 }
 
 impl DenseLab {
-    /// A table whose growth trigger is `keys` keys, with the default hasher and backend.
+    /// A map whose first table's trigger is `keys` keys and that never grows past it (an
+    /// insert that finds no room answers `Full`), with the default hasher and backend.
     ///
     /// # Errors
     /// As [`DenseLab::with_hasher`].
     pub fn new(keys: usize) -> Result<Self, Error> {
-        Self::with_hasher(keys, Backend::Auto, DefaultHashBuilder::default())
+        Self::with_hasher(keys, keys, Backend::Auto, DefaultHashBuilder::default())
+    }
+
+    /// A map whose first table's trigger is `keys` keys, growing without limit.
+    ///
+    /// # Errors
+    /// As [`DenseLab::with_hasher`].
+    pub fn growing(keys: usize) -> Result<Self, Error> {
+        Self::with_hasher(
+            keys,
+            usize::MAX,
+            Backend::Auto,
+            DefaultHashBuilder::default(),
+        )
     }
 }
 
 impl<S: BuildHasher> DenseLab<S> {
-    /// A table whose growth trigger ([`DenseLab::capacity`]) is at least `keys` keys.
+    /// A map whose first table's trigger ([`DenseLab::capacity`]) is at least `keys` keys,
+    /// growing up to tables whose trigger is `max_keys`.
     ///
     /// # Errors
     /// `CapacityOverflow`, `AllocationFailed`, `UnsupportedBackend`, `DegenerateHasher`.
-    pub fn with_hasher(keys: usize, backend: Backend, hasher: S) -> Result<Self, Error> {
-        let lines = keys
-            .checked_mul(1000)
-            .ok_or(Error::CapacityOverflow)?
-            .div_ceil(LINE_SLOTS * GROW_AT_PER_MILLE)
-            .max(4);
-        let loader = Loader::new(backend).ok_or(Error::UnsupportedBackend(backend))?;
-        let table = DenseTable::new(lines, true, &|word| hasher.hash_one(word))?;
-        Ok(DenseLab {
-            table,
-            loader,
-            hasher,
-        })
+    pub fn with_hasher(
+        keys: usize,
+        max_keys: usize,
+        backend: Backend,
+        hasher: S,
+    ) -> Result<Self, Error> {
+        let map = DenseMap::new(
+            keys,
+            max_keys,
+            backend,
+            ResizeMode::Incremental,
+            true,
+            &|word| hasher.hash_one(word),
+        )?;
+        Ok(DenseLab { map, hasher })
     }
 
     #[inline(always)]
@@ -66,7 +78,8 @@ impl<S: BuildHasher> DenseLab<S> {
     /// The value of `key`.
     #[inline]
     pub fn get(&self, key: u64) -> Option<u64> {
-        self.table.get_with(self.loader, self.hash(key), key)
+        let rehash = |word: u64| self.hasher.hash_one(word);
+        self.map.get(self.hash(key), key, &rehash)
     }
 
     /// Gets of `keys` into `values`, in order, home lines prefetched ahead.
@@ -80,13 +93,14 @@ impl<S: BuildHasher> DenseLab<S> {
                 values: values.len(),
             });
         }
+        let rehash = |word: u64| self.hasher.hash_one(word);
         let mut located = [(0u64, 0u64); BATCH_CHUNK];
         for (keys, values) in keys.chunks(BATCH_CHUNK).zip(values.chunks_mut(BATCH_CHUNK)) {
             for (slot, &key) in located.iter_mut().zip(keys) {
                 *slot = (self.hash(key), key);
             }
-            self.table
-                .get_batch_with(self.loader, &located[..keys.len()], BATCH_DEPTH, values);
+            self.map
+                .get_batch(&located[..keys.len()], BATCH_DEPTH, values, &rehash);
         }
         Ok(())
     }
@@ -97,28 +111,24 @@ impl<S: BuildHasher> DenseLab<S> {
         decide: impl FnMut(Option<u64>) -> (Action, R),
     ) -> Result<R, Error> {
         let rehash = |word: u64| self.hasher.hash_one(word);
-        self.table
-            .modify(self.hash(key), key, &rehash, decide)
-            .map_err(|Full| Error::Full)
+        self.map.modify(self.hash(key), key, &rehash, decide)
     }
 
     /// Insert `key` if absent; the present value (unchanged) if not.
     ///
     /// # Errors
-    /// [`Error::Full`]: neither of the key's lines nor any displacement had room.
+    /// [`Error::Full`]: no room, and the map may not grow; [`Error::HashCollisions`]: both of
+    /// the key's lines hold keys of its hash; [`Error::AllocationFailed`] for a growth.
     pub fn insert(&self, key: u64, value: u64) -> Result<Option<u64>, Error> {
-        self.modify(key, |current| match current {
-            Some(present) => (Action::Keep, Some(present)),
-            None => (Action::Store(value), None),
-        })
+        self.modify(key, Action::insert(value))
     }
 
     /// Make `key` hold `value`; the previous value.
     ///
     /// # Errors
-    /// [`Error::Full`] as for `insert`.
+    /// As for `insert`.
     pub fn put(&self, key: u64, value: u64) -> Result<Option<u64>, Error> {
-        self.modify(key, |current| (Action::Store(value), current))
+        self.modify(key, Action::put(value))
     }
 
     /// Add `delta` to a present key's value (wrapping); the previous value, `None` if absent.
@@ -132,13 +142,31 @@ impl<S: BuildHasher> DenseLab<S> {
 
     /// Remove `key`; its value.
     pub fn remove(&self, key: u64) -> Option<u64> {
-        self.modify(key, |current| (Action::Remove, current))
-            .unwrap_or(None)
+        self.modify(key, Action::remove).unwrap_or(None)
+    }
+
+    /// Make room for `additional` more keys at once.
+    ///
+    /// # Errors
+    /// `CapacityOverflow`, `Full` past the growth limit, `AllocationFailed`.
+    pub fn reserve(&self, additional: usize) -> Result<(), Error> {
+        let rehash = |word: u64| self.hasher.hash_one(word);
+        self.map.reserve(additional, &rehash)
+    }
+
+    /// Move into a smaller table if the keys fill less than a quarter of this one's trigger;
+    /// whether it did.
+    ///
+    /// # Errors
+    /// `AllocationFailed`.
+    pub fn shrink_to_fit(&self) -> Result<bool, Error> {
+        let rehash = |word: u64| self.hasher.hash_one(word);
+        self.map.shrink_to_fit(&rehash)
     }
 
     /// Keys stored.
     pub fn len(&self) -> usize {
-        self.table.len()
+        self.map.len()
     }
 
     /// Whether no key is stored.
@@ -146,19 +174,19 @@ impl<S: BuildHasher> DenseLab<S> {
         self.len() == 0
     }
 
-    /// Keys at the growth trigger (82% of the slots).
+    /// Keys at the current table's growth trigger (82% of the slots).
     pub fn capacity(&self) -> usize {
-        self.table.lines() * LINE_SLOTS * GROW_AT_PER_MILLE / 1000
+        self.map.capacity()
     }
 
     /// Bytes of table memory (lines and writer bytes).
     pub fn table_bytes(&self) -> usize {
-        self.table.table_bytes()
+        self.map.table_bytes()
     }
 
     /// The backend the gets run on.
     pub fn backend(&self) -> Backend {
-        self.loader.backend()
+        self.map.backend()
     }
 }
 

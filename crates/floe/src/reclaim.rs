@@ -64,8 +64,6 @@ use core::cell::{Cell, RefCell};
 
 use crossbeam_utils::CachePadded;
 
-#[cfg(not(loom))]
-use crate::raw::RawTable;
 use crate::sync::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
 /// One thread's announcement line.
@@ -412,18 +410,28 @@ fn register() -> &'static ReaderSlot {
 
 // Retired tables ------------------------------------------------------------------------------
 
+/// What the collector needs of a table of any layout.
+pub(crate) trait Reclaim: Send + Sync + 'static {
+    /// Bytes of table memory (large tables are unmapped on a thread of their own; not under
+    /// Miri or loom, which free every table where it is retired).
+    #[cfg_attr(any(miri, loom), allow(dead_code))]
+    fn allocated_bytes(&self) -> usize;
+}
+
 /// A replaced table and the readers it waits for.
 #[cfg(not(loom))]
 struct Retired {
     /// From `Box::into_raw`; made a `Box` again only to be freed (the retiring thread still
     /// holds references to the table while it is retired, which a `Box` would claim to be
-    /// unique: Miri's Stacked Borrows rejects that).
-    table: *mut RawTable,
+    /// unique: Miri's Stacked Borrows rejects that). Of the table type `free` was made for.
+    table: *mut (),
+    /// `free_table` for the table's type.
+    free: unsafe fn(*mut ()),
     waits: Vec<(&'static ReaderSlot, u64)>,
 }
 
-// SAFETY: the table is shared by the map's threads anyway (`RawTable` is `Sync`), and only the
-// thread holding the `Retired` frees it; the slots are `Sync`.
+// SAFETY: the table is shared by the map's threads anyway (tables are `Sync`, a `Reclaim`
+// bound), and only the thread holding the `Retired` frees it; the slots are `Sync`.
 #[cfg(not(loom))]
 unsafe impl Send for Retired {}
 
@@ -445,10 +453,11 @@ impl Collector {
     /// `table` came from `Box::into_raw`, is no longer reachable from the map's current
     /// pointer (the swap that unlinked it happened before this call, on this thread), and is
     /// retired once. The calling thread is inside an operation (holds a `ReadGuard`).
-    pub(crate) unsafe fn retire(&self, table: *mut RawTable) {
+    pub(crate) unsafe fn retire<T: Reclaim>(&self, table: *mut T) {
         heavy_barrier();
         let retired = Retired {
-            table,
+            table: table.cast(),
+            free: free_table::<T>,
             waits: REGISTRY.active(),
         };
         // The calling thread is among the readers waited for; when its operation ends
@@ -485,8 +494,8 @@ fn flush_retired(slot: &ReaderSlot) {
     };
     for mut retired in retired {
         if Registry::quiescent(&mut retired.waits) {
-            // SAFETY: retired once, no reader left (module docs).
-            unsafe { free_table(retired.table) };
+            // SAFETY: retired once, no reader left (module docs); `free` is its type's.
+            unsafe { (retired.free)(retired.table) };
         } else {
             hand_off(retired);
         }
@@ -542,8 +551,8 @@ fn reap(mut retired: Retired) {
         std::thread::sleep(pause);
         pause = (pause * 2).min(std::time::Duration::from_millis(1));
     }
-    // SAFETY: retired once, no reader left (module docs).
-    unsafe { free_table(retired.table) };
+    // SAFETY: retired once, no reader left (module docs); `free` is its type's.
+    unsafe { (retired.free)(retired.table) };
 }
 
 /// Tables at least this large are unmapped on a thread of their own (`free_table`).
@@ -557,11 +566,12 @@ const FREE_ASIDE_BYTES: usize = 64 << 20;
 /// here.
 ///
 /// # Safety
-/// `table` came from `Box::into_raw`, is freed once, and no thread can reach it any more.
+/// `table` came from `Box::into_raw` of a `Box<T>`, is freed once, and no thread can reach it
+/// any more.
 #[cfg(not(loom))]
-unsafe fn free_table(table: *mut RawTable) {
+unsafe fn free_table<T: Reclaim>(table: *mut ()) {
     // SAFETY: caller's contract.
-    let table = unsafe { Box::from_raw(table) };
+    let table = unsafe { Box::from_raw(table.cast::<T>()) };
     #[cfg(not(miri))]
     if table.allocated_bytes() >= FREE_ASIDE_BYTES {
         // If no thread can be started, `spawn` drops the closure, and the table with it, here.
@@ -573,8 +583,9 @@ unsafe fn free_table(table: *mut RawTable) {
     drop(table);
 }
 
+/// Retired tables, kept to the end of a model: each with the function that frees it.
 #[cfg(loom)]
-pub(crate) struct Collector(std::sync::Mutex<Vec<usize>>);
+pub(crate) struct Collector(std::sync::Mutex<Vec<(usize, unsafe fn(usize))>>);
 
 #[cfg(loom)]
 impl Collector {
@@ -584,17 +595,24 @@ impl Collector {
 
     /// # Safety
     /// As the non-loom `retire`.
-    pub(crate) unsafe fn retire(&self, table: *mut crate::raw::RawTable) {
-        self.0.lock().unwrap().push(table as usize);
+    pub(crate) unsafe fn retire<T: Reclaim>(&self, table: *mut T) {
+        /// # Safety
+        /// `table` is a `Box<T>`'s pointer, freed once.
+        unsafe fn free<T>(table: usize) {
+            // SAFETY: the caller's contract.
+            drop(unsafe { Box::from_raw(table as *mut T) });
+        }
+        self.0.lock().unwrap().push((table as usize, free::<T>));
     }
 }
 
 #[cfg(loom)]
 impl Drop for Collector {
     fn drop(&mut self) {
-        for &table in self.0.lock().unwrap().iter() {
-            // SAFETY: retired tables came from `Box::into_raw` and are retired once.
-            drop(unsafe { Box::from_raw(table as *mut crate::raw::RawTable) });
+        for &(table, free) in self.0.lock().unwrap().iter() {
+            // SAFETY: retired tables came from `Box::into_raw` and are retired once, each
+            // with its type's `free`.
+            unsafe { free(table) };
         }
     }
 }

@@ -12,8 +12,10 @@
 //! metadata line each.
 //!
 //! Reading order: this essay (the model first: it says what the protocols buy), the line and
-//! key helpers, `get`, `modify` (every write), `displace`, then the tests and the loom models
-//! at the bottom.
+//! key helpers, `get`, `modify` (every write), `displace`, the migration, then the tests and
+//! the loom models at the bottom. `dense_driver.rs` runs a map of these tables over time
+//! (when to migrate, following keys into the next table) on the life cycle every layout
+//! shares (`lifecycle.rs`).
 //!
 //! ## The layout
 //!
@@ -29,10 +31,11 @@
 //!   [`EmptyKeys`]): *clean* (no key whose home is this line lives in its alternative) and
 //!   *spilled* (some may). Fresh memory is clean everywhere but at most two lines, because the
 //!   clean key is 0 for every line but the two lines of the key 0.
-//! - **Writer state**: one byte per line in a separate array ([`LineMeta`]): a lock bit and the
-//!   number of keys whose home is this line that live in their alternative (the *spill count*,
+//! - **Writer state**: one byte per line in a separate array ([`LineMeta`]): a lock bit, a
+//!   *moved* bit (the line's keys have been copied into the next table) and the number of
+//!   keys whose home is this line that live in their alternative (the *spill count*,
 //!   saturating: once it reaches 31 it is never decremented and the line stays spilled). Gets
-//!   never read it.
+//!   read it only while the table is migrating.
 //!
 //! ## The model (balls into bins), and what it predicts
 //!
@@ -113,35 +116,78 @@
 //! remove. Changed: there is no header, so no version for a seqlock and no slot states; gets
 //! are consistent because a key never moves except forward (fact 2) and lines announce their
 //! spills with their empty keys (fact 3), and writers serialize on a lock byte instead of a
-//! header CAS. Growth and shrinking (a per-line migration state in the same byte, read by gets
-//! only while the table is being replaced) are not built yet: this table has a fixed size and
-//! answers `Full` when displacement fails.
+//! header CAS. The migration keeps the default layout's shape (a successor installed once,
+//! chunks claimed from a counter, the last chunk's thread making the successor current, the
+//! old table freed after its readers: `migrate::Migration`, `lifecycle.rs`) but not its
+//! per-bin protocol: there is no header to claim, lines are moved under their lock, a key
+//! changes tables when both its lines have moved, and any size of successor works alike, so a
+//! shrink needs no frozen groups.
+//!
+//! ## Migration: moving into a next table, of any size
+//!
+//! A migration copies every line's keys into a *next* table (larger, smaller, or of the same
+//! size: `dense_driver.rs` says when). Moving a line: lock it, insert each of its keys into the
+//! next table (an ordinary insert there, whose search for room may cover the whole table; a key
+//! it still cannot place goes to the next table's *overflow*, below), then set the moved bit
+//! with the Release store that unlocks the line. Nobody writes a moved line again (`lock`
+//! refuses it), so the old table's content is frozen line by line.
+//!
+//! **Where a key's truth is.** Key `k` belongs to the old table until *both* its lines are
+//! moved, and to the next table after. Writers keep that: a writer in a migrating table writes there
+//! while it may lock its lines; refused one (`Moved`), or finding no room, it first moves both
+//! of its key's lines itself (waiting for a line another thread is moving), then writes in the
+//! next table (`move_lines_of`); a line is moved once, and `k` is in one of its lines (or the overflow,
+//! moved with its home), so the next table gets exactly one copy of `k`, before any write of
+//! `k` there. A user's write in the old table happens under the lock of a line that is not
+//! moved, so it is copied with that line.
+//!
+//! **Get while migrating.** Load the migration state first; if none has started, search as
+//! before (a migration starting later freezes the lines after the get began, so what they hold
+//! was the key's value at some instant of the get). Otherwise search the old lines with acquire
+//! loads, then read the two writer bytes (Acquire, paired with the movers' Release): if both
+//! are moved, answer from the next table (`Moved`: the caller looks there); else the search
+//! stands, because at the second byte's read `k` still belonged to the old table, whose lines
+//! for `k` change only under writers that have not yet been refused, so the value read was the
+//! key's value then (or a miss was true then, by the Get argument). A get never waits.
+//!
+//! **Room in the next table.** Users may insert into the next table while it is filled (their
+//! keys' lines moved first), but only as many new keys as leave it at its trigger once every
+//! old key has arrived (`room`); then they answer `Full` and the driver finishes the
+//! migration before growing again. Moves search the whole table for room, moving keys home ->
+//! alternative only; when even that fails (possible only for keys whose lines are crowded by
+//! keys of the same lines: moves home -> alternative are not a complete matching search), the
+//! key goes to the overflow: a list under a mutex, counted in its home's spill count (so its
+//! home never looks clean) and searched, by gets after both lines miss and by writers, only
+//! while it is non-empty. The next migration moves its keys with their homes. No test with a
+//! real hash has reached it; the crowded-hash tests have.
 //!
 //! ## Known limits (measured, BENCHMARKS)
 //!
-//! - Keys age into their alternatives under churn: nothing moves a key back home (a move that
-//!   way could hide it from a get that read the home before the copy and the alternative after
-//!   the erase), so insert/remove churn over a kept set of keys slowly fills the
-//!   alternatives (72% of the kept keys after 2 million insdel cycles on 2^14 lines) and
-//!   inserts start failing. Moves back home need a get that tolerates them (the erase from the
-//!   alternative deferred past the readers that may have read the home first, or a miss
-//!   validated against a per-line version).
+//! - Keys age into their alternatives under churn: nothing moves a key back home within a
+//!   table (a move that way could hide it from a get that read the home before the copy and
+//!   the alternative after the erase), so insert/remove churn over a kept set of keys slowly
+//!   fills the alternatives (72% of the kept keys after 2 million insdel cycles on 2^14
+//!   lines) until inserts find no room. The driver then migrates into a fresh table of the
+//!   same size (a *refresh*), which puts every key home first again.
 //! - A key whose two lines hold only keys living in their alternatives has nothing to displace:
-//!   about one insert in 55 million fails at 81.9% on 2^24 lines. A growth would start early;
-//!   a small stash would absorb it.
+//!   about one insert in 55 million finds no room at 81.9% on 2^24 lines; the driver grows the
+//!   table there, a little before its trigger.
 
 use super::{
     alloc::{TableMemory, ZeroInit},
     counter::ShardedCounter,
     dispatch::Loader,
     layout::LinkBucket,
+    lifecycle::Table,
     loader::LineLoader,
-    stats,
+    migrate::{AbortOnUnwind, Migration, Next},
+    stats, Moved,
 };
 use crate::{
     control::group::Group,
     hash::fastrange,
-    sync::{spin, AtomicU8, Ordering},
+    reclaim::Reclaim,
+    sync::{spin, AtomicU64, AtomicU8, AtomicUsize, Ordering},
 };
 
 /// Slots per line.
@@ -164,11 +210,18 @@ const DISPLACE_TRIES: usize = 8;
 /// gives 1.17 lines per hit and 1.60 per miss there (module docs).
 pub(crate) const GROW_AT_PER_MILLE: usize = 820;
 
-/// The writer byte of a line (module docs): bit 0 the lock, bits 3-7 the spill count.
+/// Old lines per chunk of a migration's work: moving a line is one line read and up to four
+/// inserts into the next table.
+pub(crate) const CHUNK_LINES: usize = 32;
+
+/// The writer byte of a line (module docs): bit 0 the lock, bit 1 "moved to the next table",
+/// bits 3-7 the spill count.
 #[repr(transparent)]
 pub(crate) struct LineMeta(AtomicU8);
 
 const LOCKED: u8 = 1;
+/// The line's keys have been copied into the next table; nobody writes the line again.
+const MOVED: u8 = 2;
 const SPILL_SHIFT: u32 = 3;
 /// A spill count that stays: the true count is unknown from here on.
 const SPILL_SATURATED: u8 = 31;
@@ -253,6 +306,27 @@ pub(crate) enum Action {
     Remove,
 }
 
+impl Action {
+    /// `modify`'s decision for an insert of `value`: a present key is kept; the present
+    /// value.
+    pub(crate) fn insert(value: u64) -> impl FnMut(Option<u64>) -> (Action, Option<u64>) {
+        move |current| match current {
+            Some(present) => (Action::Keep, Some(present)),
+            None => (Action::Store(value), None),
+        }
+    }
+
+    /// `modify`'s decision for a put of `value`: the previous value.
+    pub(crate) fn put(value: u64) -> impl FnMut(Option<u64>) -> (Action, Option<u64>) {
+        move |current| (Action::Store(value), current)
+    }
+
+    /// `modify`'s decision for a remove: the removed value.
+    pub(crate) fn remove(current: Option<u64>) -> (Action, Option<u64>) {
+        (Action::Remove, current)
+    }
+}
+
 /// Neither of a key's lines, nor any chain of displacements, had room.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Full;
@@ -275,6 +349,20 @@ pub(crate) struct DenseTable {
     nlines: usize,
     empty: EmptyKeys,
     len: ShardedCounter,
+    /// While this table is being filled by a migration: how many more new keys (not moves)
+    /// it takes before an insert answers `Full` (module docs, Migration); `usize::MAX`
+    /// otherwise.
+    room: AtomicUsize,
+    /// The migration out of this table.
+    migration: Migration<DenseTable>,
+    /// [`away_share`](Self::away_share) when the table became current (`f64` bits; 0 for
+    /// a first table): `dense_driver.rs` refreshes a table only once it has aged since.
+    settled_away: AtomicU64,
+    /// Keys a migration moved here and found no room for in their lines (module docs,
+    /// Migration): searched after both lines, and only while `overflowed` is not zero.
+    overflow: std::sync::Mutex<Vec<(u64, u64)>>,
+    /// Keys in `overflow`.
+    overflowed: AtomicUsize,
 }
 
 /// A held line lock; unlocks on drop, publishing the spill count it carries.
@@ -346,6 +434,11 @@ impl DenseTable {
             nlines: lines,
             empty,
             len: ShardedCounter::new(),
+            room: AtomicUsize::new(usize::MAX),
+            migration: Migration::new(),
+            settled_away: AtomicU64::new(0),
+            overflow: std::sync::Mutex::new(Vec::new()),
+            overflowed: AtomicUsize::new(0),
         };
         // The two lines whose clean key is not 0 get theirs before anyone can reach them.
         for line in [empty.clean_lines.0, empty.clean_lines.1] {
@@ -372,7 +465,7 @@ impl DenseTable {
     }
 
     /// Whether the table holds as many keys as its growth trigger.
-    #[cfg(test)]
+    #[cfg(all(test, not(loom)))]
     pub(crate) fn at_trigger(&self) -> bool {
         self.len() * 1000 >= self.nlines * LINE_SLOTS * GROW_AT_PER_MILLE
     }
@@ -420,10 +513,44 @@ impl DenseTable {
         }
     }
 
-    /// The key's value. Lock-free: never waits for a writer (module docs, Get).
+    /// The key's value. Lock-free: never waits for a writer (module docs, Get). `Moved` if
+    /// the table is migrating and both of the key's lines have been moved: the answer is the
+    /// next table's.
     #[inline(always)]
-    pub(crate) fn get<L: LineLoader>(&self, p: L, hash: u64, key: u64) -> Option<u64> {
+    pub(crate) fn get<L: LineLoader>(
+        &self,
+        p: L,
+        hash: u64,
+        key: u64,
+    ) -> Result<Option<u64>, Moved> {
         let (home, alt) = self.lines_of(hash);
+        // Loaded before the lines (Acquire): a migration that starts after this load freezes
+        // the key's lines after the get began, so what they hold was the key's value at some
+        // instant of the get (module docs, Migration).
+        let migrating = self.migration.is_ready();
+        let answer = self.search(p, home, alt, key, migrating);
+        if migrating {
+            // The lines' loads were Acquire (`search`): the writer bytes are read after them.
+            #[cfg(not(loom))]
+            crate::sync::compiler_fence(Ordering::Acquire);
+            if self.is_moved(home) && self.is_moved(alt) {
+                return Err(Moved);
+            }
+        }
+        Ok(answer)
+    }
+
+    /// The lock-free search of `get` in the key's two lines; `migrating`: read the alternative
+    /// with acquire loads too (the writer bytes are read after it).
+    #[inline(always)]
+    fn search<L: LineLoader>(
+        &self,
+        p: L,
+        home: usize,
+        alt: usize,
+        key: u64,
+        migrating: bool,
+    ) -> Option<u64> {
         loop {
             match self.probe(p, home, key, true) {
                 Probe::Hit(value) => return Some(value),
@@ -438,23 +565,39 @@ impl DenseTable {
             // alternative's loads above them.
             #[cfg(not(loom))]
             crate::sync::compiler_fence(Ordering::Acquire);
-            match self.probe(p, alt, key, false) {
+            match self.probe(p, alt, key, migrating) {
                 Probe::Hit(value) => return Some(value),
+                // Acquire: pairs with the Release increment after a key entered the overflow.
+                Probe::Miss { .. } if self.overflowed.load(Ordering::Acquire) > 0 => {
+                    return self.overflow_get(key);
+                }
                 Probe::Miss { .. } => return None,
                 Probe::Changed => continue,
             }
         }
     }
 
+    /// Whether `line` has been moved to the next table. Acquire: pairs with the mover's
+    /// Release unlock, after which the next table holds the line's keys.
+    #[inline(always)]
+    fn is_moved(&self, line: usize) -> bool {
+        self.meta[line].0.load(Ordering::Acquire) & MOVED != 0
+    }
+
     /// `get` for a batch of `(hash, key)` pairs, in order: the home lines of the next `depth`
-    /// keys are prefetched while the current one is probed.
+    /// keys are prefetched while the current one is probed. `Err(i)`: the `i`-th key (and
+    /// those after it, unanswered) must be looked up in the next table. Inlined into the SIMD
+    /// entry points: a function not inlined there is compiled without their CPU features,
+    /// and its loader's intrinsics become calls (measured: batched gets at a third of their
+    /// rate).
+    #[inline(always)]
     pub(crate) fn get_batch<L: LineLoader>(
         &self,
         p: L,
         located: &[(u64, u64)],
         depth: usize,
         out: &mut [Option<u64>],
-    ) {
+    ) -> Result<(), usize> {
         let depth = depth.max(1);
         for &(hash, _) in located.iter().take(depth) {
             self.prefetch(hash);
@@ -463,13 +606,19 @@ impl DenseTable {
             if let Some(&(ahead, _)) = located.get(i + depth) {
                 self.prefetch(ahead);
             }
-            *out = self.get(p, hash, key);
+            *out = self.get(p, hash, key).map_err(|Moved| i)?;
         }
+        Ok(())
     }
 
     /// `get` with the backend `loader` proves.
     #[inline]
-    pub(crate) fn get_with(&self, loader: Loader, hash: u64, key: u64) -> Option<u64> {
+    pub(crate) fn get_with(
+        &self,
+        loader: Loader,
+        hash: u64,
+        key: u64,
+    ) -> Result<Option<u64>, Moved> {
         match loader {
             Loader::Scalar(p) => self.get(p, hash, key),
             // SAFETY: the loader exists only on CPUs with the entry point's features.
@@ -488,7 +637,7 @@ impl DenseTable {
         located: &[(u64, u64)],
         depth: usize,
         out: &mut [Option<u64>],
-    ) {
+    ) -> Result<(), usize> {
         match loader {
             Loader::Scalar(p) => self.get_batch(p, located, depth, out),
             // SAFETY: the loader exists only on CPUs with the entry point's features.
@@ -502,10 +651,15 @@ impl DenseTable {
 
     // ---- writes ----
 
-    fn lock(&self, line: usize) -> Held<'_> {
+    /// Lock `line`, waiting for its holder; `Moved` once it has been moved to the next table.
+    fn lock(&self, line: usize) -> Result<Held<'_>, Moved> {
         let meta = &self.meta[line].0;
         loop {
-            let value = meta.load(Ordering::Relaxed);
+            // Acquire: a moved line's keys are in the next table (the mover's Release unlock).
+            let value = meta.load(Ordering::Acquire);
+            if value & MOVED != 0 {
+                return Err(Moved);
+            }
             // Acquire: pairs with the Release store of the previous holder's unlock.
             if value & LOCKED == 0
                 && meta
@@ -517,23 +671,23 @@ impl DenseTable {
                     )
                     .is_ok()
             {
-                return Held { meta, value };
+                return Ok(Held { meta, value });
             }
             spin();
         }
     }
 
     /// Lock two different lines, the lower index first (no cycle of waiting writers); the
-    /// guards come back in argument order.
-    fn lock_pair(&self, a: usize, b: usize) -> (Held<'_>, Held<'_>) {
+    /// guards come back in argument order. `Moved` if either has been moved.
+    fn lock_pair(&self, a: usize, b: usize) -> Result<(Held<'_>, Held<'_>), Moved> {
         debug_assert_ne!(a, b);
         if a < b {
-            let first = self.lock(a);
-            (first, self.lock(b))
+            let first = self.lock(a)?;
+            Ok((first, self.lock(b)?))
         } else {
-            let first = self.lock(b);
-            let second = self.lock(a);
-            (second, first)
+            let first = self.lock(b)?;
+            let second = self.lock(a)?;
+            Ok((second, first))
         }
     }
 
@@ -596,50 +750,130 @@ impl DenseTable {
     /// carried out and returned. `rehash` gives the hash of a stored key (for displacements).
     ///
     /// # Errors
-    /// `Full` if the key was absent, `decide` asked to store it, and no room was found.
+    /// `Ok(Err(Full))` if the key was absent, `decide` asked to store it, and no room was
+    /// found; `Err(Moved)` if one of the key's lines has been moved to the next table (the
+    /// caller moves the other and goes on there, module docs, Migration).
     pub(crate) fn modify<R>(
         &self,
         hash: u64,
         key: u64,
         rehash: &dyn Fn(u64) -> u64,
+        decide: impl FnMut(Option<u64>) -> (Action, R),
+    ) -> Result<Result<R, Full>, Moved> {
+        self.modify_as(Writer::User, hash, key, rehash, decide)
+    }
+
+    /// `modify`, for a user's write or a migration's move.
+    fn modify_as<R>(
+        &self,
+        writer: Writer,
+        hash: u64,
+        key: u64,
+        rehash: &dyn Fn(u64) -> u64,
         mut decide: impl FnMut(Option<u64>) -> (Action, R),
-    ) -> Result<R, Full> {
+    ) -> Result<Result<R, Full>, Moved> {
         let (home, alt) = self.lines_of(hash);
         let mut tries = 0;
+        let mut reached = Vec::new();
         loop {
             // The home alone decides when none of its keys live elsewhere.
             {
-                let mut held = self.lock(home);
+                let mut held = self.lock(home)?;
                 if let Some(answer) = self.modify_in_home(home, &mut held, key, &mut decide) {
-                    return Ok(answer);
+                    return Ok(Ok(answer));
                 }
                 if held.spill() == 0 {
-                    if let Some(answer) = self.add(home, &mut held, None, key, &mut decide) {
-                        return Ok(answer);
+                    if let Some(answer) = self.add(writer, home, &mut held, None, key, &mut decide)
+                    {
+                        return Ok(Ok(answer));
                     }
                 }
             }
-            let (mut held_home, mut held_alt) = self.lock_pair(home, alt);
+            let (mut held_home, mut held_alt) = self.lock_pair(home, alt)?;
             if let Some(answer) = self.modify_in_home(home, &mut held_home, key, &mut decide) {
-                return Ok(answer);
+                return Ok(Ok(answer));
             }
             if held_home.spill() > 0 {
                 if let Some((slot, value)) = self.find_locked(alt, key) {
                     let (action, answer) = decide(Some(value));
                     let home = Some((home, &mut held_home));
                     self.apply(alt, &mut held_alt, home, slot, key, action);
-                    return Ok(answer);
+                    return Ok(Ok(answer));
+                }
+                if self.overflowed.load(Ordering::Relaxed) > 0 {
+                    if let Some(answer) =
+                        self.modify_overflow(home, &mut held_home, key, &mut decide)
+                    {
+                        return Ok(Ok(answer));
+                    }
                 }
             }
-            if let Some(answer) = self.add(home, &mut held_home, Some(alt), key, &mut decide) {
-                return Ok(answer);
+            if let Some(answer) =
+                self.add(writer, home, &mut held_home, Some(alt), key, &mut decide)
+            {
+                return Ok(Ok(answer));
             }
             drop((held_home, held_alt));
-            if tries == DISPLACE_TRIES || !self.displace(home, alt, rehash) {
-                return Err(Full);
+            let refused = writer == Writer::User && self.room.load(Ordering::Relaxed) == 0;
+            if tries == writer.tries()
+                || refused
+                || !self.displace(home, alt, rehash, writer.search_lines(), &mut reached)
+            {
+                return Ok(Err(Full));
             }
             tries += 1;
         }
+    }
+
+    /// A user's insert of a new key may take a slot: always, but while a migration fills
+    /// this table, which limits them (module docs, Migration). Relaxed: the limit is a
+    /// bound on the next table's load, not part of any protocol.
+    fn take_room(&self, writer: Writer) -> bool {
+        if writer == Writer::Move || self.room.load(Ordering::Relaxed) == usize::MAX {
+            return true;
+        }
+        self.room
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |room| {
+                room.checked_sub(1)
+            })
+            .is_ok()
+    }
+
+    /// The overflow's value for `key` (rare: only keys a migration could not place).
+    #[cold]
+    #[inline(never)]
+    fn overflow_get(&self, key: u64) -> Option<u64> {
+        let overflow = self.overflow.lock().unwrap_or_else(|e| e.into_inner());
+        overflow.iter().find(|&&(k, _)| k == key).map(|&(_, v)| v)
+    }
+
+    /// Under the home's lock (its spill count counts the key if it is there): if the key is
+    /// in the overflow, carry out `decide`'s action there.
+    #[cold]
+    #[inline(never)]
+    fn modify_overflow<R>(
+        &self,
+        home: usize,
+        held_home: &mut Held<'_>,
+        key: u64,
+        decide: &mut impl FnMut(Option<u64>) -> (Action, R),
+    ) -> Option<R> {
+        let mut overflow = self.overflow.lock().unwrap_or_else(|e| e.into_inner());
+        let index = overflow.iter().position(|&(k, _)| k == key)?;
+        let (action, answer) = decide(Some(overflow[index].1));
+        match action {
+            Action::Keep => {}
+            Action::Store(value) => overflow[index].1 = value,
+            Action::Remove => {
+                overflow.swap_remove(index);
+                self.overflowed.fetch_sub(1, Ordering::Relaxed);
+                self.len.decrement();
+                if held_home.sub_spill() {
+                    self.scrub(home);
+                }
+            }
+        }
+        Some(answer)
     }
 
     /// Under the home's lock: if the key is in its home, carry out `decide`'s action there.
@@ -661,6 +895,7 @@ impl DenseTable {
     /// if it is to be stored and neither has room.
     fn add<R>(
         &self,
+        writer: Writer,
         home: usize,
         held_home: &mut Held<'_>,
         alt: Option<usize>,
@@ -671,12 +906,19 @@ impl DenseTable {
         let Action::Store(value) = action else {
             return Some(answer);
         };
-        if let Some(slot) = self.free_slot(home) {
-            self.place(home, slot, key, value);
-            return Some(answer);
+        let home_slot = self.free_slot(home);
+        let alt_slot = match (home_slot, alt) {
+            (None, Some(alt)) => Some((alt, self.free_slot(alt)?)),
+            (None, None) => return None,
+            (Some(_), _) => None,
+        };
+        if !self.take_room(writer) {
+            return None;
         }
-        let alt = alt?;
-        let slot = self.free_slot(alt)?;
+        let Some((alt, slot)) = alt_slot else {
+            self.place(home, home_slot?, key, value);
+            return Some(answer);
+        };
         held_home.add_spill();
         self.place(alt, slot, key, value);
         Some(answer)
@@ -708,15 +950,28 @@ impl DenseTable {
     }
 
     /// Make room in `home` or `alt` by moving keys from their homes to their alternatives
-    /// (module docs). Whether something changed that is worth another try.
-    fn displace(&self, home: usize, alt: usize, rehash: &dyn Fn(u64) -> u64) -> bool {
+    /// (module docs), searching at most `search_lines` lines (`reached` is the search's
+    /// buffer, kept by the caller across tries). Whether something changed that is worth
+    /// another try.
+    fn displace(
+        &self,
+        home: usize,
+        alt: usize,
+        rehash: &dyn Fn(u64) -> u64,
+        search_lines: usize,
+        reached: &mut Vec<Reached>,
+    ) -> bool {
         let root = |line| Reached {
             line,
             parent: usize::MAX,
             slot: 0,
         };
-        let mut reached = [root(home); DISPLACE_LINES];
-        reached[1] = root(alt);
+        let search_lines = search_lines.clamp(2, self.nlines);
+        reached.clear();
+        reached.extend([root(home), root(alt)]);
+        // Past a user's 64 lines (a move's search may cover the table), lines reached are
+        // looked up in a set rather than by scanning.
+        let mut seen = std::collections::HashSet::new();
         let mut count = 2;
         let mut next = 0;
         while next < count {
@@ -740,13 +995,20 @@ impl DenseTable {
                     self.shift(&reached[..count], next, slot, stored_alt, rehash);
                     return true;
                 }
-                if count < DISPLACE_LINES && !reached[..count].iter().any(|r| r.line == stored_alt)
-                {
-                    reached[count] = Reached {
+                let known = if count <= DISPLACE_LINES {
+                    reached.iter().any(|r| r.line == stored_alt)
+                } else {
+                    if seen.is_empty() {
+                        seen.extend(reached.iter().map(|r| r.line));
+                    }
+                    !seen.insert(stored_alt)
+                };
+                if count < search_lines && !known {
+                    reached.push(Reached {
                         line: stored_alt,
                         parent: next,
                         slot,
-                    };
+                    });
                     count += 1;
                 }
             }
@@ -792,7 +1054,10 @@ impl DenseTable {
         to: usize,
         rehash: &dyn Fn(u64) -> u64,
     ) -> Step {
-        let (mut held_from, _held_to) = self.lock_pair(from, to);
+        let Ok((mut held_from, _held_to)) = self.lock_pair(from, to) else {
+            // Moved to the next table meanwhile: the write finds out on its next try.
+            return Step::Stale;
+        };
         if self.free_slot(from).is_some() {
             return Step::Roomy;
         }
@@ -808,6 +1073,243 @@ impl DenseTable {
         held_from.add_spill();
         self.lines[from].slots[slot].store(self.empty.spilled_of(from), 0);
         Step::Moved
+    }
+}
+
+impl DenseTable {
+    // ---- migration (module docs, Migration) ----
+
+    /// The table this one is migrating into, if the migration has started.
+    #[inline(always)]
+    pub(crate) fn migrating_into(&self) -> Option<&DenseTable> {
+        self.migration.next()
+    }
+
+    /// As [`Migration::next_table`].
+    pub(crate) fn next_table(&self, start: bool) -> Next<'_, DenseTable> {
+        self.migration.next_table(start)
+    }
+
+    /// Publish `next` (new and empty) as this table's successor, after `next_table` answered
+    /// `Allocate`. Users may insert into it as many new keys as keep it at or below its
+    /// trigger once every key of this table has arrived.
+    pub(crate) fn install_next(&self, next: Box<DenseTable>) -> &DenseTable {
+        let room = next.trigger_keys().saturating_sub(self.len());
+        next.room.store(room, Ordering::Relaxed);
+        let next = Box::into_raw(next);
+        self.migration.install(next, 1);
+        // SAFETY: just published; freed only after this table (the map's reclaimer).
+        unsafe { &*next }
+    }
+
+    /// How much this table's keys have moved into their alternatives since it became
+    /// current: the growth in [`away_share`](Self::away_share).
+    pub(crate) fn aging(&self) -> f64 {
+        self.away_share() - f64::from_bits(self.settled_away.load(Ordering::Relaxed))
+    }
+
+    /// The share of keys living in their alternatives, estimated from up to 1024 lines
+    /// spread over the table (their spill counts against the keys they hold): about 0.17 at
+    /// the trigger after inserts alone (module docs, the model), more once churn has aged the
+    /// lines. Read without locks: an estimate.
+    pub(crate) fn away_share(&self) -> f64 {
+        let samples = self.nlines.min(1024);
+        let (mut away, mut keys) = (0usize, 0usize);
+        for i in 0..samples {
+            let line = i * self.nlines / samples;
+            away += usize::from(self.meta[line].0.load(Ordering::Relaxed) >> SPILL_SHIFT);
+            keys += self.lines[line]
+                .slots
+                .iter()
+                .filter(|slot| !self.is_empty_key(line, slot.load().0))
+                .count();
+        }
+        away as f64 / keys.max(1) as f64
+    }
+
+    /// Whether both of the key's lines are full of keys with its hash: no table would
+    /// separate another such key from them. A snapshot (read without locks).
+    pub(crate) fn crowded_by_hash(&self, hash: u64, key: u64, rehash: &dyn Fn(u64) -> u64) -> bool {
+        let (home, alt) = self.lines_of(hash);
+        [home, alt].into_iter().all(|line| {
+            self.lines[line].slots.iter().all(|slot| {
+                let (stored, _) = slot.load();
+                !self.is_empty_key(line, stored) && stored != key && rehash(stored) == hash
+            })
+        })
+    }
+
+    /// As [`Migration::abandon`].
+    pub(crate) fn abandon_allocation(&self) {
+        self.migration.abandon();
+    }
+
+    /// This table is current now (its predecessor's migration is done): users' inserts are
+    /// no longer limited.
+    pub(crate) fn open_to_inserts(&self) {
+        self.room.store(usize::MAX, Ordering::Relaxed);
+        // Relaxed: an estimate for a heuristic (see `aging`).
+        self.settled_away
+            .store(self.away_share().to_bits(), Ordering::Relaxed);
+    }
+
+    /// Keys at the growth trigger.
+    pub(crate) fn trigger_keys(&self) -> usize {
+        // In u128: a table's slot count times 820 may not fit a usize on 32-bit targets.
+        ((self.nlines * LINE_SLOTS) as u128 * GROW_AT_PER_MILLE as u128 / 1000) as usize
+    }
+
+    fn chunks(&self) -> usize {
+        self.nlines.div_ceil(CHUNK_LINES)
+    }
+
+    /// Whether every line has been moved.
+    pub(crate) fn migration_done(&self) -> bool {
+        self.migration.done(self.chunks())
+    }
+
+    /// Claim and move one chunk of lines into `next`: `None` if none was left to claim,
+    /// `Some(true)` if it was the last to finish (the caller then makes `next` current and
+    /// retires this table), `Some(false)` otherwise. A line another thread is moving is
+    /// waited for, so a finished chunk's lines are all moved.
+    pub(crate) fn help_one_chunk(
+        &self,
+        next: &DenseTable,
+        rehash: &dyn Fn(u64) -> u64,
+    ) -> Option<bool> {
+        let chunks = self.chunks();
+        let chunk = self.migration.claim_chunk(chunks)?;
+        let end = ((chunk + 1) * CHUNK_LINES).min(self.nlines);
+        for line in chunk * CHUNK_LINES..end {
+            self.move_line(line, next, rehash);
+        }
+        Some(self.migration.finish_chunk(chunks))
+    }
+
+    /// A writer's help: move both of the key's lines (if nobody has yet), after which the
+    /// key is the next table's to write (module docs, Migration).
+    pub(crate) fn move_lines_of(&self, hash: u64, next: &DenseTable, rehash: &dyn Fn(u64) -> u64) {
+        let (home, alt) = self.lines_of(hash);
+        self.move_line(home, next, rehash);
+        self.move_line(alt, next, rehash);
+    }
+
+    /// Copy every key of `line` into `next`, then mark it moved (one Release store, which
+    /// also unlocks it); or wait until the thread moving it has done so.
+    fn move_line(&self, line: usize, next: &DenseTable, rehash: &dyn Fn(u64) -> u64) {
+        let Ok(mut held) = self.lock(line) else {
+            return;
+        };
+        // A panicking hasher would leave the line locked for ever.
+        let abort = AbortOnUnwind;
+        let mut moved = 0;
+        for slot in &self.lines[line].slots {
+            let (key, value) = slot.load();
+            if !self.is_empty_key(line, key) {
+                next.place_moved(rehash(key), key, value, rehash);
+                moved += 1;
+            }
+        }
+        if self.overflowed.load(Ordering::Relaxed) > 0 {
+            let overflow = self.overflow.lock().unwrap_or_else(|e| e.into_inner());
+            for &(key, value) in overflow.iter() {
+                let hash = rehash(key);
+                if self.lines_of(hash).0 == line {
+                    next.place_moved(hash, key, value, rehash);
+                    moved += 1;
+                }
+            }
+        }
+        core::mem::forget(abort);
+        // The keys are counted in `next` now; this table counts those not yet moved.
+        self.len.add(-moved);
+        // Release (the unlock in `Held::drop`): pairs with the Acquire loads of the writer
+        // byte in `is_moved` and `lock`, which then see the copies in `next`.
+        held.value |= MOVED;
+    }
+
+    /// Put a moved key that found no room in the overflow, unless its home has a free slot
+    /// again (then `false`: the caller tries again). Under the home's lock: the home is full,
+    /// so it has no clean empty slot, and its raised spill count keeps it so (fact 3).
+    #[cold]
+    #[inline(never)]
+    fn overflow_moved(&self, hash: u64, key: u64, value: u64) -> bool {
+        let (home, _) = self.lines_of(hash);
+        let Ok(mut held) = self.lock(home) else {
+            unreachable!("a table being filled is not migrating");
+        };
+        if self.free_slot(home).is_some() {
+            return false;
+        }
+        held.add_spill();
+        self.overflow
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push((key, value));
+        self.len.increment();
+        // Release: pairs with the Acquire load in `search`, which then finds the key.
+        self.overflowed.fetch_add(1, Ordering::Release);
+        true
+    }
+
+    /// Store a key moved from the previous table. It is not here yet (nobody writes a key
+    /// into the table being filled before both its old lines are moved, and a line is moved
+    /// once), so this is an insert; its search for room may cover the whole table.
+    fn place_moved(&self, hash: u64, key: u64, value: u64, rehash: &dyn Fn(u64) -> u64) {
+        // Most keys find their home with room: no search for the key, one lock.
+        {
+            let (home, _) = self.lines_of(hash);
+            let Ok(_held) = self.lock(home) else {
+                unreachable!("a table being filled is not migrating");
+            };
+            if let Some(slot) = self.free_slot(home) {
+                self.place(home, slot, key, value);
+                return;
+            }
+        }
+        loop {
+            match self.modify_as(Writer::Move, hash, key, rehash, |_| {
+                (Action::Store(value), ())
+            }) {
+                Ok(Ok(())) => return,
+                // No chain of moves home -> alternative makes room.
+                Ok(Err(Full)) => {
+                    if self.overflow_moved(hash, key, value) {
+                        return;
+                    }
+                }
+                Err(Moved) => unreachable!("a table being filled is not migrating"),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+impl DenseTable {
+    /// `get` on a table that is not migrating, with the scalar loader.
+    fn get_fixed(&self, hash: u64, key: u64) -> Option<u64> {
+        self.get(super::loader::ScalarLoader, hash, key)
+            .expect("a table not migrating")
+    }
+}
+
+impl Table for DenseTable {
+    fn migration(&self) -> &Migration<Self> {
+        &self.migration
+    }
+
+    fn help_one_chunk(&self, next: &Self, rehash: &dyn Fn(u64) -> u64) -> Option<bool> {
+        DenseTable::help_one_chunk(self, next, rehash)
+    }
+
+    fn migration_done(&self) -> bool {
+        DenseTable::migration_done(self)
+    }
+}
+
+impl Reclaim for DenseTable {
+    fn allocated_bytes(&self) -> usize {
+        self.table_bytes()
     }
 }
 
@@ -828,7 +1330,7 @@ mod simd {
                 p: $loader,
                 hash: u64,
                 key: u64,
-            ) -> Option<u64> {
+            ) -> Result<Option<u64>, super::Moved> {
                 t.get(p, hash, key)
             }
 
@@ -839,8 +1341,8 @@ mod simd {
                 located: &[(u64, u64)],
                 depth: usize,
                 out: &mut [Option<u64>],
-            ) {
-                t.get_batch(p, located, depth, out);
+            ) -> Result<(), usize> {
+                t.get_batch(p, located, depth, out)
             }
         };
     }
@@ -867,6 +1369,31 @@ enum Step {
     Stale,
 }
 
+/// Who writes: a user's operation, or a migration moving a key into this table.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Writer {
+    User,
+    /// Searches for room over the whole table, and is never refused for the room a
+    /// migration leaves to users (module docs, Migration).
+    Move,
+}
+
+impl Writer {
+    fn search_lines(self) -> usize {
+        match self {
+            Writer::User => DISPLACE_LINES,
+            Writer::Move => usize::MAX,
+        }
+    }
+
+    fn tries(self) -> usize {
+        match self {
+            Writer::User => DISPLACE_TRIES,
+            Writer::Move => usize::MAX,
+        }
+    }
+}
+
 /// A hash's home and alternative lines in a table of `n` lines (at least 2): never the same.
 #[inline(always)]
 fn lines_of(hash: u64, n: usize) -> (usize, usize) {
@@ -879,7 +1406,7 @@ fn lines_of(hash: u64, n: usize) -> (usize, usize) {
 }
 
 #[cfg(all(test, not(loom)))]
-mod tests {
+pub(super) mod tests {
     use std::collections::HashMap;
 
     use proptest::prelude::*;
@@ -888,7 +1415,7 @@ mod tests {
     use crate::raw::loader::ScalarLoader;
 
     /// splitmix64's finalizer: every output bit depends on every input bit.
-    fn mixed(key: u64) -> u64 {
+    pub(crate) fn mixed(key: u64) -> u64 {
         let mut x = key.wrapping_add(0x9e37_79b9_7f4a_7c15);
         x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
         x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
@@ -901,10 +1428,8 @@ mod tests {
         key: u64,
         value: u64,
     ) -> Result<Option<u64>, Full> {
-        t.modify(hash(key), key, hash, |current| match current {
-            Some(present) => (Action::Keep, Some(present)),
-            None => (Action::Store(value), None),
-        })
+        t.modify(hash(key), key, hash, Action::insert(value))
+            .expect("a table not migrating")
     }
 
     fn put(
@@ -913,13 +1438,13 @@ mod tests {
         key: u64,
         value: u64,
     ) -> Result<Option<u64>, Full> {
-        t.modify(hash(key), key, hash, |current| {
-            (Action::Store(value), current)
-        })
+        t.modify(hash(key), key, hash, Action::put(value))
+            .expect("a table not migrating")
     }
 
     fn remove(t: &DenseTable, hash: &dyn Fn(u64) -> u64, key: u64) -> Option<u64> {
-        t.modify(hash(key), key, hash, |current| (Action::Remove, current))
+        t.modify(hash(key), key, hash, Action::remove)
+            .expect("a table not migrating")
             .expect("a remove never needs room")
     }
 
@@ -928,11 +1453,12 @@ mod tests {
             Some(v) => (Action::Store(v.wrapping_add(delta)), Some(v)),
             None => (Action::Keep, None),
         })
+        .expect("a table not migrating")
         .expect("an update of a present key never needs room")
     }
 
-    /// Every invariant a quiescent table keeps (module docs): keys in one of their two lines,
-    /// once; spill counts exact (or saturated and at least the truth); a line with keys in
+    /// Every invariant a quiescent table keeps (module docs): keys in one of their two lines
+    /// or the overflow, once; spill counts exact (or saturated and at least the truth); a line with keys in
     /// their alternatives has no clean empty slot; `len` right. Returns the contents.
     fn check(t: &DenseTable, hash: &dyn Fn(u64) -> u64) -> HashMap<u64, u64> {
         let mut contents = HashMap::new();
@@ -954,6 +1480,12 @@ mod tests {
                 }
                 assert!(contents.insert(key, value).is_none(), "key {key} twice");
             }
+        }
+        let overflow = t.overflow.lock().unwrap();
+        assert_eq!(overflow.len(), t.overflowed.load(Ordering::Relaxed));
+        for &(key, value) in overflow.iter() {
+            spilled[t.lines_of(hash(key)).0] += 1;
+            assert!(contents.insert(key, value).is_none(), "key {key} twice");
         }
         for (line, &count) in spilled.iter().enumerate() {
             let meta = t.meta[line].0.load(Ordering::Relaxed);
@@ -1023,16 +1555,12 @@ mod tests {
                 Op::Get(_) => {}
             }
             if let Op::Get(k) | Op::Insert(k, _) | Op::Remove(k) = *op {
-                assert_eq!(
-                    t.get(ScalarLoader, hash(k), k),
-                    model.get(&k).copied(),
-                    "get {k}"
-                );
+                assert_eq!(t.get_fixed(hash(k), k), model.get(&k).copied(), "get {k}");
             }
         }
         assert_eq!(check(&t, hash), model);
         for (&k, &v) in &model {
-            assert_eq!(t.get(ScalarLoader, hash(k), k), Some(v));
+            assert_eq!(t.get_fixed(hash(k), k), Some(v));
         }
     }
 
@@ -1080,11 +1608,11 @@ mod tests {
             u64::MAX,
         ];
         for (i, &k) in words.iter().enumerate() {
-            assert_eq!(t.get(ScalarLoader, mixed(k), k), None);
+            assert_eq!(t.get_fixed(mixed(k), k), None);
             assert_eq!(insert(&t, &mixed, k, i as u64 + 1), Ok(None));
         }
         for (i, &k) in words.iter().enumerate() {
-            assert_eq!(t.get(ScalarLoader, mixed(k), k), Some(i as u64 + 1));
+            assert_eq!(t.get_fixed(mixed(k), k), Some(i as u64 + 1));
         }
         check(&t, &mixed);
         for &k in &words {
@@ -1138,6 +1666,47 @@ mod tests {
     /// Threads write disjoint keys of one small, nearly full table (so their inserts displace
     /// each other's keys) and check after every step that their own keys read back exactly:
     /// a displacement must never hide a key from a get. All add to one shared counter.
+    /// A key a migration moves in and finds no room for (both lines full of keys whose lines
+    /// are those two, nothing to displace) goes to the overflow: gets find it, writes change
+    /// and remove it there, and the next migration moves it on.
+    #[test]
+    fn a_move_with_no_room_overflows() {
+        let id = |k: u64| k;
+        // With the identity hash on 4 lines: home from bits 62-63, alternative from 30-31.
+        let key = |home: u64, alt: u64, tag: u64| home << 62 | alt << 30 | tag;
+        let t = DenseTable::new(4, false, &id).unwrap();
+        for tag in 0..4 {
+            insert(&t, &id, key(0, 1, tag), tag).unwrap();
+            insert(&t, &id, key(1, 0, tag), tag).unwrap();
+        }
+        let (k, j) = (key(0, 1, 9), key(1, 0, 9));
+        assert_eq!(insert(&t, &id, k, 1), Err(Full));
+        t.place_moved(k, k, 7, &id);
+        t.place_moved(j, j, 5, &id);
+        assert_eq!(t.len(), 10);
+        assert_eq!(t.get_fixed(k, k), Some(7));
+        assert_eq!(t.get_fixed(key(0, 1, 10), key(0, 1, 10)), None);
+        assert_eq!(put(&t, &id, k, 8), Ok(Some(7)));
+        assert_eq!(insert(&t, &id, k, 0), Ok(Some(8)));
+        assert_eq!(fetch_add(&t, &id, j, 1), Some(5));
+        assert_eq!(remove(&t, &id, j), Some(6));
+        assert_eq!(t.get_fixed(j, j), None);
+        assert_eq!(t.len(), 9);
+        let Next::Allocate = t.next_table(true) else {
+            unreachable!("a fresh table has no migration");
+        };
+        let next = t.install_next(Box::new(DenseTable::new(16, false, &id).unwrap()));
+        while t.help_one_chunk(next, &id).is_some() {}
+        assert!(t.migration_done());
+        assert_eq!(next.get_fixed(k, k), Some(8));
+        assert_eq!(t.get(ScalarLoader, k, k), Err(Moved));
+        let mut expected: HashMap<u64, u64> = (0..4)
+            .flat_map(|tag| [(key(0, 1, tag), tag), (key(1, 0, tag), tag)])
+            .collect();
+        expected.insert(k, 8);
+        assert_eq!(check(next, &id), expected);
+    }
+
     #[test]
     fn concurrent_writers_never_lose_a_key() {
         let threads = if cfg!(miri) { 2 } else { 4 };
@@ -1169,7 +1738,7 @@ mod tests {
                             }
                         }
                         for (&k, &v) in &model {
-                            assert_eq!(t.get(ScalarLoader, mixed(k), k), Some(v), "key {k}");
+                            assert_eq!(t.get_fixed(mixed(k), k), Some(v), "key {k}");
                         }
                     }
                     model
@@ -1211,15 +1780,19 @@ mod model {
     }
 
     fn put(t: &DenseTable, k: u64, v: u64) {
-        t.modify(k, k, &id, |_| (Action::Store(v), ())).unwrap();
+        t.modify(k, k, &id, |_| (Action::Store(v), ()))
+            .unwrap()
+            .unwrap();
     }
 
     fn remove(t: &DenseTable, k: u64) {
-        t.modify(k, k, &id, |_| (Action::Remove, ())).unwrap();
+        t.modify(k, k, &id, |_| (Action::Remove, ()))
+            .unwrap()
+            .unwrap();
     }
 
     fn get(t: &DenseTable, k: u64) -> Option<u64> {
-        t.get(ScalarLoader, k, k)
+        t.get_fixed(k, k)
     }
 
     /// Run `model` under loom, collecting what each execution returns; the set of outcomes.
@@ -1367,5 +1940,43 @@ mod model {
             seen
         });
         assert!(outcomes.len() >= 2);
+    }
+
+    /// A migration moves `k`'s two lines to the next table and a writer then puts a new value
+    /// there (the driver's writer path: both lines moved, then the write), while a get runs
+    /// the driver's get (the old table, the next one if both lines have moved). The get must
+    /// see the old or the new value, never a miss, and each of the two in some execution.
+    /// `k` lives in its alternative, the line moved second. Fails if a line is marked moved
+    /// before its keys are copied, or if the get skips the writer bytes (both checked).
+    #[test]
+    fn get_racing_a_move_to_a_new_table() {
+        let outcomes = explore(|| {
+            let old = table();
+            // `k` lives in its alternative (line 2): its home (line 1) is full.
+            for tag in 0..4 {
+                put(&old, key(1, 3, tag), 0);
+            }
+            let k = key(1, 2, 5);
+            put(&old, k, 1);
+            let Next::Allocate = old.next_table(true) else {
+                unreachable!("a fresh table has no migration");
+            };
+            old.install_next(Box::new(DenseTable::new(4, false, &id).unwrap()));
+            let reader = {
+                let old = old.clone();
+                thread::spawn(move || match old.get(ScalarLoader, k, k) {
+                    Ok(answer) => answer,
+                    Err(Moved) => get(old.migrating_into().unwrap(), k),
+                })
+            };
+            let next = old.migrating_into().unwrap();
+            old.move_lines_of(k, next, &id);
+            put(next, k, 2);
+            let seen = reader.join().unwrap();
+            assert!(matches!(seen, Some(1 | 2)), "{seen:?}");
+            assert_eq!(get(next, k), Some(2));
+            seen
+        });
+        assert_eq!(outcomes.len(), 2, "{outcomes:?}");
     }
 }

@@ -18,9 +18,10 @@ use std::sync::Arc;
 
 use super::{
     dispatch::{dispatch, Loader},
+    lifecycle::{growth_factor, turn_to_help, Table, Tables, READER_HELP_EVERY, WRITER_HELP_EVERY},
     loader::ScalarLoader,
     memory_fits,
-    migrate::{Next, CHUNK_BINS},
+    migrate::{Migration, Next, CHUNK_BINS},
     prepare::{Ahead, Plan, Prepared, Preparer},
     BinSnapshot, DeadKeys, Full, Geometry, Inserted, Mismatch, Moved, RawTable, TableSource,
     Upserted,
@@ -37,11 +38,8 @@ use crate::{
     control::header::{BinState, SLOTS_PER_BIN},
     error::Error,
     hash::{fastrange, fastrange_hashes},
-    reclaim::{self, Collector, ReadGuard},
-    sync::{
-        stat::{AtomicBool as PlainFlag, AtomicUsize as StatCounter, Ordering as StatOrdering},
-        AtomicPtr, Ordering,
-    },
+    reclaim::{self, ReadGuard, Reclaim},
+    sync::stat::{AtomicBool as PlainFlag, AtomicUsize as StatCounter, Ordering as StatOrdering},
 };
 
 /// Bins per step of an iterator ([`RawMap::walk_run`]): a few pages of table, so a step's
@@ -51,12 +49,31 @@ pub(crate) const WALK_CHUNK_BINS: usize = 64;
 /// A facade's hash function on key words (used only to place keys in a new table).
 pub(crate) type Rehash<'a> = &'a dyn Fn(u64) -> u64;
 
+impl Table for RawTable {
+    fn migration(&self) -> &Migration<Self> {
+        &self.migration
+    }
+
+    fn help_one_chunk(&self, next: &Self, rehash: Rehash<'_>) -> Option<bool> {
+        RawTable::help_one_chunk(self, next, &new_bin(next, rehash))
+    }
+
+    fn migration_done(&self) -> bool {
+        RawTable::migration_done(self)
+    }
+}
+
+impl Reclaim for RawTable {
+    fn allocated_bytes(&self) -> usize {
+        RawTable::allocated_bytes(self)
+    }
+}
+
 /// The untyped map (module docs).
 pub(crate) struct RawMap {
-    /// The current table (`migrate.rs` for how it is replaced).
-    current: AtomicPtr<RawTable>,
-    /// Replaced tables waiting for their readers (`reclaim.rs`).
-    collector: Collector,
+    /// The current table and the replaced ones waiting for their readers (`lifecycle.rs`,
+    /// `migrate.rs` for how a table is replaced).
+    tables: Tables<RawTable>,
     loader: Loader,
     huge_pages: bool,
     resize_mode: ResizeMode,
@@ -88,17 +105,7 @@ impl Drop for RawMap {
         // (a failure only means the next open sweeps the tables).
         #[cfg(not(loom))]
         let _ = self.close();
-        let current = self.current.load(Ordering::Acquire);
-        // SAFETY: `&mut self`: no operation is running, so the current table and its
-        // successor (if a migration was left half done) are reachable only from here. Tables
-        // retired earlier belong to the collector.
-        unsafe {
-            let next = (*current).next_ptr();
-            if !next.is_null() {
-                drop(Box::from_raw(next));
-            }
-            drop(Box::from_raw(current));
-        }
+        // The tables go with `tables`.
     }
 }
 
@@ -201,8 +208,7 @@ impl RawMap {
             }
         }
         Ok(RawMap {
-            current: AtomicPtr::new(first),
-            collector: Collector::new(),
+            tables: Tables::new(first),
             loader,
             huge_pages: config.huge_pages,
             resize_mode: config.resize_mode,
@@ -518,20 +524,13 @@ impl RawMap {
         // SAFETY: `fixed` maps never grow (`grow` refuses at `max_bins`) nor shrink
         // (`shrink_to_fit` returns early), so `current` points to the first table until the
         // map is dropped, and `&self` outlives the borrow.
-        self.fixed
-            .then(|| unsafe { &*self.current.load(Ordering::Relaxed) })
+        self.fixed.then(|| unsafe { self.tables.load_unguarded() })
     }
 
     /// The current table, readable while `guard` lives.
     #[inline(always)]
-    fn load<'g>(&'g self, _guard: &'g ReadGuard<'_>) -> &'g RawTable {
-        // Acquire: pairs with the Release of the swap that made this table current, so its
-        // contents (and every transfer into it) are visible.
-        let table = self.current.load(Ordering::Acquire);
-        // SAFETY: `current` always points to a live table; one that is replaced is freed only
-        // after every thread that announced before its retirement (we did, holding `guard`)
-        // has left its operation (`reclaim.rs`).
-        unsafe { &*table }
+    fn load<'g>(&'g self, guard: &'g ReadGuard<'_>) -> &'g RawTable {
+        self.tables.load(guard)
     }
 
     /// The current table with no growth in progress: finishes one if needed.
@@ -598,64 +597,35 @@ impl RawMap {
     #[cold]
     #[inline(never)]
     fn help_slow(&self, table: &RawTable, next: &RawTable, rehash: Rehash<'_>) {
-        match self.resize_mode {
-            ResizeMode::Incremental => {
-                if table.help_one_chunk(next, &new_bin(next, rehash)) == Some(true) {
-                    self.complete(table, next);
-                }
-            }
-            ResizeMode::Blocking => self.finish_migration(table, next, rehash),
-        }
+        self.tables
+            .help(self.resize_mode, table, next, rehash, |table, next| {
+                self.complete(table, next)
+            });
     }
 
     /// Move every chunk still unclaimed, then wait until the others' chunks are done.
     fn finish_migration(&self, table: &RawTable, next: &RawTable, rehash: Rehash<'_>) {
-        let new_bin = new_bin(next, rehash);
-        while let Some(last) = table.help_one_chunk(next, &new_bin) {
-            if last {
-                self.complete(table, next);
-            }
-        }
-        while !table.migration_done() || core::ptr::eq(self.current.load(Ordering::Acquire), table)
-        {
-            crate::sync::spin();
-        }
+        self.tables
+            .finish_migration(table, next, rehash, |table, next| {
+                self.complete(table, next)
+            });
     }
 
     /// The last chunk is done: make `next` current and retire `table`.
     fn complete(&self, table: &RawTable, next: &RawTable) {
-        // The pointers the tables were published with (both from `Box::into_raw`), not ones
-        // made from the shared references: the old one becomes a `Box` again when it is freed,
-        // and a pointer derived from `&RawTable` may not be used for that (Miri's Stacked
-        // Borrows rejects it).
-        let successor = table.next_ptr();
-        debug_assert!(core::ptr::eq(successor, next));
+        debug_assert!(core::ptr::eq(table.next_ptr(), next));
         // A persistent map names `next` current in its superblock first, while nobody can
         // start a migration out of it yet (a table migrates only once it is current).
         table.crash_point();
         #[cfg(not(loom))]
         let recorded = self.record_completed(next);
-        // Release: pairs with the Acquire load of `current` by every later operation, which
-        // then sees every transfer (this thread acquired them through the chunk counter).
-        let replaced = self.current.compare_exchange(
-            table as *const RawTable as *mut RawTable,
-            successor,
-            Ordering::AcqRel,
-            Ordering::Relaxed,
-        );
-        let Ok(old) = replaced else {
-            unreachable!("only the migration's last chunk replaces its table");
-        };
         self.preparer.discard_unless_from(next.bins());
         #[cfg(not(loom))]
         if let (true, Some(store), Some(gen)) = (recorded, &self.store, table.file_gen()) {
             // The superblock no longer names it; its mapping lives until the table is freed.
             store.remove_table(gen);
         }
-        // SAFETY: `old` is the pointer `current` held, from `Box::into_raw` (`allocate`); the
-        // swap above unlinked it (new operations start at `next`), and only the last chunk's
-        // thread retires it, once.
-        unsafe { self.collector.retire(old) };
+        self.tables.replace(table);
     }
 
     /// `table` (current, or the successor of the current table) found a bin or the link pool
@@ -837,9 +807,9 @@ impl RawMap {
     /// The current table, for the `&mut self` methods below only (a shared caller must
     /// announce itself: `load`).
     fn owned_table(&self) -> &RawTable {
-        // SAFETY: `current` always points to a live table, and the caller holds `&mut self`:
-        // no other thread is in the map to replace or free it while the borrow lives.
-        unsafe { &*self.current.load(Ordering::Relaxed) }
+        // SAFETY: the caller holds `&mut self`: no other thread is in the map to replace or
+        // free the table while the borrow lives.
+        unsafe { self.tables.load_unguarded() }
     }
 
     /// Finish a growth in progress and abort the shadows left open by shared use (see
@@ -939,10 +909,7 @@ impl RawMap {
             .map(|index| table.move_bin_local(index, next_table, &new_bin))
             .sum();
         next_table.len.add(moved);
-        let old = self.current.swap(next, Ordering::Relaxed);
-        // SAFETY: `old` came from `Box::into_raw` (`allocate`) and was current until the swap;
-        // `&mut self`: nobody else can be reading it, so it is freed at once.
-        drop(unsafe { Box::from_raw(old) });
+        self.tables.swap_owned(next);
         Ok(())
     }
 
@@ -1268,7 +1235,7 @@ impl Pinned<'_> {
         match &self.guard {
             Some(guard) => self.map.load(guard),
             // SAFETY: as `fixed_table`: a fixed map's table lives as long as the map.
-            None => unsafe { &*self.map.current.load(Ordering::Relaxed) },
+            None => unsafe { self.map.tables.load_unguarded() },
         }
     }
 
@@ -1434,8 +1401,7 @@ impl RawMap {
         let fixed = block.max_bins as usize <= current.bins();
         let current = Box::into_raw(current);
         let map = RawMap {
-            current: AtomicPtr::new(current),
-            collector: Collector::new(),
+            tables: Tables::new(current),
             loader,
             huge_pages: config.huge_pages,
             resize_mode: config.resize_mode,
@@ -1560,7 +1526,7 @@ impl RawMap {
         let Some(store) = &self.store else {
             return Ok(());
         };
-        let current = self.current.load(Ordering::Acquire);
+        let current = self.tables.current_ptr();
         // SAFETY: `&mut self`: no operation is running; the table lives as long as the map.
         let table = unsafe { &*current };
         if table.migrating_into().is_some() {
@@ -1730,53 +1696,9 @@ fn successor_plan(
     })
 }
 
-/// How many times more bins the next table gets (DLHT §3.2.5: larger steps for small tables,
-/// where a migration is cheap and the next one would come soon).
-fn growth_factor(bins: usize) -> usize {
-    if bins < 4096 {
-        8
-    } else if bins < 64 << 20 {
-        4
-    } else {
-        2
-    }
-}
-
 /// The largest table `separable` considers (2^40 bins are 64 TiB): keys whose hashes share
 /// their top 40 bits collide for every practical purpose.
 const MAX_SEPARATING_BINS: usize = 1 << 40;
-
-/// Gets help a growth on one call in this many (per thread; see `run_reading`).
-const READER_HELP_EVERY: u32 = 16;
-
-/// Writes help a growth on one call in this many (per thread; see `help_writing`). Under loom,
-/// every write: the models then explore a helper in every write, as before the pacing.
-#[cfg(not(loom))]
-const WRITER_HELP_EVERY: u32 = 4;
-#[cfg(loom)]
-const WRITER_HELP_EVERY: u32 = 1;
-
-/// Whether this operation is the one in `every` of its thread that helps a growth (one count
-/// per thread for gets and writes alike).
-#[inline(always)]
-fn turn_to_help(every: u32) -> bool {
-    // Under loom a thread-local of loom's, which starts afresh in every execution (a std one
-    // would carry its count from one execution to the next and make the model
-    // nondeterministic).
-    #[cfg(loom)]
-    loom::thread_local! {
-        static OPERATIONS: core::cell::Cell<u32> = core::cell::Cell::new(0);
-    }
-    #[cfg(not(loom))]
-    std::thread_local! {
-        static OPERATIONS: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
-    }
-    OPERATIONS.with(|n| {
-        let v = n.get().wrapping_add(1);
-        n.set(v);
-        v % every == 0
-    })
-}
 
 /// The table a moved bin's keys went to.
 #[inline(always)]

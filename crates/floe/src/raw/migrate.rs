@@ -148,14 +148,16 @@ const IDLE: usize = 0;
 const ALLOCATING: usize = 1;
 const READY: usize = 2;
 
-/// The migration out of a table (held by the old table).
-pub(crate) struct Migration {
+/// The migration out of a table (held by the old table): its successor and the chunk
+/// counters, the same for every layout (`T` is the table type; the dense layout's is in
+/// `dense.rs`).
+pub(crate) struct Migration<T> {
     /// Old bins per new bin: 1 when growing; `g` when shrinking `g` times.
     group: AtomicUsize,
     /// `IDLE`, `ALLOCATING` (one thread is allocating the next table) or `READY`.
     state: AtomicUsize,
     /// The next table, set once before `state` becomes `READY`.
-    next: AtomicPtr<RawTable>,
+    next: AtomicPtr<T>,
     /// Next chunk to hand out. Padded (as `finished`): every operation reads the table's
     /// header fields, which must not share a line with counters the helpers hammer.
     claimed: CachePadded<AtomicUsize>,
@@ -163,7 +165,18 @@ pub(crate) struct Migration {
     finished: CachePadded<AtomicUsize>,
 }
 
-impl Migration {
+/// What [`Migration::next_table`] found.
+pub(crate) enum Next<'a, T = RawTable> {
+    /// No migration has started.
+    Idle,
+    /// The caller won the right to allocate the next table: it must call
+    /// [`Migration::install`] or [`Migration::abandon`].
+    Allocate,
+    /// The next table.
+    Ready(&'a T),
+}
+
+impl<T> Migration<T> {
     pub(crate) fn new() -> Self {
         Migration {
             group: AtomicUsize::new(1),
@@ -173,45 +186,37 @@ impl Migration {
             finished: CachePadded::new(AtomicUsize::new(0)),
         }
     }
-}
 
-/// What [`RawTable::next_table`] found.
-pub(crate) enum Next<'a> {
-    /// No migration has started.
-    Idle,
-    /// The caller won the right to allocate the next table: it must call
-    /// [`RawTable::install_next`] or [`RawTable::abandon_allocation`].
-    Allocate,
-    /// The next table.
-    Ready(&'a RawTable),
-}
-
-impl RawTable {
-    /// The table this one is migrating into, if the migration has started. Acquire: pairs
-    /// with the Release in `install_next`, so the new table's fields are visible.
+    /// Whether the migration has started (its next table is installed). Acquire: as `next`.
     #[inline(always)]
-    pub(crate) fn migrating_into(&self) -> Option<&RawTable> {
-        if self.migration.state.load(Ordering::Acquire) != READY {
+    pub(crate) fn is_ready(&self) -> bool {
+        self.state.load(Ordering::Acquire) == READY
+    }
+
+    /// The table the owner is migrating into, if the migration has started. Acquire: pairs
+    /// with the Release in `install`, so the new table's fields are visible.
+    #[inline(always)]
+    pub(crate) fn next(&self) -> Option<&T> {
+        if !self.is_ready() {
             return None;
         }
         // SAFETY: set (non-null) before `state` became READY and never changed after; the
-        // table it points to lives at least as long as this one is reachable (the map frees
-        // a table's successor only after the table itself, see `FlatMap`'s reclaimer).
-        Some(unsafe { &*self.migration.next.load(Ordering::Acquire) })
+        // table it points to lives at least as long as its predecessor is reachable (the map
+        // frees a table's successor only after the table itself, see `RawMap`'s reclaimer).
+        Some(unsafe { &*self.next.load(Ordering::Acquire) })
     }
 
     /// The next table, waiting out another thread's allocation; or the right to allocate it
     /// (`start` = true asks for it when no migration has started).
-    pub(crate) fn next_table(&self, start: bool) -> Next<'_> {
+    pub(crate) fn next_table(&self, start: bool) -> Next<'_, T> {
         loop {
-            match self.migration.state.load(Ordering::Acquire) {
+            match self.state.load(Ordering::Acquire) {
                 READY => {
-                    return Next::Ready(self.migrating_into().expect("state is READY"));
+                    return Next::Ready(self.next().expect("state is READY"));
                 }
                 IDLE if !start => return Next::Idle,
                 IDLE => {
                     if self
-                        .migration
                         .state
                         .compare_exchange(IDLE, ALLOCATING, Ordering::Acquire, Ordering::Acquire)
                         .is_ok()
@@ -224,28 +229,80 @@ impl RawTable {
         }
     }
 
-    /// Publish `next` as this table's successor (after `next_table` returned `Allocate`);
-    /// `group` old bins go to each of its bins (1 when growing).
-    pub(crate) fn install_next(&self, next: *mut RawTable, group: usize) {
-        self.migration.group.store(group, Ordering::Relaxed);
-        self.migration.next.store(next, Ordering::Release);
+    /// Publish `next` as the successor (after `next_table` returned `Allocate`); `group` old
+    /// bins go to each of its bins (1 when growing).
+    pub(crate) fn install(&self, next: *mut T, group: usize) {
+        self.group.store(group, Ordering::Relaxed);
+        self.next.store(next, Ordering::Release);
         // Release: the new table (and the pointer above) are visible to whoever sees READY.
-        self.migration.state.store(READY, Ordering::Release);
+        self.state.store(READY, Ordering::Release);
     }
 
     /// Give the allocation right back (the allocation failed).
-    pub(crate) fn abandon_allocation(&self) {
-        self.migration.state.store(IDLE, Ordering::Release);
+    pub(crate) fn abandon(&self) {
+        self.state.store(IDLE, Ordering::Release);
     }
 
     /// The successor pointer as published (from `Box::into_raw`), for the map's drop and for
     /// making it current.
-    pub(crate) fn next_ptr(&self) -> *mut RawTable {
-        if self.migration.state.load(Ordering::Acquire) == READY {
-            self.migration.next.load(Ordering::Acquire)
+    pub(crate) fn next_ptr(&self) -> *mut T {
+        if self.state.load(Ordering::Acquire) == READY {
+            self.next.load(Ordering::Acquire)
         } else {
             core::ptr::null_mut()
         }
+    }
+
+    /// Old bins (or lines) per new one.
+    pub(crate) fn group(&self) -> usize {
+        self.group.load(Ordering::Relaxed)
+    }
+
+    /// The next chunk to move, of `chunks`, or `None` when all are handed out.
+    pub(crate) fn claim_chunk(&self, chunks: usize) -> Option<usize> {
+        let chunk = self.claimed.fetch_add(1, Ordering::Relaxed);
+        (chunk < chunks).then_some(chunk)
+    }
+
+    /// Count a claimed chunk moved; whether it was the last of `chunks` (the caller then makes
+    /// the next table current and retires the old one).
+    pub(crate) fn finish_chunk(&self, chunks: usize) -> bool {
+        // AcqRel: the chunk counter is a release sequence; the thread that finishes the last
+        // chunk acquires every transfer's writes before it makes the next table current.
+        self.finished.fetch_add(1, Ordering::AcqRel) + 1 == chunks
+    }
+
+    /// Whether all of `chunks` are moved.
+    pub(crate) fn done(&self, chunks: usize) -> bool {
+        self.finished.load(Ordering::Acquire) >= chunks
+    }
+}
+
+impl RawTable {
+    /// The table this one is migrating into, if the migration has started.
+    #[inline(always)]
+    pub(crate) fn migrating_into(&self) -> Option<&RawTable> {
+        self.migration.next()
+    }
+
+    /// As [`Migration::next_table`].
+    pub(crate) fn next_table(&self, start: bool) -> Next<'_> {
+        self.migration.next_table(start)
+    }
+
+    /// As [`Migration::install`].
+    pub(crate) fn install_next(&self, next: *mut RawTable, group: usize) {
+        self.migration.install(next, group);
+    }
+
+    /// As [`Migration::abandon`].
+    pub(crate) fn abandon_allocation(&self) {
+        self.migration.abandon();
+    }
+
+    /// As [`Migration::next_ptr`].
+    pub(crate) fn next_ptr(&self) -> *mut RawTable {
+        self.migration.next_ptr()
     }
 
     /// Link buckets taken from the transfer reserve (by the migration that filled this table).
@@ -268,7 +325,7 @@ impl RawTable {
 
     /// Whether the migration is complete (every bin moved).
     pub(crate) fn migration_done(&self) -> bool {
-        self.migration.finished.load(Ordering::Acquire) >= self.chunks()
+        self.migration.done(self.chunks())
     }
 
     /// Claim and move one chunk into `next`. Returns `None` if no chunk was left to claim,
@@ -279,14 +336,11 @@ impl RawTable {
         next: &RawTable,
         new_bin: &impl Fn(u64) -> usize,
     ) -> Option<bool> {
-        let chunk = self.migration.claimed.fetch_add(1, Ordering::Relaxed);
         let chunks = self.chunks();
-        if chunk >= chunks {
-            return None;
-        }
+        let chunk = self.migration.claim_chunk(chunks)?;
         let chunk_bins = self.chunk_bins();
         let end = ((chunk + 1) * chunk_bins).min(self.bins());
-        let group = self.migration.group.load(Ordering::Relaxed);
+        let group = self.migration.group();
         // A chunk is a multiple of every group size, so chunks hold whole groups.
         if next.orders_moves() {
             self.transfer_ordered(chunk * chunk_bins..end, next, new_bin);
@@ -295,10 +349,7 @@ impl RawTable {
                 self.transfer_bin(first, next, new_bin);
             }
         }
-        // AcqRel: the chunk counter is a release sequence; the thread that finishes the last
-        // chunk acquires every transfer's writes before it makes `next` current.
-        let done = self.migration.finished.fetch_add(1, Ordering::AcqRel) + 1;
-        Some(done == chunks)
+        Some(self.migration.finish_chunk(chunks))
     }
 
     /// Move bin `index` (with the rest of its group when shrinking) into `next` (module
@@ -310,7 +361,7 @@ impl RawTable {
         next: &RawTable,
         new_bin: &impl Fn(u64) -> usize,
     ) {
-        let group = self.migration.group.load(Ordering::Relaxed);
+        let group = self.migration.group();
         let first = index / group * group;
         if next.orders_moves() {
             self.transfer_ordered(first..first + group, next, new_bin);
@@ -341,7 +392,7 @@ impl RawTable {
         next: &RawTable,
         new_bin: &impl Fn(u64) -> usize,
     ) {
-        let group = self.migration.group.load(Ordering::Relaxed);
+        let group = self.migration.group();
         let owned: Vec<usize> = bins
             .clone()
             .step_by(group)
@@ -746,13 +797,13 @@ pub(super) struct Placed {
 
 /// Aborts the process if dropped during a panic (see "Panics during a move"); forgotten on
 /// success.
-struct AbortOnUnwind;
+pub(crate) struct AbortOnUnwind;
 
 impl Drop for AbortOnUnwind {
     fn drop(&mut self) {
         eprintln!(
-            "floe: a panic while moving a bin to a new table (in the map's hasher?) would leave \
-             the bin locked and every thread that needs it waiting forever; aborting"
+            "floe: a panic while moving a bin or line to a new table (in the map's hasher?) \
+             would leave it locked and every thread that needs it waiting forever; aborting"
         );
         std::process::abort();
     }

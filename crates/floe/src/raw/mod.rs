@@ -16,7 +16,9 @@
 //! `migrate.rs` (moving bins between tables), `driver.rs` (one map's tables over time) and
 //! `local.rs` (the same protocols for a table one thread owns: plain stores). `dense.rs` is
 //! a second layout (headerless lines, a home and an alternative line per key) with its own
-//! essay; the driver does not carry it yet.
+//! essay, and `dense_driver.rs` its driver; both drivers run the table life cycle of
+//! `lifecycle.rs` (current table, finishing a migration, retiring). The facades reach the
+//! dense layout only through the hidden `DenseLab` so far.
 //!
 //! ## Layers
 //!
@@ -25,7 +27,10 @@
 //! ```text
 //!  map.rs, local.rs (LocalMap), batch.rs     typed facades: words in, types out
 //!        |
-//!  raw/driver.rs (RawMap)                     the current table, growth life cycle, runners
+//!  raw/driver.rs (RawMap),                    runners, when and how to grow, per layout
+//!  raw/dense_driver.rs (DenseMap)
+//!        |
+//!  raw/lifecycle.rs (Tables)                  the current table, migration end, retiring
 //!        |            \
 //!  raw/dispatch.rs     reclaim.rs             backend chosen once; when old tables are freed
 //!        |
@@ -284,9 +289,11 @@
 mod alloc;
 mod counter;
 pub(crate) mod dense;
+pub(crate) mod dense_driver;
 pub(crate) mod dispatch;
 pub(crate) mod driver;
 pub(crate) mod layout;
+pub(crate) mod lifecycle;
 pub(crate) mod loader;
 mod local;
 pub(crate) use local::{IF_ABSENT, IF_PRESENT, UPSERT};
@@ -528,7 +535,7 @@ pub(crate) struct RawTable {
     /// Cursor into the transfer reserve.
     transfer_next: CachePadded<AtomicUsize>,
     /// The migration out of this table.
-    migration: Migration,
+    pub(crate) migration: Migration<RawTable>,
     /// Tables of the map alive (a statistic: decremented when this table is dropped).
     alive: Arc<StdAtomicUsize>,
     /// Link buckets taken from the pool but lost in a chaining race (never used).
