@@ -1705,6 +1705,10 @@ pub(super) mod tests {
             .collect();
         expected.insert(k, 8);
         assert_eq!(check(next, &id), expected);
+        // A table does not own its successor (the driver's `Tables` does): free it here.
+        let next = t.migration.next_ptr();
+        // SAFETY: published by `install_next` from a `Box`, no longer borrowed.
+        drop(unsafe { Box::from_raw(next) });
     }
 
     #[test]
@@ -1975,6 +1979,10 @@ mod model {
             let seen = reader.join().unwrap();
             assert!(matches!(seen, Some(1 | 2)), "{seen:?}");
             assert_eq!(get(next, k), Some(2));
+            // A table does not own its successor (the driver's `Tables` does).
+            let next = old.migration.next_ptr();
+            // SAFETY: published by `install_next` from a `Box`, no longer borrowed.
+            drop(unsafe { Box::from_raw(next) });
             seen
         });
         assert_eq!(outcomes.len(), 2, "{outcomes:?}");

@@ -231,6 +231,9 @@ impl DenseMap {
         if !core::ptr::eq(current, table) {
             if let Some(next) = current.migrating_into() {
                 self.finish_migration(current, next, rehash);
+                // `table` is current now and takes users' new keys without limit (the
+                // `Full` may have been that limit): the write tries it again first.
+                return Ok(());
             }
         }
         let aged = table.len() < table.trigger_keys()
