@@ -32,7 +32,7 @@ use core::{fmt, hash::BuildHasher};
 use std::collections::VecDeque;
 
 use crate::{
-    raw::driver::{Pinned, RawMap},
+    raw::layouts::{Driver, PinnedDriver},
     Counter, Error, FlatMap, Inline, InlineKey, Insert,
 };
 
@@ -44,7 +44,7 @@ pub(crate) trait BatchTarget {
     /// The facade's value type.
     type Value: Copy;
     /// The table driver (prefetches, the table's size).
-    fn raw(&self) -> &RawMap;
+    fn raw(&self) -> &Driver;
     /// The key's hash and word.
     fn locate(&self, key: Self::Key) -> (u64, u64);
     /// Run `request` on the located key.
@@ -273,7 +273,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> BatchTarget for FlatMap<K, V, S> {
     type Value = V;
 
     #[inline(always)]
-    fn raw(&self) -> &RawMap {
+    fn raw(&self) -> &Driver {
         FlatMap::raw(self)
     }
 
@@ -489,7 +489,7 @@ struct Lookahead<'m, M> {
     map: &'m M,
     /// The table prefetched into, held for the batch (operations follow a growth on their
     /// own; a prefetch into a replaced table is only a wasted hint).
-    pinned: Pinned<'m>,
+    pinned: PinnedDriver<'m>,
     depth: usize,
     n: usize,
     /// `located[i % MAX_DEPTH]` holds request i's (hash, key word) from the time it was

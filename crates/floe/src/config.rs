@@ -24,6 +24,32 @@ pub enum ResizeMode {
     Blocking,
 }
 
+/// How a map's table lays out its keys ([`Builder::layout`](crate::Builder::layout)).
+///
+/// Both layouts offer the same map: lock-free gets, every write with its slot freed at once,
+/// batches and the pipeline, non-blocking growth and shrinking, SIMD matching. They differ in
+/// what a table spends its memory on (`BENCHMARKS.md`, "The dense layout"):
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Layout {
+    /// DLHT's bins: a 64-byte line per bin with a header word, a link word and three slots,
+    /// and link buckets chained to full bins. A key lives in its bin, found by one line read
+    /// (a second for keys in link buckets); a table grows when 41-44% of its bytes hold keys
+    /// and values. Every feature: shadow inserts, strong snapshots, persistence. The default.
+    #[default]
+    Bins,
+    /// Headerless 64-byte lines of four slots; a key lives in its home line or one
+    /// alternative line; writers' locks in a byte per line that gets read only while the
+    /// table migrates. A table grows when about 80% of its bytes hold keys and values, at
+    /// 1.17 lines read per hit and 1.6 per miss. Sized by [`capacity`](crate::Builder::capacity)
+    /// and [`max_bins`](crate::Builder::max_bins) (a line counts as a bin); `bins`,
+    /// `link_buckets`, `bins_per_link` and `grow_ahead` are the default layout's. Not
+    /// offered here ([`Error::NotInLayout`](crate::Error::NotInLayout)): shadow inserts,
+    /// strong snapshots, persistence. An iterator reads every pair when it starts (a dense
+    /// table does not keep keys in hash order, so a walk cannot be resumed across a growth),
+    /// and an insert that needs keys displaced while a walk runs grows the table instead.
+    Dense,
+}
+
 /// What a persistent map's operations make durable before they return
 /// ([`Builder::durability`](crate::Builder::durability); the crate docs' "Persistence" has the
 /// promises).
@@ -118,6 +144,8 @@ pub(crate) struct Config {
     pub(crate) recovery_threads: usize,
     /// What a persistent map's operations make durable before they return.
     pub(crate) durability: Durability,
+    /// How the tables lay out their keys.
+    pub(crate) layout: Layout,
 }
 
 impl Config {
@@ -146,6 +174,7 @@ impl Default for Config {
             grow_ahead: usize::MAX,
             recovery_threads: 0,
             durability: Durability::Process,
+            layout: Layout::Bins,
         }
     }
 }
@@ -154,7 +183,7 @@ impl Default for Config {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Stats {
-    /// Bins (one 64-byte line each).
+    /// Bins (one 64-byte line each; a dense map's lines).
     pub bins: usize,
     /// Link buckets in the pool.
     pub link_buckets: usize,

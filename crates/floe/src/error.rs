@@ -59,6 +59,10 @@ pub enum Error {
     /// A [`Partitioned`](crate::delegate::Partitioned) map's handles are out: take them
     /// again once every one has closed.
     HandlesOut,
+    /// The map's layout does not offer this operation (the message says which):
+    /// [`Layout::Dense`](crate::Layout::Dense) has no shadow inserts, strong snapshots or
+    /// persistence. Nothing was changed.
+    NotInLayout(&'static str),
 }
 
 /// What is wrong with a persistent map's files (`Builder::persistent`, `FlatMap::open`).
@@ -151,6 +155,7 @@ impl fmt::Display for Error {
             Error::DegenerateHasher => f.write_str("the hasher sends every key to the same bin"),
             Error::HashCollisions => f.write_str("too many keys share this key's hash: no table size would separate them"),
             Error::InvalidConfig(why) => write!(f, "invalid map configuration: {why}"),
+            Error::NotInLayout(what) => write!(f, "the map's layout does not offer {what}"),
             Error::LengthMismatch { keys, values } => write!(f, "{keys} keys but {values} value slots"),
             Error::InsideOperation => f.write_str("called from inside an operation of a floe map on this thread, which it would wait for"),
             Error::Storage(error) => write!(f, "persistent map: {error}"),

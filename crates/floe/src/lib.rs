@@ -245,7 +245,7 @@ pub use crate::{
     any_batch::{MapBatch, MapPipeline, MapRequest, MapResponse},
     any_map::{Compute, Map, MapIntoIter, MapIter, MapRef, MapShadow, Namespace, Operation},
     batch::{Batch, Delta, Pipeline, Prefetch, Request, Response, MAX_PIPELINE_WINDOW},
-    config::{Backend, Durability, ResizeMode, Stats},
+    config::{Backend, Durability, Layout, ResizeMode, Stats},
     error::{Error, StorageError},
     inline::{Counter, Inline, InlineKey},
     local::LocalMap,

@@ -8,11 +8,11 @@
 use core::{hash::BuildHasher, marker::PhantomData};
 
 use crate::{
-    config::{Backend, Config, ResizeMode, Stats},
+    config::{Backend, Config, Layout, ResizeMode, Stats},
     error::{Error, OrRaise},
     hash::DefaultHashBuilder,
     inline::{Counter, Inline, InlineKey},
-    raw::{driver::RawMap, Full, Inserted, Mismatch},
+    raw::{layouts::Driver, Full, Inserted, Mismatch},
 };
 
 /// The outcome of [`FlatMap::insert`] and `MapRef::insert`. Not `#[must_use]`, like the
@@ -223,6 +223,21 @@ impl<K, V, S, T> Builder<K, V, S, T> {
         }
     }
 
+    /// How the table lays out its keys (default [`Layout::Bins`]); [`Layout::Dense`] keeps
+    /// about twice the keys in the same memory.
+    ///
+    /// ```
+    /// use floe::{FlatMap, Layout};
+    /// let map = FlatMap::<u64, u64>::builder().layout(Layout::Dense).build()?;
+    /// map.insert(1, 10);
+    /// assert_eq!(map.get(&1), Some(10));
+    /// # Ok::<(), floe::Error>(())
+    /// ```
+    pub fn layout(mut self, layout: Layout) -> Self {
+        self.config.layout = layout;
+        self
+    }
+
     /// How the map moves its keys when it grows (default [`ResizeMode::Incremental`]).
     pub fn resize_mode(mut self, mode: ResizeMode) -> Self {
         self.config.resize_mode = mode;
@@ -289,7 +304,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> Builder<K, V, S> {
     /// [`Error::UnsupportedBackend`] for a backend this CPU lacks,
     /// [`Error::DegenerateHasher`] for a hasher that sends every key to one bin.
     pub fn build(self) -> Result<FlatMap<K, V, S>, Error> {
-        let raw = RawMap::new(&self.config, &|word| self.hasher.hash_one(word))?;
+        let raw = Driver::new(&self.config, &|word| self.hasher.hash_one(word))?;
         Ok(FlatMap {
             raw,
             hasher: self.hasher,
@@ -319,6 +334,14 @@ pub struct Recovery {
 
 #[cfg(not(loom))]
 impl<K: InlineKey, V: Inline, S: crate::hash::PersistentHasher> Builder<K, V, S> {
+    /// Persistence is the default layout's (the dense one has no files).
+    fn refuse_dense(&self) -> Result<(), Error> {
+        match self.config.layout {
+            Layout::Bins => Ok(()),
+            Layout::Dense => Err(Error::NotInLayout("persistence")),
+        }
+    }
+
     /// What a persistent map of these types records about itself.
     fn identity(&self) -> crate::raw::Identity {
         crate::raw::Identity {
@@ -368,9 +391,13 @@ impl<K: InlineKey, V: Inline, S: crate::hash::PersistentHasher> Builder<K, V, S>
             clean: false,
             keys: 0,
         };
-        let raw = RawMap::create_persistent(&self.config, dir.as_ref(), block, &|word| {
-            self.hasher.hash_one(word)
-        })?;
+        self.refuse_dense()?;
+        let raw = Driver::Bins(crate::raw::driver::RawMap::create_persistent(
+            &self.config,
+            dir.as_ref(),
+            block,
+            &|word| self.hasher.hash_one(word),
+        )?);
         Ok(FlatMap {
             raw,
             hasher: self.hasher,
@@ -444,6 +471,7 @@ impl<K: InlineKey, V: Inline, S: crate::hash::PersistentHasher> Builder<K, V, S>
         if cfg!(miri) {
             return Err(Error::Storage(StorageError::Unsupported));
         }
+        self.refuse_dense()?;
         let (store, block) = crate::raw::Store::open(dir.as_ref())?;
         let ours = self.identity();
         let mismatch = if block.identity.key != ours.key {
@@ -460,13 +488,14 @@ impl<K: InlineKey, V: Inline, S: crate::hash::PersistentHasher> Builder<K, V, S>
         }
         let hasher = S::from_seed(block.identity.seed);
         let clean = block.clean;
-        let (raw, swept) = RawMap::open_persistent(
+        let (raw, swept) = crate::raw::driver::RawMap::open_persistent(
             &self.config,
             store,
             block,
             &|word| hasher.hash_one(word),
             with_seeded::<S>,
         )?;
+        let raw = Driver::Bins(raw);
         let recovery = Recovery {
             clean,
             keys: raw.len(),
@@ -552,7 +581,7 @@ impl<K: InlineKey, V: Inline, S: crate::hash::PersistentHasher + Default> FlatMa
 /// assert_eq!(map.len(), 1);
 /// ```
 pub struct FlatMap<K, V, S = DefaultHashBuilder> {
-    raw: RawMap,
+    raw: Driver,
     hasher: S,
     marker: PhantomData<fn() -> (K, V)>,
 }
@@ -901,7 +930,8 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// [`insert_shadow`](Self::insert_shadow), answering what it panics on with an error.
     ///
     /// # Errors
-    /// As [`try_insert`](Self::try_insert).
+    /// As [`try_insert`](Self::try_insert); [`Error::NotInLayout`] on a
+    /// [`Layout::Dense`] map (its slots have no state for a hidden key).
     // The plain form's answer inside the `try_` forms' `Result`, as everywhere in the crate.
     #[allow(clippy::type_complexity)]
     pub fn try_insert_shadow(
@@ -945,17 +975,14 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// # Errors
     /// [`Error::InsideOperation`] if called from inside an operation of a floe map on this
     /// thread (an `update` closure, a `for_each` visitor): the snapshot would wait for it.
+    /// [`Error::NotInLayout`] on a [`Layout::Dense`] map (its writers have no gate to pause).
     #[cfg(not(loom))]
     pub fn snapshot(&self) -> Result<Vec<(K, V)>, Error> {
         let mut pairs = Vec::with_capacity(self.len());
-        let taken = self.raw.snapshot(&self.rehash(), |key, value| {
+        self.raw.snapshot(&self.rehash(), |key, value| {
             pairs.push((K::from_word(key), V::from_word(value)));
-        });
-        if taken {
-            Ok(pairs)
-        } else {
-            Err(Error::InsideOperation)
-        }
+        })?;
+        Ok(pairs)
     }
 
     /// Remove `key` only if `accept` approves its present value, atomically (the value
@@ -1061,6 +1088,16 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// ```
     pub fn backend(&self) -> Backend {
         self.raw.backend()
+    }
+
+    /// The table layout the map was built with ([`Builder::layout`]).
+    ///
+    /// ```
+    /// let map = floe::FlatMap::<u64, u64>::with_capacity(10);
+    /// assert_eq!(map.layout(), floe::Layout::Bins);
+    /// ```
+    pub fn layout(&self) -> Layout {
+        self.raw.layout()
     }
 
     /// The hasher.
@@ -1296,7 +1333,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
 
     /// The driver (for batches and the pipeline).
     #[inline(always)]
-    pub(crate) fn raw(&self) -> &RawMap {
+    pub(crate) fn raw(&self) -> &Driver {
         &self.raw
     }
 

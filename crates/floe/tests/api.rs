@@ -725,3 +725,142 @@ fn a_capped_any_key_map_answers_full_from_try_forms_and_panics_from_plain_ones()
     assert!(catch_unwind(AssertUnwindSafe(|| set.insert(n))).is_err());
     assert_eq!(set.len() as u64, n);
 }
+
+/// The dense layout's public surface: what it refuses (the default layout's options, shadow
+/// inserts, strong snapshots, persistence), a full fixed table, sizes at the edges, and the
+/// walks, `LocalMap` and `FlatSet` over it. Every refusal leaves the map as it was.
+#[test]
+#[cfg_attr(miri, ignore = "mmap, 100 000 keys")]
+fn dense_maps_answer_what_they_do_not_offer_with_errors() {
+    use floe::{Layout, LocalMap};
+    let dense = || FlatMap::<u64, u64>::builder().layout(Layout::Dense);
+    assert!(matches!(
+        dense().bins(8).build(),
+        Err(Error::InvalidConfig(_))
+    ));
+    assert!(matches!(
+        dense().link_buckets(8).build(),
+        Err(Error::InvalidConfig(_))
+    ));
+    assert_eq!(
+        dense().capacity(usize::MAX).build().err(),
+        Some(Error::CapacityOverflow)
+    );
+    assert!(matches!(
+        dense().capacity(1 << 50).build(),
+        Err(Error::CapacityOverflow | Error::AllocationFailed { .. })
+    ));
+    assert_eq!(
+        dense().hasher(Constant).build().err(),
+        Some(Error::DegenerateHasher)
+    );
+
+    // A fixed table (max_bins at most its first size) answers Full and loses nothing.
+    let m = dense()
+        .capacity(6)
+        .max_bins(1)
+        .hasher(Mix64::with_seed(3))
+        .build()
+        .unwrap();
+    assert_eq!(m.layout(), Layout::Dense);
+    let mut stored = Vec::new();
+    for k in 0..40u64 {
+        match m.try_insert(k, k + 1) {
+            Ok(Insert::Inserted) => stored.push(k),
+            Err(Error::Full) => {
+                assert_eq!(m.try_upsert(k, 0), Err(Error::Full));
+                assert_eq!(m.try_fetch_add(k, 1), Err(Error::Full));
+                assert_eq!(m.get(&k), None);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!((4..=16).contains(&stored.len()), "{}", stored.len());
+    for &k in &stored {
+        assert_eq!(m.get(&k), Some(k + 1), "a stored key changed after Full");
+        assert_eq!(m.try_upsert(k, k + 2), Ok(Some(k + 1)));
+    }
+    assert_eq!(m.check_invariants(), stored.len());
+    assert_eq!(m.reserve(1000), Err(Error::CapacityOverflow));
+    assert_eq!(m.shrink_to_fit(), Ok(false));
+    assert_eq!(m.stats().bins, 4);
+
+    // What only the default layout offers: an error, nothing changed.
+    let k = stored[0];
+    assert!(matches!(
+        m.try_insert_shadow(1000, 1),
+        Err(Error::NotInLayout("shadow inserts"))
+    ));
+    assert!(matches!(
+        m.try_insert_shadow(k, 1),
+        Err(Error::NotInLayout(_))
+    ));
+    assert_eq!(m.get(&1000), None);
+    assert!(matches!(m.snapshot(), Err(Error::NotInLayout(_))));
+    assert!(!m.is_persistent());
+    assert_eq!(m.checkpoint(), Ok(()));
+    assert_eq!(
+        Error::NotInLayout("shadow inserts").to_string(),
+        "the map's layout does not offer shadow inserts"
+    );
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = m.insert_shadow(1001, 1);
+    }));
+    assert!(caught.is_err(), "the plain form panics with the error");
+    assert_eq!(m.check_invariants(), stored.len());
+    #[cfg(not(loom))]
+    {
+        let dir = std::env::temp_dir().join(format!("floe-dense-refused-{}", std::process::id()));
+        assert!(matches!(
+            dense().build_persistent(&dir),
+            Err(Error::NotInLayout("persistence"))
+        ));
+        assert!(!dir.exists(), "a refused persistent map made its directory");
+    }
+
+    // A growing map: walks, retain, clear, drain, a LocalMap and back, a set.
+    let g = dense().capacity(1).build().unwrap();
+    for k in 0..100_000u64 {
+        assert_eq!(g.insert(k, !k), Insert::Inserted);
+    }
+    assert!(g.stats().bins >= 100_000 / 4);
+    assert_eq!(common::live_tables(&g), 1);
+    let mut visited = 0;
+    g.for_each(|k, v| {
+        assert_eq!(v, !k);
+        visited += 1;
+    });
+    assert_eq!(
+        (visited, g.iter().count(), g.len()),
+        (100_000, 100_000, 100_000)
+    );
+    g.retain(|k, _| k % 4 == 0);
+    assert_eq!(g.len(), 25_000);
+    assert_eq!(g.get(&3), None);
+    assert_eq!(g.get(&4), Some(!4));
+    let lines = g.stats().bins;
+    assert_eq!(g.shrink_to_fit(), Ok(true));
+    assert!(g.stats().bins <= lines / 2);
+    assert_eq!(g.check_invariants(), 25_000);
+    let mut local = LocalMap::from(g);
+    assert_eq!(local.insert(1, 1), None);
+    assert_eq!(local.remove(&4), Some(!4));
+    let mut g = local.into_shared();
+    assert_eq!(g.layout(), Layout::Dense);
+    assert_eq!(g.get(&1), Some(1));
+    assert_eq!(g.drain().count(), 25_000);
+    assert!(g.is_empty());
+    g.insert(7, 7);
+    g.clear();
+    assert_eq!((g.len(), g.check_invariants()), (0, 0));
+    let set = floe::FlatSet::from(
+        FlatMap::<u16, ()>::builder()
+            .layout(Layout::Dense)
+            .build()
+            .unwrap(),
+    );
+    for k in 0..1000u16 {
+        assert!(set.insert(k));
+    }
+    assert!(set.contains(&999) && !set.insert(5));
+}

@@ -1,15 +1,19 @@
 //! Batches and the pipeline give the answers of the same requests run one by one: in order for
 //! batches (including duplicates of a key, stop-on-failure and full tables), as a set keyed by
-//! tag for the pipeline; also with writers on other threads.
+//! tag for the pipeline; also with writers on other threads. Over both layouts.
 
 mod common;
 
 use std::collections::HashMap;
 
-use floe::{hash::Mix64, FlatMap, Insert, Prefetch, Request, ResizeMode, Response};
+use floe::{
+    hash::Mix64, Backend, FlatMap, Insert, Layout, Prefetch, Request, ResizeMode, Response,
+};
 use proptest::prelude::*;
 
-use crate::common::{backends, growing_map, tiny_map, SplitMix};
+use crate::common::{
+    growing_dense_map, growing_map, layouts, matrix, tiny_dense_map, tiny_map, SplitMix,
+};
 
 type Map = FlatMap<u64, u64, Mix64>;
 
@@ -31,6 +35,24 @@ fn request_in(keys: u64) -> impl Strategy<Value = Request<u64, u64>> {
     ]
 }
 
+/// A fixed-size map of `layout`: `bins` bins and `links` link buckets, or a dense table of as
+/// many lines (at least 4).
+fn tiny(layout: Layout, backend: Backend, bins: usize, links: usize, seed: u64) -> Map {
+    match layout {
+        Layout::Bins => tiny_map(backend, bins, links, seed),
+        Layout::Dense => tiny_dense_map(backend, bins * 3, seed),
+    }
+}
+
+/// A map of `layout` that starts at its smallest (`links` buckets for the default layout's
+/// two bins) and grows.
+fn growing(layout: Layout, backend: Backend, links: usize, mode: ResizeMode, seed: u64) -> Map {
+    match layout {
+        Layout::Bins => growing_map(backend, 2, links, mode, seed),
+        Layout::Dense => growing_dense_map(backend, mode, seed),
+    }
+}
+
 fn one_by_one(map: &Map, requests: &[Request<u64, u64>]) -> Vec<Response<u64>> {
     requests.iter().map(|&r| map.execute(r)).collect()
 }
@@ -44,11 +66,11 @@ fn contents(map: &Map) -> Vec<(u64, u64)> {
 
 /// Batch vs one by one on two maps of the same geometry and seed, every backend and depth.
 fn check_batch(requests: &[Request<u64, u64>], bins: usize, links: usize, seed: u64) {
-    for backend in backends() {
-        let expected_map = tiny_map(backend, bins, links, seed);
+    for (layout, backend) in matrix() {
+        let expected_map = tiny(layout, backend, bins, links, seed);
         let expected = one_by_one(&expected_map, requests);
         for depth in [0, 1, 2, 5, 16, 64] {
-            let map = tiny_map(backend, bins, links, seed);
+            let map = tiny(layout, backend, bins, links, seed);
             let mut responses = Vec::new();
             let ran = map
                 .batch()
@@ -56,7 +78,7 @@ fn check_batch(requests: &[Request<u64, u64>], bins: usize, links: usize, seed: 
                 .prefetch(Prefetch::Always)
                 .run(requests, &mut responses);
             assert_eq!(ran, requests.len());
-            assert_eq!(responses, expected, "{backend:?} depth {depth}");
+            assert_eq!(responses, expected, "{layout:?} {backend:?} depth {depth}");
             assert_eq!(contents(&map), contents(&expected_map));
             map.check_invariants();
         }
@@ -69,9 +91,9 @@ fn check_batch(requests: &[Request<u64, u64>], bins: usize, links: usize, seed: 
 /// ended with.
 fn check_growing(requests: &[Request<u64, u64>], links: usize, window: usize, seed: u64) -> usize {
     let mut fewest = usize::MAX;
-    for backend in backends() {
+    for (layout, backend) in matrix() {
         for mode in [ResizeMode::Incremental, ResizeMode::Blocking] {
-            let fresh = || growing_map(backend, 2, links, mode, seed);
+            let fresh = || growing(layout, backend, links, mode, seed);
             let expected_map = fresh();
             let expected = one_by_one(&expected_map, requests);
             let map = fresh();
@@ -84,7 +106,7 @@ fn check_growing(requests: &[Request<u64, u64>], links: usize, window: usize, se
             assert_eq!(
                 (ran, &responses),
                 (requests.len(), &expected),
-                "{backend:?} {mode:?}"
+                "{layout:?} {backend:?} {mode:?}"
             );
             assert_eq!(contents(&map), contents(&expected_map));
             let map = fresh();
@@ -99,11 +121,16 @@ fn check_growing(requests: &[Request<u64, u64>], links: usize, window: usize, se
             let got: Vec<Response<u64>> = got.into_iter().map(|r| r.expect("completed")).collect();
             assert_eq!(
                 got, expected,
-                "pipeline, {backend:?} {mode:?} window {window}"
+                "pipeline, {layout:?} {backend:?} {mode:?} window {window}"
             );
             assert_eq!(contents(&map), contents(&expected_map));
             map.check_invariants();
-            fewest = fewest.min(map.stats().bins);
+            // A dense line holds 4 keys to a bin's 3 or so: count in the default's bins.
+            let bins = match layout {
+                Layout::Bins => map.stats().bins,
+                Layout::Dense => map.stats().bins * 4 / 3,
+            };
+            fewest = fewest.min(bins);
         }
     }
     fewest
@@ -179,10 +206,11 @@ proptest! {
         requests in prop::collection::vec(request(), 1..100),
         seed in any::<u64>(),
     ) {
-        let reference = tiny_map(floe::Backend::Scalar, 4, 2, seed);
+        for layout in layouts() {
+        let reference = tiny(layout, Backend::Scalar, 4, 2, seed);
         let all = one_by_one(&reference, &requests);
         let first_failure = all.iter().position(Response::is_failure);
-        let map = tiny_map(floe::Backend::Auto, 4, 2, seed);
+        let map = tiny(layout, Backend::Auto, 4, 2, seed);
         let mut responses = Vec::new();
         let ran = map
             .batch()
@@ -193,6 +221,7 @@ proptest! {
         let expected_len = first_failure.map_or(requests.len(), |i| i + 1);
         prop_assert_eq!(ran, expected_len);
         prop_assert_eq!(&responses[..], &all[..expected_len]);
+        }
     }
 
     /// The pipeline's completions, matched up by tag, are the one-by-one answers. (The link
@@ -204,13 +233,15 @@ proptest! {
         window in 1usize..40,
         seed in any::<u64>(),
     ) {
-        for backend in backends() {
+        for (layout, backend) in matrix() {
             // 4 bins with a deep pool: many chained bins, so requests go round twice. A bin
             // can still fill up (15 keys), but that depends only on its own requests, whose
-            // order the pipeline keeps.
+            // order the pipeline keeps. A dense table's room depends on the order across
+            // lines (displacements): the dense maps have room for every key.
             for (bins, links) in [(4, 64), (64, 64)] {
-                let expected = one_by_one(&tiny_map(backend, bins, links, seed), &requests);
-                let map = tiny_map(backend, bins, links, seed);
+                let bins = if layout == Layout::Dense { bins.max(16) } else { bins };
+                let expected = one_by_one(&tiny(layout, backend, bins, links, seed), &requests);
+                let map = tiny(layout, backend, bins, links, seed);
                 let mut pipeline = map.pipeline::<usize>(window).prefetch(Prefetch::Always);
                 let mut got: Vec<Option<Response<u64>>> = vec![None; requests.len()];
                 for (tag, &r) in requests.iter().enumerate() {
@@ -233,8 +264,8 @@ proptest! {
 
 #[test]
 fn get_many_matches_get() {
-    for backend in backends() {
-        let map = tiny_map(backend, 256, 64, 9);
+    for (layout, backend) in matrix() {
+        let map = tiny(layout, backend, 256, 64, 9);
         for k in 0..400u64 {
             if k % 3 != 0 {
                 assert!(map.try_insert(k, k * 10).unwrap().is_inserted());
@@ -250,7 +281,11 @@ fn get_many_matches_get() {
                 .get_many(&keys, &mut values)
                 .unwrap();
             for (k, v) in keys.iter().zip(&values) {
-                assert_eq!(*v, map.get(k), "{backend:?} depth {depth} key {k}");
+                assert_eq!(
+                    *v,
+                    map.get(k),
+                    "{layout:?} {backend:?} depth {depth} key {k}"
+                );
             }
         }
     }
@@ -262,9 +297,12 @@ fn get_many_matches_get() {
 #[test]
 #[cfg_attr(miri, ignore = "many growths")]
 fn get_many_while_the_map_grows() {
-    for backend in backends() {
+    for (layout, backend) in matrix() {
         for mode in [ResizeMode::Incremental, ResizeMode::Blocking] {
-            let map = growing_map(backend, 4, 1, mode, 5);
+            let map = match layout {
+                Layout::Bins => growing_map(backend, 4, 1, mode, 5),
+                Layout::Dense => growing_dense_map(backend, mode, 5),
+            };
             let present: Vec<u64> = (0..1500).collect();
             for &k in &present {
                 assert!(map.try_insert(k, !k).unwrap().is_inserted());
@@ -287,7 +325,7 @@ fn get_many_while_the_map_grows() {
                         .get_many(&present, &mut values)
                         .unwrap();
                     for (k, v) in present.iter().zip(&values) {
-                        assert_eq!(*v, Some(!k), "{backend:?} {mode:?} key {k}");
+                        assert_eq!(*v, Some(!k), "{layout:?} {backend:?} {mode:?} key {k}");
                     }
                     rounds += 1;
                 }

@@ -1,17 +1,18 @@
 //! Multi-threaded behaviour that must hold on every run (fast enough for the normal suite),
-//! over every backend.
+//! over both layouts and every backend.
 
 mod common;
 
 use std::{collections::HashSet, sync::Barrier};
 
-use common::{backends, SplitMix};
-use floe::{Backend, Error, FlatMap, Insert};
+use common::{layouts, matrix, smallest, SplitMix};
+use floe::{Backend, Error, FlatMap, Insert, Layout};
 
 const THREADS: usize = 4;
 
-fn map(backend: Backend, keys: usize) -> FlatMap<u64, u64> {
+fn map(layout: Layout, backend: Backend, keys: usize) -> FlatMap<u64, u64> {
     FlatMap::<u64, u64>::builder()
+        .layout(layout)
         .capacity(keys)
         .backend(backend)
         .build()
@@ -21,8 +22,8 @@ fn map(backend: Backend, keys: usize) -> FlatMap<u64, u64> {
 #[test]
 #[cfg_attr(miri, ignore = "slow under Miri")]
 fn disjoint_inserts_all_land() {
-    for backend in backends() {
-        let m = map(backend, 40_000);
+    for (layout, backend) in matrix() {
+        let m = map(layout, backend, 40_000);
         std::thread::scope(|s| {
             for t in 0..THREADS as u64 {
                 let m = &m;
@@ -38,7 +39,11 @@ fn disjoint_inserts_all_land() {
         });
         assert_eq!(m.len(), 40_000);
         for k in 0..40_000u64 {
-            assert_eq!(m.get(&k), Some(k / THREADS as u64), "{backend:?} key {k}");
+            assert_eq!(
+                m.get(&k),
+                Some(k / THREADS as u64),
+                "{layout:?} {backend:?} key {k}"
+            );
         }
         assert_eq!(m.check_invariants(), 40_000);
     }
@@ -47,8 +52,8 @@ fn disjoint_inserts_all_land() {
 #[test]
 #[cfg_attr(miri, ignore = "slow under Miri")]
 fn racing_inserts_of_the_same_keys_have_one_winner_each() {
-    for backend in backends() {
-        let m = map(backend, 5_000);
+    for (layout, backend) in matrix() {
+        let m = map(layout, backend, 5_000);
         let barrier = Barrier::new(THREADS);
         let winners: Vec<Vec<u64>> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..THREADS as u64)
@@ -67,7 +72,10 @@ fn racing_inserts_of_the_same_keys_have_one_winner_each() {
         let mut all = HashSet::new();
         for (t, won) in winners.iter().enumerate() {
             for &k in won {
-                assert!(all.insert(k), "{backend:?}: key {k} inserted twice");
+                assert!(
+                    all.insert(k),
+                    "{layout:?} {backend:?}: key {k} inserted twice"
+                );
                 assert_eq!(m.get(&k), Some(t as u64), "the winner's value stays");
             }
         }
@@ -78,8 +86,8 @@ fn racing_inserts_of_the_same_keys_have_one_winner_each() {
 #[test]
 #[cfg_attr(miri, ignore = "slow under Miri")]
 fn fetch_add_counts_exactly_under_contention() {
-    for backend in backends() {
-        let m = map(backend, 64);
+    for (layout, backend) in matrix() {
+        let m = map(layout, backend, 64);
         std::thread::scope(|s| {
             for t in 0..THREADS as u64 {
                 let m = &m;
@@ -93,7 +101,7 @@ fn fetch_add_counts_exactly_under_contention() {
         });
         let mut total = 0;
         m.for_each(|_, v| total += v);
-        assert_eq!(total, THREADS as u64 * 20_000, "{backend:?}");
+        assert_eq!(total, THREADS as u64 * 20_000, "{layout:?} {backend:?}");
     }
 }
 
@@ -102,13 +110,13 @@ fn fetch_add_counts_exactly_under_contention() {
 fn churn_keeps_stable_keys_readable() {
     // Half the keys are never touched; others are inserted and removed in a loop in the same
     // bins (slots recycled constantly). Readers must always see every stable key.
-    for backend in backends() {
-        let m = FlatMap::<u64, u64>::builder()
-            .bins(64)
-            .link_buckets(64)
-            .backend(backend)
-            .build()
-            .unwrap();
+    for (layout, backend) in matrix() {
+        let builder = FlatMap::<u64, u64>::builder().layout(layout);
+        let builder = match layout {
+            Layout::Bins => builder.bins(64).link_buckets(64),
+            Layout::Dense => builder.capacity(200),
+        };
+        let m = builder.backend(backend).build().unwrap();
         for k in 0..64u64 {
             assert!(m.try_insert(k, k * 10).unwrap().is_inserted());
         }
@@ -147,8 +155,8 @@ fn churn_keeps_stable_keys_readable() {
 #[test]
 #[cfg_attr(miri, ignore = "slow under Miri")]
 fn concurrent_clear_leaves_a_consistent_table() {
-    for backend in backends() {
-        let m = map(backend, 10_000);
+    for (layout, backend) in matrix() {
+        let m = map(layout, backend, 10_000);
         std::thread::scope(|s| {
             let m = &m;
             s.spawn(move || {
@@ -179,9 +187,10 @@ fn concurrent_clear_leaves_a_consistent_table() {
 fn for_each_meets_every_key_once_across_growth_and_shrink() {
     use floe::ResizeMode;
     const STABLE: u64 = 2000;
-    for mode in [ResizeMode::Incremental, ResizeMode::Blocking] {
-        let map = FlatMap::<u64, u64>::builder()
-            .bins(2)
+    for (layout, mode) in layouts().into_iter().flat_map(|layout| {
+        [ResizeMode::Incremental, ResizeMode::Blocking].map(|mode| (layout, mode))
+    }) {
+        let map = smallest(layout)
             .resize_mode(mode)
             .hasher(floe::hash::Mix64::with_seed(5))
             .build()
@@ -211,7 +220,10 @@ fn for_each_meets_every_key_once_across_growth_and_shrink() {
                 let mut seen = HashSet::new();
                 let mut stable = 0;
                 map.for_each(|k, v| {
-                    assert!(seen.insert(k), "{mode:?}: for_each visited {k:#x} twice");
+                    assert!(
+                        seen.insert(k),
+                        "{layout:?} {mode:?}: for_each visited {k:#x} twice"
+                    );
                     if k < STABLE {
                         assert_eq!(v, !k);
                         stable += 1;
@@ -221,7 +233,7 @@ fn for_each_meets_every_key_once_across_growth_and_shrink() {
                 });
                 assert_eq!(
                     stable, STABLE,
-                    "{mode:?}: a key present throughout was missed"
+                    "{layout:?} {mode:?}: a key present throughout was missed"
                 );
                 walks += 1;
             }
@@ -237,10 +249,11 @@ fn for_each_meets_every_key_once_across_growth_and_shrink() {
 #[cfg_attr(miri, ignore = "thousands of operations across threads")]
 fn shrink_and_grow_while_others_work() {
     use floe::ResizeMode;
-    for mode in [ResizeMode::Incremental, ResizeMode::Blocking] {
+    for (layout, mode) in layouts().into_iter().flat_map(|layout| {
+        [ResizeMode::Incremental, ResizeMode::Blocking].map(|mode| (layout, mode))
+    }) {
         let map = std::sync::Arc::new(
-            FlatMap::<u64, u64>::builder()
-                .bins(2)
+            smallest(layout)
                 .resize_mode(mode)
                 .hasher(floe::hash::Mix64::with_seed(11))
                 .build()
@@ -293,8 +306,11 @@ fn shrink_and_grow_while_others_work() {
 #[cfg_attr(miri, ignore = "96 threads")]
 fn old_tables_are_freed_with_many_threads_inside() {
     use std::sync::atomic::{AtomicBool, Ordering};
-    for round in 0..3u64 {
-        let map = FlatMap::<u64, u64>::builder().bins(2).build().unwrap();
+    for (layout, round) in layouts()
+        .into_iter()
+        .flat_map(|l| (0..3u64).map(move |r| (l, r)))
+    {
+        let map = smallest(layout).build().unwrap();
         let stop = AtomicBool::new(false);
         let readers = 96;
         let started = Barrier::new(readers + 1);
@@ -334,9 +350,19 @@ fn old_tables_are_freed_with_many_threads_inside() {
 #[test]
 #[cfg_attr(miri, ignore = "large tables")]
 fn readers_are_never_left_on_a_freed_table() {
+    for layout in layouts() {
+        readers_are_never_left_on_a_freed_table_of(layout);
+    }
+}
+
+fn readers_are_never_left_on_a_freed_table_of(layout: Layout) {
     use std::sync::atomic::{AtomicBool, Ordering};
     const KEYS: u64 = 20_000;
-    let map = FlatMap::<u64, u64>::try_with_capacity(KEYS as usize).unwrap();
+    let map = FlatMap::<u64, u64>::builder()
+        .layout(layout)
+        .capacity(KEYS as usize)
+        .build()
+        .unwrap();
     for k in 0..KEYS {
         assert!(map.try_insert(k, !k).unwrap().is_inserted());
     }

@@ -7,9 +7,10 @@ mod common;
 
 use std::collections::HashMap;
 
-use common::{backends, growing_map, tiny_map};
+use common::{backends, growing_dense_map, growing_map, tiny_dense_map, tiny_map};
 use floe::{
-    hash::Mix64, CompareExchangeError, Error, FlatMap, Insert, LocalMap, ResizeMode, Shadow, Taken,
+    hash::Mix64, CompareExchangeError, Error, FlatMap, Insert, Layout, LocalMap, ResizeMode,
+    Shadow, Taken,
 };
 use proptest::prelude::*;
 
@@ -83,6 +84,9 @@ fn op_in(pool: u64, clear: u32) -> BoxedStrategy<Op> {
 fn check(ops: &[Op], bins: usize, links: usize, seed: u64) {
     for backend in backends() {
         check_map(&tiny_map(backend, bins, links, seed), ops, backend);
+        // The dense layout's table of the same line count (4 lines at least: 16 slots).
+        let dense = tiny_dense_map(backend, bins * 3, seed);
+        check_map(&dense, ops, backend);
     }
 }
 
@@ -96,6 +100,10 @@ fn check_growing(ops: &[Op], links: usize, seed: u64) -> usize {
             // Bins multiply by 8 per growth while the table is small.
             growths += (map.stats().bins / 2).ilog(8) as usize;
             assert_eq!(common::live_tables(&map), 1, "an old table was not freed");
+            let dense = growing_dense_map(backend, mode, seed);
+            check_map(&dense, ops, backend);
+            // Lines double per growth.
+            growths += (dense.stats().bins / 4).ilog2() as usize;
         }
     }
     growths
@@ -152,6 +160,8 @@ fn check_map(map: &FlatMap<u64, u64, Mix64>, ops: &[Op], backend: floe::Backend)
                             assert_eq!(expected, Insert::Shadowed, "{}", ctx())
                         }
                         Err(Error::Full) => assert_eq!(expected, Insert::Inserted, "{}", ctx()),
+                        // The dense layout has no shadow inserts; nothing changed.
+                        Err(Error::NotInLayout(_)) if map.layout() == Layout::Dense => {}
                         Err(e) => panic!("{}: unexpected {e}", ctx()),
                     }
                 }

@@ -1,5 +1,5 @@
-//! Iterators on `FlatMap` and `Map`: every key present for the whole iteration is yielded
-//! exactly once while other threads insert and remove other keys and the map grows.
+//! Iterators on `FlatMap` (both layouts) and `Map`: every key present for the whole iteration
+//! is yielded exactly once while other threads insert and remove other keys and the map grows.
 
 mod common;
 
@@ -138,7 +138,9 @@ fn stable_keys_are_seen_once(map: &impl Iterated) {
 
 #[test]
 fn flat_map_iter_sees_stable_keys_once_while_growing() {
-    stable_keys_are_seen_once(&FlatMap::<u64, u64>::builder().bins(2).build().unwrap());
+    for layout in common::layouts() {
+        stable_keys_are_seen_once(&common::smallest(layout).build().unwrap());
+    }
 }
 
 #[test]
@@ -148,7 +150,17 @@ fn map_iter_sees_stable_keys_once_while_growing() {
 
 #[test]
 fn iterators_of_quiet_maps_yield_everything() {
-    let flat = FlatMap::<u32, u32>::try_with_capacity(100).unwrap();
+    for layout in common::layouts() {
+        quiet_maps_yield_everything(layout);
+    }
+}
+
+fn quiet_maps_yield_everything(layout: floe::Layout) {
+    let flat = FlatMap::<u32, u32>::builder()
+        .layout(layout)
+        .capacity(100)
+        .build()
+        .unwrap();
     let map = Map::<String, u32>::try_with_capacity(100).unwrap();
     assert_eq!(flat.iter().count(), 0);
     assert_eq!(map.pin().iter().count(), 0);

@@ -5,7 +5,7 @@
 //!
 //! The quick versions run in the suite; `ci/stress.sh` runs them with `FLOE_LEDGER_SECONDS`
 //! seconds per configuration (the slot races they target were seen about once in 10^8
-//! operations).
+//! operations). Over both layouts.
 
 mod common;
 
@@ -18,8 +18,8 @@ use std::{
     time::Duration,
 };
 
-use common::{backends, SplitMix, WordHash};
-use floe::{hash::Mix64, Backend, Error, FlatMap, Insert, ResizeMode};
+use common::{layouts, matrix, SplitMix, WordHash};
+use floe::{hash::Mix64, Backend, Error, FlatMap, Insert, Layout, ResizeMode};
 
 /// How long each configuration runs: `FLOE_LEDGER_SECONDS`, or a fraction of a second.
 fn budget() -> Duration {
@@ -61,14 +61,16 @@ fn hammer<A: Send>(work: impl Fn(usize, &AtomicBool) -> A + Sync) -> Vec<A> {
 /// A fixed two-bin map: every key of a test lands in one of two bins, so slots are recycled
 /// constantly. Slots being freed by removes in flight (one per thread) count against the bin,
 /// so it may answer `Full` now and then: that changes nothing and is not counted.
-fn two_bins(backend: Backend) -> FlatMap<u64, u64> {
-    FlatMap::<u64, u64>::builder()
-        .bins(2)
-        .link_buckets(3)
-        .max_bins(2)
-        .backend(backend)
-        .build()
-        .unwrap()
+/// The dense layout's: a fixed table of 4 lines.
+fn two_bins(layout: Layout, backend: Backend) -> FlatMap<u64, u64> {
+    let builder = FlatMap::<u64, u64>::builder().layout(layout);
+    match layout {
+        Layout::Bins => builder.bins(2).link_buckets(3).max_bins(2),
+        Layout::Dense => builder.capacity(1).max_bins(1),
+    }
+    .backend(backend)
+    .build()
+    .unwrap()
 }
 
 /// Counting upserts and removes on one key: every increment is either drained by a remove or
@@ -77,8 +79,8 @@ fn two_bins(backend: Backend) -> FlatMap<u64, u64> {
 #[test]
 #[cfg_attr(miri, ignore = "threads for a fraction of a second")]
 fn fetch_add_and_remove_on_one_key_balance() {
-    for backend in backends() {
-        let map = two_bins(backend);
+    for (layout, backend) in matrix() {
+        let map = two_bins(layout, backend);
         let key = 7;
         let accounts = hammer(|t, stop| {
             let (mut added, mut drained) = (0u64, 0u64);
@@ -104,7 +106,7 @@ fn fetch_add_and_remove_on_one_key_balance() {
         assert_eq!(
             added,
             drained + left,
-            "{backend:?}: {added} added, {drained} drained, {left} left"
+            "{layout:?} {backend:?}: {added} added, {drained} drained, {left} left"
         );
         assert_eq!(map.check_invariants(), usize::from(left > 0));
     }
@@ -117,8 +119,8 @@ fn fetch_add_and_remove_on_one_key_balance() {
 #[test]
 #[cfg_attr(miri, ignore = "threads for a fraction of a second")]
 fn inserts_and_removes_with_equal_values_balance() {
-    for backend in backends() {
-        let map = two_bins(backend);
+    for (layout, backend) in matrix() {
+        let map = two_bins(layout, backend);
         // Keys of one bin: their hashes share the top bit.
         let bin_of = |k: u64| map.hasher().hash_one(k) >> 63;
         let keys: Vec<u64> = (0..).filter(|&k| bin_of(k) == 0).take(2).collect();
@@ -149,7 +151,7 @@ fn inserts_and_removes_with_equal_values_balance() {
             assert_eq!(
                 inserted,
                 removed + present,
-                "{backend:?} key {key}: {inserted} inserted, {removed} removed, present {present}"
+                "{layout:?} {backend:?} key {key}: {inserted} inserted, {removed} removed, present {present}"
             );
         }
         map.check_invariants();
@@ -163,13 +165,18 @@ fn inserts_and_removes_with_equal_values_balance() {
 #[test]
 #[cfg_attr(miri, ignore = "threads for a fraction of a second")]
 fn shrinks_and_growths_lose_nothing() {
-    for mode in [ResizeMode::Incremental, ResizeMode::Blocking] {
-        let map = FlatMap::<u64, u64>::builder()
-            .bins(64)
-            .resize_mode(mode)
-            .hasher(Mix64::with_seed(3))
-            .build()
-            .unwrap();
+    for (layout, mode) in layouts().into_iter().flat_map(|layout| {
+        [ResizeMode::Incremental, ResizeMode::Blocking].map(|mode| (layout, mode))
+    }) {
+        let builder = FlatMap::<u64, u64>::builder().layout(layout);
+        let map = match layout {
+            Layout::Bins => builder.bins(64),
+            Layout::Dense => builder.capacity(200),
+        }
+        .resize_mode(mode)
+        .hasher(Mix64::with_seed(3))
+        .build()
+        .unwrap();
         let counters = 16u64;
         let stable = 1u64 << 50;
         for k in stable..stable + 200 {
@@ -187,10 +194,14 @@ fn shrinks_and_growths_lose_nothing() {
                         let base = fresh;
                         fresh += 4000;
                         for k in base..base + 4000 {
-                            assert_eq!(map.try_insert(k, 1).unwrap(), Insert::Inserted, "{mode:?}");
+                            assert_eq!(
+                                map.try_insert(k, 1).unwrap(),
+                                Insert::Inserted,
+                                "{layout:?} {mode:?}"
+                            );
                         }
                         for k in base..base + 4000 {
-                            assert_eq!(map.remove(&k), Some(1), "{mode:?}");
+                            assert_eq!(map.remove(&k), Some(1), "{layout:?} {mode:?}");
                         }
                         map.shrink_to_fit().unwrap();
                     }
@@ -199,11 +210,19 @@ fn shrinks_and_growths_lose_nothing() {
                         assert_eq!(
                             map.try_insert(fresh, 2).unwrap(),
                             Insert::Inserted,
-                            "{mode:?}: a fresh key answered Present"
+                            "{layout:?} {mode:?}: a fresh key answered Present"
                         );
-                        assert_eq!(map.remove(&fresh), Some(2), "{mode:?}: own insert lost");
+                        assert_eq!(
+                            map.remove(&fresh),
+                            Some(2),
+                            "{layout:?} {mode:?}: own insert lost"
+                        );
                         let k = stable + rng.below(200);
-                        assert_eq!(map.get(&k), Some(k), "{mode:?}: stable key {k} lost");
+                        assert_eq!(
+                            map.get(&k),
+                            Some(k),
+                            "{layout:?} {mode:?}: stable key {k} lost"
+                        );
                     }
                     _ => {
                         map.try_fetch_add(rng.below(counters), 1).unwrap();
@@ -215,8 +234,8 @@ fn shrinks_and_growths_lose_nothing() {
         });
         let added: u64 = accounts.iter().sum();
         let total: u64 = (0..counters).map(|k| map.get(&k).unwrap_or(0)).sum();
-        assert_eq!(added, total, "{mode:?}: counter increments lost");
-        assert_eq!(map.len(), counters as usize + 200, "{mode:?}");
+        assert_eq!(added, total, "{layout:?} {mode:?}: counter increments lost");
+        assert_eq!(map.len(), counters as usize + 200, "{layout:?} {mode:?}");
         assert_eq!(map.check_invariants(), counters as usize + 200);
     }
 }
@@ -234,12 +253,21 @@ fn crowding(word: u64) -> u64 {
 #[test]
 #[cfg_attr(miri, ignore = "threads for a fraction of a second")]
 fn crowded_shrinks_and_growths_keep_every_key() {
-    let map = FlatMap::<u64, u64>::builder()
-        .bins(4)
-        .hasher(WordHash(crowding))
-        .max_bins(1 << 12)
-        .build()
-        .unwrap();
+    for layout in layouts() {
+        crowded_shrinks_and_growths_keep_every_key_of(layout);
+    }
+}
+
+fn crowded_shrinks_and_growths_keep_every_key_of(layout: Layout) {
+    let builder = FlatMap::<u64, u64>::builder().layout(layout);
+    let map = match layout {
+        Layout::Bins => builder.bins(4),
+        Layout::Dense => builder.capacity(1),
+    }
+    .hasher(WordHash(crowding))
+    .max_bins(1 << 12)
+    .build()
+    .unwrap();
     let accounts = hammer(|t, stop| {
         let mut mine = Vec::new();
         let mut rng = SplitMix(t as u64);

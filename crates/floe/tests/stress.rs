@@ -12,6 +12,9 @@
 //! the contended keys' bins are moved under gets, inserts, puts, removes and fetch-adds; every
 //! filler key must be there afterwards, and every replaced table freed.
 //!
+//! Every `FlatMap` run goes over both table layouts (`run`): the dense layout's map is as
+//! many lines as the default one's bins (4 at least), fixed, or growing from 4 lines.
+//!
 //! The same runs check `Map<String, u64>` (`run_any`), with a hasher that puts every
 //! contended key on one hash word: each of its writes swaps that one slot's pointer to a new
 //! collision list, and `update` is a copy-on-write read-modify-write (a lost update shows as
@@ -32,8 +35,10 @@ use std::{
 
 use std::hash::{BuildHasher, Hasher};
 
-use common::{backends, growing_map, tiny_map, SplitMix};
-use floe::{hash::Mix64, Backend, CompareExchangeError, FlatMap, Insert, Map, ResizeMode};
+use common::{
+    backends, growing_dense_map, growing_map, layouts, tiny_dense_map, tiny_map, SplitMix,
+};
+use floe::{hash::Mix64, Backend, CompareExchangeError, FlatMap, Insert, Layout, Map, ResizeMode};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Call {
@@ -309,14 +314,26 @@ const ALL_KEYS: u64 = u64::MAX;
 /// Filler keys live far from the contended keys `0..keys`.
 const FILLER: u64 = 1 << 62;
 
+/// `run_on` for `FlatMap` of both layouts: the default one of the config's geometry, the
+/// dense one of as many lines (at least 4), fixed or growing from 4 lines.
 fn run(backend: Backend, config: &Config, seed: u64) {
-    let maps = match config.grow {
-        None => vec![tiny_map(backend, config.bins, config.links, seed)],
-        Some((mode, _)) => (0..config.rounds)
-            .map(|round| growing_map(backend, 2, config.links, mode, seed ^ round as u64))
-            .collect(),
-    };
-    run_on(&format!("{backend:?}"), maps, config, seed);
+    for layout in layouts() {
+        let map = |round: usize| match (layout, config.grow) {
+            (Layout::Bins, None) => tiny_map(backend, config.bins, config.links, seed),
+            (Layout::Dense, None) => tiny_dense_map(backend, config.bins * 3, seed),
+            (Layout::Bins, Some((mode, _))) => {
+                growing_map(backend, 2, config.links, mode, seed ^ round as u64)
+            }
+            (Layout::Dense, Some((mode, _))) => {
+                growing_dense_map(backend, mode, seed ^ round as u64)
+            }
+        };
+        let maps = match config.grow {
+            None => vec![map(0)],
+            Some(_) => (0..config.rounds).map(map).collect(),
+        };
+        run_on(&format!("{layout:?} {backend:?}"), maps, config, seed);
+    }
 }
 
 /// `run` for `Map<String, u64>`: every contended key on one hash word (`Crowd`).

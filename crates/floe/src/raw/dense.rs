@@ -161,6 +161,28 @@
 //! while it is non-empty. The next migration moves its keys with their homes. No test with a
 //! real hash has reached it; the crowded-hash tests have.
 //!
+//! ## Walks: every key once, with displacements held off
+//!
+//! A walk (`for_each`, `clear`, an iterator) reads the current table line by line, each slot
+//! with an acquire load, then the line's writer byte. Within a table a key moves only by a
+//! displacement (home to alternative): a walk that read the alternative before the move and
+//! the home after it would miss the key, one reading them the other way round would meet it
+//! twice. So a table counts its walks (`walkers`) and its displacements in progress
+//! (`displacing`): a displacer raises its count, then reads the walks', and gives up (the
+//! write answers `Full`, and the driver grows or refreshes the table) if one runs; a walk
+//! raises its count, then waits until no displacement is in progress. The increments and
+//! the walk's reads are AcqRel read-modify-writes, so of the two sides at least one sees the
+//! other's increment (Dekker; `enter_displacement` has the argument): no displacement runs
+//! in a table while a walk reads it. With no
+//! displacement a key stays in its slot for as long as it is present in the table, so a line
+//! read whose writer byte then says "not moved" holds every key that was in the line
+//! throughout, each once. A line already moved still holds the copy it had when it was moved
+//! (a move copies, it erases nothing): its keys are looked up in the map (the driver), which
+//! answers their values now, or their absence. After the move a key of that line is written
+//! only in the next table (its writers move both lines first), so no other line of this table
+//! has it, and the walk, which never walks the next table, meets it once. The overflow is
+//! read under its mutex, and a key there whose home is moved is looked up the same way.
+//!
 //! ## Known limits (measured, BENCHMARKS)
 //!
 //! - Keys age into their alternatives under churn: nothing moves a key back home within a
@@ -172,6 +194,8 @@
 //! - A key whose two lines hold only keys living in their alternatives has nothing to displace:
 //!   about one insert in 55 million finds no room at 81.9% on 2^24 lines; the driver grows the
 //!   table there, a little before its trigger.
+//! - While a walk runs, an insert that needs a displacement answers `Full` to the driver, which
+//!   then grows (or refreshes) the table a little earlier than it would have.
 
 use super::{
     alloc::{TableMemory, ZeroInit},
@@ -187,7 +211,11 @@ use crate::{
     control::group::Group,
     hash::fastrange,
     reclaim::Reclaim,
-    sync::{spin, AtomicU64, AtomicU8, AtomicUsize, Ordering},
+    sync::{
+        spin,
+        stat::{AtomicUsize as StatUsize, Ordering as StatOrdering},
+        AtomicU64, AtomicU8, AtomicUsize, Ordering,
+    },
 };
 
 /// Slots per line.
@@ -363,6 +391,20 @@ pub(crate) struct DenseTable {
     overflow: std::sync::Mutex<Vec<(u64, u64)>>,
     /// Keys in `overflow`.
     overflowed: AtomicUsize,
+    /// Walks reading this table (module docs, Walks): no displacement runs while one does.
+    walkers: AtomicUsize,
+    /// Displacements in progress, or about to give up for a walk.
+    displacing: AtomicUsize,
+    /// The map's count of its tables alive (a statistic, `counted_in`).
+    alive: Option<std::sync::Arc<StatUsize>>,
+}
+
+impl Drop for DenseTable {
+    fn drop(&mut self) {
+        if let Some(alive) = &self.alive {
+            alive.fetch_sub(1, StatOrdering::Relaxed);
+        }
+    }
 }
 
 /// A held line lock; unlocks on drop, publishing the spill count it carries.
@@ -439,6 +481,9 @@ impl DenseTable {
             settled_away: AtomicU64::new(0),
             overflow: std::sync::Mutex::new(Vec::new()),
             overflowed: AtomicUsize::new(0),
+            walkers: AtomicUsize::new(0),
+            displacing: AtomicUsize::new(0),
+            alive: None,
         };
         // The two lines whose clean key is not 0 get theirs before anyone can reach them.
         for line in [empty.clean_lines.0, empty.clean_lines.1] {
@@ -447,6 +492,13 @@ impl DenseTable {
             }
         }
         Ok(table)
+    }
+
+    /// The table, counted in `alive` until it is dropped (`FlatMap::stats`' live tables).
+    pub(crate) fn counted_in(mut self, alive: &std::sync::Arc<StatUsize>) -> Self {
+        alive.fetch_add(1, StatOrdering::Relaxed);
+        self.alive = Some(alive.clone());
+        self
     }
 
     /// Lines of the table.
@@ -815,10 +867,13 @@ impl DenseTable {
             }
             drop((held_home, held_alt));
             let refused = writer == Writer::User && self.room.load(Ordering::Relaxed) == 0;
-            if tries == writer.tries()
-                || refused
-                || !self.displace(home, alt, rehash, writer.search_lines(), &mut reached)
-            {
+            if tries == writer.tries() || refused {
+                return Ok(Err(Full));
+            }
+            let Some(_displacing) = self.enter_displacement() else {
+                return Ok(Err(Full));
+            };
+            if !self.displace(home, alt, rehash, writer.search_lines(), &mut reached) {
                 return Ok(Err(Full));
             }
             tries += 1;
@@ -1076,7 +1131,160 @@ impl DenseTable {
     }
 }
 
+/// A displacement in progress (`DenseTable::enter_displacement`); ends on drop.
+struct Displacing<'t>(&'t AtomicUsize);
+
+impl Drop for Displacing<'_> {
+    fn drop(&mut self) {
+        // Release: the displacement's stores happen before a walk that waited for it.
+        self.0.fetch_sub(1, Ordering::Release);
+    }
+}
+
+/// A walk of a table in progress (`DenseTable::start_walk`): displacements wait until drop.
+pub(crate) struct Walking<'t>(&'t AtomicUsize);
+
+impl Drop for Walking<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
 impl DenseTable {
+    // ---- walks (module docs, Walks) ----
+
+    /// Announce a displacement, unless a walk runs (`None`: the write answers `Full`).
+    fn enter_displacement(&self) -> Option<Displacing<'_>> {
+        // Dekker, with the walk's read a read-modify-write (module docs, Walks): our AcqRel
+        // increment, then this Acquire load of `walkers`, against `start_walk`'s AcqRel
+        // increment of `walkers`, then AcqRel RMW read of `displacing`. An RMW reads the
+        // value just before it in its variable's modification order. If the walk's read
+        // comes before our increment in that order, our increment reads from it (Release
+        // to Acquire): the walk's increment happens before this load, which sees it. If
+        // after, the walk's read sees our increment (or the Release decrement that ends
+        // our displacement, whose stores the walk then sees). (Two SeqCst loads would do on
+        // the hardware; loom does not model SeqCst loads, and the RMW costs a walk once.)
+        self.displacing.fetch_add(1, Ordering::AcqRel);
+        let displacing = Displacing(&self.displacing);
+        if self.walkers.load(Ordering::Acquire) > 0 {
+            return None;
+        }
+        Some(displacing)
+    }
+
+    /// Hold displacements off this table until the returned guard drops; waits for the ones
+    /// in progress (module docs, Walks).
+    pub(crate) fn start_walk(&self) -> Walking<'_> {
+        // AcqRel: see `enter_displacement`. The RMW reads of `displacing` acquire: they
+        // pair with the Release end of a displacement waited for, whose stores the walk
+        // then sees, and release, for a displacer's increment that reads from them.
+        self.walkers.fetch_add(1, Ordering::AcqRel);
+        let walking = Walking(&self.walkers);
+        while self.displacing.fetch_add(0, Ordering::AcqRel) > 0 {
+            spin();
+        }
+        walking
+    }
+
+    /// Visit every key of the table (a walk must be started, `start_walk`): `visit(key,
+    /// Some(value))` for a key read in a line not moved, `visit(key, None)` for a key of a
+    /// moved line or of the overflow whose home is moved, whose value is the next table's to
+    /// answer (module docs, Walks).
+    pub(crate) fn walk(
+        &self,
+        rehash: &dyn Fn(u64) -> u64,
+        visit: &mut dyn FnMut(u64, Option<u64>),
+    ) {
+        debug_assert!(
+            self.walkers.load(Ordering::Relaxed) > 0,
+            "walk without start_walk"
+        );
+        for line in 0..self.nlines {
+            // Acquire loads: each pairs with the Release store that put its key there, and
+            // orders the writer byte's load after them.
+            let slots = self.lines[line]
+                .slots
+                .each_ref()
+                .map(|slot| slot.load_acquire());
+            #[cfg(not(loom))]
+            crate::sync::compiler_fence(Ordering::Acquire);
+            let moved = self.is_moved(line);
+            for (key, value) in slots {
+                if !self.is_empty_key(line, key) {
+                    visit(key, (!moved).then_some(value));
+                }
+            }
+        }
+        // Acquire: pairs with the Release increment after a key entered the overflow.
+        if self.overflowed.load(Ordering::Acquire) > 0 {
+            let overflow = self
+                .overflow
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            for (key, value) in overflow {
+                let moved = self.is_moved(self.lines_of(rehash(key)).0);
+                visit(key, (!moved).then_some(value));
+            }
+        }
+    }
+
+    /// The table's keys and values, after checking (panicking where one fails) that each
+    /// key is in its home, its alternative or the overflow, once; that each line's spill
+    /// count counts its keys elsewhere, and a line with keys elsewhere has no clean empty
+    /// slot; that no line is left locked, and the key count. For tests, on a quiescent table.
+    pub(crate) fn check_invariants(
+        &self,
+        hash: &dyn Fn(u64) -> u64,
+    ) -> std::collections::HashMap<u64, u64> {
+        let t = self;
+        let mut contents = std::collections::HashMap::new();
+        let mut spilled = vec![0usize; t.nlines];
+        for line in 0..t.nlines {
+            for slot in &t.lines[line].slots {
+                let (key, value) = slot.load();
+                if t.is_empty_key(line, key) {
+                    assert_eq!(value, 0, "an empty slot of line {line} holds a value");
+                    continue;
+                }
+                let (home, alt) = t.lines_of(hash(key));
+                assert!(
+                    line == home || line == alt,
+                    "key {key} in line {line}, not its own"
+                );
+                if line == alt {
+                    spilled[home] += 1;
+                }
+                assert!(contents.insert(key, value).is_none(), "key {key} twice");
+            }
+        }
+        let overflow = t.overflow.lock().unwrap_or_else(|e| e.into_inner());
+        assert_eq!(overflow.len(), t.overflowed.load(Ordering::Relaxed));
+        for &(key, value) in overflow.iter() {
+            spilled[t.lines_of(hash(key)).0] += 1;
+            assert!(contents.insert(key, value).is_none(), "key {key} twice");
+        }
+        for (line, &count) in spilled.iter().enumerate() {
+            let meta = t.meta[line].0.load(Ordering::Relaxed);
+            assert_eq!(meta & LOCKED, 0, "line {line} left locked");
+            let recorded = usize::from(meta >> SPILL_SHIFT);
+            if recorded == usize::from(SPILL_SATURATED) {
+                assert!(count <= recorded || recorded == usize::from(SPILL_SATURATED));
+            } else {
+                assert_eq!(recorded, count, "line {line}'s spill count");
+            }
+            if count > 0 {
+                let clean = t.empty.clean_of(line);
+                assert!(
+                    t.lines[line].slots.iter().all(|s| s.load().0 != clean),
+                    "line {line} has keys in their alternatives and a clean empty slot"
+                );
+            }
+        }
+        assert_eq!(t.len(), contents.len());
+        contents
+    }
+
     // ---- migration (module docs, Migration) ----
 
     /// The table this one is migrating into, if the migration has started.
@@ -1461,51 +1669,7 @@ pub(super) mod tests {
     /// or the overflow, once; spill counts exact (or saturated and at least the truth); a line with keys in
     /// their alternatives has no clean empty slot; `len` right. Returns the contents.
     fn check(t: &DenseTable, hash: &dyn Fn(u64) -> u64) -> HashMap<u64, u64> {
-        let mut contents = HashMap::new();
-        let mut spilled = vec![0usize; t.nlines];
-        for line in 0..t.nlines {
-            for slot in &t.lines[line].slots {
-                let (key, value) = slot.load();
-                if t.is_empty_key(line, key) {
-                    assert_eq!(value, 0, "an empty slot of line {line} holds a value");
-                    continue;
-                }
-                let (home, alt) = t.lines_of(hash(key));
-                assert!(
-                    line == home || line == alt,
-                    "key {key} in line {line}, not its own"
-                );
-                if line == alt {
-                    spilled[home] += 1;
-                }
-                assert!(contents.insert(key, value).is_none(), "key {key} twice");
-            }
-        }
-        let overflow = t.overflow.lock().unwrap();
-        assert_eq!(overflow.len(), t.overflowed.load(Ordering::Relaxed));
-        for &(key, value) in overflow.iter() {
-            spilled[t.lines_of(hash(key)).0] += 1;
-            assert!(contents.insert(key, value).is_none(), "key {key} twice");
-        }
-        for (line, &count) in spilled.iter().enumerate() {
-            let meta = t.meta[line].0.load(Ordering::Relaxed);
-            assert_eq!(meta & LOCKED, 0, "line {line} left locked");
-            let recorded = usize::from(meta >> SPILL_SHIFT);
-            if recorded == usize::from(SPILL_SATURATED) {
-                assert!(count <= recorded || recorded == usize::from(SPILL_SATURATED));
-            } else {
-                assert_eq!(recorded, count, "line {line}'s spill count");
-            }
-            if count > 0 {
-                let clean = t.empty.clean_of(line);
-                assert!(
-                    t.lines[line].slots.iter().all(|s| s.load().0 != clean),
-                    "line {line} has keys in their alternatives and a clean empty slot"
-                );
-            }
-        }
-        assert_eq!(t.len(), contents.len());
-        contents
+        t.check_invariants(hash)
     }
 
     #[derive(Clone, Debug)]
@@ -1986,5 +2150,49 @@ mod model {
             seen
         });
         assert_eq!(outcomes.len(), 2, "{outcomes:?}");
+    }
+
+    /// A walk reads the table while an insert displaces `y` from its home (line 2) to its
+    /// alternative (line 1, which the walk reads first): present throughout, `y` must be
+    /// visited exactly once, whether the insert displaced it (before the walk began) or
+    /// gave up for the walk (`Full`); both happen. Fails if displacements ignore walks (the
+    /// walk misses `y`, checked), if the walk does not wait for a displacement in progress,
+    /// or if the walk reads `displacing` with a plain Acquire load instead of the AcqRel
+    /// read-modify-write (checked: the Dekker pair then lets both sides miss each other).
+    #[test]
+    fn walk_racing_a_displacement() {
+        let outcomes = explore(|| {
+            let t = table();
+            let y = key(2, 1, 7);
+            put(&t, y, 70);
+            for tag in 1..4 {
+                put(&t, key(2, 0, tag), tag);
+            }
+            for tag in 1..5 {
+                put(&t, key(3, 0, tag), tag);
+            }
+            let walker = {
+                let t = t.clone();
+                thread::spawn(move || {
+                    let _walking = t.start_walk();
+                    let mut seen = Vec::new();
+                    t.walk(&id, &mut |key, value| {
+                        if key == y {
+                            seen.push(value);
+                        }
+                    });
+                    seen
+                })
+            };
+            let z = key(2, 3, 9);
+            let inserted = t
+                .modify(z, z, &id, |_| (Action::Store(90), ()))
+                .unwrap()
+                .is_ok();
+            let seen = walker.join().unwrap();
+            assert_eq!(seen, [Some(70)], "y visited {} times", seen.len());
+            inserted
+        });
+        assert_eq!(outcomes, BTreeSet::from([false, true]));
     }
 }

@@ -28,12 +28,13 @@ use super::{
     driver::Rehash,
     lifecycle::{turn_to_help, Tables, READER_HELP_EVERY, WRITER_HELP_EVERY},
     migrate::Next,
-    Moved,
+    Inserted, Mismatch, Moved,
 };
 use crate::{
-    config::{Backend, ResizeMode},
+    config::{Backend, ResizeMode, Stats},
     error::Error,
     reclaim::{self, ReadGuard},
+    sync::stat::{AtomicUsize as StatUsize, Ordering as StatOrdering},
 };
 
 /// The share of keys living in their alternatives from which a table that runs out of room
@@ -54,6 +55,10 @@ pub(crate) struct DenseMap {
     resize_mode: ResizeMode,
     /// Growth limit, in lines.
     max_lines: usize,
+    /// The limit is the first table's size: the map never grows nor shrinks.
+    fixed: bool,
+    /// Tables of this map not yet freed (a statistic).
+    alive: std::sync::Arc<StatUsize>,
     /// Migrations into a table of the same size, for the tests.
     #[cfg(test)]
     refreshes: std::sync::atomic::AtomicUsize,
@@ -82,15 +87,35 @@ impl DenseMap {
         rehash: Rehash<'_>,
     ) -> Result<Self, Error> {
         let lines = lines_for(keys)?;
-        let max_lines = lines_for(max_keys).unwrap_or(usize::MAX).max(lines);
+        let max_lines = lines_for(max_keys).unwrap_or(usize::MAX);
+        Self::with_lines(lines, max_lines, backend, resize_mode, huge_pages, rehash)
+    }
+
+    /// A map whose first table has `lines` lines, growing up to `max_lines` (a *fixed* map,
+    /// which never grows nor shrinks, if that is at most `lines`).
+    ///
+    /// # Errors
+    /// As [`new`](Self::new).
+    pub(crate) fn with_lines(
+        lines: usize,
+        max_lines: usize,
+        backend: Backend,
+        resize_mode: ResizeMode,
+        huge_pages: bool,
+        rehash: Rehash<'_>,
+    ) -> Result<Self, Error> {
+        let lines = lines.max(4);
         let loader = Loader::new(backend).ok_or(Error::UnsupportedBackend(backend))?;
-        let first = Box::new(DenseTable::new(lines, huge_pages, rehash)?);
+        let alive = std::sync::Arc::new(StatUsize::new(0));
+        let first = Box::new(DenseTable::new(lines, huge_pages, rehash)?.counted_in(&alive));
         Ok(DenseMap {
             tables: Tables::new(Box::into_raw(first)),
             loader,
             huge_pages,
             resize_mode,
-            max_lines,
+            max_lines: max_lines.max(lines),
+            fixed: max_lines <= lines,
+            alive,
             #[cfg(test)]
             refreshes: std::sync::atomic::AtomicUsize::new(0),
         })
@@ -181,6 +206,204 @@ impl DenseMap {
     }
 
     // -----------------------------------------------------------------------------------------
+    // The map operations, as `modify` decisions
+    // -----------------------------------------------------------------------------------------
+
+    /// Insert `value` if the key is absent.
+    #[inline]
+    pub(crate) fn insert(
+        &self,
+        hash: u64,
+        key: u64,
+        value: u64,
+        rehash: Rehash<'_>,
+    ) -> Result<Inserted, Error> {
+        self.modify(hash, key, rehash, |current| match current {
+            Some(present) => (Action::Keep, Inserted::Exists(present)),
+            None => (Action::Store(value), Inserted::New),
+        })
+    }
+
+    /// Insert `init` if absent, else replace the value `v` by `f(v)`; the previous value.
+    #[inline]
+    pub(crate) fn upsert_with(
+        &self,
+        hash: u64,
+        key: u64,
+        init: u64,
+        mut f: impl FnMut(u64) -> u64,
+        rehash: Rehash<'_>,
+    ) -> Result<Option<u64>, Error> {
+        self.modify(hash, key, rehash, |current| {
+            (Action::Store(current.map_or(init, &mut f)), current)
+        })
+    }
+
+    /// Replace a present value `v` by `f(v)`: `(old, new)`, or `None` if absent.
+    #[inline]
+    pub(crate) fn update(
+        &self,
+        hash: u64,
+        key: u64,
+        mut f: impl FnMut(u64) -> u64,
+        rehash: Rehash<'_>,
+    ) -> Option<(u64, u64)> {
+        in_place(self.modify(hash, key, rehash, |current| match current {
+            Some(old) => {
+                let new = f(old);
+                (Action::Store(new), Some((old, new)))
+            }
+            None => (Action::Keep, None),
+        }))
+    }
+
+    /// Replace the value by `new` if it is `current`: the value, or why not.
+    #[inline]
+    pub(crate) fn compare_exchange(
+        &self,
+        hash: u64,
+        key: u64,
+        current: u64,
+        new: u64,
+        rehash: Rehash<'_>,
+    ) -> Result<u64, Mismatch> {
+        self.remove_or_replace(hash, key, rehash, |value| {
+            (value == current).then_some(Action::Store(new))
+        })
+    }
+
+    /// Remove the key; its value.
+    #[inline]
+    pub(crate) fn remove(&self, hash: u64, key: u64, rehash: Rehash<'_>) -> Option<u64> {
+        in_place(self.modify(hash, key, rehash, Action::remove))
+    }
+
+    /// Remove the key if `accept` takes its value: the value, or why not.
+    #[inline]
+    pub(crate) fn remove_if(
+        &self,
+        hash: u64,
+        key: u64,
+        mut accept: impl FnMut(u64) -> bool,
+        rehash: Rehash<'_>,
+    ) -> Result<u64, Mismatch> {
+        self.remove_or_replace(hash, key, rehash, |value| {
+            accept(value).then_some(Action::Remove)
+        })
+    }
+
+    /// Carry out on a present key what `act` says of its value (`None`: nothing, a
+    /// `Mismatch`); never an insert.
+    #[inline(always)]
+    fn remove_or_replace(
+        &self,
+        hash: u64,
+        key: u64,
+        rehash: Rehash<'_>,
+        mut act: impl FnMut(u64) -> Option<Action>,
+    ) -> Result<u64, Mismatch> {
+        in_place(self.modify(hash, key, rehash, |current| match current {
+            None => (Action::Keep, Err(Mismatch::Absent)),
+            Some(value) => match act(value) {
+                Some(action) => (action, Ok(value)),
+                None => (Action::Keep, Err(Mismatch::Value(value))),
+            },
+        }))
+    }
+
+    /// Start loading the key's home line in the current table.
+    #[inline(always)]
+    pub(crate) fn prefetch(&self, hash: u64) {
+        let guard = reclaim::enter();
+        self.tables.load(&guard).prefetch(hash);
+    }
+
+    /// The current table pinned for a batch: prefetches of many keys share one announcement.
+    #[inline(always)]
+    pub(crate) fn pin(&self) -> DensePinned<'_> {
+        DensePinned {
+            map: self,
+            guard: reclaim::enter(),
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
+    // Walks (`dense.rs`, Walks)
+    // -----------------------------------------------------------------------------------------
+
+    /// The current table, once no migration runs out of it.
+    fn settled<'g>(&'g self, guard: &'g ReadGuard<'_>, rehash: Rehash<'_>) -> &'g DenseTable {
+        loop {
+            let table = self.tables.load(guard);
+            match table.migrating_into() {
+                None => return table,
+                Some(next) => self.finish_migration(table, next, rehash),
+            }
+        }
+    }
+
+    /// Visit every `(key, value)` pair: a key present throughout is visited once, with a
+    /// value it had during the walk; one inserted or removed meanwhile at most once. A
+    /// migration in progress is finished first; one that starts meanwhile is followed (the
+    /// keys of moved lines are looked up).
+    pub(crate) fn for_each(&self, rehash: Rehash<'_>, mut visit: impl FnMut(u64, u64)) {
+        let guard = reclaim::enter();
+        let table = self.settled(&guard, rehash);
+        let _walking = table.start_walk();
+        table.walk(rehash, &mut |key, value| {
+            if let Some(value) = value.or_else(|| self.get(rehash(key), key, rehash)) {
+                visit(key, value);
+            }
+        });
+    }
+
+    /// Remove every key that `keep(key, value)` does not keep, handing each removed value to
+    /// `taken`: each key the walk meets (`for_each`) is removed by a `remove_if`, so a key
+    /// written meanwhile is removed only if its value then is not kept.
+    pub(crate) fn clear(
+        &self,
+        rehash: Rehash<'_>,
+        keep: &dyn Fn(u64, u64) -> bool,
+        mut taken: impl FnMut(u64),
+    ) {
+        self.for_each(rehash, |key, value| {
+            if keep(key, value) {
+                return;
+            }
+            if let Ok(removed) = self.remove_if(rehash(key), key, |now| !keep(key, now), rehash) {
+                taken(removed);
+            }
+        });
+    }
+
+    /// Check the current table's invariants (`DenseTable::check_invariants`) on a quiescent
+    /// map, after finishing a migration; the number of keys.
+    pub(crate) fn check_invariants(&self, rehash: Rehash<'_>) -> usize {
+        let guard = reclaim::enter();
+        self.settled(&guard, rehash).check_invariants(rehash).len()
+    }
+
+    /// The figures `FlatMap::stats` reports, for the dense layout (a line counts as a bin;
+    /// no link pool, nothing prepared ahead).
+    pub(crate) fn stats(&self) -> Stats {
+        let guard = reclaim::enter();
+        let table = self.tables.load(&guard);
+        let next = table.migrating_into();
+        Stats {
+            bins: table.lines(),
+            link_buckets: 0,
+            link_buckets_used: 0,
+            link_buckets_lost: 0,
+            allocated_bytes: table.table_bytes() + next.map_or(0, DenseTable::table_bytes),
+            huge_pages: self.huge_pages,
+            migrating: next.is_some(),
+            live_tables: self.alive.load(StatOrdering::Relaxed),
+            prepared_bytes: 0,
+            prepared_growths: 0,
+        }
+    }
+
+    // -----------------------------------------------------------------------------------------
     // Migrations
     // -----------------------------------------------------------------------------------------
 
@@ -266,7 +489,7 @@ impl DenseMap {
             Next::Ready(next) => next,
             Next::Idle => unreachable!("next_table(true) never answers Idle"),
             Next::Allocate => match DenseTable::new(lines, self.huge_pages, rehash) {
-                Ok(next) => table.install_next(Box::new(next)),
+                Ok(next) => table.install_next(Box::new(next.counted_in(&self.alive))),
                 Err(error) => {
                     table.abandon_allocation();
                     return Err(error);
@@ -301,7 +524,7 @@ impl DenseMap {
     /// Make room for `additional` more keys than the map holds (a larger table at once).
     ///
     /// # Errors
-    /// `CapacityOverflow`, `Full` past `max_keys`, `AllocationFailed`.
+    /// `CapacityOverflow` (also past `max_keys`), `AllocationFailed`.
     pub(crate) fn reserve(&self, additional: usize, rehash: Rehash<'_>) -> Result<(), Error> {
         let wanted = self
             .len()
@@ -309,7 +532,8 @@ impl DenseMap {
             .ok_or(Error::CapacityOverflow)?;
         let lines = lines_for(wanted)?;
         if lines > self.max_lines {
-            return Err(Error::Full);
+            // As the default layout answers a reserve past its limit.
+            return Err(Error::CapacityOverflow);
         }
         if lines <= self.lines() {
             return Ok(());
@@ -323,6 +547,9 @@ impl DenseMap {
     /// # Errors
     /// `AllocationFailed`.
     pub(crate) fn shrink_to_fit(&self, rehash: Rehash<'_>) -> Result<bool, Error> {
+        if self.fixed {
+            return Ok(false);
+        }
         let lines = lines_for(self.len().saturating_mul(2))?;
         if lines.saturating_mul(2) > self.lines() {
             return Ok(false);
@@ -360,6 +587,27 @@ impl DenseMap {
         let guard = reclaim::enter();
         let table = self.tables.load(&guard);
         table.table_bytes() + table.migrating_into().map_or(0, DenseTable::table_bytes)
+    }
+}
+
+/// The answer of a write that stores only over a present key, which needs no room: `modify`
+/// fails only when an insert finds none.
+#[inline(always)]
+fn in_place<R>(answer: Result<R, Error>) -> R {
+    answer.unwrap_or_else(|_| unreachable!("a write in place never needs room"))
+}
+
+/// A dense map with an announcement held: batches prefetch many keys under one.
+pub(crate) struct DensePinned<'m> {
+    map: &'m DenseMap,
+    guard: ReadGuard<'static>,
+}
+
+impl DensePinned<'_> {
+    /// Start loading the key's home line (a hint: a migration may move it meanwhile).
+    #[inline(always)]
+    pub(crate) fn prefetch_home(&self, hash: u64) {
+        self.map.tables.load(&self.guard).prefetch(hash);
     }
 }
 
@@ -632,7 +880,10 @@ mod tests {
             map.reserve(usize::MAX, &mixed),
             Err(Error::CapacityOverflow)
         ));
-        assert!(matches!(map.reserve(1 << 20, &mixed), Err(Error::Full)));
+        assert!(matches!(
+            map.reserve(1 << 20, &mixed),
+            Err(Error::CapacityOverflow)
+        ));
         assert!(matches!(new(4, 4).map(|_| ()), Ok(())));
         let constant = |_: u64| 7;
         assert!(matches!(

@@ -293,6 +293,7 @@ pub(crate) mod dense_driver;
 pub(crate) mod dispatch;
 pub(crate) mod driver;
 pub(crate) mod layout;
+pub(crate) mod layouts;
 pub(crate) mod lifecycle;
 pub(crate) mod loader;
 mod local;

@@ -1,7 +1,7 @@
 //! Shared helpers: run one test body over every configuration the machine supports.
 #![allow(dead_code)]
 
-use floe::{hash::Mix64, Backend, FlatMap, ResizeMode};
+use floe::{hash::Mix64, Backend, FlatMap, Layout, ResizeMode};
 
 /// Every backend this CPU supports, scalar first (the oracle).
 pub fn backends() -> Vec<Backend> {
@@ -45,6 +45,59 @@ pub fn growing_map(
         .backend(backend)
         .build()
         .expect("growing map")
+}
+
+/// Both table layouts: the test matrix's other axis.
+pub fn layouts() -> [Layout; 2] {
+    [Layout::Bins, Layout::Dense]
+}
+
+/// Every (layout, backend) pair this CPU runs: the test matrix.
+pub fn matrix() -> Vec<(Layout, Backend)> {
+    layouts()
+        .into_iter()
+        .flat_map(|layout| backends().into_iter().map(move |backend| (layout, backend)))
+        .collect()
+}
+
+/// A builder of `layout` whose first table is the smallest the layout makes (2 bins, 4
+/// lines), so that a test's keys make it grow many times.
+pub fn smallest(layout: Layout) -> floe::Builder<u64, u64> {
+    let builder = FlatMap::<u64, u64>::builder().layout(layout);
+    match layout {
+        Layout::Bins => builder.bins(2),
+        Layout::Dense => builder.capacity(1),
+    }
+}
+
+/// A fixed-size map of the dense layout whose table holds `keys` at its trigger (at least 4
+/// lines, 16 slots), with a fixed seed, for the `Full` paths.
+pub fn tiny_dense_map(backend: Backend, keys: usize, seed: u64) -> FlatMap<u64, u64, Mix64> {
+    FlatMap::<u64, u64>::builder()
+        .layout(Layout::Dense)
+        .capacity(keys)
+        // At most the first table's lines: fixed.
+        .max_bins(1)
+        .hasher(Mix64::with_seed(seed))
+        .backend(backend)
+        .build()
+        .expect("tiny dense map")
+}
+
+/// A map of the dense layout that starts at 4 lines and grows on demand.
+pub fn growing_dense_map(
+    backend: Backend,
+    mode: ResizeMode,
+    seed: u64,
+) -> FlatMap<u64, u64, Mix64> {
+    FlatMap::<u64, u64>::builder()
+        .layout(Layout::Dense)
+        .capacity(1)
+        .resize_mode(mode)
+        .hasher(Mix64::with_seed(seed))
+        .backend(backend)
+        .build()
+        .expect("growing dense map")
 }
 
 /// Run `body` once per supported backend with a map of `bins` bins and `link_buckets` links.

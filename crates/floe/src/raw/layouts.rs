@@ -1,0 +1,388 @@
+//! The driver of the layout a map was built with: the default layout's (`driver.rs`,
+//! `RawMap`: DLHT bins with link buckets) or the dense one's (`dense_driver.rs`, `DenseMap`:
+//! headerless lines, a home and an alternative per key). The facades hold a [`Driver`] and
+//! call it as they would either; each call is one match on the layout, which a map never
+//! changes (the branch predicts perfectly), then the layout's own code.
+//!
+//! What the dense layout does not offer answers [`Error::NotInLayout`] where the call can
+//! return an error, and is documented on the facade where it cannot: shadow inserts, strong
+//! snapshots and persistence need the default layout's bin headers and files.
+//! Single-thread (`LocalMap`) writes take the dense layout's shared path.
+
+use super::{
+    dense_driver::{lines_for, DenseMap, DensePinned},
+    driver::{Pinned, RawMap, Rehash},
+    Inserted, Mismatch,
+};
+use crate::{
+    config::{Backend, Config, Layout, Stats},
+    error::Error,
+};
+
+/// One map's driver, of its layout (module docs).
+pub(crate) enum Driver {
+    /// The default layout.
+    Bins(RawMap),
+    /// `Layout::Dense`.
+    Dense(DenseMap),
+}
+
+/// Call `$call` on whichever driver `$driver` holds.
+macro_rules! either {
+    ($driver:expr, $map:ident => $call:expr) => {
+        match $driver {
+            Driver::Bins($map) => $call,
+            Driver::Dense($map) => $call,
+        }
+    };
+}
+
+/// A driver with an announcement held, for a batch (`RawMap::pin`).
+pub(crate) enum PinnedDriver<'m> {
+    Bins(Pinned<'m>),
+    Dense(DensePinned<'m>),
+}
+
+impl PinnedDriver<'_> {
+    /// Start loading the line a key's lookup reads first.
+    #[inline(always)]
+    pub(crate) fn prefetch_bin(&self, hash: u64) {
+        match self {
+            PinnedDriver::Bins(pinned) => pinned.prefetch_bin(hash),
+            PinnedDriver::Dense(pinned) => pinned.prefetch_home(hash),
+        }
+    }
+
+    /// Start loading the default layout's link buckets of a key's bin; whether there are
+    /// any. The dense layout reads a second line only for keys away from home, which it
+    /// cannot tell before reading the first: nothing.
+    #[inline(always)]
+    pub(crate) fn prefetch_chain(&self, hash: u64) -> bool {
+        match self {
+            PinnedDriver::Bins(pinned) => pinned.prefetch_chain(hash),
+            PinnedDriver::Dense(_) => false,
+        }
+    }
+}
+
+impl Driver {
+    /// The map `config` describes, of its layout.
+    ///
+    /// # Errors
+    /// As `Builder::build`; `InvalidConfig` for the default layout's sizing options (`bins`,
+    /// `link_buckets`) on a dense map.
+    pub(crate) fn new(config: &Config, rehash: Rehash<'_>) -> Result<Self, Error> {
+        match config.layout {
+            Layout::Bins => RawMap::new(config, rehash).map(Driver::Bins),
+            Layout::Dense => {
+                if config.bins.is_some() || config.link_buckets.is_some() {
+                    return Err(Error::InvalidConfig(
+                        "bins and link_buckets size the default layout; size a dense map by capacity",
+                    ));
+                }
+                // `max_bins` counts 64-byte lines, a dense line like a bin.
+                let first = lines_for(config.capacity)?;
+                DenseMap::with_lines(
+                    first,
+                    config.max_bins,
+                    config.backend,
+                    config.resize_mode,
+                    config.huge_pages,
+                    rehash,
+                )
+                .map(Driver::Dense)
+            }
+        }
+    }
+
+    /// The default layout's driver, for what only it offers.
+    fn bins(&self, what: &'static str) -> Result<&RawMap, Error> {
+        match self {
+            Driver::Bins(raw) => Ok(raw),
+            Driver::Dense(_) => Err(Error::NotInLayout(what)),
+        }
+    }
+
+    pub(crate) fn layout(&self) -> Layout {
+        match self {
+            Driver::Bins(_) => Layout::Bins,
+            Driver::Dense(_) => Layout::Dense,
+        }
+    }
+
+    pub(crate) fn backend(&self) -> Backend {
+        either!(self, map => map.backend())
+    }
+
+    #[inline(always)]
+    pub(crate) fn get(&self, hash: u64, word: u64, rehash: Rehash<'_>) -> Option<u64> {
+        either!(self, map => map.get(hash, word, rehash))
+    }
+
+    #[inline(always)]
+    pub(crate) fn get_batch(
+        &self,
+        located: &[(u64, u64)],
+        depth: usize,
+        out: &mut [Option<u64>],
+        rehash: Rehash<'_>,
+    ) {
+        either!(self, map => map.get_batch(located, depth, out, rehash))
+    }
+
+    #[inline(always)]
+    pub(crate) fn insert(
+        &self,
+        hash: u64,
+        word: u64,
+        value: u64,
+        rehash: Rehash<'_>,
+    ) -> Result<Inserted, Error> {
+        either!(self, map => map.insert(hash, word, value, rehash))
+    }
+
+    #[inline(always)]
+    pub(crate) fn upsert_with(
+        &self,
+        hash: u64,
+        word: u64,
+        init: u64,
+        f: impl FnMut(u64) -> u64,
+        rehash: Rehash<'_>,
+    ) -> Result<Option<u64>, Error> {
+        either!(self, map => map.upsert_with(hash, word, init, f, rehash))
+    }
+
+    #[inline(always)]
+    pub(crate) fn update(
+        &self,
+        hash: u64,
+        word: u64,
+        f: impl FnMut(u64) -> u64,
+        rehash: Rehash<'_>,
+    ) -> Option<(u64, u64)> {
+        either!(self, map => map.update(hash, word, f, rehash))
+    }
+
+    #[inline(always)]
+    pub(crate) fn compare_exchange(
+        &self,
+        hash: u64,
+        word: u64,
+        current: u64,
+        new: u64,
+        rehash: Rehash<'_>,
+    ) -> Result<u64, Mismatch> {
+        either!(self, map => map.compare_exchange(hash, word, current, new, rehash))
+    }
+
+    #[inline(always)]
+    pub(crate) fn remove(&self, hash: u64, word: u64, rehash: Rehash<'_>) -> Option<u64> {
+        either!(self, map => map.remove(hash, word, rehash))
+    }
+
+    #[inline(always)]
+    pub(crate) fn remove_if(
+        &self,
+        hash: u64,
+        word: u64,
+        accept: impl FnMut(u64) -> bool,
+        rehash: Rehash<'_>,
+    ) -> Result<u64, Mismatch> {
+        either!(self, map => map.remove_if(hash, word, accept, rehash))
+    }
+
+    /// # Errors
+    /// `NotInLayout` on a dense map (shadow inserts need the default layout's slot states).
+    pub(crate) fn insert_shadow(
+        &self,
+        hash: u64,
+        word: u64,
+        rehash: Rehash<'_>,
+    ) -> Result<Inserted, Error> {
+        self.bins("shadow inserts")?
+            .insert_shadow(hash, word, rehash)
+    }
+
+    /// Whether there was a shadow to resolve (never, on a dense map).
+    pub(crate) fn resolve_shadow(
+        &self,
+        hash: u64,
+        word: u64,
+        commit: Option<u64>,
+        rehash: Rehash<'_>,
+    ) -> bool {
+        self.bins("shadow inserts")
+            .is_ok_and(|raw| raw.resolve_shadow(hash, word, commit, rehash))
+    }
+
+    #[inline(always)]
+    pub(crate) fn prefetch(&self, hash: u64) {
+        either!(self, map => map.prefetch(hash))
+    }
+
+    #[inline(always)]
+    pub(crate) fn prefetch_chain(&self, hash: u64) -> bool {
+        match self {
+            Driver::Bins(raw) => raw.prefetch_chain(hash),
+            Driver::Dense(_) => false,
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn pin(&self) -> PinnedDriver<'_> {
+        match self {
+            Driver::Bins(raw) => PinnedDriver::Bins(raw.pin()),
+            Driver::Dense(map) => PinnedDriver::Dense(map.pin()),
+        }
+    }
+
+    /// As `pin`, for a batch with writes (the default layout's snapshot gate).
+    #[inline(always)]
+    pub(crate) fn pin_writer(&self) -> PinnedDriver<'_> {
+        match self {
+            Driver::Bins(raw) => PinnedDriver::Bins(raw.pin_writer()),
+            Driver::Dense(map) => PinnedDriver::Dense(map.pin()),
+        }
+    }
+
+    /// Prepare for single-thread use; the shadows aborted (none on a dense map).
+    pub(crate) fn settle_local(&mut self, rehash: Rehash<'_>) -> usize {
+        match self {
+            Driver::Bins(raw) => raw.settle_local(rehash),
+            Driver::Dense(_) => 0,
+        }
+    }
+
+    /// A single-thread write as `MODE` says (`raw/local.rs`); the dense layout takes its
+    /// shared path.
+    #[inline(always)]
+    pub(crate) fn write_local<const MODE: u8>(
+        &mut self,
+        hash: u64,
+        word: u64,
+        value: u64,
+        rehash: Rehash<'_>,
+    ) -> Result<Option<u64>, Error> {
+        use super::local::{IF_ABSENT, IF_PRESENT};
+        match self {
+            Driver::Bins(raw) => raw.write_local::<MODE>(hash, word, value, rehash),
+            Driver::Dense(map) => match MODE {
+                IF_ABSENT => map
+                    .insert(hash, word, value, rehash)
+                    .map(|inserted| match inserted {
+                        Inserted::Exists(present) => Some(present),
+                        Inserted::New | Inserted::Shadowed => None,
+                    }),
+                IF_PRESENT => Ok(map
+                    .update(hash, word, |_| value, rehash)
+                    .map(|(old, _)| old)),
+                _ => map.upsert_with(hash, word, value, |_| value, rehash),
+            },
+        }
+    }
+
+    #[inline(always)]
+    pub(crate) fn remove_local(&mut self, hash: u64, word: u64, rehash: Rehash<'_>) -> Option<u64> {
+        match self {
+            Driver::Bins(raw) => raw.remove_local(hash, word, rehash),
+            Driver::Dense(map) => map.remove(hash, word, rehash),
+        }
+    }
+
+    pub(crate) fn clear(
+        &self,
+        rehash: Rehash<'_>,
+        keep: &dyn Fn(u64, u64) -> bool,
+        taken: impl FnMut(u64),
+    ) {
+        either!(self, map => map.clear(rehash, keep, taken))
+    }
+
+    /// # Errors
+    /// `NotInLayout` on a dense map; `InsideOperation` as `RawMap::snapshot`.
+    #[cfg(not(loom))]
+    pub(crate) fn snapshot(
+        &self,
+        rehash: Rehash<'_>,
+        visit: impl FnMut(u64, u64),
+    ) -> Result<(), Error> {
+        if self.bins("strong snapshots")?.snapshot(rehash, visit) {
+            Ok(())
+        } else {
+            Err(Error::InsideOperation)
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        either!(self, map => map.len())
+    }
+
+    pub(crate) fn capacity(&self) -> usize {
+        either!(self, map => map.capacity())
+    }
+
+    pub(crate) fn table_bytes(&self) -> usize {
+        either!(self, map => map.table_bytes())
+    }
+
+    pub(crate) fn stats(&self) -> Stats {
+        either!(self, map => map.stats())
+    }
+
+    pub(crate) fn for_each(&self, rehash: Rehash<'_>, visit: impl FnMut(u64, u64)) {
+        either!(self, map => map.for_each(rehash, visit))
+    }
+
+    /// An iterator's step (`RawMap::walk_run`). A dense map's keys are not ordered by hash
+    /// in its lines (a key away from home sits in a line its hash does not order), so its
+    /// walk is one step: every pair, read as `for_each` reads them.
+    pub(crate) fn walk_run(
+        &self,
+        start: u64,
+        rehash: Rehash<'_>,
+        visit: impl FnMut(u64, u64),
+    ) -> Option<u64> {
+        match self {
+            Driver::Bins(raw) => raw.walk_run(start, rehash, visit),
+            Driver::Dense(map) => {
+                map.for_each(rehash, visit);
+                None
+            }
+        }
+    }
+
+    pub(crate) fn reserve(&self, additional: usize, rehash: Rehash<'_>) -> Result<(), Error> {
+        either!(self, map => map.reserve(additional, rehash))
+    }
+
+    pub(crate) fn shrink_to_fit(&self, rehash: Rehash<'_>) -> Result<bool, Error> {
+        either!(self, map => map.shrink_to_fit(rehash))
+    }
+
+    pub(crate) fn check_invariants(&self, rehash: Rehash<'_>) -> usize {
+        either!(self, map => map.check_invariants(rehash))
+    }
+
+    /// The default layout's driver of a persistent map (only the default layout has files).
+    #[cfg(not(loom))]
+    pub(crate) fn is_persistent(&self) -> bool {
+        matches!(self, Driver::Bins(raw) if raw.is_persistent())
+    }
+
+    #[cfg(not(loom))]
+    pub(crate) fn checkpoint(&self) -> Result<(), Error> {
+        match self {
+            Driver::Bins(raw) => raw.checkpoint(),
+            Driver::Dense(_) => Ok(()),
+        }
+    }
+
+    #[cfg(not(loom))]
+    pub(crate) fn close(&mut self) -> Result<(), Error> {
+        match self {
+            Driver::Bins(raw) => raw.close(),
+            Driver::Dense(_) => Ok(()),
+        }
+    }
+}
