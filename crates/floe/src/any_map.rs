@@ -3,7 +3,8 @@
 //! # Design
 //!
 //! A key and its value live in one heap [`Entry`] outside the table. The engine (the same
-//! `RawMap` under [`FlatMap`](crate::FlatMap)) stores, per entry, two words:
+//! driver of either layout as under [`FlatMap`](crate::FlatMap), `raw/layouts.rs`) stores,
+//! per entry, two words:
 //!
 //! - **key word** = the key's full 64-bit hash under the map's hasher. A miss costs one bin
 //!   line, as in `FlatMap`: the search compares hash words, and only a hash match leads to an
@@ -87,7 +88,7 @@ use crate::{
     error::{Error, OrRaise},
     hash::DefaultHashBuilder,
     map::{Builder, ForMap, Insert, Taken},
-    raw::{driver::RawMap, Inserted, Mismatch},
+    raw::{layouts::Driver, Inserted, Mismatch},
     sync::stat::{AtomicIsize, Ordering},
 };
 
@@ -480,7 +481,7 @@ pub enum Compute<'g, V, T> {
 /// assert!(m.get("a").is_none());
 /// ```
 pub struct Map<K, V, S = DefaultHashBuilder> {
-    raw: RawMap,
+    raw: Driver,
     hasher: S,
     /// Entries and lists waiting for readers (module docs, "Memory").
     collector: Collector,
@@ -569,7 +570,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> Builder<K, V, S, ForMap> {
     /// degenerate for it: the engine places slots by hash word alone.
     pub fn build(self) -> Result<Map<K, V, S>, Error> {
         Ok(Map {
-            raw: RawMap::new(&self.config, &bin_hash)?,
+            raw: Driver::new(&self.config, &bin_hash)?,
             hasher: self.hasher,
             collector: Collector::new(),
             collided_keys: AtomicIsize::new(0),
@@ -1565,17 +1566,14 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
     ///
     /// # Errors
     /// As `FlatMap::snapshot`: [`Error::InsideOperation`] from inside an operation of a floe
-    /// map on this thread.
+    /// map on this thread; [`Error::NotInLayout`] on a [`Layout::Dense`](crate::Layout::Dense)
+    /// map.
     #[cfg(not(loom))]
     pub fn snapshot(&self) -> Result<Vec<(&K, &V)>, Error> {
         let mut words = Vec::with_capacity(self.map.len());
-        if !self
-            .map
+        self.map
             .raw
-            .snapshot(&bin_hash, |_, value| words.push(value))
-        {
-            return Err(Error::InsideOperation);
-        }
+            .snapshot(&bin_hash, |_, value| words.push(value))?;
         let mut pairs = Vec::with_capacity(words.len());
         for value in words {
             // SAFETY: every word was in the table during the snapshot, read while this

@@ -42,9 +42,11 @@ pub enum Layout {
     /// table migrates. A table grows when about 80% of its bytes hold keys and values, at
     /// 1.17 lines read per hit and 1.6 per miss. Sized by [`capacity`](crate::Builder::capacity)
     /// and [`max_bins`](crate::Builder::max_bins) (a line counts as a bin); `bins`,
-    /// `link_buckets`, `bins_per_link` and `grow_ahead` are the default layout's. Not
-    /// offered here ([`Error::NotInLayout`](crate::Error::NotInLayout)): shadow inserts,
-    /// strong snapshots, persistence. An iterator reads every pair when it starts (a dense
+    /// `link_buckets`, `bins_per_link` and `grow_ahead` are the default layout's. For
+    /// `FlatMap` and `Map` alike. Not offered here
+    /// ([`Error::NotInLayout`](crate::Error::NotInLayout)): `FlatMap`'s shadow inserts (a
+    /// `Map`'s shadows live in its entries and work on both), strong snapshots, `FlatMap`'s
+    /// persistence. An iterator reads every pair when it starts (a dense
     /// table does not keep keys in hash order, so a walk cannot be resumed across a growth),
     /// and an insert that needs keys displaced while a walk runs grows the table instead.
     Dense,

@@ -11,7 +11,7 @@ use std::{
 
 use common::FourWords;
 
-use floe::{Compute, Error, Insert, Map, Operation, Taken};
+use floe::{Builder, Compute, Error, ForMap, Insert, Layout, Map, Operation, Taken};
 use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
@@ -151,18 +151,36 @@ proptest! {
         ..ProptestConfig::default()
     })]
 
-    /// Up to 200 keys into two bins: the map grows several times.
+    /// Up to 200 keys into the smallest table of each layout: the map grows several times.
     #[test]
     fn map_agrees_with_std_while_growing(ops in prop::collection::vec(op(200), 0..600)) {
-        let map = Map::<String, Vec<u8>>::builder().bins(2).build().unwrap();
-        check(&map, &ops);
+        for layout in [Layout::Bins, Layout::Dense] {
+            let map = smallest(Map::<String, Vec<u8>>::builder(), layout).build().unwrap();
+            check(&map, &ops);
+        }
     }
 
     /// Every key on one of four hash words: collision lists of up to dozens of keys.
     #[test]
     fn map_agrees_with_std_when_hashes_collide(ops in prop::collection::vec(op(40), 0..400)) {
-        let map = Map::<String, Vec<u8>>::builder().bins(2).hasher(FourWords).build().unwrap();
-        check(&map, &ops);
+        for layout in [Layout::Bins, Layout::Dense] {
+            let map = smallest(Map::<String, Vec<u8>>::builder(), layout)
+                .hasher(FourWords)
+                .build()
+                .unwrap();
+            check(&map, &ops);
+        }
+    }
+}
+
+/// `builder` of `layout`, its first table the smallest the layout makes (2 bins, 4 lines).
+fn smallest<K, V, S>(
+    builder: Builder<K, V, S, ForMap>,
+    layout: Layout,
+) -> Builder<K, V, S, ForMap> {
+    match layout {
+        Layout::Bins => builder.bins(2),
+        Layout::Dense => builder.layout(Layout::Dense).capacity(1),
     }
 }
 
@@ -437,8 +455,13 @@ fn get_many_agrees_with_get() {
 /// and a key removed by `compute` at a threshold is removed exactly once per crossing.
 #[test]
 fn compute_counts_exactly_under_contention() {
-    let map = Map::<String, u64, _>::builder()
-        .bins(2)
+    for layout in [Layout::Bins, Layout::Dense] {
+        compute_counts_exactly_under_contention_in(layout);
+    }
+}
+
+fn compute_counts_exactly_under_contention_in(layout: Layout) {
+    let map = smallest(Map::<String, u64, _>::builder(), layout)
         .hasher(OneWord)
         .build()
         .unwrap();

@@ -146,6 +146,12 @@ fn flat_map_iter_sees_stable_keys_once_while_growing() {
 #[test]
 fn map_iter_sees_stable_keys_once_while_growing() {
     stable_keys_are_seen_once(&Map::<u64, String>::builder().bins(2).build().unwrap());
+    let dense = Map::<u64, String>::builder()
+        .layout(floe::Layout::Dense)
+        .capacity(1)
+        .build()
+        .unwrap();
+    stable_keys_are_seen_once(&dense);
 }
 
 #[test]

@@ -338,24 +338,29 @@ fn run(backend: Backend, config: &Config, seed: u64) {
 
 /// `run` for `Map<String, u64>`: every contended key on one hash word (`Crowd`).
 fn run_any(backend: Backend, config: &Config, seed: u64) {
-    let map = |round: usize, bins: usize, max_bins: usize, mode: ResizeMode| {
-        Map::<String, u64>::builder()
-            .bins(bins)
-            .link_buckets(config.links)
+    for layout in layouts() {
+        let map = |round: usize, bins: usize, max_bins: usize, mode: ResizeMode| {
+            let builder = Map::<String, u64>::builder().layout(layout);
+            match layout {
+                Layout::Bins => builder.bins(bins).link_buckets(config.links),
+                // As many lines as the default layout's bins (4 at least), as `run`.
+                Layout::Dense => builder.capacity(bins * 3),
+            }
             .max_bins(max_bins)
             .resize_mode(mode)
             .backend(backend)
             .hasher(Crowd(seed ^ round as u64))
             .build()
             .expect("map")
-    };
-    let maps = match config.grow {
-        None => vec![map(0, config.bins, config.bins, ResizeMode::Incremental)],
-        Some((mode, _)) => (0..config.rounds)
-            .map(|round| map(round, 2, usize::MAX, mode))
-            .collect(),
-    };
-    run_on(&format!("Map, {backend:?}"), maps, config, seed);
+        };
+        let maps = match config.grow {
+            None => vec![map(0, config.bins, config.bins, ResizeMode::Incremental)],
+            Some((mode, _)) => (0..config.rounds)
+                .map(|round| map(round, 2, usize::MAX, mode))
+                .collect(),
+        };
+        run_on(&format!("Map, {layout:?} {backend:?}"), maps, config, seed);
+    }
 }
 
 /// Run the configuration's rounds on `maps` (one for all rounds, or one per round) and check
