@@ -67,8 +67,9 @@ pub enum Command {
     /// over zipf thetas, on floe's delegated `Partitioned` map, the shared `FlatMap`
     /// (one at a time and batched) and the Rust peers.
     Skew(crate::skew::SkewArgs),
-    /// The dense layout (fixed size, `floe::DenseLab`) against the default one at the same
-    /// keys: space, lines per operation, gets, batched gets, misses, insdel, putheavy.
+    /// The dense layout (`Layout::Dense`, fixed at the table whose trigger is `--keys`)
+    /// against the default one at the same keys: space, lines per operation, gets, batched
+    /// gets, misses, insdel, putheavy, and a population with growth.
     Dense(crate::dense::DenseArgs),
     /// The children of `recovery`.
     #[command(hide = true)]
@@ -260,14 +261,20 @@ pub struct BustleArgs {
 #[derive(Args, Debug)]
 pub struct PlotArgs {
     /// A report written by `--json` (or the suite); a growth run's report (`run --workload
-    /// population|grow-read`) draws its timelines.
-    pub json: PathBuf,
+    /// population|grow-read`) draws its timelines. With `--space`, several reports (one per
+    /// workload, as `run` writes them) are drawn as one chart.
+    #[arg(required = true, num_args = 1..)]
+    pub json: Vec<PathBuf>,
     /// The SVG to write.
     #[arg(long)]
     pub out: PathBuf,
     /// The chart's title [default: the report's command].
     #[arg(long)]
     pub title: Option<String>,
+    /// Draw speed against space instead (`space.rs`: bytes per key across, Mops/s up, a point
+    /// per map at each workload's largest thread count) from a `run --memory on` report.
+    #[arg(long)]
+    pub space: bool,
 }
 
 #[derive(Args, Debug)]

@@ -1,8 +1,8 @@
 //! `floe-bench dense`: the dense layout against the default one, at the same keys.
 //!
-//! First, both maps are built for the keys up front: `floe::DenseLab::new`, whose first
-//! table's growth trigger (82% of its slots) is `--keys` and which never grows past it, and a
-//! `FlatMap` built with that capacity. Both are filled with the same keys from all threads
+//! First, both maps are built for the keys up front: a `FlatMap` of `Layout::Dense` whose
+//! first table's growth trigger (82% of its slots) is `--keys` and which never grows past it
+//! (`max_bins(1)`), and a `FlatMap` of the default layout built with that capacity. Both are filled with the same keys from all threads
 //! (timed: `fill`), then, per workload, each runs
 //! for `--seconds` on per-thread streams of keys drawn before timing, the layouts alternating,
 //! `--repeat` times: the table below gives medians and the ratio of the medians. Space is
@@ -17,7 +17,7 @@
 use std::time::Duration;
 
 use clap::Args;
-use floe::{DenseLab, FlatMap};
+use floe::{FlatMap, Layout};
 
 use crate::{
     keys::{mix, parse_count},
@@ -45,70 +45,30 @@ pub struct DenseArgs {
     pub repeat: usize,
 }
 
-/// The operations both layouts run, on 8-byte keys.
-trait Table: Sync {
-    fn get(&self, key: u64) -> Option<u64>;
-    fn get_many(&self, keys: &[u64], out: &mut [Option<u64>]);
-    /// Whether the key was new; `None` if the table had no room for it.
-    fn insert(&self, key: u64, value: u64) -> Option<bool>;
-    fn put(&self, key: u64, value: u64);
-    fn remove(&self, key: u64) -> Option<u64>;
-    fn len(&self) -> usize;
-    fn table_bytes(&self) -> usize;
+/// Both layouts' maps: `FlatMap<u64, u64>`, built with either `Layout`.
+type Table = FlatMap<u64, u64>;
+
+/// A map of `layout` whose first table is sized for `keys` (its trigger, for the dense one),
+/// fixed at that size or growing from it.
+fn table(layout: Layout, keys: usize, fixed: bool) -> Result<Table, String> {
+    let builder = FlatMap::builder().layout(layout).capacity(keys);
+    // `max_bins` at most the first table's size: the table never grows.
+    let builder = if fixed { builder.max_bins(1) } else { builder };
+    builder
+        .build()
+        .map_err(|e| format!("{layout:?} map of {keys} keys: {e}"))
 }
 
-impl Table for DenseLab {
-    fn get(&self, key: u64) -> Option<u64> {
-        DenseLab::get(self, key)
-    }
-    fn get_many(&self, keys: &[u64], out: &mut [Option<u64>]) {
-        DenseLab::get_many(self, keys, out).expect("equal lengths");
-    }
-    fn insert(&self, key: u64, value: u64) -> Option<bool> {
-        DenseLab::insert(self, key, value)
-            .ok()
-            .map(|present| present.is_none())
-    }
-    fn put(&self, key: u64, value: u64) {
-        // Puts here only change present keys: they never need room.
-        DenseLab::put(self, key, value).expect("a present key's put needs no room");
-    }
-    fn remove(&self, key: u64) -> Option<u64> {
-        DenseLab::remove(self, key)
-    }
-    fn len(&self) -> usize {
-        DenseLab::len(self)
-    }
-    fn table_bytes(&self) -> usize {
-        DenseLab::table_bytes(self)
-    }
+/// Insert if absent: whether the key was new; `None` if the table had no room for it.
+fn insert(table: &Table, key: u64, value: u64) -> Option<bool> {
+    table
+        .try_insert(key, value)
+        .ok()
+        .map(|inserted| inserted.is_inserted())
 }
 
-impl Table for FlatMap<u64, u64> {
-    fn get(&self, key: u64) -> Option<u64> {
-        FlatMap::get(self, &key)
-    }
-    fn get_many(&self, keys: &[u64], out: &mut [Option<u64>]) {
-        self.batch().get_many(keys, out).expect("equal lengths");
-    }
-    fn insert(&self, key: u64, value: u64) -> Option<bool> {
-        match FlatMap::try_insert(self, key, value) {
-            Ok(inserted) => Some(matches!(inserted, floe::Insert::Inserted)),
-            Err(_) => None,
-        }
-    }
-    fn put(&self, key: u64, value: u64) {
-        FlatMap::put(self, key, value);
-    }
-    fn remove(&self, key: u64) -> Option<u64> {
-        FlatMap::remove(self, &key)
-    }
-    fn len(&self) -> usize {
-        FlatMap::len(self)
-    }
-    fn table_bytes(&self) -> usize {
-        self.stats().allocated_bytes
-    }
+fn table_bytes(table: &Table) -> usize {
+    table.stats().allocated_bytes
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -142,7 +102,7 @@ impl Work {
 
 /// One timed run: (Mops/s, lines per operation, inserts that found no room).
 fn timed(
-    table: &dyn Table,
+    table: &Table,
     work: Work,
     workers: &Workers,
     threads: usize,
@@ -157,25 +117,28 @@ fn timed(
         let mut full = 0u64;
         let ops = match work {
             Work::Get => cycle_for(&present[t], duration, |&k| {
-                sink = sink.wrapping_add(table.get(k).unwrap_or(1));
+                sink = sink.wrapping_add(table.get(&k).unwrap_or(1));
             }),
             Work::GetMiss => cycle_for(&absent[t], duration, |&k| {
-                sink = sink.wrapping_add(table.get(k).unwrap_or(1));
+                sink = sink.wrapping_add(table.get(&k).unwrap_or(1));
             }),
             Work::GetBatched => {
                 let mut out = [None; 64];
                 let chunks: Vec<&[u64]> = present[t].chunks_exact(64).collect();
                 64 * cycle_for(&chunks, duration, |keys| {
-                    table.get_many(keys, &mut out);
+                    table
+                        .batch()
+                        .get_many(keys, &mut out)
+                        .expect("one value slot per key");
                     sink = sink.wrapping_add(out[0].unwrap_or(1));
                 })
             }
             Work::Insdel => {
                 2 * cycle_for(&absent[t], duration, |&k| {
-                    if table.insert(k, k).is_none() {
+                    if insert(table, k, k).is_none() {
                         full += 1;
                     }
-                    sink = sink.wrapping_add(table.remove(k).unwrap_or(1));
+                    sink = sink.wrapping_add(table.remove(&k).unwrap_or(1));
                 })
             }
             Work::Putheavy => {
@@ -183,7 +146,7 @@ fn timed(
                 cycle_for(&present[t], duration, |&k| {
                     flip = !flip;
                     if flip {
-                        sink = sink.wrapping_add(table.get(k).unwrap_or(1));
+                        sink = sink.wrapping_add(table.get(&k).unwrap_or(1));
                     } else {
                         table.put(k, sink);
                     }
@@ -205,12 +168,12 @@ fn timed(
 }
 
 /// Insert keys `mix(0..keys)` from `threads` threads: (Mops/s, inserts that found no room).
-fn fill(table: &dyn Table, workers: &Workers, threads: usize, keys: u64) -> (f64, u64) {
+fn fill(table: &Table, workers: &Workers, threads: usize, keys: u64) -> (f64, u64) {
     let (elapsed, full) = workers.run(threads, |t| {
         let mut full = 0u64;
         let mut i = t as u64;
         while i < keys {
-            match table.insert(mix(i), i) {
+            match insert(table, mix(i), i) {
                 Some(new) => assert!(new, "key {i} twice"),
                 None => full += 1,
             }
@@ -237,12 +200,11 @@ pub fn main(args: DenseArgs) -> Result<(), String> {
         return Err("--seconds must be a positive number".into());
     }
     let keys = args.keys;
-    let dense = DenseLab::new(keys as usize).map_err(|e| format!("dense table: {e}"))?;
-    let default: FlatMap<u64, u64> = FlatMap::builder()
-        .capacity(keys as usize)
-        .build()
-        .map_err(|e| format!("default table: {e}"))?;
-    let tables: [(&str, &dyn Table); 2] = [("dense", &dense), ("default", &default)];
+    // The default layout's map is as `with_capacity(keys)` makes it; the dense one is fixed
+    // at the table whose trigger is `keys`, so its space is the layout's at its trigger.
+    let dense = table(Layout::Dense, keys as usize, true)?;
+    let default = table(Layout::Bins, keys as usize, false)?;
+    let tables: [(&str, &Table); 2] = [("dense", &dense), ("default", &default)];
     println!(
         "# floe-bench dense: {keys} keys, {threads} threads, {}",
         machine().cpu
@@ -251,12 +213,12 @@ pub fn main(args: DenseArgs) -> Result<(), String> {
     let mut fills = Vec::new();
     for (name, table) in tables {
         let (rate, full) = fill(table, &workers, threads, keys);
-        let space = (table.len() * 16) as f64 / table.table_bytes() as f64;
+        let space = (table.len() * 16) as f64 / table_bytes(table) as f64;
         fills.push(rate);
         println!(
             "{name}: {} keys ({full} found no room), {:.1} MiB of table, space {:.3}, fill {rate:.2} Mops/s",
             table.len(),
-            table.table_bytes() as f64 / (1 << 20) as f64,
+            table_bytes(table) as f64 / (1 << 20) as f64,
             space
         );
     }
@@ -279,7 +241,7 @@ pub fn main(args: DenseArgs) -> Result<(), String> {
         for _ in 0..args.repeat {
             for (i, (_, table)) in tables.iter().enumerate() {
                 let (rate, per_op, no_room) = timed(
-                    *table,
+                    table,
                     work,
                     &workers,
                     threads,
@@ -318,19 +280,16 @@ fn population(workers: &Workers, threads: usize, keys: u64, repeat: usize) -> Re
     let mut rates = [Vec::new(), Vec::new()];
     let mut space = [0.0f64; 2];
     for _ in 0..repeat {
-        let dense = DenseLab::growing(POPULATION_START).map_err(|e| format!("dense map: {e}"))?;
-        let default: FlatMap<u64, u64> = FlatMap::builder()
-            .capacity(POPULATION_START)
-            .build()
-            .map_err(|e| format!("default map: {e}"))?;
-        let maps: [&dyn Table; 2] = [&dense, &default];
+        let dense = table(Layout::Dense, POPULATION_START, false)?;
+        let default = table(Layout::Bins, POPULATION_START, false)?;
+        let maps: [&Table; 2] = [&dense, &default];
         for (i, map) in maps.into_iter().enumerate() {
             let (rate, full) = fill(map, workers, threads, keys);
             if full > 0 {
                 return Err(format!("{full} inserts into a growing map found no room"));
             }
             rates[i].push(rate);
-            space[i] = (map.len() * 16) as f64 / map.table_bytes() as f64;
+            space[i] = (map.len() * 16) as f64 / table_bytes(map) as f64;
         }
     }
     let [dense_rate, default_rate] = rates.map(median);

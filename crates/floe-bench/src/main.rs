@@ -21,6 +21,7 @@
 //! args.rs          every flag (clap), and flags -> the bench's own types
 //! experiment.rs    one configuration run in full    growth.rs  timelines while maps grow
 //! plot.rs          the scaling chart                 simd/      the layout lab (own layers)
+//! space.rs         speed against space (plot --space)
 //! report.rs        rows, the report Envelope (schema, time, machine), JSON/CSV/tables
 //! ceiling.rs       the machine's random-line ceiling, on the same harness
 //! measure.rs       the harness: pinned workers, timed loops, checked answers, latency
@@ -47,6 +48,7 @@ mod server_load;
 mod simd;
 mod sizes;
 mod skew;
+mod space;
 mod svg;
 mod warm_restart;
 mod workload;
@@ -675,8 +677,39 @@ fn growth_title(report: &growth::Report) -> String {
 }
 
 fn replot(args: PlotArgs) -> Result<(), Failure> {
-    let text = std::fs::read_to_string(&args.json)
-        .map_err(|e| Failure::Usage(format!("{}: {e}", args.json.display())))?;
+    let read = |path: &PathBuf| {
+        std::fs::read_to_string(path)
+            .map_err(|e| Failure::Usage(format!("{}: {e}", path.display())))
+    };
+    let parse = |path: &PathBuf, text: &str| {
+        report::Report::from_json(text)
+            .map_err(|e| Failure::Usage(format!("{}: {e}", path.display())))
+    };
+    if args.space {
+        // One chart of every report's rows (one report per workload).
+        let mut reports = Vec::new();
+        for path in &args.json {
+            reports.push(parse(path, &read(path)?)?);
+        }
+        let mut merged = reports.remove(0);
+        for other in reports {
+            merged.results.extend(other.results);
+            merged.command = format!("{}; {}", merged.command, other.command);
+        }
+        let title = args.title.unwrap_or_else(|| merged.command.clone());
+        let chart = space::svg(&merged, &title).ok_or_else(|| {
+            Failure::Usage("no result has bytes per key (measure with `run --memory on`)".into())
+        })?;
+        report::write_file(&args.out, &chart).map_err(Failure::Run)?;
+        println!("wrote {}", args.out.display());
+        return Ok(());
+    }
+    let [path] = args.json.as_slice() else {
+        return Err(Failure::Usage(
+            "one report at a time, except with --space".into(),
+        ));
+    };
+    let text = read(path)?;
     // A growth run's report (population, grow-read) draws its timelines.
     if let Ok(growth) = serde_json::from_str::<growth::Report>(&text) {
         if growth.envelope.schema == growth::SCHEMA {
@@ -686,8 +719,7 @@ fn replot(args: PlotArgs) -> Result<(), Failure> {
             return Ok(());
         }
     }
-    let report = report::Report::from_json(&text)
-        .map_err(|e| Failure::Usage(format!("{}: {e}", args.json.display())))?;
+    let report = parse(path, &text)?;
     let title = args.title.unwrap_or_else(|| report.command.clone());
     report::write_file(&args.out, &plot::svg(&report, &title)).map_err(Failure::Run)?;
     println!("wrote {}", args.out.display());

@@ -225,7 +225,6 @@ pub mod batch;
 mod config;
 mod control;
 pub mod delegate;
-mod dense_lab;
 mod error;
 pub mod hash;
 mod inline;
@@ -256,10 +255,6 @@ pub use crate::{
     raw::stats::lines_read,
     set::{FlatSet, Set, SetRef},
 };
-
-/// The dense layout's table for benchmarks (`floe-bench dense`); not part of the API.
-#[doc(hidden)]
-pub use crate::dense_lab::DenseLab;
 
 #[cfg(all(feature = "serde", unix, not(loom)))]
 pub use crate::persistent_map::{MapRecovery, PersistentMap, PersistentRef};

@@ -72,6 +72,11 @@ pub enum MapKind {
     /// floe's FlatMap with `Builder::grow_ahead(0)`: no next table's memory prepared ahead of
     /// its growth (the growth's pages are faulted in by the operations that touch them first)
     FloeUnprepared,
+    /// floe's FlatMap with `Layout::Dense`: headerless lines of four slots, a home and one
+    /// alternative line per key, grown at about 80% of its bytes holding keys and values
+    /// (`floe/src/raw/dense.rs`). Built for `--keys` keys, its first table's trigger is a
+    /// little above them (churn workloads add at most a few keys in flight per thread).
+    FloeDense,
     /// floe's FlatMap kept in files (`Builder::build_persistent`): its tables are shared
     /// mappings of files in a fresh directory under `$FLOE_BENCH_DIR` (default the system's
     /// temporary directory), removed afterwards. Needs the Mix64 hasher (the default).
@@ -177,6 +182,7 @@ impl MapKind {
                 | MapKind::FloeBlocking
                 | MapKind::FloeFixed
                 | MapKind::FloeUnprepared
+                | MapKind::FloeDense
                 | MapKind::FloePersistent
                 | MapKind::FloePersistentFlush
         )
@@ -189,6 +195,7 @@ impl MapKind {
             MapKind::FloeBlocking => "floe-blocking",
             MapKind::FloeFixed => "floe-fixed",
             MapKind::FloeUnprepared => "floe-unprepared",
+            MapKind::FloeDense => "floe-dense",
             MapKind::FloePersistent => "floe-persistent",
             MapKind::FloePersistentFlush => "floe-persistent-flush",
             MapKind::FloeAny => "floe-any",
@@ -258,6 +265,20 @@ impl Recipe {
                     .grow_ahead(0)
                     .build()
                     .map_err(|e| format!("building floe's map: {e}"))
+            }),
+            MapKind::FloeDense => visit.visit(&|| {
+                // Room for the keys the churn workloads hold in flight (one per thread,
+                // inserted then removed): at exactly its trigger a dense table would grow
+                // in the middle of a steady-state measurement.
+                floe::FlatMap::<u64, u64>::builder()
+                    .layout(floe::Layout::Dense)
+                    .capacity(self.capacity + if self.churn { 1024 } else { 0 })
+                    .hasher(self.hasher)
+                    .backend(self.backend)
+                    .huge_pages(self.huge_pages)
+                    .resize_mode(self.resize)
+                    .build()
+                    .map_err(|e| format!("building floe's dense map: {e}"))
             }),
             MapKind::FloePersistent => visit.visit(&|| PersistentFloe::build(self.floe_builder())),
             MapKind::FloePersistentFlush => visit.visit(&|| {

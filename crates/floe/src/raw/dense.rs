@@ -336,7 +336,8 @@ pub(crate) enum Action {
 
 impl Action {
     /// `modify`'s decision for an insert of `value`: a present key is kept; the present
-    /// value.
+    /// value. (The driver's operations decide inline; the tests use these.)
+    #[cfg(test)]
     pub(crate) fn insert(value: u64) -> impl FnMut(Option<u64>) -> (Action, Option<u64>) {
         move |current| match current {
             Some(present) => (Action::Keep, Some(present)),
@@ -345,6 +346,7 @@ impl Action {
     }
 
     /// `modify`'s decision for a put of `value`: the previous value.
+    #[cfg(test)]
     pub(crate) fn put(value: u64) -> impl FnMut(Option<u64>) -> (Action, Option<u64>) {
         move |current| (Action::Store(value), current)
     }

@@ -17,15 +17,17 @@
 //! `local.rs` (the same protocols for a table one thread owns: plain stores). `dense.rs` is
 //! a second layout (headerless lines, a home and an alternative line per key) with its own
 //! essay, and `dense_driver.rs` its driver; both drivers run the table life cycle of
-//! `lifecycle.rs` (current table, finishing a migration, retiring). The facades reach the
-//! dense layout only through the hidden `DenseLab` so far.
+//! `lifecycle.rs` (current table, finishing a migration, retiring). The facades hold a
+//! driver of either layout (`layouts.rs`, chosen by `Builder::layout`).
 //!
 //! ## Layers
 //!
 //! Arrows point down only:
 //!
 //! ```text
-//!  map.rs, local.rs (LocalMap), batch.rs     typed facades: words in, types out
+//!  map.rs, any_map.rs, local.rs, batch.rs    typed facades: words in, types out
+//!        |
+//!  raw/layouts.rs (Driver)                    the driver of the map's layout, one match
 //!        |
 //!  raw/driver.rs (RawMap),                    runners, when and how to grow, per layout
 //!  raw/dense_driver.rs (DenseMap)
@@ -48,7 +50,7 @@
 //! Everything from the driver down works on 64-bit words and is compiled once, whatever the
 //! key, value and hasher types: a facade converts, hashes, and passes the driver its hash
 //! function for the keys a growth moves. A new facade (a map for any key, a set, a C ABI) is
-//! another shell over `RawMap`; batches and the pipeline reach a facade only through the
+//! another shell over `Driver` (either layout's driver); batches and the pipeline reach a facade only through the
 //! `BatchTarget` trait.
 //!
 //! ## Terminology
