@@ -534,7 +534,15 @@ impl DenseTable {
     #[inline(always)]
     pub(crate) fn prefetch(&self, hash: u64) {
         let home = fastrange(hash, self.nlines);
-        super::prefetch_line((&self.lines[home] as *const LinkBucket).cast());
+        self.prefetch_line(home);
+    }
+
+    /// Start loading `line` before taking its lock: the lock's byte and the line are two
+    /// misses, and the locking CAS keeps any load after it from starting before it is done,
+    /// so without this a write waits for them one after the other.
+    #[inline(always)]
+    fn prefetch_line(&self, line: usize) {
+        super::prefetch_line((&self.lines[line] as *const LinkBucket).cast());
     }
 
     // ---- lock-free reads ----
@@ -735,6 +743,11 @@ impl DenseTable {
     /// guards come back in argument order. `Moved` if either has been moved.
     fn lock_pair(&self, a: usize, b: usize) -> Result<(Held<'_>, Held<'_>), Moved> {
         debug_assert_ne!(a, b);
+        // Both lines and both lock bytes load at once (`prefetch_line`).
+        for line in [a, b] {
+            self.prefetch_line(line);
+            super::prefetch_line((&self.meta[line] as *const LineMeta).cast());
+        }
         if a < b {
             let first = self.lock(a)?;
             Ok((first, self.lock(b)?))
@@ -750,21 +763,35 @@ impl DenseTable {
         word == self.empty.clean_of(line) || word == self.empty.spilled_of(line)
     }
 
+    /// Slot `slot` of `line`, whose lock this thread holds (checked in debug builds).
+    #[inline(always)]
+    fn load_locked(&self, line: usize, slot: usize) -> (u64, u64) {
+        debug_assert!(
+            self.meta[line].0.load(Ordering::Relaxed) & LOCKED != 0,
+            "line {line} read as locked without its lock"
+        );
+        // SAFETY: every store to a slot of a published table is made under its line's lock
+        // (`apply`, `place`, `free`, `scrub`, `move_home_to_alt`; `new` writes before the
+        // table is shared), which this thread holds: no write races with the read.
+        unsafe { self.lines[line].slots[slot].load_exclusive() }
+    }
+
     /// Under `line`'s lock: the slot holding `key` and its value.
     fn find_locked(&self, line: usize, key: u64) -> Option<(usize, u64)> {
         stats::line_read();
-        self.lines[line]
-            .slots
-            .iter()
-            .enumerate()
-            .find_map(|(index, slot)| {
-                let (stored, value) = slot.load();
-                (stored == key).then_some((index, value))
-            })
+        (0..LINE_SLOTS).find_map(|index| {
+            let (stored, value) = self.load_locked(line, index);
+            (stored == key).then_some((index, value))
+        })
     }
 
-    /// A free slot of `line` (exact under its lock, a hint without).
+    /// Under `line`'s lock: a free slot of it.
     fn free_slot(&self, line: usize) -> Option<usize> {
+        (0..LINE_SLOTS).position(|slot| self.is_empty_key(line, self.load_locked(line, slot).0))
+    }
+
+    /// A free slot of `line` read without its lock: a hint.
+    fn free_slot_hint(&self, line: usize) -> Option<usize> {
         self.lines[line]
             .slots
             .iter()
@@ -787,9 +814,9 @@ impl DenseTable {
     /// become clean, so misses stop at it again.
     fn scrub(&self, home: usize) {
         let spilled = self.empty.spilled_of(home);
-        for slot in &self.lines[home].slots {
-            if slot.load().0 == spilled {
-                slot.store(self.empty.clean_of(home), 0);
+        for slot in 0..LINE_SLOTS {
+            if self.load_locked(home, slot).0 == spilled {
+                self.lines[home].slots[slot].store(self.empty.clean_of(home), 0);
             }
         }
     }
@@ -832,6 +859,7 @@ impl DenseTable {
         loop {
             // The home alone decides when none of its keys live elsewhere.
             {
+                self.prefetch_line(home);
                 let mut held = self.lock(home)?;
                 if let Some(answer) = self.modify_in_home(home, &mut held, key, &mut decide) {
                     return Ok(Ok(answer));
@@ -1048,7 +1076,7 @@ impl DenseTable {
                 if stored_home != line {
                     continue;
                 }
-                if self.free_slot(stored_alt).is_some() {
+                if self.free_slot_hint(stored_alt).is_some() {
                     self.shift(&reached[..count], next, slot, stored_alt, rehash);
                     return true;
                 }
@@ -1118,7 +1146,7 @@ impl DenseTable {
         if self.free_slot(from).is_some() {
             return Step::Roomy;
         }
-        let (key, value) = self.lines[from].slots[slot].load();
+        let (key, value) = self.load_locked(from, slot);
         if self.lines_of(rehash(key)) != (from, to) {
             return Step::Stale;
         }
@@ -1407,14 +1435,15 @@ impl DenseTable {
     /// Copy every key of `line` into `next`, then mark it moved (one Release store, which
     /// also unlocks it); or wait until the thread moving it has done so.
     fn move_line(&self, line: usize, next: &DenseTable, rehash: &dyn Fn(u64) -> u64) {
+        self.prefetch_line(line);
         let Ok(mut held) = self.lock(line) else {
             return;
         };
         // A panicking hasher would leave the line locked for ever.
         let abort = AbortOnUnwind;
         let mut moved = 0;
-        for slot in &self.lines[line].slots {
-            let (key, value) = slot.load();
+        for slot in 0..LINE_SLOTS {
+            let (key, value) = self.load_locked(line, slot);
             if !self.is_empty_key(line, key) {
                 next.place_moved(rehash(key), key, value, rehash);
                 moved += 1;
@@ -1469,6 +1498,7 @@ impl DenseTable {
         // Most keys find their home with room: no search for the key, one lock.
         {
             let (home, _) = self.lines_of(hash);
+            self.prefetch_line(home);
             let Ok(_held) = self.lock(home) else {
                 unreachable!("a table being filled is not migrating");
             };
@@ -1496,6 +1526,14 @@ impl DenseTable {
 
 #[cfg(test)]
 impl DenseTable {
+    /// `find_locked` for tests whose only writer is the caller: atomic loads, no lock.
+    fn find_unlocked(&self, line: usize, key: u64) -> Option<(usize, u64)> {
+        (0..LINE_SLOTS).find_map(|index| {
+            let (stored, value) = self.lines[line].slots[index].load();
+            (stored == key).then_some((index, value))
+        })
+    }
+
     /// `get` on a table that is not migrating, with the scalar loader.
     fn get_fixed(&self, hash: u64, key: u64) -> Option<u64> {
         self.get(super::loader::ScalarLoader, hash, key)
@@ -1818,7 +1856,7 @@ pub(super) mod tests {
         let contents = check(&t, &mixed);
         let in_alt = contents
             .keys()
-            .filter(|&&k| t.find_locked(t.lines_of(mixed(k)).0, k).is_none())
+            .filter(|&&k| t.find_unlocked(t.lines_of(mixed(k)).0, k).is_none())
             .count();
         let share = in_alt as f64 / contents.len() as f64;
         if cfg!(not(miri)) {
@@ -2006,7 +2044,7 @@ mod model {
                 let t = t.clone();
                 thread::spawn(move || get(&t, y))
             };
-            let slot = t.find_locked(1, y).unwrap().0;
+            let slot = t.find_unlocked(1, y).unwrap().0;
             assert!(matches!(t.move_home_to_alt(1, slot, 2, &id), Step::Moved));
             let seen = reader.join().unwrap();
             assert_eq!(seen, Some(70));
