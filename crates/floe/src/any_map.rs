@@ -1566,8 +1566,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
     ///
     /// # Errors
     /// As `FlatMap::snapshot`: [`Error::InsideOperation`] from inside an operation of a floe
-    /// map on this thread; [`Error::NotInLayout`] on a [`Layout::Dense`](crate::Layout::Dense)
-    /// map.
+    /// map on this thread.
     #[cfg(not(loom))]
     pub fn snapshot(&self) -> Result<Vec<(&K, &V)>, Error> {
         let mut words = Vec::with_capacity(self.map.len());

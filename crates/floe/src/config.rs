@@ -34,7 +34,8 @@ pub enum Layout {
     /// DLHT's bins: a 64-byte line per bin with a header word, a link word and three slots,
     /// and link buckets chained to full bins. A key lives in its bin, found by one line read
     /// (a second for keys in link buckets); a table grows when 41-44% of its bytes hold keys
-    /// and values. Every feature: shadow inserts, strong snapshots, persistence. The default.
+    /// and values. Every feature, `FlatMap`'s shadow inserts and persistence among them. The
+    /// default.
     #[default]
     Bins,
     /// Headerless 64-byte lines of four slots; a key lives in its home line or one
@@ -45,10 +46,10 @@ pub enum Layout {
     /// `link_buckets`, `bins_per_link` and `grow_ahead` are the default layout's. For
     /// `FlatMap` and `Map` alike. Not offered here
     /// ([`Error::NotInLayout`](crate::Error::NotInLayout)): `FlatMap`'s shadow inserts (a
-    /// `Map`'s shadows live in its entries and work on both), strong snapshots, `FlatMap`'s
-    /// persistence. An iterator reads every pair when it starts (a dense
-    /// table does not keep keys in hash order, so a walk cannot be resumed across a growth),
-    /// and an insert that needs keys displaced while a walk runs grows the table instead.
+    /// `Map`'s shadows live in its entries and work on both) and `FlatMap`'s persistence.
+    /// An iterator reads every pair when it starts (a dense table does not keep keys in hash
+    /// order, so a walk cannot be resumed across a growth), and an insert that needs keys
+    /// displaced while a walk runs grows the table instead.
     Dense,
 }
 

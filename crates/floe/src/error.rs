@@ -60,7 +60,7 @@ pub enum Error {
     /// again once every one has closed.
     HandlesOut,
     /// The map's layout does not offer this operation (the message says which):
-    /// [`Layout::Dense`](crate::Layout::Dense) has no shadow inserts, strong snapshots or
+    /// [`Layout::Dense`](crate::Layout::Dense) has no `FlatMap` shadow inserts and no
     /// persistence. Nothing was changed.
     NotInLayout(&'static str),
 }

@@ -975,7 +975,6 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// # Errors
     /// [`Error::InsideOperation`] if called from inside an operation of a floe map on this
     /// thread (an `update` closure, a `for_each` visitor): the snapshot would wait for it.
-    /// [`Error::NotInLayout`] on a [`Layout::Dense`] map (its writers have no gate to pause).
     #[cfg(not(loom))]
     pub fn snapshot(&self) -> Result<Vec<(K, V)>, Error> {
         let mut pairs = Vec::with_capacity(self.len());

@@ -7,7 +7,7 @@ use common::StopOnDrop;
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use floe::{Error, FlatMap, FlatSet, Prefetch, Request, Response};
+use floe::{Error, FlatMap, FlatSet, Layout, Prefetch, Request, Response};
 
 #[test]
 fn a_snapshot_of_a_quiet_map_is_its_contents() {
@@ -15,6 +15,13 @@ fn a_snapshot_of_a_quiet_map_is_its_contents() {
         FlatMap::<u64, u64>::new(),
         FlatMap::builder().bins(2).build().unwrap(),
         FlatMap::builder().bins(64).max_bins(64).build().unwrap(),
+        common::smallest(Layout::Dense).build().unwrap(),
+        FlatMap::builder()
+            .layout(Layout::Dense)
+            .capacity(200)
+            .max_bins(1)
+            .build()
+            .unwrap(),
     ] {
         for k in 0..150u64 {
             map.insert(k, k * 3);
@@ -36,7 +43,16 @@ fn a_snapshot_of_a_quiet_map_is_its_contents() {
 
 #[test]
 fn a_snapshot_from_inside_an_operation_is_refused() {
-    let map = FlatMap::<u64, u64>::new();
+    for layout in common::layouts() {
+        refused_inside_an_operation(layout);
+    }
+}
+
+fn refused_inside_an_operation(layout: Layout) {
+    let map = FlatMap::<u64, u64>::builder()
+        .layout(layout)
+        .build()
+        .unwrap();
     map.insert(1, 1);
     map.update(&1, |v| {
         assert_eq!(map.snapshot(), Err(Error::InsideOperation));
@@ -55,7 +71,9 @@ fn a_snapshot_from_inside_an_operation_is_refused() {
 /// inserting fresh keys, so the map grows under the snapshots.
 #[test]
 fn every_snapshot_is_one_instant_while_writers_run_and_the_map_grows() {
-    chains_under_snapshots(false);
+    for layout in common::layouts() {
+        chains_under_snapshots(false, layout);
+    }
 }
 
 /// As above, with the writers' puts in order-preserving batches that prefetch: the batch pins
@@ -63,14 +81,17 @@ fn every_snapshot_is_one_instant_while_writers_run_and_the_map_grows() {
 /// paused the writers, and must then wait inside it.
 #[test]
 fn writes_nested_in_batches_respect_snapshots() {
-    chains_under_snapshots(true);
+    for layout in common::layouts() {
+        chains_under_snapshots(true, layout);
+    }
 }
 
-fn chains_under_snapshots(batched: bool) {
+fn chains_under_snapshots(batched: bool, layout: Layout) {
     const WRITERS: u64 = 2;
     const CHAIN: u64 = 64;
     let snapshots = if cfg!(miri) { 2 } else { 200 };
-    let map = FlatMap::<u64, u64>::builder().bins(2).build().unwrap();
+    let map = common::smallest(layout).build().unwrap();
+    let first_size = map.stats().bins;
     for w in 0..WRITERS {
         for i in 0..CHAIN {
             map.insert(w << 32 | i, 0);
@@ -129,23 +150,32 @@ fn chains_under_snapshots(batched: bool) {
                     let (earlier, later) = (pair[0].1, pair[1].1);
                     assert!(
                         later == earlier || (later + 1 == earlier && earlier == first),
-                        "writer {w}: not one instant: {:?}",
+                        "{layout:?} writer {w}: not one instant: {:?}",
                         chain.iter().map(|p| p.1).collect::<Vec<_>>()
                     );
                 }
             }
         }
     });
-    assert!(map.stats().bins > 2, "the map grew meanwhile");
+    assert!(map.stats().bins > first_size, "the map grew meanwhile");
 }
 
 /// The any-key map's snapshot: one instant, as above, with the values behind pointers that are
 /// swapped by every put (the references stay valid after the writers resume).
 #[test]
 fn the_any_key_map_snapshots_one_instant_too() {
+    for layout in common::layouts() {
+        any_key_map_snapshots_one_instant(layout);
+    }
+}
+
+fn any_key_map_snapshots_one_instant(layout: Layout) {
     const CHAIN: u64 = 32;
     let snapshots = if cfg!(miri) { 2 } else { 100 };
-    let map = floe::Map::<u64, String>::new();
+    let map = floe::Map::<u64, String>::builder()
+        .layout(layout)
+        .build()
+        .unwrap();
     for i in 0..CHAIN {
         map.pin().insert(i, "0".to_string());
     }

@@ -182,6 +182,9 @@
 //! only in the next table (its writers move both lines first), so no other line of this table
 //! has it, and the walk, which never walks the next table, meets it once. The overflow is
 //! read under its mutex, and a key there whose home is moved is looked up the same way.
+//! A strong snapshot (`gate.rs`, shared with the default layout) is such a walk with the
+//! writers held at the map's gate: nothing present changes while it reads, so the pairs it
+//! meets are those present at the end of its wait for the writers inside.
 //!
 //! ## Known limits (measured, BENCHMARKS)
 //!
@@ -192,8 +195,17 @@
 //!   lines) until inserts find no room. The driver then migrates into a fresh table of the
 //!   same size (a *refresh*), which puts every key home first again.
 //! - A key whose two lines hold only keys living in their alternatives has nothing to displace:
-//!   about one insert in 55 million finds no room at 81.9% on 2^24 lines; the driver grows the
-//!   table there, a little before its trigger.
+//!   about one insert in 55 million finds no room at 81.9% on 2^24 lines (no search depth
+//!   helps: a 4096-line search was tried and still failed), and the driver grows the table
+//!   there, a little before its trigger. A map filled with exactly the keys it was built for
+//!   grows at the end now and then (a population of 2^26 keys from a table of 2^16 ended
+//!   doubling the table that would have held them). A small stash for such keys would
+//!   answer it, but the overflow that moves use is behind a mutex that a get's miss would
+//!   take: it needs a lock-free filter first.
+//! - Insert/remove churn of fresh keys at the trigger ages a table faster than any refresh
+//!   pays off: each insert that displaces leaves a key away for good, searches lengthen (a
+//!   2^24-key table ran 5 us an insert-and-remove for a second), until one finds no room and
+//!   the table grows. A map churned at its capacity should be built with room to spare.
 //! - While a walk runs, an insert that needs a displacement answers `Full` to the driver, which
 //!   then grows (or refreshes) the table a little earlier than it would have.
 

@@ -26,6 +26,7 @@ use super::{
     dense::{Action, DenseTable, Full, GROW_AT_PER_MILLE, LINE_SLOTS},
     dispatch::Loader,
     driver::Rehash,
+    gate::WriterGate,
     lifecycle::{turn_to_help, Tables, READER_HELP_EVERY, WRITER_HELP_EVERY},
     migrate::Next,
     Inserted, Mismatch, Moved,
@@ -59,6 +60,8 @@ pub(crate) struct DenseMap {
     fixed: bool,
     /// Tables of this map not yet freed (a statistic).
     alive: std::sync::Arc<StatUsize>,
+    /// Writers pass it; a strong snapshot closes it (`gate.rs`).
+    gate: WriterGate,
     /// Migrations into a table of the same size, for the tests.
     #[cfg(test)]
     refreshes: std::sync::atomic::AtomicUsize,
@@ -118,6 +121,7 @@ impl DenseMap {
             max_lines: max_lines.max(lines),
             fixed: max_lines <= lines,
             alive,
+            gate: WriterGate::new(),
             #[cfg(test)]
             refreshes: std::sync::atomic::AtomicUsize::new(0),
         })
@@ -181,7 +185,7 @@ impl DenseMap {
         rehash: Rehash<'_>,
         mut decide: impl FnMut(Option<u64>) -> (Action, R),
     ) -> Result<R, Error> {
-        let guard = reclaim::enter();
+        let guard = self.gate.enter();
         let mut table = self.tables.load(&guard);
         if let Some(next) = table.migrating_into() {
             if self.resize_mode == ResizeMode::Blocking || turn_to_help(WRITER_HELP_EVERY) {
@@ -327,6 +331,25 @@ impl DenseMap {
             map: self,
             guard: reclaim::enter(),
         }
+    }
+
+    /// As `pin`, for a batch with writes: past the snapshot gate (its writes are then
+    /// nested writers, which pass it).
+    #[inline(always)]
+    pub(crate) fn pin_writer(&self) -> DensePinned<'_> {
+        DensePinned {
+            map: self,
+            guard: self.gate.enter(),
+        }
+    }
+
+    /// Visit every `(key, value)` pair as of one instant (`RawMap::snapshot`, `gate.rs`):
+    /// writers wait at the gate while the table is walked (gets and the moves of a migration
+    /// go on; neither changes what is present). `false` (nothing visited) if the calling
+    /// thread is inside an operation of a floe map.
+    #[cfg(not(loom))]
+    pub(crate) fn snapshot(&self, rehash: Rehash<'_>, visit: impl FnMut(u64, u64)) -> bool {
+        self.gate.snapshot(|| self.for_each(rehash, visit))
     }
 
     // -----------------------------------------------------------------------------------------

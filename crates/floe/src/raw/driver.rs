@@ -18,6 +18,7 @@ use std::sync::Arc;
 
 use super::{
     dispatch::{dispatch, Loader},
+    gate::WriterGate,
     lifecycle::{growth_factor, turn_to_help, Table, Tables, READER_HELP_EVERY, WRITER_HELP_EVERY},
     loader::ScalarLoader,
     memory_fits,
@@ -39,7 +40,7 @@ use crate::{
     error::Error,
     hash::{fastrange, fastrange_hashes},
     reclaim::{self, ReadGuard, Reclaim},
-    sync::stat::{AtomicBool as PlainFlag, AtomicUsize as StatCounter, Ordering as StatOrdering},
+    sync::stat::{AtomicUsize as StatCounter, Ordering as StatOrdering},
 };
 
 /// Bins per step of an iterator ([`RawMap::walk_run`]): a few pages of table, so a step's
@@ -89,10 +90,8 @@ pub(crate) struct RawMap {
     alive: Arc<StatCounter>,
     /// Memory of the next table, made ready ahead of the growth (`prepare.rs`).
     preparer: Arc<Preparer>,
-    /// Writers wait while set: a strongly consistent snapshot is being taken (`snapshot`).
-    /// Not a loom atomic: loom models take no snapshot, and a loom load in every write would
-    /// only add states to explore.
-    writers_paused: PlainFlag,
+    /// Writers pass it; a strongly consistent snapshot closes it (`gate.rs`).
+    gate: WriterGate,
     /// A persistent map's directory (`store.rs`); `None` for a map in memory.
     #[cfg(not(loom))]
     store: Option<Arc<Store>>,
@@ -217,7 +216,7 @@ impl RawMap {
             bins_per_link: config.bins_per_link,
             alive,
             preparer,
-            writers_paused: PlainFlag::new(false),
+            gate: WriterGate::new(),
             #[cfg(not(loom))]
             store,
         })
@@ -420,32 +419,10 @@ impl RawMap {
     }
 
     /// Enter a writing operation: announced (also on a fixed map, whose reads skip it) and past
-    /// the snapshot gate. A writer that finds writers paused leaves and waits for the snapshot
-    /// to end, so no thread ever waits for the gate while announced (the snapshot waits for
-    /// announced threads). A nested writer (inside an outer operation of its thread, which it
-    /// cannot leave) goes on: see `FlatMap::snapshot` for what that leaves out.
+    /// the snapshot gate (`gate.rs`).
     #[inline(always)]
     fn enter_writer(&self) -> ReadGuard<'static> {
-        loop {
-            let guard = reclaim::enter();
-            // Relaxed: ordered after the announcement by `enter`'s light barrier, paired with
-            // the snapshot's heavy barrier (`reclaim::wait_for_operations`).
-            if guard.nested() || !self.writers_paused.load(StatOrdering::Relaxed) {
-                return guard;
-            }
-            drop(guard);
-            self.wait_unpaused();
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn wait_unpaused(&self) {
-        // Acquire: pairs with the snapshot's Release reopening, so the walk's reads come
-        // before the writes that resume (the retry's announcement then orders the rest).
-        while self.writers_paused.load(StatOrdering::Acquire) {
-            std::thread::yield_now();
-        }
+        self.gate.enter()
     }
 
     /// As [`run`](Self::run) for gets, which help a growth on one call in
@@ -958,32 +935,7 @@ impl RawMap {
     /// calling thread is inside an operation of any floe map, which the wait would wait for.
     #[cfg(not(loom))]
     pub(crate) fn snapshot(&self, rehash: Rehash<'_>, visit: impl FnMut(u64, u64)) -> bool {
-        // Checked first: a thread inside an operation could otherwise wait below for a
-        // snapshot that waits for it.
-        if reclaim::inside_operation() {
-            return false;
-        }
-        // One snapshot at a time: the flag is taken like a lock (writers only read it);
-        // Acquire pairs with the previous snapshot's Release reopening.
-        while self
-            .writers_paused
-            .compare_exchange(false, true, StatOrdering::Acquire, StatOrdering::Relaxed)
-            .is_err()
-        {
-            std::thread::yield_now();
-        }
-        /// Resumes the writers however the walk ends (a visitor may panic).
-        struct Resume<'a>(&'a PlainFlag);
-        impl Drop for Resume<'_> {
-            fn drop(&mut self) {
-                // Release: the walk's reads happen before the writes that then resume.
-                self.0.store(false, StatOrdering::Release);
-            }
-        }
-        let _resume = Resume(&self.writers_paused);
-        reclaim::wait_for_operations();
-        self.for_each(rehash, visit);
-        true
+        self.gate.snapshot(|| self.for_each(rehash, visit))
     }
 
     /// Keys present (see `FlatMap::len`).
@@ -1410,7 +1362,7 @@ impl RawMap {
             bins_per_link: block.bins_per_link as usize,
             alive,
             preparer: Arc::new(Preparer::new(0)),
-            writers_paused: PlainFlag::new(false),
+            gate: WriterGate::new(),
             store: Some(Arc::new(store)),
         };
         if let Some(next) = next {

@@ -5,8 +5,9 @@
 //! changes (the branch predicts perfectly), then the layout's own code.
 //!
 //! What the dense layout does not offer answers [`Error::NotInLayout`] where the call can
-//! return an error, and is documented on the facade where it cannot: shadow inserts, strong
-//! snapshots and persistence need the default layout's bin headers and files.
+//! return an error, and is documented on the facade where it cannot: `FlatMap`'s shadow
+//! inserts (a hidden key needs a slot state that gets read, and a dense line has none) and
+//! persistence (the default layout's files).
 //! Single-thread (`LocalMap`) writes take the dense layout's shared path.
 
 use super::{
@@ -237,12 +238,12 @@ impl Driver {
         }
     }
 
-    /// As `pin`, for a batch with writes (the default layout's snapshot gate).
+    /// As `pin`, for a batch with writes (past the snapshot gate, `gate.rs`).
     #[inline(always)]
     pub(crate) fn pin_writer(&self) -> PinnedDriver<'_> {
         match self {
             Driver::Bins(raw) => PinnedDriver::Bins(raw.pin_writer()),
-            Driver::Dense(map) => PinnedDriver::Dense(map.pin()),
+            Driver::Dense(map) => PinnedDriver::Dense(map.pin_writer()),
         }
     }
 
@@ -300,14 +301,14 @@ impl Driver {
     }
 
     /// # Errors
-    /// `NotInLayout` on a dense map; `InsideOperation` as `RawMap::snapshot`.
+    /// `InsideOperation` as `RawMap::snapshot`.
     #[cfg(not(loom))]
     pub(crate) fn snapshot(
         &self,
         rehash: Rehash<'_>,
         visit: impl FnMut(u64, u64),
     ) -> Result<(), Error> {
-        if self.bins("strong snapshots")?.snapshot(rehash, visit) {
+        if either!(self, map => map.snapshot(rehash, visit)) {
             Ok(())
         } else {
             Err(Error::InsideOperation)

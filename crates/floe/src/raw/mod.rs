@@ -294,6 +294,7 @@ pub(crate) mod dense;
 pub(crate) mod dense_driver;
 pub(crate) mod dispatch;
 pub(crate) mod driver;
+pub(crate) mod gate;
 pub(crate) mod layout;
 pub(crate) mod layouts;
 pub(crate) mod lifecycle;
