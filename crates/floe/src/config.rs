@@ -48,8 +48,10 @@ pub enum Layout {
     /// ([`Error::NotInLayout`](crate::Error::NotInLayout)): `FlatMap`'s shadow inserts (a
     /// `Map`'s shadows live in its entries and work on both) and `FlatMap`'s persistence.
     /// An iterator reads every pair when it starts (a dense table does not keep keys in hash
-    /// order, so a walk cannot be resumed across a growth), and an insert that needs keys
-    /// displaced while a walk runs grows the table instead.
+    /// order, so a walk cannot be resumed across a growth); a walk remembers the keys it met
+    /// whose other line is still ahead (up to about half the keys, one word each); `clear`
+    /// and `retain` hold the writers for their walk, as a strong snapshot does; and an insert
+    /// that needs keys displaced while a walk runs grows the table instead.
     Dense,
 }
 

@@ -182,6 +182,12 @@
 //! only in the next table (its writers move both lines first), so no other line of this table
 //! has it, and the walk, which never walks the next table, meets it once. The overflow is
 //! read under its mutex, and a key there whose home is moved is looked up the same way.
+//! A key removed after the walk read it and inserted again into its other line before the
+//! walk reaches that line would be met twice: the driver remembers each key met whose other
+//! line is still ahead, and passes it over there (`DenseMap::for_each`; the memory is one
+//! word per such key, at most about half the keys at the middle of a walk). `clear` and
+//! `retain` walk with the writers held at the gate instead (below), so a clear removes a key
+//! once and at one instant.
 //! A strong snapshot (`gate.rs`, shared with the default layout) is such a walk with the
 //! writers held at the map's gate: nothing present changes while it reads, so the pairs it
 //! meets are those present at the end of its wait for the writers inside.
@@ -1229,13 +1235,13 @@ impl DenseTable {
     }
 
     /// Visit every key of the table (a walk must be started, `start_walk`): `visit(key,
-    /// Some(value))` for a key read in a line not moved, `visit(key, None)` for a key of a
-    /// moved line or of the overflow whose home is moved, whose value is the next table's to
-    /// answer (module docs, Walks).
+    /// Some(value), line)` for a key read in a line not moved, `visit(key, None, line)` for a
+    /// key of a moved line or of the overflow whose home is moved, whose value is the next
+    /// table's to answer (module docs, Walks); `line` is `usize::MAX` for the overflow.
     pub(crate) fn walk(
         &self,
         rehash: &dyn Fn(u64) -> u64,
-        visit: &mut dyn FnMut(u64, Option<u64>),
+        visit: &mut dyn FnMut(u64, Option<u64>, usize),
     ) {
         debug_assert!(
             self.walkers.load(Ordering::Relaxed) > 0,
@@ -1253,7 +1259,7 @@ impl DenseTable {
             let moved = self.is_moved(line);
             for (key, value) in slots {
                 if !self.is_empty_key(line, key) {
-                    visit(key, (!moved).then_some(value));
+                    visit(key, (!moved).then_some(value), line);
                 }
             }
         }
@@ -1266,7 +1272,7 @@ impl DenseTable {
                 .clone();
             for (key, value) in overflow {
                 let moved = self.is_moved(self.lines_of(rehash(key)).0);
-                visit(key, (!moved).then_some(value));
+                visit(key, (!moved).then_some(value), usize::MAX);
             }
         }
     }
@@ -2228,7 +2234,7 @@ mod model {
                 thread::spawn(move || {
                     let _walking = t.start_walk();
                     let mut seen = Vec::new();
-                    t.walk(&id, &mut |key, value| {
+                    t.walk(&id, &mut |key, value, _line| {
                         if key == y {
                             seen.push(value);
                         }
