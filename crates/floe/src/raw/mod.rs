@@ -32,12 +32,14 @@
 //!  raw/driver.rs (RawMap),                    runners, when and how to grow, per layout
 //!  raw/dense_driver.rs (DenseMap)
 //!        |
-//!  raw/lifecycle.rs (Tables)                  the current table, migration end, retiring
+//!  raw/lifecycle.rs (Tables), gate.rs         the current table, migration end, retiring;
+//!                                             the snapshot gate writers pass
 //!        |            \
 //!  raw/dispatch.rs     reclaim.rs             backend chosen once; when old tables are freed
 //!        |
 //!  raw/mod.rs (RawTable), migrate.rs,         one table: bin protocols, moving bins out,
-//!  raw/local.rs                               the same for a table one thread owns
+//!  raw/local.rs, raw/dense.rs (DenseTable)    the same for a table one thread owns; the
+//!                                             dense layout's table (its own essay)
 //!        |
 //!  raw/loader.rs, layout.rs, alloc.rs,        reading lines, the memory, its allocation,
 //!  prepare.rs                                 a next table's memory made ready ahead
