@@ -3,7 +3,7 @@
 
 use crate::{
     report::Report,
-    svg::{nice_ceiling, tick_label, Svg, PALETTE},
+    svg::{nice_ceiling, Svg, PALETTE},
 };
 
 const PANEL_W: f64 = 340.0;
@@ -73,19 +73,12 @@ pub fn svg(report: &Report, title: &str) -> String {
             ox + 20.0 + i / n * (PANEL_W - 40.0)
         };
         let y_of = |v: f64| oy + PANEL_H - v / y_max * PANEL_H;
-        svg.rect(ox, oy, PANEL_W, PANEL_H, r##"fill="none" stroke="#999""##);
-        svg.text(
-            ox + PANEL_W / 2.0,
-            oy - 8.0,
-            r#"font-weight="bold" text-anchor="middle""#,
+        svg.panel(
+            (ox, oy),
+            (PANEL_W, PANEL_H),
             &format!("{workload} ({dist})"),
+            y_max,
         );
-        for tick in 0..=4 {
-            let v = y_max * f64::from(tick) / 4.0;
-            let y = y_of(v);
-            svg.line((ox, y), (ox + PANEL_W, y), r##"stroke="#eee""##);
-            svg.text(ox - 4.0, y + 4.0, r#"text-anchor="end""#, &tick_label(v));
-        }
         for &t in &threads {
             svg.text(
                 x_of(t),

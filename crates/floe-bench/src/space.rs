@@ -85,18 +85,13 @@ pub fn svg(report: &Report, title: &str) -> Option<String> {
         let y_max = nice_ceiling(here.iter().map(|r| r.mops_max).fold(0.0, f64::max) * 1.08);
         let x_of = |bytes: f64| ox + bytes / x_max * PANEL_W;
         let y_of = |mops: f64| oy + PANEL_H - mops / y_max * PANEL_H;
-        svg.rect(ox, oy, PANEL_W, PANEL_H, r##"fill="none" stroke="#999""##);
-        svg.text(
-            ox + PANEL_W / 2.0,
-            oy - 8.0,
-            r#"font-weight="bold" text-anchor="middle""#,
+        svg.panel(
+            (ox, oy),
+            (PANEL_W, PANEL_H),
             &format!("{workload} ({dist}), {threads} threads"),
+            y_max,
         );
         for tick in 0..=4 {
-            let v = y_max * f64::from(tick) / 4.0;
-            let y = y_of(v);
-            svg.line((ox, y), (ox + PANEL_W, y), r##"stroke="#eee""##);
-            svg.text(ox - 4.0, y + 4.0, r#"text-anchor="end""#, &tick_label(v));
             let b = x_max * f64::from(tick) / 4.0;
             svg.text(
                 x_of(b),

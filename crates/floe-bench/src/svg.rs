@@ -105,6 +105,30 @@ impl Svg {
     }
 
     /// The document, closed.
+    /// A chart panel at (`x`, `y`), `width` x `height`: its frame, `title` in bold above it,
+    /// and five horizontal grid lines labelled from 0 to `y_max` on the left.
+    pub fn panel(
+        &mut self,
+        (x, y): (f64, f64),
+        (width, height): (f64, f64),
+        title: &str,
+        y_max: f64,
+    ) {
+        self.rect(x, y, width, height, r##"fill="none" stroke="#999""##);
+        self.text(
+            x + width / 2.0,
+            y - 8.0,
+            r#"font-weight="bold" text-anchor="middle""#,
+            title,
+        );
+        for tick in 0..=4 {
+            let v = y_max * f64::from(tick) / 4.0;
+            let at = y + height - v / y_max * height;
+            self.line((x, at), (x + width, at), r##"stroke="#eee""##);
+            self.text(x - 4.0, at + 4.0, r#"text-anchor="end""#, &tick_label(v));
+        }
+    }
+
     pub fn finish(mut self) -> String {
         self.out.push_str("</svg>\n");
         self.out
