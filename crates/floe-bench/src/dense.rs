@@ -2,10 +2,11 @@
 //!
 //! First, both maps are built for the keys up front: a `FlatMap` of `Layout::Dense` whose
 //! first table's growth trigger (82% of its slots) is `--keys` and which never grows past it
-//! (`max_bins(1)`), and a `FlatMap` of the default layout built with that capacity. Both are filled with the same keys from all threads
-//! (timed: `fill`), then, per workload, each runs
-//! for `--seconds` on per-thread streams of keys drawn before timing, the layouts alternating,
-//! `--repeat` times: the table below gives medians and the ratio of the medians. Space is
+//! (`max_bins(1)`), and a `FlatMap` of the default layout built with that capacity and the
+//! link pool `run` gives churn workloads (one bucket per 3 bins; its space is a little lower
+//! than at the default pool's one per 8). Both are filled with the same keys from all
+//! threads (timed: `fill`), then, per workload, each runs for `--seconds` on per-thread
+//! streams of keys drawn before timing, the layouts alternating, `--repeat` times: the table below gives medians and the ratio of the medians. Space is
 //! key and value bytes over table bytes; lines per operation come from floe's own counter and
 //! are non-zero only in a `--features line-stats` build.
 //!
@@ -49,9 +50,17 @@ pub struct DenseArgs {
 type Table = FlatMap<u64, u64>;
 
 /// A map of `layout` whose first table is sized for `keys` (its trigger, for the dense one),
-/// fixed at that size or growing from it.
-fn table(layout: Layout, keys: usize, fixed: bool) -> Result<Table, String> {
+/// fixed at that size or growing from it. `churn`: the default layout's link pool is sized
+/// for insert/remove churn as `run` sizes it (`maps::Recipe::churn`, one bucket per 3 bins):
+/// with one per 8 its pool ran out under insdel at 2^23-2^24 keys and the map grew in the
+/// middle of the measurement (0.4-1.7 Mops/s).
+fn table(layout: Layout, keys: usize, fixed: bool, churn: bool) -> Result<Table, String> {
     let builder = FlatMap::builder().layout(layout).capacity(keys);
+    let builder = if churn && layout == Layout::Bins {
+        builder.bins_per_link(3)
+    } else {
+        builder
+    };
     // `max_bins` at most the first table's size: the table never grows.
     let builder = if fixed { builder.max_bins(1) } else { builder };
     builder
@@ -200,10 +209,11 @@ pub fn main(args: DenseArgs) -> Result<(), String> {
         return Err("--seconds must be a positive number".into());
     }
     let keys = args.keys;
-    // The default layout's map is as `with_capacity(keys)` makes it; the dense one is fixed
-    // at the table whose trigger is `keys`, so its space is the layout's at its trigger.
-    let dense = table(Layout::Dense, keys as usize, true)?;
-    let default = table(Layout::Bins, keys as usize, false)?;
+    // The default layout's map is as `with_capacity(keys)` makes it (with the churn pool);
+    // the dense one is fixed at the table whose trigger is `keys`, so its space is the
+    // layout's at its trigger.
+    let dense = table(Layout::Dense, keys as usize, true, true)?;
+    let default = table(Layout::Bins, keys as usize, false, true)?;
     let tables: [(&str, &Table); 2] = [("dense", &dense), ("default", &default)];
     println!(
         "# floe-bench dense: {keys} keys, {threads} threads, {}",
@@ -280,8 +290,8 @@ fn population(workers: &Workers, threads: usize, keys: u64, repeat: usize) -> Re
     let mut rates = [Vec::new(), Vec::new()];
     let mut space = [0.0f64; 2];
     for _ in 0..repeat {
-        let dense = table(Layout::Dense, POPULATION_START, false)?;
-        let default = table(Layout::Bins, POPULATION_START, false)?;
+        let dense = table(Layout::Dense, POPULATION_START, false, false)?;
+        let default = table(Layout::Bins, POPULATION_START, false, false)?;
         let maps: [&Table; 2] = [&dense, &default];
         for (i, map) in maps.into_iter().enumerate() {
             let (rate, full) = fill(map, workers, threads, keys);

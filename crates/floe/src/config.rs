@@ -51,7 +51,9 @@ pub enum Layout {
     /// order, so a walk cannot be resumed across a growth); a walk remembers the keys it met
     /// whose other line is still ahead (up to about half the keys, one word each); `clear`
     /// and `retain` hold the writers for their walk, as a strong snapshot does; and an insert
-    /// that needs keys displaced while a walk runs grows the table instead.
+    /// that needs keys displaced while a walk runs goes to the table's small stash (or grows
+    /// the table once that is full). The few keys that fit in neither of their lines live in
+    /// that stash (up to 64 per table), read by gets without a lock.
     Dense,
 }
 

@@ -33,6 +33,13 @@ pub(crate) mod stat {
 #[cfg(not(loom))]
 pub(crate) use portable_atomic::AtomicU128;
 
+/// A mutex for rare slow paths (the dense layout's stash): loom's under `cfg(loom)`, so a
+/// model whose threads contend for it is scheduled rather than blocked.
+#[cfg(loom)]
+pub(crate) use loom::sync::{Mutex, MutexGuard};
+#[cfg(not(loom))]
+pub(crate) use std::sync::{Mutex, MutexGuard};
+
 /// A cell the delegation queues' message slots live in (`delegate::queue`): loom's under
 /// `cfg(loom)`, which reports a read and a write of one slot that no ordering separates as a
 /// data race (how the queue's model catches a weakened ordering); otherwise a thin wrapper over

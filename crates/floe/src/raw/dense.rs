@@ -13,7 +13,7 @@
 //!
 //! Reading order: this essay (the model first: it says what the protocols buy), the line and
 //! key helpers, `get`, `modify` (every write), `displace`, the migration, then the tests and
-//! the loom models at the bottom. `dense_driver.rs` runs a map of these tables over time
+//! the loom models at the bottom; `stash.rs` for the few keys that fit in neither line. `dense_driver.rs` runs a map of these tables over time
 //! (when to migrate, following keys into the next table) on the life cycle every layout
 //! shares (`lifecycle.rs`).
 //!
@@ -67,23 +67,24 @@
 //!
 //! Read the home line (four atomic slot loads). The key in a slot: return that slot's value
 //! (read with its key, one 16-byte load). A clean empty slot: the key is absent. Otherwise
-//! read the alternative the same way; absent if not there. The home line is read with acquire
-//! loads (plain loads on x86), so the alternative is read after it.
+//! read the alternative the same way, then the stash (one load while it is empty, below);
+//! absent if not there. The home line is read with acquire loads (plain loads on x86), so
+//! the alternative is read after it.
 //!
 //! Linearizable, from three facts about writers: (1) every slot write happens under its line's
 //! lock and a key's presence is decided under its home's lock, so a key has at most one
 //! incarnation at a time and an incarnation stays in one slot, except (2) a displacement, which
 //! copies it to its alternative (`Release` store) *before* it frees the home slot (`Release`
-//! store of the spilled key); and (3) while any key of a line lives in its alternative the line
-//! holds no clean empty slot (it was full when the key left, its spill count is non-zero, and
+//! store of the spilled key); and (3) while any key of a line lives in its alternative (or
+//! the stash) the line holds no clean empty slot (it was full when the key left, its spill count is non-zero, and
 //! every slot freed meanwhile gets the spilled key; clean keys come back only when the count
 //! returns to zero, under the lock, after the last spilled key is gone).
 //!
 //! A hit is linearized at the load of the slot that matched (its value is the key's value
 //! then: puts store key and value together). For a miss: if the key was present throughout
 //! the get, it was one incarnation, in one slot; if that slot is in the home line the get read
-//! it, and if it is in the alternative the get read it too, unless it stopped at a clean empty
-//! slot, which (3) forbids. A displacement could only move the key from the home slot (read
+//! it, and if it is in the alternative (or the stash: `stash.rs` has its part) the get read
+//! it too, unless it stopped at a clean empty slot, which (3) forbids. A displacement could only move the key from the home slot (read
 //! first) to the alternative (read second): a get that read the freed home slot has
 //! synchronized with its `Release` store through its acquire load, so it sees the copy. So some
 //! instant of the get had no incarnation of the key, and that is the miss's point.
@@ -98,10 +99,11 @@
 //! is zero (the key cannot be elsewhere). Otherwise it locks both lines (lower index first, so
 //! two writers never wait for each other in a cycle) and looks in the alternative too. A new
 //! key takes a free slot of its home, else of its alternative (the home's spill count goes up),
-//! else the writer releases both locks, displaces, and starts again. A removed key's slot gets
-//! its line's spilled key if the line's count is non-zero and its clean key otherwise; the
-//! removal of a key from its alternative decrements its home's count, and the one that brings
-//! it to zero turns the home's spilled empties back into clean ones. A writer's slot loads
+//! else the writer releases both locks, displaces, and starts again (at most 8 times, then
+//! the stash). A removed key's slot gets its line's spilled key if the line's count is
+//! non-zero and its clean key otherwise; the removal of a key from its alternative (or the
+//! stash) decrements its home's count, and the one that brings it to zero turns the home's
+//! spilled empties back into clean ones. A writer's slot loads
 //! under the lock are exact: nobody else writes the line meanwhile.
 //!
 //! A displacement step moves one key `y` from its home `L` to its alternative `M` holding both
@@ -128,7 +130,7 @@
 //! A migration copies every line's keys into a *next* table (larger, smaller, or of the same
 //! size: `dense_driver.rs` says when). Moving a line: lock it, insert each of its keys into the
 //! next table (an ordinary insert there, whose search for room may cover the whole table; a key
-//! it still cannot place goes to the next table's *overflow*, below), then set the moved bit
+//! it still cannot place goes to the next table's stash, below), then set the moved bit
 //! with the Release store that unlocks the line. Nobody writes a moved line again (`lock`
 //! refuses it), so the old table's content is frozen line by line.
 //!
@@ -136,7 +138,7 @@
 //! moved, and to the next table after. Writers keep that: a writer in a migrating table writes there
 //! while it may lock its lines; refused one (`Moved`), or finding no room, it first moves both
 //! of its key's lines itself (waiting for a line another thread is moving), then writes in the
-//! next table (`move_lines_of`); a line is moved once, and `k` is in one of its lines (or the overflow,
+//! next table (`move_lines_of`); a line is moved once, and `k` is in one of its lines (or the stash,
 //! moved with its home), so the next table gets exactly one copy of `k`, before any write of
 //! `k` there. A user's write in the old table happens under the lock of a line that is not
 //! moved, so it is copied with that line.
@@ -156,10 +158,25 @@
 //! migration before growing again. Moves search the whole table for room, moving keys home ->
 //! alternative only; when even that fails (possible only for keys whose lines are crowded by
 //! keys of the same lines: moves home -> alternative are not a complete matching search), the
-//! key goes to the overflow: a list under a mutex, counted in its home's spill count (so its
-//! home never looks clean) and searched, by gets after both lines miss and by writers, only
-//! while it is non-empty. The next migration moves its keys with their homes. No test with a
-//! real hash has reached it; the crowded-hash tests have.
+//! key goes to the stash, whose list takes what its lines cannot (below).
+//!
+//! ## The stash: a key that fits in neither line
+//!
+//! Filled to its trigger, about one insert in 55 million finds both its lines full and
+//! nothing to displace: both hold only keys living in their alternatives, which cannot move
+//! further (measured on 2^24 lines; no search depth helps). Growing the table for that key
+//! doubled a map that was sized for its keys (a population of 2^26 keys ended in a table
+//! twice too large, at 0.27 of its bytes holding keys instead of 0.81). So such a key goes
+//! to the table's *stash* (`stash.rs`): 16 lines of four slots, a key's stash line chosen by
+//! its hash, read by gets without a lock after both lines missed, and a list under a mutex
+//! behind them for moves only. A stashed key counts in its home's spill count, so its home
+//! never looks clean (fact 3) and a get that reaches the stash has read both lines; one
+//! load of the stash's occupancy bits is all a miss pays while nothing is stashed.
+//! Writers find, update and remove a stashed key under its home's lock, as any other.
+//! A user's key is stashed only while the table is below its trigger and the stash holds
+//! fewer than `min(lines / 8, 64)` keys (`may_stash`); past either the insert answers `Full`
+//! and the driver grows the table as before. The next migration moves stashed keys with
+//! their homes (put back in their lines when the next table has room).
 //!
 //! ## Walks: every key once, with displacements held off
 //!
@@ -180,8 +197,10 @@
 //! (a move copies, it erases nothing): its keys are looked up in the map (the driver), which
 //! answers their values now, or their absence. After the move a key of that line is written
 //! only in the next table (its writers move both lines first), so no other line of this table
-//! has it, and the walk, which never walks the next table, meets it once. The overflow is
-//! read under its mutex, and a key there whose home is moved is looked up the same way.
+//! has it, and the walk, which never walks the next table, meets it once. The stash is
+//! read first, and a key there whose home is moved is looked up the same way; the driver
+//! remembers the stashed keys met and passes them over in the lines (a stashed key removed
+//! and inserted again into a line meanwhile).
 //! A key removed after the walk read it and inserted again into its other line before the
 //! walk reaches that line would be met twice: the driver remembers each key met whose other
 //! line is still ahead, and passes it over there (`DenseMap::for_each`; the memory is one
@@ -200,20 +219,18 @@
 //!   fills the alternatives (72% of the kept keys after 2 million insdel cycles on 2^14
 //!   lines) until inserts find no room. The driver then migrates into a fresh table of the
 //!   same size (a *refresh*), which puts every key home first again.
-//! - A key whose two lines hold only keys living in their alternatives has nothing to displace:
-//!   about one insert in 55 million finds no room at 81.9% on 2^24 lines (no search depth
-//!   helps: a 4096-line search was tried and still failed), and the driver grows the table
-//!   there, a little before its trigger. A map filled with exactly the keys it was built for
-//!   grows at the end now and then (a population of 2^26 keys from a table of 2^16 ended
-//!   doubling the table that would have held them). A small stash for such keys would
-//!   answer it, but the overflow that moves use is behind a mutex that a get's miss would
-//!   take: it needs a lock-free filter first.
+//! - The stash is small: a table in which more than `min(lines / 8, 64)` inserts find no
+//!   room below the trigger grows (or refreshes) as before. Churn at the trigger fills it.
 //! - Insert/remove churn of fresh keys at the trigger ages a table faster than any refresh
 //!   pays off: each insert that displaces leaves a key away for good, searches lengthen (a
 //!   2^24-key table ran 5 us an insert-and-remove for a second), until one finds no room and
 //!   the table grows. A map churned at its capacity should be built with room to spare.
-//! - While a walk runs, an insert that needs a displacement answers `Full` to the driver, which
-//!   then grows (or refreshes) the table a little earlier than it would have.
+//! - While a walk runs, an insert that needs a displacement goes to the stash, or (the stash
+//!   full, or the table at its trigger) answers `Full` to the driver, which then grows (or
+//!   refreshes) the table a little earlier than it would have.
+//! - A growing map's migrations cost its writers more than the default layout's growths do
+//!   (population 0.72x, BENCHMARKS "The dense layout, fourth part"): a write whose key has
+//!   one line moved and the other not moves the other itself, a random line.
 
 use super::{
     alloc::{TableMemory, ZeroInit},
@@ -223,6 +240,7 @@ use super::{
     lifecycle::Table,
     loader::LineLoader,
     migrate::{AbortOnUnwind, Migration, Next},
+    stash::{Place, Stash},
     stats, Moved,
 };
 use crate::{
@@ -235,6 +253,7 @@ use crate::{
         AtomicU64, AtomicU8, AtomicUsize, Ordering,
     },
 };
+use crossbeam_utils::CachePadded;
 
 /// Slots per line.
 pub(crate) const LINE_SLOTS: usize = 4;
@@ -252,7 +271,7 @@ const DISPLACE_LINES: usize = 64;
 /// concurrent insert may take first.
 const DISPLACE_TRIES: usize = 8;
 
-/// The load (per mille of the slots) at which a map of this layout should grow: the model
+/// The load (per mille of the slots) at which a map of this layout grows (`growing`): the model
 /// gives 1.17 lines per hit and 1.60 per miss there (module docs).
 pub(crate) const GROW_AT_PER_MILLE: usize = 820;
 
@@ -406,17 +425,19 @@ pub(crate) struct DenseTable {
     /// [`away_share`](Self::away_share) when the table became current (`f64` bits; 0 for
     /// a first table): `dense_driver.rs` refreshes a table only once it has aged since.
     settled_away: AtomicU64,
-    /// Keys a migration moved here and found no room for in their lines (module docs,
-    /// Migration): searched after both lines, and only while `overflowed` is not zero.
-    overflow: std::sync::Mutex<Vec<(u64, u64)>>,
-    /// Keys in `overflow`.
-    overflowed: AtomicUsize,
+    /// Keys that found no room in either of their lines (module docs, The stash): read by
+    /// gets after both lines missed. On a line of its own: gets load its word of bits,
+    /// which `displacing` and `room` beside it would otherwise keep stealing.
+    stash: CachePadded<Stash>,
     /// Walks reading this table (module docs, Walks): no displacement runs while one does.
     walkers: AtomicUsize,
     /// Displacements in progress, or about to give up for a walk.
     displacing: AtomicUsize,
     /// The map's count of its tables alive (a statistic, `counted_in`).
     alive: Option<std::sync::Arc<StatUsize>>,
+    /// The map may replace this table by a larger one: past its trigger, a user's insert
+    /// that finds both lines full answers `Full` rather than displace (`growing`).
+    grows: bool,
 }
 
 impl Drop for DenseTable {
@@ -499,11 +520,11 @@ impl DenseTable {
             room: AtomicUsize::new(usize::MAX),
             migration: Migration::new(),
             settled_away: AtomicU64::new(0),
-            overflow: std::sync::Mutex::new(Vec::new()),
-            overflowed: AtomicUsize::new(0),
+            stash: CachePadded::new(Stash::new(hash)?),
             walkers: AtomicUsize::new(0),
             displacing: AtomicUsize::new(0),
             alive: None,
+            grows: false,
         };
         // The two lines whose clean key is not 0 get theirs before anyone can reach them.
         for line in [empty.clean_lines.0, empty.clean_lines.1] {
@@ -521,6 +542,17 @@ impl DenseTable {
         self
     }
 
+    /// The table, to be replaced by a larger one once full to its trigger (if `grows`),
+    /// rather than filled on by displacements: past the trigger, an insert whose lines are
+    /// full answers `Full` (the driver then doubles the table) instead of displacing keys.
+    /// Chains of displacements grow long past it (a table left to fill until no chain
+    /// is found reached 94% of its slots, its inserts several times slower); a table that
+    /// cannot grow (a fixed map, or one at its size limit) fills on.
+    pub(crate) fn growing(mut self, grows: bool) -> Self {
+        self.grows = grows;
+        self
+    }
+
     /// Lines of the table.
     pub(crate) fn lines(&self) -> usize {
         self.nlines
@@ -531,9 +563,9 @@ impl DenseTable {
         self.len.sum()
     }
 
-    /// Bytes of table memory: the lines and their writer bytes.
+    /// Bytes of table memory: the lines, their writer bytes and the stash's lines.
     pub(crate) fn table_bytes(&self) -> usize {
-        self.lines.bytes() + self.meta.bytes()
+        self.lines.bytes() + self.meta.bytes() + self.stash.bytes()
     }
 
     /// Whether the table holds as many keys as its growth trigger.
@@ -608,7 +640,7 @@ impl DenseTable {
         // the key's lines after the get began, so what they hold was the key's value at some
         // instant of the get (module docs, Migration).
         let migrating = self.migration.is_ready();
-        let answer = self.search(p, home, alt, key, migrating);
+        let answer = self.search(p, hash, home, alt, key, migrating);
         if migrating {
             // The lines' loads were Acquire (`search`): the writer bytes are read after them.
             #[cfg(not(loom))]
@@ -626,6 +658,7 @@ impl DenseTable {
     fn search<L: LineLoader>(
         &self,
         p: L,
+        hash: u64,
         home: usize,
         alt: usize,
         key: u64,
@@ -647,11 +680,8 @@ impl DenseTable {
             crate::sync::compiler_fence(Ordering::Acquire);
             match self.probe(p, alt, key, migrating) {
                 Probe::Hit(value) => return Some(value),
-                // Acquire: pairs with the Release increment after a key entered the overflow.
-                Probe::Miss { .. } if self.overflowed.load(Ordering::Acquire) > 0 => {
-                    return self.overflow_get(key);
-                }
-                Probe::Miss { .. } => return None,
+                // One load of the stash's bits while nothing is stashed (`stash.rs`).
+                Probe::Miss { .. } => return self.stash.get(hash, key),
                 Probe::Changed => continue,
             }
         }
@@ -874,6 +904,8 @@ impl DenseTable {
         let (home, alt) = self.lines_of(hash);
         let mut tries = 0;
         let mut reached = Vec::new();
+        // The last try: a new key with no room in its lines goes to the stash.
+        let mut stash = false;
         loop {
             // The home alone decides when none of its keys live elsewhere.
             {
@@ -883,8 +915,12 @@ impl DenseTable {
                     return Ok(Ok(answer));
                 }
                 if held.spill() == 0 {
-                    if let Some(answer) = self.add(writer, home, &mut held, None, key, &mut decide)
-                    {
+                    let lines = Lines {
+                        home,
+                        alt: None,
+                        stash: None,
+                    };
+                    if let Some(answer) = self.add(writer, lines, &mut held, key, &mut decide) {
                         return Ok(Ok(answer));
                     }
                 }
@@ -900,32 +936,55 @@ impl DenseTable {
                     self.apply(alt, &mut held_alt, home, slot, key, action);
                     return Ok(Ok(answer));
                 }
-                if self.overflowed.load(Ordering::Relaxed) > 0 {
-                    if let Some(answer) =
-                        self.modify_overflow(home, &mut held_home, key, &mut decide)
-                    {
-                        return Ok(Ok(answer));
-                    }
+                if let Some((place, value)) = self.stash.find(hash, key) {
+                    let (action, answer) = decide(Some(value));
+                    self.apply_stashed(place, key, action, home, &mut held_home);
+                    return Ok(Ok(answer));
                 }
             }
-            if let Some(answer) =
-                self.add(writer, home, &mut held_home, Some(alt), key, &mut decide)
-            {
+            let lines = Lines {
+                home,
+                alt: Some(alt),
+                stash: stash.then_some(hash),
+            };
+            if let Some(answer) = self.add(writer, lines, &mut held_home, key, &mut decide) {
                 return Ok(Ok(answer));
             }
             drop((held_home, held_alt));
-            let refused = writer == Writer::User && self.room.load(Ordering::Relaxed) == 0;
-            if tries == writer.tries() || refused {
+            if stash || writer == Writer::User && self.room.load(Ordering::Relaxed) == 0 {
                 return Ok(Err(Full));
             }
-            let Some(_displacing) = self.enter_displacement() else {
-                return Ok(Err(Full));
-            };
-            if !self.displace(home, alt, rehash, writer.search_lines(), &mut reached) {
+            // Past the trigger, a table that may grow does (`growing`). Summing the length's
+            // shards costs a little; only inserts that would displace pay it.
+            if writer == Writer::User && self.grows && self.len() >= self.trigger_keys() {
                 return Ok(Err(Full));
             }
-            tries += 1;
+            let displaced = tries < writer.tries()
+                && match self.enter_displacement() {
+                    Some(_displacing) => {
+                        self.displace(home, alt, rehash, writer.search_lines(), &mut reached)
+                    }
+                    None => false,
+                };
+            if displaced {
+                tries += 1;
+            } else if writer == Writer::User && self.may_stash() {
+                stash = true;
+            } else {
+                return Ok(Err(Full));
+            }
         }
+    }
+
+    /// Whether a user's new key that found no room in its lines may go to the stash: while
+    /// the table is below its trigger (above it, the map grows) and the stash has room for
+    /// it in proportion to the table (a small table's stash stays small).
+    #[cold]
+    fn may_stash(&self) -> bool {
+        let limit = (self.nlines / 8).clamp(1, Stash::SLOTS);
+        self.room.load(Ordering::Relaxed) == usize::MAX
+            && self.stash.len() < limit
+            && self.len() < self.trigger_keys()
     }
 
     /// A user's insert of a new key may take a slot: always, but while a migration fills
@@ -942,41 +1001,29 @@ impl DenseTable {
             .is_ok()
     }
 
-    /// The overflow's value for `key` (rare: only keys a migration could not place).
+    /// Under the home's lock (its spill count counts the key): carry out `action` on the
+    /// key stashed at `place`.
     #[cold]
     #[inline(never)]
-    fn overflow_get(&self, key: u64) -> Option<u64> {
-        let overflow = self.overflow.lock().unwrap_or_else(|e| e.into_inner());
-        overflow.iter().find(|&&(k, _)| k == key).map(|&(_, v)| v)
-    }
-
-    /// Under the home's lock (its spill count counts the key if it is there): if the key is
-    /// in the overflow, carry out `decide`'s action there.
-    #[cold]
-    #[inline(never)]
-    fn modify_overflow<R>(
+    fn apply_stashed(
         &self,
+        place: Place,
+        key: u64,
+        action: Action,
         home: usize,
         held_home: &mut Held<'_>,
-        key: u64,
-        decide: &mut impl FnMut(Option<u64>) -> (Action, R),
-    ) -> Option<R> {
-        let mut overflow = self.overflow.lock().unwrap_or_else(|e| e.into_inner());
-        let index = overflow.iter().position(|&(k, _)| k == key)?;
-        let (action, answer) = decide(Some(overflow[index].1));
+    ) {
         match action {
             Action::Keep => {}
-            Action::Store(value) => overflow[index].1 = value,
+            Action::Store(value) => self.stash.set(place, key, value),
             Action::Remove => {
-                overflow.swap_remove(index);
-                self.overflowed.fetch_sub(1, Ordering::Relaxed);
+                self.stash.remove(place, key);
                 self.len.decrement();
                 if held_home.sub_spill() {
                     self.scrub(home);
                 }
             }
         }
-        Some(answer)
     }
 
     /// Under the home's lock: if the key is in its home, carry out `decide`'s action there.
@@ -993,15 +1040,14 @@ impl DenseTable {
         Some(answer)
     }
 
-    /// The key is absent (its lines' locks held: the home's, and the alternative's if given):
-    /// ask `decide`, and store a new key in a free slot of its home, else of `alt`. `None`
-    /// if it is to be stored and neither has room.
+    /// The key is absent (the locks of `lines.home`, and of `lines.alt` if given, held): ask
+    /// `decide`, and store a new key in a free slot of its home, else of its alternative,
+    /// else in the stash if `lines` allows it. `None` if it is to be stored and none has room.
     fn add<R>(
         &self,
         writer: Writer,
-        home: usize,
+        lines: Lines,
         held_home: &mut Held<'_>,
-        alt: Option<usize>,
         key: u64,
         decide: &mut impl FnMut(Option<u64>) -> (Action, R),
     ) -> Option<R> {
@@ -1009,21 +1055,36 @@ impl DenseTable {
         let Action::Store(value) = action else {
             return Some(answer);
         };
-        let home_slot = self.free_slot(home);
-        let alt_slot = match (home_slot, alt) {
-            (None, Some(alt)) => Some((alt, self.free_slot(alt)?)),
-            (None, None) => return None,
-            (Some(_), _) => None,
+        let room = if let Some(slot) = self.free_slot(lines.home) {
+            Room::Home(slot)
+        } else if let Some((alt, slot)) =
+            lines.alt.and_then(|alt| Some((alt, self.free_slot(alt)?)))
+        {
+            Room::Alt(alt, slot)
+        } else {
+            Room::Stash(lines.stash?)
         };
         if !self.take_room(writer) {
             return None;
         }
-        let Some((alt, slot)) = alt_slot else {
-            self.place(home, home_slot?, key, value);
-            return Some(answer);
-        };
-        held_home.add_spill();
-        self.place(alt, slot, key, value);
+        match room {
+            Room::Home(slot) => self.place(lines.home, slot, key, value),
+            Room::Alt(alt, slot) => {
+                held_home.add_spill();
+                self.place(alt, slot, key, value);
+            }
+            // Only in a table that takes users' inserts without limit (`may_stash`), so
+            // `take_room` took nothing to give back.
+            Room::Stash(hash) => {
+                if !self.stash.insert(hash, key, value, false) {
+                    return None;
+                }
+                // The home is full (no clean empty slot) and stays spilled while the key is
+                // stashed (fact 3 of the essay).
+                held_home.add_spill();
+                self.len.increment();
+            }
+        }
         Some(answer)
     }
 
@@ -1236,8 +1297,9 @@ impl DenseTable {
 
     /// Visit every key of the table (a walk must be started, `start_walk`): `visit(key,
     /// Some(value), line)` for a key read in a line not moved, `visit(key, None, line)` for a
-    /// key of a moved line or of the overflow whose home is moved, whose value is the next
-    /// table's to answer (module docs, Walks); `line` is `usize::MAX` for the overflow.
+    /// key of a moved line or a stashed key whose home is moved, whose value is the next
+    /// table's to answer (module docs, Walks). The stash comes first, its keys with `line`
+    /// `usize::MAX`.
     pub(crate) fn walk(
         &self,
         rehash: &dyn Fn(u64) -> u64,
@@ -1247,6 +1309,11 @@ impl DenseTable {
             self.walkers.load(Ordering::Relaxed) > 0,
             "walk without start_walk"
         );
+        self.stash.for_each(|key, value| {
+            // The stash's loads were Acquire: the writer byte is read after them.
+            let moved = self.is_moved(self.lines_of(rehash(key)).0);
+            visit(key, (!moved).then_some(value), usize::MAX);
+        });
         for line in 0..self.nlines {
             // Acquire loads: each pairs with the Release store that put its key there, and
             // orders the writer byte's load after them.
@@ -1263,22 +1330,10 @@ impl DenseTable {
                 }
             }
         }
-        // Acquire: pairs with the Release increment after a key entered the overflow.
-        if self.overflowed.load(Ordering::Acquire) > 0 {
-            let overflow = self
-                .overflow
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .clone();
-            for (key, value) in overflow {
-                let moved = self.is_moved(self.lines_of(rehash(key)).0);
-                visit(key, (!moved).then_some(value), usize::MAX);
-            }
-        }
     }
 
     /// The table's keys and values, after checking (panicking where one fails) that each
-    /// key is in its home, its alternative or the overflow, once; that each line's spill
+    /// key is in its home, its alternative or the stash, once (`Stash::check_invariants`); that each line's spill
     /// count counts its keys elsewhere, and a line with keys elsewhere has no clean empty
     /// slot; that no line is left locked, and the key count. For tests, on a quiescent table.
     pub(crate) fn check_invariants(
@@ -1306,9 +1361,7 @@ impl DenseTable {
                 assert!(contents.insert(key, value).is_none(), "key {key} twice");
             }
         }
-        let overflow = t.overflow.lock().unwrap_or_else(|e| e.into_inner());
-        assert_eq!(overflow.len(), t.overflowed.load(Ordering::Relaxed));
-        for &(key, value) in overflow.iter() {
+        for (key, value) in t.stash.check_invariants(hash) {
             spilled[t.lines_of(hash(key)).0] += 1;
             assert!(contents.insert(key, value).is_none(), "key {key} twice");
         }
@@ -1467,15 +1520,16 @@ impl DenseTable {
                 moved += 1;
             }
         }
-        if self.overflowed.load(Ordering::Relaxed) > 0 {
-            let overflow = self.overflow.lock().unwrap_or_else(|e| e.into_inner());
-            for &(key, value) in overflow.iter() {
+        // The line's stashed keys (counted in its spill count), under its lock as their
+        // writers are.
+        if held.spill() > 0 && self.stash.len() > 0 {
+            self.stash.for_each(|key, value| {
                 let hash = rehash(key);
                 if self.lines_of(hash).0 == line {
                     next.place_moved(hash, key, value, rehash);
                     moved += 1;
                 }
-            }
+            });
         }
         core::mem::forget(abort);
         // The keys are counted in `next` now; this table counts those not yet moved.
@@ -1485,12 +1539,13 @@ impl DenseTable {
         held.value |= MOVED;
     }
 
-    /// Put a moved key that found no room in the overflow, unless its home has a free slot
-    /// again (then `false`: the caller tries again). Under the home's lock: the home is full,
-    /// so it has no clean empty slot, and its raised spill count keeps it so (fact 3).
+    /// Stash a moved key that found no room (in its stash line, else the stash's list: a
+    /// move cannot fail), unless its home has a free slot again (then `false`: the caller
+    /// tries again). Under the home's lock: the home is full, so it has no clean empty slot,
+    /// and its raised spill count keeps it so (fact 3).
     #[cold]
     #[inline(never)]
-    fn overflow_moved(&self, hash: u64, key: u64, value: u64) -> bool {
+    fn stash_moved(&self, hash: u64, key: u64, value: u64) -> bool {
         let (home, _) = self.lines_of(hash);
         let Ok(mut held) = self.lock(home) else {
             unreachable!("a table being filled is not migrating");
@@ -1499,13 +1554,8 @@ impl DenseTable {
             return false;
         }
         held.add_spill();
-        self.overflow
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push((key, value));
+        self.stash.insert(hash, key, value, true);
         self.len.increment();
-        // Release: pairs with the Acquire load in `search`, which then finds the key.
-        self.overflowed.fetch_add(1, Ordering::Release);
         true
     }
 
@@ -1532,7 +1582,7 @@ impl DenseTable {
                 Ok(Ok(())) => return,
                 // No chain of moves home -> alternative makes room.
                 Ok(Err(Full)) => {
-                    if self.overflow_moved(hash, key, value) {
+                    if self.stash_moved(hash, key, value) {
                         return;
                     }
                 }
@@ -1635,6 +1685,22 @@ enum Step {
     Stale,
 }
 
+/// Where `DenseTable::add` may store a new key.
+#[derive(Clone, Copy)]
+struct Lines {
+    home: usize,
+    alt: Option<usize>,
+    /// The key's hash, if it may go to the stash.
+    stash: Option<u64>,
+}
+
+/// The room `DenseTable::add` found.
+enum Room {
+    Home(usize),
+    Alt(usize, usize),
+    Stash(u64),
+}
+
 /// Who writes: a user's operation, or a migration moving a key into this table.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Writer {
@@ -1724,7 +1790,7 @@ pub(super) mod tests {
     }
 
     /// Every invariant a quiescent table keeps (module docs): keys in one of their two lines
-    /// or the overflow, once; spill counts exact (or saturated and at least the truth); a line with keys in
+    /// or the stash, once; spill counts exact (or saturated and at least the truth); a line with keys in
     /// their alternatives has no clean empty slot; `len` right. Returns the contents.
     fn check(t: &DenseTable, hash: &dyn Fn(u64) -> u64) -> HashMap<u64, u64> {
         t.check_invariants(hash)
@@ -1885,14 +1951,12 @@ pub(super) mod tests {
         }
     }
 
-    /// Threads write disjoint keys of one small, nearly full table (so their inserts displace
-    /// each other's keys) and check after every step that their own keys read back exactly:
-    /// a displacement must never hide a key from a get. All add to one shared counter.
-    /// A key a migration moves in and finds no room for (both lines full of keys whose lines
-    /// are those two, nothing to displace) goes to the overflow: gets find it, writes change
-    /// and remove it there, and the next migration moves it on.
+    /// A key that finds no room in its lines (both full of keys whose lines are those two,
+    /// nothing to displace) is stashed, a user's within the stash's limit (a table of 4 lines
+    /// stashes one) and a migration's move always: gets find them, writes change and remove
+    /// them there, and the next migration moves them on.
     #[test]
-    fn a_move_with_no_room_overflows() {
+    fn a_key_with_no_room_is_stashed() {
         let id = |k: u64| k;
         // With the identity hash on 4 lines: home from bits 62-63, alternative from 30-31.
         let key = |home: u64, alt: u64, tag: u64| home << 62 | alt << 30 | tag;
@@ -1902,9 +1966,10 @@ pub(super) mod tests {
             insert(&t, &id, key(1, 0, tag), tag).unwrap();
         }
         let (k, j) = (key(0, 1, 9), key(1, 0, 9));
-        assert_eq!(insert(&t, &id, k, 1), Err(Full));
-        t.place_moved(k, k, 7, &id);
+        assert_eq!(insert(&t, &id, k, 7), Ok(None));
+        assert_eq!(insert(&t, &id, j, 1), Err(Full), "past the stash's limit");
         t.place_moved(j, j, 5, &id);
+        assert_eq!(t.stash.len(), 2);
         assert_eq!(t.len(), 10);
         assert_eq!(t.get_fixed(k, k), Some(7));
         assert_eq!(t.get_fixed(key(0, 1, 10), key(0, 1, 10)), None);
@@ -1914,6 +1979,7 @@ pub(super) mod tests {
         assert_eq!(remove(&t, &id, j), Some(6));
         assert_eq!(t.get_fixed(j, j), None);
         assert_eq!(t.len(), 9);
+        check(&t, &id);
         let Next::Allocate = t.next_table(true) else {
             unreachable!("a fresh table has no migration");
         };
@@ -1933,6 +1999,9 @@ pub(super) mod tests {
         drop(unsafe { Box::from_raw(next) });
     }
 
+    /// Threads write disjoint keys of one small, nearly full table (so their inserts displace
+    /// each other's keys) and check after every step that their own keys read back exactly:
+    /// a displacement must never hide a key from a get. All add to one shared counter.
     #[test]
     fn concurrent_writers_never_lose_a_key() {
         let threads = if cfg!(miri) { 2 } else { 4 };
@@ -2071,16 +2140,13 @@ mod model {
         assert_eq!(outcomes.len(), 1);
     }
 
-    /// An insert finds its home full and lands in its alternative while a get looks for it
-    /// twice: absent or the value, and the value again once seen.
-    #[test]
-    fn get_racing_an_insert_into_the_alternative() {
-        let outcomes = explore(|| {
+    /// A table filled by `fill`; `k` is put (value 90, into the stash if `stashed`) while a
+    /// get looks for it twice: absent or the value, and the value again once seen. Both
+    /// ends must happen.
+    fn gets_racing_an_insert(fill: fn(&DenseTable), k: u64, stashed: bool) {
+        let outcomes = explore(move || {
             let t = table();
-            for tag in 1..5 {
-                put(&t, key(0, 3, tag), tag);
-            }
-            let k = key(0, 2, 9);
+            fill(&t);
             let reader = {
                 let t = t.clone();
                 thread::spawn(move || (get(&t, k), get(&t, k)))
@@ -2091,10 +2157,24 @@ mod model {
                 matches!(seen, (None, None | Some(90)) | (Some(90), Some(90))),
                 "{seen:?}"
             );
-            assert_eq!(get(&t, k), Some(90));
+            assert_eq!(
+                (t.stash.len(), get(&t, k)),
+                (usize::from(stashed), Some(90))
+            );
             seen
         });
         assert!(outcomes.contains(&(None, None)) && outcomes.contains(&(Some(90), Some(90))));
+    }
+
+    /// An insert finds its home full and lands in its alternative while a get looks for it.
+    #[test]
+    fn get_racing_an_insert_into_the_alternative() {
+        let fill = |t: &DenseTable| {
+            for tag in 1..5 {
+                put(t, key(0, 3, tag), tag);
+            }
+        };
+        gets_racing_an_insert(fill, key(0, 2, 9), false);
     }
 
     /// Two keys of line 0 live in line 2; one is removed while a get looks for the other
@@ -2123,6 +2203,46 @@ mod model {
             seen.1
         });
         assert_eq!(outcomes.len(), 2);
+    }
+
+    /// Both lines of `k` are full of keys of those two lines: `k` goes to the stash while a
+    /// get looks for it.
+    #[test]
+    fn get_racing_an_insert_into_the_stash() {
+        gets_racing_an_insert(fill_two_lines, key(0, 1, 9), true);
+    }
+
+    /// Lines 0 and 1 full of keys whose lines are those two: nothing to displace.
+    fn fill_two_lines(t: &DenseTable) {
+        for tag in 0..4 {
+            put(t, key(0, 1, tag), tag);
+            put(t, key(1, 0, tag), tag);
+        }
+    }
+
+    /// `k` is stashed; a key of its home is removed while a get looks for `k`, present
+    /// throughout: it must find it (the freed slot must stay spilled while `k` is away).
+    /// Fails if stashing does not raise the home's spill count (checked: the get stops at
+    /// the home's clean empty slot).
+    #[test]
+    fn get_racing_removes_around_a_stashed_key() {
+        let outcomes = explore(|| {
+            let t = table();
+            fill_two_lines(&t);
+            let k = key(0, 1, 9);
+            put(&t, k, 90);
+            let reader = {
+                let t = t.clone();
+                thread::spawn(move || get(&t, k))
+            };
+            remove(&t, key(0, 1, 0));
+            let seen = reader.join().unwrap();
+            assert_eq!(seen, Some(90));
+            remove(&t, k);
+            assert_eq!(get(&t, k), None);
+            seen
+        });
+        assert_eq!(outcomes.len(), 1);
     }
 
     /// A slot is freed and taken by another key while a get reads it in two halves (the
@@ -2213,7 +2333,7 @@ mod model {
     /// A walk reads the table while an insert displaces `y` from its home (line 2) to its
     /// alternative (line 1, which the walk reads first): present throughout, `y` must be
     /// visited exactly once, whether the insert displaced it (before the walk began) or
-    /// gave up for the walk (`Full`); both happen. Fails if displacements ignore walks (the
+    /// gave up for the walk (and stashed the new key); both happen. Fails if displacements ignore walks (the
     /// walk misses `y`, checked), if the walk does not wait for a displacement in progress,
     /// or if the walk reads `displacing` with a plain Acquire load instead of the AcqRel
     /// read-modify-write (checked: the Dekker pair then lets both sides miss each other).
@@ -2249,7 +2369,8 @@ mod model {
                 .is_ok();
             let seen = walker.join().unwrap();
             assert_eq!(seen, [Some(70)], "y visited {} times", seen.len());
-            inserted
+            assert!(inserted);
+            t.stash.len() == 1
         });
         assert_eq!(outcomes, BTreeSet::from([false, true]));
     }

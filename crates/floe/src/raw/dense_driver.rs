@@ -8,13 +8,17 @@
 //!
 //! # When a table is replaced
 //!
-//! An insert that finds no room (`Full`: both lines full and no displacement found room)
-//! starts a migration. Its next table has twice the lines, unless the table is below its
-//! trigger ([`GROW_AT_PER_MILLE`]) and has *aged*: a quarter of its keys (estimated from a
-//! sample of lines) live in their alternatives, against 17% after inserts alone. Churn does
-//! that (keys pushed into their alternatives, nothing moving them back, `dense.rs`, Known
-//! limits), and a move into a fresh table of the same size puts every key in its home first
-//! again. A table that has not aged and runs out of room below its trigger is crowded (keys
+//! An insert that finds no room starts a migration: `Full`, both lines full and, below the
+//! trigger ([`GROW_AT_PER_MILLE`]), no displacement found room and the stash was full (its
+//! limit, `dense.rs`, The stash), or, at the trigger in a table that may grow
+//! (`DenseTable::growing`: not a fixed map's, not one at the size limit), both lines full
+//! (no displacement is tried past it: left to fill on, tables reached 94% of their slots
+//! before a search failed, every insert of the last stretch paying long chains). Its next
+//! table has twice the lines, unless the table is below its trigger and has *aged*: a
+//! quarter of its keys (estimated from a sample of lines) live in their alternatives,
+//! against 17% after inserts alone. Churn does that (keys pushed into their alternatives,
+//! nothing moving them back, `dense.rs`, Known limits), and a move into a fresh table of the
+//! same size puts every key in its home first again. A table that has not aged and runs out of room below its trigger is crowded (keys
 //! whose lines coincide), and a larger table separates them. A key whose two lines hold only
 //! keys of its own hash is refused with `HashCollisions` instead: no table would separate
 //! them. A refresh also needs the share to have grown by [`AGED_SINCE`] since the table became
@@ -112,13 +116,17 @@ impl DenseMap {
         let lines = lines.max(4);
         let loader = Loader::new(backend).ok_or(Error::UnsupportedBackend(backend))?;
         let alive = std::sync::Arc::new(StatUsize::new(0));
-        let first = Box::new(DenseTable::new(lines, huge_pages, rehash)?.counted_in(&alive));
+        let max_lines = max_lines.max(lines);
+        let first = DenseTable::new(lines, huge_pages, rehash)?
+            .counted_in(&alive)
+            .growing(lines.saturating_mul(2) <= max_lines);
+        let first = Box::new(first);
         Ok(DenseMap {
             tables: Tables::new(Box::into_raw(first)),
             loader,
             huge_pages,
             resize_mode,
-            max_lines: max_lines.max(lines),
+            max_lines,
             fixed: max_lines <= lines,
             alive,
             gate: WriterGate::new(),
@@ -376,10 +384,18 @@ impl DenseMap {
         let table = self.settled(&guard, rehash);
         let _walking = table.start_walk();
         // Keys met whose other line the walk has not reached yet: one removed and inserted
-        // again into that line meanwhile is passed over there (`dense.rs`, Walks).
+        // again into that line meanwhile is passed over there (`dense.rs`, Walks). Likewise
+        // the stashed keys, met first, in every line.
         let mut ahead = std::collections::HashSet::new();
+        let mut stashed = std::collections::HashSet::new();
         table.walk(rehash, &mut |key, value, line| {
-            if line != usize::MAX {
+            if line == usize::MAX {
+                if !stashed.insert(key) {
+                    return;
+                }
+            } else if !stashed.is_empty() && stashed.contains(&key) {
+                return;
+            } else {
                 let (home, alt) = table.lines_of(rehash(key));
                 let other = if line == home { alt } else { home };
                 if other > line {
@@ -538,7 +554,10 @@ impl DenseMap {
             Next::Ready(next) => next,
             Next::Idle => unreachable!("next_table(true) never answers Idle"),
             Next::Allocate => match DenseTable::new(lines, self.huge_pages, rehash) {
-                Ok(next) => table.install_next(Box::new(next.counted_in(&self.alive))),
+                Ok(next) => {
+                    let grows = lines.saturating_mul(2) <= self.max_lines;
+                    table.install_next(Box::new(next.counted_in(&self.alive).growing(grows)))
+                }
                 Err(error) => {
                     table.abandon_allocation();
                     return Err(error);

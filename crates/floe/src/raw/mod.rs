@@ -41,6 +41,8 @@
 //!  raw/local.rs, raw/dense.rs (DenseTable)    the same for a table one thread owns; the
 //!                                             dense layout's table (its own essay)
 //!        |
+//!  raw/stash.rs (Stash)                       a dense table's keys that fit in no line
+//!        |
 //!  raw/loader.rs, layout.rs, alloc.rs,        reading lines, the memory, its allocation,
 //!  prepare.rs                                 a next table's memory made ready ahead
 //!        |
@@ -307,6 +309,7 @@ pub(crate) mod migrate;
 pub(crate) mod prepare;
 #[cfg(not(loom))]
 mod recover;
+pub(crate) mod stash;
 pub(crate) mod stats;
 #[cfg(not(loom))]
 pub(crate) mod store;
