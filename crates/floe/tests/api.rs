@@ -726,6 +726,70 @@ fn a_capped_any_key_map_answers_full_from_try_forms_and_panics_from_plain_ones()
     assert_eq!(set.len() as u64, n);
 }
 
+/// A dense map stashes a key that fits in neither of its lines (both full of keys whose lines
+/// are those two), instead of growing for it: every operation finds it there, walks meet it
+/// once, and a growth moves it on. Past the stash's limit (a table of 20 lines stashes 2) a
+/// key of the same hash is refused with `HashCollisions`, and nothing else changes.
+#[test]
+fn dense_maps_stash_the_keys_no_line_holds() {
+    use floe::Layout;
+    const CROWD: u64 = 0x1234_5678_9abc_def0;
+    let hash = WordHash(|k| if k < 16 { CROWD } else { SplitMix(k).next() });
+    let m = FlatMap::<u64, u64>::builder()
+        .layout(Layout::Dense)
+        .capacity(64)
+        .hasher(hash)
+        .build()
+        .unwrap();
+    let lines = m.stats().bins;
+    assert_eq!(lines, 20);
+    let mut expected = std::collections::HashMap::new();
+    for k in 0..16u64 {
+        match m.try_insert(k, k + 100) {
+            Ok(Insert::Inserted) => assert!(expected.insert(k, k + 100).is_none()),
+            Err(Error::HashCollisions) => assert_eq!(m.get(&k), None),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!(expected.len(), 10, "8 in the two lines, 2 in the stash");
+    for k in 16..56u64 {
+        assert_eq!(m.insert(k, k + 100), Insert::Inserted);
+        expected.insert(k, k + 100);
+    }
+    assert_eq!(m.stats().bins, lines, "no growth below the trigger");
+    // The stashed keys (the last two of the crowd) answer every operation.
+    for k in [8u64, 9] {
+        assert_eq!(m.get(&k), Some(k + 100));
+        assert_eq!(m.try_upsert(k, k + 200), Ok(Some(k + 100)));
+        assert_eq!(m.try_fetch_add(k, 1), Ok(Some(k + 200)));
+        expected.insert(k, k + 201);
+    }
+    let mut walked = std::collections::HashMap::new();
+    m.for_each(|k, v| assert!(walked.insert(k, v).is_none(), "{k} met twice"));
+    assert_eq!(walked, expected);
+    let mut pairs = m.snapshot().unwrap();
+    pairs.sort_unstable();
+    let mut sorted: Vec<_> = expected.iter().map(|(&k, &v)| (k, v)).collect();
+    sorted.sort_unstable();
+    assert_eq!(pairs, sorted);
+    assert_eq!(m.check_invariants(), expected.len());
+    // A stashed key removed frees its place: another of the crowd takes it.
+    assert_eq!(m.remove(&9), Some(210));
+    assert_eq!(m.get(&9), None);
+    assert_eq!(m.try_insert(10, 110), Ok(Insert::Inserted));
+    expected.remove(&9);
+    expected.insert(10, 110);
+    assert_eq!(m.check_invariants(), expected.len());
+    // A growth moves the stashed keys on (to the next table's stash: the crowd still shares
+    // two lines there).
+    m.reserve(1000).unwrap();
+    assert!(m.stats().bins > lines);
+    for (k, v) in &expected {
+        assert_eq!(m.get(k), Some(*v), "key {k} after the growth");
+    }
+    assert_eq!(m.check_invariants(), expected.len());
+}
+
 /// The dense layout's public surface: what it refuses (the default layout's options,
 /// `FlatMap`'s shadow inserts, persistence), a full fixed table, sizes at the edges, and the
 /// walks, `LocalMap` and `FlatSet` over it. Every refusal leaves the map as it was.
