@@ -1,14 +1,14 @@
 //! `floe-bench dense`: the dense layout against the default one, at the same keys.
 //!
-//! First, both maps are built for the keys up front: a `FlatMap` of `Layout::Dense` whose
-//! first table's growth trigger (82% of its slots) is `--keys` and which never grows past it
-//! (`max_bins(1)`), and a `FlatMap` of the default layout built with that capacity and the
-//! link pool `run` gives churn workloads (one bucket per 3 bins; its space is a little lower
-//! than at the default pool's one per 8). Both are filled with the same keys from all
-//! threads (timed: `fill`), then, per workload, each runs for `--seconds` on per-thread
-//! streams of keys drawn before timing, the layouts alternating, `--repeat` times: the table below gives medians and the ratio of the medians. Space is
-//! key and value bytes over table bytes; lines per operation come from floe's own counter and
-//! are non-zero only in a `--features line-stats` build.
+//! First, both maps are built for the keys up front: a `FlatMap` of `Layout::Dense` whose first
+//! table's growth trigger (82% of its slots) is `--keys` and which never grows past it
+//! (`max_bins(1)`), and a `FlatMap` of the default layout built with that capacity and the link
+//! pool `run` gives churn workloads (one bucket per 3 bins; its space is a little lower than at the
+//! default pool's one per 8). Both are filled with the same keys from all threads (timed: `fill`),
+//! then, per workload, each runs for `--seconds` on per-thread streams of keys drawn before timing,
+//! the layouts alternating, `--repeat` times: the table below gives medians and the ratio of the
+//! medians. Space is key and value bytes over table bytes; lines per operation come from floe's own
+//! counter and are non-zero only in a `--features line-stats` build.
 //!
 //! Then `population`: `--repeat` times, layouts alternating, a map of each layout built for
 //! [`POPULATION_START`] keys is filled with all `--keys` keys, growing on the way (the dense

@@ -11,11 +11,11 @@
 //! with a cheaper second level: a key has two lines, not a block and two buckets plus a
 //! metadata line each.
 //!
-//! Reading order: this essay (the model first: it says what the protocols buy), the line and
-//! key helpers, `get`, `modify` (every write), `displace`, the migration, then the tests and
-//! the loom models at the bottom; `stash.rs` for the few keys that fit in neither line. `dense_driver.rs` runs a map of these tables over time
-//! (when to migrate, following keys into the next table) on the life cycle every layout
-//! shares (`lifecycle.rs`).
+//! Reading order: this essay (the model first: it says what the protocols buy), the line and key
+//! helpers, `get`, `modify` (every write), `displace`, the migration, then the tests and the loom
+//! models at the bottom; `stash.rs` for the few keys that fit in neither line. `dense_driver.rs`
+//! runs a map of these tables over time (when to migrate, following keys into the next table) on
+//! the life cycle every layout shares (`lifecycle.rs`).
 //!
 //! ## The layout
 //!
@@ -71,22 +71,22 @@
 //! absent if not there. The home line is read with acquire loads (plain loads on x86), so
 //! the alternative is read after it.
 //!
-//! Linearizable, from three facts about writers: (1) every slot write happens under its line's
-//! lock and a key's presence is decided under its home's lock, so a key has at most one
-//! incarnation at a time and an incarnation stays in one slot, except (2) a displacement, which
-//! copies it to its alternative (`Release` store) *before* it frees the home slot (`Release`
-//! store of the spilled key); and (3) while any key of a line lives in its alternative (or
-//! the stash) the line holds no clean empty slot (it was full when the key left, its spill count is non-zero, and
-//! every slot freed meanwhile gets the spilled key; clean keys come back only when the count
-//! returns to zero, under the lock, after the last spilled key is gone).
+//! Linearizable, from three facts about writers: (1) every slot write happens under its line's lock
+//! and a key's presence is decided under its home's lock, so a key has at most one incarnation at a
+//! time and an incarnation stays in one slot, except (2) a displacement, which copies it to its
+//! alternative (`Release` store) *before* it frees the home slot (`Release` store of the spilled
+//! key); and (3) while any key of a line lives in its alternative (or the stash) the line holds no
+//! clean empty slot (it was full when the key left, its spill count is non-zero, and every slot
+//! freed meanwhile gets the spilled key; clean keys come back only when the count returns to zero,
+//! under the lock, after the last spilled key is gone).
 //!
-//! A hit is linearized at the load of the slot that matched (its value is the key's value
-//! then: puts store key and value together). For a miss: if the key was present throughout
-//! the get, it was one incarnation, in one slot; if that slot is in the home line the get read
-//! it, and if it is in the alternative (or the stash: `stash.rs` has its part) the get read
-//! it too, unless it stopped at a clean empty slot, which (3) forbids. A displacement could only move the key from the home slot (read
-//! first) to the alternative (read second): a get that read the freed home slot has
-//! synchronized with its `Release` store through its acquire load, so it sees the copy. So some
+//! A hit is linearized at the load of the slot that matched (its value is the key's value then:
+//! puts store key and value together). For a miss: if the key was present throughout the get, it
+//! was one incarnation, in one slot; if that slot is in the home line the get read it, and if it is
+//! in the alternative (or the stash: `stash.rs` has its part) the get read it too, unless it
+//! stopped at a clean empty slot, which (3) forbids. A displacement could only move the key from
+//! the home slot (read first) to the alternative (read second): a get that read the freed home slot
+//! has synchronized with its `Release` store through its acquire load, so it sees the copy. So some
 //! instant of the get had no incarnation of the key, and that is the miss's point.
 //!
 //! Under loom the scalar loader reads a slot's two words separately (`sync.rs`); a key matched
@@ -94,17 +94,16 @@
 //!
 //! ## Writes: a line lock, held for a few stores
 //!
-//! Every write (`modify`: insert, put, upsert, update, compare-exchange, remove) locks the
-//! key's home line, finds the key there, and decides with the home alone when the spill count
-//! is zero (the key cannot be elsewhere). Otherwise it locks both lines (lower index first, so
-//! two writers never wait for each other in a cycle) and looks in the alternative too. A new
-//! key takes a free slot of its home, else of its alternative (the home's spill count goes up),
-//! else the writer releases both locks, displaces, and starts again (at most 8 times, then
-//! the stash). A removed key's slot gets its line's spilled key if the line's count is
-//! non-zero and its clean key otherwise; the removal of a key from its alternative (or the
-//! stash) decrements its home's count, and the one that brings it to zero turns the home's
-//! spilled empties back into clean ones. A writer's slot loads
-//! under the lock are exact: nobody else writes the line meanwhile.
+//! Every write (`modify`: insert, put, upsert, update, compare-exchange, remove) locks the key's
+//! home line, finds the key there, and decides with the home alone when the spill count is zero
+//! (the key cannot be elsewhere). Otherwise it locks both lines (lower index first, so two writers
+//! never wait for each other in a cycle) and looks in the alternative too. A new key takes a free
+//! slot of its home, else of its alternative (the home's spill count goes up), else the writer
+//! releases both locks, displaces, and starts again (at most 8 times, then the stash). A removed
+//! key's slot gets its line's spilled key if the line's count is non-zero and its clean key
+//! otherwise; the removal of a key from its alternative (or the stash) decrements its home's count,
+//! and the one that brings it to zero turns the home's spilled empties back into clean ones. A
+//! writer's slot loads under the lock are exact: nobody else writes the line meanwhile.
 //!
 //! A displacement step moves one key `y` from its home `L` to its alternative `M` holding both
 //! locks: it checks that `y` is still where the search saw it and that `L` is still full
@@ -134,14 +133,14 @@
 //! with the Release store that unlocks the line. Nobody writes a moved line again (`lock`
 //! refuses it), so the old table's content is frozen line by line.
 //!
-//! **Where a key's truth is.** Key `k` belongs to the old table until *both* its lines are
-//! moved, and to the next table after. Writers keep that: a writer in a migrating table writes there
-//! while it may lock its lines; refused one (`Moved`), or finding no room, it first moves both
-//! of its key's lines itself (waiting for a line another thread is moving), then writes in the
-//! next table (`move_lines_of`); a line is moved once, and `k` is in one of its lines (or the stash,
-//! moved with its home), so the next table gets exactly one copy of `k`, before any write of
-//! `k` there. A user's write in the old table happens under the lock of a line that is not
-//! moved, so it is copied with that line.
+//! **Where a key's truth is.** Key `k` belongs to the old table until *both* its lines are moved,
+//! and to the next table after. Writers keep that: a writer in a migrating table writes there while
+//! it may lock its lines; refused one (`Moved`), or finding no room, it first moves both of its
+//! key's lines itself (waiting for a line another thread is moving), then writes in the next table
+//! (`move_lines_of`); a line is moved once, and `k` is in one of its lines (or the stash, moved
+//! with its home), so the next table gets exactly one copy of `k`, before any write of `k` there. A
+//! user's write in the old table happens under the lock of a line that is not moved, so it is
+//! copied with that line.
 //!
 //! **Get while migrating.** Load the migration state first; if none has started, search as
 //! before (a migration starting later freezes the lines after the get began, so what they hold

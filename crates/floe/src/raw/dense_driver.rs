@@ -8,23 +8,22 @@
 //!
 //! # When a table is replaced
 //!
-//! An insert that finds no room starts a migration: `Full`, both lines full and, below the
-//! trigger ([`GROW_AT_PER_MILLE`]), no displacement found room and the stash was full (its
-//! limit, `dense.rs`, The stash), or, at the trigger in a table that may grow
-//! (`DenseTable::growing`: not a fixed map's, not one at the size limit), both lines full
-//! (no displacement is tried past it: left to fill on, tables reached 94% of their slots
-//! before a search failed, every insert of the last stretch paying long chains). Its next
-//! table has twice the lines, unless the table is below its trigger and has *aged*: a
-//! quarter of its keys (estimated from a sample of lines) live in their alternatives,
-//! against 17% after inserts alone. Churn does that (keys pushed into their alternatives,
-//! nothing moving them back, `dense.rs`, Known limits), and a move into a fresh table of the
-//! same size puts every key in its home first again. A table that has not aged and runs out of room below its trigger is crowded (keys
-//! whose lines coincide), and a larger table separates them. A key whose two lines hold only
-//! keys of its own hash is refused with `HashCollisions` instead: no table would separate
-//! them. A refresh also needs the share to have grown by [`AGED_SINCE`] since the table became
-//! current: a crowd of keys that no refresh separates stays where the last refresh put it, and
-//! must not make inserts refresh for ever (it doubles the table instead). `reserve` and
-//! `shrink_to_fit` migrate to the size they need the same way.
+//! An insert that finds no room starts a migration: `Full`, both lines full and, below the trigger
+//! ([`GROW_AT_PER_MILLE`]), no displacement found room and the stash was full (its limit,
+//! `dense.rs`, The stash), or, at the trigger in a table that may grow (`DenseTable::growing`: not
+//! a fixed map's, not one at the size limit), both lines full (no displacement is tried past it:
+//! left to fill on, tables reached 94% of their slots before a search failed, every insert of the
+//! last stretch paying long chains). Its next table has twice the lines, unless the table is below
+//! its trigger and has *aged*: a quarter of its keys (estimated from a sample of lines) live in
+//! their alternatives, against 17% after inserts alone. Churn does that (keys pushed into their
+//! alternatives, nothing moving them back, `dense.rs`, Known limits), and a move into a fresh table
+//! of the same size puts every key in its home first again. A table that has not aged and runs out
+//! of room below its trigger is crowded (keys whose lines coincide), and a larger table separates
+//! them. A key whose two lines hold only keys of its own hash is refused with `HashCollisions`
+//! instead: no table would separate them. A refresh also needs the share to have grown by
+//! [`AGED_SINCE`] since the table became current: a crowd of keys that no refresh separates stays
+//! where the last refresh put it, and must not make inserts refresh for ever (it doubles the table
+//! instead). `reserve` and `shrink_to_fit` migrate to the size they need the same way.
 
 use super::{
     dense::{Action, DenseTable, Full, GROW_AT_PER_MILLE, LINE_SLOTS},
