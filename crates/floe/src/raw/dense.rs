@@ -1331,9 +1331,9 @@ impl DenseTable {
         }
     }
 
-    /// The table's keys and values, after checking (panicking where one fails) that each
-    /// key is in its home, its alternative or the stash, once (`Stash::check_invariants`); that each line's spill
-    /// count counts its keys elsewhere, and a line with keys elsewhere has no clean empty
+    /// The table's keys and values, after checking (panicking where one fails) that each key is in
+    /// its home, its alternative or the stash, once (`Stash::check_invariants`); that each line's
+    /// spill count counts its keys elsewhere, and a line with keys elsewhere has no clean empty
     /// slot; that no line is left locked, and the key count. For tests, on a quiescent table.
     pub(crate) fn check_invariants(
         &self,
@@ -1788,8 +1788,8 @@ pub(super) mod tests {
         .expect("an update of a present key never needs room")
     }
 
-    /// Every invariant a quiescent table keeps (module docs): keys in one of their two lines
-    /// or the stash, once; spill counts exact (or saturated and at least the truth); a line with keys in
+    /// Every invariant a quiescent table keeps (module docs): keys in one of their two lines or the
+    /// stash, once; spill counts exact (or saturated and at least the truth); a line with keys in
     /// their alternatives has no clean empty slot; `len` right. Returns the contents.
     fn check(t: &DenseTable, hash: &dyn Fn(u64) -> u64) -> HashMap<u64, u64> {
         t.check_invariants(hash)
@@ -2330,10 +2330,10 @@ mod model {
     }
 
     /// A walk reads the table while an insert displaces `y` from its home (line 2) to its
-    /// alternative (line 1, which the walk reads first): present throughout, `y` must be
-    /// visited exactly once, whether the insert displaced it (before the walk began) or
-    /// gave up for the walk (and stashed the new key); both happen. Fails if displacements ignore walks (the
-    /// walk misses `y`, checked), if the walk does not wait for a displacement in progress,
+    /// alternative (line 1, which the walk reads first): present throughout, `y` must be visited
+    /// exactly once, whether the insert displaced it (before the walk began) or gave up for the
+    /// walk (and stashed the new key); both happen. Fails if displacements ignore walks (checked:
+    /// the insert then never gives way), if the walk does not wait for a displacement in progress,
     /// or if the walk reads `displacing` with a plain Acquire load instead of the AcqRel
     /// read-modify-write (checked: the Dekker pair then lets both sides miss each other).
     #[test]
