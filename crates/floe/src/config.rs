@@ -213,4 +213,8 @@ pub struct Stats {
     pub prepared_bytes: usize,
     /// Growths that found their new table's memory prepared (see `prepared_bytes`).
     pub prepared_growths: usize,
+    /// Keys in the current table's stash ([`Layout::Dense`]: keys that found no room in
+    /// either of their two lines; a few per table at most, many only under a hasher that
+    /// crowds keys into the same lines). Always 0 for the default layout.
+    pub stashed: usize,
 }

@@ -752,6 +752,7 @@ fn dense_maps_stash_the_keys_no_line_holds() {
         }
     }
     assert_eq!(expected.len(), 10, "8 in the two lines, 2 in the stash");
+    assert_eq!(m.stats().stashed, 2);
     for k in 16..56u64 {
         assert_eq!(m.insert(k, k + 100), Insert::Inserted);
         expected.insert(k, k + 100);
@@ -780,6 +781,7 @@ fn dense_maps_stash_the_keys_no_line_holds() {
     expected.remove(&9);
     expected.insert(10, 110);
     assert_eq!(m.check_invariants(), expected.len());
+    assert_eq!(m.stats().stashed, 2);
     // A growth moves the stashed keys on (to the next table's stash: the crowd still shares
     // two lines there).
     m.reserve(1000).unwrap();

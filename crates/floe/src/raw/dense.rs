@@ -562,6 +562,11 @@ impl DenseTable {
         self.len.sum()
     }
 
+    /// Keys in the stash.
+    pub(crate) fn stashed(&self) -> usize {
+        self.stash.len()
+    }
+
     /// Bytes of table memory: the lines, their writer bytes and the stash's lines.
     pub(crate) fn table_bytes(&self) -> usize {
         self.lines.bytes() + self.meta.bytes() + self.stash.bytes()

@@ -464,6 +464,7 @@ impl DenseMap {
             live_tables: self.alive.load(StatOrdering::Relaxed),
             prepared_bytes: 0,
             prepared_growths: 0,
+            stashed: table.stashed(),
         }
     }
 

@@ -973,6 +973,7 @@ impl RawMap {
             live_tables: self.alive.load(StatOrdering::Relaxed),
             prepared_bytes: self.preparer.held_bytes(),
             prepared_growths: self.preparer.taken(),
+            stashed: 0,
         }
     }
 
