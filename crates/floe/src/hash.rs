@@ -36,6 +36,13 @@ pub fn fastrange(hash: u64, n: usize) -> usize {
     ((u128::from(hash) * n as u128) >> 64) as usize
 }
 
+/// 4096 words spread over the whole 64-bit range (multiples of an odd constant), where the
+/// dense layout looks for its empty keys (`raw::dense::EmptyKeys`, `raw::stash`): even the
+/// identity hash sends them to every line.
+pub(crate) fn spread_words() -> impl Iterator<Item = u64> + Clone {
+    (1..=4096u64).map(|i| i.wrapping_mul(P1))
+}
+
 /// The hashes [`fastrange`] maps onto `bin` of `0..n` (`bin < n`): a contiguous run, since
 /// fastrange is monotonic. Walks that must handle every hash once across tables of different
 /// sizes go by these runs (`RawMap::walk_hashes`).

@@ -323,7 +323,7 @@ impl EmptyKeys {
         };
         // Spread over the whole word, so that even the identity hash offers words of every
         // line (the tests use it).
-        let candidates = || (1..=4096u64).map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15));
+        let candidates = crate::hash::spread_words;
         let clean_lines = lines_of(0);
         let clean_there = candidates().find(|&w| away(w, clean_lines))?;
         let spilled = candidates().find(|&w| w != clean_there)?;

@@ -101,8 +101,7 @@ impl Stash {
     /// `AllocationFailed`.
     pub(crate) fn new(hash: &dyn Fn(u64) -> u64) -> Result<Self, Error> {
         let empty_line = line_of(hash(0));
-        let empty_there = (1..=4096u64)
-            .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+        let empty_there = crate::hash::spread_words()
             .find(|&word| line_of(hash(word)) != empty_line)
             .ok_or(Error::DegenerateHasher)?;
         let lines =
