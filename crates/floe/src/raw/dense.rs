@@ -417,21 +417,21 @@ pub(crate) struct DenseTable {
     len: ShardedCounter,
     /// While this table is being filled by a migration: how many more new keys (not moves)
     /// it takes before an insert answers `Full` (module docs, Migration); `usize::MAX`
-    /// otherwise.
-    room: AtomicUsize,
+    /// otherwise. On a line of its own, as `displacing`: both are written by the writes of
+    /// every thread, and the fields above are read by every operation.
+    room: CachePadded<AtomicUsize>,
     /// The migration out of this table.
     migration: Migration<DenseTable>,
     /// [`away_share`](Self::away_share) when the table became current (`f64` bits; 0 for
     /// a first table): `dense_driver.rs` refreshes a table only once it has aged since.
     settled_away: AtomicU64,
     /// Keys that found no room in either of their lines (module docs, The stash): read by
-    /// gets after both lines missed. On a line of its own: gets load its word of bits,
-    /// which `displacing` and `room` beside it would otherwise keep stealing.
+    /// gets after both lines missed. On a line of its own: gets load its word of bits.
     stash: CachePadded<Stash>,
     /// Walks reading this table (module docs, Walks): no displacement runs while one does.
     walkers: AtomicUsize,
     /// Displacements in progress, or about to give up for a walk.
-    displacing: AtomicUsize,
+    displacing: CachePadded<AtomicUsize>,
     /// The map's count of its tables alive (a statistic, `counted_in`).
     alive: Option<std::sync::Arc<StatUsize>>,
     /// The map may replace this table by a larger one: past its trigger, a user's insert
@@ -516,12 +516,12 @@ impl DenseTable {
             nlines: lines,
             empty,
             len: ShardedCounter::new(),
-            room: AtomicUsize::new(usize::MAX),
+            room: CachePadded::new(AtomicUsize::new(usize::MAX)),
             migration: Migration::new(),
             settled_away: AtomicU64::new(0),
             stash: CachePadded::new(Stash::new(hash)?),
             walkers: AtomicUsize::new(0),
-            displacing: AtomicUsize::new(0),
+            displacing: CachePadded::new(AtomicUsize::new(0)),
             alive: None,
             grows: false,
         };
@@ -589,6 +589,14 @@ impl DenseTable {
     pub(crate) fn prefetch(&self, hash: u64) {
         let home = fastrange(hash, self.nlines);
         self.prefetch_line(home);
+    }
+
+    /// Start loading a moved key's home line and its lock byte.
+    #[inline(always)]
+    fn prefetch_for_move(&self, hash: u64) {
+        let home = fastrange(hash, self.nlines);
+        self.prefetch_line(home);
+        super::prefetch_line((&self.meta[home] as *const LineMeta).cast());
     }
 
     /// Start loading `line` before taking its lock: the lock's byte and the line are two
@@ -1144,7 +1152,10 @@ impl DenseTable {
         let mut next = 0;
         while next < count {
             let line = reached[next].line;
-            for slot in 0..LINE_SLOTS {
+            // The alternatives of the line's home keys (`usize::MAX`: an away key, which
+            // cannot move on), all requested before any is read: one wait, not four.
+            let mut alts = [usize::MAX; LINE_SLOTS];
+            for (slot, alt) in alts.iter_mut().enumerate() {
                 let (stored, _) = self.lines[line].slots[slot].load();
                 if self.is_empty_key(line, stored) {
                     // A root has room (the write's next try takes it), or a line reached has
@@ -1156,7 +1167,13 @@ impl DenseTable {
                     return true;
                 }
                 let (stored_home, stored_alt) = self.lines_of(rehash(stored));
-                if stored_home != line {
+                if stored_home == line {
+                    self.prefetch_line(stored_alt);
+                    *alt = stored_alt;
+                }
+            }
+            for (slot, &stored_alt) in alts.iter().enumerate() {
+                if stored_alt == usize::MAX {
                     continue;
                 }
                 if self.free_slot_hint(stored_alt).is_some() {
@@ -1517,13 +1534,23 @@ impl DenseTable {
         // A panicking hasher would leave the line locked for ever.
         let abort = AbortOnUnwind;
         let mut moved = 0;
+        // The keys' lines in `next` are all requested before the first is written, so their
+        // misses overlap (after a doubling, a home key goes to one of two adjacent lines, an
+        // away key anywhere).
+        let mut keys = [(0u64, 0u64, 0u64); LINE_SLOTS];
         for slot in 0..LINE_SLOTS {
             let (key, value) = self.load_locked(line, slot);
             if !self.is_empty_key(line, key) {
-                next.place_moved(rehash(key), key, value, rehash);
+                let hash = rehash(key);
+                next.prefetch_for_move(hash);
+                keys[moved] = (hash, key, value);
                 moved += 1;
             }
         }
+        for &(hash, key, value) in &keys[..moved] {
+            next.place_moved(hash, key, value, rehash);
+        }
+        let mut moved = moved as isize;
         // The line's stashed keys (counted in its spill count), under its lock as their
         // writers are.
         if held.spill() > 0 && self.stash.len() > 0 {
