@@ -18,7 +18,8 @@ use crate::{
 /// Gets help a growth on one call in this many (per thread; see `run_reading`).
 pub(crate) const READER_HELP_EVERY: u32 = 16;
 
-/// Writes help a growth on one call in this many (per thread; see `help_writing`). Under loom,
+/// The default layout's writes help a growth on one call in this many (per thread; see
+/// `help_writing`; the dense layout's help on every call, `dense_driver.rs`). Under loom,
 /// every write: the models then explore a helper in every write, as before the pacing.
 #[cfg(not(loom))]
 pub(crate) const WRITER_HELP_EVERY: u32 = 4;
