@@ -71,6 +71,9 @@ pub enum Command {
     /// against the default one at the same keys: space, lines per operation, gets, batched
     /// gets, misses, insdel, putheavy, and a population with growth.
     Dense(crate::dense::DenseArgs),
+    /// One population run of `dense`, in a process of its own.
+    #[command(hide = true)]
+    DensePopulationChild(crate::dense::PopulationChildArgs),
     /// The children of `recovery`.
     #[command(hide = true)]
     RecoveryChild(crate::recovery::ChildArgs),

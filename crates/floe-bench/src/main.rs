@@ -104,7 +104,12 @@ fn main() -> ExitCode {
         Some(Command::Server(args)) => server_load::main(args).map_err(Failure::Run),
         Some(Command::Recovery(args)) => recovery::main(args).map_err(Failure::Run),
         Some(Command::Skew(args)) => skew::main(args).map_err(Failure::Run),
-        Some(Command::Dense(args)) => dense::main(args).map_err(Failure::Run),
+        Some(Command::Dense(args)) => dense::check(&args)
+            .map_err(Failure::Usage)
+            .and_then(|()| dense::main(args).map_err(Failure::Run)),
+        Some(Command::DensePopulationChild(args)) => {
+            dense::population_child(args).map_err(Failure::Run)
+        }
         Some(Command::RecoveryChild(args)) => recovery::child(args).map_err(Failure::Run),
         Some(Command::Peers) => peers(),
         Some(Command::MemoryProbe(args)) => probe(args),

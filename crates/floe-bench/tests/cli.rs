@@ -90,6 +90,33 @@ fn bad_flags_exit_2_with_a_message() {
         (&["bustle", "--repeat", "0"], "positive"),
         (&["bustle", "--operations", "nan"], "positive"),
         (&["bustle", "--threads", "0"], "--threads"),
+        (&["dense", "--repeat", "0"], "at least 1"),
+        (&["dense", "--seconds", "0"], "positive"),
+        (&["dense", "--threads", "0"], "at least 1"),
+        (
+            &[
+                "dense-population-child",
+                "--layout",
+                "sparse",
+                "--keys",
+                "1K",
+                "--threads",
+                "1",
+            ],
+            "invalid value 'sparse'",
+        ),
+        (
+            &[
+                "dense-population-child",
+                "--layout",
+                "dense",
+                "--keys",
+                "1K",
+                "--threads",
+                "0",
+            ],
+            "--threads",
+        ),
         (
             &["plot", "/nonexistent.json", "--out", "x.svg"],
             "nonexistent",
@@ -503,4 +530,53 @@ fn bustle_runs_the_conc_map_bench_mixes_on_every_map() {
             }
         }
     }
+}
+
+#[test]
+fn the_dense_comparison_runs_both_layouts_and_each_population_in_a_process_of_its_own() {
+    let out = bench_ok(&[
+        "dense",
+        "--keys",
+        "2^17",
+        "--repeat",
+        "2",
+        "--seconds",
+        "0.05",
+        "--threads",
+        "2",
+    ]);
+    for row in [
+        "| get |",
+        "| insdel |",
+        "| putheavy |",
+        "| population (from 65536 keys) |",
+    ] {
+        assert!(out.contains(row), "no '{row}' row in:\n{out}");
+    }
+    // Two runs of each layout, every one a positive rate.
+    let runs = out
+        .lines()
+        .find(|line| line.starts_with("population runs"))
+        .unwrap_or_else(|| panic!("no population runs line in:\n{out}"));
+    let rates: Vec<f64> = runs
+        .split(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .filter_map(|word| word.parse().ok())
+        .collect();
+    assert_eq!(rates.len(), 4, "{runs}");
+    assert!(rates.iter().all(|&rate| rate > 0.0), "{runs}");
+    // A child on its own prints its rate and the space its map ends at.
+    let child = bench_ok(&[
+        "dense-population-child",
+        "--layout",
+        "dense",
+        "--keys",
+        "2^17",
+        "--threads",
+        "2",
+    ]);
+    let space: f64 = child
+        .split_whitespace()
+        .find_map(|word| word.strip_prefix("space=")?.parse().ok())
+        .unwrap_or_else(|| panic!("no space in '{child}'"));
+    assert!(space > 0.0 && space < 1.0, "{child}");
 }
