@@ -1,8 +1,8 @@
 //! The dense layout's driver: one map's dense tables over time (`dense.rs` for a table).
 //!
 //! The life cycle is the default layout's (`lifecycle.rs`: the current table, helping and
-//! finishing a migration, making the next table current, retiring the old one; the same help
-//! pacing); what differs is what a migration is (`dense.rs`, Migration: lines moved one at a
+//! finishing a migration, making the next table current, retiring the old one; gets help as
+//! the default layout's, writes on every call, `modify`); what differs is what a migration is (`dense.rs`, Migration: lines moved one at a
 //! time, a key's writes going to the next table once both its lines are moved, gets that
 //! check two writer bytes while a table migrates) and when one starts (below).
 //!
