@@ -806,7 +806,7 @@ impl DenseTable {
     /// guards come back in argument order. `Moved` if either has been moved.
     fn lock_pair(&self, a: usize, b: usize) -> Result<(Held<'_>, Held<'_>), Moved> {
         debug_assert_ne!(a, b);
-        // Both lines and both lock bytes load at once (`prefetch_line`).
+        // Both lines and both lock bytes load at once (`prefetch_for_lock`).
         for line in [a, b] {
             self.prefetch_for_lock(line);
         }

@@ -2,9 +2,10 @@
 //!
 //! The life cycle is the default layout's (`lifecycle.rs`: the current table, helping and
 //! finishing a migration, making the next table current, retiring the old one; gets help as
-//! the default layout's, writes on every call, `modify`); what differs is what a migration is (`dense.rs`, Migration: lines moved one at a
-//! time, a key's writes going to the next table once both its lines are moved, gets that
-//! check two writer bytes while a table migrates) and when one starts (below).
+//! the default layout's do, writes on every call, `modify`); what differs is what a migration
+//! is (`dense.rs`, Migration: lines moved one at a time, a key's writes going to the next
+//! table once both its lines are moved, gets that check two writer bytes while a table
+//! migrates) and when one starts (below).
 //!
 //! # When a table is replaced
 //!
@@ -198,8 +199,8 @@ impl DenseMap {
         // four): the same writes pause for a chunk in all (one per chunk), but the migration
         // ends four times sooner, so fewer writes meet a key with one line moved and move the
         // other, a random line, themselves. Measured in a population of 2^26 keys (Intel
-        // Xeon, 2 threads): 7-12% more inserts a second, and fewer inserts over 1 us, 8 us
-        // and 1 ms (BENCHMARKS, "The dense layout, fifth part").
+        // Xeon, 2 threads, three pairs of runs): 3-12% more inserts a second, and fewer
+        // inserts over 1 us, 8 us and 1 ms (BENCHMARKS, "The dense layout, fifth part").
         if let Some(next) = table.migrating_into() {
             self.help_slow(table, next, rehash);
         }
