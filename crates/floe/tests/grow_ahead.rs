@@ -258,3 +258,47 @@ fn shrinks_and_reserves_race_prepared_growth() -> bool {
     map.check_invariants();
     raced
 }
+
+/// The dense layout: a table a growth made prepares its successor (twice its lines) once it
+/// holds 80% of its trigger's keys, and the next growth takes that memory; the first table,
+/// sized by its user, prepares nothing.
+#[test]
+#[cfg_attr(miri, ignore = "no mmap under Miri")]
+fn a_grown_dense_table_prepares_its_successor_and_the_growth_takes_it() {
+    // 19,981 lines first (1.2 MiB); then 39,962 (2.4 MiB) and 79,924, past one huge page.
+    let map: FlatMap<u64, u64> = FlatMap::builder()
+        .layout(floe::Layout::Dense)
+        .capacity(1 << 16)
+        .build()
+        .unwrap();
+    let mut next = 0;
+    let first = map.stats().bins;
+    fill_until(&map, &mut next, 10_000_000, |m| m.stats().bins > first);
+    let grown = map.stats().bins;
+    assert_eq!(grown, first * 2, "a dense table doubles");
+    assert_eq!(map.stats().prepared_growths, 0, "the first table prepared");
+    fill_until(&map, &mut next, 10_000_000, |m| {
+        m.stats().prepared_bytes > 0 || m.stats().bins > grown
+    });
+    assert_eq!(map.stats().bins, grown, "grew before preparing");
+    let trigger = grown * 4 * 820 / 1000;
+    assert!(
+        map.len() > trigger * 79 / 100,
+        "prepared at {} keys of a trigger of {trigger}",
+        map.len()
+    );
+    assert!(map.stats().prepared_bytes >= grown * 2 * 64);
+    fill_until(&map, &mut next, 10_000_000, |m| m.stats().bins > grown);
+    assert_eq!(map.stats().bins, grown * 2);
+    assert_eq!(
+        map.stats().prepared_growths,
+        1,
+        "the growth found its memory prepared"
+    );
+    assert_eq!(map.stats().prepared_bytes, 0, "the growth took it");
+    assert_eq!(map.len() as u64, next);
+    for i in 0..next {
+        assert_eq!(map.get(&key(i)), Some(i), "key number {i}");
+    }
+    map.check_invariants();
+}

@@ -243,6 +243,7 @@ use super::{
     lifecycle::Table,
     loader::LineLoader,
     migrate::{AbortOnUnwind, Migration, Next},
+    prepare::{Ahead, Prepared},
     stash::{Place, Stash},
     stats, Moved,
 };
@@ -441,6 +442,9 @@ pub(crate) struct DenseTable {
     /// The map may replace this table by a larger one: past its trigger, a user's insert
     /// that finds both lines full answers `Full` rather than displace (`growing`).
     grows: bool,
+    /// How this table makes its successor's memory ready before it grows (`prepare.rs`;
+    /// `None`: it does not).
+    ahead: Option<Ahead>,
 }
 
 impl Drop for DenseTable {
@@ -501,6 +505,16 @@ impl DenseTable {
         huge_pages: bool,
         hash: &dyn Fn(u64) -> u64,
     ) -> Result<Self, crate::Error> {
+        Self::new_in(lines, huge_pages, hash, None)
+    }
+
+    /// `new`, in memory made ready for it ahead (`prepare.rs`) if `prepared` fits it.
+    pub(crate) fn new_in(
+        lines: usize,
+        huge_pages: bool,
+        hash: &dyn Fn(u64) -> u64,
+        prepared: Option<Prepared>,
+    ) -> Result<Self, crate::Error> {
         use crate::Error;
         if lines < 4 {
             return Err(Error::InvalidConfig("a dense table needs at least 4 lines"));
@@ -510,10 +524,15 @@ impl DenseTable {
             .ok_or(Error::CapacityOverflow)?;
         let empty =
             EmptyKeys::find(|word| lines_of(hash(word), lines)).ok_or(Error::DegenerateHasher)?;
-        let data = TableMemory::<LinkBucket>::zeroed(lines, huge_pages)
-            .ok_or(Error::AllocationFailed { bytes })?;
-        let meta = TableMemory::<LineMeta>::zeroed(lines, huge_pages)
-            .ok_or(Error::AllocationFailed { bytes })?;
+        let (data, meta) = match prepared.and_then(|p| p.into_memory(lines, lines)) {
+            Some(memory) => memory,
+            None => (
+                TableMemory::<LinkBucket>::zeroed(lines, huge_pages)
+                    .ok_or(Error::AllocationFailed { bytes })?,
+                TableMemory::<LineMeta>::zeroed(lines, huge_pages)
+                    .ok_or(Error::AllocationFailed { bytes })?,
+            ),
+        };
         let table = DenseTable {
             lines: data,
             meta,
@@ -528,6 +547,7 @@ impl DenseTable {
             displacing: CachePadded::new(AtomicUsize::new(0)),
             alive: None,
             grows: false,
+            ahead: None,
         };
         // The two lines whose clean key is not 0 get theirs before anyone can reach them.
         for line in [empty.clean_lines.0, empty.clean_lines.1] {
@@ -554,6 +574,23 @@ impl DenseTable {
     pub(crate) fn growing(mut self, grows: bool) -> Self {
         self.grows = grows;
         self
+    }
+
+    /// The table, making its successor's memory ready as `ahead` says (`prepare.rs`).
+    pub(crate) fn preparing(mut self, ahead: Option<Ahead>) -> Self {
+        self.ahead = ahead;
+        self
+    }
+
+    /// One write in `prepare::PACE_EVERY` (by its hash) paces the preparation of the
+    /// successor's memory, if this table makes one.
+    #[inline(always)]
+    pub(crate) fn pace_preparation(&self, hash: u64) {
+        if let Some(ahead) = &self.ahead {
+            if Ahead::turn_of(hash) {
+                ahead.pace(self.len());
+            }
+        }
     }
 
     /// Lines of the table.

@@ -26,6 +26,8 @@
 //! where the last refresh put it, and must not make inserts refresh for ever (it doubles the table
 //! instead). `reserve` and `shrink_to_fit` migrate to the size they need the same way.
 
+use std::sync::Arc;
+
 use super::{
     dense::{Action, DenseTable, Full, GROW_AT_PER_MILLE, LINE_SLOTS},
     dispatch::Loader,
@@ -33,6 +35,7 @@ use super::{
     gate::WriterGate,
     lifecycle::{turn_to_help, Tables, READER_HELP_EVERY},
     migrate::Next,
+    prepare::{Ahead, Plan, Preparer},
     Inserted, Mismatch, Moved,
 };
 use crate::{
@@ -55,6 +58,10 @@ const AGED_SINCE: f64 = 0.08;
 /// The untyped map of the dense layout (module docs).
 pub(crate) struct DenseMap {
     tables: Tables<DenseTable>,
+    /// Memory of the next table, made ready ahead of the growth (`prepare.rs`): by the
+    /// tables a growth made (a first table, sized by its user, prepares nothing, so a map
+    /// filled to its capacity holds no second table's memory).
+    preparer: Arc<Preparer>,
     loader: Loader,
     huge_pages: bool,
     resize_mode: ResizeMode,
@@ -97,7 +104,15 @@ impl DenseMap {
     ) -> Result<Self, Error> {
         let lines = lines_for(keys)?;
         let max_lines = lines_for(max_keys).unwrap_or(usize::MAX);
-        Self::with_lines(lines, max_lines, backend, resize_mode, huge_pages, rehash)
+        Self::with_lines(
+            lines,
+            max_lines,
+            backend,
+            resize_mode,
+            huge_pages,
+            0,
+            rehash,
+        )
     }
 
     /// A map whose first table has `lines` lines, growing up to `max_lines` (a *fixed* map,
@@ -111,6 +126,7 @@ impl DenseMap {
         backend: Backend,
         resize_mode: ResizeMode,
         huge_pages: bool,
+        grow_ahead: usize,
         rehash: Rehash<'_>,
     ) -> Result<Self, Error> {
         let lines = lines.max(4);
@@ -123,6 +139,7 @@ impl DenseMap {
         let first = Box::new(first);
         Ok(DenseMap {
             tables: Tables::new(Box::into_raw(first)),
+            preparer: Arc::new(Preparer::new(grow_ahead)),
             loader,
             huge_pages,
             resize_mode,
@@ -203,6 +220,8 @@ impl DenseMap {
         // inserts over 1 us, 8 us and 1 ms (BENCHMARKS, "The dense layout, fifth part").
         if let Some(next) = table.migrating_into() {
             self.help_slow(table, next, rehash);
+        } else {
+            table.pace_preparation(hash);
         }
         loop {
             // A table being moved out of takes writes to lines not moved yet (the mover copies
@@ -439,10 +458,16 @@ impl DenseMap {
             });
         };
         #[cfg(not(loom))]
-        if self.gate.snapshot(&mut clear) {
-            return;
+        let walked = self.gate.snapshot(&mut clear);
+        #[cfg(loom)]
+        let walked = false;
+        if !walked {
+            clear();
         }
-        clear();
+        // Emptied, the map will not grow soon: give back what was prepared for it.
+        if self.len() == 0 {
+            self.preparer.discard();
+        }
     }
 
     /// Check the current table's invariants (`DenseTable::check_invariants`) on a quiescent
@@ -453,7 +478,7 @@ impl DenseMap {
     }
 
     /// The figures `FlatMap::stats` reports, for the dense layout (a line counts as a bin;
-    /// no link pool, nothing prepared ahead).
+    /// no link pool).
     pub(crate) fn stats(&self) -> Stats {
         let guard = reclaim::enter();
         let table = self.tables.load(&guard);
@@ -467,8 +492,8 @@ impl DenseMap {
             huge_pages: self.huge_pages,
             migrating: next.is_some(),
             live_tables: self.alive.load(StatOrdering::Relaxed),
-            prepared_bytes: 0,
-            prepared_growths: 0,
+            prepared_bytes: self.preparer.held_bytes(),
+            prepared_growths: self.preparer.taken(),
             stashed: table.stashed(),
         }
     }
@@ -498,6 +523,30 @@ impl DenseMap {
     fn complete(&self, table: &DenseTable, next: &DenseTable) {
         next.open_to_inserts();
         self.tables.replace(table);
+        // A preparation for another table's successor will not be used.
+        self.preparer.discard_unless_from(next.lines());
+    }
+
+    /// How a table of `lines` lines made by a growth prepares its successor (twice its
+    /// lines, if the map may grow that far): from 80% of its trigger's keys, whole by 95%.
+    fn ahead_for(&self, lines: usize) -> Option<Ahead> {
+        let next = lines
+            .checked_mul(2)
+            .filter(|&next| next <= self.max_lines)?;
+        let plan = Plan {
+            from_bins: lines,
+            bins: next,
+            // The lock bytes, one a line, in the plan's 64-byte units.
+            links: next.div_ceil(64),
+            huge_pages: self.huge_pages,
+        };
+        let trigger = lines.saturating_mul(LINE_SLOTS * GROW_AT_PER_MILLE) / 1000;
+        Ahead::between(
+            &self.preparer,
+            Some(plan),
+            trigger / 100 * 80,
+            trigger / 100 * 95,
+        )
     }
 
     /// `table` (current, or the current table's successor, not migrating) had no room for
@@ -558,16 +607,23 @@ impl DenseMap {
         let next = match table.next_table(true) {
             Next::Ready(next) => next,
             Next::Idle => unreachable!("next_table(true) never answers Idle"),
-            Next::Allocate => match DenseTable::new(lines, self.huge_pages, rehash) {
-                Ok(next) => {
-                    let grows = lines.saturating_mul(2) <= self.max_lines;
-                    table.install_next(Box::new(next.counted_in(&self.alive).growing(grows)))
+            Next::Allocate => {
+                let prepared = self.preparer.take(lines, lines.div_ceil(64));
+                match DenseTable::new_in(lines, self.huge_pages, rehash, prepared) {
+                    Ok(next) => {
+                        let grows = lines.saturating_mul(2) <= self.max_lines;
+                        let next = next
+                            .counted_in(&self.alive)
+                            .growing(grows)
+                            .preparing(self.ahead_for(lines));
+                        table.install_next(Box::new(next))
+                    }
+                    Err(error) => {
+                        table.abandon_allocation();
+                        return Err(error);
+                    }
                 }
-                Err(error) => {
-                    table.abandon_allocation();
-                    return Err(error);
-                }
-            },
+            }
         };
         if self.resize_mode == ResizeMode::Blocking {
             self.finish_migration(table, next, rehash);
@@ -578,6 +634,8 @@ impl DenseMap {
     /// Migrate, at once, to a table of `lines` lines (if the current one has another count),
     /// moving every line before returning.
     fn resize_to(&self, lines: usize, rehash: Rehash<'_>) -> Result<(), Error> {
+        // A preparation is for a doubling; a reserve or a shrink does not take it.
+        self.preparer.discard();
         let guard = reclaim::enter();
         loop {
             let table = self.tables.load(&guard);
@@ -940,9 +998,16 @@ mod tests {
         let id = |key: u64| key;
         // 16 lines: the home is the top 4 bits, the alternative bits 28..32.
         let key = |home: u64, alt: u64, tag: u64| home << 60 | alt << 28 | tag;
-        let map =
-            DenseMap::with_lines(16, 16, Backend::Scalar, ResizeMode::Incremental, false, &id)
-                .unwrap();
+        let map = DenseMap::with_lines(
+            16,
+            16,
+            Backend::Scalar,
+            ResizeMode::Incremental,
+            false,
+            0,
+            &id,
+        )
+        .unwrap();
         let w = key(2, 9, 4);
         for tag in 1..=4 {
             assert_eq!(put(&map, &id, key(2, 9, tag), tag), Ok(None));

@@ -89,6 +89,7 @@ impl Driver {
                     config.backend,
                     config.resize_mode,
                     config.huge_pages,
+                    config.grow_ahead,
                     rehash,
                 )
                 .map(Driver::Dense)

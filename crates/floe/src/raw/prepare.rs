@@ -100,7 +100,8 @@ pub(crate) struct Plan {
     pub(crate) from_bins: usize,
     /// Bins of the successor.
     pub(crate) bins: usize,
-    /// Link buckets of the successor, at most (the growth may need fewer).
+    /// Link buckets of the successor, at most (the growth may need fewer); for a dense
+    /// table, its lock bytes in 64-byte units.
     pub(crate) links: usize,
     pub(crate) huge_pages: bool,
 }
@@ -134,12 +135,39 @@ impl Ahead {
 
     fn new(preparer: Arc<Preparer>, plan: Plan) -> Self {
         let keys = |hundredths: usize| plan.from_bins.saturating_mul(hundredths) / 100;
-        let start_len = keys(START_HUNDREDTHS);
+        Self::scheduled(
+            preparer,
+            plan,
+            keys(START_HUNDREDTHS),
+            keys(DONE_HUNDREDTHS),
+        )
+    }
+
+    /// `of`, on another schedule: the preparation starts past `start_len` keys and is paced
+    /// to be whole at `done_len` (the dense layout's, whose tables hold more keys a line).
+    pub(crate) fn between(
+        preparer: &Arc<Preparer>,
+        plan: Option<Plan>,
+        start_len: usize,
+        done_len: usize,
+    ) -> Option<Self> {
+        if preparer.limit() == 0 {
+            return None;
+        }
+        Some(Self::scheduled(
+            Arc::clone(preparer),
+            plan?,
+            start_len,
+            done_len,
+        ))
+    }
+
+    fn scheduled(preparer: Arc<Preparer>, plan: Plan, start_len: usize, done_len: usize) -> Self {
         Ahead {
             preparer,
             plan,
             start_len,
-            done_len: keys(DONE_HUNDREDTHS).max(start_len + 1),
+            done_len: done_len.max(start_len + 1),
         }
     }
 
