@@ -43,7 +43,8 @@ pub enum Layout {
     /// table migrates. A table grows when about 80% of its bytes hold keys and values, at
     /// 1.17 lines read per hit and 1.6 per miss. Sized by [`capacity`](crate::Builder::capacity)
     /// and [`max_bins`](crate::Builder::max_bins) (a line counts as a bin); `bins`,
-    /// `link_buckets`, `bins_per_link` and `grow_ahead` are the default layout's. For
+    /// `link_buckets` and `bins_per_link` are the default layout's; `grow_ahead` works on
+    /// both (a dense table a growth made prepares from 80% of its trigger). For
     /// `FlatMap` and `Map` alike. Not offered here
     /// ([`Error::NotInLayout`](crate::Error::NotInLayout)): `FlatMap`'s shadow inserts (a
     /// `Map`'s shadows live in its entries and work on both) and `FlatMap`'s persistence.

@@ -227,13 +227,14 @@
 //! - While a walk runs, an insert that needs a displacement goes to the stash, or (the stash
 //!   full, or the table at its trigger) answers `Full` to the driver, which then grows (or
 //!   refreshes) the table a little earlier than it would have.
-//! - A growing map fills more slowly than the default layout's (population 0.85x in
+//! - A growing map fills more slowly than the default layout's (population 0.75-0.85x in
 //!   `floe-bench dense`, 0.99x in paired runs of one process each; BENCHMARKS "The dense
 //!   layout, fifth part"): a write locks a line through a byte in another array (two cache
 //!   lines a line), needs its alternative more often as the table fills, and every key is
 //!   moved once per doubling (the default layout grows fourfold below 64M bins). A write
 //!   whose key has one line moved and the other not moves the other itself, a random line;
-//!   every write helping the migration keeps those few.
+//!   every write helping the migration keeps those few. Preparing the next table's memory
+//!   ahead (`prepare.rs`) removes the growths' stalls but costs the population 7-27%.
 
 use super::{
     alloc::{TableMemory, ZeroInit},
