@@ -338,12 +338,11 @@ fn population_run(
     keys: u64,
 ) -> Result<(f64, f64), String> {
     let exe = std::env::current_exe().map_err(|e| format!("finding floe-bench: {e}"))?;
-    let name = match layout {
-        PopulationLayout::Dense => "dense",
-        PopulationLayout::Default => "default",
-    };
+    // The name `--layout` takes (clap's, from the enum).
+    let name = clap::ValueEnum::to_possible_value(&layout)
+        .map_or_else(|| format!("{layout:?}"), |v| v.get_name().to_string());
     let output = std::process::Command::new(exe)
-        .args(["dense-population-child", "--layout", name])
+        .args(["dense-population-child", "--layout", &name])
         .args([
             "--keys",
             &keys.to_string(),

@@ -527,9 +527,10 @@ impl DenseMap {
         self.preparer.discard_unless_from(next.lines());
     }
 
-    /// How a table of `lines` lines made by a growth prepares its successor (twice its
-    /// lines, if the map may grow that far): from 80% of its trigger's keys, whole by 95%.
-    fn ahead_for(&self, lines: usize) -> Option<Ahead> {
+    /// How `table`, made by a growth, prepares its successor (twice its lines, if the map
+    /// may grow that far): from 80% of its trigger's keys, whole by 95%.
+    fn ahead_for(&self, table: &DenseTable) -> Option<Ahead> {
+        let lines = table.lines();
         let next = lines
             .checked_mul(2)
             .filter(|&next| next <= self.max_lines)?;
@@ -540,7 +541,7 @@ impl DenseMap {
             links: next.div_ceil(64),
             huge_pages: self.huge_pages,
         };
-        let trigger = lines.saturating_mul(LINE_SLOTS * GROW_AT_PER_MILLE) / 1000;
+        let trigger = table.trigger_keys();
         Ahead::between(
             &self.preparer,
             Some(plan),
@@ -612,10 +613,8 @@ impl DenseMap {
                 match DenseTable::new_in(lines, self.huge_pages, rehash, prepared) {
                     Ok(next) => {
                         let grows = lines.saturating_mul(2) <= self.max_lines;
-                        let next = next
-                            .counted_in(&self.alive)
-                            .growing(grows)
-                            .preparing(self.ahead_for(lines));
+                        let ahead = self.ahead_for(&next);
+                        let next = next.counted_in(&self.alive).growing(grows).preparing(ahead);
                         table.install_next(Box::new(next))
                     }
                     Err(error) => {
