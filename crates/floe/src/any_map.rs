@@ -597,6 +597,16 @@ impl<K, V, S> Map<K, V, S> {
         }
     }
 
+    /// The table layout the map was built with ([`Builder::layout`](crate::Builder::layout)).
+    ///
+    /// ```
+    /// let map = floe::Map::<String, u64>::new();
+    /// assert_eq!(map.layout(), floe::Layout::Bins);
+    /// ```
+    pub fn layout(&self) -> crate::Layout {
+        self.raw.layout()
+    }
+
     /// Number of keys. Exact when no insert or remove runs at the same time.
     pub fn len(&self) -> usize {
         self.with_collided(self.raw.len())

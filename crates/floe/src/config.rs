@@ -45,9 +45,10 @@ pub enum Layout {
     /// and [`max_bins`](crate::Builder::max_bins) (a line counts as a bin); `bins`,
     /// `link_buckets` and `bins_per_link` are the default layout's; `grow_ahead` works on
     /// both (a dense table a growth made prepares from 80% of its trigger). For
-    /// `FlatMap` and `Map` alike. Not offered here
-    /// ([`Error::NotInLayout`](crate::Error::NotInLayout)): `FlatMap`'s shadow inserts (a
-    /// `Map`'s shadows live in its entries and work on both) and `FlatMap`'s persistence.
+    /// `FlatMap` and `Map` alike, shadow inserts included (a shadow takes a slot as its key
+    /// would, so a full table refuses one with [`Error::Full`](crate::Error::Full)). Not
+    /// offered here ([`Error::NotInLayout`](crate::Error::NotInLayout)): `FlatMap`'s
+    /// persistence (`PersistentMap`, journaled, works on both).
     /// An iterator reads every pair when it starts (a dense table does not keep keys in hash
     /// order, so a walk cannot be resumed across a growth); a walk remembers the keys it met
     /// whose other line is still ahead (up to about half the keys, one word each); `clear`

@@ -60,8 +60,8 @@ pub enum Error {
     /// again once every one has closed.
     HandlesOut,
     /// The map's layout does not offer this operation (the message says which):
-    /// [`Layout::Dense`](crate::Layout::Dense) has no `FlatMap` shadow inserts and no
-    /// persistence. Nothing was changed.
+    /// [`Layout::Dense`](crate::Layout::Dense) has no `FlatMap` persistence (its files are
+    /// the default layout's tables). Nothing was changed.
     NotInLayout(&'static str),
 }
 

@@ -384,6 +384,36 @@ mod tests {
     }
 
     #[test]
+    fn dense_local_maps_abort_leaked_shadows() {
+        use crate::Layout;
+        let shared = FlatMap::<u64, u64>::builder()
+            .layout(Layout::Dense)
+            .capacity(1)
+            .build()
+            .unwrap();
+        let n = if cfg!(miri) { 100 } else { 1000 };
+        for k in 0..n {
+            shared.insert(k, k);
+        }
+        for k in [5000, 5001] {
+            core::mem::forget(shared.insert_shadow(k, 1).unwrap());
+        }
+        let mut local = LocalMap::from(shared);
+        assert_eq!(local.insert(5000, 2), None, "the leaked shadow was aborted");
+        assert_eq!(local.as_shared().insert(5001, 3), crate::Insert::Inserted);
+        // Leaked through the shared interface: the next local write of the key aborts it
+        // (an upsert would otherwise wait for ever, an insert refuse).
+        core::mem::forget(local.as_shared().insert_shadow(9000, 1).unwrap());
+        assert_eq!(local.insert(9000, 4), None);
+        core::mem::forget(local.as_shared().insert_shadow(9001, 1).unwrap());
+        assert_eq!(local.insert_new(9001, 5), crate::Insert::Inserted);
+        let shared = local.into_shared();
+        assert_eq!(shared.check_invariants(), n as usize + 4);
+        assert_eq!(shared.get(&9000), Some(4));
+        assert_eq!(shared.get(&9001), Some(5));
+    }
+
+    #[test]
     fn shared_to_local_settles_and_back() {
         let shared = FlatMap::<u64, u64>::builder().bins(2).build().unwrap();
         let n = if cfg!(miri) { 100 } else { 1000 };

@@ -936,8 +936,8 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// [`insert_shadow`](Self::insert_shadow), answering what it panics on with an error.
     ///
     /// # Errors
-    /// As [`try_insert`](Self::try_insert); [`Error::NotInLayout`] on a
-    /// [`Layout::Dense`] map (its slots have no state for a hidden key).
+    /// As [`try_insert`](Self::try_insert): a shadow takes a slot as its key would, on either
+    /// layout ([`Layout::Dense`] keeps it in a slot under a word no key of the line can be).
     // The plain form's answer inside the `try_` forms' `Result`, as everywhere in the crate.
     #[allow(clippy::type_complexity)]
     pub fn try_insert_shadow(

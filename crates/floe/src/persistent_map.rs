@@ -380,6 +380,12 @@ where
         }
     }
 
+    /// The table layout of the map in memory (as [`Map::layout`]; chosen at each build and
+    /// open, not stored in the files).
+    pub fn layout(&self) -> crate::Layout {
+        self.shared.map.layout()
+    }
+
     /// Keys in the map (as [`Map::len`]).
     pub fn len(&self) -> usize {
         self.shared.map.len()

@@ -7,7 +7,7 @@ use std::hash::{BuildHasher, Hasher};
 use common::{SplitMix, WordHash};
 use floe::{
     hash::{Crc32, Mix64, WyHash},
-    Backend, Error, FlatMap, Insert, ResizeMode,
+    Backend, Error, FlatMap, Insert, ResizeMode, Taken,
 };
 
 #[test]
@@ -793,8 +793,9 @@ fn dense_maps_stash_the_keys_no_line_holds() {
 }
 
 /// The dense layout's public surface: what it refuses (the default layout's options,
-/// `FlatMap`'s shadow inserts, persistence), a full fixed table, sizes at the edges, and the
-/// walks, `LocalMap` and `FlatSet` over it. Every refusal leaves the map as it was.
+/// `FlatMap`'s persistence), a full fixed table (shadow inserts in it too), sizes at the
+/// edges, and the walks, `LocalMap` and `FlatSet` over it. Every refusal leaves the map as
+/// it was.
 #[test]
 #[cfg_attr(miri, ignore = "mmap, 100 000 keys")]
 fn dense_maps_answer_what_they_do_not_offer_with_errors() {
@@ -851,17 +852,30 @@ fn dense_maps_answer_what_they_do_not_offer_with_errors() {
     assert_eq!(m.shrink_to_fit(), Ok(false));
     assert_eq!(m.stats().bins, 4);
 
-    // What only the default layout offers: an error, nothing changed.
+    // Shadow inserts in the full table: a present key is taken; a new one takes a slot as
+    // an insert does, until one finds none (Full, nothing changed; the plain form panics).
     let k = stored[0];
     assert!(matches!(
-        m.try_insert_shadow(1000, 1),
-        Err(Error::NotInLayout("shadow inserts"))
-    ));
-    assert!(matches!(
         m.try_insert_shadow(k, 1),
-        Err(Error::NotInLayout(_))
+        Ok(Err(Taken::Present(v))) if v == k + 2
     ));
-    assert_eq!(m.get(&1000), None);
+    let mut shadows = Vec::new();
+    let refused = (1000..1100u64)
+        .find(|&k| match m.try_insert_shadow(k, 1) {
+            Ok(Ok(shadow)) => {
+                shadows.push(shadow);
+                false
+            }
+            Err(Error::Full) => true,
+            other => panic!("{other:?}"),
+        })
+        .expect("a full fixed table refuses a shadow");
+    assert_eq!(m.get(&refused), None);
+    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = m.insert_shadow(refused, 1);
+    }));
+    assert!(caught.is_err(), "the plain form panics with the error");
+    drop(shadows);
     let mut pairs = m.snapshot().unwrap();
     pairs.sort_unstable();
     let mut expected: Vec<_> = stored.iter().map(|&k| (k, k + 2)).collect();
@@ -870,13 +884,9 @@ fn dense_maps_answer_what_they_do_not_offer_with_errors() {
     assert!(!m.is_persistent());
     assert_eq!(m.checkpoint(), Ok(()));
     assert_eq!(
-        Error::NotInLayout("shadow inserts").to_string(),
-        "the map's layout does not offer shadow inserts"
+        Error::NotInLayout("persistence").to_string(),
+        "the map's layout does not offer persistence"
     );
-    let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let _ = m.insert_shadow(1001, 1);
-    }));
-    assert!(caught.is_err(), "the plain form panics with the error");
     assert_eq!(m.check_invariants(), stored.len());
     #[cfg(not(loom))]
     {

@@ -23,7 +23,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use floe::{Compute, Error, Insert, Map, Operation, PersistentMap, StorageError};
+use floe::{Compute, Error, Insert, Layout, Map, Operation, PersistentMap, StorageError};
 
 type Persistent = PersistentMap<String, String>;
 
@@ -588,12 +588,28 @@ fn every_crash_point_recovers() {
 }
 
 /// Random operations with random reopens against `std::collections::HashMap`.
+/// On both table layouts (the journals do not depend on it).
 #[test]
 fn agrees_with_std_across_reopens() {
+    for layout in [Layout::Bins, Layout::Dense] {
+        agrees_with_std_across_reopens_on(layout);
+    }
+}
+
+fn agrees_with_std_across_reopens_on(layout: Layout) {
     let scratch = Scratch::new("model");
     let mut rng = Rng(4242);
     let mut model: HashMap<String, String> = HashMap::new();
+    let reopen = |dir: &Path| {
+        let (map, _) = Map::<String, String>::builder()
+            .layout(layout)
+            .open(dir)
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(map.layout(), layout);
+        map
+    };
     let mut map = Map::<String, String>::builder()
+        .layout(layout)
         .build_persistent(scratch.path())
         .unwrap();
     for n in 0..6000u64 {
@@ -609,14 +625,14 @@ fn agrees_with_std_across_reopens() {
         match rng.below(1000) {
             0..=2 => {
                 map.close().unwrap();
-                map = PersistentMap::open(scratch.path()).unwrap();
+                map = reopen(scratch.path());
             }
             3..=4 => {
                 // Forget without closing: the journals replay (as after a crash of a process
                 // whose threads were all between writes).
                 map.abandon();
                 release_locks(scratch.path());
-                map = PersistentMap::open(scratch.path()).unwrap_or_else(|e| panic!("{e}"));
+                map = reopen(scratch.path());
             }
             5..=9 => map.compact().unwrap(),
             13 => {

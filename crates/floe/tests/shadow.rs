@@ -1,13 +1,38 @@
 //! Shadow inserts (DLHT §3.2.2): hidden keys that are taken, committed or aborted, across
 //! growth and shrinking and under contention, with the lock-manager pattern they serve.
+//! `FlatMap`'s run on both layouts.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use floe::{FlatMap, FlatSet, Insert, Taken};
+use floe::{FlatMap, FlatSet, Insert, Layout, Taken};
+
+const LAYOUTS: [Layout; 2] = [Layout::Bins, Layout::Dense];
+
+/// A map of `layout` whose first table is its smallest (two bins, or four dense lines),
+/// growing from there unless `fixed`.
+fn smallest(layout: Layout, fixed: bool) -> FlatMap<u64, u64> {
+    let builder = FlatMap::builder().layout(layout);
+    let builder = match layout {
+        Layout::Dense => builder.capacity(1),
+        _ => builder.bins(2),
+    };
+    let builder = if fixed { builder.max_bins(2) } else { builder };
+    builder.build().unwrap()
+}
 
 #[test]
 fn a_shadow_is_hidden_from_everything_but_inserts() {
-    let map = FlatMap::<u64, u64>::with_capacity(64);
+    for layout in LAYOUTS {
+        shadow_hidden_from_everything_but_inserts(layout);
+    }
+}
+
+fn shadow_hidden_from_everything_but_inserts(layout: Layout) {
+    let map = FlatMap::<u64, u64>::builder()
+        .layout(layout)
+        .capacity(64)
+        .build()
+        .unwrap();
     let shadow = map.insert_shadow(1, 10).unwrap();
     assert_eq!((shadow.key(), shadow.value()), (1, 10));
     assert_eq!(
@@ -45,15 +70,17 @@ fn a_shadow_is_hidden_from_everything_but_inserts() {
 
 #[test]
 fn a_shadow_commits_its_own_value_whatever_came_before_in_its_slot() {
-    // Remove a key and shadow-insert it again with the same value, many times, in a one-bin
-    // map: the shadow takes the slot the key had, and the commit must publish the shadow's
-    // value (the engine stores a shadow so that no operation on the old incarnation can
-    // match it; the loom models race the stalled operations themselves).
-    let map = FlatMap::<u64, u64>::builder()
-        .bins(2)
-        .max_bins(2)
-        .build()
-        .unwrap();
+    // Remove a key and shadow-insert it again with the same value, many times, in the
+    // smallest fixed map: the shadow takes the slot the key had, and the commit must publish
+    // the shadow's value (the engine stores a shadow so that no operation on the old
+    // incarnation can match it; the loom models race the stalled operations themselves).
+    for layout in LAYOUTS {
+        commit_publishes_the_shadows_value(layout);
+    }
+}
+
+fn commit_publishes_the_shadows_value(layout: Layout) {
+    let map = smallest(layout, true);
     for round in 0..100u64 {
         assert_eq!(map.insert(7, round), Insert::Inserted);
         assert_eq!(map.remove(&7), Some(round));
@@ -68,7 +95,13 @@ fn a_shadow_commits_its_own_value_whatever_came_before_in_its_slot() {
 
 #[test]
 fn growth_and_shrinking_carry_open_shadows() {
-    let map = FlatMap::<u64, u64>::builder().bins(2).build().unwrap();
+    for layout in LAYOUTS {
+        moves_carry_open_shadows(layout);
+    }
+}
+
+fn moves_carry_open_shadows(layout: Layout) {
+    let map = smallest(layout, false);
     let shadows: Vec<_> = (0..2_000u64)
         .map(|k| map.insert_shadow(k, k + 1).unwrap())
         .collect();
@@ -117,9 +150,15 @@ fn growth_and_shrinking_carry_open_shadows() {
 /// after an abort, and the map grows under open shadows.
 #[test]
 fn one_shadow_wins_each_round_and_readers_see_only_commits() {
+    for layout in LAYOUTS {
+        one_shadow_wins_each_round(layout);
+    }
+}
+
+fn one_shadow_wins_each_round(layout: Layout) {
     const THREADS: u64 = 4;
     let rounds: u64 = if cfg!(miri) { 5 } else { 2_000 };
-    let map = FlatMap::<u64, u64>::builder().bins(2).build().unwrap();
+    let map = smallest(layout, false);
     let round = AtomicU64::new(0);
     let winners = AtomicU64::new(0);
     let done = AtomicBool::new(false);
@@ -185,9 +224,20 @@ fn one_shadow_wins_each_round_and_readers_see_only_commits() {
 /// meanwhile (other keys come and go), so the locks are moved while held.
 #[test]
 fn shadow_locks_exclude_each_other_while_the_set_grows() {
+    for layout in LAYOUTS {
+        shadow_locks_exclude_each_other(layout);
+    }
+}
+
+fn shadow_locks_exclude_each_other(layout: Layout) {
     const THREADS: usize = 4;
     let rounds: u64 = if cfg!(miri) { 5 } else { 3_000 };
-    let locks = FlatSet::<u64>::from(FlatMap::builder().bins(2).build().unwrap());
+    let builder = FlatMap::builder().layout(layout);
+    let builder = match layout {
+        Layout::Dense => builder.capacity(1),
+        _ => builder.bins(2),
+    };
+    let locks = FlatSet::<u64>::from(builder.build().unwrap());
     let counters: Vec<AtomicU64> = (0..3).map(|_| AtomicU64::new(0)).collect();
     std::thread::scope(|s| {
         for t in 0..THREADS {
@@ -220,8 +270,11 @@ fn shadow_locks_exclude_each_other_while_the_set_grows() {
 /// it left.
 #[test]
 fn upserts_wait_for_the_shadow_to_be_resolved() {
-    for commit in [true, false] {
-        let map = FlatMap::<u64, u64>::new();
+    for (layout, commit) in LAYOUTS.into_iter().flat_map(|l| [(l, true), (l, false)]) {
+        let map = FlatMap::<u64, u64>::builder()
+            .layout(layout)
+            .build()
+            .unwrap();
         let shadow = map.insert_shadow(5, 50).unwrap();
         let started = AtomicBool::new(false);
         std::thread::scope(|s| {

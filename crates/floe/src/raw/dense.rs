@@ -12,8 +12,8 @@
 //! metadata line each.
 //!
 //! Reading order: this essay (the model first: it says what the protocols buy), the line and key
-//! helpers, `get`, `modify` (every write), `displace`, the migration, then the tests and the loom
-//! models at the bottom; `stash.rs` for the few keys that fit in neither line. `dense_driver.rs`
+//! helpers, `get`, `modify` (every write), `displace`, shadows (`resolve_shadow`), the migration,
+//! then the tests and the loom models at the bottom; `stash.rs` for the few keys that fit in neither line. `dense_driver.rs`
 //! runs a map of these tables over time (when to migrate, following keys into the next table) on
 //! the life cycle every layout shares (`lifecycle.rs`).
 //!
@@ -113,8 +113,8 @@
 //! ## What carried over from the default layout, and what changed
 //!
 //! Kept: 16-byte atomic slots, per-line SIMD matching through the same loaders, `fastrange`,
-//! dead keys as the free-slot marker (here two per line), and the slot freed at once by a
-//! remove. Changed: there is no header, so no version for a seqlock and no slot states; gets
+//! dead keys as the free-slot marker (here two per line), a shadow as `(shadow key, key)`, and
+//! the slot freed at once by a remove. Changed: there is no header, so no version for a seqlock and no slot states; gets
 //! are consistent because a key never moves except forward (fact 2) and lines announce their
 //! spills with their empty keys (fact 3), and writers serialize on a lock byte instead of a
 //! header CAS. The migration keeps the default layout's shape (a successor installed once,
@@ -176,6 +176,41 @@
 //! fewer than `min(lines / 8, 64)` keys (`may_stash`); past either the insert answers `Full`
 //! and the driver grows the table as before. The next migration moves stashed keys with
 //! their homes (put back in their lines when the next table has room).
+//!
+//! ## Shadow inserts: a third word per line
+//!
+//! A shadow insert (`FlatMap::insert_shadow`, DLHT §3.2.2) takes a key without showing it: gets,
+//! puts, removes and walks do not see it, a store of it is refused (`Refused::Shadowed`: an
+//! insert answers `Shadowed`, an upsert waits outside the write for the resolution) until its
+//! owner commits (the key appears with the owner's value) or aborts (it is gone without a
+//! trace). The default layout keeps a shadow in a slot state; a dense line has none, so a
+//! shadow is a slot holding `(shadow key, k)`: the line's *shadow key* is a third word no key of
+//! the line can be ([`EmptyKeys`], chosen as the empty keys are), so no get ever matches it,
+//! and it is not an empty key, so the slot is taken. The key rides in the value word.
+//!
+//! - **Where**: a shadow takes a slot as its key would (home, else alternative, counted in its
+//!   home's spill count as a key away is), under the same locks, so it is found by the search a
+//!   write of `k` makes anyway. A write that finds `k` absent and decides to store it looks
+//!   for a shadow of `k` in the lines it holds (only while the table counts any, `shadows`:
+//!   one load otherwise); the lines it holds are all a shadow can be in (the alternative is
+//!   held whenever the home has spilled), so "shadowed" is decided under the key's locks like
+//!   "present". A user's shadow is never stashed (a full table answers `Full`, and the driver
+//!   grows it as for an insert).
+//! - **Commit**: under both lines' locks, one Release store `(shadow key, k) -> (k, v)` in the
+//!   shadow's slot: the key's one incarnation begins there, as an insert's does into a free
+//!   slot (the Get argument holds unchanged: before the store a get reads a slot that is not
+//!   `k` and not clean, after it `k`). It stays counted in the spill count as the key it
+//!   became. **Abort**: the slot is freed as a remove frees one (spilled or clean empty, and
+//!   the spill count down if it was away).
+//! - **Displacements** do not move shadows (the shadow key's lines are not the line's, so the
+//!   search takes it for a key that cannot move on); **migrations** do: a moved line's shadow
+//!   is placed in the next table as a shadow (a move's search for room covers the table; the
+//!   one that finds none keeps it in the stash's shadow list, which gets never read). A commit
+//!   or abort refused a moved line moves the key's lines and resolves it in the next table, as
+//!   any write does. Exactly one resolution finds the shadow: only its handle resolves it, and a
+//!   key's shadow is in one table's lines at a time by the same argument as its writes.
+//! - **Leaked** shadows (a handle forgotten) keep their key taken; `LocalMap` aborts them when
+//!   it takes the map (`abort_shadows`) and before a write of their key.
 //!
 //! ## Walks: every key once, with displacements held off
 //!
@@ -317,6 +352,11 @@ pub(crate) struct EmptyKeys {
     spilled: u64,
     spilled_lines: (usize, usize),
     spilled_there: u64,
+    /// The *shadow key* (module docs, Shadow inserts): not an empty key, a word no key of the
+    /// line can be, so a slot `(shadow key, k)` holds an open shadow insert of `k`.
+    shadow: u64,
+    shadow_lines: (usize, usize),
+    shadow_there: u64,
 }
 
 impl EmptyKeys {
@@ -336,6 +376,11 @@ impl EmptyKeys {
         let spilled_lines = lines_of(spilled);
         let spilled_there =
             candidates().find(|&w| w != clean_there && w != spilled && away(w, spilled_lines))?;
+        let taken = [0, clean_there, spilled, spilled_there];
+        let shadow = candidates().find(|w| !taken.contains(w))?;
+        let shadow_lines = lines_of(shadow);
+        let shadow_there =
+            candidates().find(|&w| !taken.contains(&w) && w != shadow && away(w, shadow_lines))?;
         Some(EmptyKeys {
             clean: 0,
             clean_lines,
@@ -343,6 +388,9 @@ impl EmptyKeys {
             spilled,
             spilled_lines,
             spilled_there,
+            shadow,
+            shadow_lines,
+            shadow_there,
         })
     }
 
@@ -363,6 +411,15 @@ impl EmptyKeys {
             self.spilled
         }
     }
+
+    #[inline(always)]
+    fn shadow_of(&self, line: usize) -> u64 {
+        if line == self.shadow_lines.0 || line == self.shadow_lines.1 {
+            self.shadow_there
+        } else {
+            self.shadow
+        }
+    }
 }
 
 /// What a write does to the key it looked up ([`DenseTable::modify`]).
@@ -374,6 +431,9 @@ pub(crate) enum Action {
     Store(u64),
     /// Remove the key if present.
     Remove,
+    /// Take the absent key hidden: an open shadow insert of it (module docs, Shadow inserts).
+    /// Asked of a present key, it keeps the key as it is.
+    Shadow,
 }
 
 impl Action {
@@ -399,9 +459,15 @@ impl Action {
     }
 }
 
-/// Neither of a key's lines, nor any chain of displacements, had room.
+/// Why a write did not carry out the store it decided on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Full;
+pub(crate) enum Refused {
+    /// Neither of the key's lines, nor any chain of displacements, had room.
+    Full,
+    /// The key is absent but an open shadow insert holds it (module docs, Shadow inserts):
+    /// nothing was changed; a store of it waits for the shadow's resolution.
+    Shadowed,
+}
 
 /// One line's answer to a lock-free search.
 enum Probe {
@@ -436,6 +502,9 @@ pub(crate) struct DenseTable {
     stash: CachePadded<Stash>,
     /// Walks reading this table (module docs, Walks): no displacement runs while one does.
     walkers: AtomicUsize,
+    /// Open shadow inserts in this table (module docs, Shadow inserts), its stash's included;
+    /// while 0 a write searches for none. Changed under the shadow's home lock.
+    shadows: AtomicUsize,
     /// Displacements in progress, or about to give up for a walk.
     displacing: CachePadded<AtomicUsize>,
     /// The map's count of its tables alive (a statistic, `counted_in`).
@@ -545,6 +614,7 @@ impl DenseTable {
             settled_away: AtomicU64::new(0),
             stash: CachePadded::new(Stash::new(hash)?),
             walkers: AtomicUsize::new(0),
+            shadows: AtomicUsize::new(0),
             displacing: CachePadded::new(AtomicUsize::new(0)),
             alive: None,
             grows: false,
@@ -901,13 +971,18 @@ impl DenseTable {
     /// Free slot `slot` of `line` (its lock `held`): the spilled key while the line has keys
     /// in their alternatives, the clean one otherwise.
     fn free(&self, line: usize, held: &Held<'_>, slot: usize) {
+        self.vacate(line, held, slot);
+        self.len.decrement();
+    }
+
+    /// `free`, for a slot `len` does not count (an aborted shadow).
+    fn vacate(&self, line: usize, held: &Held<'_>, slot: usize) {
         let empty = if held.spill() > 0 {
             self.empty.spilled_of(line)
         } else {
             self.empty.clean_of(line)
         };
         self.lines[line].slots[slot].store(empty, 0);
-        self.len.decrement();
     }
 
     /// The home's spill count just returned to zero (its lock held): its spilled empties
@@ -931,8 +1006,10 @@ impl DenseTable {
     /// carried out and returned. `rehash` gives the hash of a stored key (for displacements).
     ///
     /// # Errors
-    /// `Ok(Err(Full))` if the key was absent, `decide` asked to store it, and no room was
-    /// found; `Err(Moved)` if one of the key's lines has been moved to the next table (the
+    /// `Ok(Err(Refused::Full))` if the key was absent, `decide` asked to store it, and no
+    /// room was found; `Ok(Err(Refused::Shadowed))` if it asked to store an absent key that
+    /// an open shadow insert holds (to the decisions that store nothing, a shadowed key is
+    /// absent); `Err(Moved)` if one of the key's lines has been moved to the next table (the
     /// caller moves the other and goes on there, module docs, Migration).
     pub(crate) fn modify<R>(
         &self,
@@ -940,7 +1017,7 @@ impl DenseTable {
         key: u64,
         rehash: &dyn Fn(u64) -> u64,
         decide: impl FnMut(Option<u64>) -> (Action, R),
-    ) -> Result<Result<R, Full>, Moved> {
+    ) -> Result<Result<R, Refused>, Moved> {
         self.modify_as(Writer::User, hash, key, rehash, decide)
     }
 
@@ -952,7 +1029,7 @@ impl DenseTable {
         key: u64,
         rehash: &dyn Fn(u64) -> u64,
         mut decide: impl FnMut(Option<u64>) -> (Action, R),
-    ) -> Result<Result<R, Full>, Moved> {
+    ) -> Result<Result<R, Refused>, Moved> {
         let (home, alt) = self.lines_of(hash);
         // Both lines at once, before the home's lock (whose CAS keeps later loads waiting):
         // a write needs the alternative whenever the home is full or has spilled, more and
@@ -977,8 +1054,9 @@ impl DenseTable {
                         alt: None,
                         stash: None,
                     };
-                    if let Some(answer) = self.add(writer, lines, &mut held, key, &mut decide) {
-                        return Ok(Ok(answer));
+                    match self.add(writer, lines, &mut held, key, &mut decide) {
+                        Err(Refused::Full) => {}
+                        added => return Ok(added),
                     }
                 }
             }
@@ -1004,17 +1082,18 @@ impl DenseTable {
                 alt: Some(alt),
                 stash: stash.then_some(hash),
             };
-            if let Some(answer) = self.add(writer, lines, &mut held_home, key, &mut decide) {
-                return Ok(Ok(answer));
+            match self.add(writer, lines, &mut held_home, key, &mut decide) {
+                Err(Refused::Full) => {}
+                added => return Ok(added),
             }
             drop((held_home, held_alt));
             if stash || writer == Writer::User && self.room.load(Ordering::Relaxed) == 0 {
-                return Ok(Err(Full));
+                return Ok(Err(Refused::Full));
             }
             // Past the trigger, a table that may grow does (`growing`). Summing the length's
             // shards costs a little; only inserts that would displace pay it.
             if writer == Writer::User && self.grows && self.len() >= self.trigger_keys() {
-                return Ok(Err(Full));
+                return Ok(Err(Refused::Full));
             }
             let displaced = tries < writer.tries()
                 && match self.enter_displacement() {
@@ -1028,7 +1107,7 @@ impl DenseTable {
             } else if writer == Writer::User && self.may_stash() {
                 stash = true;
             } else {
-                return Ok(Err(Full));
+                return Ok(Err(Refused::Full));
             }
         }
     }
@@ -1071,7 +1150,8 @@ impl DenseTable {
         held_home: &mut Held<'_>,
     ) {
         match action {
-            Action::Keep => {}
+            // A shadow of a present key keeps it (`Action::Shadow`).
+            Action::Keep | Action::Shadow => {}
             Action::Store(value) => self.stash.set(place, key, value),
             Action::Remove => {
                 self.stash.remove(place, key);
@@ -1098,8 +1178,11 @@ impl DenseTable {
     }
 
     /// The key is absent (the locks of `lines.home`, and of `lines.alt` if given, held): ask
-    /// `decide`, and store a new key in a free slot of its home, else of its alternative,
-    /// else in the stash if `lines` allows it. `None` if it is to be stored and none has room.
+    /// `decide`, and store a new key (or a shadow of it) in a free slot of its home, else of
+    /// its alternative, else in the stash if `lines` allows it (a key, not a shadow).
+    /// `Err(Refused::Full)` if it is to be stored and none has room; `Err(Shadowed)` if an
+    /// open shadow holds it (`lines.alt` is given whenever the home has spilled, so the
+    /// lines searched are all the shadow can be in).
     fn add<R>(
         &self,
         writer: Writer,
@@ -1107,11 +1190,16 @@ impl DenseTable {
         held_home: &mut Held<'_>,
         key: u64,
         decide: &mut impl FnMut(Option<u64>) -> (Action, R),
-    ) -> Option<R> {
+    ) -> Result<R, Refused> {
         let (action, answer) = decide(None);
-        let Action::Store(value) = action else {
-            return Some(answer);
+        let shadow = match action {
+            Action::Keep | Action::Remove => return Ok(answer),
+            Action::Store(_) => false,
+            Action::Shadow => true,
         };
+        if self.is_shadowed(lines, held_home, key) {
+            return Err(Refused::Shadowed);
+        }
         let room = if let Some(slot) = self.free_slot(lines.home) {
             Room::Home(slot)
         } else if let Some((alt, slot)) =
@@ -1119,30 +1207,142 @@ impl DenseTable {
         {
             Room::Alt(alt, slot)
         } else {
-            Room::Stash(lines.stash?)
+            match lines.stash {
+                Some(hash) if !shadow => Room::Stash(hash),
+                _ => return Err(Refused::Full),
+            }
         };
         if !self.take_room(writer) {
-            return None;
+            return Err(Refused::Full);
         }
-        match room {
-            Room::Home(slot) => self.place(lines.home, slot, key, value),
+        let (line, slot) = match room {
+            Room::Home(slot) => (lines.home, slot),
             Room::Alt(alt, slot) => {
                 held_home.add_spill();
-                self.place(alt, slot, key, value);
+                (alt, slot)
             }
             // Only in a table that takes users' inserts without limit (`may_stash`), so
             // `take_room` took nothing to give back.
             Room::Stash(hash) => {
+                let Action::Store(value) = action else {
+                    unreachable!("a shadow is not stashed by a user's write");
+                };
                 if !self.stash.insert(hash, key, value, false) {
-                    return None;
+                    return Err(Refused::Full);
                 }
                 // The home is full (no clean empty slot) and stays spilled while the key is
                 // stashed (fact 3 of the essay).
                 held_home.add_spill();
                 self.len.increment();
+                return Ok(answer);
+            }
+        };
+        match action {
+            Action::Store(value) => self.place(line, slot, key, value),
+            _ => self.place_shadow(line, slot, key),
+        }
+        Ok(answer)
+    }
+
+    /// Under the key's home lock (`held_home`), and its alternative's when given: whether an
+    /// open shadow insert holds the absent `key`. One load while the table has no shadow.
+    #[inline(always)]
+    fn is_shadowed(&self, lines: Lines, held_home: &Held<'_>, key: u64) -> bool {
+        // Relaxed: a shadow of `key` was counted under the lock this write holds now (or
+        // under the lock of a line that was then moved, whose mover's unlock this write's
+        // lock acquired, through the next table's lock), so its increment happens before.
+        if self.shadows.load(Ordering::Relaxed) == 0 {
+            return false;
+        }
+        self.find_shadow_locked(lines.home, key).is_some()
+            || lines.alt.is_some_and(|alt| {
+                held_home.spill() > 0
+                    && (self.find_shadow_locked(alt, key).is_some() || self.stash.has_shadow(key))
+            })
+    }
+
+    /// Under `line`'s lock: the slot holding an open shadow insert of `key`.
+    fn find_shadow_locked(&self, line: usize, key: u64) -> Option<usize> {
+        let shadow = self.empty.shadow_of(line);
+        (0..LINE_SLOTS).find(|&slot| self.load_locked(line, slot) == (shadow, key))
+    }
+
+    /// Store an open shadow insert of `key` in a free slot (its lock held): its line's
+    /// shadow key, the key in the value word. Not counted in `len` until committed.
+    fn place_shadow(&self, line: usize, slot: usize, key: u64) {
+        self.lines[line].slots[slot].store(self.empty.shadow_of(line), key);
+        self.shadows.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Commit (`commit` is `Some(value)`: `key` becomes present with it, by one store in the
+    /// shadow's slot) or abort (the slot is freed) the open shadow insert of `key`; whether
+    /// there was one (module docs, Shadow inserts). `Moved` if one of its lines has been
+    /// moved: the shadow went with it, and the caller resolves it in the next table.
+    pub(crate) fn resolve_shadow(
+        &self,
+        hash: u64,
+        key: u64,
+        commit: Option<u64>,
+    ) -> Result<bool, Moved> {
+        let (home, alt) = self.lines_of(hash);
+        let (mut held_home, held_alt) = self.lock_pair(home, alt)?;
+        let found = |line: usize, held: &Held<'_>| {
+            let slot = self.find_shadow_locked(line, key)?;
+            match commit {
+                Some(value) => self.place(line, slot, key, value),
+                None => self.vacate(line, held, slot),
+            }
+            Some(())
+        };
+        if found(home, &held_home).is_none() {
+            // Away from home (in the alternative or the stash), the shadow is counted in its
+            // home's spill count, as a key is: it stays counted as the key it becomes, and
+            // leaves the count when it is aborted.
+            if held_home.spill() == 0 {
+                return Ok(false);
+            }
+            if found(alt, &held_alt).is_none() {
+                if !self.stash.take_shadow(key) {
+                    return Ok(false);
+                }
+                if let Some(value) = commit {
+                    self.stash.insert(hash, key, value, true);
+                    self.len.increment();
+                }
+            }
+            if commit.is_none() && held_home.sub_spill() {
+                self.scrub(home);
             }
         }
-        Some(answer)
+        self.shadows.fetch_sub(1, Ordering::Relaxed);
+        Ok(true)
+    }
+
+    /// Whether the table holds an open shadow insert (a hint, unless no other thread is in
+    /// the map).
+    pub(crate) fn has_shadows(&self) -> bool {
+        self.shadows.load(Ordering::Relaxed) > 0
+    }
+
+    /// Abort every open shadow insert (`LocalMap::from`: owning the map, no handle is alive
+    /// to resolve one); how many.
+    pub(crate) fn abort_shadows(&self, rehash: &dyn Fn(u64) -> u64) -> Result<usize, Moved> {
+        if self.shadows.load(Ordering::Relaxed) == 0 {
+            return Ok(0);
+        }
+        let mut keys = self.stash.shadow_keys();
+        for line in 0..self.nlines {
+            let shadow = self.empty.shadow_of(line);
+            keys.extend(self.lines[line].slots.iter().filter_map(|slot| {
+                let (stored, key) = slot.load();
+                (stored == shadow).then_some(key)
+            }));
+        }
+        let mut aborted = 0;
+        for key in keys {
+            aborted += usize::from(self.resolve_shadow(rehash(key), key, None)?);
+        }
+        Ok(aborted)
     }
 
     /// Carry out `action` on `key`, found in slot `slot` of `line` (held). `home`: the key's
@@ -1157,7 +1357,8 @@ impl DenseTable {
         action: Action,
     ) {
         match action {
-            Action::Keep => {}
+            // A shadow of a present key keeps it (`Action::Shadow`).
+            Action::Keep | Action::Shadow => {}
             Action::Store(value) => self.lines[line].slots[slot].store(key, value),
             Action::Remove => {
                 self.free(line, held, slot);
@@ -1390,8 +1591,9 @@ impl DenseTable {
             #[cfg(not(loom))]
             crate::sync::compiler_fence(Ordering::Acquire);
             let moved = self.is_moved(line);
+            let shadow = self.empty.shadow_of(line);
             for (key, value) in slots {
-                if !self.is_empty_key(line, key) {
+                if !self.is_empty_key(line, key) && key != shadow {
                     visit(key, (!moved).then_some(value), line);
                 }
             }
@@ -1401,21 +1603,26 @@ impl DenseTable {
     /// The table's keys and values, after checking (panicking where one fails) that each key is in
     /// its home, its alternative or the stash, once (`Stash::check_invariants`); that each line's
     /// spill count counts its keys elsewhere, and a line with keys elsewhere has no clean empty
-    /// slot; that no line is left locked, and the key count. For tests, on a quiescent table.
+    /// slot; that no line is left locked, and the key count. Open shadow inserts count as keys
+    /// in those checks (and in none of the keys), and their count is checked. For tests, on a
+    /// quiescent table.
     pub(crate) fn check_invariants(
         &self,
         hash: &dyn Fn(u64) -> u64,
     ) -> std::collections::HashMap<u64, u64> {
         let t = self;
         let mut contents = std::collections::HashMap::new();
+        let mut shadows = std::collections::HashSet::new();
         let mut spilled = vec![0usize; t.nlines];
         for line in 0..t.nlines {
             for slot in &t.lines[line].slots {
-                let (key, value) = slot.load();
-                if t.is_empty_key(line, key) {
+                let (stored, value) = slot.load();
+                if t.is_empty_key(line, stored) {
                     assert_eq!(value, 0, "an empty slot of line {line} holds a value");
                     continue;
                 }
+                let shadow = stored == t.empty.shadow_of(line);
+                let key = if shadow { value } else { stored };
                 let (home, alt) = t.lines_of(hash(key));
                 assert!(
                     line == home || line == alt,
@@ -1424,12 +1631,28 @@ impl DenseTable {
                 if line == alt {
                     spilled[home] += 1;
                 }
-                assert!(contents.insert(key, value).is_none(), "key {key} twice");
+                if shadow {
+                    assert!(shadows.insert(key), "shadow of {key} twice");
+                } else {
+                    assert!(contents.insert(key, value).is_none(), "key {key} twice");
+                }
             }
         }
         for (key, value) in t.stash.check_invariants(hash) {
             spilled[t.lines_of(hash(key)).0] += 1;
             assert!(contents.insert(key, value).is_none(), "key {key} twice");
+        }
+        for key in t.stash.shadow_keys() {
+            spilled[t.lines_of(hash(key)).0] += 1;
+            assert!(shadows.insert(key), "shadow of {key} twice");
+        }
+        assert_eq!(
+            t.shadows.load(Ordering::Relaxed),
+            shadows.len(),
+            "shadows counted"
+        );
+        if let Some(key) = shadows.iter().find(|key| contents.contains_key(key)) {
+            panic!("key {key} present and shadowed");
         }
         for (line, &count) in spilled.iter().enumerate() {
             let meta = t.meta[line].0.load(Ordering::Relaxed);
@@ -1578,34 +1801,50 @@ impl DenseTable {
         };
         // A panicking hasher would leave the line locked for ever.
         let abort = AbortOnUnwind;
-        let mut moved = 0;
         // The keys' lines in `next` are all requested before the first is written, so their
         // misses overlap (after a doubling, a home key goes to one of two adjacent lines, an
-        // away key anywhere).
-        let mut keys = [(0u64, 0u64, 0u64); LINE_SLOTS];
+        // away key anywhere). An open shadow insert moves as one.
+        let mut entries = [(0u64, 0u64, Action::Keep); LINE_SLOTS];
+        let mut taken = 0;
+        let shadow = self.empty.shadow_of(line);
         for slot in 0..LINE_SLOTS {
-            let (key, value) = self.load_locked(line, slot);
-            if !self.is_empty_key(line, key) {
-                let hash = rehash(key);
-                next.prefetch_for_lock(fastrange(hash, next.nlines));
-                keys[moved] = (hash, key, value);
-                moved += 1;
-            }
+            let (stored, value) = self.load_locked(line, slot);
+            let (key, action) = if stored == shadow {
+                (value, Action::Shadow)
+            } else if !self.is_empty_key(line, stored) {
+                (stored, Action::Store(value))
+            } else {
+                continue;
+            };
+            let hash = rehash(key);
+            next.prefetch_for_lock(fastrange(hash, next.nlines));
+            entries[taken] = (hash, key, action);
+            taken += 1;
         }
-        for &(hash, key, value) in &keys[..moved] {
-            next.place_moved(hash, key, value, rehash);
+        // Keys moved, which `len` counts (shadows are not).
+        let mut moved = 0isize;
+        for &(hash, key, action) in &entries[..taken] {
+            next.place_moved(hash, key, action, rehash);
+            moved += isize::from(action != Action::Shadow);
         }
-        let mut moved = moved as isize;
-        // The line's stashed keys (counted in its spill count), under its lock as their
-        // writers are.
+        // The line's stashed keys and shadows (counted in its spill count), under its lock
+        // as their writers are.
         if held.spill() > 0 && self.stash.len() > 0 {
             self.stash.for_each(|key, value| {
                 let hash = rehash(key);
                 if self.lines_of(hash).0 == line {
-                    next.place_moved(hash, key, value, rehash);
+                    next.place_moved(hash, key, Action::Store(value), rehash);
                     moved += 1;
                 }
             });
+        }
+        if held.spill() > 0 && self.shadows.load(Ordering::Relaxed) > 0 {
+            for key in self.stash.shadow_keys() {
+                let hash = rehash(key);
+                if self.lines_of(hash).0 == line {
+                    next.place_moved(hash, key, Action::Shadow, rehash);
+                }
+            }
         }
         core::mem::forget(abort);
         // The keys are counted in `next` now; this table counts those not yet moved.
@@ -1615,13 +1854,14 @@ impl DenseTable {
         held.value |= MOVED;
     }
 
-    /// Stash a moved key that found no room (in its stash line, else the stash's list: a
+    /// Stash a moved key (`Action::Store`) or shadow (`Action::Shadow`) that found no room
+    /// (a key in its stash line, else the stash's list; a shadow in the stash's shadows: a
     /// move cannot fail), unless its home has a free slot again (then `false`: the caller
     /// tries again). Under the home's lock: the home is full, so it has no clean empty slot,
     /// and its raised spill count keeps it so (fact 3).
     #[cold]
     #[inline(never)]
-    fn stash_moved(&self, hash: u64, key: u64, value: u64) -> bool {
+    fn stash_moved(&self, hash: u64, key: u64, action: Action) -> bool {
         let (home, _) = self.lines_of(hash);
         let Ok(mut held) = self.lock(home) else {
             unreachable!("a table being filled is not migrating");
@@ -1630,15 +1870,21 @@ impl DenseTable {
             return false;
         }
         held.add_spill();
-        self.stash.insert(hash, key, value, true);
-        self.len.increment();
+        if let Action::Store(value) = action {
+            self.stash.insert(hash, key, value, true);
+            self.len.increment();
+        } else {
+            self.stash.add_shadow(key);
+            self.shadows.fetch_add(1, Ordering::Relaxed);
+        }
         true
     }
 
-    /// Store a key moved from the previous table. It is not here yet (nobody writes a key
-    /// into the table being filled before both its old lines are moved, and a line is moved
-    /// once), so this is an insert; its search for room may cover the whole table.
-    fn place_moved(&self, hash: u64, key: u64, value: u64, rehash: &dyn Fn(u64) -> u64) {
+    /// Store a key (`Action::Store`) or an open shadow insert (`Action::Shadow`) moved from
+    /// the previous table. It is not here yet (nobody writes a key into the table being
+    /// filled before both its old lines are moved, and a line is moved once), so this is an
+    /// insert; its search for room may cover the whole table.
+    fn place_moved(&self, hash: u64, key: u64, action: Action, rehash: &dyn Fn(u64) -> u64) {
         // Most keys find their home with room: no search for the key, one lock.
         {
             let (home, _) = self.lines_of(hash);
@@ -1647,22 +1893,25 @@ impl DenseTable {
                 unreachable!("a table being filled is not migrating");
             };
             if let Some(slot) = self.free_slot(home) {
-                self.place(home, slot, key, value);
+                match action {
+                    Action::Store(value) => self.place(home, slot, key, value),
+                    _ => self.place_shadow(home, slot, key),
+                }
                 return;
             }
         }
         loop {
-            match self.modify_as(Writer::Move, hash, key, rehash, |_| {
-                (Action::Store(value), ())
-            }) {
+            match self.modify_as(Writer::Move, hash, key, rehash, |_| (action, ())) {
                 Ok(Ok(())) => return,
                 // No chain of moves home -> alternative makes room.
-                Ok(Err(Full)) => {
-                    if self.stash_moved(hash, key, value) {
+                Ok(Err(Refused::Full)) => {
+                    if self.stash_moved(hash, key, action) {
                         return;
                     }
                 }
-                Err(Moved) => unreachable!("a table being filled is not migrating"),
+                Ok(Err(Refused::Shadowed)) | Err(Moved) => {
+                    unreachable!("a table being filled is not migrating and gets each key once")
+                }
             }
         }
     }
@@ -1835,7 +2084,7 @@ pub(super) mod tests {
         hash: &dyn Fn(u64) -> u64,
         key: u64,
         value: u64,
-    ) -> Result<Option<u64>, Full> {
+    ) -> Result<Option<u64>, Refused> {
         t.modify(hash(key), key, hash, Action::insert(value))
             .expect("a table not migrating")
     }
@@ -1845,7 +2094,7 @@ pub(super) mod tests {
         hash: &dyn Fn(u64) -> u64,
         key: u64,
         value: u64,
-    ) -> Result<Option<u64>, Full> {
+    ) -> Result<Option<u64>, Refused> {
         t.modify(hash(key), key, hash, Action::put(value))
             .expect("a table not migrating")
     }
@@ -1872,6 +2121,11 @@ pub(super) mod tests {
         t.check_invariants(hash)
     }
 
+    fn shadow(t: &DenseTable, hash: &dyn Fn(u64) -> u64, key: u64) -> Result<Option<u64>, Refused> {
+        t.modify(hash(key), key, hash, |current| (Action::Shadow, current))
+            .expect("a table not migrating")
+    }
+
     #[derive(Clone, Debug)]
     enum Op {
         Insert(u64, u64),
@@ -1879,6 +2133,10 @@ pub(super) mod tests {
         Remove(u64),
         Get(u64),
         FetchAdd(u64, u64),
+        /// A shadow insert of the key.
+        Shadow(u64),
+        /// Commit (with the value) or abort the key's shadow.
+        Resolve(u64, Option<u64>),
     }
 
     fn op(keys: u64) -> impl Strategy<Value = Op> {
@@ -1888,26 +2146,67 @@ pub(super) mod tests {
             2 => (0..keys).prop_map(Op::Remove),
             2 => (0..keys).prop_map(Op::Get),
             1 => (0..keys, 0..100u64).prop_map(|(k, d)| Op::FetchAdd(k, d)),
+            1 => (0..keys).prop_map(Op::Shadow),
+            1 => (0..keys, prop::option::of(any::<u64>())).prop_map(|(k, c)| Op::Resolve(k, c)),
         ]
     }
 
-    /// Run `ops` against the table and against `std`'s map; a `Full` must change nothing.
+    /// Run `ops` against the table and against `std`'s map (and a set of open shadows); a
+    /// `Full` must change nothing, a store of a shadowed key is refused.
     fn differential(lines: usize, hash: &dyn Fn(u64) -> u64, ops: &[Op]) {
         let t = DenseTable::new(lines, false, hash).unwrap();
         let mut model: HashMap<u64, u64> = HashMap::new();
+        let mut shadows = std::collections::HashSet::new();
+        // What a store of an absent key must answer when it finds no room or a shadow.
+        let refused = |shadows: &std::collections::HashSet<u64>, k| {
+            if shadows.contains(&k) {
+                Refused::Shadowed
+            } else {
+                Refused::Full
+            }
+        };
         for op in ops {
             match *op {
                 Op::Insert(k, v) => match insert(&t, hash, k, v) {
                     Ok(found) => {
+                        assert!(!shadows.contains(&k), "an insert of a shadowed key");
                         assert_eq!(found, model.get(&k).copied());
                         model.entry(k).or_insert(v);
                     }
-                    Err(Full) => assert!(!model.contains_key(&k)),
+                    Err(why) => {
+                        assert!(!model.contains_key(&k));
+                        assert_eq!(why, refused(&shadows, k));
+                    }
                 },
                 Op::Put(k, v) => match put(&t, hash, k, v) {
-                    Ok(old) => assert_eq!(old, model.insert(k, v)),
-                    Err(Full) => assert!(!model.contains_key(&k)),
+                    Ok(old) => {
+                        assert!(!shadows.contains(&k), "a put of a shadowed key");
+                        assert_eq!(old, model.insert(k, v));
+                    }
+                    Err(why) => {
+                        assert!(!model.contains_key(&k));
+                        assert_eq!(why, refused(&shadows, k));
+                    }
                 },
+                Op::Shadow(k) => match shadow(&t, hash, k) {
+                    Ok(found) => {
+                        assert_eq!(found, model.get(&k).copied());
+                        if found.is_none() {
+                            assert!(shadows.insert(k), "a second shadow of {k}");
+                        }
+                    }
+                    Err(why) => {
+                        assert!(!model.contains_key(&k));
+                        assert_eq!(why, refused(&shadows, k));
+                    }
+                },
+                Op::Resolve(k, commit) => {
+                    let found = t.resolve_shadow(hash(k), k, commit).expect("not migrating");
+                    assert_eq!(found, shadows.remove(&k), "resolving {k}");
+                    if let (true, Some(v)) = (found, commit) {
+                        model.insert(k, v);
+                    }
+                }
                 Op::Remove(k) => assert_eq!(remove(&t, hash, k), model.remove(&k)),
                 Op::FetchAdd(k, d) => {
                     let old = fetch_add(&t, hash, k, d);
@@ -1918,11 +2217,12 @@ pub(super) mod tests {
                 }
                 Op::Get(_) => {}
             }
-            if let Op::Get(k) | Op::Insert(k, _) | Op::Remove(k) = *op {
+            if let Op::Get(k) | Op::Insert(k, _) | Op::Remove(k) | Op::Shadow(k) = *op {
                 assert_eq!(t.get_fixed(hash(k), k), model.get(&k).copied(), "get {k}");
             }
         }
         assert_eq!(check(&t, hash), model);
+        assert_eq!(t.shadows.load(Ordering::Relaxed), shadows.len());
         for (&k, &v) in &model {
             assert_eq!(t.get_fixed(hash(k), k), Some(v));
         }
@@ -2027,24 +2327,61 @@ pub(super) mod tests {
         }
     }
 
+    fn id(key: u64) -> u64 {
+        key
+    }
+
+    /// With the identity hash on 4 lines: the key whose home is line `home` (bits 62-63) and
+    /// alternative line `alt` (bits 30-31).
+    fn key(home: u64, alt: u64, tag: u64) -> u64 {
+        home << 62 | alt << 30 | tag
+    }
+
+    /// A table of 4 lines under the identity hash whose lines 0 and 1 are full of keys whose
+    /// lines are those two (tags 0-3, value the tag): nothing there can be displaced.
+    fn two_crowded_lines() -> DenseTable {
+        let t = DenseTable::new(4, false, &id).unwrap();
+        for tag in 0..4 {
+            insert(&t, &id, key(0, 1, tag), tag).unwrap();
+            insert(&t, &id, key(1, 0, tag), tag).unwrap();
+        }
+        t
+    }
+
+    /// Migrate all of `t` into a new table of 16 lines; it.
+    fn migrate(t: &DenseTable) -> &DenseTable {
+        let Next::Allocate = t.next_table(true) else {
+            unreachable!("a fresh table has no migration");
+        };
+        let next = t.install_next(Box::new(DenseTable::new(16, false, &id).unwrap()));
+        while t.help_one_chunk(next, &id).is_some() {}
+        assert!(t.migration_done());
+        next
+    }
+
+    /// Free the table `migrate` made: a table does not own its successor (the driver's
+    /// `Tables` does).
+    fn free_next(t: &DenseTable) {
+        let next = t.migration.next_ptr();
+        // SAFETY: published by `install_next` from a `Box`, no longer borrowed.
+        drop(unsafe { Box::from_raw(next) });
+    }
+
     /// A key that finds no room in its lines (both full of keys whose lines are those two,
     /// nothing to displace) is stashed, a user's within the stash's limit (a table of 4 lines
     /// stashes one) and a migration's move always: gets find them, writes change and remove
     /// them there, and the next migration moves them on.
     #[test]
     fn a_key_with_no_room_is_stashed() {
-        let id = |k: u64| k;
-        // With the identity hash on 4 lines: home from bits 62-63, alternative from 30-31.
-        let key = |home: u64, alt: u64, tag: u64| home << 62 | alt << 30 | tag;
-        let t = DenseTable::new(4, false, &id).unwrap();
-        for tag in 0..4 {
-            insert(&t, &id, key(0, 1, tag), tag).unwrap();
-            insert(&t, &id, key(1, 0, tag), tag).unwrap();
-        }
+        let t = two_crowded_lines();
         let (k, j) = (key(0, 1, 9), key(1, 0, 9));
         assert_eq!(insert(&t, &id, k, 7), Ok(None));
-        assert_eq!(insert(&t, &id, j, 1), Err(Full), "past the stash's limit");
-        t.place_moved(j, j, 5, &id);
+        assert_eq!(
+            insert(&t, &id, j, 1),
+            Err(Refused::Full),
+            "past the stash's limit"
+        );
+        t.place_moved(j, j, Action::Store(5), &id);
         assert_eq!(t.stash.len(), 2);
         assert_eq!(t.len(), 10);
         assert_eq!(t.get_fixed(k, k), Some(7));
@@ -2056,12 +2393,7 @@ pub(super) mod tests {
         assert_eq!(t.get_fixed(j, j), None);
         assert_eq!(t.len(), 9);
         check(&t, &id);
-        let Next::Allocate = t.next_table(true) else {
-            unreachable!("a fresh table has no migration");
-        };
-        let next = t.install_next(Box::new(DenseTable::new(16, false, &id).unwrap()));
-        while t.help_one_chunk(next, &id).is_some() {}
-        assert!(t.migration_done());
+        let next = migrate(&t);
         assert_eq!(next.get_fixed(k, k), Some(8));
         assert_eq!(t.get(ScalarLoader, k, k), Err(Moved));
         let mut expected: HashMap<u64, u64> = (0..4)
@@ -2069,10 +2401,42 @@ pub(super) mod tests {
             .collect();
         expected.insert(k, 8);
         assert_eq!(check(next, &id), expected);
-        // A table does not own its successor (the driver's `Tables` does): free it here.
-        let next = t.migration.next_ptr();
-        // SAFETY: published by `install_next` from a `Box`, no longer borrowed.
-        drop(unsafe { Box::from_raw(next) });
+        free_next(&t);
+    }
+
+    /// An open shadow insert with no room in its lines: a user's is refused (`Full`: only keys
+    /// are stashed), a migration's move keeps it in the stash's shadows, where writes find it
+    /// (a store of it refused, a commit stashing the key), and the next migration moves it on.
+    #[test]
+    fn a_moved_shadow_with_no_room_is_stashed() {
+        let t = two_crowded_lines();
+        let (j, m) = (key(1, 0, 9), key(0, 1, 11));
+        assert_eq!(shadow(&t, &id, j), Err(Refused::Full));
+        t.place_moved(j, j, Action::Shadow, &id);
+        t.place_moved(m, m, Action::Shadow, &id);
+        assert_eq!(t.stash.shadow_keys().len(), 2);
+        assert_eq!(t.len(), 8, "shadows are not counted");
+        assert_eq!(insert(&t, &id, j, 1), Err(Refused::Shadowed));
+        assert_eq!(put(&t, &id, j, 1), Err(Refused::Shadowed));
+        assert_eq!(shadow(&t, &id, j), Err(Refused::Shadowed));
+        assert_eq!(fetch_add(&t, &id, j, 1), None);
+        assert_eq!(remove(&t, &id, j), None);
+        assert_eq!(t.get_fixed(j, j), None);
+        check(&t, &id);
+        assert_eq!(t.resolve_shadow(j, j, Some(6)), Ok(true));
+        assert_eq!(t.resolve_shadow(j, j, None), Ok(false), "resolved once");
+        assert_eq!(t.get_fixed(j, j), Some(6));
+        assert_eq!((t.stash.len(), t.len()), (1, 9));
+        check(&t, &id);
+        let next = migrate(&t);
+        assert_eq!(t.resolve_shadow(m, m, None), Err(Moved));
+        assert_eq!(insert(next, &id, m, 1), Err(Refused::Shadowed), "moved on");
+        assert_eq!(next.get_fixed(j, j), Some(6));
+        check(next, &id);
+        assert_eq!(next.resolve_shadow(m, m, None), Ok(true));
+        assert_eq!(insert(next, &id, m, 1), Ok(None));
+        assert_eq!(check(next, &id).len(), 10);
+        free_next(&t);
     }
 
     /// Threads write disjoint keys of one small, nearly full table (so their inserts displace
@@ -2404,6 +2768,68 @@ mod model {
             seen
         });
         assert_eq!(outcomes.len(), 2, "{outcomes:?}");
+    }
+
+    /// An open shadow insert of `k`, in its alternative (its home is full), is committed while
+    /// a migration moves its lines; then gets look for it twice. The commit finds the shadow
+    /// once, in whichever table holds it then (following it into the next table when its
+    /// lines have moved), and the gets see `k` absent, then present, never the reverse; both
+    /// orders of commit and gets happen. Fails if a move drops shadows (checked: the commit
+    /// then finds none).
+    #[test]
+    fn shadow_commit_racing_a_move_to_a_new_table() {
+        let outcomes = explore(|| {
+            let old = table();
+            for tag in 0..4 {
+                put(&old, key(1, 3, tag), 0);
+            }
+            let k = key(1, 2, 5);
+            old.modify(k, k, &id, |_| (Action::Shadow, ()))
+                .unwrap()
+                .unwrap();
+            let Next::Allocate = old.next_table(true) else {
+                unreachable!("a fresh table has no migration");
+            };
+            old.install_next(Box::new(DenseTable::new(4, false, &id).unwrap()));
+            let committer = {
+                let old = old.clone();
+                thread::spawn(move || {
+                    let mut table: &DenseTable = &old;
+                    loop {
+                        match table.resolve_shadow(k, k, Some(9)) {
+                            Ok(found) => return found,
+                            Err(Moved) => {
+                                let next = table.migrating_into().unwrap();
+                                table.move_lines_of(k, next, &id);
+                                table = next;
+                            }
+                        }
+                    }
+                })
+            };
+            let next = old.migrating_into().unwrap();
+            old.move_lines_of(k, next, &id);
+            let lookup = || match old.get(ScalarLoader, k, k) {
+                Ok(answer) => answer,
+                Err(Moved) => get(next, k),
+            };
+            let seen = (lookup(), lookup());
+            assert!(committer.join().unwrap(), "the commit found no shadow");
+            assert!(
+                matches!(seen, (None, None | Some(9)) | (Some(9), Some(9))),
+                "{seen:?}"
+            );
+            assert_eq!(get(next, k), Some(9));
+            // A table does not own its successor (the driver's `Tables` does).
+            let next = old.migration.next_ptr();
+            // SAFETY: published by `install_next` from a `Box`, no longer borrowed.
+            drop(unsafe { Box::from_raw(next) });
+            seen
+        });
+        assert!(
+            outcomes.contains(&(None, None)) && outcomes.contains(&(Some(9), Some(9))),
+            "{outcomes:?}"
+        );
     }
 
     /// A walk reads the table while an insert displaces `y` from its home (line 2) to its

@@ -29,7 +29,7 @@
 use std::sync::Arc;
 
 use super::{
-    dense::{Action, DenseTable, Full, GROW_AT_PER_MILLE, LINE_SLOTS},
+    dense::{Action, DenseTable, Refused, GROW_AT_PER_MILLE, LINE_SLOTS},
     dispatch::Loader,
     driver::Rehash,
     gate::WriterGate,
@@ -200,6 +200,8 @@ impl DenseMap {
 
     /// Look the key up and do what `decide` says (`DenseTable::modify`), following it into
     /// the next table while the map migrates and starting a migration when there is no room.
+    /// `Ok(Err(Shadowed))` if `decide` asked to store an absent key that an open shadow
+    /// insert holds: nothing changed (a decision that stores nothing sees it absent).
     ///
     /// # Errors
     /// `Full` at `max_keys`, `HashCollisions`, `AllocationFailed`.
@@ -209,7 +211,7 @@ impl DenseMap {
         key: u64,
         rehash: Rehash<'_>,
         mut decide: impl FnMut(Option<u64>) -> (Action, R),
-    ) -> Result<R, Error> {
+    ) -> Result<Result<R, Shadowed>, Error> {
         let guard = self.gate.enter();
         let mut table = self.tables.load(&guard);
         // Every write during a migration moves a chunk (the default layout's writes, one in
@@ -229,11 +231,12 @@ impl DenseMap {
             // moved: a write refused a line (`Moved`), or finding no room, moves both (if
             // nobody has yet) and goes on there.
             match table.modify(hash, key, rehash, &mut decide) {
-                Ok(Ok(answer)) => return Ok(answer),
-                Ok(Err(Full)) if table.migrating_into().is_none() => {
+                Ok(Ok(answer)) => return Ok(Ok(answer)),
+                Ok(Err(Refused::Shadowed)) => return Ok(Err(Shadowed)),
+                Ok(Err(Refused::Full)) if table.migrating_into().is_none() => {
                     self.grow(table, hash, key, rehash, &guard)?;
                 }
-                Ok(Err(Full)) | Err(Moved) => {
+                Ok(Err(Refused::Full)) | Err(Moved) => {
                     let next = moved_on(table);
                     table.move_lines_of(hash, next, rehash);
                     table = next;
@@ -255,10 +258,53 @@ impl DenseMap {
         value: u64,
         rehash: Rehash<'_>,
     ) -> Result<Inserted, Error> {
-        self.modify(hash, key, rehash, |current| match current {
+        let inserted = self.modify(hash, key, rehash, |current| match current {
             Some(present) => (Action::Keep, Inserted::Exists(present)),
             None => (Action::Store(value), Inserted::New),
-        })
+        })?;
+        Ok(inserted.unwrap_or(Inserted::Shadowed))
+    }
+
+    /// Shadow-insert the key (`dense.rs`, Shadow inserts: taken but hidden, its value kept
+    /// by the caller) if it is absent and not shadowed.
+    pub(crate) fn insert_shadow(
+        &self,
+        hash: u64,
+        key: u64,
+        rehash: Rehash<'_>,
+    ) -> Result<Inserted, Error> {
+        let inserted = self.modify(hash, key, rehash, |current| match current {
+            Some(present) => (Action::Keep, Inserted::Exists(present)),
+            None => (Action::Shadow, Inserted::New),
+        })?;
+        Ok(inserted.unwrap_or(Inserted::Shadowed))
+    }
+
+    /// Commit (`commit` is `Some(value)`: make the key present with it) or abort the shadow
+    /// insert of the key; whether there was one. Follows the shadow into the next table as
+    /// a write follows its key (`modify`).
+    pub(crate) fn resolve_shadow(
+        &self,
+        hash: u64,
+        key: u64,
+        commit: Option<u64>,
+        rehash: Rehash<'_>,
+    ) -> bool {
+        let guard = self.gate.enter();
+        let mut table = self.tables.load(&guard);
+        if let Some(next) = table.migrating_into() {
+            self.help_slow(table, next, rehash);
+        }
+        loop {
+            match table.resolve_shadow(hash, key, commit) {
+                Ok(found) => return found,
+                Err(Moved) => {
+                    let next = moved_on(table);
+                    table.move_lines_of(hash, next, rehash);
+                    table = next;
+                }
+            }
+        }
     }
 
     /// Insert `init` if absent, else replace the value `v` by `f(v)`; the previous value.
@@ -271,9 +317,18 @@ impl DenseMap {
         mut f: impl FnMut(u64) -> u64,
         rehash: Rehash<'_>,
     ) -> Result<Option<u64>, Error> {
-        self.modify(hash, key, rehash, |current| {
-            (Action::Store(current.map_or(init, &mut f)), current)
-        })
+        loop {
+            let upserted = self.modify(hash, key, rehash, |current| {
+                (Action::Store(current.map_or(init, &mut f)), current)
+            })?;
+            match upserted {
+                Ok(previous) => return Ok(previous),
+                // An open shadow holds the key: wait for its commit or abort outside the
+                // write, as the default layout's upserts do (`RawMap::upsert_with`), so a
+                // snapshot, which waits for writes in progress, is never waited on by us.
+                Err(Shadowed) => crate::sync::spin(),
+            }
+        }
     }
 
     /// Replace a present value `v` by `f(v)`: `(old, new)`, or `None` if absent.
@@ -467,6 +522,28 @@ impl DenseMap {
         // Emptied, the map will not grow soon: give back what was prepared for it.
         if self.len() == 0 {
             self.preparer.discard();
+        }
+    }
+
+    /// Finish a migration in progress and abort the shadow inserts left open by shared use
+    /// (`LocalMap::from`: owning the map, no handle is alive to resolve them); how many.
+    pub(crate) fn settle_local(&mut self, rehash: Rehash<'_>) -> usize {
+        let guard = reclaim::enter();
+        let table = self.settled(&guard, rehash);
+        match table.abort_shadows(rehash) {
+            Ok(aborted) => aborted,
+            Err(Moved) => unreachable!("no other thread is in an owned map to migrate it"),
+        }
+    }
+
+    /// Abort an open shadow insert of the key, leaked by shared use of a map now owned
+    /// (`LocalMap`'s writes): one load while the table holds no shadow.
+    pub(crate) fn abort_leaked_shadow(&mut self, hash: u64, key: u64, rehash: Rehash<'_>) {
+        // SAFETY: `&mut self`: no other thread is in the map to replace the table.
+        let table = unsafe { self.tables.load_unguarded() };
+        // A migration that shared use left running: the shadow may be in the next table.
+        if table.has_shadows() || table.migrating_into().is_some_and(DenseTable::has_shadows) {
+            self.resolve_shadow(hash, key, None, rehash);
         }
     }
 
@@ -723,9 +800,16 @@ impl DenseMap {
 /// The answer of a write that stores only over a present key, which needs no room: `modify`
 /// fails only when an insert finds none.
 #[inline(always)]
-fn in_place<R>(answer: Result<R, Error>) -> R {
-    answer.unwrap_or_else(|_| unreachable!("a write in place never needs room"))
+fn in_place<R>(answer: Result<Result<R, Shadowed>, Error>) -> R {
+    match answer {
+        Ok(Ok(answer)) => answer,
+        _ => unreachable!("a write in place never needs room nor sees a shadow"),
+    }
 }
+
+/// `DenseMap::modify`'s answer to a store of a key that an open shadow insert holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Shadowed;
 
 /// A dense map with an announcement held: batches prefetch many keys under one.
 pub(crate) struct DensePinned<'m> {
@@ -780,6 +864,7 @@ mod tests {
         value: u64,
     ) -> Result<Option<u64>, Error> {
         map.modify(hash(key), key, hash, Action::put(value))
+            .map(|done| done.expect("no shadows in these tests"))
     }
 
     fn insert(
@@ -789,11 +874,13 @@ mod tests {
         value: u64,
     ) -> Result<Option<u64>, Error> {
         map.modify(hash(key), key, hash, Action::insert(value))
+            .map(|done| done.expect("no shadows in these tests"))
     }
 
     fn remove(map: &DenseMap, hash: &dyn Fn(u64) -> u64, key: u64) -> Option<u64> {
         map.modify(hash(key), key, hash, Action::remove)
             .expect("a remove never needs room")
+            .expect("no shadows in these tests")
     }
 
     #[derive(Clone, Debug)]

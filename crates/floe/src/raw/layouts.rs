@@ -5,8 +5,7 @@
 //! changes (the branch predicts perfectly), then the layout's own code.
 //!
 //! What the dense layout does not offer answers [`Error::NotInLayout`] where the call can
-//! return an error, and is documented on the facade where it cannot: `FlatMap`'s shadow
-//! inserts (a hidden key needs a slot state that gets read, and a dense line has none) and
+//! return an error, and is documented on the facade where it cannot: `FlatMap`'s
 //! persistence (the default layout's files).
 //! Single-thread (`LocalMap`) writes take the dense layout's shared path.
 
@@ -94,14 +93,6 @@ impl Driver {
                 )
                 .map(Driver::Dense)
             }
-        }
-    }
-
-    /// The default layout's driver, for what only it offers.
-    fn bins(&self, what: &'static str) -> Result<&RawMap, Error> {
-        match self {
-            Driver::Bins(raw) => Ok(raw),
-            Driver::Dense(_) => Err(Error::NotInLayout(what)),
         }
     }
 
@@ -194,19 +185,16 @@ impl Driver {
         either!(self, map => map.remove_if(hash, word, accept, rehash))
     }
 
-    /// # Errors
-    /// `NotInLayout` on a dense map (shadow inserts need the default layout's slot states).
     pub(crate) fn insert_shadow(
         &self,
         hash: u64,
         word: u64,
         rehash: Rehash<'_>,
     ) -> Result<Inserted, Error> {
-        self.bins("shadow inserts")?
-            .insert_shadow(hash, word, rehash)
+        either!(self, map => map.insert_shadow(hash, word, rehash))
     }
 
-    /// Whether there was a shadow to resolve (never, on a dense map).
+    /// Whether there was a shadow to resolve.
     pub(crate) fn resolve_shadow(
         &self,
         hash: u64,
@@ -214,8 +202,7 @@ impl Driver {
         commit: Option<u64>,
         rehash: Rehash<'_>,
     ) -> bool {
-        self.bins("shadow inserts")
-            .is_ok_and(|raw| raw.resolve_shadow(hash, word, commit, rehash))
+        either!(self, map => map.resolve_shadow(hash, word, commit, rehash))
     }
 
     #[inline(always)]
@@ -248,12 +235,9 @@ impl Driver {
         }
     }
 
-    /// Prepare for single-thread use; the shadows aborted (none on a dense map).
+    /// Prepare for single-thread use; the shadows aborted.
     pub(crate) fn settle_local(&mut self, rehash: Rehash<'_>) -> usize {
-        match self {
-            Driver::Bins(raw) => raw.settle_local(rehash),
-            Driver::Dense(_) => 0,
-        }
+        either!(self, map => map.settle_local(rehash))
     }
 
     /// A single-thread write as `MODE` says (`raw/local.rs`); the dense layout takes its
@@ -269,18 +253,25 @@ impl Driver {
         use super::local::{IF_ABSENT, IF_PRESENT};
         match self {
             Driver::Bins(raw) => raw.write_local::<MODE>(hash, word, value, rehash),
-            Driver::Dense(map) => match MODE {
-                IF_ABSENT => map
-                    .insert(hash, word, value, rehash)
-                    .map(|inserted| match inserted {
-                        Inserted::Exists(present) => Some(present),
-                        Inserted::New | Inserted::Shadowed => None,
-                    }),
-                IF_PRESENT => Ok(map
-                    .update(hash, word, |_| value, rehash)
-                    .map(|(old, _)| old)),
-                _ => map.upsert_with(hash, word, value, |_| value, rehash),
-            },
+            Driver::Dense(map) => {
+                // A shadow of the key leaked through `LocalMap::as_shared` would make the
+                // insert refuse and the upsert wait for ever; owned, the map has no handle
+                // that could resolve it: aborted, as the default layout's local writes do.
+                map.abort_leaked_shadow(hash, word, rehash);
+                match MODE {
+                    IF_ABSENT => {
+                        map.insert(hash, word, value, rehash)
+                            .map(|inserted| match inserted {
+                                Inserted::Exists(present) => Some(present),
+                                Inserted::New | Inserted::Shadowed => None,
+                            })
+                    }
+                    IF_PRESENT => Ok(map
+                        .update(hash, word, |_| value, rehash)
+                        .map(|(old, _)| old)),
+                    _ => map.upsert_with(hash, word, value, |_| value, rehash),
+                }
+            }
         }
     }
 

@@ -77,6 +77,10 @@ pub(crate) struct Stash {
     /// The keys that found no slot in their stash line (moves only), and the mutex that
     /// serializes every change of the stash's slots and bits.
     list: Mutex<Vec<(u64, u64)>>,
+    /// Open shadow inserts (`dense.rs`, Shadow inserts) that a migration moved in and found
+    /// no room for, as the list's keys: their keys. Gets never read them; a writer reads and
+    /// changes a key's entry under the key's home lock, as a stashed key's.
+    shadows: Mutex<Vec<u64>>,
     /// The stash line of the word 0, whose empty word is `empty_there`.
     empty_line: usize,
     empty_there: u64,
@@ -117,6 +121,7 @@ impl Stash {
             occupied: AtomicUsize::new(0),
             len: AtomicUsize::new(0),
             list: Mutex::new(Vec::new()),
+            shadows: Mutex::new(Vec::new()),
             empty_line,
             empty_there,
         })
@@ -135,6 +140,39 @@ impl Stash {
     fn list(&self) -> MutexGuard<'_, Vec<(u64, u64)>> {
         // The list is left consistent at every await point: a panic elsewhere cannot tear it.
         self.list.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn shadows(&self) -> MutexGuard<'_, Vec<u64>> {
+        // As `list`: never left torn.
+        self.shadows.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// For a migration placing an open shadow insert of `key` that found no room (the
+    /// key's home lock held): keep it here.
+    pub(crate) fn add_shadow(&self, key: u64) {
+        self.shadows().push(key);
+    }
+
+    /// For a writer holding the key's home lock: whether an open shadow insert of `key` is
+    /// kept here.
+    pub(crate) fn has_shadow(&self, key: u64) -> bool {
+        self.shadows().contains(&key)
+    }
+
+    /// For a writer holding the key's home lock: take the open shadow insert of `key` out;
+    /// whether there was one.
+    pub(crate) fn take_shadow(&self, key: u64) -> bool {
+        let mut shadows = self.shadows();
+        let Some(at) = shadows.iter().position(|&k| k == key) else {
+            return false;
+        };
+        shadows.swap_remove(at);
+        true
+    }
+
+    /// The keys of the open shadow inserts kept here (a copy).
+    pub(crate) fn shadow_keys(&self) -> Vec<u64> {
+        self.shadows().clone()
     }
 
     /// Keys stashed.
