@@ -13,9 +13,9 @@
 //!
 //! Reading order: this essay (the model first: it says what the protocols buy), the line and key
 //! helpers, `get`, `modify` (every write), `displace`, shadows (`resolve_shadow`), the migration,
-//! then the tests and the loom models at the bottom; `stash.rs` for the few keys that fit in neither line. `dense_driver.rs`
-//! runs a map of these tables over time (when to migrate, following keys into the next table) on
-//! the life cycle every layout shares (`lifecycle.rs`).
+//! then the tests and the loom models at the bottom; `stash.rs` for the few keys that fit in
+//! neither line. `dense_driver.rs` runs a map of these tables over time (when to migrate,
+//! following keys into the next table) on the life cycle every layout shares (`lifecycle.rs`).
 //!
 //! ## The layout
 //!
@@ -114,10 +114,10 @@
 //!
 //! Kept: 16-byte atomic slots, per-line SIMD matching through the same loaders, `fastrange`,
 //! dead keys as the free-slot marker (here two per line), a shadow as `(shadow key, key)`, and
-//! the slot freed at once by a remove. Changed: there is no header, so no version for a seqlock and no slot states; gets
-//! are consistent because a key never moves except forward (fact 2) and lines announce their
-//! spills with their empty keys (fact 3), and writers serialize on a lock byte instead of a
-//! header CAS. The migration keeps the default layout's shape (a successor installed once,
+//! the slot freed at once by a remove. Changed: there is no header, so no version for a seqlock
+//! and no slot states; gets are consistent because a key never moves except forward (fact 2)
+//! and lines announce their spills with their empty keys (fact 3), and writers serialize on a
+//! lock byte instead of a header CAS. The migration keeps the default layout's shape (a successor installed once,
 //! chunks claimed from a counter, the last chunk's thread making the successor current, the
 //! old table freed after its readers: `migrate::Migration`, `lifecycle.rs`) but not its
 //! per-bin protocol: there is no header to claim, lines are moved under their lock, a key
