@@ -472,6 +472,7 @@ impl DenseMap {
                     return;
                 }
             } else if !stashed.is_empty() && stashed.contains(&key) {
+                // (The emptiness test spares every key a hash while nothing is stashed.)
                 return;
             } else {
                 let (home, alt) = table.lines_of(rehash(key));
