@@ -1,5 +1,6 @@
-//! The scratch program behind BENCHMARKS.md "The dense layout, fifth part": one population
-//! (2 threads insert `2^BITS` keys into a `FlatMap` built for 2^16) in a process of its own.
+//! The scratch program behind BENCHMARKS.md "The dense layout", fifth and sixth parts: one
+//! population (2 threads insert `2^BITS` keys into a `FlatMap` built for 2^16) in a process of
+//! its own, then the map's growth statistics.
 //! Not part of the workspace: to run it, make a crate with `floe` (path dependency) and this
 //! as `src/main.rs`, build it with `--release` (fat LTO, as floe-bench), then
 //!
@@ -78,6 +79,11 @@ fn main() {
         keys as f64 / el / 1e6,
         map.len(),
         map.stats().allocated_bytes
+    );
+    let stats = map.stats();
+    println!(
+        "  prepared_growths {} prepared_bytes {} live_tables {}",
+        stats.prepared_growths, stats.prepared_bytes, stats.live_tables
     );
     if lat {
         let mut tot = [0u64; 40];

@@ -262,14 +262,14 @@
 //! - While a walk runs, an insert that needs a displacement goes to the stash, or (the stash
 //!   full, or the table at its trigger) answers `Full` to the driver, which then grows (or
 //!   refreshes) the table a little earlier than it would have.
-//! - A growing map fills more slowly than the default layout's (population 0.75-0.85x in
-//!   `floe-bench dense`, 0.99x in paired runs of one process each; BENCHMARKS "The dense
-//!   layout, fifth part"): a write locks a line through a byte in another array (two cache
-//!   lines a line), needs its alternative more often as the table fills, and every key is
-//!   moved once per doubling (the default layout grows fourfold below 64M bins). A write
-//!   whose key has one line moved and the other not moves the other itself, a random line;
-//!   every write helping the migration keeps those few. Preparing the next table's memory
-//!   ahead (`prepare.rs`) removes the growths' stalls but costs the population 7-27%.
+//! - A growing map fills more slowly than the default layout's (population 0.70-0.85x in
+//!   `floe-bench dense`, BENCHMARKS "The dense layout", fifth and sixth parts), though a
+//!   table filled without growing fills faster: every key is moved once per doubling (the
+//!   default layout grows fourfold below 64M bins: a third of the moves and of the fresh
+//!   memory), a move costs 100-180 ns a key, mostly the next table's fresh lines, and a
+//!   population that ends between 80% and 100% of a trigger has prepared a successor twice
+//!   its table's size (`prepare.rs`) that no growth takes. Preparing removes the growths'
+//!   stalls; a map that wants the rate, or the memory, sets `grow_ahead(0)`.
 
 use super::{
     alloc::{TableMemory, ZeroInit},
