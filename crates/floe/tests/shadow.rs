@@ -673,3 +673,65 @@ fn shadows_in_shared_lists_survive_every_other_write() {
         );
     }
 }
+
+/// Shadows among keys that all hash alike, on the dense layout: two lines hold eight of the
+/// crowd (keys and shadows), the stash takes keys past them (a shadow is not stashed by a
+/// user: `HashCollisions`, as for any write no table would separate), and a growth moves the
+/// shadows with the keys, into the stash's shadows when the crowd's two new lines are full.
+/// Every shadow is still taken after it, and resolves once.
+#[test]
+fn dense_shadows_in_a_crowd_move_with_their_keys() {
+    use common::{SplitMix, WordHash};
+    use floe::Error;
+    const CROWD: u64 = 0x1234_5678_9abc_def0;
+    let hash = WordHash(|k| if k < 16 { CROWD } else { SplitMix(k).next() });
+    let map = FlatMap::<u64, u64>::builder()
+        .layout(Layout::Dense)
+        .capacity(64)
+        .hasher(hash)
+        .build()
+        .unwrap();
+    // Six keys (the home's four, then two in the alternative), two shadows after them in
+    // the alternative, two keys in the stash.
+    for k in 0..6u64 {
+        assert_eq!(map.insert(k, k + 100), Insert::Inserted);
+    }
+    let shadows: Vec<_> = (6..8u64)
+        .map(|k| map.insert_shadow(k, k + 100).unwrap())
+        .collect();
+    for k in 8..10u64 {
+        assert_eq!(map.insert(k, k + 100), Insert::Inserted);
+    }
+    assert_eq!(map.stats().stashed, 2);
+    assert!(matches!(
+        map.try_insert_shadow(10, 1),
+        Err(Error::HashCollisions)
+    ));
+    assert_eq!(map.check_invariants(), 8);
+    let lines = map.stats().bins;
+    map.reserve(1000).unwrap();
+    assert!(map.stats().bins > lines);
+    assert_eq!(map.check_invariants(), 8);
+    for k in 6..8u64 {
+        assert_eq!(map.get(&k), None);
+        assert_eq!(
+            map.insert(k, 0),
+            Insert::Shadowed,
+            "shadow {k} lost in the move"
+        );
+    }
+    for shadow in shadows {
+        if shadow.key() == 6 {
+            shadow.commit();
+        } else {
+            shadow.abort();
+        }
+    }
+    assert_eq!(map.get(&6), Some(106));
+    assert_eq!(map.get(&7), None);
+    assert_eq!(map.insert(7, 107), Insert::Inserted);
+    assert_eq!(map.check_invariants(), 10);
+    for k in 0..10u64 {
+        assert_eq!(map.get(&k), Some(k + 100), "key {k}");
+    }
+}
