@@ -9,5 +9,10 @@ if ! cargo +nightly miri --version >/dev/null 2>&1; then
     rustup toolchain install nightly --profile minimal --component miri
 fi
 cargo +nightly miri setup
+# FLOE_MIRI_SETUP_ONLY=1: install and set up, run nothing (`.ci/run` does this first, then runs
+# the tests in the background, so no other script installs nightly at the same time).
+if [ "${FLOE_MIRI_SETUP_ONLY:-0}" = 1 ]; then
+    exit 0
+fi
 cargo +nightly miri test -p floe --lib "$@"
 cargo +nightly miri test -p floe --features serde --lib journal:: "$@"
