@@ -124,6 +124,15 @@ fn moves_carry_open_shadows(layout: Layout) {
         map.remove(&k);
     }
     assert!(map.shrink_to_fit().unwrap());
+    if layout == Layout::Dense {
+        // Sized for the shadows too (each holds a slot), so they are in lines, not in the
+        // stash's list (which every get past both lines would then lock and scan).
+        assert!(
+            map.stats().bins * 4 >= 2 * 2_000,
+            "{} lines",
+            map.stats().bins
+        );
+    }
     for k in 0..2_000u64 {
         assert_eq!(
             map.insert(k, 0),
@@ -140,6 +149,11 @@ fn moves_carry_open_shadows(layout: Layout) {
     }
     assert_eq!(map.len(), 1_000);
     assert_eq!(map.check_invariants(), 1_000);
+    assert_eq!(
+        map.stats().stashed,
+        0,
+        "committed shadows landed in the stash"
+    );
     for k in 0..2_000u64 {
         assert_eq!(map.get(&k), (k % 2 == 0).then_some(k + 1));
     }
@@ -734,4 +748,30 @@ fn dense_shadows_in_a_crowd_move_with_their_keys() {
     for k in 0..10u64 {
         assert_eq!(map.get(&k), Some(k + 100), "key {k}");
     }
+
+    // A shadow among the crowd in its two lines still crowds them: a write past them is
+    // refused with `HashCollisions` (it doubled the table over and over while the shadow's
+    // slot was taken for a key of another hash).
+    let map = FlatMap::<u64, u64>::builder()
+        .layout(Layout::Dense)
+        .capacity(64)
+        .hasher(hash)
+        .build()
+        .unwrap();
+    let shadow = map.insert_shadow(0, 100).unwrap();
+    for k in 1..8u64 {
+        assert_eq!(map.insert(k, k + 100), Insert::Inserted);
+    }
+    let lines = map.stats().bins;
+    assert!(matches!(
+        map.try_insert_shadow(8, 1),
+        Err(Error::HashCollisions)
+    ));
+    assert_eq!(
+        map.stats().bins,
+        lines,
+        "grown for a crowd no table separates"
+    );
+    shadow.commit();
+    assert_eq!(map.check_invariants(), 8);
 }

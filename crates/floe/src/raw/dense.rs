@@ -209,6 +209,10 @@
 //!   or abort refused a moved line moves the key's lines and resolves it in the next table, as
 //!   any write does. Exactly one resolution finds the shadow: only its handle resolves it, and a
 //!   key's shadow is in one table's lines at a time by the same argument as its writes.
+//! - **Sizing**: a shadow holds a slot, so the trigger, the room a next table leaves users and
+//!   the sizes `reserve` and `shrink_to_fit` choose count open shadows with the keys
+//!   (`occupied`; a shrink that counted keys alone pushed two thousand shadows into the
+//!   stash's list), and the crowd check (`crowded_by_hash`) reads a shadow as its key.
 //! - **Leaked** shadows (a handle forgotten) keep their key taken; `LocalMap` aborts them when
 //!   it takes the map (`abort_shadows`) and before a write of their key.
 //!
@@ -674,6 +678,13 @@ impl DenseTable {
         self.len.sum()
     }
 
+    /// Slots taken: the keys and the open shadow inserts (module docs, Shadow inserts), which
+    /// hold a slot each as their keys will. What the trigger and a next table's size count;
+    /// approximate while writes run (and it still counts the shadows a migration moved out).
+    pub(crate) fn occupied(&self) -> usize {
+        self.len() + self.shadows.load(Ordering::Relaxed)
+    }
+
     /// Keys in the stash.
     pub(crate) fn stashed(&self) -> usize {
         self.stash.len()
@@ -1092,7 +1103,7 @@ impl DenseTable {
             }
             // Past the trigger, a table that may grow does (`growing`). Summing the length's
             // shards costs a little; only inserts that would displace pay it.
-            if writer == Writer::User && self.grows && self.len() >= self.trigger_keys() {
+            if writer == Writer::User && self.grows && self.occupied() >= self.trigger_keys() {
                 return Ok(Err(Refused::Full));
             }
             let displaced = tries < writer.tries()
@@ -1120,7 +1131,7 @@ impl DenseTable {
         let limit = (self.nlines / 8).clamp(1, Stash::SLOTS);
         self.room.load(Ordering::Relaxed) == usize::MAX
             && self.stash.len() < limit
-            && self.len() < self.trigger_keys()
+            && self.occupied() < self.trigger_keys()
     }
 
     /// A user's insert of a new key may take a slot: always, but while a migration fills
@@ -1692,7 +1703,7 @@ impl DenseTable {
     /// `Allocate`. Users may insert into it as many new keys as keep it at or below its
     /// trigger once every key of this table has arrived.
     pub(crate) fn install_next(&self, next: Box<DenseTable>) -> &DenseTable {
-        let room = next.trigger_keys().saturating_sub(self.len());
+        let room = next.trigger_keys().saturating_sub(self.occupied());
         next.room.store(room, Ordering::Relaxed);
         let next = Box::into_raw(next);
         self.migration.install(next, 1);
@@ -1731,7 +1742,14 @@ impl DenseTable {
         let (home, alt) = self.lines_of(hash);
         [home, alt].into_iter().all(|line| {
             self.lines[line].slots.iter().all(|slot| {
-                let (stored, _) = slot.load();
+                let (stored, value) = slot.load();
+                // An open shadow holds its key in the value word (module docs, Shadow
+                // inserts): it crowds the line as its key will.
+                let stored = if stored == self.empty.shadow_of(line) {
+                    value
+                } else {
+                    stored
+                };
                 !self.is_empty_key(line, stored) && stored != key && rehash(stored) == hash
             })
         })
@@ -2830,6 +2848,62 @@ mod model {
             outcomes.contains(&(None, None)) && outcomes.contains(&(Some(9), Some(9))),
             "{outcomes:?}"
         );
+    }
+
+    /// A user inserts `k` while a migration moves the line holding `k`'s open shadow. The
+    /// insert follows the key into the next table as the driver does (moving its lines when
+    /// refused one) and is refused (`Shadowed`) in whichever table it meets the shadow; both
+    /// happen, and nothing is stored. Fails if a move places the shadow without counting it
+    /// in the next table's `shadows` (checked: the insert there then looks for no shadow and
+    /// stores the key).
+    #[test]
+    fn insert_racing_a_move_of_its_shadow() {
+        let outcomes = explore(|| {
+            let old = table();
+            let k = key(1, 2, 5);
+            old.modify(k, k, &id, |_| (Action::Shadow, ()))
+                .unwrap()
+                .unwrap();
+            let Next::Allocate = old.next_table(true) else {
+                unreachable!("a fresh table has no migration");
+            };
+            old.install_next(Box::new(DenseTable::new(4, false, &id).unwrap()));
+            let mover = {
+                let old = old.clone();
+                thread::spawn(move || {
+                    let next = old.migrating_into().unwrap();
+                    old.move_lines_of(k, next, &id);
+                })
+            };
+            let mut table: &DenseTable = &old;
+            let mut tables = 1;
+            let answer = loop {
+                let insert = |current: Option<u64>| match current {
+                    Some(present) => (Action::Keep, Some(present)),
+                    None => (Action::Store(9), None),
+                };
+                match table.modify(k, k, &id, insert) {
+                    Ok(answer) => break answer,
+                    Err(Moved) => {
+                        let next = table.migrating_into().unwrap();
+                        table.move_lines_of(k, next, &id);
+                        table = next;
+                        tables += 1;
+                    }
+                }
+            };
+            mover.join().unwrap();
+            assert_eq!(answer, Err(Refused::Shadowed), "in table {tables}");
+            let next = old.migrating_into().unwrap();
+            assert_eq!(get(next, k), None);
+            assert_eq!(next.resolve_shadow(k, k, None), Ok(true));
+            // A table does not own its successor (the driver's `Tables` does).
+            let next = old.migration.next_ptr();
+            // SAFETY: published by `install_next` from a `Box`, no longer borrowed.
+            drop(unsafe { Box::from_raw(next) });
+            tables
+        });
+        assert_eq!(outcomes, BTreeSet::from([1, 2]));
     }
 
     /// A walk reads the table while an insert displaces `y` from its home (line 2) to its

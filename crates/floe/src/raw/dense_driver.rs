@@ -657,7 +657,7 @@ impl DenseMap {
                 return Ok(());
             }
         }
-        let aged = table.len() < table.trigger_keys()
+        let aged = table.occupied() < table.trigger_keys()
             && table.away_share() >= AGED_AWAY_SHARE
             && table.aging() >= AGED_SINCE;
         let lines = if aged {
@@ -735,7 +735,7 @@ impl DenseMap {
     /// `CapacityOverflow` (also past `max_keys`), `AllocationFailed`.
     pub(crate) fn reserve(&self, additional: usize, rehash: Rehash<'_>) -> Result<(), Error> {
         let wanted = self
-            .len()
+            .occupied()
             .checked_add(additional)
             .ok_or(Error::CapacityOverflow)?;
         let lines = lines_for(wanted)?;
@@ -749,8 +749,8 @@ impl DenseMap {
         self.resize_to(lines, rehash)
     }
 
-    /// Move into the smallest table that holds the keys at half its trigger (at least 4
-    /// lines), if that is at most half the current one; whether it did.
+    /// Move into the smallest table that holds the keys (and open shadows) at half its
+    /// trigger (at least 4 lines), if that is at most half the current one; whether it did.
     ///
     /// # Errors
     /// `AllocationFailed`.
@@ -758,7 +758,7 @@ impl DenseMap {
         if self.fixed {
             return Ok(false);
         }
-        let lines = lines_for(self.len().saturating_mul(2))?;
+        let lines = lines_for(self.occupied().saturating_mul(2))?;
         if lines.saturating_mul(2) > self.lines() {
             return Ok(false);
         }
@@ -781,6 +781,13 @@ impl DenseMap {
         let guard = reclaim::enter();
         let table = self.tables.load(&guard);
         table.len() + table.migrating_into().map_or(0, DenseTable::len)
+    }
+
+    /// Slots taken by keys and open shadows (`DenseTable::occupied`): what sizing counts.
+    fn occupied(&self) -> usize {
+        let guard = reclaim::enter();
+        let table = self.tables.load(&guard);
+        table.occupied() + table.migrating_into().map_or(0, DenseTable::occupied)
     }
 
     /// Keys the current table holds at its trigger (where the map grows).
