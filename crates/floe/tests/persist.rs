@@ -1303,3 +1303,41 @@ fn a_local_map_of_a_persistent_map_grows_persistently() {
     assert_eq!(map.len(), 50_000 - 50_000usize.div_ceil(7) + 70_000);
     assert_eq!(map.get(&119_999), Some(119_999));
 }
+
+/// A map closed and reopened at once, again and again, while another thread of the process
+/// spawns children: every reopen finds the directory's lock free. (Closing the lock's
+/// descriptor alone left the lock held by a child forked meanwhile until its exec, and the
+/// reopen was refused as `Locked`; the lock is now released by an unlock, which frees every
+/// copy of the descriptor.)
+#[test]
+#[cfg_attr(miri, ignore = "files and processes")]
+fn reopens_at_once_while_another_thread_spawns_children() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    struct StopOnDrop<'a>(&'a AtomicBool);
+    impl Drop for StopOnDrop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+    let scratch = Scratch::new("reopen-spawn");
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            while !stop.load(Ordering::Relaxed) {
+                let _ = std::process::Command::new("true").status();
+            }
+        });
+        // Stops the spawner however this thread leaves (a failed reopen panics).
+        let _stop = StopOnDrop(&stop);
+        let mut map = FlatMap::<u64, u64>::builder()
+            .capacity(64)
+            .build_persistent(scratch.path())
+            .unwrap();
+        for round in 0..300u64 {
+            map.insert(round, round);
+            map.close().unwrap();
+            map = FlatMap::open(scratch.path()).unwrap_or_else(|e| panic!("reopen {round}: {e}"));
+        }
+        assert_eq!(map.len(), 300);
+    });
+}

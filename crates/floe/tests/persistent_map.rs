@@ -710,7 +710,13 @@ fn release_locks(dir: &Path) {
     for _ in 0..1000 {
         // SAFETY: flock on a descriptor we own.
         if unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } == 0 {
-            return; // released when `lock` closes
+            // Released explicitly, not by closing `lock`: a child forked meanwhile holds a
+            // copy of this descriptor until its exec, and with it the lock, which made the
+            // reopen that follows fail now and then ("open in another process"; seen in CI
+            // with Miri running beside the tests). An unlock releases every copy.
+            // SAFETY: as above.
+            unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_UN) };
+            return;
         }
         std::thread::sleep(Duration::from_millis(1));
     }

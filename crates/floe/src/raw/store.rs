@@ -227,7 +227,7 @@ fn checksum(bytes: &[u8]) -> u64 {
 pub(crate) struct Store {
     dir: PathBuf,
     /// Holds the directory's lock until dropped.
-    _lock: File,
+    _lock: DirLock,
     block: Mutex<Superblock>,
     /// `Durability::Flush`: the write-back every table of the map uses (`writeback.rs`).
     writeback: Option<Writeback>,
@@ -240,10 +240,33 @@ pub(crate) fn io_error(what: &'static str) -> impl FnOnce(std::io::Error) -> Err
     move |error| Error::Storage(StorageError::from_io(what, &error))
 }
 
+/// A map directory's lock (`flock` on `floe.lock`), released by an unlock when dropped. Closing
+/// the descriptor alone is not enough: a child that another thread of the process forks holds
+/// a copy of the descriptor, and with it the lock, until its exec, so a map reopened in the
+/// same process right after a close was refused as open elsewhere (seen in a test that closes
+/// and reopens while others spawn children). An unlock releases every copy.
+pub(crate) struct DirLock(File);
+
+impl DirLock {
+    /// The lock file (the store's power-loss probe reads its file system).
+    pub(crate) fn file(&self) -> &File {
+        &self.0
+    }
+}
+
+impl Drop for DirLock {
+    fn drop(&mut self) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: flock on the descriptor this value owns, still open; an error leaves the
+        // lock to the close that follows.
+        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+    }
+}
+
 impl Store {
     /// Take the directory's lock (creating the directory when `create`, the lock file when
     /// missing).
-    pub(crate) fn lock(dir: &Path, create: bool) -> Result<File, Error> {
+    pub(crate) fn lock(dir: &Path, create: bool) -> Result<DirLock, Error> {
         if create {
             std::fs::create_dir_all(dir).map_err(io_error("create the map's directory"))?;
         }
@@ -266,7 +289,7 @@ impl Store {
             }
             return Err(io_error("lock the map's directory")(error));
         }
-        Ok(lock)
+        Ok(DirLock(lock))
     }
 
     /// Make a new map in `dir` (created if missing; refused if it already holds a map).
@@ -275,7 +298,7 @@ impl Store {
     /// [`commit_first`](Self::commit_first) once it exists.
     pub(crate) fn create(dir: &Path, block: Superblock) -> Result<Store, Error> {
         let lock = Self::lock(dir, true)?;
-        let durable_medium = outlives_power_loss(&lock);
+        let durable_medium = outlives_power_loss(lock.file());
         if dir.join(SUPER).exists() {
             return Err(Error::Storage(StorageError::Exists));
         }
@@ -304,7 +327,7 @@ impl Store {
             }) => Error::Storage(StorageError::Missing),
             other => other,
         })?;
-        let durable_medium = outlives_power_loss(&lock);
+        let durable_medium = outlives_power_loss(lock.file());
         let mut bytes = Vec::new();
         File::open(dir.join(SUPER))
             .and_then(|file| file.take(4096).read_to_end(&mut bytes))
