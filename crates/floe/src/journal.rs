@@ -339,7 +339,7 @@ impl Lane {
 /// The directory: its lock, the lanes, the generation.
 pub(crate) struct Journal {
     dir: PathBuf,
-    _lock: crate::raw::DirLock,
+    _lock: crate::raw::store::DirLock,
     pub(crate) lanes: Box<[std::sync::Mutex<Lane>]>,
     /// The generation new chunks are made in (a compaction's snapshot has it too).
     gen: AtomicU64,
@@ -358,7 +358,7 @@ fn lane_count() -> usize {
 }
 
 impl Journal {
-    fn with_lock(dir: &Path, lock: crate::raw::DirLock, gen: u64) -> Journal {
+    fn with_lock(dir: &Path, lock: crate::raw::store::DirLock, gen: u64) -> Journal {
         let lanes = (0..lane_count())
             .map(|number| {
                 std::sync::Mutex::new(Lane {

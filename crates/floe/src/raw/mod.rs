@@ -318,7 +318,7 @@ pub(crate) mod writeback;
 #[cfg(not(loom))]
 pub(crate) use self::{
     recover::Swept,
-    store::{DirLock, Identity, Store, Superblock, FORMAT_VERSION},
+    store::{Identity, Store, Superblock, FORMAT_VERSION},
 };
 #[cfg(loom)]
 pub(crate) const FORMAT_VERSION: u32 = 1;
