@@ -11,13 +11,18 @@ const LAYOUTS: [Layout; 2] = [Layout::Bins, Layout::Dense];
 /// A map of `layout` whose first table is its smallest (two bins, or four dense lines),
 /// growing from there unless `fixed`.
 fn smallest(layout: Layout, fixed: bool) -> FlatMap<u64, u64> {
-    let builder = FlatMap::builder().layout(layout);
-    let builder = match layout {
-        Layout::Dense => builder.capacity(1),
-        _ => builder.bins(2),
-    };
+    let builder = smallest_builder(layout);
     let builder = if fixed { builder.max_bins(2) } else { builder };
     builder.build().unwrap()
+}
+
+/// The builder of `smallest`'s growing map, for any value type.
+fn smallest_builder<V: floe::Inline>(layout: Layout) -> floe::Builder<u64, V> {
+    let builder = FlatMap::builder().layout(layout);
+    match layout {
+        Layout::Dense => builder.capacity(1),
+        _ => builder.bins(2),
+    }
 }
 
 #[test]
@@ -246,12 +251,7 @@ fn shadow_locks_exclude_each_other_while_the_set_grows() {
 fn shadow_locks_exclude_each_other(layout: Layout) {
     const THREADS: usize = 4;
     let rounds: u64 = if cfg!(miri) { 5 } else { 3_000 };
-    let builder = FlatMap::builder().layout(layout);
-    let builder = match layout {
-        Layout::Dense => builder.capacity(1),
-        _ => builder.bins(2),
-    };
-    let locks = FlatSet::<u64>::from(builder.build().unwrap());
+    let locks = FlatSet::<u64>::from(smallest_builder(layout).build().unwrap());
     let counters: Vec<AtomicU64> = (0..3).map(|_| AtomicU64::new(0)).collect();
     std::thread::scope(|s| {
         for t in 0..THREADS {
