@@ -2572,6 +2572,22 @@ mod model {
         Arc::new(DenseTable::new(4, false, &id).unwrap())
     }
 
+    /// Start `old`'s migration into a new table of 4 lines.
+    fn start_migration(old: &DenseTable) {
+        let Next::Allocate = old.next_table(true) else {
+            unreachable!("a fresh table has no migration");
+        };
+        old.install_next(Box::new(DenseTable::new(4, false, &id).unwrap()));
+    }
+
+    /// Free the table `start_migration` made: a table does not own its successor (the
+    /// driver's `Tables` does).
+    fn free_next(old: &DenseTable) {
+        let next = old.migration.next_ptr();
+        // SAFETY: published by `install_next` from a `Box`, no longer borrowed.
+        drop(unsafe { Box::from_raw(next) });
+    }
+
     /// A displacement moves `y` from its home (line 1) to its alternative (line 2) while a
     /// get looks for it: present throughout, so the get must find it. Fails if the get's
     /// home line's loads are made Relaxed, or if the move frees the home slot before it
@@ -2762,10 +2778,7 @@ mod model {
             }
             let k = key(1, 2, 5);
             put(&old, k, 1);
-            let Next::Allocate = old.next_table(true) else {
-                unreachable!("a fresh table has no migration");
-            };
-            old.install_next(Box::new(DenseTable::new(4, false, &id).unwrap()));
+            start_migration(&old);
             let reader = {
                 let old = old.clone();
                 thread::spawn(move || match old.get(ScalarLoader, k, k) {
@@ -2779,10 +2792,7 @@ mod model {
             let seen = reader.join().unwrap();
             assert!(matches!(seen, Some(1 | 2)), "{seen:?}");
             assert_eq!(get(next, k), Some(2));
-            // A table does not own its successor (the driver's `Tables` does).
-            let next = old.migration.next_ptr();
-            // SAFETY: published by `install_next` from a `Box`, no longer borrowed.
-            drop(unsafe { Box::from_raw(next) });
+            free_next(&old);
             seen
         });
         assert_eq!(outcomes.len(), 2, "{outcomes:?}");
@@ -2805,10 +2815,7 @@ mod model {
             old.modify(k, k, &id, |_| (Action::Shadow, ()))
                 .unwrap()
                 .unwrap();
-            let Next::Allocate = old.next_table(true) else {
-                unreachable!("a fresh table has no migration");
-            };
-            old.install_next(Box::new(DenseTable::new(4, false, &id).unwrap()));
+            start_migration(&old);
             let committer = {
                 let old = old.clone();
                 thread::spawn(move || {
@@ -2838,10 +2845,7 @@ mod model {
                 "{seen:?}"
             );
             assert_eq!(get(next, k), Some(9));
-            // A table does not own its successor (the driver's `Tables` does).
-            let next = old.migration.next_ptr();
-            // SAFETY: published by `install_next` from a `Box`, no longer borrowed.
-            drop(unsafe { Box::from_raw(next) });
+            free_next(&old);
             seen
         });
         assert!(
@@ -2864,10 +2868,7 @@ mod model {
             old.modify(k, k, &id, |_| (Action::Shadow, ()))
                 .unwrap()
                 .unwrap();
-            let Next::Allocate = old.next_table(true) else {
-                unreachable!("a fresh table has no migration");
-            };
-            old.install_next(Box::new(DenseTable::new(4, false, &id).unwrap()));
+            start_migration(&old);
             let mover = {
                 let old = old.clone();
                 thread::spawn(move || {
@@ -2897,10 +2898,7 @@ mod model {
             let next = old.migrating_into().unwrap();
             assert_eq!(get(next, k), None);
             assert_eq!(next.resolve_shadow(k, k, None), Ok(true));
-            // A table does not own its successor (the driver's `Tables` does).
-            let next = old.migration.next_ptr();
-            // SAFETY: published by `install_next` from a `Box`, no longer borrowed.
-            drop(unsafe { Box::from_raw(next) });
+            free_next(&old);
             tables
         });
         assert_eq!(outcomes, BTreeSet::from([1, 2]));
