@@ -66,10 +66,11 @@
 //! ## Get: two lines, no header, no lock
 //!
 //! Read the home line (four atomic slot loads). The key in a slot: return that slot's value
-//! (read with its key, one 16-byte load). A clean empty slot: the key is absent. Otherwise
-//! read the alternative the same way, then the stash (one load while it is empty, below);
-//! absent if not there. The home line is read with acquire loads (plain loads on x86), so
-//! the alternative is read after it.
+//! (read with its key, one 16-byte load). A clean empty slot: read the home line again (it
+//! is in the cache now), and the key is absent if that read misses it too and shows a clean
+//! slot (a torn read, below). Otherwise read the alternative the same way, then the stash
+//! (one load while it is empty, below); absent if not there. The home line is read with
+//! acquire loads (plain loads on x86), so what is read after it is read after it.
 //!
 //! Linearizable, from three facts about writers: (1) every slot write happens under its line's lock
 //! and a key's presence is decided under its home's lock, so a key has at most one incarnation at a
@@ -88,6 +89,17 @@
 //! the home slot (read first) to the alternative (read second): a get that read the freed home slot
 //! has synchronized with its `Release` store through its acquire load, so it sees the copy. So some
 //! instant of the get had no incarnation of the key, and that is the miss's point.
+//!
+//! A torn read. The four slot loads of a line are four instants (sixteen-byte loads on every
+//! loader; a 64-byte load is not one atomic access either), so one read of the home can show a
+//! line that never was: slot 0 clean before an insert fills it, then the key's slot after a
+//! displacement (which needs the line full) moved the key away. One read that stops at a clean
+//! slot therefore proves nothing. Two do: if the key was present throughout, the second read's
+//! clean slot means the key was home then (fact 3), hence home since before the first read (a
+//! key only moves away), in one slot, which the first read would have matched. The second read
+//! costs an L1 hit; a hit needs one read, and a miss whose home has spilled reads the
+//! alternative after either read (the argument above holds for each). Found by CI as a lost key
+//! in `concurrent_writers_never_lose_a_key`; loom model `get_racing_a_fill_then_a_displacement`.
 //!
 //! Under loom the scalar loader reads a slot's two words separately (`sync.rs`); a key matched
 //! that way is read again as one atomic and the get restarts if the slot changed.
@@ -735,6 +747,12 @@ impl DenseTable {
     #[inline(always)]
     fn probe<L: LineLoader>(&self, p: L, line: usize, key: u64, home: bool) -> Probe {
         stats::line_read();
+        self.probe_again(p, line, key, home)
+    }
+
+    /// `probe` of a line just read (in the cache): not counted as a line read.
+    #[inline(always)]
+    fn probe_again<L: LineLoader>(&self, p: L, line: usize, key: u64, home: bool) -> Probe {
         let bucket = &self.lines[line];
         let group = if home {
             p.link_acquire(bucket)
@@ -801,9 +819,23 @@ impl DenseTable {
         loop {
             match self.probe(p, home, key, true) {
                 Probe::Hit(value) => return Some(value),
-                Probe::Miss { clean: true } => return None,
                 Probe::Miss { clean: false } => {}
                 Probe::Changed => continue,
+                Probe::Miss { clean: true } => {
+                    // The line's four slots were not read at one instant: a clean slot read
+                    // before an insert filled it, beside the key's slot read after a
+                    // displacement freed it, shows a line that never was. A miss found in
+                    // a second read (of a line now in the cache) is sound (module docs,
+                    // Get: a torn read). The compiler fence keeps the two reads apart.
+                    #[cfg(not(loom))]
+                    crate::sync::compiler_fence(Ordering::Acquire);
+                    match self.probe_again(p, home, key, true) {
+                        Probe::Hit(value) => return Some(value),
+                        Probe::Miss { clean: true } => return None,
+                        Probe::Miss { clean: false } => {}
+                        Probe::Changed => continue,
+                    }
+                }
             }
             // The home line's loads were Acquire: they pair with the Release store that freed
             // a displaced key's home slot, so having read that store, the read below sees the
@@ -2610,6 +2642,41 @@ mod model {
             let seen = reader.join().unwrap();
             assert_eq!(seen, Some(70));
             assert_eq!(get(&t, y), Some(70));
+        });
+        assert_eq!(outcomes.len(), 1);
+    }
+
+    /// A get's read of a line is four slot loads, not one snapshot. `y` sits in its home
+    /// (line 1, slot 3) beside a clean empty slot 0; while a get looks for it, an insert
+    /// fills slot 0 and a displacement then moves `y` to its alternative (line 2). A get that
+    /// read slot 0 clean before the insert and slot 3 after the move saw a line that never
+    /// was: a clean slot and no `y`. Present throughout, `y` must be found: fails if a clean
+    /// miss is answered without a second read of the home (checked; found by CI as a lost
+    /// key in `concurrent_writers_never_lose_a_key`).
+    #[test]
+    fn get_racing_a_fill_then_a_displacement() {
+        let outcomes = explore(|| {
+            let t = table();
+            let y = key(1, 2, 7);
+            let gone = key(1, 3, 1);
+            put(&t, gone, 1);
+            for tag in 2..4 {
+                put(&t, key(1, 3, tag), tag);
+            }
+            put(&t, y, 70);
+            // Slot 0 becomes clean again: no key of line 1 lives away.
+            remove(&t, gone);
+            let reader = {
+                let t = t.clone();
+                thread::spawn(move || get(&t, y))
+            };
+            put(&t, key(1, 3, 4), 4);
+            let slot = t.find_unlocked(1, y).unwrap().0;
+            assert_eq!(slot, 3);
+            assert!(matches!(t.move_home_to_alt(1, slot, 2, &id), Step::Moved));
+            let seen = reader.join().unwrap();
+            assert_eq!(seen, Some(70));
+            seen
         });
         assert_eq!(outcomes.len(), 1);
     }
