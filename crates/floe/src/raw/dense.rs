@@ -254,7 +254,10 @@
 //! A key removed after the walk read it and inserted again into its other line before the
 //! walk reaches that line would be met twice: the driver remembers each key met whose other
 //! line is still ahead, and passes it over there (`DenseMap::for_each`; the memory is one
-//! word per such key, at most about half the keys at the middle of a walk). `clear` and
+//! word per such key, at most about half the keys at the middle of a walk). One removed
+//! and inserted again into a later slot of the same line while the walk's four loads read
+//! it shows twice in that one read (a torn read, as in Get): `walk` visits a key once a
+//! line (found by a review; loom model `walk_racing_a_reinsert_into_the_same_line`). `clear` and
 //! `retain` walk with the writers held at the gate instead (below), so a clear removes a key
 //! once and at one instant.
 //! A strong snapshot (`gate.rs`, shared with the default layout) is such a walk with the
@@ -1640,8 +1643,12 @@ impl DenseTable {
             crate::sync::compiler_fence(Ordering::Acquire);
             let moved = self.is_moved(line);
             let shadow = self.empty.shadow_of(line);
-            for (key, value) in slots {
-                if !self.is_empty_key(line, key) && key != shadow {
+            for (at, &(key, value)) in slots.iter().enumerate() {
+                // The four loads are four instants: a key removed and inserted again into a
+                // later slot of this line between them shows twice (module docs, Walks).
+                // Either value was its value during the walk; it is visited once.
+                let again = slots[..at].iter().any(|&(earlier, _)| earlier == key);
+                if !self.is_empty_key(line, key) && key != shadow && !again {
                     visit(key, (!moved).then_some(value), line);
                 }
             }
@@ -1774,12 +1781,19 @@ impl DenseTable {
     }
 
     /// Whether both of the key's lines are full of keys with its hash: no table would
-    /// separate another such key from them. A snapshot (read without locks).
+    /// separate another such key from them. Read under both lines' locks, so at one
+    /// instant: read without them, a key displaced from the home to the alternative between
+    /// the two lines' reads counted twice, and seven such keys passed for eight (an insert
+    /// then answered `HashCollisions` with room in its home). `false` if a line has been
+    /// moved (the caller's growth goes on in the next table).
     pub(crate) fn crowded_by_hash(&self, hash: u64, key: u64, rehash: &dyn Fn(u64) -> u64) -> bool {
         let (home, alt) = self.lines_of(hash);
+        let Ok(_held) = self.lock_pair(home, alt) else {
+            return false;
+        };
         [home, alt].into_iter().all(|line| {
-            self.lines[line].slots.iter().all(|slot| {
-                let (stored, value) = slot.load();
+            (0..LINE_SLOTS).all(|slot| {
+                let (stored, value) = self.load_locked(line, slot);
                 // An open shadow holds its key in the value word (module docs, Shadow
                 // inserts): it crowds the line as its key will.
                 let stored = if stored == self.empty.shadow_of(line) {
@@ -2974,6 +2988,74 @@ mod model {
             tables
         });
         assert_eq!(outcomes, BTreeSet::from([1, 2]));
+    }
+
+    /// A walk reads line 1 (`k` in slot 0, `x` in slot 1) while `k` is removed, `w` takes
+    /// slot 0 and `k` comes back in slot 2: a walk that read slot 0 before and slot 2 after
+    /// saw `k` twice in one line read. Removed and inserted again meanwhile, `k` is visited at
+    /// most once; both once and not at all happen. Fails if `walk` visits every slot it read
+    /// (checked).
+    #[test]
+    fn walk_racing_a_reinsert_into_the_same_line() {
+        let outcomes = explore(|| {
+            let t = table();
+            let k = key(1, 3, 1);
+            put(&t, k, 10);
+            put(&t, key(1, 3, 2), 20);
+            let walker = {
+                let t = t.clone();
+                thread::spawn(move || {
+                    let _walking = t.start_walk();
+                    let mut seen = 0;
+                    t.walk(&id, &mut |key, _value, _line| seen += usize::from(key == k));
+                    seen
+                })
+            };
+            remove(&t, k);
+            put(&t, key(1, 3, 3), 30);
+            put(&t, k, 11);
+            assert_eq!(t.find_unlocked(1, k).map(|(slot, _)| slot), Some(2));
+            let seen = walker.join().unwrap();
+            assert!(seen <= 1, "k visited {seen} times");
+            seen
+        });
+        assert_eq!(outcomes, BTreeSet::from([0, 1]));
+    }
+
+    /// Seven keys share one hash `h` (the hasher drops the low four bits): four fill their
+    /// home (line 1), three their alternative (line 2, whose fourth slot is free). A crowd
+    /// check for an eighth runs while `y`, one of the four, is displaced to line 2: a check
+    /// that read line 1 before the move and line 2 after it counted `y` twice, eight keys
+    /// where there are seven, and answered crowded. Never crowded. Fails if the check reads
+    /// without the lines' locks (checked).
+    #[test]
+    fn crowd_check_racing_a_displacement() {
+        fn low_bits_dropped(key: u64) -> u64 {
+            key & !0xf
+        }
+        let outcomes = explore(|| {
+            let t = Arc::new(DenseTable::new(4, false, &low_bits_dropped).unwrap());
+            let h = key(1, 2, 0x10);
+            for tag in 0..7 {
+                let k = h | tag;
+                t.modify(h, k, &low_bits_dropped, |_| (Action::Store(tag), ()))
+                    .unwrap()
+                    .unwrap();
+            }
+            assert_eq!(t.find_unlocked(2, h | 6).map(|(slot, _)| slot), Some(2));
+            let checker = {
+                let t = t.clone();
+                thread::spawn(move || t.crowded_by_hash(h, h | 7, &low_bits_dropped))
+            };
+            let y = h | 3;
+            let slot = t.find_unlocked(1, y).unwrap().0;
+            let step = t.move_home_to_alt(1, slot, 2, &low_bits_dropped);
+            assert!(matches!(step, Step::Moved));
+            let crowded = checker.join().unwrap();
+            assert!(!crowded, "seven keys of one hash passed for eight");
+            crowded
+        });
+        assert_eq!(outcomes, BTreeSet::from([false]));
     }
 
     /// A walk reads the table while an insert displaces `y` from its home (line 2) to its
