@@ -25,6 +25,23 @@ fn smallest_builder<V: floe::Inline>(layout: Layout) -> floe::Builder<u64, V> {
     }
 }
 
+/// Each of `keys` still has its open shadow after `what`: hidden from gets, and an insert
+/// of it is refused as shadowed.
+fn assert_still_shadowed<S: std::hash::BuildHasher>(
+    map: &FlatMap<u64, u64, S>,
+    keys: std::ops::Range<u64>,
+    what: &str,
+) {
+    for k in keys {
+        assert_eq!(map.get(&k), None);
+        assert_eq!(
+            map.insert(k, 0),
+            Insert::Shadowed,
+            "shadow {k} lost in {what}"
+        );
+    }
+}
+
 #[test]
 fn a_shadow_is_hidden_from_everything_but_inserts() {
     for layout in LAYOUTS {
@@ -116,14 +133,7 @@ fn moves_carry_open_shadows(layout: Layout) {
     }
     assert_eq!(map.len(), 100_000);
     assert_eq!(map.check_invariants(), 100_000);
-    for k in 0..2_000u64 {
-        assert_eq!(map.get(&k), None);
-        assert_eq!(
-            map.insert(k, 0),
-            Insert::Shadowed,
-            "shadow {k} lost in a move"
-        );
-    }
+    assert_still_shadowed(&map, 0..2_000, "a move");
     // Shrink with the shadows still open.
     for k in 1_000_000..1_100_000u64 {
         map.remove(&k);
@@ -726,14 +736,7 @@ fn dense_shadows_in_a_crowd_move_with_their_keys() {
     map.reserve(1000).unwrap();
     assert!(map.stats().bins > lines);
     assert_eq!(map.check_invariants(), 8);
-    for k in 6..8u64 {
-        assert_eq!(map.get(&k), None);
-        assert_eq!(
-            map.insert(k, 0),
-            Insert::Shadowed,
-            "shadow {k} lost in the move"
-        );
-    }
+    assert_still_shadowed(&map, 6..8, "the move");
     for shadow in shadows {
         if shadow.key() == 6 {
             shadow.commit();

@@ -2599,6 +2599,13 @@ mod model {
         t.get_fixed(k, k)
     }
 
+    /// Open a shadow insert of `k` (module docs, Shadow inserts).
+    fn open_shadow(t: &DenseTable, k: u64) {
+        t.modify(k, k, &id, |_| (Action::Shadow, ()))
+            .unwrap()
+            .unwrap();
+    }
+
     /// Run `model` under loom, collecting what each execution returns; the set of outcomes.
     fn explore<T: Ord + Send + 'static>(
         model: impl Fn() -> T + Sync + Send + 'static,
@@ -2898,9 +2905,7 @@ mod model {
                 put(&old, key(1, 3, tag), 0);
             }
             let k = key(1, 2, 5);
-            old.modify(k, k, &id, |_| (Action::Shadow, ()))
-                .unwrap()
-                .unwrap();
+            open_shadow(&old, k);
             start_migration(&old);
             let committer = {
                 let old = old.clone();
@@ -2951,9 +2956,7 @@ mod model {
         let outcomes = explore(|| {
             let old = table();
             let k = key(1, 2, 5);
-            old.modify(k, k, &id, |_| (Action::Shadow, ()))
-                .unwrap()
-                .unwrap();
+            open_shadow(&old, k);
             start_migration(&old);
             let mover = {
                 let old = old.clone();
