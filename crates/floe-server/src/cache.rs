@@ -66,7 +66,9 @@
 //! decision (`sequenced`) and, once published, appends the whole new item to its session's
 //! journal buffer, which the session writes to its worker's journal when it ends: before the
 //! replies are sent. A restart restores, for each key, the record with the largest number,
-//! in the background while the server serves; writes wait for it (`Cache::open`).
+//! in the background while the server serves; writes wait for it (`Cache::open`). A write
+//! into an absent key read no earlier item, so a removal may have overtaken its number; it
+//! then journals its item again under a new one (`Session::inserted`).
 //!
 //! **Expiry.** An expired or flushed item is never returned: every read checks it, and the
 //! read that finds it unlinks it. Eviction drops expired items first when they reach a
@@ -1211,7 +1213,14 @@ impl Cache {
                         if !map.get(&key[..]).is_some_and(expired) {
                             continue;
                         }
-                        if let Some(item) = map.remove_if(&key[..], expired) {
+                        let unlinkable = |item: &Item| {
+                            let unlink = expired(item);
+                            if unlink {
+                                self.note_removal(&key, item.seq);
+                            }
+                            unlink
+                        };
+                        if let Some(item) = map.remove_if(&key[..], unlinkable) {
                             self.used.fetch_sub(item.charge(), Ordering::Relaxed);
                             unlinked += 1;
                         }
@@ -1242,6 +1251,16 @@ impl Cache {
     fn hash(&self, key: &[u8]) -> u64 {
         self.map.hasher().hash_one(key)
     }
+
+    /// In a persistent cache, note that a removal of `key` about to take effect stands for
+    /// number `seq` (a delete's own, the removed item's for an eviction or an expiry unlink):
+    /// an insert of `key` decided before it and landing after it re-sequences (`persist.rs`,
+    /// "An absent key has no version"). Call it from the removal's test, once it accepts.
+    fn note_removal(&self, key: &[u8], seq: u64) {
+        if let Some(store) = self.store.get() {
+            store.removing(self.hash(key), seq);
+        }
+    }
 }
 
 /// Unlink the item a read found invalid at `now` (`key`'s, with CAS unique `cas`) if it is
@@ -1257,7 +1276,11 @@ fn unlink(
     now: u32,
 ) -> bool {
     match map.remove_if(key, |item| {
-        item.cas == cas && cache.validity(item, now).is_err()
+        let unlink = item.cas == cas && cache.validity(item, now).is_err();
+        if unlink {
+            cache.note_removal(key, item.seq);
+        }
+        unlink
     }) {
         Some(item) => {
             cache.used.fetch_sub(item.charge(), Ordering::Relaxed);
@@ -1411,6 +1434,36 @@ impl<'w> Session<'w> {
             cell.load(Ordering::Relaxed).wrapping_add(by),
             Ordering::Relaxed,
         );
+    }
+
+    /// The item `new` that a write of this session inserted where `key` was absent, as it is
+    /// to be journaled: in a persistent cache, replaced by the same item under a new sequence
+    /// number if a removal of a key of its stripe stood for a larger number than its own
+    /// meanwhile (`persist.rs`, "An absent key has no version"). Its decision read no earlier
+    /// item, so its number can be older than a set and delete of the key that came between
+    /// its decision and its publication; the copy's number is taken in a decision that read
+    /// `new`, after those writes. The copy keeps everything else (CAS unique, queue node,
+    /// charge: its entry holds the same key allocation); read marks made on `new` after the
+    /// copy was taken are lost, as a touch loses them. If another write replaced or removed
+    /// `new` first, its own number supersedes, and `new` is kept for the journal and reply.
+    fn inserted<'s>(&'s self, key: &Key, new: &'s Item) -> &'s Item {
+        let cache = self.cache;
+        let Some(store) = cache.store.get() else {
+            return new;
+        };
+        if !store.removed_after(cache.hash(key), new.seq) {
+            return new;
+        }
+        let outcome = self.map.compute(key.clone(), |present| match present {
+            Some(item) if core::ptr::eq(item, new) => {
+                sequenced(cache, Operation::Insert(item.with_exptime(item.exptime())))
+            }
+            _ => Operation::Abort(()),
+        });
+        match outcome {
+            Compute::Updated { new: copy, .. } => copy,
+            _ => new,
+        }
     }
 
     /// Journal the item a write published (a persistent cache only).
@@ -1807,7 +1860,7 @@ impl<'w> Session<'w> {
                     Ok(item)
                 }
             };
-            sequenced(
+            let operation = sequenced(
                 cache,
                 match (made, replaced) {
                     (Ok(item), Some(replaced)) => {
@@ -1816,10 +1869,13 @@ impl<'w> Session<'w> {
                     (Ok(item), None) => Operation::Insert(item),
                     (Err(why), _) => Operation::Abort(why),
                 },
-            )
+            );
+            #[cfg(test)]
+            hooks::decided(replaced, &operation);
+            operation
         });
         let new = match outcome {
-            Compute::Inserted(new) => new,
+            Compute::Inserted(new) => self.inserted(key, new),
             Compute::Updated { old, new } => {
                 self.cache.used.fetch_sub(old.charge(), Ordering::Relaxed);
                 new
@@ -1930,11 +1986,14 @@ impl<'w> Session<'w> {
                 }
             }
         };
-        let outcome = self
-            .map
-            .compute(key.clone(), |present| sequenced(cache, decide(present)));
+        let outcome = self.map.compute(key.clone(), |present| {
+            let operation = sequenced(cache, decide(present));
+            #[cfg(test)]
+            hooks::decided(present, &operation);
+            operation
+        });
         let new = match outcome {
-            Compute::Inserted(new) => new,
+            Compute::Inserted(new) => self.inserted(&key, new),
             Compute::Updated { old, new } => {
                 self.cache.used.fetch_sub(old.charge(), Ordering::Relaxed);
                 new
@@ -1972,6 +2031,7 @@ impl<'w> Session<'w> {
                 compare.is_some_and(|cas| item.cas != cas) && cache.validity(item, now).is_ok();
             if !mismatch {
                 seq = cache.store.get().map_or(0, Store::next_seq);
+                cache.note_removal(key, seq);
             }
             !mismatch
         });
@@ -2196,7 +2256,11 @@ impl<'w> Session<'w> {
         let cache = self.cache;
         let now = self.now;
         let removed = self.map.remove_if(&node.key[..], |item| {
-            item.node == node.id && (evicting || cache.validity(item, now).is_err())
+            let remove = item.node == node.id && (evicting || cache.validity(item, now).is_err());
+            if remove {
+                cache.note_removal(&node.key, item.seq);
+            }
+            remove
         });
         let retired = match removed {
             Some(item) => {
@@ -2268,6 +2332,31 @@ pub fn parse_counter(data: &[u8]) -> Option<u64> {
 /// C's `isspace` in the C locale.
 fn is_c_space(byte: u8) -> bool {
     matches!(byte, b' ' | b'\t' | b'\n' | 0x0b | 0x0c | b'\r')
+}
+
+/// Code a test runs at a chosen instant of a write.
+#[cfg(test)]
+mod hooks {
+    use std::cell::Cell;
+
+    thread_local! {
+        static DECIDING_ON_ABSENT: Cell<Option<Box<dyn FnOnce()>>> = const { Cell::new(None) };
+    }
+
+    /// Run `hook` once, in the next decision of this thread that inserts into an absent key:
+    /// after it took its sequence number, before the map publishes its item.
+    pub fn on_next_absent_insert(hook: impl FnOnce() + 'static) {
+        DECIDING_ON_ABSENT.set(Some(Box::new(hook)));
+    }
+
+    /// A write's decision answered `operation` on `present`.
+    pub fn decided<T>(present: Option<&super::Item>, operation: &floe::Operation<super::Item, T>) {
+        if present.is_none() && matches!(operation, floe::Operation::Insert(_)) {
+            if let Some(hook) = DECIDING_ON_ABSENT.take() {
+                hook();
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -2343,5 +2432,92 @@ mod tests {
         assert_eq!(cache.items(), 1, "the touched item stays");
         let session = reader.session();
         assert_eq!(session.peek(b"k").map(Item::exptime), Some(102));
+    }
+    /// A directory of its own under the system's temporary one, empty.
+    fn scratch_dir(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("floe-cache-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("scratch directory");
+        dir
+    }
+
+    /// An insert into an absent key takes its sequence number in its decision; a write and a
+    /// removal of the key between that decision and its publication come later in the
+    /// counter, and the map still lets the insert land (the key is absent again when it does).
+    /// The journal must still restore the insert, which came last: before the removal clocks,
+    /// replay chose what came between and the key came back absent (`persist.rs`, "An absent
+    /// key has no version"). Each removal, journaled or not (a delete; an expired item
+    /// unlinked by a read), before each write that inserts into an absent key (a set; an
+    /// `incr` that creates).
+    #[test]
+    fn an_insert_decided_before_a_write_and_removal_of_its_key_is_restored_after_them() {
+        for (creating_incr, expiring) in
+            [(false, false), (true, false), (false, true), (true, true)]
+        {
+            let name = format!("absent-insert-{creating_incr}-{expiring}");
+            let dir = scratch_dir(&name);
+            let settings = || Settings {
+                workers: 2,
+                ..Settings::default()
+            };
+            let (cache, _) = Cache::open(settings(), &dir, StoreOptions::default()).expect("open");
+            cache.wait_restored();
+            let between = Arc::clone(&cache);
+            hooks::on_next_absent_insert(move || {
+                std::thread::spawn(move || {
+                    let mut worker = between.worker(1);
+                    let mut session = worker.session();
+                    // Expired at once (a negative time), and unlinked by the read below.
+                    let exptime = if expiring {
+                        between.server_time(-1, session.now())
+                    } else {
+                        0
+                    };
+                    let stored = session.store(StoreMode::Set, b"k", 0, exptime, b"between", None);
+                    assert!(matches!(stored, Stored::Stored(_)), "{stored:?}");
+                    if expiring {
+                        assert!(session.peek(b"k").is_none());
+                        assert_eq!(between.counter(Counter::GetExpired), 1, "unlinked");
+                    } else {
+                        assert_eq!(session.delete(b"k", None), Deleted::Deleted);
+                    }
+                })
+                .join()
+                .expect("the writes between");
+            });
+            let mut worker = cache.worker(0);
+            let expected: &[u8] = if creating_incr {
+                let mut session = worker.session();
+                let created = session.delta(b"k", true, 1, None, Some((7, 0)), false, None);
+                assert!(matches!(created, Delta::Value(7, _, true)), "{created:?}");
+                b"7"
+            } else {
+                let mut session = worker.session();
+                let stored = session.store(StoreMode::Set, b"k", 0, 0, b"last", None);
+                assert!(matches!(stored, Stored::Stored(_)), "{stored:?}");
+                b"last"
+            };
+            assert_eq!(worker.session().peek(b"k").map(Item::data), Some(expected));
+            // A crash now: the journals as the sessions left them, no snapshot.
+            let copy = scratch_dir(&format!("{name}-copy"));
+            for file in std::fs::read_dir(&dir).expect("read the directory") {
+                let path = file.expect("directory entry").path();
+                if path.file_name().is_some_and(|name| name != "lock") {
+                    std::fs::copy(&path, copy.join(path.file_name().unwrap())).expect("copy");
+                }
+            }
+            let (restarted, _) =
+                Cache::open(settings(), &copy, StoreOptions::default()).expect("reopen");
+            restarted.wait_restored();
+            let mut worker = restarted.worker(0);
+            assert_eq!(
+                worker.session().peek(b"k").map(Item::data),
+                Some(expected),
+                "restored what the key held after the writes between"
+            );
+            drop((cache, restarted));
+            let _ = std::fs::remove_dir_all(&dir);
+            let _ = std::fs::remove_dir_all(&copy);
+        }
     }
 }

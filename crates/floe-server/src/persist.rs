@@ -22,6 +22,29 @@
 //! fetch-add happen before W2's, and fetch-adds of one atomic are totally ordered consistently
 //! with happens-before, so seq(W1) < seq(W2). A relaxed counter therefore suffices.
 //!
+//! **An absent key has no version.** That argument needs W2's decision to have read W1's
+//! result, and a write that inserts a key found absent read none: the key can be written and
+//! removed again between its decision and its publication, and the map lets the insert land
+//! (the key is absent when it does), carrying a number taken before those writes. Replay then
+//! prefers the delete the insert came after: a set acknowledged after a delete came back
+//! absent (the shared-key kill test found it in CI). So every removal notes, before it takes
+//! effect, the number it stands for in the clock of its key's stripe ([`Store::removing`]: a
+//! delete its own number; an eviction or expiry unlink, not journaled, the removed item's),
+//! and an insert into an absent key reads that clock after its publication
+//! ([`Store::removed_after`]). If a removal stood for a larger number than the insert's, the
+//! insert replaces its item by the same item under a new number, taken in a decision that read
+//! the item (`Session::inserted` in `cache.rs`). Why that suffices: let R be the removal that
+//! the insert I follows in the key's order. R raised the clock before its linearization (the
+//! engine's retire or the value word's swap, both release RMWs), which I's insert read with
+//! acquire (it found the key absent), so the raise happens before I's read of the clock, which
+//! therefore sees R's number or more (coherence: relaxed suffices). I's new number is taken
+//! after the same chain, so is larger than R's. If another write replaced or removed I's item
+//! first, it read the item after its publication, so its own number is larger than R's and
+//! its record supersedes. A removal that is not journaled stands for the item it removed: an
+//! insert decided before that item's write and landing after its eviction would otherwise
+//! lose to the evicted item's record. A stripe is shared by many keys, so a removal of
+//! another key re-sequences an insert now and then for nothing (one more swap and record).
+//!
 //! **A record is in the kernel before its reply is sent.** A worker answers all the requests
 //! one read brought under one session; the session buffers its records and writes them to the
 //! worker's journal with one `write` call when it ends, which is before the event loop sends
@@ -114,6 +137,15 @@ pub const FORMAT_VERSION: u32 = 1;
 pub const FILE_HEADER: usize = 32;
 /// Bytes of a record's fixed part (the key and the value follow).
 pub const RECORD_HEADER: usize = 56;
+
+/// Stripes of the removal clocks (`Store::removing`): 32 KiB, so that a removal of another
+/// key rarely re-sequences an insert.
+const REMOVAL_STRIPES: usize = 4096;
+
+/// The removal clock of a key of hash `hash` (its top bits).
+fn removal_stripe(hash: u64) -> usize {
+    (hash >> (64 - REMOVAL_STRIPES.trailing_zeros())) as usize
+}
 
 /// What a record says.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -410,6 +442,9 @@ pub struct Store {
     /// was applied (module docs).
     cut: std::sync::RwLock<()>,
     next_seq: CachePadded<AtomicU64>,
+    /// Per stripe of key hashes, the largest number a removal of one of its keys stood for
+    /// (module docs, "An absent key has no version").
+    removals: Box<[AtomicU64]>,
     /// Bytes appended to the journals since the last snapshot.
     journal_bytes: AtomicU64,
     /// Bytes of the last snapshot.
@@ -642,6 +677,7 @@ impl Store {
             compacting: Mutex::new(()),
             cut: std::sync::RwLock::new(()),
             next_seq: CachePadded::new(AtomicU64::new(next_seq)),
+            removals: (0..REMOVAL_STRIPES).map(|_| AtomicU64::new(0)).collect(),
             journal_bytes: AtomicU64::new(replayed.bytes.saturating_sub(snapshot_len)),
             snapshot_bytes: AtomicU64::new(snapshot_len),
             snapshots: AtomicU64::new(0),
@@ -666,6 +702,20 @@ impl Store {
     /// The next sequence number (see the module docs for why relaxed suffices).
     pub fn next_seq(&self) -> u64 {
         self.next_seq.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Note that a removal of a key of hash `hash` stands for number `seq` (a delete's own, or
+    /// the removed item's for a removal that is not journaled): before the removal takes
+    /// effect (module docs, "An absent key has no version").
+    pub fn removing(&self, hash: u64, seq: u64) {
+        self.removals[removal_stripe(hash)].fetch_max(seq, Ordering::Relaxed);
+    }
+
+    /// Whether a removal of a key of `hash`'s stripe stood for a number larger than `seq`, as
+    /// far as this thread has seen: an insert into an absent key with number `seq` asks after
+    /// its publication, and re-sequences its item if so (module docs).
+    pub fn removed_after(&self, hash: u64, seq: u64) -> bool {
+        self.removals[removal_stripe(hash)].load(Ordering::Relaxed) > seq
     }
 
     /// Whether writing failed and persistence is off (module docs: the files are gone).
