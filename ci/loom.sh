@@ -15,4 +15,6 @@ if [ "$#" -eq 0 ]; then
     cargo test --release -p floe --lib --target-dir target/loom delegate::queue::model
     # The dense layout's headerless get against every write (src/raw/dense.rs).
     cargo test --release -p floe --lib --target-dir target/loom raw::dense::model
+    # The default layout's crowd read before a growth (src/raw/mod.rs, `keys_of_bin`).
+    cargo test --release -p floe --lib --target-dir target/loom raw::model
 fi

@@ -650,8 +650,11 @@ impl RawMap {
     /// hash stay together forever. Without this check each failed insert of such a key would
     /// grow the map again, until the memory ran out.
     ///
-    /// The keys are a snapshot of the bin (a concurrent remove may have made room since; the
-    /// bin was full when this insert found it so, which is when the error is linearized).
+    /// The keys are those the bin held at one instant after this insert found it full
+    /// (`keys_of_bin`'s double collect: one read of its slots could pair a key deleted during
+    /// the read with one inserted after the delete, and count a crowd the bin never held). A
+    /// concurrent remove may have made room since; the error is linearized at that instant,
+    /// when the crowd filled the bin.
     ///
     /// # Errors
     /// [`Error::HashCollisions`] if no table the machine could hold (and none of up to 2^40

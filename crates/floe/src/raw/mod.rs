@@ -1717,25 +1717,109 @@ impl RawTable {
         }
     }
 
-    /// Call `visit` with every key that takes a slot of bin `bin`: the present ones (a
-    /// validated snapshot of the bin; none if it has been moved to a next table) and those of
-    /// open shadow inserts, which move with the bin as present keys do (read after the
-    /// snapshot, not validated with it: for `separable`'s estimate).
-    pub(crate) fn keys_of_bin(&self, bin_index: usize, mut visit: impl FnMut(u64)) {
-        let Some(snapshot) = self.snapshot(bin_index) else {
-            return;
-        };
-        snapshot
-            .entries()
-            .iter()
-            .for_each(|&(_, key, _)| visit(key));
-        let bin = &self.bins[bin_index];
+    /// Call `visit` with every key that takes a slot of bin `bin_index` at one instant: the
+    /// present ones and those of open shadow inserts (which move with the bin as present keys
+    /// do); nothing if the bin has been moved to a next table. For `separable`, which must
+    /// not count a key twice nor two keys that were never there together.
+    ///
+    /// A validated snapshot is not enough: two slot changes leave the header as it is, a
+    /// delete's retire (key -> dead) and an insert's store into its committed slot (dead ->
+    /// key), so one read of the slots under an unchanged header can hold a key read before its
+    /// retire beside another stored after it. Hence a double collect: the bin's header and
+    /// occupied slots are read twice, each read validated by its header, and only two identical
+    /// reads are used. Every header change bumps its version, so the header held one value from
+    /// the first read to the second (barring 2^32 changes between them). Under one header value
+    /// a slot's key word goes at most through `Valid` key -> dead, `Inserting` dead -> key ->
+    /// dead, or `Shadow` dead -> shadow pair -> claimed (a put changes only a value): it never
+    /// holds again a key it lost without a header change (its free or its claim). So a key or
+    /// shadow pair read in both reads stayed in its slot from the one to the other, and every
+    /// key visited was in the bin at the instant between the reads. (A key stored and retired
+    /// between them is missed: an undercount, which makes the caller grow instead of answering
+    /// an error.)
+    pub(crate) fn keys_of_bin(&self, bin_index: usize, visit: impl FnMut(u64)) {
+        self.keys_of_bin_racing(bin_index, visit, |_| {});
+    }
+
+    /// [`keys_of_bin`](Self::keys_of_bin), calling `after_load(slot)` after each slot it
+    /// loads: the unit tests change the bin there.
+    fn keys_of_bin_racing(
+        &self,
+        bin_index: usize,
+        mut visit: impl FnMut(u64),
+        mut after_load: impl FnMut(usize),
+    ) {
+        let dead = self.dead.of(bin_index);
         let shadow_key = self.dead.shadow_of(bin_index);
-        for slot in snapshot.header.shadow().iter() {
-            let (key, shadowed) = self.slot(bin, slot).load();
-            if key == shadow_key {
-                visit(shadowed);
+        loop {
+            let Some((header, slots)) = self.occupied_slots(bin_index, &mut after_load) else {
+                return;
+            };
+            let Some(again) = self.occupied_slots(bin_index, &mut after_load) else {
+                return;
+            };
+            if again != (header, slots) {
+                spin();
+                continue;
             }
+            for slot in header.searchable().iter() {
+                // A searchable slot holding the dead key is mid-delete (already gone) or an
+                // insert not yet written (not yet there).
+                if slots[slot].0 != dead {
+                    visit(slots[slot].0);
+                }
+            }
+            for slot in header.shadow().iter() {
+                // Otherwise claimed by a commit, an abort or a move (gone from the shadows).
+                if slots[slot].0 == shadow_key {
+                    visit(slots[slot].1);
+                }
+            }
+            return;
+        }
+    }
+
+    /// The header of `bin` (Acquire, for the slot loads that follow), or `None` if the bin has
+    /// been moved to the next table (after waiting out the move).
+    fn header_unless_moved(&self, bin: &Bin) -> Option<Header> {
+        let header = Header(bin.header.load(Ordering::Acquire));
+        if matches!(
+            header.bin_state(),
+            BinState::InTransfer | BinState::DoneTransfer
+        ) {
+            self.wait_transferred(bin);
+            return None;
+        }
+        Some(header)
+    }
+
+    /// The header of bin `bin_index` and what its occupied slots held under it (the key, and
+    /// a shadow's value; zeros for the rest), validated by an unchanged header; `None` if the
+    /// bin has been moved to the next table (after waiting out the move).
+    fn occupied_slots(
+        &self,
+        bin_index: usize,
+        after_load: &mut impl FnMut(usize),
+    ) -> Option<(Header, [(u64, u64); crate::control::header::SLOTS_PER_BIN])> {
+        let bin = &self.bins[bin_index];
+        loop {
+            let header = self.header_unless_moved(bin)?;
+            let shadows = header.shadow();
+            let mut slots = [(0, 0); crate::control::header::SLOTS_PER_BIN];
+            for slot in header.occupied().iter() {
+                let (key, value) = self.slot(bin, slot).load();
+                // A put changes a present key's value under the same header, and must not make
+                // the reads differ: of a value, only a shadow's (its key) is kept.
+                let shadow = !shadows.and(SlotMask::single(slot)).is_empty();
+                slots[slot] = (key, if shadow { value } else { 0 });
+                after_load(slot);
+            }
+            // As in `snapshot_bin`: a slot write the loads saw was published after a header
+            // change that the re-check then sees.
+            fence(Ordering::Acquire);
+            if bin.header.load(Ordering::Relaxed) == header.0 {
+                return Some((header, slots));
+            }
+            spin();
         }
     }
 
@@ -1759,14 +1843,9 @@ impl RawTable {
         snapshot.bin = bin_index;
         loop {
             snapshot.len = 0;
-            let header = Header(bin.header.load(Ordering::Acquire));
-            if matches!(
-                header.bin_state(),
-                BinState::InTransfer | BinState::DoneTransfer
-            ) {
-                self.wait_transferred(bin);
+            let Some(header) = self.header_unless_moved(bin) else {
                 return false;
-            }
+            };
             for slot in header.searchable().iter() {
                 let (key, value) = self.slot(bin, slot).load();
                 // A searchable slot holding the dead key is mid-delete (already gone) or an
@@ -1792,38 +1871,39 @@ impl Drop for RawTable {
     }
 }
 
+/// A table whose dead keys are `u64::MAX` (for every bin but 0) and `u64::MAX - 1` (bin 0);
+/// tests and models pick bins directly, so no hasher is involved.
+#[cfg(test)]
+fn test_table(bins: usize, links: usize) -> RawTable {
+    let dead = DeadKeys {
+        primary: u64::MAX,
+        primary_bin: 0,
+        fallback: u64::MAX - 1,
+        fallback_bin: 1,
+        shadow_at_primary: u64::MAX - 2,
+        shadow_at_fallback: u64::MAX - 3,
+        moved: u64::MAX - 4,
+        moved_bin: 2,
+        moved_at_moved_bin: u64::MAX - 5,
+    };
+    RawTable::new(
+        Geometry {
+            bins,
+            link_buckets: links,
+            transfer_reserve: 0,
+            huge_pages: false,
+        },
+        dead,
+        Arc::default(),
+        TableSource::Fresh(None),
+        None,
+    )
+    .unwrap()
+}
+
 #[cfg(all(test, not(loom)))]
 mod tests {
-    use super::{loader::ScalarLoader, *};
-
-    /// A table whose dead keys are `u64::MAX` (for every bin but 0) and `u64::MAX - 1` (bin
-    /// 0); tests pick bins directly, so no hasher is involved.
-    fn table(bins: usize, links: usize) -> RawTable {
-        let dead = DeadKeys {
-            primary: u64::MAX,
-            primary_bin: 0,
-            fallback: u64::MAX - 1,
-            fallback_bin: 1,
-            shadow_at_primary: u64::MAX - 2,
-            shadow_at_fallback: u64::MAX - 3,
-            moved: u64::MAX - 4,
-            moved_bin: 2,
-            moved_at_moved_bin: u64::MAX - 5,
-        };
-        RawTable::new(
-            Geometry {
-                bins,
-                link_buckets: links,
-                transfer_reserve: 0,
-                huge_pages: false,
-            },
-            dead,
-            Arc::default(),
-            TableSource::Fresh(None),
-            None,
-        )
-        .unwrap()
-    }
+    use super::{loader::ScalarLoader, test_table as table, *};
 
     const P: ScalarLoader = ScalarLoader;
 
@@ -1958,6 +2038,50 @@ mod tests {
         assert!(slot.compare_exchange((5, 50), (5, 51)).is_err());
     }
 
+    /// The crowd check's read of a bin (`keys_of_bin`, for `separable`) counts only keys that
+    /// were in the bin together. A delete's retire and an insert's store into its committed
+    /// slot leave the header as it is, so one read validated by the header could hold key 0
+    /// (read before its retire) beside key 99 (read after its store): fifteen keys where the
+    /// bin never held more than fourteen, and a crowd of fifteen answers `HashCollisions`
+    /// where a growth would have fitted it. The double collect reads the bin again and uses
+    /// only two identical reads.
+    #[test]
+    fn the_crowd_check_reads_keys_that_were_in_the_bin_together() {
+        let t = table(2, 3);
+        for k in 0..15u64 {
+            assert_eq!(t.insert(P, 1, k, k * 10).unwrap(), Ok(Inserted::New));
+        }
+        // Slot 14 freed, then committed by an insert of 99 that has not written yet.
+        assert_eq!(t.remove(P, 1, 14).unwrap(), Some(140));
+        let bin = &t.bins[1];
+        let header = Header(bin.header.load(Ordering::Relaxed));
+        assert_eq!(header.invalid().first(), Some(14));
+        bin.header.store(
+            header.with_slot(14, SlotState::Inserting).0,
+            Ordering::Relaxed,
+        );
+        let dead = t.dead.of(1);
+        let mut raced = false;
+        let mut keys = Vec::new();
+        t.keys_of_bin_racing(
+            1,
+            |key| keys.push(key),
+            |slot| {
+                // Once the read has loaded slot 0: key 0 is deleted (retired, not yet freed)
+                // and the insert of 99 writes its slot; the header stays as it was.
+                if slot == 0 && !raced {
+                    raced = true;
+                    assert!(t.slot(bin, 0).compare_exchange((0, 0), (dead, 0)).is_ok());
+                    t.slot(bin, 14).store(99, 990);
+                }
+            },
+        );
+        assert!(raced);
+        keys.sort_unstable();
+        let together: Vec<u64> = (1..14).chain([99]).collect();
+        assert_eq!(keys, together, "the bin after the delete and the insert");
+    }
+
     /// The state a stalled put or remove meets in the ABA of issue 11 (items 3 and 4): the
     /// key it read was removed, and an insert of the same key and value has taken the same
     /// slot again. Up to its commit and until it writes, that slot holds the dead key, so the
@@ -2053,5 +2177,75 @@ mod tests {
             }
         });
         assert_eq!(t.check_invariants(), 0);
+    }
+}
+
+#[cfg(all(test, loom))]
+mod model {
+    use loom::{
+        sync::{
+            atomic::{AtomicBool, Ordering},
+            Arc,
+        },
+        thread,
+    };
+
+    use super::{loader::ScalarLoader, test_table, *};
+
+    const P: ScalarLoader = ScalarLoader;
+
+    /// The crowd check's read of a bin (`keys_of_bin`) visits keys that were in the bin
+    /// together. Bin 1 holds keys 0 and 1, and slot 2 is committed by an insert of 99 that has
+    /// not written yet. A delete retires key 0 and, before it frees the slot, the insert
+    /// writes 99: the bin holds {0, 1}, then {1}, then {1, 99}, and its header does not
+    /// change until the free. A read of slot 0 before the retire and of slot 2 after the write
+    /// saw {0, 1, 99}, a crowd the bin never held. Fails with one validated read in place of
+    /// the double collect (checked).
+    #[test]
+    fn crowd_read_racing_a_retire_then_a_write() {
+        loom::model(|| {
+            let t = Arc::new(test_table(2, 0));
+            for k in 0..3 {
+                assert_eq!(t.insert(P, 1, k, k * 10).unwrap(), Ok(Inserted::New));
+            }
+            assert_eq!(t.remove(P, 1, 2).unwrap(), Some(20));
+            let bin = &t.bins[1];
+            let header = Header(bin.header.load(Ordering::Relaxed));
+            bin.header.store(
+                header.with_slot(2, SlotState::Inserting).0,
+                Ordering::Relaxed,
+            );
+            let retired = Arc::new(AtomicBool::new(false));
+            let deleter = {
+                let (t, retired) = (t.clone(), retired.clone());
+                thread::spawn(move || {
+                    // A delete of key 0, its retire and its free (`remove_if`).
+                    let bin = &t.bins[1];
+                    let dead = t.dead.of(1);
+                    assert!(t.slot(bin, 0).compare_exchange((0, 0), (dead, 0)).is_ok());
+                    retired.store(true, Ordering::Release);
+                    t.free_retired(bin, 0);
+                })
+            };
+            let writer = {
+                let (t, retired) = (t.clone(), retired.clone());
+                thread::spawn(move || {
+                    while !retired.load(Ordering::Acquire) {
+                        thread::yield_now();
+                    }
+                    // The stalled insert writes (its linearization point).
+                    t.slot(&t.bins[1], 2).store(99, 990);
+                })
+            };
+            let mut keys = Vec::new();
+            t.keys_of_bin(1, |key| keys.push(key));
+            deleter.join().unwrap();
+            writer.join().unwrap();
+            keys.sort_unstable();
+            assert!(
+                [&[0, 1][..], &[1], &[1, 99]].contains(&&keys[..]),
+                "{keys:?}: never the bin's keys at one instant"
+            );
+        });
     }
 }
