@@ -32,8 +32,8 @@ use crate::{dist::Dist, keys::parse_count};
 #[derive(Args, Debug)]
 pub struct ServerArgs {
     /// Servers to measure: floe (floe-server), floe-persist (floe-server -e, its directory
-    /// in --state-dir), memcached, and floe=PATH for another floe-server build (compared in
-    /// the same run).
+    /// in --state-dir), memcached, and floe=PATH or floe-persist=PATH for another
+    /// floe-server build (compared in the same run).
     #[arg(long, value_delimiter = ',', default_value = "floe,memcached")]
     pub servers: Vec<String>,
     /// Worker threads of each server (-t).
@@ -195,14 +195,18 @@ pub(crate) fn start_server(
                 .with_file_name("floe-server"),
         },
         "memcached" => args.memcached.clone(),
-        // Another floe-server build, to compare two builds in one run.
+        // Another floe-server build, to compare two builds in one run (with -e: persisting).
         other if other.starts_with("floe=") => PathBuf::from(&other["floe=".len()..]),
+        other if other.starts_with("floe-persist=") => {
+            PathBuf::from(&other["floe-persist=".len()..])
+        }
         other => {
             return Err(format!(
-                "unknown server {other:?} (floe, floe-persist, memcached, floe=PATH)"
+                "unknown server {other:?} (floe, floe-persist, memcached, floe=PATH, floe-persist=PATH)"
             ))
         }
     };
+    let persisting = name == "floe-persist" || name.starts_with("floe-persist=");
     let mut command = if args.pin {
         let mut c = Command::new("taskset");
         c.args(["-c", "0"]).arg(&binary);
@@ -230,7 +234,7 @@ pub(crate) fn start_server(
     let persist_dir = args
         .state_dir
         .join(format!("floe-bench-{}-{port}", std::process::id()));
-    if name == "floe-persist" {
+    if persisting {
         let _ = std::fs::remove_dir_all(&persist_dir);
         command.arg("-e").arg(&persist_dir);
     }
@@ -254,7 +258,7 @@ pub(crate) fn start_server(
         child,
         address,
         stopped: false,
-        state: (name == "floe-persist").then_some(persist_dir),
+        state: persisting.then_some(persist_dir),
     };
     let deadline = Instant::now() + Duration::from_secs(10);
     while StdStream::connect(address).is_err() {
