@@ -5,13 +5,12 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo test --workspace --all-targets "$@"
 cargo test --workspace --doc "$@"
-# Persistence: crash points between the steps of every write protocol (a test-only feature;
-# every 17th point here, all of them in ci/stress.sh).
-cargo test -p floe --features crash-points --test persist "$@"
-# The serde implementations (an optional feature) and their tests, and PersistentMap (which
-# needs them): reopening, a kill harness, every third crash point, damaged and full
-# directories, and the journal's unit tests.
-cargo test -p floe --features serde --test std_traits "$@"
-cargo test -p floe --features serde,crash-points --lib --test persistent_map "$@"
+# With the test-only and optional features, in one build of floe: crash points between the
+# steps of every write protocol (tests/persist.rs: every 17th point here, all of them in
+# ci/stress.sh), the serde implementations and their tests, and PersistentMap (which needs
+# them): reopening, a kill harness, every third crash point, damaged and full directories,
+# and the journal's unit tests.
+cargo test -p floe --features serde,crash-points --lib --test persist --test std_traits \
+    --test persistent_map "$@"
 # The lock-manager example checks its own invariants (money, accounts, locks) at the end.
 cargo run --quiet -p floe --example lock_manager -- --threads 4 --transactions 5000
