@@ -68,7 +68,7 @@
 //! replies are sent. A restart restores, for each key, the record with the largest number,
 //! in the background while the server serves; writes wait for it (`Cache::open`). A write
 //! into an absent key read no earlier item, so a removal may have overtaken its number; it
-//! then journals its item again under a new one (`Session::inserted`).
+//! then journals what the key holds again under a new one (`Session::inserted`).
 //!
 //! **Expiry.** An expired or flushed item is never returned: every read checks it, and the
 //! read that finds it unlinks it. Eviction drops expired items first when they reach a
@@ -1436,33 +1436,44 @@ impl<'w> Session<'w> {
         );
     }
 
-    /// The item `new` that a write of this session inserted where `key` was absent, as it is
-    /// to be journaled: in a persistent cache, replaced by the same item under a new sequence
-    /// number if a removal of a key of its stripe stood for a larger number than its own
-    /// meanwhile (`persist.rs`, "An absent key has no version"). Its decision read no earlier
-    /// item, so its number can be older than a set and delete of the key that came between
-    /// its decision and its publication; the copy's number is taken in a decision that read
-    /// `new`, after those writes. The copy keeps everything else (CAS unique, queue node,
-    /// charge: its entry holds the same key allocation); read marks made on `new` after the
-    /// copy was taken are lost, as a touch loses them. If another write replaced or removed
-    /// `new` first, its own number supersedes, and `new` is kept for the journal and reply.
-    fn inserted<'s>(&'s self, key: &Key, new: &'s Item) -> &'s Item {
+    /// After a write of this session inserted `new` where `key` was absent: in a persistent
+    /// cache, if a removal of a key of its stripe stood for a larger number than `new`'s
+    /// meanwhile (`persist.rs`, "An absent key has no version"), journal what the key holds
+    /// now again, as a copy under a new number taken in a decision that read it. `new`'s own
+    /// number may be older than a set and delete of the key that came between its decision
+    /// and its publication. The copy is of whatever item is present, not only of `new`:
+    /// another write may have replaced `new` already, and its record, which would outnumber
+    /// the delete, is in its own session's buffer until that session ends, while this one
+    /// replies first; a crash between would restore the delete under a read that saw `new`.
+    /// The copy keeps the CAS unique and the queue node, and is charged its own key (a fresh
+    /// allocation), as a touch's is; read marks made on the item after the copy was taken are
+    /// lost, as a touch loses them. If the key is absent, whatever removed it came later.
+    fn inserted(&self, key: &[u8], new: &Item) {
+        #[cfg(test)]
+        hooks::published_absent();
         let cache = self.cache;
         let Some(store) = cache.store.get() else {
-            return new;
+            return;
         };
         if !store.removed_after(cache.hash(key), new.seq) {
-            return new;
+            return;
         }
-        let outcome = self.map.compute(key.clone(), |present| match present {
-            Some(item) if core::ptr::eq(item, new) => {
-                sequenced(cache, Operation::Insert(item.with_exptime(item.exptime())))
-            }
-            _ => Operation::Abort(()),
+        let outcome = self.map.compute(Arc::from(key), |present| match present {
+            Some(item) => sequenced(
+                cache,
+                Operation::Insert(
+                    item.with_exptime(item.exptime())
+                        .taking_over(item, key.len()),
+                ),
+            ),
+            None => Operation::Abort(()),
         });
-        match outcome {
-            Compute::Updated { new: copy, .. } => copy,
-            _ => new,
+        if let Compute::Updated { old, new: copy } = outcome {
+            // Not negative: the copy is charged what the item was, and its key if it was not.
+            cache
+                .used
+                .fetch_add(copy.charge() - old.charge(), Ordering::Relaxed);
+            self.journal_item(key, copy);
         }
     }
 
@@ -1875,7 +1886,10 @@ impl<'w> Session<'w> {
             operation
         });
         let new = match outcome {
-            Compute::Inserted(new) => self.inserted(key, new),
+            Compute::Inserted(new) => {
+                self.inserted(key, new);
+                new
+            }
             Compute::Updated { old, new } => {
                 self.cache.used.fetch_sub(old.charge(), Ordering::Relaxed);
                 new
@@ -1993,7 +2007,10 @@ impl<'w> Session<'w> {
             operation
         });
         let new = match outcome {
-            Compute::Inserted(new) => self.inserted(&key, new),
+            Compute::Inserted(new) => {
+                self.inserted(&key, new);
+                new
+            }
             Compute::Updated { old, new } => {
                 self.cache.used.fetch_sub(old.charge(), Ordering::Relaxed);
                 new
@@ -2341,12 +2358,26 @@ mod hooks {
 
     thread_local! {
         static DECIDING_ON_ABSENT: Cell<Option<Box<dyn FnOnce()>>> = const { Cell::new(None) };
+        static PUBLISHED_ABSENT: Cell<Option<Box<dyn FnOnce()>>> = const { Cell::new(None) };
     }
 
-    /// Run `hook` once, in the next decision of this thread that inserts into an absent key:
-    /// after it took its sequence number, before the map publishes its item.
-    pub fn on_next_absent_insert(hook: impl FnOnce() + 'static) {
-        DECIDING_ON_ABSENT.set(Some(Box::new(hook)));
+    /// Run `decided` once, in the next decision of this thread that inserts into an absent
+    /// key: after it took its sequence number, before the map publishes its item; and
+    /// `published` once the map has published it, before the write looks at its stripe's
+    /// removal clock (`Session::inserted`).
+    pub fn on_next_absent_insert(
+        decided: impl FnOnce() + 'static,
+        published: impl FnOnce() + 'static,
+    ) {
+        DECIDING_ON_ABSENT.set(Some(Box::new(decided)));
+        PUBLISHED_ABSENT.set(Some(Box::new(published)));
+    }
+
+    /// A write published the item it inserted into an absent key.
+    pub fn published_absent() {
+        if let Some(hook) = PUBLISHED_ABSENT.take() {
+            hook();
+        }
     }
 
     /// A write's decision answered `operation` on `present`.
@@ -2455,15 +2486,60 @@ mod tests {
             [(false, false), (true, false), (false, true), (true, true)]
         {
             let name = format!("absent-insert-{creating_incr}-{expiring}");
-            let dir = scratch_dir(&name);
-            let settings = || Settings {
-                workers: 2,
-                ..Settings::default()
-            };
-            let (cache, _) = Cache::open(settings(), &dir, StoreOptions::default()).expect("open");
-            cache.wait_restored();
-            let between = Arc::clone(&cache);
-            hooks::on_next_absent_insert(move || {
+            let expected: &[u8] = if creating_incr { b"7" } else { b"last" };
+            assert_eq!(
+                overtaken_insert_restores_as(&name, creating_incr, expiring, false),
+                Some(expected.to_vec()),
+                "restored what the key held after the writes between"
+            );
+        }
+    }
+
+    /// As above, with a third write (an append) replacing the overtaken insert's item after its
+    /// publication, and a crash before that write's session appends its record: the insert's
+    /// own session replied first, so the record that outnumbers the delete must be in its
+    /// journal. Re-sequencing only the insert's own item (and giving up when another had
+    /// replaced it) restored the key absent, under a read that had seen the insert's value.
+    #[test]
+    fn an_overtaken_insert_replaced_before_its_check_journals_what_replaced_it() {
+        for creating_incr in [false, true] {
+            let name = format!("replaced-insert-{creating_incr}");
+            let expected: &[u8] = if creating_incr { b"7+" } else { b"last+" };
+            assert_eq!(
+                overtaken_insert_restores_as(&name, creating_incr, false, true),
+                Some(expected.to_vec())
+            );
+        }
+    }
+
+    /// Open a persistent cache in a scratch directory, and have worker 0 insert into the
+    /// absent key `k` (a set of `last`, or an `incr` creating 7) while, between its decision
+    /// and its publication, worker 1 sets `k` and removes it (a delete, or, `expiring`, a set
+    /// expired at once and the read that unlinks it). With `replaced`, worker 1 then appends
+    /// `+` to the published item before the insert looks at its removal clock, and its session
+    /// ends only after the crash. The crash: the journals copied as they are then (no
+    /// snapshot), and opened again. Returns what `k` holds after the restore.
+    fn overtaken_insert_restores_as(
+        name: &str,
+        creating_incr: bool,
+        expiring: bool,
+        replaced: bool,
+    ) -> Option<Vec<u8>> {
+        let dir = scratch_dir(name);
+        let settings = || Settings {
+            workers: 2,
+            ..Settings::default()
+        };
+        let (cache, _) = Cache::open(settings(), &dir, StoreOptions::default()).expect("open");
+        cache.wait_restored();
+        let between = Arc::clone(&cache);
+        let replacer = Arc::clone(&cache);
+        // The replacing session, held open until the crash is taken.
+        let (crashed, crash) = std::sync::mpsc::channel::<()>();
+        let replacing_slot = std::rc::Rc::new(core::cell::RefCell::new(None));
+        let slot = std::rc::Rc::clone(&replacing_slot);
+        hooks::on_next_absent_insert(
+            move || {
                 std::thread::spawn(move || {
                     let mut worker = between.worker(1);
                     let mut session = worker.session();
@@ -2484,40 +2560,60 @@ mod tests {
                 })
                 .join()
                 .expect("the writes between");
-            });
-            let mut worker = cache.worker(0);
-            let expected: &[u8] = if creating_incr {
-                let mut session = worker.session();
+            },
+            move || {
+                if !replaced {
+                    return;
+                }
+                let (appended, done) = std::sync::mpsc::channel();
+                let thread = std::thread::spawn(move || {
+                    let mut worker = replacer.worker(1);
+                    let mut session = worker.session();
+                    let stored = session.store(StoreMode::Append, b"k", 0, 0, b"+", None);
+                    assert!(matches!(stored, Stored::Stored(_)), "{stored:?}");
+                    appended.send(()).expect("the test waits");
+                    // The session (and its append to the journal) ends after the crash.
+                    // (The test drops the sender once it has taken the crash.)
+                    let _ = crash.recv();
+                });
+                done.recv().expect("appended");
+                *slot.borrow_mut() = Some(thread);
+            },
+        );
+        let mut worker = cache.worker(0);
+        {
+            let mut session = worker.session();
+            if creating_incr {
                 let created = session.delta(b"k", true, 1, None, Some((7, 0)), false, None);
                 assert!(matches!(created, Delta::Value(7, _, true)), "{created:?}");
-                b"7"
             } else {
-                let mut session = worker.session();
                 let stored = session.store(StoreMode::Set, b"k", 0, 0, b"last", None);
                 assert!(matches!(stored, Stored::Stored(_)), "{stored:?}");
-                b"last"
-            };
-            assert_eq!(worker.session().peek(b"k").map(Item::data), Some(expected));
-            // A crash now: the journals as the sessions left them, no snapshot.
-            let copy = scratch_dir(&format!("{name}-copy"));
-            for file in std::fs::read_dir(&dir).expect("read the directory") {
-                let path = file.expect("directory entry").path();
-                if path.file_name().is_some_and(|name| name != "lock") {
-                    std::fs::copy(&path, copy.join(path.file_name().unwrap())).expect("copy");
-                }
             }
-            let (restarted, _) =
-                Cache::open(settings(), &copy, StoreOptions::default()).expect("reopen");
-            restarted.wait_restored();
-            let mut worker = restarted.worker(0);
-            assert_eq!(
-                worker.session().peek(b"k").map(Item::data),
-                Some(expected),
-                "restored what the key held after the writes between"
-            );
-            drop((cache, restarted));
-            let _ = std::fs::remove_dir_all(&dir);
-            let _ = std::fs::remove_dir_all(&copy);
         }
+        let replacing = replacing_slot.borrow_mut().take();
+        let held = worker.session().peek(b"k").map(|item| item.data().to_vec());
+        // A crash now: the journals as the sessions that ended left them, no snapshot.
+        let copy = scratch_dir(&format!("{name}-copy"));
+        for file in std::fs::read_dir(&dir).expect("read the directory") {
+            let path = file.expect("directory entry").path();
+            if path.file_name().is_some_and(|name| name != "lock") {
+                std::fs::copy(&path, copy.join(path.file_name().unwrap())).expect("copy");
+            }
+        }
+        drop(crashed);
+        if let Some(thread) = replacing {
+            thread.join().expect("the replacing session");
+        }
+        let (restarted, _) =
+            Cache::open(settings(), &copy, StoreOptions::default()).expect("reopen");
+        restarted.wait_restored();
+        let mut worker = restarted.worker(0);
+        let restored = worker.session().peek(b"k").map(|item| item.data().to_vec());
+        assert_eq!(restored, held, "the restore differs from what the key held");
+        drop((cache, restarted));
+        let _ = std::fs::remove_dir_all(&dir);
+        let _ = std::fs::remove_dir_all(&copy);
+        restored
     }
 }

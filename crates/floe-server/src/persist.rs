@@ -26,24 +26,27 @@
 //! result, and a write that inserts a key found absent read none: the key can be written and
 //! removed again between its decision and its publication, and the map lets the insert land
 //! (the key is absent when it does), carrying a number taken before those writes. Replay then
-//! prefers the delete the insert came after: a set acknowledged after a delete came back
-//! absent (the shared-key kill test found it in CI). So every removal notes, before it takes
-//! effect, the number it stands for in the clock of its key's stripe ([`Store::removing`]: a
-//! delete its own number; an eviction or expiry unlink, not journaled, the removed item's),
-//! and an insert into an absent key reads that clock after its publication
-//! ([`Store::removed_after`]). If a removal stood for a larger number than the insert's, the
-//! insert replaces its item by the same item under a new number, taken in a decision that read
-//! the item (`Session::inserted` in `cache.rs`). Why that suffices: let R be the removal that
-//! the insert I follows in the key's order. R raised the clock before its linearization (the
-//! engine's retire or the value word's swap, both release RMWs), which I's insert read with
-//! acquire (it found the key absent), so the raise happens before I's read of the clock, which
-//! therefore sees R's number or more (coherence: relaxed suffices). I's new number is taken
-//! after the same chain, so is larger than R's. If another write replaced or removed I's item
-//! first, it read the item after its publication, so its own number is larger than R's and
-//! its record supersedes. A removal that is not journaled stands for the item it removed: an
-//! insert decided before that item's write and landing after its eviction would otherwise
-//! lose to the evicted item's record. A stripe is shared by many keys, so a removal of
-//! another key re-sequences an insert now and then for nothing (one more swap and record).
+//! prefers the delete the insert came after: a set acknowledged after a delete came back absent
+//! (the shared-key kill test found it in CI). So every removal notes, before it takes effect,
+//! the number it stands for in the clock of its key's stripe ([`Store::removing`]: a delete its
+//! own number; an eviction or expiry unlink, not journaled, the removed item's), and an insert
+//! into an absent key reads that clock after its publication ([`Store::removed_after`]). If a
+//! removal stood for a larger number than the insert's, the insert journals what the key holds
+//! then (its own item, or one that replaced it) again, as a copy under a new number taken in a
+//! decision that read it (`Session::inserted` in `cache.rs`), in its own session, before it
+//! replies. Why that suffices: let R be the removal that the insert I follows in the key's
+//! order. R raised the clock before its linearization (the engine's retire or the value word's
+//! swap, both release RMWs), which I's insert read with acquire (it found the key absent), so
+//! the raise happens before I's read of the clock, which therefore sees R's number or more
+//! (coherence: relaxed suffices). The copy's number is taken after the same chain, so is larger
+//! than R's, and its record is in the journal before I is acknowledged. (Copying only I's own
+//! item was not enough: a write that replaced it first has a larger number, but its record
+//! waits in its own session's buffer, which may end after a crash that this reply came before.)
+//! If the key is absent by then, whatever removed it came after R. A removal that is not
+//! journaled stands for the item it removed: an insert decided before that item's write and
+//! landing after its eviction would otherwise lose to the evicted item's record. A stripe is
+//! shared by many keys, so a removal of another key re-sequences an insert now and then for
+//! nothing (one more swap and record).
 //!
 //! **A record is in the kernel before its reply is sent.** A worker answers all the requests
 //! one read brought under one session; the session buffers its records and writes them to the
