@@ -664,7 +664,10 @@ pub struct Cache {
     clock: Clock,
     /// Unix time of server time 0.
     process_started: i64,
-    /// Bytes charged (items and queue nodes).
+    /// Bytes charged (items and queue nodes), wrapping: it may dip below zero for a moment,
+    /// when a write that replaces or removes an item subtracts its charge before the item's
+    /// own writer has settled the rest of it (a reservation is an estimate, settled after the
+    /// publication). Read it with [`Cache::charged`].
     used: CachePadded<AtomicUsize>,
     /// The limit on `used`: `-m`, changed by `cache_memlimit`.
     memory_limit: AtomicUsize,
@@ -1080,7 +1083,12 @@ impl Cache {
 
     /// Bytes charged now (items and their queue nodes).
     pub fn bytes(&self) -> usize {
-        self.used.load(Ordering::Relaxed)
+        self.charged().max(0) as usize
+    }
+
+    /// `used` as the signed sum it is (see `used`).
+    fn charged(&self) -> isize {
+        self.used.load(Ordering::Relaxed) as isize
     }
 
     /// Items in the index (expired ones not yet unlinked included, as memcached counts).
@@ -2164,15 +2172,17 @@ impl<'w> Session<'w> {
     fn reserve(&self, bytes: usize) -> bool {
         let cache = self.cache;
         let limit = cache.memory_limit();
-        let before = cache.used.fetch_add(bytes, Ordering::Relaxed);
-        if before + bytes <= limit {
+        // Signed: `used` may be below zero for a moment (see `Cache::used`).
+        let limit = limit.min(isize::MAX as usize) as isize;
+        let before = cache.used.fetch_add(bytes, Ordering::Relaxed) as isize;
+        if before.saturating_add(bytes as isize) <= limit {
             return true;
         }
         // Over the limit: free at least what is over, from this worker's queues first.
         let shards = cache.queues.len();
         let mut idle_rounds = 0;
         let mut shard = self.id;
-        while cache.used.load(Ordering::Relaxed) > limit {
+        while cache.charged() > limit {
             let freed = {
                 let mut queues = lock(&cache.queues[shard]);
                 self.evict_one(&mut queues)
