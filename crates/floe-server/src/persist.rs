@@ -96,17 +96,26 @@
 //! than before evicts as the items are restored). A record of an item that has expired by the
 //! time of the restart is not restored.
 //!
-//! **When the disk fails** (full, or an I/O error): the journal can no longer follow the
-//! cache, and a restart from what it has would bring back values overwritten since. So the
-//! first failed journal write deletes the journals and snapshots (unlinking works on a full
-//! disk), logs why, and the server keeps serving from memory without persistence; its next
-//! start is cold, never stale. A failed snapshot is only logged: the journals still hold
-//! everything, and the next compaction tries again.
+//! **When the disk fails** (full, or an I/O error): the journal can no longer follow the cache,
+//! and a restart from what it has would bring back values overwritten since. So the first
+//! failed journal write (or sync) first unlinks the directory's `intact` marker, in one step
+//! that works on a full disk, and syncs the directory; only then does it turn persistence off
+//! (a session whose append is skipped from then on replies after the marker is gone), log why,
+//! and delete the journals and snapshots (at once, or when a compaction under way ends). The
+//! server keeps serving from memory. An open refuses journals and snapshots without the marker
+//! (a crash while the files were being deleted leaves a subset of them, which could restore a
+//! value a lost delete had removed), so a directory emptied by a failure starts cold, and one
+//! the failure left half-emptied is refused with a message that says so, never restored stale.
+//! (Deleting the files first, as before, let sessions skip their appends and reply while the
+//! files could still be restored, and waited for the compaction lock from inside a session that
+//! held the cut the compaction was waiting for: a review found both.) A failed snapshot is only
+//! logged: the journals still hold everything, and the next compaction tries again.
 //!
 //! # Files
 //!
 //! ```text
 //! DIR/lock                    held (flock) by the server that has the directory open
+//! DIR/intact                  present while the files below may be restored from
 //! DIR/snapshot-<gen>          the items as of a compaction, then an end record
 //! DIR/snapshot-<gen>.tmp      a snapshot being written (removed by the next open)
 //! DIR/journal-<gen>-<lane>    records appended by worker <lane>
@@ -123,7 +132,7 @@ use std::{
     path::{Path, PathBuf},
     sync::{
         atomic::{AtomicBool, AtomicU64, Ordering},
-        Arc, Mutex, MutexGuard,
+        Arc, Mutex, MutexGuard, TryLockError,
     },
     time::Instant,
 };
@@ -140,6 +149,10 @@ pub const FORMAT_VERSION: u32 = 1;
 pub const FILE_HEADER: usize = 32;
 /// Bytes of a record's fixed part (the key and the value follow).
 pub const RECORD_HEADER: usize = 56;
+
+/// The file whose presence says the directory's journals and snapshots may be restored from:
+/// made by an open, removed first when a journal write fails (`Store::fail`).
+const INTACT: &str = "intact";
 
 /// Stripes of the removal clocks (`Store::removing`): 32 KiB, so that a removal of another
 /// key rarely re-sequences an insert.
@@ -334,6 +347,9 @@ pub enum StoreError {
     Foreign(PathBuf, &'static str),
     /// A snapshot that is damaged (where, and what is wrong).
     Corrupt(PathBuf, u64, &'static str),
+    /// Journals or snapshots without the `intact` marker beside them: left by a run whose
+    /// persistence failed midway through emptying the directory (or copied without it).
+    Unmarked(PathBuf),
 }
 
 impl fmt::Display for StoreError {
@@ -352,6 +368,14 @@ impl fmt::Display for StoreError {
                 f,
                 "{} is damaged at byte {offset}: {why} (move the directory away to start cold)",
                 path.display()
+            ),
+            StoreError::Unmarked(path) => write!(
+                f,
+                "{} holds journals or snapshots but no `{INTACT}` marker: a run whose disk failed \
+                 left them, and they may be stale (remove them to start cold; create {} only if \
+                 they are known to be whole)",
+                path.display(),
+                path.join(INTACT).display()
             ),
         }
     }
@@ -576,6 +600,9 @@ impl Store {
         }
         let started = Instant::now();
         let names = list(dir)?;
+        if !names.is_empty() && !dir.join(INTACT).exists() {
+            return Err(StoreError::Unmarked(dir.to_path_buf()));
+        }
         let snapshot = names
             .iter()
             .filter_map(|name| match name {
@@ -687,6 +714,9 @@ impl Store {
             failed: AtomicBool::new(false),
             options,
         };
+        // The directory is one to restore from (until a failed write removes this).
+        let intact = dir.join(INTACT);
+        File::create(&intact).map_err(io_error("create", &intact))?;
         sync_dir(dir)?;
         // What earlier runs left that replay no longer reads.
         for name in names {
@@ -721,9 +751,11 @@ impl Store {
         self.removals[removal_stripe(hash)].load(Ordering::Relaxed) > seq
     }
 
-    /// Whether writing failed and persistence is off (module docs: the files are gone).
+    /// Whether writing failed and persistence is off (module docs: the directory is no
+    /// longer restored from). Acquire: pairs with `fail`'s release, so a session that finds
+    /// it set and skips its append replies after the `intact` marker is gone.
     pub fn failed(&self) -> bool {
-        self.failed.load(Ordering::Relaxed)
+        self.failed.load(Ordering::Acquire)
     }
 
     /// Bytes appended to the journals since the last snapshot.
@@ -762,10 +794,20 @@ impl Store {
         }
     }
 
-    /// A journal write failed: delete what the directory holds (a restart from it would be
-    /// stale) and stop persisting.
+    /// A journal write (or sync) failed: the directory must not be restored from (it would
+    /// be stale), and persistence stops. First the `intact` marker goes, in one unlink (which
+    /// works on a full disk), synced; only then is `failed` published, so no session skips
+    /// its append and replies while the files could still be restored. Then the files are
+    /// removed, here if no compaction is under way, else by the compaction when it ends
+    /// (waiting for it here could deadlock: a session that calls this holds the cut that the
+    /// compaction may be waiting for), and by the next `sync` at the latest.
     fn fail(&self, error: &io::Error) {
-        if self.failed.swap(true, Ordering::Relaxed) {
+        if self.failed() {
+            return;
+        }
+        let _ = fs::remove_file(self.dir.join(INTACT));
+        let _ = sync_dir(&self.dir);
+        if self.failed.swap(true, Ordering::Release) {
             return;
         }
         log!(
@@ -773,7 +815,18 @@ impl Store {
             "cannot write the journal in {}: {error}; persistence is off and the directory is emptied (the next start is cold)",
             self.dir.display()
         );
-        let _compacting = lock(&self.compacting);
+        match self.compacting.try_lock() {
+            Ok(_compacting) => self.remove_files(),
+            Err(TryLockError::Poisoned(poisoned)) => {
+                let _compacting = poisoned.into_inner();
+                self.remove_files();
+            }
+            Err(TryLockError::WouldBlock) => {}
+        }
+    }
+
+    /// Remove every journal and snapshot (after a failure; the caller holds `compacting`).
+    fn remove_files(&self) {
         if let Ok(names) = list(&self.dir) {
             for name in names {
                 let _ = fs::remove_file(self.dir.join(name.file_name()));
@@ -785,6 +838,9 @@ impl Store {
     /// lane's lock is held only to take its file, not while syncing.
     pub fn sync(&self) {
         if self.failed() {
+            // What a failure could not remove at once (a compaction was under way).
+            let _compacting = lock(&self.compacting);
+            self.remove_files();
             return;
         }
         for lane in self.lanes.iter() {
@@ -816,6 +872,19 @@ impl Store {
         fill: impl FnOnce(&mut SnapshotWriter) -> io::Result<()>,
     ) -> Result<u64, StoreError> {
         let _compacting = lock(&self.compacting);
+        let compacted = self.compact_holding_lock(fill);
+        // A journal write that failed meanwhile left the files to this compaction (`fail`).
+        if self.failed() {
+            self.remove_files();
+        }
+        compacted
+    }
+
+    /// [`compact`](Self::compact)'s work, under `compacting`.
+    fn compact_holding_lock(
+        &self,
+        fill: impl FnOnce(&mut SnapshotWriter) -> io::Result<()>,
+    ) -> Result<u64, StoreError> {
         if self.failed() {
             return Ok(0);
         }
@@ -1212,5 +1281,79 @@ mod tests {
         let mut version = header;
         version[8] = 9;
         assert!(check_header(&version, JOURNAL_MAGIC, 4, 1).is_err());
+    }
+    /// The files of `dir` by name, the lock and the marker included.
+    fn files(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = fs::read_dir(dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// A store on a fresh scratch directory, with a record in journal 0.
+    fn store_with_a_record(name: &str) -> (PathBuf, Store) {
+        let dir = std::env::temp_dir().join(format!("floe-persist-{}-{name}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let (store, _, _) = Store::open(&dir, 2, StoreOptions::default(), 0).unwrap();
+        let mut records = Vec::new();
+        item(store.next_seq(), b"k", b"v").encode(&mut records);
+        store.append(0, &records);
+        (dir, store)
+    }
+
+    /// A failed journal write takes the `intact` marker away before it turns persistence off
+    /// (so a session that skips its append replies only once the files cannot be restored),
+    /// then empties the directory: at once when no compaction holds the lock, else at the next
+    /// sync (and without waiting for the lock, which a session calling it could deadlock on).
+    /// An open refuses journals without the marker, and leaves them.
+    #[test]
+    fn a_failed_write_unmarks_the_directory_before_it_turns_persistence_off() {
+        let disk_full = || io::Error::from_raw_os_error(28);
+        let (dir, store) = store_with_a_record("fail-at-once");
+        assert!(files(&dir).contains(&INTACT.to_string()));
+        store.fail(&disk_full());
+        assert!(store.failed());
+        assert_eq!(files(&dir), ["lock"]);
+        drop(store);
+        let _ = fs::remove_dir_all(&dir);
+
+        let (dir, store) = store_with_a_record("fail-while-compacting");
+        let compacting = lock(&store.compacting);
+        store.fail(&disk_full());
+        assert!(store.failed());
+        let left = files(&dir);
+        assert!(!left.contains(&INTACT.to_string()), "{left:?}");
+        assert!(
+            left.iter().any(|name| name.starts_with("journal-")),
+            "{left:?}"
+        );
+        // What a crash now leaves: refused, and unchanged.
+        let copy = dir.with_extension("copy");
+        let _ = fs::remove_dir_all(&copy);
+        fs::create_dir_all(&copy).unwrap();
+        for name in left.iter().filter(|name| *name != "lock") {
+            fs::copy(dir.join(name), copy.join(name)).unwrap();
+        }
+        let before = files(&copy);
+        match Store::open(&copy, 2, StoreOptions::default(), 0) {
+            Err(error @ StoreError::Unmarked(_)) => {
+                assert!(error.to_string().contains("may be stale"), "{error}");
+            }
+            Err(other) => panic!("{other}"),
+            Ok(_) => panic!("a directory without its marker was opened"),
+        }
+        // (The open made its lock file before it looked.)
+        let mut unchanged = before;
+        unchanged.push("lock".to_string());
+        unchanged.sort();
+        assert_eq!(files(&copy), unchanged);
+        drop(compacting);
+        store.sync();
+        assert_eq!(files(&dir), ["lock"]);
+        drop(store);
+        let _ = fs::remove_dir_all(&dir);
+        let _ = fs::remove_dir_all(&copy);
     }
 }
