@@ -128,7 +128,7 @@ use crossbeam_utils::CachePadded;
 use super::{Bin, RawTable};
 use crate::{
     control::header::{BinState, Header, Link, SlotMask, SlotState},
-    sync::{spin, AtomicPtr, AtomicUsize, Ordering},
+    sync::{fence, spin, AtomicPtr, AtomicUsize, Ordering},
 };
 
 /// Old bins per chunk of migration work: moving one costs about one line read and up to `g`
@@ -613,6 +613,12 @@ impl RawTable {
     /// Mark bin `index` (claimed and drained by the caller) `DoneTransfer`.
     fn publish_done(&self, index: usize) {
         let bin = &self.bins[index];
+        // Acquire: the move read some of the bin's slots without acquiring them (a key that a
+        // delete had retired, read as dead by `copy_bin` or by `retire_copied`'s failed CAS).
+        // With this fence those deletes happen before the Release below, so an operation that
+        // sees the bin done and finds the key absent in `next` also follows them (a caller may
+        // order its own state by a removal through the map: floe-server's removal clocks).
+        fence(Ordering::Acquire);
         let mut header = Header(bin.header.load(Ordering::Relaxed));
         loop {
             // Release: the placements happen-before any operation that sees DoneTransfer
