@@ -106,9 +106,10 @@
 //! (a crash while the files were being deleted leaves a subset of them, which could restore a
 //! value a lost delete had removed), so a directory emptied by a failure starts cold, and one
 //! the failure left half-emptied is refused with a message that says so, never restored stale.
-//! (Deleting the files first, as before, let sessions skip their appends and reply while the
-//! files could still be restored, and waited for the compaction lock from inside a session that
-//! held the cut the compaction was waiting for: a review found both.) A failed snapshot is only
+//! (Turning persistence off first and deleting the files after, as before, let sessions skip
+//! their appends and reply while the files could still be restored, and waited for the
+//! compaction lock from inside a session that held the cut the compaction was waiting for: a
+//! review found both.) A failed snapshot is only
 //! logged: the journals still hold everything, and the next compaction tries again.
 //!
 //! # Files
@@ -600,7 +601,12 @@ impl Store {
         }
         let started = Instant::now();
         let names = list(dir)?;
-        if !names.is_empty() && !dir.join(INTACT).exists() {
+        let intact = dir.join(INTACT);
+        if names.is_empty() {
+            // A new directory is one to restore from (until a failed write removes this; made
+            // before any journal, so that a crash during this open leaves none without it).
+            File::create(&intact).map_err(io_error("create", &intact))?;
+        } else if !intact.exists() {
             return Err(StoreError::Unmarked(dir.to_path_buf()));
         }
         let snapshot = names
@@ -714,9 +720,6 @@ impl Store {
             failed: AtomicBool::new(false),
             options,
         };
-        // The directory is one to restore from (until a failed write removes this).
-        let intact = dir.join(INTACT);
-        File::create(&intact).map_err(io_error("create", &intact))?;
         sync_dir(dir)?;
         // What earlier runs left that replay no longer reads.
         for name in names {
