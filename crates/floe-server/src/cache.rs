@@ -1221,13 +1221,7 @@ impl Cache {
                         if !map.get(&key[..]).is_some_and(expired) {
                             continue;
                         }
-                        let unlinkable = |item: &Item| {
-                            let unlink = expired(item);
-                            if unlink {
-                                self.note_removal(&key, item.seq);
-                            }
-                            unlink
-                        };
+                        let unlinkable = |item: &Item| self.removing_if(&key, item, expired(item));
                         if let Some(item) = map.remove_if(&key[..], unlinkable) {
                             self.used.fetch_sub(item.charge(), Ordering::Relaxed);
                             unlinked += 1;
@@ -1269,6 +1263,15 @@ impl Cache {
             store.removing(self.hash(key), seq);
         }
     }
+
+    /// A test of a removal that is not journaled (an eviction, an expiry unlink): `remove`,
+    /// the removed item's number noted first if it is (`note_removal`).
+    fn removing_if(&self, key: &[u8], item: &Item, remove: bool) -> bool {
+        if remove {
+            self.note_removal(key, item.seq);
+        }
+        remove
+    }
 }
 
 /// Unlink the item a read found invalid at `now` (`key`'s, with CAS unique `cas`) if it is
@@ -1284,11 +1287,11 @@ fn unlink(
     now: u32,
 ) -> bool {
     match map.remove_if(key, |item| {
-        let unlink = item.cas == cas && cache.validity(item, now).is_err();
-        if unlink {
-            cache.note_removal(key, item.seq);
-        }
-        unlink
+        cache.removing_if(
+            key,
+            item,
+            item.cas == cas && cache.validity(item, now).is_err(),
+        )
     }) {
         Some(item) => {
             cache.used.fetch_sub(item.charge(), Ordering::Relaxed);
@@ -2284,10 +2287,7 @@ impl<'w> Session<'w> {
         let now = self.now;
         let removed = self.map.remove_if(&node.key[..], |item| {
             let remove = item.node == node.id && (evicting || cache.validity(item, now).is_err());
-            if remove {
-                cache.note_removal(&node.key, item.seq);
-            }
-            remove
+            cache.removing_if(&node.key, item, remove)
         });
         let retired = match removed {
             Some(item) => {
