@@ -810,6 +810,7 @@ impl Store {
         }
         let _ = fs::remove_file(self.dir.join(INTACT));
         let _ = sync_dir(&self.dir);
+        // Release: pairs with `failed()`'s Acquire; the marker's unlink above comes first.
         if self.failed.swap(true, Ordering::Release) {
             return;
         }

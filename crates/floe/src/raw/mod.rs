@@ -2223,6 +2223,7 @@ mod model {
                     let bin = &t.bins[1];
                     let dead = t.dead.of(1);
                     assert!(t.slot(bin, 0).compare_exchange((0, 0), (dead, 0)).is_ok());
+                    // Release/Acquire with the writer's wait: the write follows the retire.
                     retired.store(true, Ordering::Release);
                     t.free_retired(bin, 0);
                 })
