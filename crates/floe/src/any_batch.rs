@@ -14,9 +14,9 @@
 //!    key is not compared, and the slot may change before the request runs);
 //! 3. **when it leaves the window** it runs as the single-key method, on lines now cached.
 //!
-//! Requests leave the window in submission order, and no request is sent round for its link
-//! buckets as in `FlatMap`'s pipeline (stage 2 reads them in passing, a rare case at the
-//! loads the map grows at). In a [`MapBatch`] every request takes effect when it leaves, so
+//! The window is the lookahead ring every batch of floe runs on (`raw::ring`): stage 2 is its
+//! chase. Requests leave the window in submission order (stage 2 reads a bin's link buckets
+//! in passing, a rare case at the loads the map grows at). In a [`MapBatch`] every request takes effect when it leaves, so
 //! the responses are exactly those of calling the single-key methods one by one in order on
 //! this thread (other threads' operations may fall between two requests). A [`MapPipeline`]
 //! lets a get take effect at its stage 2, answered from that search, when no write on its key
@@ -30,11 +30,11 @@
 //! (its address is in the entry), so a batch of `Map<String, _>` requests waits on it once per
 //! hit.
 
-use core::{borrow::Borrow, fmt, hash::BuildHasher, hash::Hash};
-use std::collections::VecDeque;
+use core::{borrow::Borrow, fmt, hash::BuildHasher, hash::Hash, marker::PhantomData};
 
 use crate::{
     batch::{BatchSettings, Prefetch, MAX_PIPELINE_WINDOW},
+    raw::ring::{Stages, Stream},
     Error, Insert, MapRef,
 };
 
@@ -223,8 +223,10 @@ impl<K, V, S> fmt::Debug for MapBatch<'_, K, V, S> {
 }
 
 impl<'h, K: Hash + Eq, V, S: BuildHasher> MapBatch<'h, K, V, S> {
-    /// How many requests ahead a bin is prefetched (default 16, at most [`MAX_DEPTH`](crate::batch::MAX_DEPTH)); its
-    /// entry is prefetched `depth / 2` requests ahead. 0 turns prefetching off.
+    /// How many requests ahead a bin is prefetched (default
+    /// [`DEFAULT_DEPTH`](crate::batch::DEFAULT_DEPTH), at most
+    /// [`MAX_DEPTH`](crate::batch::MAX_DEPTH)); its entry is prefetched `depth / 2` requests
+    /// ahead. 0 turns prefetching off.
     pub fn depth(mut self, depth: usize) -> Self {
         self.settings = self.settings.with_depth(depth);
         self
@@ -327,24 +329,96 @@ const WRITE_BUCKETS: usize = 256;
 /// effect at its stage 2, when it searches its bin, if no write on a key of its hash word is
 /// waiting then (it is answered from that search, with no second one); otherwise when it
 /// leaves. So requests on the same key take effect in submission order, while a get may take
-/// effect before writes on other keys submitted before it (DRAMHiT's asynchronous interface;
-/// as `FlatMap`'s [`Pipeline`](crate::Pipeline)). Where a thread needs its gets ordered after
-/// its writes to other keys, use a [`MapBatch`], which keeps program order.
+/// effect before writes on other keys submitted before it (DRAMHiT's asynchronous interface).
+/// Where a thread needs its gets ordered after its writes to other keys, use a [`MapBatch`],
+/// which keeps program order.
 ///
 /// Dropping a pipeline drops the requests still waiting without running them: call
 /// [`flush`](Self::flush) first.
 pub struct MapPipeline<'h, 'q, K, V, S, Q: ?Sized, T> {
     map: &'h MapRef<'h, K, V, S>,
-    window: usize,
     prefetch: bool,
     /// Gets take effect at stage 2 when they can (not in a batch, which keeps program order).
     early_gets: bool,
-    queue: VecDeque<Waiting<'q, K, V, Q, T>>,
-    /// How many waiting requests, from the front, have been through stage 2.
-    peeked: usize,
+    /// The lookahead ring (`raw::ring`): stage 1 when a request enters, stage 2 half a window
+    /// later (its chase), and it leaves a window later.
+    ring: Stream<Waiting<'q, K, V, Q, T>>,
     /// Waiting writes, counted by the bucket of their hash word: a get reads early only when
     /// its bucket counts none, so no write on its key is waiting.
     waiting_writes: [u16; WRITE_BUCKETS],
+}
+
+/// Names the slots a [`WindowStages`] handles, owning none.
+type SlotsOf<'q, K, V, Q, T> = fn() -> Waiting<'q, K, V, Q, T>;
+
+/// What a [`MapPipeline`]'s ring does to a request while it waits (the last parameters only
+/// name the slots it holds).
+struct WindowStages<'a, 'h, 'q, K, V, S, Q: ?Sized, T> {
+    map: &'h MapRef<'h, K, V, S>,
+    prefetch: bool,
+    early_gets: bool,
+    waiting_writes: &'a [u16; WRITE_BUCKETS],
+    slots: PhantomData<SlotsOf<'q, K, V, Q, T>>,
+}
+
+impl<'a, 'h, K, V, S, Q: ?Sized, T> WindowStages<'a, 'h, '_, K, V, S, Q, T> {
+    /// The stages of a pipeline of `map` with these settings and waiting writes (a pipeline's
+    /// fields, borrowed apart from its ring).
+    fn new(
+        map: &'h MapRef<'h, K, V, S>,
+        prefetch: bool,
+        early_gets: bool,
+        waiting_writes: &'a [u16; WRITE_BUCKETS],
+    ) -> Self {
+        WindowStages {
+            map,
+            prefetch,
+            early_gets,
+            waiting_writes,
+            slots: PhantomData,
+        }
+    }
+}
+
+impl<'q, K, V, S, Q, T> Stages for WindowStages<'_, '_, 'q, K, V, S, Q, T>
+where
+    K: Hash + Eq + Borrow<Q>,
+    S: BuildHasher,
+    Q: Hash + Eq + ?Sized + 'q,
+{
+    type Slot = Waiting<'q, K, V, Q, T>;
+
+    fn locate(&mut self, _: usize) -> Self::Slot {
+        unreachable!("a pipeline's requests enter located")
+    }
+
+    /// Stage 1: the bin.
+    #[inline(always)]
+    fn prefetch(&mut self, waiting: &Self::Slot) {
+        if self.prefetch {
+            self.map.prefetch_bin(waiting.word);
+        }
+    }
+
+    /// Stage 2: the bin is searched for the hash word and the entry of a match prefetched; a
+    /// get with no write of its key waiting keeps what it read.
+    #[inline(always)]
+    fn chase(&mut self, waiting: &mut Self::Slot) {
+        if !self.prefetch {
+            return;
+        }
+        let value = self.map.read_ahead(waiting.word);
+        if self.early_gets
+            && matches!(waiting.request, MapRequest::Get(_))
+            && self.waiting_writes[bucket(waiting.word)] == 0
+        {
+            waiting.read = Some(value);
+        }
+    }
+
+    fn run(&mut self, _: usize, _: Self::Slot) -> Result<(), ()> {
+        unreachable!("a pipeline runs what its ring hands back")
+    }
 }
 
 impl<'h, 'q, K, V, S, Q, T> MapPipeline<'h, 'q, K, V, S, Q, T>
@@ -358,11 +432,9 @@ where
         const { assert!(MAX_PIPELINE_WINDOW <= u16::MAX as usize) };
         MapPipeline {
             map,
-            window,
             prefetch,
             early_gets,
-            queue: VecDeque::with_capacity(window),
-            peeked: 0,
+            ring: Stream::new(window),
             waiting_writes: [0; WRITE_BUCKETS],
         }
     }
@@ -376,10 +448,10 @@ where
 
     /// Requests submitted and not yet completed.
     pub fn in_flight(&self) -> usize {
-        self.queue.len()
+        self.ring.waiting()
     }
 
-    /// Queue `request` under `tag`. If the window was full, the oldest request completes first
+    /// Queue `request` under `tag`. If the window was full, the oldest request completes
     /// and is returned with its tag.
     #[inline]
     pub fn submit(
@@ -387,27 +459,24 @@ where
         tag: T,
         request: MapRequest<'q, K, V, Q>,
     ) -> Option<(T, MapResponse<'h, V>)> {
-        let completed = if self.queue.len() >= self.window {
-            self.complete_one()
-        } else {
-            None
-        };
         let word = self.map.request_word(&request);
-        if self.prefetch {
-            self.map.prefetch_bin(word);
-        }
         if !matches!(request, MapRequest::Get(_)) {
             self.waiting_writes[bucket(word)] += 1;
         }
-        self.queue.push_back(Waiting {
+        let waiting = Waiting {
             tag,
             request,
             word,
             read: None,
-        });
-        // Stage 2 for the request submitted `window / 2` ago.
-        self.peek_until(self.queue.len().saturating_sub(self.window / 2));
-        completed
+        };
+        let mut stages = WindowStages::new(
+            self.map,
+            self.prefetch,
+            self.early_gets,
+            &self.waiting_writes,
+        );
+        let oldest = self.ring.push(&mut stages, waiting)?;
+        Some(self.complete(oldest))
     }
 
     /// Complete every waiting request, calling `done(tag, response)` for each, in submission
@@ -421,8 +490,19 @@ where
     /// Complete the oldest waiting request; `None` if none waits.
     #[inline]
     fn complete_one(&mut self) -> Option<(T, MapResponse<'h, V>)> {
-        let oldest = self.queue.pop_front()?;
-        self.peeked = self.peeked.saturating_sub(1);
+        let mut stages = WindowStages::new(
+            self.map,
+            self.prefetch,
+            self.early_gets,
+            &self.waiting_writes,
+        );
+        let oldest = self.ring.pop(&mut stages)?;
+        Some(self.complete(oldest))
+    }
+
+    /// Run a request that left the window (or answer a get from its stage 2).
+    #[inline(always)]
+    fn complete(&mut self, oldest: Waiting<'q, K, V, Q, T>) -> (T, MapResponse<'h, V>) {
         let response = match (oldest.request, oldest.read) {
             // SAFETY: `value` was read under the handle's guard (`read_ahead`).
             (MapRequest::Get(key), Some(value)) => MapResponse::Get(
@@ -439,29 +519,7 @@ where
                 response
             }
         };
-        // While draining no submission advances stage 2: keep `window / 2` requests ahead
-        // of the next one through it.
-        self.peek_until(self.queue.len().min(self.window / 2));
-        Some((oldest.tag, response))
-    }
-
-    /// Stage 2 for the waiting requests before position `until` not yet through it.
-    #[inline(always)]
-    fn peek_until(&mut self, until: usize) {
-        if !self.prefetch {
-            return;
-        }
-        while self.peeked < until {
-            let waiting = &mut self.queue[self.peeked];
-            let value = self.map.read_ahead(waiting.word);
-            if self.early_gets
-                && matches!(waiting.request, MapRequest::Get(_))
-                && self.waiting_writes[bucket(waiting.word)] == 0
-            {
-                waiting.read = Some(value);
-            }
-            self.peeked += 1;
-        }
+        (oldest.tag, response)
     }
 }
 
@@ -474,8 +532,8 @@ fn bucket(word: u64) -> usize {
 impl<K, V, S, Q: ?Sized, T> fmt::Debug for MapPipeline<'_, '_, K, V, S, Q, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MapPipeline")
-            .field("window", &self.window)
-            .field("in_flight", &self.queue.len())
+            .field("window", &self.ring.far())
+            .field("in_flight", &self.ring.waiting())
             .field("prefetch", &self.prefetch)
             .finish_non_exhaustive()
     }

@@ -88,7 +88,7 @@ use crate::{
     error::{Error, OrRaise},
     hash::DefaultHashBuilder,
     map::{Builder, ForMap, Insert, Taken},
-    raw::{layouts::Driver, Inserted, Mismatch},
+    raw::{layouts::Driver, ring, Inserted, Mismatch},
     sync::stat::{AtomicIsize, Ordering},
 };
 
@@ -423,12 +423,13 @@ unsafe fn retire_list<K, V>(guard: &LocalGuard<'_>, word: u64) {
     }
 }
 
-/// How many keys ahead [`MapRef::get_many`] prefetches bins, and then entries (the default
-/// depth of `FlatMap`'s batches).
-const BATCH_DEPTH: usize = 16;
+/// How many hits ahead [`MapRef::get_many`] prefetches entries, in its second pass over a
+/// chunk (the first runs the engine's lookahead ring over the bins).
+const ENTRY_DEPTH: usize = 16;
 
-/// Keys hashed and run through the engine's batch loop at a time by [`MapRef::get_many`].
-const BATCH_CHUNK: usize = 512;
+/// Keys run through the engine's lookahead ring at a time by [`MapRef::get_many`] (each
+/// chunk refills the ring: 64 of 1024 steps).
+const BATCH_CHUNK: usize = 1024;
 
 /// What a [`MapRef::compute`] decision asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -994,8 +995,8 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
     }
 
     /// Gets of `keys` into `values` (same length), in order, for tables larger than the
-    /// caches: a chunk's bins go through the engine's batch loop with each bin prefetched 16
-    /// keys ahead (as `Batch::get_many`, when the table and the entries take at least
+    /// caches: a chunk's bins go through the engine's lookahead ring (as `Batch::get_many`,
+    /// when the table and the entries take at least
     /// [`PREFETCH_THRESHOLD_BYTES`](crate::batch::PREFETCH_THRESHOLD_BYTES)), then the entry of
     /// every hit is prefetched 16 keys before its key is compared. For mixed requests, see
     /// [`batch`](Self::batch) and [`pipeline`](Self::pipeline). Each answer is the one
@@ -1024,19 +1025,21 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
                 values: values.len(),
             });
         }
-        let depth = if self.prefetch_enabled(Prefetch::Auto) {
-            BATCH_DEPTH
+        let (far, depth) = if self.prefetch_enabled(Prefetch::Auto) {
+            (ring::DEFAULT_DEPTH, ENTRY_DEPTH)
         } else {
-            0
+            (0, 0)
         };
-        let mut located = [(0u64, 0u64); BATCH_CHUNK];
         let mut words = [None::<u64>; BATCH_CHUNK];
         for (keys, values) in keys.chunks(BATCH_CHUNK).zip(values.chunks_mut(BATCH_CHUNK)) {
-            let (located, words) = (&mut located[..keys.len()], &mut words[..keys.len()]);
-            for (place, &key) in located.iter_mut().zip(keys) {
-                *place = self.locate(key);
-            }
-            self.map.raw.get_batch(located, depth, words, &bin_hash);
+            let words = &mut words[..keys.len()];
+            self.map.raw.get_batch(
+                keys.len(),
+                far,
+                |i| self.locate(keys[i]),
+                |i, word| words[i] = word,
+                &bin_hash,
+            );
             let entry_line = |word: &Option<u64>| {
                 if let Some(word) = *word {
                     prefetch_target(word);

@@ -1,38 +1,37 @@
 //! Memory-aware batching: many requests per call, their cache lines loaded ahead of use.
 //!
-//! A random access to a table far larger than the caches costs a DRAM round trip (~200 ns on
-//! the machines floe is measured on), while the memory system serves many lines at once. One
-//! operation at a time keeps only as many misses in flight as the core's reorder window
+//! A random access to a table far larger than the caches costs a DRAM round trip (~100-200 ns
+//! on the machines floe is measured on), while the memory system serves many lines at once.
+//! One operation at a time keeps only as many misses in flight as the core's reorder window
 //! happens to overlap; naming the next requests' lines ahead of time (software prefetch) keeps
-//! many more in flight. floe offers two interfaces for this, from the two papers that do it:
+//! many more in flight. Both interfaces here run their requests through one lookahead ring
+//! (`raw::ring`: each request's bin is prefetched `depth` requests before it runs, into the L2
+//! cache, and its chained link buckets half a window before), from the two papers that batch:
 //!
-//! * [`Batch`] (DLHT's batches): a slice of mixed requests executed **in order**, with the bins
-//!   of the next `depth` requests prefetched while the current one runs, and the chained link
-//!   buckets of the request `depth / 2` ahead prefetched once its bin has had time to arrive.
-//!   Results come back in request order, exactly as if the requests had been called one by one
-//!   (they are: only the loads are moved earlier). Optionally stops at the first request that
-//!   fails (lock managers: acquire all or stop).
+//! * [`Batch`] (DLHT's batches): a slice of mixed requests executed **in order**. Results
+//!   come back in request order, exactly as if the requests had been called one by one (they
+//!   are: only the loads are moved earlier). Optionally stops at the first request that fails
+//!   (lock managers: acquire all or stop). [`Batch::get_many`] runs all-get slices inside the
+//!   engine's SIMD entry point, with no call per key.
 //! * [`Pipeline`] (DRAMHiT's asynchronous pipeline): requests with a caller's tag enter a
-//!   bounded window; each is prefetched on entry, and once the window is full each new
-//!   submission completes the oldest request whose lines should have arrived. A request whose
-//!   bin chains link buckets is sent round once more, after prefetching them, so requests
-//!   complete out of order, except that requests on the same key always complete in the
-//!   order they were submitted. Completions carry their tags; [`Pipeline::flush`] completes
-//!   the rest. No allocation after construction.
+//!   bounded window one at a time; once the window is full each new submission completes the
+//!   oldest, whose lines have arrived by then. Completions carry their tags, in submission
+//!   order; [`Pipeline::flush`] completes the rest. No allocation after construction.
 //!
-//! Why both: a batch preserves program order (needed when requests depend on each other, and
-//! what a lock manager wants), the pipeline never waits on a request that needs a second line
-//! (only the order of requests on the same key is kept, see [`Pipeline`]).
+//! Why both: a batch suits a slice known up front (and a lock manager's acquire-all), the
+//! pipeline a stream of requests arriving one by one (a server's, a join's probe side).
 //!
 //! When the table fits in the cache, prefetching only adds instructions: [`Prefetch::Auto`]
 //! (the default) prefetches only for tables of at least [`PREFETCH_THRESHOLD_BYTES`], a
 //! threshold measured with `floe-bench sweep --param keys` (BENCHMARKS.md).
 
 use core::{fmt, hash::BuildHasher};
-use std::collections::VecDeque;
 
 use crate::{
-    raw::layouts::{Driver, PinnedDriver},
+    raw::{
+        layouts::PinnedDriver,
+        ring::{self, Stages, Stream},
+    },
     Counter, Error, FlatMap, Inline, InlineKey, Insert,
 };
 
@@ -43,8 +42,6 @@ pub(crate) trait BatchTarget {
     type Key: Copy;
     /// The facade's value type.
     type Value: Copy;
-    /// The table driver (prefetches, the table's size).
-    fn raw(&self) -> &Driver;
     /// The key's hash and word.
     fn locate(&self, key: Self::Key) -> (u64, u64);
     /// Run `request` on the located key.
@@ -54,9 +51,16 @@ pub(crate) trait BatchTarget {
         word: u64,
         request: Request<Self::Key, Self::Value>,
     ) -> Response<Self::Value>;
-    /// Gets of the located keys into `out` as value words, `depth` prefetched ahead
-    /// (`RawMap::get_batch`).
-    fn get_words_at(&self, located: &[(u64, u64)], depth: usize, out: &mut [Option<u64>]);
+    /// Gets of requests `0..n` through the engine's lookahead ring `far` deep
+    /// (`RawMap::get_batch`): `locate(i)` is request i's located key, `answer(i, word)` takes
+    /// its answer as a value word.
+    fn get_batch(
+        &self,
+        n: usize,
+        far: usize,
+        locate: impl Fn(usize) -> (u64, u64),
+        answer: impl FnMut(usize, Option<u64>),
+    );
 }
 
 /// Tables at least this large are prefetched under [`Prefetch::Auto`] (bytes of bins and link
@@ -67,7 +71,13 @@ pub(crate) trait BatchTarget {
 pub const PREFETCH_THRESHOLD_BYTES: usize = 2 << 20;
 
 /// Deepest prefetch window a [`Batch`] keeps.
-pub const MAX_DEPTH: usize = 128;
+pub const MAX_DEPTH: usize = ring::MAX_DEPTH;
+
+/// The window a [`Batch`] and a [`MapBatch`](crate::MapBatch) keep unless told otherwise:
+/// requests ahead whose bins are being loaded. Measured (BENCHMARKS.md, "DRAM speed"): 64 ran
+/// batched gets fastest on the AMD EPYC hosts (48 to 128 within noise, 32 a tenth slower, 16
+/// a third slower).
+pub const DEFAULT_DEPTH: usize = ring::DEFAULT_DEPTH;
 
 /// One operation of a batch or pipeline.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -256,14 +266,10 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// The window is clamped to `1..=`[`MAX_PIPELINE_WINDOW`]: tens of requests cover the memory
     /// latency (DRAMHiT uses 16 to 64), and the queue is allocated up front.
     pub fn pipeline<T>(&self, window: usize) -> Pipeline<'_, K, V, S, T> {
-        let window = window.clamp(1, MAX_PIPELINE_WINDOW);
         Pipeline {
             map: self,
-            window,
             prefetch: Prefetch::Auto.enabled(FlatMap::raw(self).table_bytes()),
-            queue: VecDeque::with_capacity(window),
-            submitted: 0,
-            out_of_order: 0,
+            ring: Stream::new(window.clamp(1, MAX_PIPELINE_WINDOW)),
         }
     }
 }
@@ -271,11 +277,6 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
 impl<K: InlineKey, V: Inline, S: BuildHasher> BatchTarget for FlatMap<K, V, S> {
     type Key = K;
     type Value = V;
-
-    #[inline(always)]
-    fn raw(&self) -> &Driver {
-        FlatMap::raw(self)
-    }
 
     #[inline(always)]
     fn locate(&self, key: K) -> (u64, u64) {
@@ -297,14 +298,16 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> BatchTarget for FlatMap<K, V, S> {
     }
 
     #[inline(always)]
-    fn get_words_at(&self, located: &[(u64, u64)], depth: usize, out: &mut [Option<u64>]) {
-        FlatMap::get_words_at(self, located, depth, out);
+    fn get_batch(
+        &self,
+        n: usize,
+        far: usize,
+        locate: impl Fn(usize) -> (u64, u64),
+        answer: impl FnMut(usize, Option<u64>),
+    ) {
+        FlatMap::get_batch_at(self, n, far, locate, answer);
     }
 }
-
-/// Keys a [`Batch::get_many`] hashes ahead of each call into the engine's batch loop. The
-/// prefetch window restarts at each of these chunks: one memory latency per 512 gets.
-const GET_CHUNK: usize = 512;
 
 /// Runs slices of requests in order, prefetching ahead. Made by [`FlatMap::batch`]; cheap to
 /// make (per call or per thread) and reusable.
@@ -333,7 +336,7 @@ pub(crate) struct BatchSettings {
 impl Default for BatchSettings {
     fn default() -> Self {
         BatchSettings {
-            depth: 16,
+            depth: DEFAULT_DEPTH,
             prefetch: Prefetch::Auto,
             stop_on_failure: false,
         }
@@ -364,8 +367,8 @@ impl BatchSettings {
 }
 
 impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Batch<'m, K, V, S> {
-    /// How many requests ahead to prefetch (default 16, at most [`MAX_DEPTH`]). 0 turns
-    /// prefetching off.
+    /// How many requests ahead to prefetch (default [`DEFAULT_DEPTH`], at most
+    /// [`MAX_DEPTH`]). 0 turns prefetching off.
     pub fn depth(mut self, depth: usize) -> Self {
         self.settings = self.settings.with_depth(depth);
         self
@@ -420,36 +423,39 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Batch<'m, K, V, S> {
     pub fn run_each(
         &self,
         requests: &[Request<K, V>],
-        mut each: impl FnMut(usize, Response<V>),
+        each: impl FnMut(usize, Response<V>),
     ) -> usize {
         let map = self.map;
         let depth = self.effective_depth();
-        // Without prefetch (cache-resident tables under `Prefetch::Auto`) requests skip the
-        // window: on a 1 MiB table with mixed requests that measured 0.96-0.97x of one call
-        // per request, against 0.91-0.95x through `Lookahead` with depth 0.
-        let mut ahead = (depth > 0).then(|| {
+        // Without prefetch (cache-resident tables under `Prefetch::Auto`) the requests run one
+        // after the other with no pin: on a 1 MiB table with mixed requests that measured
+        // 0.96-0.97x of one call per request, against 0.91-0.95x through a window of 0.
+        let raw = map.raw();
+        let pinned = (depth > 0).then(|| {
             // A batch that writes pins the map as a writer: past a snapshot's gate, so its
             // requests (nested in the pin) are held back by the snapshot with it.
-            let writes = requests.iter().any(|r| !matches!(r, Request::Get(_)));
-            Lookahead::new(map, depth, requests.len(), writes, |i| requests[i].key())
-        });
-        for (i, &request) in requests.iter().enumerate() {
-            let (hash, word) = match ahead.as_mut() {
-                Some(ahead) => ahead.take(i, |j| requests[j].key()),
-                None => BatchTarget::locate(map, request.key()),
-            };
-            let response = BatchTarget::execute_at(map, hash, word, request);
-            let stop = self.settings.stops_at(response.is_failure());
-            each(i, response);
-            if stop {
-                return i + 1;
+            if requests.iter().any(|r| !matches!(r, Request::Get(_))) {
+                raw.pin_writer()
+            } else {
+                raw.pin()
             }
+        });
+        let mut stages = Requests {
+            map,
+            pinned: pinned.as_ref(),
+            requests,
+            each,
+            settings: self.settings,
+        };
+        match ring::run(&mut stages, requests.len(), depth) {
+            Ok(()) => requests.len(),
+            Err(stopped) => stopped + 1,
         }
-        requests.len()
     }
 
-    /// Gets of `keys` into `values` (same length), in order, prefetched ahead: the common
-    /// all-gets batch without building requests.
+    /// Gets of `keys` into `values` (same length), in order, through the lookahead ring: the
+    /// common all-gets batch without building requests, run inside the engine's entry point
+    /// compiled for the CPU's SIMD backend (one reader announcement, no call per key).
     ///
     /// # Errors
     /// [`Error::LengthMismatch`] if `keys` and `values` differ in length (nothing is read).
@@ -461,91 +467,63 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Batch<'m, K, V, S> {
             });
         }
         let map = self.map;
-        let depth = self.effective_depth();
-        // Hash a chunk, then run its gets in one call of the engine's batch loop (compiled
-        // for the backend, one reader announcement, no call per key): 1.12-1.17x the per-key
-        // path on a cache-resident table (BENCHMARKS, issue 12 part 4).
-        let mut located = [(0u64, 0u64); GET_CHUNK];
-        let mut words = [None::<u64>; GET_CHUNK];
-        for (keys, values) in keys.chunks(GET_CHUNK).zip(values.chunks_mut(GET_CHUNK)) {
-            let (located, words) = (&mut located[..keys.len()], &mut words[..keys.len()]);
-            for (place, &key) in located.iter_mut().zip(keys) {
-                *place = BatchTarget::locate(map, key);
-            }
-            BatchTarget::get_words_at(map, located, depth, words);
-            for (value, word) in values.iter_mut().zip(words.iter()) {
-                *value = word.map(V::from_word);
-            }
-        }
+        BatchTarget::get_batch(
+            map,
+            keys.len(),
+            self.effective_depth(),
+            |i| BatchTarget::locate(map, keys[i]),
+            |i, word| values[i] = word.map(V::from_word),
+        );
         Ok(())
     }
 }
 
-/// The prefetch-ahead window of a batch over `n` keys (`key(i)` is the i-th): request i's bin
-/// is located and prefetched `depth` requests before it runs, and its link buckets
-/// `depth / 2` before, once the bin's line has had time to arrive. With `depth` 0 it only
-/// locates.
-struct Lookahead<'m, M> {
+/// A batch's requests in the lookahead ring: each located when it enters, its bin prefetched
+/// then and its link buckets half a window later (`raw::ring`), run when it leaves.
+struct Requests<'r, 'm, M: BatchTarget, E> {
     map: &'m M,
-    /// The table prefetched into, held for the batch (operations follow a growth on their
-    /// own; a prefetch into a replaced table is only a wasted hint).
-    pinned: PinnedDriver<'m>,
-    depth: usize,
-    n: usize,
-    /// `located[i % MAX_DEPTH]` holds request i's (hash, key word) from the time it was
-    /// prefetched until it runs: at most `depth` <= MAX_DEPTH requests ahead.
-    located: [(u64, u64); MAX_DEPTH],
+    /// The table the prefetches go to, held for the batch (operations follow a growth on
+    /// their own; a prefetch into a replaced table is only a wasted hint). `None` without
+    /// prefetch.
+    pinned: Option<&'r PinnedDriver<'m>>,
+    requests: &'r [Request<M::Key, M::Value>],
+    each: E,
+    settings: BatchSettings,
 }
 
-impl<'m, M: BatchTarget> Lookahead<'m, M> {
+impl<M: BatchTarget, E: FnMut(usize, Response<M::Value>)> Stages for Requests<'_, '_, M, E> {
+    /// The request's hash and key word.
+    type Slot = (u64, u64);
+
     #[inline(always)]
-    fn new(
-        map: &'m M,
-        depth: usize,
-        n: usize,
-        writes: bool,
-        key: impl Fn(usize) -> M::Key,
-    ) -> Self {
-        debug_assert!(depth <= MAX_DEPTH);
-        let raw = map.raw();
-        let mut ahead = Lookahead {
-            map,
-            pinned: if writes { raw.pin_writer() } else { raw.pin() },
-            depth,
-            n,
-            located: [(0, 0); MAX_DEPTH],
-        };
-        for i in 0..depth.min(n) {
-            ahead.prefetch(i, key(i));
-        }
-        ahead
+    fn locate(&mut self, i: usize) -> (u64, u64) {
+        self.map.locate(self.requests[i].key())
     }
 
     #[inline(always)]
-    fn prefetch(&mut self, i: usize, key: M::Key) {
-        let (hash, word) = self.map.locate(key);
-        self.pinned.prefetch_bin(hash);
-        self.located[i % MAX_DEPTH] = (hash, word);
+    fn prefetch(&mut self, &(hash, _): &(u64, u64)) {
+        if let Some(pinned) = self.pinned {
+            pinned.prefetch_bin(hash);
+        }
     }
 
-    /// Request i's (hash, key word), advancing the window. Call for i = 0, 1, 2, ...
     #[inline(always)]
-    fn take(&mut self, i: usize, key: impl Fn(usize) -> M::Key) -> (u64, u64) {
-        if self.depth == 0 {
-            return self.map.locate(key(i));
+    fn chase(&mut self, &mut (hash, _): &mut (u64, u64)) {
+        if let Some(pinned) = self.pinned {
+            pinned.prefetch_chain(hash);
         }
-        // Read this request's slot before request i + depth (the same slot when depth is
-        // MAX_DEPTH) takes it.
-        let here = self.located[i % MAX_DEPTH];
-        let ahead = i + self.depth;
-        if ahead < self.n {
-            self.prefetch(ahead, key(ahead));
+    }
+
+    #[inline(always)]
+    fn run(&mut self, i: usize, (hash, word): (u64, u64)) -> Result<(), ()> {
+        let response = self.map.execute_at(hash, word, self.requests[i]);
+        let stop = self.settings.stops_at(response.is_failure());
+        (self.each)(i, response);
+        if stop {
+            Err(())
+        } else {
+            Ok(())
         }
-        let half = i + self.depth / 2;
-        if self.depth >= 2 && half < self.n {
-            self.pinned.prefetch_chain(self.located[half % MAX_DEPTH].0);
-        }
-        here
     }
 }
 
@@ -558,38 +536,59 @@ struct InFlight<K, V, T> {
     request: Request<K, V>,
     hash: u64,
     word: u64,
-    /// Submission number: the order requests on one key must complete in.
-    seq: u64,
-    /// Its link buckets were prefetched (it is sent round for them at most once).
-    chain_prefetched: bool,
-    /// Sent to the back of the queue at least once, so it may be behind later submissions.
-    out_of_order: bool,
 }
 
-/// An asynchronous, bounded window of requests completed out of order (DRAMHiT's pipeline).
-/// Made by [`FlatMap::pipeline`]; one per thread.
+/// An asynchronous, bounded window of requests (DRAMHiT's pipeline). Made by
+/// [`FlatMap::pipeline`]; one per thread.
 ///
-/// [`submit`](Self::submit) prefetches the request's bin and queues it; once `window` requests
-/// are waiting, it first completes one: the oldest, unless the oldest's bin chains link
-/// buckets it has not yet waited for, in which case those are prefetched and it goes to the
-/// back of the queue (at most once) and the next oldest is tried.
+/// [`submit`](Self::submit) locates the request and prefetches its bin; once `window`
+/// requests wait, it first takes out the oldest, and runs it after the new one entered. A
+/// request's chained link buckets are prefetched half a window after its bin (the lookahead
+/// ring of `raw::ring`), so no request waits for a second line.
 ///
-/// **Order.** Requests on different keys complete in any order; requests on the same key
-/// complete in submission order. Whether a request is sent round depends on the table it
-/// looks at: after a growth, a key whose old bin chained link buckets usually has an
-/// unchained bin, so a later request on it would not be sent round while an earlier one was.
-/// So before a request runs, the pipeline checks whether an earlier request on the same key
-/// is still queued (only requests sent round can be behind later ones, so the check runs only
-/// while some are queued, over the queue); if so, the request is sent round behind it.
+/// **Order.** Requests complete in submission order, each with its tag: a request runs
+/// `window` submissions after its own (or at [`flush`](Self::flush)), and every request is
+/// one linearizable operation, run on this thread.
 pub struct Pipeline<'m, K, V, S, T> {
     map: &'m FlatMap<K, V, S>,
-    window: usize,
     prefetch: bool,
-    queue: VecDeque<InFlight<K, V, T>>,
-    /// Requests submitted so far (the next sequence number).
-    submitted: u64,
-    /// Queued requests with `out_of_order` set.
-    out_of_order: usize,
+    ring: Stream<InFlight<K, V, T>>,
+}
+
+/// What a pipeline's ring does to a request before it runs (the tag type only names the
+/// slots it holds).
+struct Prefetches<'m, K, V, S, T> {
+    map: &'m FlatMap<K, V, S>,
+    prefetch: bool,
+    tags: core::marker::PhantomData<fn(T)>,
+}
+
+impl<K: InlineKey, V: Inline, S: BuildHasher, T> Stages for Prefetches<'_, K, V, S, T> {
+    type Slot = InFlight<K, V, T>;
+
+    #[inline(always)]
+    fn locate(&mut self, _: usize) -> InFlight<K, V, T> {
+        unreachable!("a pipeline's requests enter located")
+    }
+
+    #[inline(always)]
+    fn prefetch(&mut self, entry: &InFlight<K, V, T>) {
+        if self.prefetch {
+            self.map.raw().prefetch(entry.hash);
+        }
+    }
+
+    #[inline(always)]
+    fn chase(&mut self, entry: &mut InFlight<K, V, T>) {
+        if self.prefetch {
+            self.map.raw().prefetch_chain(entry.hash);
+        }
+    }
+
+    #[inline(always)]
+    fn run(&mut self, _: usize, _: InFlight<K, V, T>) -> Result<(), ()> {
+        unreachable!("a pipeline runs what its ring hands back")
+    }
 }
 
 impl<'m, K: InlineKey, V: Inline, S: BuildHasher, T> Pipeline<'m, K, V, S, T> {
@@ -601,81 +600,58 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher, T> Pipeline<'m, K, V, S, T> {
 
     /// Requests submitted and not yet completed.
     pub fn in_flight(&self) -> usize {
-        self.queue.len()
+        self.ring.waiting()
     }
 
-    /// Queue `request` under `tag`. If the window was full, one earlier request completes
-    /// first and is returned with its tag.
+    /// Queue `request` under `tag`. If the window was full, the oldest request completes
+    /// and is returned with its tag.
     #[inline]
     pub fn submit(&mut self, tag: T, request: Request<K, V>) -> Option<(T, Response<V>)> {
-        let completed = if self.queue.len() >= self.window {
-            self.complete_one()
-        } else {
-            None
-        };
         let (hash, word) = BatchTarget::locate(self.map, request.key());
-        if self.prefetch {
-            self.map.raw().prefetch(hash);
-        }
-        self.queue.push_back(InFlight {
+        let entry = InFlight {
             tag,
             request,
             hash,
             word,
-            seq: self.submitted,
-            chain_prefetched: false,
-            out_of_order: false,
-        });
-        self.submitted += 1;
-        completed
+        };
+        let mut stages = self.stages();
+        let oldest = self.ring.push(&mut stages, entry)?;
+        Some(self.complete(oldest))
     }
 
-    /// Complete every queued request, calling `done(tag, response)` for each.
+    /// Complete every queued request, calling `done(tag, response)` for each, in submission
+    /// order.
     pub fn flush(&mut self, mut done: impl FnMut(T, Response<V>)) {
-        while let Some((tag, response)) = self.complete_one() {
+        let mut stages = self.stages();
+        while let Some(entry) = self.ring.pop(&mut stages) {
+            let (tag, response) = self.complete(entry);
             done(tag, response);
         }
     }
 
-    /// Complete the oldest request that is ready (see the type's docs); `None` if empty.
-    #[inline]
-    fn complete_one(&mut self) -> Option<(T, Response<V>)> {
-        // Bounded: a request is sent round for its chain at most once, and for an earlier
-        // request on its key only while that one is queued. The queued request submitted
-        // first is never held back by another, so it completes within two turns of the
-        // queue: at most 2 * len + 1 passes.
-        loop {
-            let mut entry = self.queue.pop_front()?;
-            if entry.out_of_order {
-                self.out_of_order -= 1;
-            }
-            let waits_for_earlier = self.out_of_order > 0
-                && self
-                    .queue
-                    .iter()
-                    .any(|e| e.out_of_order && e.word == entry.word && e.seq < entry.seq);
-            let sent_for_chain = !waits_for_earlier
-                && self.prefetch
-                && !entry.chain_prefetched
-                && self.map.raw().prefetch_chain(entry.hash);
-            if waits_for_earlier || sent_for_chain {
-                entry.chain_prefetched |= sent_for_chain;
-                entry.out_of_order = true;
-                self.out_of_order += 1;
-                self.queue.push_back(entry);
-                continue;
-            }
-            let response = BatchTarget::execute_at(self.map, entry.hash, entry.word, entry.request);
-            return Some((entry.tag, response));
+    /// What the ring does to a request before it runs (the map and the setting, copied out
+    /// so the ring can be borrowed beside them).
+    #[inline(always)]
+    fn stages(&self) -> Prefetches<'m, K, V, S, T> {
+        Prefetches {
+            map: self.map,
+            prefetch: self.prefetch,
+            tags: core::marker::PhantomData,
         }
+    }
+
+    #[inline(always)]
+    fn complete(&self, entry: InFlight<K, V, T>) -> (T, Response<V>) {
+        let response = BatchTarget::execute_at(self.map, entry.hash, entry.word, entry.request);
+        (entry.tag, response)
     }
 }
 
 impl<K, V, S, T> fmt::Debug for Pipeline<'_, K, V, S, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Pipeline")
-            .field("window", &self.window)
-            .field("in_flight", &self.queue.len())
+            .field("window", &self.ring.far())
+            .field("in_flight", &self.ring.waiting())
             .field("prefetch", &self.prefetch)
             .finish()
     }
@@ -746,9 +722,10 @@ mod tests {
 
     #[test]
     fn pipeline_keeps_per_key_order_across_a_growth() {
-        // Key 0's bin chains a link bucket, so its first upsert is sent round; the fillers
-        // behind it grow the map, where key 0's new bin chains nothing. The second upsert of
-        // key 0 must still complete after the first (issue 11: it used to overtake it).
+        // Key 0's bin chains a link bucket (a pipeline that sent such requests round once let
+        // a later one on the same key overtake it, issue 11); the fillers behind it grow the
+        // map, where key 0's new bin chains nothing. The second upsert of key 0 must still
+        // complete after the first.
         let map = FlatMap::<u64, u64>::builder()
             .bins(2)
             .link_buckets(1)

@@ -181,8 +181,9 @@
 //! For tables far larger than the caches, one operation at a time leaves the memory system
 //! mostly idle. [`FlatMap::batch`] runs a slice of [`Request`]s in order with the lines of the
 //! next ones prefetched (DLHT's batches); [`FlatMap::pipeline`] keeps a window of tagged
-//! requests in flight and completes them out of order (DRAMHiT's pipeline). See the
-//! [`batch`] module for the trade-offs and the automatic choice for small tables.
+//! requests in flight and completes each once its lines have arrived (DRAMHiT's pipeline).
+//! Both run on one sliding lookahead ring. See the [`batch`] module for the trade-offs and
+//! the automatic choice for small tables.
 //!
 //! ```
 //! use floe::{Request, Response};
@@ -193,7 +194,7 @@
 //! map.batch().run(&inserts, &mut responses);
 //! let keys: Vec<u64> = (0..1000).collect();
 //! let mut values = vec![None; keys.len()];
-//! map.batch().depth(32).get_many(&keys, &mut values)?;
+//! map.batch().get_many(&keys, &mut values)?;
 //! assert_eq!(values[21], Some(42));
 //! # Ok::<(), floe::Error>(())
 //! ```

@@ -1013,9 +1013,11 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
             .map(V::from_word)
     }
 
-    /// Start loading the line of `key`'s bin into the cache, without waiting for it. For
+    /// Start loading the line of `key`'s bin into the L2 cache, without waiting for it. For
     /// callers that overlap memory latency with their own work (coroutines, interleaved
-    /// lookups): prefetch several keys, do something else, then operate on them.
+    /// lookups): prefetch several keys, do something else, then operate on them. Into L2, as
+    /// the batches' ring does: on the hosts measured, far more of those stay in flight than of
+    /// prefetches into L1 (`batch` module, BENCHMARKS.md "DRAM speed").
     ///
     /// ```
     /// let map = floe::FlatMap::<u64, u64>::with_capacity(10);
@@ -1379,14 +1381,16 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
         self.raw.get(hash, word, &self.rehash()).map(V::from_word)
     }
 
+    /// Gets of requests `0..n` through a lookahead ring `far` deep (`raw::ring`).
     #[inline(always)]
-    pub(crate) fn get_words_at(
+    pub(crate) fn get_batch_at(
         &self,
-        located: &[(u64, u64)],
-        depth: usize,
-        out: &mut [Option<u64>],
+        n: usize,
+        far: usize,
+        locate: impl Fn(usize) -> (u64, u64),
+        answer: impl FnMut(usize, Option<u64>),
     ) {
-        self.raw.get_batch(located, depth, out, &self.rehash());
+        self.raw.get_batch(n, far, locate, answer, &self.rehash());
     }
 
     #[inline(always)]

@@ -124,6 +124,14 @@ impl Header {
         ((self.0 >> BIN_STATE_SHIFT) ^ (self.0 >> (BIN_STATE_SHIFT + 1))) & 1 == 1
     }
 
+    /// Nonzero iff [`moving`](Self::moving): one add and one and, for paths that fold it
+    /// with other tests into one branch. Adding 1 to the two-bit state sets its high bit for
+    /// states 1 and 2 only (0 -> 1, 1 -> 2, 2 -> 3, 3 -> 4 with the carry above the field).
+    #[inline(always)]
+    pub(crate) fn moving_bits(self) -> u64 {
+        self.0.wrapping_add(1 << BIN_STATE_SHIFT) & (1 << (BIN_STATE_SHIFT + 1))
+    }
+
     /// The 32-bit version counter.
     #[inline(always)]
     pub(crate) fn version(self) -> u32 {
@@ -275,6 +283,9 @@ impl SlotMask {
         debug_assert!(bucket < 3);
         SlotMask(0x55 << (2 * (PRIMARY_SLOTS + LINK_SLOTS * bucket)))
     }
+
+    /// The key lanes of a primary line (2, 4, 6), as a lane mask.
+    pub(crate) const PRIMARY_KEY_LANES: u8 = 0b0101_0100;
 
     /// Turn a lane mask of a *primary* line (bit `l` = 8-byte lane `l` matched) into slots.
     /// Key lanes are 2, 4, 6 (see the module docs), so `lanes >> 2` masked to the key lanes.
@@ -433,6 +444,11 @@ mod tests {
             let h0 = Header(0).with_bin_state(state);
             let expected = matches!(state, BinState::InTransfer | BinState::DoneTransfer);
             assert_eq!((h.moving(), h0.moving()), (expected, expected), "{state:?}");
+            assert_eq!(
+                (h.moving_bits() != 0, h0.moving_bits() != 0),
+                (expected, expected),
+                "{state:?}"
+            );
         }
     }
 

@@ -304,6 +304,7 @@ use super::{
     loader::LineLoader,
     migrate::{AbortOnUnwind, Migration, Next},
     prepare::{Ahead, Prepared},
+    ring,
     stash::{Place, Stash},
     stats, Moved,
 };
@@ -727,11 +728,11 @@ impl DenseTable {
         lines_of(hash, self.nlines)
     }
 
-    /// Start loading the key's home line.
+    /// Start loading the key's home line into L2 (a lookahead ring's entry, `ring.rs`).
     #[inline(always)]
     pub(crate) fn prefetch(&self, hash: u64) {
         let home = fastrange(hash, self.nlines);
-        self.prefetch_line(home);
+        super::prefetch_far((&self.lines[home] as *const LinkBucket).cast());
     }
 
     /// Start loading `line` and its lock byte (a line a write will lock).
@@ -868,31 +869,77 @@ impl DenseTable {
         self.meta[line].0.load(Ordering::Acquire) & MOVED != 0
     }
 
-    /// `get` for a batch of `(hash, key)` pairs, in order: the home lines of the next `depth`
-    /// keys are prefetched while the current one is probed. `Err(i)`: the `i`-th key (and
-    /// those after it, unanswered) must be looked up in the next table. Inlined into the SIMD
-    /// entry points: a function not inlined there is compiled without their CPU features,
-    /// and its loader's intrinsics become calls (measured: batched gets at a third of their
-    /// rate).
+    /// `get` for requests `0..n` in order through a lookahead ring `far` deep (`ring.rs`):
+    /// `locate(i)` is request i's (hash, key word), `answer(i, value)` takes its answer. Its
+    /// chase reads the home line (arrived by then) and prefetches the alternative line when
+    /// the key may be there (neither in the home line nor stopped by a clean slot of it).
+    /// `Err(i)`: the `i`-th key (and those after it, unanswered) must be looked up in the next
+    /// table. Inlined into the SIMD entry points: a function not inlined there is compiled
+    /// without their CPU features, and its loader's intrinsics become calls (measured: batched
+    /// gets at a third of their rate).
     #[inline(always)]
     pub(crate) fn get_batch<L: LineLoader>(
         &self,
         p: L,
-        located: &[(u64, u64)],
-        depth: usize,
-        out: &mut [Option<u64>],
+        n: usize,
+        far: usize,
+        locate: impl Fn(usize) -> (u64, u64),
+        answer: impl FnMut(usize, Option<u64>),
     ) -> Result<(), usize> {
-        let depth = depth.max(1);
-        for &(hash, _) in located.iter().take(depth) {
-            self.prefetch(hash);
+        struct Gets<'t, L, F, A> {
+            table: &'t DenseTable,
+            p: L,
+            locate: F,
+            answer: A,
         }
-        for (i, (&(hash, key), out)) in located.iter().zip(out.iter_mut()).enumerate() {
-            if let Some(&(ahead, _)) = located.get(i + depth) {
-                self.prefetch(ahead);
+        impl<L, F, A> ring::Stages for Gets<'_, L, F, A>
+        where
+            L: LineLoader,
+            F: Fn(usize) -> (u64, u64),
+            A: FnMut(usize, Option<u64>),
+        {
+            /// The key's hash and word.
+            type Slot = (u64, u64);
+
+            #[inline(always)]
+            fn locate(&mut self, i: usize) -> (u64, u64) {
+                (self.locate)(i)
             }
-            *out = self.get(p, hash, key).map_err(|Moved| i)?;
+
+            #[inline(always)]
+            fn prefetch(&mut self, &(hash, _): &(u64, u64)) {
+                self.table.prefetch(hash);
+            }
+
+            #[inline(always)]
+            fn chase(&mut self, &mut (hash, key): &mut (u64, u64)) {
+                let table = self.table;
+                let (home, alt) = table.lines_of(hash);
+                // A hint: the line read here is not validated (the get reads it again).
+                let line = self.p.link(&table.lines[home]);
+                let stops = line.match_word(key) | line.match_word(table.empty.clean_of(home));
+                if stops & KEY_LANES == 0 {
+                    super::prefetch_far((&table.lines[alt] as *const LinkBucket).cast());
+                }
+            }
+
+            #[inline(always)]
+            fn run(&mut self, i: usize, (hash, key): (u64, u64)) -> Result<(), ()> {
+                let value = self.table.get(self.p, hash, key).map_err(|Moved| ())?;
+                (self.answer)(i, value);
+                Ok(())
+            }
         }
-        Ok(())
+        ring::run(
+            &mut Gets {
+                table: self,
+                p,
+                locate,
+                answer,
+            },
+            n,
+            far,
+        )
     }
 
     /// `get` with the backend `loader` proves.
@@ -918,18 +965,19 @@ impl DenseTable {
     pub(crate) fn get_batch_with(
         &self,
         loader: Loader,
-        located: &[(u64, u64)],
-        depth: usize,
-        out: &mut [Option<u64>],
+        n: usize,
+        far: usize,
+        locate: impl Fn(usize) -> (u64, u64),
+        answer: impl FnMut(usize, Option<u64>),
     ) -> Result<(), usize> {
         match loader {
-            Loader::Scalar(p) => self.get_batch(p, located, depth, out),
+            Loader::Scalar(p) => self.get_batch(p, n, far, locate, answer),
             // SAFETY: the loader exists only on CPUs with the entry point's features.
             #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
-            Loader::Avx2(p) => unsafe { simd::get_batch_avx2(self, p, located, depth, out) },
+            Loader::Avx2(p) => unsafe { simd::get_batch_avx2(self, p, n, far, locate, answer) },
             // SAFETY: as above.
             #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
-            Loader::Avx512(p) => unsafe { simd::get_batch_avx512(self, p, located, depth, out) },
+            Loader::Avx512(p) => unsafe { simd::get_batch_avx512(self, p, n, far, locate, answer) },
         }
     }
 
@@ -2048,11 +2096,12 @@ mod simd {
             pub(super) unsafe fn $get_batch(
                 t: &DenseTable,
                 p: $loader,
-                located: &[(u64, u64)],
-                depth: usize,
-                out: &mut [Option<u64>],
+                n: usize,
+                far: usize,
+                locate: impl Fn(usize) -> (u64, u64),
+                answer: impl FnMut(usize, Option<u64>),
             ) -> Result<(), usize> {
-                t.get_batch(p, located, depth, out)
+                t.get_batch(p, n, far, locate, answer)
             }
         };
     }

@@ -175,26 +175,28 @@ impl DenseMap {
         }
     }
 
-    /// Gets of the `located` (hash, key word) pairs into `out`, `depth` home lines prefetched
-    /// ahead: one announcement and one backend call for the slice; key by key from the first
-    /// one whose lines have moved.
+    /// Gets of requests `0..n` (`locate(i)`: hash and key word; `answer(i, value)` takes the
+    /// answer) through a lookahead ring `far` deep: one announcement and one backend call for
+    /// them all; one by one from the first whose lines have moved.
     pub(crate) fn get_batch(
         &self,
-        located: &[(u64, u64)],
-        depth: usize,
-        out: &mut [Option<u64>],
+        n: usize,
+        far: usize,
+        locate: impl Fn(usize) -> (u64, u64),
+        mut answer: impl FnMut(usize, Option<u64>),
         rehash: Rehash<'_>,
     ) {
         let answered = {
             let guard = reclaim::enter();
             let table = self.tables.load(&guard);
-            match table.get_batch_with(self.loader, located, depth, out) {
+            match table.get_batch_with(self.loader, n, far, &locate, &mut answer) {
                 Ok(()) => return,
                 Err(moved) => moved,
             }
         };
-        for (&(hash, key), answer) in located[answered..].iter().zip(&mut out[answered..]) {
-            *answer = self.get(hash, key, rehash);
+        for i in answered..n {
+            let (hash, key) = locate(i);
+            answer(i, self.get(hash, key, rehash));
         }
     }
 
@@ -961,9 +963,14 @@ mod tests {
         for k in 0..keys {
             assert_eq!(map.get(hash(k), k, hash), model.get(&k).copied(), "key {k}");
         }
-        let located: Vec<(u64, u64)> = (0..keys).map(|k| (hash(k), k)).collect();
-        let mut out = vec![None; located.len()];
-        map.get_batch(&located, 4, &mut out, hash);
+        let mut out = vec![None; keys as usize];
+        map.get_batch(
+            keys as usize,
+            4,
+            |i| (hash(i as u64), i as u64),
+            |i, answer| out[i] = answer,
+            hash,
+        );
         for (k, answer) in (0..keys).zip(out) {
             assert_eq!(answer, model.get(&k).copied(), "batched key {k}");
         }

@@ -105,11 +105,12 @@ macro_rules! simd_entries {
             pub(crate) unsafe fn get_batch(
                 raw: &RawTable,
                 p: $loader,
-                located: &[(u64, u64)],
-                depth: usize,
-                out: &mut [Option<u64>],
+                n: usize,
+                far: usize,
+                locate: impl Fn(usize) -> (u64, u64),
+                answer: impl FnMut(usize, Option<u64>),
             ) -> Result<(), usize> {
-                raw.get_batch(p, located, depth, out)
+                raw.get_batch(p, n, far, locate, answer)
             }
 
             #[target_feature(enable = $feature)]

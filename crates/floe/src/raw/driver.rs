@@ -239,14 +239,16 @@ impl RawMap {
         })
     }
 
-    /// Gets of the `located` (hash, key word) pairs into `out`, `depth` prefetched ahead: one
-    /// reader announcement and one backend call for the whole slice while no growth runs;
-    /// key by key (each following its key, helping the growth) from where one is found.
+    /// Gets of requests `0..n` (`locate(i)`: request i's hash and key word; `answer(i, value)`
+    /// takes its answer) through a lookahead ring `far` deep: one reader announcement and one
+    /// backend call for them all while no growth runs; one by one (each following its key,
+    /// helping the growth) from where a moved bin is found.
     pub(crate) fn get_batch(
         &self,
-        located: &[(u64, u64)],
-        depth: usize,
-        out: &mut [Option<u64>],
+        n: usize,
+        far: usize,
+        locate: impl Fn(usize) -> (u64, u64),
+        mut answer: impl FnMut(usize, Option<u64>),
         rehash: Rehash<'_>,
     ) {
         let loader = self.loader;
@@ -256,13 +258,14 @@ impl RawMap {
         // A table that writes back its lines takes the gets one by one (each writes back the
         // lines it read, `writeback.rs` 3); the batch path has no place for that.
         if table.migrating_into().is_none() && !table.writes_back() {
-            match dispatch!(loader, table, get_batch(located, depth, out)) {
+            match dispatch!(loader, table, get_batch(n, far, &locate, &mut answer)) {
                 Ok(()) => return,
                 Err(moved) => answered = moved,
             }
         }
-        for (&(hash, word), answer) in located[answered..].iter().zip(&mut out[answered..]) {
-            *answer = self.get(hash, word, rehash);
+        for i in answered..n {
+            let (hash, word) = locate(i);
+            answer(i, self.get(hash, word, rehash));
         }
     }
 

@@ -112,15 +112,18 @@ impl Driver {
         either!(self, map => map.get(hash, word, rehash))
     }
 
+    /// Gets of requests `0..n` through a lookahead ring `far` deep (`ring.rs`): `locate(i)` is
+    /// request i's hash and key word, `answer(i, value)` takes its answer.
     #[inline(always)]
     pub(crate) fn get_batch(
         &self,
-        located: &[(u64, u64)],
-        depth: usize,
-        out: &mut [Option<u64>],
+        n: usize,
+        far: usize,
+        locate: impl Fn(usize) -> (u64, u64),
+        answer: impl FnMut(usize, Option<u64>),
         rehash: Rehash<'_>,
     ) {
-        either!(self, map => map.get_batch(located, depth, out, rehash))
+        either!(self, map => map.get_batch(n, far, locate, answer, rehash))
     }
 
     #[inline(always)]

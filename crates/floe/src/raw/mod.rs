@@ -131,7 +131,39 @@
 //! reader's slot load sees such a write, its second header load sees the commit, so it retries
 //! instead of trusting a slot that was freed and taken again under it.
 //!
-//! ## Insert (DLHT §3.2.2, after CLHT, reordered)
+//! ## The fast read: a get from the primary line alone
+//!
+//! Every get first tries a shorter read (`read_primary`), which the validated search above
+//! stands behind: load the header (`Acquire`), read the primary line, match the key against
+//! its three key lanes *whatever their states*, take the value from the lane after a match,
+//! load the link word (`Relaxed`), `fence(Acquire)`, load the header again. It answers when
+//! the bin is not moving (`InTransfer`, `DoneTransfer`), the two header words are equal, and
+//! either a key lane matched (a hit) or the link word is zero (a miss); otherwise the search
+//! runs. It skips what the search spends most of its instructions on (the searchable mask,
+//! the link buckets' masks, a loop), and it answers about 95% of the gets of a full table on
+//! its own (the rest have their key, or a possible miss, in a link bucket).
+//!
+//! Why a match needs no slot states: a slot that is not searchable holds its bin's dead key
+//! (`Invalid`, invariant 2; a retired slot), a shadow key (`Shadow`), or, in a bin being
+//! moved, its moved key; none of them hashes to the bin, so none equals a key searched there.
+//! A key lane can gain a real key only by step 6 of an insert whose commit changed the
+//! header after some earlier load of it: if that commit came after our first header load,
+//! the second load sees a different word and the fast read gives up; if before, the first
+//! load already showed the slot `Inserting`, and the key read is the slot's incarnation, with
+//! the value stored with it (the SIMD loaders read each slot as one 16-byte atomic; a loader
+//! that reads slots in halves sends a hit in an `Inserting` slot to the search, whose
+//! `confirm` reads it again). So a hit is what the validated search would return, linearized
+//! at the same load.
+//!
+//! Why a zero link word proves the miss: a link slot becomes searchable only by a commit
+//! that came after its bucket was chained (invariant 5), and a commit that the first header
+//! load read (`Acquire` against the commit's `Release`) makes the chaining visible to the
+//! link load ordered after it. So under equal header words, a zero link word means no link
+//! slot is searchable in that header, and the primary slots were all read: the miss argument
+//! of Get applies. (A bucket chained since, for a commit after our first load, changes the
+//! header.)
+//!
+//! //! ## Insert (DLHT §3.2.2, after CLHT, reordered)
 //!
 //! 1. Search the bin (validated, as a get). Found: return the present value.
 //! 2. For every `Inserting` slot of that header, load it: the dead key means an insert has
@@ -309,6 +341,7 @@ pub(crate) mod migrate;
 pub(crate) mod prepare;
 #[cfg(not(loom))]
 mod recover;
+pub(crate) mod ring;
 pub(crate) mod stash;
 pub(crate) mod stats;
 #[cfg(not(loom))]
@@ -361,6 +394,20 @@ pub(crate) fn prefetch_line(line: *const u8) {
     // is part of the x86-64 baseline.
     unsafe {
         core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T0 }>(line.cast());
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
+    let _ = line;
+}
+
+/// Start loading the 64-byte line at `line` into the L2 cache (`prefetcht2`), without waiting
+/// for it: the lookahead ring's first prefetch (`ring.rs` says why L2). A hint: it never
+/// faults and has no visible effect.
+#[inline(always)]
+pub(crate) fn prefetch_far(line: *const u8) {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    // SAFETY: as `prefetch_line`.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch::<{ core::arch::x86_64::_MM_HINT_T2 }>(line.cast());
     }
     #[cfg(not(all(target_arch = "x86_64", not(miri))))]
     let _ = line;
@@ -937,28 +984,44 @@ impl RawTable {
         (&self.bins[bin] as *const Bin).cast()
     }
 
-    /// Start loading `bin`'s line.
+    /// Start loading `bin`'s line into L2 (a lookahead ring's entry, `ring.rs`).
     #[inline(always)]
     pub(crate) fn prefetch_bin(&self, bin: usize) {
-        prefetch_line(self.bin_ptr(bin));
+        prefetch_far(self.bin_ptr(bin));
     }
 
     /// Start loading the link buckets chained to `bin`; `true` if it has any. Reads the bin's
-    /// link word, so call it once the bin's own line has had time to arrive.
+    /// link word, so call it once the bin's own line has had time to arrive (the ring's chase).
     #[inline(always)]
     pub(crate) fn prefetch_chain(&self, bin: usize) -> bool {
+        self.chase(&self.bins[bin])
+    }
+
+    /// `prefetch_chain` of a bin reached by reference.
+    #[inline(always)]
+    fn chase(&self, bin: &Bin) -> bool {
         // Relaxed: a hint only. Link fields never go back to zero (invariant of `Bin::link`),
         // so a stale word at worst misses a bucket chained since; the operation itself reads
         // the word again with the orderings it needs.
-        let link = Link(self.bins[bin].link.load(Ordering::Relaxed));
-        let mut chained = false;
+        let link = Link(bin.link.load(Ordering::Relaxed));
+        if link.0 == 0 {
+            return false;
+        }
+        self.prefetch_links(link);
+        true
+    }
+
+    /// Out of line: a tenth of the bins at the load a map grows at chain a bucket.
+    #[cold]
+    #[inline(never)]
+    fn prefetch_links(&self, link: Link) {
         for bucket in 0..3 {
             if let Some(index) = link.bucket(bucket) {
-                prefetch_line((&self.links[index] as *const LinkBucket).cast());
-                chained = true;
+                if let Some(linked) = self.links.get(index) {
+                    prefetch_far((linked as *const LinkBucket).cast());
+                }
             }
         }
-        chained
     }
 
     // ---------------------------------------------------------------------------------------
@@ -1090,43 +1153,123 @@ impl RawTable {
         bin: usize,
         key: u64,
     ) -> Result<Option<u64>, Moved> {
-        Ok(self
-            .find(loader, &self.bins[bin], key)?
-            .hit
-            .map(|hit| hit.value))
+        self.get_in(loader, &self.bins[bin], key)
     }
 
-    /// Gets of the `located` (hash, key word) pairs into `out` (same length), bins
-    /// prefetched `depth` gets ahead and link buckets `depth / 2` ahead: the batch loop
-    /// compiled inside the backend's entry point, so a get costs no call, no reader
-    /// announcement and no table load of its own. `Err(i)`: the bin of pair `i` has moved
-    /// (a growth started during the batch); pairs before `i` are answered.
+    /// `get` of a bin reached by reference: the fast read, and the validated search when it
+    /// cannot answer.
+    #[inline(always)]
+    fn get_in<P: LineLoader>(&self, loader: P, bin: &Bin, key: u64) -> Result<Option<u64>, Moved> {
+        if let Some(answer) = self.read_primary(loader, bin, key) {
+            stats::line_read();
+            return Ok(answer);
+        }
+        Ok(self.find(loader, bin, key)?.hit.map(|hit| hit.value))
+    }
+
+    /// The fast read (essay, "The fast read"): the answer from one read of the bin's primary
+    /// line, or `None` where the validated search must run (the bin is moving or changed
+    /// under the read, or a miss may lie in a link bucket).
+    #[inline(always)]
+    fn read_primary<P: LineLoader>(&self, loader: P, bin: &Bin, key: u64) -> Option<Option<u64>> {
+        // Acquire: as in `find` (pairs with the Release commits and the DoneTransfer CAS).
+        let header = Header(bin.header.load(Ordering::Acquire));
+        let line = loader.primary(bin);
+        let hits = line.match_word(key) & SlotMask::PRIMARY_KEY_LANES;
+        let found = hits != 0;
+        // The lane after the key's holds its value; for a miss, some lane (unused).
+        let value = line.lane((hits.trailing_zeros() as usize + 1) & 7);
+        // Relaxed: ordered between the two header loads by the Acquire load and the fence, as
+        // the slots are; a bucket chained for a slot `header` shows searchable is visible.
+        let link = bin.link.load(Ordering::Relaxed);
+        // What the Acquire above guarantees (invariant 5): the loom models check it.
+        debug_assert!(
+            link != 0 || header.searchable().and(SlotMask::LINKED).is_empty(),
+            "a searchable link slot in an unchained bucket"
+        );
+        // A loader that reads slots in halves (the scalar one under loom) may pair a key
+        // stored during the read with the value from before it: such a hit in an `Inserting`
+        // slot goes to the search, whose `confirm` reads the slot again.
+        let torn = !P::ATOMIC_SLOTS
+            && found
+            && !header
+                .inserting()
+                .and(SlotMask::single((hits.trailing_zeros() as usize - 2) / 2))
+                .is_empty();
+        // Pairs with the inserters' fence(Release) between commit and slot store (as `find`).
+        fence(Ordering::Acquire);
+        let changed = bin.header.load(Ordering::Relaxed) ^ header.0;
+        // One branch for every reason to search instead.
+        let unsure =
+            header.moving_bits() | changed | if found { 0 } else { link } | u64::from(torn);
+        (unsure == 0).then_some(found.then_some(value))
+    }
+
+    /// Gets of requests `0..n` through a lookahead ring `far` deep (`ring.rs`): `locate(i)`
+    /// is request i's (hash, key word), `answer(i, value)` takes its answer. Compiled inside
+    /// the backend's entry point, so a get costs no call and no reader announcement of its
+    /// own. `Err(i)`: the bin of request `i` has moved (a growth started during the batch);
+    /// the requests before it are answered.
     #[inline(always)]
     pub(crate) fn get_batch<P: LineLoader>(
         &self,
         loader: P,
-        located: &[(u64, u64)],
-        depth: usize,
-        out: &mut [Option<u64>],
+        n: usize,
+        far: usize,
+        locate: impl Fn(usize) -> (u64, u64),
+        answer: impl FnMut(usize, Option<u64>),
     ) -> Result<(), usize> {
-        debug_assert_eq!(located.len(), out.len());
-        let bins = self.bins();
-        let bin_of = |hash: u64| crate::hash::fastrange(hash, bins);
-        for &(hash, _) in located.iter().take(depth) {
-            self.prefetch_bin(bin_of(hash));
+        struct Gets<'t, P, L, A> {
+            table: &'t RawTable,
+            loader: P,
+            locate: L,
+            answer: A,
         }
-        for (i, (&(hash, key), answer)) in located.iter().zip(out.iter_mut()).enumerate() {
-            if depth > 0 {
-                if let Some(&(ahead, _)) = located.get(i + depth) {
-                    self.prefetch_bin(bin_of(ahead));
-                }
-                if let Some(&(half, _)) = located.get(i + depth / 2).filter(|_| depth >= 2) {
-                    self.prefetch_chain(bin_of(half));
-                }
+        impl<'t, P, L, A> ring::Stages for Gets<'t, P, L, A>
+        where
+            P: LineLoader,
+            L: Fn(usize) -> (u64, u64),
+            A: FnMut(usize, Option<u64>),
+        {
+            type Slot = (&'t Bin, u64);
+
+            #[inline(always)]
+            fn locate(&mut self, i: usize) -> (&'t Bin, u64) {
+                let (hash, key) = (self.locate)(i);
+                let table = self.table;
+                (&table.bins[crate::hash::fastrange(hash, table.bins())], key)
             }
-            *answer = self.get(loader, bin_of(hash), key).map_err(|Moved| i)?;
+
+            #[inline(always)]
+            fn prefetch(&mut self, &(bin, _): &(&'t Bin, u64)) {
+                prefetch_far((bin as *const Bin).cast());
+            }
+
+            #[inline(always)]
+            fn chase(&mut self, &mut (bin, _): &mut (&'t Bin, u64)) {
+                self.table.chase(bin);
+            }
+
+            #[inline(always)]
+            fn run(&mut self, i: usize, (bin, key): (&'t Bin, u64)) -> Result<(), ()> {
+                let value = self
+                    .table
+                    .get_in(self.loader, bin, key)
+                    .map_err(|Moved| ())?;
+                (self.answer)(i, value);
+                Ok(())
+            }
         }
-        Ok(())
+        ring::run(
+            &mut Gets {
+                table: self,
+                loader,
+                locate,
+                answer,
+            },
+            n,
+            far,
+        )
     }
 
     // ---------------------------------------------------------------------------------------

@@ -70,9 +70,16 @@ impl Group for Avx2Line {
 
     #[inline(always)]
     fn lane(&self, lane: usize) -> u64 {
-        // SAFETY: `[__m256i; 2]` is 64 bytes of plain data, like `[u64; 8]`.
-        let lanes: [u64; LANES] = unsafe { core::mem::transmute([self.0, self.1]) };
-        lanes[lane]
+        debug_assert!(lane < LANES);
+        // A permute into lane 0, not a store and reload (see `Avx512Line::lane`).
+        // SAFETY: as `match_word`.
+        unsafe {
+            let half = if lane < 4 { self.0 } else { self.1 };
+            let low = 2 * (lane as i64 & 3);
+            let picked =
+                _mm256_permutevar8x32_epi32(half, _mm256_set1_epi64x(low | (low + 1) << 32));
+            _mm_cvtsi128_si64(_mm256_castsi256_si128(picked)) as u64
+        }
     }
 }
 

@@ -35,10 +35,14 @@ impl Group for Avx512Line {
 
     #[inline(always)]
     fn lane(&self, lane: usize) -> u64 {
-        // SAFETY: `__m512i` and `[u64; 8]` have the same size and every bit pattern is valid
-        // for both.
-        let lanes: [u64; LANES] = unsafe { core::mem::transmute(self.0) };
-        lanes[lane]
+        debug_assert!(lane < LANES);
+        // A permute into lane 0, not a store and reload: a 64-byte store forwards to an
+        // 8-byte load slowly or not at all on some cores (the batched get's value read).
+        // SAFETY: as `match_word`.
+        unsafe {
+            let picked = _mm512_permutexvar_epi64(_mm512_set1_epi64(lane as i64), self.0);
+            _mm_cvtsi128_si64(_mm512_castsi512_si128(picked)) as u64
+        }
     }
 }
 
