@@ -162,9 +162,10 @@ pub struct RunArgs {
     /// Key popularity: uniform, zipf:THETA (0 <= THETA < 1.5), hot:KEYS:PERCENT.
     #[arg(long, default_value = "uniform")]
     pub dist: Dist,
-    /// floe's prefetch depth (`--api batch`) or window (`--api pipeline`); 1 = unbatched.
-    #[arg(long, default_value_t = 1)]
-    pub batch: usize,
+    /// floe's prefetch depth (`--api batch`) or window (`--api pipeline`); 1 = unbatched
+    /// [default: floe's own default depth with --api batch or pipeline, else 1].
+    #[arg(long)]
+    pub batch: Option<usize>,
     /// How floe gets its operations [default: batch if --batch > 1, else single]. Peers
     /// always get theirs one by one.
     #[arg(long, value_enum)]

@@ -324,18 +324,26 @@ fn suite(args: SuiteArgs) -> Result<(), Failure> {
 }
 
 impl RunArgs {
+    /// `--batch`, or its default: floe's own depth when batching, else 1 (unbatched).
+    fn batch(&self) -> usize {
+        self.batch.unwrap_or(match self.api {
+            Some(Api::Batch | Api::Pipeline | Api::Bare) => floe::batch::DEFAULT_DEPTH,
+            Some(Api::Single) | None => 1,
+        })
+    }
+
     fn experiment(&self) -> Result<Experiment, Failure> {
         let mut experiment = self.common.experiment(2.0, self.workload.runs_once())?;
         experiment.workloads = vec![self.workload];
         experiment.read_ratio = self.read_ratio;
         experiment.prefill = self.prefill;
         experiment.dist = self.dist;
-        experiment.batch = self.batch;
-        experiment.api = self.api.unwrap_or(if self.batch > 1 {
+        experiment.api = self.api.unwrap_or(if self.batch.is_some_and(|b| b > 1) {
             Api::Batch
         } else {
             Api::Single
         });
+        experiment.batch = self.batch();
         experiment.prefetch = self.prefetch.floe();
         Ok(experiment)
     }
@@ -429,7 +437,7 @@ fn grow(args: &RunArgs) -> Result<(), Failure> {
         repeat: common.repeat,
         interval: Duration::from_secs_f64(args.timeline / 1e3),
         latency: common.latency.on(),
-        batch: args.batch,
+        batch: args.batch(),
         recipe: Recipe {
             capacity: 0,
             hasher: common.hash.hasher(),

@@ -1,0 +1,129 @@
+#!/usr/bin/env bash
+# floe against DRAMHiT (mars-research/DRAMHiT, its 2025 SIMD table) on DRAMHiT's own shape:
+# 23.5M keys (70% of 2^25 slots), 2 threads, uniform keys, batched. The two run alternately,
+# ROUNDS times, and the medians and ratios are printed.
+#
+#   bash ci/dramhit.sh DRAMHIT_DIR
+#
+# DRAMHIT_DIR is a copy of DRAMHiT you fetched with the submodules it builds with (floe does
+# not vendor it): `git clone --recursive https://github.com/mars-research/DRAMHiT`, or the
+# repository and, at the commits its tree names, lib/xxHash, lib/plog, lib/wyhash, lib/fnv,
+# lib/cityhash and lib/eth_hashjoin (`git ls-tree HEAD lib/` lists them). The script builds it
+# in DRAMHIT_DIR/build-floe (Debian packages libboost-program-options-dev libnuma-dev
+# libcapstone-dev libabsl-dev zlib1g-dev cmake g++ installed when missing, as root), with the
+# recipe of the authors' 2025 runs: -DDRAMHiT_VARIANT=2025_INLINE -DBUCKETIZATION=ON
+# -DBRANCH=simd -DUNIFORM_PROBING=ON -DPREFETCH=DOUBLE, CPUFREQ_MHZ the TSC rate.
+#
+# What runs, per round:
+#   DRAMHiT: --mode 11 --ht-type 3 --ht-size 33554432 --ht-fill 70 --batch-len 16
+#            --find_queue_sz 64 --num-threads 2 (inserts the 23.5M keys into the empty table,
+#            its `set`, then finds each, its `get`; 2 MiB pages, which it maps itself);
+#   floe:    floe-bench run --workload get --api batch (get_many through the public API, the
+#            default depth) on 23,488,102 keys, and --workload fill --api batch (batched
+#            inserts of fresh keys into a table made for them, 23.5M of 31.3M), 2 threads;
+#            each with the machine's random-line ceiling measured in the same run.
+# Environment: ROUNDS (3), THREADS (2), OUT (results/dramhit: the raw outputs, runs.txt and
+# summary.txt), FLOE_BENCH (a floe-bench binary; default: built here in release).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [ $# -ne 1 ] || [ ! -f "$1/CMakeLists.txt" ]; then
+    echo "usage: bash ci/dramhit.sh DRAMHIT_DIR (a copy of mars-research/DRAMHiT with its submodules)" >&2
+    exit 2
+fi
+dramhit="$(cd "$1" && pwd)"
+for sub in lib/xxHash lib/plog lib/wyhash lib/fnv lib/cityhash lib/eth_hashjoin; do
+    if [ -z "$(ls -A "$dramhit/$sub" 2>/dev/null)" ]; then
+        echo "dramhit.sh: $dramhit/$sub is empty: fetch the submodules (git submodule update --init $sub)" >&2
+        exit 2
+    fi
+done
+rounds="${ROUNDS:-3}"
+threads="${THREADS:-2}"
+out="${OUT:-results/dramhit}"
+mkdir -p "$out"
+
+# Debian packages DRAMHiT builds with.
+need=()
+for pkg in cmake g++ libboost-program-options-dev libnuma-dev libcapstone-dev libabsl-dev zlib1g-dev; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+done
+if [ ${#need[@]} -gt 0 ]; then
+    echo "dramhit.sh: installing ${need[*]}"
+    if ! apt-get install -y -q "${need[@]}" >/dev/null; then
+        echo "dramhit.sh: apt-get install failed; updating the package lists and trying once more"
+        apt-get update -q >/dev/null
+        apt-get install -y -q "${need[@]}" >/dev/null || {
+            echo "dramhit.sh: could not install ${need[*]}" >&2
+            exit 1
+        }
+    fi
+fi
+
+# The TSC rate in MHz (DRAMHiT converts its cycle counts with it).
+mhz="$(awk -F: '/^cpu MHz/ { printf "%d", $2 + 0.5; exit }' /proc/cpuinfo)"
+build="$dramhit/build-floe"
+if [ ! -x "$build/dramhit" ]; then
+    echo "dramhit.sh: building DRAMHiT in $build (CPUFREQ_MHZ=$mhz)"
+    cmake -S "$dramhit" -B "$build" -DCMAKE_BUILD_TYPE=Release -DCPUFREQ_MHZ="$mhz" \
+        -DDRAMHiT_VARIANT=2025_INLINE -DBUCKETIZATION=ON -DBRANCH=simd -DUNIFORM_PROBING=ON \
+        -DPREFETCH=DOUBLE >"$out/cmake.log" 2>&1 || { tail -20 "$out/cmake.log"; exit 1; }
+    cmake --build "$build" -j"$(nproc)" >"$out/build.log" 2>&1 || { tail -20 "$out/build.log"; exit 1; }
+fi
+
+# DRAMHiT maps its 512 MiB table in 2 MiB pages: reserve them.
+pages="$(cat /proc/sys/vm/nr_hugepages)"
+if [ "$pages" -lt 300 ]; then
+    if [ -w /proc/sys/vm/nr_hugepages ]; then
+        echo 700 >/proc/sys/vm/nr_hugepages
+    else
+        echo "dramhit.sh: DRAMHiT needs 300 huge pages (vm.nr_hugepages is $pages; run as root or raise it)" >&2
+        exit 1
+    fi
+fi
+
+bench="${FLOE_BENCH:-}"
+if [ -z "$bench" ]; then
+    cargo build --release -q -p floe-bench
+    bench=target/release/floe-bench
+fi
+
+machine="$(awk -F: '/^model name/ { sub(/^ +/, "", $2); print $2; exit }' /proc/cpuinfo)"
+echo "CPU: $machine, $(nproc) cores; $rounds rounds, $threads threads" | tee "$out/summary.txt"
+: >"$out/runs.txt"
+floe_run() {
+    local workload="$1" keys="$2" csv="$out/floe-$1-$3.csv"
+    "$bench" run --workload "$workload" --api batch --keys "$keys" --threads "$threads" \
+        --maps floe --repeat 1 --memory off --latency off --csv "$csv" \
+        >"$out/floe-$workload-$3.log" 2>&1
+    # mops (column 7) and the matching ceiling (the last column).
+    awk -F, 'NR == 2 { print $7, $NF }' "$csv"
+}
+printf '%-6s %12s %12s %10s %12s %10s %12s\n' round dramhit_set dramhit_get floe_get get_ceiling floe_fill fill_ceiling |
+    tee -a "$out/runs.txt"
+for round in $(seq 1 "$rounds"); do
+    log="$out/dramhit-$round.log"
+    "$build/dramhit" --mode 11 --ht-type 3 --ht-size 33554432 --ht-fill 70 --insert-factor 1 \
+        --read-factor 1 --drop-caches 0 --hw-pref 1 --numa-split 1 --batch-len 16 \
+        --find_queue_sz 64 --num-threads "$threads" >"$log" 2>&1
+    set_mops="$(sed -n 's/.*set_mops : \([0-9.]*\).*/\1/p' "$log")"
+    get_mops="$(sed -n 's/.*get_mops : \([0-9.]*\).*/\1/p' "$log")"
+    read -r floe_get get_ceiling < <(floe_run get 23488102 "$round")
+    read -r floe_fill fill_ceiling < <(floe_run fill 31317469 "$round")
+    printf '%-6s %12s %12s %10s %12s %10s %12s\n' "$round" "$set_mops" "$get_mops" "$floe_get" \
+        "$get_ceiling" "$floe_fill" "$fill_ceiling" | tee -a "$out/runs.txt"
+done
+
+# The median of column $1 of runs.txt.
+median() {
+    awk -v c="$1" 'NR > 1 { print $c }' "$out/runs.txt" | sort -g |
+        awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'
+}
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+d_set="$(median 2)" d_get="$(median 3)" f_get="$(median 4)" ceiling="$(median 5)" f_fill="$(median 6)"
+{
+    echo "medians of $rounds rounds (M ops/s):"
+    echo "  batched get:    floe $f_get, DRAMHiT $d_get: floe/DRAMHiT $(ratio "$f_get" "$d_get")x;" \
+        "floe/ceiling (best read window) $(ratio "$f_get" "$ceiling")x"
+    echo "  batched insert: floe $f_fill, DRAMHiT set $d_set: floe/DRAMHiT $(ratio "$f_fill" "$d_set")x"
+} | tee -a "$out/summary.txt"
