@@ -482,3 +482,51 @@ fn batches_with_concurrent_writers() {
     });
     map.check_invariants();
 }
+
+/// A batch meets a key an open shadow insert holds: the insert is refused (`Shadowed`) inside
+/// the engine's batch loop, the upsert leaves it for the single-key path, which waits for the
+/// shadow's commit (on another thread) and then updates the committed value, and the batch
+/// goes on after it in order. Both layouts (the dense one runs batches at the facade).
+#[test]
+fn a_batch_waits_for_a_shadowed_key_and_goes_on_in_order() {
+    for layout in [Layout::Bins, Layout::Dense] {
+        let map = FlatMap::<u64, u64>::builder()
+            .layout(layout)
+            .capacity(1 << 12)
+            .build()
+            .unwrap();
+        for k in 0..100 {
+            map.insert(k, k);
+        }
+        let shadow = map.insert_shadow(500, 5).expect("absent");
+        let requests = [
+            Request::Get(1),
+            Request::Insert(500, 1),
+            Request::Upsert(500, 7),
+            Request::Get(500),
+            Request::fetch_add(2, 10),
+        ];
+        let mut responses = Vec::new();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                shadow.commit();
+            });
+            map.batch()
+                .prefetch(Prefetch::Always)
+                .run(&requests, &mut responses);
+        });
+        assert_eq!(
+            responses,
+            [
+                Response::Get(Some(1)),
+                Response::Insert(Ok(Insert::Shadowed)),
+                Response::Upsert(Ok(Some(5))),
+                Response::Get(Some(7)),
+                Response::FetchAdd(Ok(Some(2))),
+            ],
+            "{layout:?}"
+        );
+        assert_eq!((map.get(&500), map.get(&2)), (Some(7), Some(12)));
+    }
+}

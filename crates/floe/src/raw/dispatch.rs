@@ -114,6 +114,21 @@ macro_rules! simd_entries {
             }
 
             #[target_feature(enable = $feature)]
+            #[allow(clippy::too_many_arguments)]
+            pub(crate) unsafe fn run_batch(
+                raw: &RawTable,
+                p: $loader,
+                n: usize,
+                far: usize,
+                locate: impl Fn(usize) -> (u64, u64),
+                op: impl Fn(usize) -> crate::raw::WordOp,
+                add: impl Fn(usize, u64) -> u64,
+                answer: impl FnMut(usize, crate::raw::WordDone) -> bool,
+            ) -> Result<(), crate::raw::Stopped> {
+                raw.run_batch(p, n, far, locate, op, add, answer)
+            }
+
+            #[target_feature(enable = $feature)]
             pub(crate) unsafe fn insert(
                 raw: &RawTable,
                 p: $loader,
@@ -227,7 +242,7 @@ simd_entries!(
     avx512_entries,
     "avx512f,avx2",
     crate::raw::loader::Avx512Loader,
-    crate::raw::loader::Avx512Loader::writer
+    crate::raw::loader::LineLoader::writer
 );
 
 /// Run engine operation `$op` on table `$table` with the backend of loader `$loader` (with one

@@ -24,8 +24,8 @@ use super::{
     memory_fits,
     migrate::{Migration, Next, CHUNK_BINS},
     prepare::{Ahead, Plan, Prepared, Preparer},
-    BinSnapshot, DeadKeys, Full, Geometry, Inserted, Mismatch, Moved, RawTable, TableSource,
-    Upserted,
+    BinSnapshot, DeadKeys, Full, Geometry, Inserted, Mismatch, Moved, RawTable, Stopped,
+    TableSource, Upserted, WordDone, WordOp,
 };
 #[cfg(not(loom))]
 use super::{
@@ -267,6 +267,37 @@ impl RawMap {
             let (hash, word) = locate(i);
             answer(i, self.get(hash, word, rehash));
         }
+    }
+
+    /// Requests `0..n` of a batch through the engine's batch loop on the current table
+    /// (`RawTable::run_batch`: one backend call, in order, a lookahead ring `far` deep);
+    /// `None` when the table cannot take one (it is migrating, or writes its lines back),
+    /// and the caller runs the requests one by one.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn run_batch(
+        &self,
+        n: usize,
+        far: usize,
+        locate: impl Fn(usize) -> (u64, u64),
+        op: impl Fn(usize) -> WordOp,
+        add: impl Fn(usize, u64) -> u64,
+        mut answer: impl FnMut(usize, WordDone) -> bool,
+    ) -> Option<Result<(), Stopped>> {
+        let loader = self.loader;
+        // The writers' gate, held for the batch (nested in the caller's when it holds one).
+        let guard = self.enter_writer();
+        let table = match self.fixed_table() {
+            Some(table) => table,
+            None => self.load(&guard),
+        };
+        if table.migrating_into().is_some() || table.writes_back() {
+            return None;
+        }
+        Some(dispatch!(
+            loader,
+            table,
+            run_batch(n, far, &locate, &op, &add, &mut answer)
+        ))
     }
 
     #[inline(always)]

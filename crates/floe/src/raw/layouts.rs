@@ -12,7 +12,7 @@
 use super::{
     dense_driver::{lines_for, DenseMap, DensePinned},
     driver::{Pinned, RawMap, Rehash},
-    Inserted, Mismatch,
+    Inserted, Mismatch, Stopped, WordDone, WordOp,
 };
 use crate::{
     config::{Backend, Config, Layout, Stats},
@@ -124,6 +124,26 @@ impl Driver {
         rehash: Rehash<'_>,
     ) {
         either!(self, map => map.get_batch(n, far, locate, answer, rehash))
+    }
+
+    /// A batch of requests through the engine's batch loop (`RawMap::run_batch`); `None`
+    /// where there is none (the dense layout, a migrating or writing-back table): the caller
+    /// runs them one by one.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn run_batch(
+        &self,
+        n: usize,
+        far: usize,
+        locate: impl Fn(usize) -> (u64, u64),
+        op: impl Fn(usize) -> WordOp,
+        add: impl Fn(usize, u64) -> u64,
+        answer: impl FnMut(usize, WordDone) -> bool,
+    ) -> Option<Result<(), Stopped>> {
+        match self {
+            Driver::Bins(raw) => raw.run_batch(n, far, locate, op, add, answer),
+            Driver::Dense(_) => None,
+        }
     }
 
     #[inline(always)]

@@ -10,12 +10,18 @@
 use crate::control::group::{avx2::Avx2Line, avx512::Avx512Line};
 use crate::control::group::{scalar::ScalarLine, Group};
 
-use super::layout::{Bin, LinkBucket};
+use super::layout::{Bin, LinkBucket, Slot};
 
 /// Reads buckets as lines. See the module docs.
 pub(crate) trait LineLoader: Copy {
     /// The line type the backend matches on.
     type Line: Group;
+
+    /// The loader write operations use (`Backend::Avx512` says why AVX-512's is AVX2's).
+    type Writer: LineLoader;
+
+    /// The loader write operations use.
+    fn writer(self) -> Self::Writer;
 
     /// Whether each 16-byte slot of a loaded line was read as one atomic access, so that a
     /// matched key comes with the value stored with it. If not, a hit in an `Inserting` slot
@@ -27,6 +33,27 @@ pub(crate) trait LineLoader: Copy {
 
     /// A link bucket.
     fn link(self, bucket: &LinkBucket) -> Self::Line;
+
+    /// One slot as one 16-byte atomic load, `Relaxed` (`Slot::load`; the SIMD loaders read it
+    /// with their own `vmovdqa`, where portable-atomic's calls through a function pointer
+    /// unless the whole build targets AVX).
+    #[inline(always)]
+    fn load_slot(self, slot: &Slot) -> (u64, u64) {
+        slot.load()
+    }
+
+    /// Store a slot as one 16-byte atomic store, `Release` (`Slot::store`).
+    #[inline(always)]
+    fn store_slot(self, slot: &Slot, key: u64, value: u64) {
+        slot.store(key, value);
+    }
+
+    /// A 16-byte compare-and-swap of a slot, `AcqRel` (`Slot::compare_exchange`); the pair
+    /// found on failure.
+    #[inline(always)]
+    fn cas_slot(self, slot: &Slot, current: (u64, u64), new: (u64, u64)) -> Result<(), (u64, u64)> {
+        slot.compare_exchange(current, new)
+    }
 
     /// A link-shaped line read with acquire loads: the dense layout's home line, whose reads
     /// order the read of the alternative line after them (`raw::dense`, Get). Every x86 load
@@ -72,6 +99,12 @@ fn lanes_acquire(slot: &super::layout::Slot, index: usize) -> (u64, u64) {
 
 impl LineLoader for ScalarLoader {
     type Line = ScalarLine;
+    type Writer = ScalarLoader;
+
+    #[inline(always)]
+    fn writer(self) -> ScalarLoader {
+        self
+    }
     const ATOMIC_SLOTS: bool = cfg!(not(loom));
 
     #[inline(always)]
@@ -118,6 +151,30 @@ impl Avx2Loader {
 #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
 impl LineLoader for Avx2Loader {
     type Line = Avx2Line;
+    type Writer = Avx2Loader;
+
+    #[inline(always)]
+    fn writer(self) -> Avx2Loader {
+        self
+    }
+
+    #[inline(always)]
+    fn load_slot(self, slot: &Slot) -> (u64, u64) {
+        // SAFETY: a `Slot` is 16 bytes, 16-aligned; `self` proves AVX (`simd_slot`).
+        unsafe { simd_slot::load(slot) }
+    }
+
+    #[inline(always)]
+    fn store_slot(self, slot: &Slot, key: u64, value: u64) {
+        // SAFETY: as above.
+        unsafe { simd_slot::store(slot, key, value) }
+    }
+
+    #[inline(always)]
+    fn cas_slot(self, slot: &Slot, current: (u64, u64), new: (u64, u64)) -> Result<(), (u64, u64)> {
+        // SAFETY: as above; every CPU with AVX2 has `cmpxchg16b`.
+        unsafe { simd_slot::compare_exchange(slot, current, new) }
+    }
     // `Avx2Line::load` reads slot by slot with 16-byte atomic loads.
     const ATOMIC_SLOTS: bool = true;
 
@@ -145,16 +202,33 @@ impl Avx512Loader {
         let avx2 = Avx2Loader::new()?;
         std::is_x86_feature_detected!("avx512f").then_some(Self(avx2))
     }
-
-    /// The loader write operations use: AVX2 (see `Backend::Avx512` for the measurement).
-    pub(crate) fn writer(self) -> Avx2Loader {
-        self.0
-    }
 }
 
 #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
 impl LineLoader for Avx512Loader {
     type Line = Avx512Line;
+    // AVX2: see `Backend::Avx512` for the measurement.
+    type Writer = Avx2Loader;
+
+    #[inline(always)]
+    fn writer(self) -> Avx2Loader {
+        self.0
+    }
+
+    #[inline(always)]
+    fn load_slot(self, slot: &Slot) -> (u64, u64) {
+        self.0.load_slot(slot)
+    }
+
+    #[inline(always)]
+    fn store_slot(self, slot: &Slot, key: u64, value: u64) {
+        self.0.store_slot(slot, key, value);
+    }
+
+    #[inline(always)]
+    fn cas_slot(self, slot: &Slot, current: (u64, u64), new: (u64, u64)) -> Result<(), (u64, u64)> {
+        self.0.cas_slot(slot, current, new)
+    }
     // As for AVX2 (`Avx512Line::load`).
     const ATOMIC_SLOTS: bool = true;
 
@@ -169,5 +243,141 @@ impl LineLoader for Avx512Loader {
     fn link(self, bucket: &LinkBucket) -> Avx512Line {
         // SAFETY: as above for a `LinkBucket`.
         unsafe { Avx512Line::load((bucket as *const LinkBucket).cast()) }
+    }
+}
+
+/// A slot's 16-byte atomic accesses in inline assembly, for the SIMD loaders: the same
+/// instructions as portable-atomic's (`vmovdqa` for loads and stores, atomic on every CPU with
+/// AVX, Intel SDM vol. 3A §9.1.1, AMD APM vol. 1 §3.9.1; `lock cmpxchg16b` for the CAS), but
+/// inline rather than through the function pointer portable-atomic calls when the build does
+/// not target AVX (a write paid two such calls). Inline assembly is outside the Rust memory
+/// model; without `nomem` each block is a compiler barrier for memory, and on x86 a `vmovdqa`
+/// load is an acquire load, a store a release store and `lock cmpxchg16b` a full barrier, so
+/// each is at least as strong as the `Slot` method it stands for.
+#[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+mod simd_slot {
+    use core::arch::asm;
+
+    use super::Slot;
+
+    /// # Safety
+    /// The CPU supports AVX.
+    #[inline(always)]
+    pub(super) unsafe fn load(slot: &Slot) -> (u64, u64) {
+        let (key, value): (u64, u64);
+        // SAFETY: `slot` is 16 bytes, 16-aligned and readable; the instructions read it and
+        // write their register operands only.
+        unsafe {
+            asm!(
+                "vmovdqa {x}, xmmword ptr [{p}]",
+                "vmovq {k}, {x}",
+                "vpextrq {v}, {x}, 1",
+                p = in(reg) slot as *const Slot,
+                x = out(xmm_reg) _,
+                k = out(reg) key,
+                v = out(reg) value,
+                options(nostack, preserves_flags, readonly),
+            );
+        }
+        (key, value)
+    }
+
+    /// # Safety
+    /// The CPU supports AVX.
+    #[inline(always)]
+    pub(super) unsafe fn store(slot: &Slot, key: u64, value: u64) {
+        // SAFETY: `slot` is 16 bytes, 16-aligned and writable through its atomic (shared
+        // mutability); the store is one 16-byte atomic access.
+        unsafe {
+            asm!(
+                "vmovq {x}, {k}",
+                "vpinsrq {x}, {x}, {v}, 1",
+                "vmovdqa xmmword ptr [{p}], {x}",
+                p = in(reg) slot as *const Slot,
+                k = in(reg) key,
+                v = in(reg) value,
+                x = out(xmm_reg) _,
+                options(nostack, preserves_flags),
+            );
+        }
+    }
+
+    /// # Safety
+    /// The CPU supports `cmpxchg16b`.
+    #[inline(always)]
+    pub(super) unsafe fn compare_exchange(
+        slot: &Slot,
+        current: (u64, u64),
+        new: (u64, u64),
+    ) -> Result<(), (u64, u64)> {
+        let (found_key, found_value): (u64, u64);
+        let swapped: u8;
+        // SAFETY: `slot` is 16 bytes, 16-aligned and writable through its atomic. `rbx` is
+        // LLVM's, so the new key goes through another register and `rbx` is restored before
+        // the block ends (as portable-atomic does).
+        unsafe {
+            asm!(
+                "xchg {new_key}, rbx",
+                "lock cmpxchg16b xmmword ptr [{p}]",
+                "sete {swapped}",
+                "mov rbx, {new_key}",
+                p = in(reg) slot as *const Slot,
+                new_key = inout(reg) new.0 => _,
+                swapped = out(reg_byte) swapped,
+                in("rcx") new.1,
+                inout("rax") current.0 => found_key,
+                inout("rdx") current.1 => found_value,
+                options(nostack),
+            );
+        }
+        if swapped != 0 {
+            Ok(())
+        } else {
+            Err((found_key, found_value))
+        }
+    }
+}
+
+#[cfg(all(test, target_arch = "x86_64", not(miri), not(loom)))]
+mod tests {
+    use super::*;
+    use crate::raw::alloc::TableMemory;
+
+    /// The SIMD loaders' slot accesses against portable-atomic's (the scalar loader's): the
+    /// same pairs read, written, swapped and refused.
+    #[test]
+    fn slot_accesses_agree_with_the_scalar_loader() {
+        let Some(avx2) = Avx2Loader::new() else {
+            return;
+        };
+        let memory = TableMemory::<LinkBucket>::zeroed(1, false).expect("one bucket");
+        let (simd, scalar) = (&memory[0].slots[0], &memory[0].slots[1]);
+        let pairs = [
+            (0, 0),
+            (1, u64::MAX),
+            (u64::MAX, 1),
+            (0x0123_4567_89ab_cdef, 42),
+        ];
+        for &(key, value) in &pairs {
+            avx2.store_slot(simd, key, value);
+            ScalarLoader.store_slot(scalar, key, value);
+            assert_eq!(avx2.load_slot(simd), (key, value));
+            assert_eq!(avx2.load_slot(simd), ScalarLoader.load_slot(scalar));
+            for &other in &pairs {
+                let expected = ScalarLoader.cas_slot(scalar, other, (7, 8));
+                assert_eq!(avx2.cas_slot(simd, other, (7, 8)), expected, "{other:?}");
+                assert_eq!(avx2.load_slot(simd), ScalarLoader.load_slot(scalar));
+                // Back to the pair under test.
+                ScalarLoader.store_slot(scalar, key, value);
+                avx2.store_slot(simd, key, value);
+            }
+        }
+        if let Some(avx512) = Avx512Loader::new() {
+            avx512.store_slot(simd, 3, 4);
+            assert_eq!(avx512.load_slot(simd), (3, 4));
+            assert_eq!(avx512.cas_slot(simd, (3, 5), (1, 1)), Err((3, 4)));
+            assert_eq!(avx512.cas_slot(simd, (3, 4), (1, 1)), Ok(()));
+            assert_eq!(ScalarLoader.load_slot(simd), (1, 1));
+        }
     }
 }

@@ -433,6 +433,44 @@ pub(crate) enum Inserted {
     Shadowed,
 }
 
+/// One request of a batch as the engine runs it (`RawTable::run_batch`): a facade's request,
+/// in words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WordOp {
+    Get,
+    /// Insert the value if the key is absent.
+    Insert(u64),
+    /// Insert or replace.
+    Upsert(u64),
+    /// Replace the value only if the key is present.
+    Put(u64),
+    /// Insert the delta if the key is absent; else replace the value by the facade's sum of
+    /// it and the delta (`run_batch`'s `add`).
+    Add(u64),
+    Remove,
+}
+
+/// What a request of a batch did (`RawTable::run_batch`): the single-key operation's result,
+/// in words. `Upsert`, `Put`, `Add` and `Remove` carry the value before.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum WordDone {
+    Get(Option<u64>),
+    Insert(Inserted),
+    Upsert(Option<u64>),
+    Put(Option<u64>),
+    Add(Option<u64>),
+    Remove(Option<u64>),
+}
+
+/// Where a batch of requests stopped (`RawTable::run_batch`): at request `at`, which ran
+/// (`ran`: its answer asked to stop) or did not (the engine could not run it on this table:
+/// its bin is full or moved, or an open shadow holds its key; it had no effect).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Stopped {
+    pub(crate) at: usize,
+    pub(crate) ran: bool,
+}
+
 /// What an upsert did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Upserted {
@@ -1272,6 +1310,154 @@ impl RawTable {
         )
     }
 
+    /// Requests `0..n` of a batch through a lookahead ring `far` deep (`ring.rs`), in order,
+    /// on this table: `locate(i)` is request i's (hash, key word), `op(i)` what it asks,
+    /// `add(i, old)` the value an `Add` leaves in place of `old`, `answer(i, done)` takes what
+    /// it did and says whether to go on. Compiled inside the backend's entry point, so a
+    /// request costs none of the single-key path's calls and checks (the caller holds the
+    /// writers' gate and has checked that the table is not migrating; each write paces the
+    /// preparation of the next table as a single one does). A request the engine cannot run
+    /// here (a full bin, a moved bin, a shadowed key) stops the batch before it runs, for the
+    /// caller to run through the single-key path, which grows, follows and waits.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn run_batch<P: LineLoader>(
+        &self,
+        loader: P,
+        n: usize,
+        far: usize,
+        locate: impl Fn(usize) -> (u64, u64),
+        op: impl Fn(usize) -> WordOp,
+        add: impl Fn(usize, u64) -> u64,
+        answer: impl FnMut(usize, WordDone) -> bool,
+    ) -> Result<(), Stopped> {
+        struct Requests<P, L, O, F, A> {
+            loader: P,
+            locate: L,
+            op: O,
+            add: F,
+            answer: A,
+            /// The request that stopped the ring ran.
+            ran: bool,
+        }
+        impl<P, L, O, F, A> Requests<P, L, O, F, A>
+        where
+            P: LineLoader,
+            O: Fn(usize) -> WordOp,
+            F: Fn(usize, u64) -> u64,
+        {
+            /// Run request `i` on `bin`; `None` if it cannot run here.
+            #[inline(always)]
+            fn apply(
+                &self,
+                table: &RawTable,
+                i: usize,
+                bin: usize,
+                hash: u64,
+                key: u64,
+            ) -> Option<WordDone> {
+                let op = (self.op)(i);
+                if op == WordOp::Get {
+                    return table.get(self.loader, bin, key).ok().map(WordDone::Get);
+                }
+                table.pace_preparation(hash);
+                let writer = self.loader.writer();
+                let upserted = |result: Result<Result<Upserted, Full>, Moved>| match result {
+                    Ok(Ok(Upserted::Done(before))) => Some(before),
+                    _ => None,
+                };
+                Some(match op {
+                    WordOp::Get => unreachable!("answered above"),
+                    WordOp::Insert(value) => match table.insert(writer, bin, key, value) {
+                        Ok(Ok(inserted)) => WordDone::Insert(inserted),
+                        _ => return None,
+                    },
+                    WordOp::Upsert(value) => WordDone::Upsert(upserted(table.upsert_with(
+                        writer,
+                        bin,
+                        key,
+                        value,
+                        |_| value,
+                    ))?),
+                    WordOp::Add(delta) => WordDone::Add(upserted(table.upsert_with(
+                        writer,
+                        bin,
+                        key,
+                        delta,
+                        |old| (self.add)(i, old),
+                    ))?),
+                    WordOp::Put(value) => WordDone::Put(
+                        table
+                            .update(writer, bin, key, |_| value)
+                            .ok()?
+                            .map(|(old, _)| old),
+                    ),
+                    WordOp::Remove => WordDone::Remove(table.remove(writer, bin, key).ok()?),
+                })
+            }
+        }
+        struct Stages<'t, P, L, O, F, A> {
+            table: &'t RawTable,
+            requests: Requests<P, L, O, F, A>,
+        }
+        impl<P, L, O, F, A> ring::Stages for Stages<'_, P, L, O, F, A>
+        where
+            P: LineLoader,
+            L: Fn(usize) -> (u64, u64),
+            O: Fn(usize) -> WordOp,
+            F: Fn(usize, u64) -> u64,
+            A: FnMut(usize, WordDone) -> bool,
+        {
+            /// The bin, the hash and the key word.
+            type Slot = (usize, u64, u64);
+
+            #[inline(always)]
+            fn locate(&mut self, i: usize) -> (usize, u64, u64) {
+                let (hash, key) = (self.requests.locate)(i);
+                (crate::hash::fastrange(hash, self.table.bins()), hash, key)
+            }
+
+            #[inline(always)]
+            fn prefetch(&mut self, &(bin, _, _): &(usize, u64, u64)) {
+                self.table.prefetch_bin(bin);
+            }
+
+            #[inline(always)]
+            fn chase(&mut self, &mut (bin, _, _): &mut (usize, u64, u64)) {
+                self.table.prefetch_chain(bin);
+            }
+
+            #[inline(always)]
+            fn run(&mut self, i: usize, (bin, hash, key): (usize, u64, u64)) -> Result<(), ()> {
+                let done = self
+                    .requests
+                    .apply(self.table, i, bin, hash, key)
+                    .ok_or(())?;
+                if (self.requests.answer)(i, done) {
+                    Ok(())
+                } else {
+                    self.requests.ran = true;
+                    Err(())
+                }
+            }
+        }
+        let mut stages = Stages {
+            table: self,
+            requests: Requests {
+                loader,
+                locate,
+                op,
+                add,
+                answer,
+                ran: false,
+            },
+        };
+        ring::run(&mut stages, n, far).map_err(|at| Stopped {
+            at,
+            ran: stages.requests.ran,
+        })
+    }
+
     // ---------------------------------------------------------------------------------------
     // Insert
     // ---------------------------------------------------------------------------------------
@@ -1299,9 +1485,28 @@ impl RawTable {
         key: u64,
         value: u64,
     ) -> Result<Result<Inserted, Full>, Moved> {
+        let search = self.find(loader, &self.bins[bin_index], key)?;
+        self.insert_searched::<P, SHADOW>(loader, bin_index, key, value, search)
+    }
+
+    /// `insert_as` after its step 1 found the key absent in `first` (an upsert's search):
+    /// the first attempt goes on from there, any retry searches again.
+    #[inline(always)]
+    fn insert_searched<P: LineLoader, const SHADOW: bool>(
+        &self,
+        loader: P,
+        bin_index: usize,
+        key: u64,
+        value: u64,
+        first: Search,
+    ) -> Result<Result<Inserted, Full>, Moved> {
         let bin = &self.bins[bin_index];
+        let mut first = Some(first);
         loop {
-            let Search { header, hit } = self.find(loader, bin, key)?;
+            let Search { header, hit } = match first.take() {
+                Some(search) => search,
+                None => self.find(loader, bin, key)?,
+            };
             if let Some(hit) = hit {
                 return Ok(Ok(Inserted::Exists(hit.value)));
             }
@@ -1310,7 +1515,7 @@ impl RawTable {
                 self.wait_unfrozen(bin);
                 continue;
             }
-            match self.committed_inserts(bin_index, bin, header, key) {
+            match self.committed_inserts(loader, bin_index, bin, header, key) {
                 Pending::Absent => {}
                 Pending::Found(value) => return Ok(Ok(Inserted::Exists(value))),
                 Pending::Shadowed => return Ok(Ok(Inserted::Shadowed)),
@@ -1364,10 +1569,9 @@ impl RawTable {
             // as the value, beside the bin's shadow key (see Shadow inserts in the essay); its
             // value is its owner's to keep until the commit.
             if SHADOW {
-                self.slot(bin, slot)
-                    .store(self.dead.shadow_of(bin_index), key);
+                loader.store_slot(self.slot(bin, slot), self.dead.shadow_of(bin_index), key);
             } else {
-                self.slot(bin, slot).store(key, value);
+                loader.store_slot(self.slot(bin, slot), key, value);
             }
             self.crash_point();
             if !SHADOW {
@@ -1381,7 +1585,14 @@ impl RawTable {
     /// Step 2 of insert: look into the `Inserting` and `Shadow` slots of `header` (see the
     /// essay).
     #[inline(always)]
-    fn committed_inserts(&self, bin_index: usize, bin: &Bin, header: Header, key: u64) -> Pending {
+    fn committed_inserts<P: LineLoader>(
+        &self,
+        loader: P,
+        bin_index: usize,
+        bin: &Bin,
+        header: Header,
+        key: u64,
+    ) -> Pending {
         let unconfirmed = header.unconfirmed();
         if unconfirmed.is_empty() {
             return Pending::Absent;
@@ -1389,7 +1600,7 @@ impl RawTable {
         let dead = self.dead.of(bin_index);
         let shadow_key = self.dead.shadow_of(bin_index);
         for slot in unconfirmed.iter() {
-            let (now, value) = self.slot(bin, slot).load();
+            let (now, value) = loader.load_slot(self.slot(bin, slot));
             if now == dead {
                 // Not written yet, or written and retired by a delete that has not freed it
                 // yet, or a shadow claimed by its commit or abort: either way a few
@@ -1502,9 +1713,12 @@ impl RawTable {
             // The linearization point: retire the key (see the essay, Delete). The value
             // word stays: a reader that reads the slot in halves may pair the old key with
             // it, and must then see the value the key had.
-            if self
-                .slot(bin, hit.slot)
-                .compare_exchange((key, hit.value), (dead, hit.value))
+            if loader
+                .cas_slot(
+                    self.slot(bin, hit.slot),
+                    (key, hit.value),
+                    (dead, hit.value),
+                )
                 .is_err()
             {
                 spin();
@@ -1634,7 +1848,7 @@ impl RawTable {
             let Some(hit) = self.find(loader, bin, key)?.hit else {
                 return Ok(None);
             };
-            if let Some(done) = self.try_put(bin, hit, key, &mut f) {
+            if let Some(done) = self.try_put(loader, bin, hit, key, &mut f) {
                 return Ok(Some(done));
             }
             spin();
@@ -1643,16 +1857,17 @@ impl RawTable {
 
     /// One put attempt on a found slot: `Some((old, new))` on success.
     #[inline(always)]
-    fn try_put(
+    fn try_put<P: LineLoader>(
         &self,
+        loader: P,
         bin: &Bin,
         hit: Hit,
         key: u64,
         f: &mut impl FnMut(u64) -> u64,
     ) -> Option<(u64, u64)> {
         let new = f(hit.value);
-        self.slot(bin, hit.slot)
-            .compare_exchange((key, hit.value), (key, new))
+        loader
+            .cas_slot(self.slot(bin, hit.slot), (key, hit.value), (key, new))
             .ok()?;
         Some((hit.value, new))
     }
@@ -1675,7 +1890,7 @@ impl RawTable {
             if hit.value != current {
                 return Ok(Err(Mismatch::Value(hit.value)));
             }
-            if self.try_put(bin, hit, key, &mut |_| new).is_some() {
+            if self.try_put(loader, bin, hit, key, &mut |_| new).is_some() {
                 return Ok(Ok(current));
             }
             spin();
@@ -1696,19 +1911,23 @@ impl RawTable {
     ) -> Result<Result<Upserted, Full>, Moved> {
         let bin = &self.bins[bin_index];
         loop {
-            match self.find(loader, bin, key)?.hit {
+            let search = self.find(loader, bin, key)?;
+            match search.hit {
                 Some(hit) => {
-                    if let Some((old, _)) = self.try_put(bin, hit, key, &mut f) {
+                    if let Some((old, _)) = self.try_put(loader, bin, hit, key, &mut f) {
                         return Ok(Ok(Upserted::Done(Some(old))));
                     }
                 }
-                None => match self.insert(loader, bin_index, key, init)? {
-                    Ok(Inserted::New) => return Ok(Ok(Upserted::Done(None))),
-                    Err(full) => return Ok(Err(full)),
-                    // Someone inserted it meanwhile: update that copy.
-                    Ok(Inserted::Exists(_)) => {}
-                    Ok(Inserted::Shadowed) => return Ok(Ok(Upserted::Shadowed)),
-                },
+                // The insert goes on from this search (one search for a new key, not two).
+                None => {
+                    match self.insert_searched::<P, false>(loader, bin_index, key, init, search)? {
+                        Ok(Inserted::New) => return Ok(Ok(Upserted::Done(None))),
+                        Err(full) => return Ok(Err(full)),
+                        // Someone inserted it meanwhile: update that copy.
+                        Ok(Inserted::Exists(_)) => {}
+                        Ok(Inserted::Shadowed) => return Ok(Ok(Upserted::Shadowed)),
+                    }
+                }
             }
             spin();
         }
@@ -2258,14 +2477,14 @@ mod tests {
         // Searches see no key there; another insert of the key waits for the writer.
         assert_eq!(t.get(P, 1, key).unwrap(), None);
         assert!(matches!(
-            t.committed_inserts(1, bin, committed, key),
+            t.committed_inserts(ScalarLoader, 1, bin, committed, key),
             Pending::Unwritten
         ));
         // The insert writes (its linearization point); now the key is present and a CAS on
         // it is a put. The slot stays `Inserting` until a later commit publishes it.
         slot.store(key, value);
         assert!(matches!(
-            t.committed_inserts(1, bin, committed, key),
+            t.committed_inserts(ScalarLoader, 1, bin, committed, key),
             Pending::Found(0)
         ));
         assert_eq!(t.get(P, 1, key).unwrap(), Some(value));
