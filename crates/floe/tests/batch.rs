@@ -530,3 +530,47 @@ fn a_batch_waits_for_a_shadowed_key_and_goes_on_in_order() {
         assert_eq!((map.get(&500), map.get(&2)), (Some(7), Some(12)));
     }
 }
+
+/// Insert-then-delete pairs of fresh keys in batches, round after round: each delete finds
+/// its key and frees its slot, so the next round's inserts find room and `len` returns to
+/// zero. A delete whose slot CAS succeeded but read as failed (the `cmpxchg16b` block once
+/// lost its result to `rbx`, in just this monomorphization) left its slot retired but
+/// unfreed, its answer `None`, the count drifting, and the next insert into that bin waiting
+/// forever. Then on every layout and backend.
+#[test]
+fn insert_delete_pairs_free_their_slots_round_after_round() {
+    let requests: Vec<Request<u64, u64>> = (0..4096u64)
+        .flat_map(|k| [Request::Insert(k << 20, k), Request::Remove(k << 20)])
+        .collect();
+    let expected = |i: usize| match requests[i] {
+        Request::Insert(..) => Response::Insert(Ok(Insert::Inserted)),
+        Request::Remove(key) => Response::Remove(Some(key >> 20)),
+        _ => unreachable!("pairs only"),
+    };
+    let map = FlatMap::<u64, u64>::with_capacity(1 << 16);
+    for round in 0..4 {
+        let mut answered = 0;
+        map.batch()
+            .depth(64)
+            .run_each(&requests, |_, _| answered += 1);
+        assert_eq!((answered, map.len()), (requests.len(), 0), "round {round}");
+    }
+    for (layout, backend) in matrix() {
+        let map = FlatMap::<u64, u64>::builder()
+            .layout(layout)
+            .backend(backend)
+            .capacity(1 << 14)
+            .build()
+            .unwrap();
+        for round in 0..4 {
+            map.batch().run_each(&requests, |i, response| {
+                assert_eq!(
+                    response,
+                    expected(i),
+                    "{layout:?} {backend:?} round {round}, #{i}"
+                );
+            });
+            assert_eq!(map.len(), 0, "{layout:?} {backend:?} round {round}");
+        }
+    }
+}

@@ -311,26 +311,28 @@ mod simd_slot {
         new: (u64, u64),
     ) -> Result<(), (u64, u64)> {
         let (found_key, found_value): (u64, u64);
-        let swapped: u8;
         // SAFETY: `slot` is 16 bytes, 16-aligned and writable through its atomic. `rbx` is
-        // LLVM's, so the new key goes through another register and `rbx` is restored before
-        // the block ends (as portable-atomic does).
+        // LLVM's, so the new key goes in through another register, swapped into `rbx` for
+        // the instruction and back before the block ends (as portable-atomic does). Every
+        // other operand is pinned: given a free choice (`in(reg)`, `out(reg)`) the allocator
+        // may use `rbx` itself, and the exchange or its undoing would then overwrite the
+        // address or a result (floe-server crashed so, and a batched delete reported its
+        // successful CAS as failed). Success is read from the old value rather than ZF:
+        // `cmpxchg16b` leaves `rdx:rax` as expected exactly when it stored.
         unsafe {
             asm!(
-                "xchg {new_key}, rbx",
-                "lock cmpxchg16b xmmword ptr [{p}]",
-                "sete {swapped}",
-                "mov rbx, {new_key}",
-                p = in(reg) slot as *const Slot,
-                new_key = inout(reg) new.0 => _,
-                swapped = out(reg_byte) swapped,
+                "xchg rsi, rbx",
+                "lock cmpxchg16b xmmword ptr [rdi]",
+                "mov rbx, rsi",
+                in("rdi") slot as *const Slot,
+                inout("rsi") new.0 => _,
                 in("rcx") new.1,
                 inout("rax") current.0 => found_key,
                 inout("rdx") current.1 => found_value,
                 options(nostack),
             );
         }
-        if swapped != 0 {
+        if (found_key, found_value) == current {
             Ok(())
         } else {
             Err((found_key, found_value))
