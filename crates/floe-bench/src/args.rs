@@ -35,7 +35,8 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// The default suite: get, insdel, putheavy; 1 and all threads; floe and the peers.
+    /// The default suite: get, insdel, putheavy at all cores; floe (both layouts, one at a
+    /// time and batched) and the peers.
     Suite(SuiteArgs),
     /// One configuration: a workload on some maps at some thread counts.
     Run(RunArgs),
@@ -95,7 +96,7 @@ pub struct Common {
     /// Keys (the table's capacity and key space; accepts 2^25, 32M, 33554432).
     #[arg(long, default_value = "2^25", value_parser = parse_count)]
     pub keys: u64,
-    /// Thread counts, comma separated [default: 1 and all cores].
+    /// Thread counts, comma separated [default: 1 and all cores; the suite: all cores].
     #[arg(long, value_delimiter = ',')]
     pub threads: Vec<usize>,
     /// Seconds per timed run of a cycling workload [default: 1 for the suite, 2 for run].
@@ -244,7 +245,7 @@ pub struct BustleArgs {
         default_value = "floe,papaya,scc,dashmap"
     )]
     pub maps: Vec<MapKind>,
-    /// Thread counts, comma separated [default: 1 and all cores].
+    /// Thread counts, comma separated [default: 1 and all cores; the suite: all cores].
     #[arg(long, value_delimiter = ',')]
     pub threads: Vec<usize>,
     /// The table's initial capacity, a power of two (bustle's `initial_capacity_log2`); the
@@ -289,7 +290,7 @@ pub struct CeilingArgs {
     /// Array size in bytes (accepts 1G, 512M).
     #[arg(long, value_parser = parse_count)]
     pub bytes: Option<u64>,
-    /// Thread counts, comma separated [default: 1 and all cores].
+    /// Thread counts, comma separated [default: 1 and all cores; the suite: all cores].
     #[arg(long, value_delimiter = ',')]
     pub threads: Vec<usize>,
     /// Seconds per measurement.

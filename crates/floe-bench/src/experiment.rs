@@ -46,8 +46,9 @@ pub struct Experiment {
     /// floe's prefetch depth (batch) or window (pipeline); 1 with `Api::Single`.
     pub batch: usize,
     pub prefetch: floe::Prefetch,
-    /// Maps, with the label each is reported under and floe's backend.
-    pub maps: Vec<(MapKind, String, floe::Backend)>,
+    /// Maps, with the label each is reported under, floe's backend and, for an entry that
+    /// batches whatever the experiment's `api` (the suite's "floe batched"), its own.
+    pub maps: Vec<MapEntry>,
     pub recipe: Recipe,
     pub latency: bool,
     /// Measure RSS growth per key in a child process for maps that do not report table bytes.
@@ -55,6 +56,35 @@ pub struct Experiment {
     /// The `--hash` name (passed on to memory probes).
     pub hash_name: String,
     pub command: String,
+}
+
+/// One map of an experiment.
+#[derive(Clone, Debug)]
+pub struct MapEntry {
+    pub kind: MapKind,
+    /// The name its rows are reported under.
+    pub label: String,
+    pub backend: floe::Backend,
+    /// How it gets its operations when not as the experiment's `api` says: (api, depth).
+    pub api: Option<(Api, usize)>,
+}
+
+impl MapEntry {
+    pub fn new(kind: MapKind, label: impl Into<String>, backend: floe::Backend) -> Self {
+        MapEntry {
+            kind,
+            label: label.into(),
+            backend,
+            api: None,
+        }
+    }
+
+    /// The same map batched: its own API and depth.
+    pub fn batched(mut self, label: impl Into<String>, depth: usize) -> Self {
+        self.label = label.into();
+        self.api = Some((Api::Batch, depth));
+        self
+    }
 }
 
 /// Longest per-thread array a cycling workload (and the ceiling) walks through: long enough
@@ -133,11 +163,11 @@ impl Experiment {
                 self.spec(w, t).check()?;
             }
         }
-        for (kind, _, _) in &self.maps {
-            if self.threads_for(*kind).is_empty() {
+        for entry in &self.maps {
+            if self.threads_for(entry.kind).is_empty() {
                 return Err(format!(
                     "{} runs on 1 thread only; add 1 to --threads",
-                    kind.name()
+                    entry.kind.name()
                 ));
             }
         }
@@ -205,9 +235,10 @@ impl Experiment {
         let ceiling = CeilingReport::new(figures, table_bytes as u64, self.recipe.huge_pages);
 
         let mut rows = Vec::new();
-        for (kind, label, backend) in &self.maps {
+        for entry in &self.maps {
+            let (kind, label) = (&entry.kind, &entry.label);
             let recipe = Recipe {
-                backend: *backend,
+                backend: entry.backend,
                 ..recipe
             };
             let memory = if self.memory {
@@ -217,6 +248,29 @@ impl Experiment {
                 m
             } else {
                 None
+            };
+            let mode = match entry.api {
+                Some((api, batch)) => Mode {
+                    api,
+                    batch,
+                    prefetch: self.prefetch,
+                    sample_latency: self.latency && api == Api::Single,
+                },
+                None if kind.batches_requests() || (kind.batches_gets() && self.all_gets()) => {
+                    Mode {
+                        // The bare loop is FlatMap's (`Batch::get_many` unchecked): the other
+                        // floe map runs its checked batch alone.
+                        api: if kind.is_floe() || self.api != Api::Bare {
+                            self.api
+                        } else {
+                            Api::Batch
+                        },
+                        batch: self.batch,
+                        prefetch: self.prefetch,
+                        sample_latency: self.latency,
+                    }
+                }
+                None => Mode::single(self.latency),
             };
             let measured = recipe.visit(
                 *kind,
@@ -234,22 +288,7 @@ impl Experiment {
                     progress: &progress,
                     ceiling: &ceiling,
                     rss_per_key: memory,
-                    mode: if kind.batches_requests() || (kind.batches_gets() && self.all_gets()) {
-                        Mode {
-                            // The bare loop is FlatMap's (`Batch::get_many` unchecked): the
-                            // other floe map runs its checked batch alone.
-                            api: if kind.is_floe() || self.api != Api::Bare {
-                                self.api
-                            } else {
-                                Api::Batch
-                            },
-                            batch: self.batch,
-                            prefetch: self.prefetch,
-                            sample_latency: self.latency,
-                        }
-                    } else {
-                        Mode::single(self.latency)
-                    },
+                    mode,
                 },
             )?;
             rows.extend(measured);
@@ -270,9 +309,9 @@ impl Experiment {
         let maps: usize = self
             .maps
             .iter()
-            .map(|(kind, _, _)| {
+            .map(|entry| {
                 let per_workload = |w: &Workload| {
-                    self.threads_for(*kind).len() * (self.repeat + usize::from(!w.runs_once()))
+                    self.threads_for(entry.kind).len() * (self.repeat + usize::from(!w.runs_once()))
                 };
                 usize::from(self.memory) + self.workloads.iter().map(per_workload).sum::<usize>()
             })

@@ -2,9 +2,11 @@
 //! the same run.
 //!
 //! * `floe-bench` (no arguments) runs the default suite: get, insdel and putheavy on a table
-//!   of 2^25 keys (far larger than the caches), 1 and all threads, floe against dashmap,
-//!   papaya, scc and leapfrog, a few minutes in all; prints the table and
-//!   writes `results/<timestamp>.json` and `.svg`.
+//!   of 2^25 keys (far larger than the caches) at all cores, floe in both layouts one
+//!   operation at a time and batched (floe's default depth), against dashmap, papaya, scc and
+//!   leapfrog, a few minutes in all; prints the table and writes `results/<timestamp>.json`
+//!   and `.svg` (bars: each map's fraction of the matching ceiling, Mops/s and bytes per
+//!   key on them).
 //! * `floe-bench run ...` measures one configuration (`--help` lists the flags).
 //! * `floe-bench ceiling ...` measures the ceiling alone.
 //! * `floe-bench simd ...` runs the SIMD layout lab (SimdHT-Bench; see `simd/mod.rs`).
@@ -31,6 +33,7 @@
 //! ```
 
 mod args;
+mod bars;
 mod bustle_run;
 mod ceiling;
 mod dense;
@@ -61,11 +64,11 @@ use floe::Backend;
 
 use crate::{
     args::{
-        backends, BustleArgs, CeilingArgs, Cli, Command, Common, HashArg, PlotArgs, ProbeArgs,
-        RunArgs, SuiteArgs, SweepArgs, SweepParam,
+        backends, BackendArg, BustleArgs, CeilingArgs, Cli, Command, Common, HashArg, PlotArgs,
+        ProbeArgs, RunArgs, SuiteArgs, SweepArgs, SweepParam,
     },
     dist::Dist,
-    experiment::{stream_len, Experiment},
+    experiment::{stream_len, Experiment, MapEntry},
     keys::parse_count,
     maps::{MapKind, Recipe},
     measure::{Api, Workers},
@@ -206,10 +209,10 @@ impl Common {
                     } else {
                         format!("floe ({})", format!("{b:?}").to_lowercase())
                     };
-                    maps.push((kind, label, b));
+                    maps.push(MapEntry::new(kind, label, b));
                 }
-            } else if !maps.iter().any(|(k, _, _)| *k == kind) {
-                maps.push((kind, kind.name().to_string(), Backend::Auto));
+            } else if !maps.iter().any(|m: &MapEntry| m.kind == kind) {
+                maps.push(MapEntry::new(kind, kind.name(), Backend::Auto));
             }
         }
         Ok(Experiment {
@@ -247,6 +250,7 @@ fn measure_and_report(
     common: &Common,
     default_outputs: Option<(PathBuf, PathBuf)>,
     title: &str,
+    chart: fn(&report::Report, &str) -> String,
 ) -> Result<(), Failure> {
     experiment.check().map_err(Failure::Usage)?;
     let workers = Workers::new();
@@ -302,7 +306,7 @@ fn measure_and_report(
         println!("wrote {}", path.display());
     }
     if let Some(path) = plot {
-        report::write_file(&path, &plot::svg(&report, title)).map_err(Failure::Run)?;
+        report::write_file(&path, &chart(&report, title)).map_err(Failure::Run)?;
         println!("wrote {}", path.display());
     }
     Ok(())
@@ -311,16 +315,40 @@ fn measure_and_report(
 fn suite(args: SuiteArgs) -> Result<(), Failure> {
     let mut experiment = args.common.experiment(1.0, false)?;
     experiment.workloads = vec![Workload::Get, Workload::Insdel, Workload::Putheavy];
+    // What floe is for, at a glance: at all cores, floe one operation at a time and batched,
+    // in both layouts, beside the peers one at a time (they have no batches).
+    if args.common.threads.is_empty() {
+        experiment.threads = vec![Workers::new().cores()];
+    }
+    if args.common.maps.is_empty() && args.common.backend == [BackendArg::Auto] {
+        let depth = floe::batch::DEFAULT_DEPTH;
+        let floe = MapEntry::new(MapKind::Floe, "floe", Backend::Auto);
+        let dense = MapEntry::new(MapKind::FloeDense, "floe-dense", Backend::Auto);
+        let mut maps = vec![
+            floe.clone(),
+            floe.batched("floe batched", depth),
+            dense.clone(),
+            dense.batched("floe-dense batched", depth),
+        ];
+        maps.extend(
+            experiment
+                .maps
+                .iter()
+                .filter(|m| !m.kind.is_floe())
+                .cloned(),
+        );
+        experiment.maps = maps;
+    }
     let stamp = report::file_stamp();
     let outputs = (
         args.out.join(format!("{stamp}.json")),
         args.out.join(format!("{stamp}.svg")),
     );
     let title = format!(
-        "floe-bench suite: {} keys, uniform, unbatched",
+        "floe-bench suite: {} keys, uniform, one at a time and batched",
         keys::pretty_count(experiment.keys)
     );
-    measure_and_report(&experiment, &args.common, Some(outputs), &title)
+    measure_and_report(&experiment, &args.common, Some(outputs), &title, bars::svg)
 }
 
 impl RunArgs {
@@ -360,7 +388,7 @@ fn run(args: RunArgs) -> Result<(), Failure> {
         keys::pretty_count(experiment.keys),
         args.dist
     );
-    measure_and_report(&experiment, &args.common, None, &title)
+    measure_and_report(&experiment, &args.common, None, &title, plot::svg)
 }
 
 /// `run --workload population|grow-read` (growth.rs).
