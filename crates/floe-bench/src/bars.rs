@@ -8,7 +8,7 @@
 
 use crate::{
     report::{Report, Row},
-    svg::{Svg, PALETTE},
+    svg::{unique, Svg, PALETTE},
 };
 
 const BAR_W: f64 = 34.0;
@@ -18,16 +18,6 @@ const MARGIN_L: f64 = 56.0;
 const MARGIN_T: f64 = 34.0;
 const MARGIN_B: f64 = 124.0;
 const LEGEND_H: f64 = 22.0;
-
-fn unique<T: PartialEq + Clone>(items: impl Iterator<Item = T>) -> Vec<T> {
-    let mut out: Vec<T> = Vec::new();
-    for item in items {
-        if !out.contains(&item) {
-            out.push(item);
-        }
-    }
-    out
-}
 
 /// The chart for `report`.
 pub fn svg(report: &Report, title: &str) -> String {

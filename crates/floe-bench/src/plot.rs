@@ -3,7 +3,7 @@
 
 use crate::{
     report::Report,
-    svg::{nice_ceiling, Svg, PALETTE},
+    svg::{nice_ceiling, unique, Svg, PALETTE},
 };
 
 const PANEL_W: f64 = 340.0;
@@ -12,16 +12,6 @@ const MARGIN_L: f64 = 56.0;
 const MARGIN_B: f64 = 40.0;
 const MARGIN_T: f64 = 30.0;
 const LEGEND_H: f64 = 24.0;
-
-fn unique<T: PartialEq + Clone>(items: impl Iterator<Item = T>) -> Vec<T> {
-    let mut out: Vec<T> = Vec::new();
-    for item in items {
-        if !out.contains(&item) {
-            out.push(item);
-        }
-    }
-    out
-}
 
 /// The chart for `report`.
 pub fn svg(report: &Report, title: &str) -> String {

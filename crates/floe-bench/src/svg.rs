@@ -143,6 +143,17 @@ pub fn escape(text: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// The distinct items in first-seen order (the panels and series of a chart).
+pub fn unique<T: PartialEq + Clone>(items: impl Iterator<Item = T>) -> Vec<T> {
+    let mut out: Vec<T> = Vec::new();
+    for item in items {
+        if !out.contains(&item) {
+            out.push(item);
+        }
+    }
+    out
+}
+
 /// A "nice" axis maximum at or above `v` (1, 2 or 5 times a power of ten).
 pub fn nice_ceiling(v: f64) -> f64 {
     if v <= 0.0 || !v.is_finite() {
