@@ -147,7 +147,7 @@ typedef struct FloeOptions {
   // and more, which suits large tables; off bounds the time one insert can wait for the
   // kernel to fault in a page).
   uint32_t no_huge_pages;
-  // How many requests ahead the batch calls prefetch (0: 16; at most 128).
+  // How many requests ahead the batch calls prefetch (0: floe's default, 64; at most 128).
   uint32_t batch_depth;
 } FloeOptions;
 

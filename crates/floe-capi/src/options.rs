@@ -30,7 +30,7 @@ pub struct FloeOptions {
     /// and more, which suits large tables; off bounds the time one insert can wait for the
     /// kernel to fault in a page).
     pub no_huge_pages: u32,
-    /// How many requests ahead the batch calls prefetch (0: 16; at most 128).
+    /// How many requests ahead the batch calls prefetch (0: floe's default, 64; at most 128).
     pub batch_depth: u32,
 }
 
@@ -59,7 +59,7 @@ pub enum FloeResizeMode {
 }
 
 /// What the batch calls prefetch ahead by default (floe's own default).
-const DEFAULT_BATCH_DEPTH: usize = 16;
+const DEFAULT_BATCH_DEPTH: usize = floe::batch::DEFAULT_DEPTH;
 
 impl FloeOptions {
     /// Apply these options to a builder of either map, or say which field is out of range.

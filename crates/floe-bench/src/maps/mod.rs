@@ -87,9 +87,10 @@ pub enum MapKind {
     FloePersistentFlush,
     /// floe's `Map` for any key and value, here `Map<u64, u64>`: the slot holds the key's hash
     /// and a pointer to a heap entry (one more line per hit than `FlatMap`); one handle pinned
-    /// per operation (`map.pin()`), as for papaya. Batched gets (`MapRef::get_many`, its own
-    /// depth of 16) for all-get workloads; other workloads through `MapRef::batch` or
-    /// `MapRef::pipeline` under `--api batch` / `pipeline` (one handle per 2048 requests).
+    /// per operation (`map.pin()`), as for papaya. Batched gets (`MapRef::get_many`: the
+    /// table's lines on floe's ring, then the entries 16 ahead) for all-get workloads; other
+    /// workloads through `MapRef::batch` or `MapRef::pipeline` under `--api batch` /
+    /// `pipeline` (one handle per 2048 requests).
     FloeAny,
     /// floe's `LocalMap` (the single-thread mode: `FlatMap`'s table, writes with no atomic
     /// read-modify-write), 1 thread only, the counterpart of `hashbrown`.
@@ -120,7 +121,8 @@ pub enum MapKind {
     Hashbrown,
     /// floe's FlatMap through its C ABI (`floe-capi`): each operation one call through a C
     /// function pointer, as a C program calls the shared library, with its status code and
-    /// out-parameter. Batched gets through `floe_map_get_many` (prefetch depth 16). Mix64 only.
+    /// out-parameter. Batched gets through `floe_map_get_many` (its default depth, floe's).
+    /// Mix64 only.
     FloeCapi,
     /// boost::concurrent_flat_map (Boost 1.83+, C++): `cvisit` reads, `emplace`, `visit`
     /// updates, `erase`. Batched gets (`--api batch`) through its bulk `cvisit` over a range
