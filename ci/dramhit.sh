@@ -103,9 +103,10 @@ printf '%-6s %12s %12s %10s %12s %10s %12s\n' round dramhit_set dramhit_get floe
     tee -a "$out/runs.txt"
 for round in $(seq 1 "$rounds"); do
     log="$out/dramhit-$round.log"
-    "$build/dramhit" --mode 11 --ht-type 3 --ht-size 33554432 --ht-fill 70 --insert-factor 1 \
-        --read-factor 1 --drop-caches 0 --hw-pref 1 --numa-split 1 --batch-len 16 \
-        --find_queue_sz 64 --num-threads "$threads" >"$log" 2>&1
+    # From the output directory: DRAMHiT writes its own dramhit.log into the working one.
+    (cd "$out" && "$build/dramhit" --mode 11 --ht-type 3 --ht-size 33554432 --ht-fill 70 \
+        --insert-factor 1 --read-factor 1 --drop-caches 0 --hw-pref 1 --numa-split 1 \
+        --batch-len 16 --find_queue_sz 64 --num-threads "$threads") >"$log" 2>&1
     set_mops="$(sed -n 's/.*set_mops : \([0-9.]*\).*/\1/p' "$log")"
     get_mops="$(sed -n 's/.*get_mops : \([0-9.]*\).*/\1/p' "$log")"
     read -r floe_get get_ceiling < <(floe_run get 23488102 "$round")
