@@ -28,7 +28,7 @@ if ((${#missing[@]})); then
 fi
 if ! python3 -c "import boost_headers" 2>/dev/null; then
     echo "capi.sh: installing boost-headers (pip)"
-    python3 -m pip install -q boost-headers
+    retry_once "pip install boost-headers" python3 -m pip install -q boost-headers
     missing+=(boost-headers)
 fi
 if ((${#missing[@]})); then

@@ -8,13 +8,14 @@
 # keeping, after `cargo fuzz cmin`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source ci/retry.sh
 if ! cargo +nightly --version >/dev/null 2>&1; then
     echo "fuzz.sh: installing nightly (rustup)"
-    rustup toolchain install nightly --profile minimal
+    retry_once "rustup toolchain install nightly" rustup toolchain install nightly --profile minimal
 fi
 if ! cargo fuzz --version >/dev/null 2>&1; then
     echo "fuzz.sh: installing cargo-fuzz"
-    cargo install cargo-fuzz --locked
+    retry_once "cargo install cargo-fuzz" cargo install cargo-fuzz --locked
 fi
 seconds="${FLOE_FUZZ_SECONDS:-60}"
 cd fuzz

@@ -4,11 +4,13 @@
 # must mean Miri ran.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source ci/retry.sh
 if ! cargo +nightly miri --version >/dev/null 2>&1; then
     echo "miri.sh: installing nightly Miri (rustup)"
-    rustup toolchain install nightly --profile minimal --component miri
+    retry_once "rustup toolchain install nightly (miri)" \
+        rustup toolchain install nightly --profile minimal --component miri
 fi
-cargo +nightly miri setup
+retry_once "cargo miri setup" cargo +nightly miri setup
 # FLOE_MIRI_SETUP_ONLY=1: install and set up, run nothing (`.ci/run` does this first, then runs
 # the tests in the background, so no other script installs nightly at the same time).
 if [ "${FLOE_MIRI_SETUP_ONLY:-0}" = 1 ]; then

@@ -24,7 +24,8 @@ if ((${#missing[@]})); then
 fi
 if ! python3 -c "import pymemcache, pytest, pylibmc" 2>/dev/null; then
     echo "server.sh: installing pymemcache, pytest and pylibmc (pip)"
-    python3 -m pip install -q pymemcache pytest pylibmc
+    retry_once "pip install pymemcache pytest pylibmc" \
+        python3 -m pip install -q pymemcache pytest pylibmc
 fi
 
 cargo build --release -p floe-server
