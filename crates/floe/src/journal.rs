@@ -2,12 +2,34 @@
 //! mappings, snapshots, and the replay that turns them back into a map.
 //!
 //! ```text
-//!  <dir>/floe.lock                  held (flock) by the one process that has the map open
+//!  <dir>                            locked (flock) by the one process that has the map open
 //!  <dir>/floe-map.meta              identity: format version, key and value type names
+//!  <dir>/floe-map.manifest          the files the map needs: the snapshot (generation and
+//!                                   length), every journal chunk (length, synced length),
+//!                                   and the boot of the machine that last opened the map
 //!  <dir>/snapshot-<gen>             every key, value and sequence number at one compaction
 //!  <dir>/journal-<gen>-<lane>-<n>   write records, appended by one lane at a time
-//!  <dir>/floe-map.synced            the last checkpoint: each chunk's synced length
 //! ```
+//!
+//! # The manifest, and what an open refuses
+//!
+//! Every change to the set of files goes through the manifest (`durable::replace_file`: a
+//! temporary file synced and renamed, the directory synced), in this order: a new chunk is
+//! created (its header written), then listed, then written to; a snapshot is written, synced
+//! and renamed into place, then listed (with the older chunks unlisted), then the older files
+//! deleted; a checkpoint syncs the chunks, then records their synced lengths. So at every
+//! instant, every file the manifest lists exists with the length it lists, and every record a
+//! write returned after is in a listed file. An open therefore refuses (`StorageError::Corrupt`)
+//! a listed file that is missing, of another length, or not a regular file; it ignores (and
+//! the next compaction deletes) unlisted files holding no record. Within a chunk, the tail
+//! rule of `durable::judge_tail` decides: while the machine has not restarted since the map
+//! was opened (the manifest's boot id), a record's first word, written last, is either zero
+//! (the end of the chunk, or a record a crash cut) or heads a whole record, so a record that
+//! fails its checksum, or a whole record after the end, is damage; after a restart, records
+//! past the synced length may be lost to the power loss, and are dropped and counted
+//! (`MapRecovery::torn`), after which the open compacts before it takes a write.
+//! Undetectable: a chunk's last records, written since its last checkpoint, zeroed whole
+//! (indistinguishable from writes that never happened).
 //!
 //! A journal chunk is a file mapped shared: a record is in the kernel's page cache the moment
 //! its stores are made, so a process that dies loses no record it finished writing, with no
@@ -17,11 +39,10 @@
 //! changes it after the record's fate is known (`persistent_map.rs` says when and why).
 //!
 //! `checkpoint` syncs every chunk written since the last one, then the directory, then
-//! rewrites `floe-map.synced` (temporary file, sync, rename): the list of chunks with how far
-//! each was synced. Opening reads a damaged record (or header) below a chunk's synced length
-//! as damage (an error), and anything past it as the tail of a power loss or of a crash
-//! while the chunk was being made (dropped, damaged records reported): after a power loss any
-//! page written since the last checkpoint may be missing or stale.
+//! records in the manifest how far each was synced. Opening reads a damaged record (or
+//! header) below a chunk's synced length as damage (an error); past it, the manifest's boot
+//! id decides (below): after a power loss any page written since the last checkpoint may be
+//! missing or stale.
 //!
 //! A compaction starts a new generation: every lane switches to a chunk of the next
 //! generation (under its lock, so no write straddles the switch), the live map is written to
@@ -43,20 +64,23 @@ use std::{
 use memmap2::MmapRaw;
 
 use crate::{
+    durable,
     error::{Error, StorageError},
     raw::store::{create_reserved, io_error, Store},
 };
 
 /// Bumped whenever the meaning of a byte in the files changes.
-pub(crate) const JOURNAL_FORMAT: u32 = 1;
+pub(crate) const JOURNAL_FORMAT: u32 = 2;
 const META: &str = "floe-map.meta";
 const META_MAGIC: [u8; 8] = *b"FLOEPMAP";
 const CHUNK_MAGIC: [u8; 8] = *b"FLOEJRNL";
 const SNAPSHOT_MAGIC: [u8; 8] = *b"FLOESNAP";
 /// A chunk's header: magic, version, lane, generation, chunk number, checksum.
 const CHUNK_HEADER: usize = 64;
-const SYNCED: &str = "floe-map.synced";
-const SYNCED_MAGIC: [u8; 8] = *b"FLOESYNC";
+const MANIFEST: &str = "floe-map.manifest";
+const MANIFEST_MAGIC: [u8; 8] = *b"FLOEMANI";
+/// No floe file of the map's kinds is longer (a chunk holds one record of at most 4 GiB).
+const FILE_LIMIT: u64 = 1 << 40;
 /// A record's fixed part: `[len: u32, crc: u32] [seq: u64] [prev: u64] [key_len: u32, kind:
 /// u8, state: u8, 0: u16]`, then the key's bytes and the value's, padded to 8.
 const RECORD_HEAD: usize = 32;
@@ -98,9 +122,117 @@ fn crc_of(parts: &[&[u8]]) -> u32 {
 }
 
 fn sync_dir(dir: &Path) -> Result<(), Error> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io_error("sync the map's directory"))
+    durable::sync_dir(dir).map_err(io_error("sync the map's directory"))
+}
+
+/// Read a file of the map, as a regular file only, with `what` and `missing` for the errors.
+fn read_file(path: &Path, what: &'static str, missing: &'static str) -> Result<Vec<u8>, Error> {
+    durable::read_regular(path, FILE_LIMIT).map_err(|error| match error.kind() {
+        std::io::ErrorKind::NotFound => corrupt(missing),
+        _ => io_error(what)(error),
+    })
+}
+
+/// A listed journal chunk.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Listed {
+    /// The file's length (chunks are made whole, reserved, and never change length).
+    length: u64,
+    /// How far the last checkpoint synced it (0: not yet).
+    synced: u64,
+}
+
+/// What `floe-map.manifest` says (module docs).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Manifest {
+    /// The boot of the machine that last opened the map (`durable::boot_id`).
+    boot: Option<[u8; 16]>,
+    /// The snapshot replay starts from: generation and length.
+    snapshot: Option<(u64, u64)>,
+    chunks: std::collections::BTreeMap<String, Listed>,
+}
+
+impl Manifest {
+    fn encode(&self) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        bytes.extend_from_slice(&MANIFEST_MAGIC);
+        bytes.extend_from_slice(&JOURNAL_FORMAT.to_le_bytes());
+        bytes.push(u8::from(self.boot.is_some()));
+        bytes.extend_from_slice(&self.boot.unwrap_or_default());
+        let (gen, length) = self.snapshot.unwrap_or_default();
+        bytes.extend_from_slice(&gen.to_le_bytes());
+        bytes.extend_from_slice(&length.to_le_bytes());
+        bytes.extend_from_slice(&(self.chunks.len() as u32).to_le_bytes());
+        for (name, listed) in &self.chunks {
+            bytes.extend_from_slice(&(name.len() as u32).to_le_bytes());
+            bytes.extend_from_slice(name.as_bytes());
+            bytes.extend_from_slice(&listed.length.to_le_bytes());
+            bytes.extend_from_slice(&listed.synced.to_le_bytes());
+        }
+        let crc = crc_of(&[&bytes]);
+        bytes.extend_from_slice(&crc.to_le_bytes());
+        bytes
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Manifest, Error> {
+        let damaged = || corrupt("the manifest is damaged");
+        if bytes.len() < 8 || bytes[..8] != MANIFEST_MAGIC {
+            return Err(Error::Storage(StorageError::Foreign));
+        }
+        if bytes.len() < 53 {
+            return Err(damaged());
+        }
+        let (body, crc) = bytes.split_at(bytes.len() - 4);
+        if crc_of(&[body]).to_le_bytes() != crc {
+            return Err(damaged());
+        }
+        let version = u32::from_le_bytes(body[8..12].try_into().expect("4 bytes"));
+        if version != JOURNAL_FORMAT {
+            return Err(Error::Storage(StorageError::Version { found: version }));
+        }
+        let word = |at: usize| u64::from_le_bytes(body[at..at + 8].try_into().expect("8 bytes"));
+        let boot = match body[12] {
+            0 => None,
+            1 => Some(body[13..29].try_into().expect("16 bytes")),
+            _ => return Err(damaged()),
+        };
+        let (gen, length) = (word(29), word(37));
+        if gen > durable::MAX_GENERATION {
+            return Err(damaged());
+        }
+        let snapshot = (gen != 0).then_some((gen, length));
+        let count = u32::from_le_bytes(body[45..49].try_into().expect("4 bytes"));
+        let mut rest = &body[49..];
+        let mut chunks = std::collections::BTreeMap::new();
+        for _ in 0..count {
+            let name = take_prefixed(&mut rest).ok_or_else(damaged)?;
+            let numbers = rest.get(..16).ok_or_else(damaged)?;
+            let listed = Listed {
+                length: u64::from_le_bytes(numbers[..8].try_into().expect("8 bytes")),
+                synced: u64::from_le_bytes(numbers[8..].try_into().expect("8 bytes")),
+            };
+            rest = &rest[16..];
+            let name = String::from_utf8(name.to_vec()).map_err(|_| damaged())?;
+            let gen = parse_name(&name).journal_gen().ok_or_else(damaged)?;
+            if gen > durable::MAX_GENERATION || listed.synced > listed.length {
+                return Err(damaged());
+            }
+            chunks.insert(name, listed);
+        }
+        if !rest.is_empty() {
+            return Err(damaged());
+        }
+        Ok(Manifest {
+            boot,
+            snapshot,
+            chunks,
+        })
+    }
+
+    fn write(&self, dir: &Path) -> Result<(), Error> {
+        durable::replace_file(dir, MANIFEST, &self.encode())
+            .map_err(io_error("write the map's manifest"))
+    }
 }
 
 /// The map's identity as the meta file states it.
@@ -190,6 +322,11 @@ impl Chunk {
         // SAFETY: the mapping is `bytes` >= CHUNK_HEADER long, ours alone (the file was just
         // created), and nothing else in this process has a reference into it yet.
         unsafe { core::ptr::copy_nonoverlapping(header.as_ptr(), map.as_mut_ptr(), CHUNK_HEADER) };
+        // Synced before the manifest lists it: a listed chunk has its length and header on
+        // the disk, whatever a power loss takes later.
+        map.flush().map_err(io_error("sync a new journal file"))?;
+        file.sync_all()
+            .map_err(io_error("sync a new journal file"))?;
         Ok(Chunk {
             map,
             name,
@@ -253,7 +390,7 @@ impl Lane {
     /// `PENDING`. Returns its state byte.
     pub(crate) fn append(
         &mut self,
-        dir: &Path,
+        journal: &Journal,
         seq: u64,
         prev: u64,
         kind: Kind,
@@ -274,7 +411,7 @@ impl Lane {
             .as_deref()
             .is_none_or(|chunk| room(chunk) < len)
         {
-            self.start_chunk(dir, len)?;
+            self.start_chunk(journal, len)?;
         }
         let chunk = self.current.as_deref().expect("started above");
         let at = chunk.written.load(Ordering::Relaxed) as usize;
@@ -304,9 +441,18 @@ impl Lane {
         }
     }
 
-    fn start_chunk(&mut self, dir: &Path, record: usize) -> Result<(), Error> {
+    /// Make the lane's next chunk and list it in the manifest before any record goes in.
+    fn start_chunk(&mut self, journal: &Journal, record: usize) -> Result<(), Error> {
         let bytes = CHUNK_BYTES.max((CHUNK_HEADER + record).next_multiple_of(4096));
-        let chunk = Chunk::create(dir, bytes, self.number, self.gen, self.next_chunk)?;
+        let chunk = Chunk::create(&journal.dir, bytes, self.number, self.gen, self.next_chunk)?;
+        if let Err(error) = journal.list_chunk(&chunk.name, bytes as u64) {
+            drop(chunk);
+            let _ = std::fs::remove_file(journal.dir.join(format!(
+                "journal-{:016x}-{:04x}-{:08x}",
+                self.gen, self.number, self.next_chunk
+            )));
+            return Err(error);
+        }
         self.next_chunk += 1;
         if let Some(full) = self.current.replace(Arc::new(chunk)) {
             self.filled.push(full);
@@ -339,7 +485,7 @@ impl Lane {
 /// The directory: its lock, the lanes, the generation.
 pub(crate) struct Journal {
     dir: PathBuf,
-    _lock: crate::raw::store::DirLock,
+    _lock: crate::durable::DirLock,
     pub(crate) lanes: Box<[std::sync::Mutex<Lane>]>,
     /// The generation new chunks are made in (a compaction's snapshot has it too).
     gen: AtomicU64,
@@ -347,8 +493,9 @@ pub(crate) struct Journal {
     pub(crate) appended: AtomicU64,
     /// The newest durable snapshot's generation (0: none).
     snapshot_gen: AtomicU64,
-    /// What the checkpoints synced: chunk name -> length (held through a checkpoint).
-    synced: std::sync::Mutex<std::collections::BTreeMap<String, u64>>,
+    /// The manifest as last written (module docs). Taken after a lane's lock, never before
+    /// one.
+    manifest: std::sync::Mutex<Manifest>,
 }
 
 /// Lanes per map: enough that threads rarely share one.
@@ -358,7 +505,7 @@ fn lane_count() -> usize {
 }
 
 impl Journal {
-    fn with_lock(dir: &Path, lock: crate::raw::store::DirLock, gen: u64) -> Journal {
+    fn with_lock(dir: &Path, lock: crate::durable::DirLock, gen: u64) -> Journal {
         let lanes = (0..lane_count())
             .map(|number| {
                 std::sync::Mutex::new(Lane {
@@ -379,8 +526,39 @@ impl Journal {
             gen: AtomicU64::new(gen),
             appended: AtomicU64::new(0),
             snapshot_gen: AtomicU64::new(0),
-            synced: std::sync::Mutex::new(Default::default()),
+            manifest: std::sync::Mutex::new(Manifest::default()),
         }
+    }
+
+    fn manifest(&self) -> std::sync::MutexGuard<'_, Manifest> {
+        self.manifest.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Change the manifest with `change` and write it; on failure the recorded one is kept.
+    fn record(&self, change: impl FnOnce(&mut Manifest)) -> Result<(), Error> {
+        let mut manifest = self.manifest();
+        let mut changed = manifest.clone();
+        change(&mut changed);
+        changed.write(&self.dir)?;
+        *manifest = changed;
+        Ok(())
+    }
+
+    /// List a new chunk (`length` bytes), before anything is written to it.
+    fn list_chunk(&self, name: &str, length: u64) -> Result<(), Error> {
+        self.record(|manifest| {
+            manifest
+                .chunks
+                .insert(name.to_owned(), Listed { length, synced: 0 });
+        })
+    }
+
+    /// Record that this boot of the machine has the map open (after a successful open, before
+    /// any write): from now on a damaged record is told from a crash's end by the rule of a
+    /// machine that has not restarted.
+    pub(crate) fn record_open(&self) -> Result<(), Error> {
+        let boot = durable::boot_id();
+        self.record(|manifest| manifest.boot = boot)
     }
 
     /// Make a new, empty map's directory (refused if one is there).
@@ -389,17 +567,12 @@ impl Journal {
         if dir.join(META).exists() {
             return Err(Error::Storage(StorageError::Exists));
         }
-        let meta = identity.encode();
-        let tmp = dir.join(format!("{META}.tmp"));
-        (|| {
-            let mut file = File::create(&tmp)?;
-            file.write_all(&meta)?;
-            file.sync_all()?;
-            std::fs::rename(&tmp, dir.join(META))
-        })()
-        .map_err(io_error("write the map's meta file"))?;
-        sync_dir(dir)?;
-        Ok(Journal::with_lock(dir, lock, 1))
+        // The manifest first: a directory with a meta file is a map, and a map has one.
+        let journal = Journal::with_lock(dir, lock, 1);
+        journal.record_open()?;
+        durable::replace_file(dir, META, &identity.encode())
+            .map_err(io_error("write the map's meta file"))?;
+        Ok(journal)
     }
 
     pub(crate) fn dir(&self) -> &Path {
@@ -427,9 +600,8 @@ impl Journal {
     }
 
     /// Sync every record written so far (for a power loss), and record how far each chunk
-    /// is synced (`floe-map.synced`).
+    /// is synced (the manifest).
     pub(crate) fn checkpoint(&self) -> Result<(), Error> {
-        let mut synced = self.synced.lock().unwrap_or_else(|p| p.into_inner());
         let mut chunks = Vec::new();
         for lane in self.lanes.iter() {
             let mut lane = lane.lock().unwrap_or_else(|p| p.into_inner());
@@ -448,29 +620,14 @@ impl Journal {
             }
         }
         sync_dir(&self.dir)?;
-        let oldest = self.snapshot_gen.load(Ordering::Relaxed);
-        synced.retain(|name, _| parse_name(name).journal_gen().is_some_and(|g| g >= oldest));
-        synced.extend(lengths);
-        let mut bytes = Vec::new();
-        bytes.extend_from_slice(&SYNCED_MAGIC);
-        bytes.extend_from_slice(&JOURNAL_FORMAT.to_le_bytes());
-        bytes.extend_from_slice(&(synced.len() as u32).to_le_bytes());
-        for (name, length) in synced.iter() {
-            bytes.extend_from_slice(&(name.len() as u32).to_le_bytes());
-            bytes.extend_from_slice(name.as_bytes());
-            bytes.extend_from_slice(&length.to_le_bytes());
-        }
-        let crc = crc_of(&[&bytes]);
-        bytes.extend_from_slice(&crc.to_le_bytes());
-        let tmp = self.dir.join(format!("{SYNCED}.tmp"));
-        (|| {
-            let mut file = File::create(&tmp)?;
-            file.write_all(&bytes)?;
-            file.sync_all()?;
-            std::fs::rename(&tmp, self.dir.join(SYNCED))
-        })()
-        .map_err(io_error("write the checkpoint's list of synced journals"))?;
-        sync_dir(&self.dir)
+        self.record(|manifest| {
+            for (name, length) in lengths {
+                // A chunk a compaction unlisted meanwhile is no longer needed.
+                if let Some(listed) = manifest.chunks.get_mut(&name) {
+                    listed.synced = listed.synced.max(length);
+                }
+            }
+        })
     }
 
     /// Switch every lane to the next generation and return it with the old generation's
@@ -512,6 +669,14 @@ impl Journal {
         std::fs::rename(&tmp, self.dir.join(format!("snapshot-{gen:016x}")))
             .map_err(io_error("rename a snapshot into place"))?;
         sync_dir(&self.dir)?;
+        crash_point();
+        // The snapshot is replay's start from now on: the older chunks are no longer needed.
+        self.record(|manifest| {
+            manifest.snapshot = Some((gen, bytes));
+            manifest
+                .chunks
+                .retain(|name, _| parse_name(name).journal_gen().is_some_and(|g| g >= gen));
+        })?;
         self.snapshot_gen.fetch_max(gen, Ordering::Relaxed);
         crash_point();
         remove_older(&self.dir, gen);
@@ -625,11 +790,9 @@ pub(crate) fn settle(files: &[PathBuf], fates: &[(usize, u64, u8)]) -> Result<()
     let mut touched: Vec<Option<File>> = files.iter().map(|_| None).collect();
     for &(file, offset, state) in fates {
         if touched[file].is_none() {
-            let opened = OpenOptions::new()
-                .read(true)
-                .write(true)
-                .open(&files[file])
-                .map_err(io_error("open a journal to settle its records"))?;
+            let opened =
+                durable::open_regular(&files[file], OpenOptions::new().read(true).write(true))
+                    .map_err(io_error("open a journal to settle its records"))?;
             touched[file] = Some(opened);
         }
         let journal = touched[file].as_ref().expect("opened above");
@@ -685,9 +848,12 @@ pub(crate) struct Contents<'a> {
 /// The files replay reads, as read (records are parsed in place, not copied).
 pub(crate) struct Loaded {
     snapshot: Option<(u64, Vec<u8>)>,
-    /// Journals of the snapshot's generation and later: generation, path, synced length,
-    /// bytes.
+    /// The chunks the manifest lists: generation, path, synced length, bytes.
     journals: Vec<(u64, PathBuf, u64, Vec<u8>)>,
+    /// The machine may have restarted since the map was last opened (`durable::judge_tail`).
+    power_lost: bool,
+    /// Unlisted chunks holding records, after a restart (dropped as a power loss's).
+    unlisted: usize,
 }
 
 impl Loaded {
@@ -696,7 +862,7 @@ impl Loaded {
         let mut contents = Contents {
             keys: HashMap::with_hasher(crate::hash::WyHash::new()),
             max_seq: 0,
-            torn: 0,
+            torn: self.unlisted,
             records: 0,
             files: Vec::new(),
         };
@@ -704,7 +870,7 @@ impl Loaded {
             read_snapshot(bytes, *gen, &mut contents)?;
         }
         for (gen, path, synced, bytes) in &self.journals {
-            read_chunk(bytes, *gen, *synced, &mut contents)?;
+            read_chunk(bytes, *gen, *synced, self.power_lost, &mut contents)?;
             contents.files.push(path.clone());
         }
         Ok(contents)
@@ -712,61 +878,94 @@ impl Loaded {
 }
 
 impl Journal {
-    /// Open an existing map's directory: lock it, check its identity, read and check every
-    /// file. Changes nothing (the caller settles the pending records once the map is
-    /// rebuilt).
+    /// Open an existing map's directory: lock it, check its identity and manifest, read and
+    /// check every file the manifest lists (module docs). Changes nothing (the caller settles
+    /// the pending records once the map is rebuilt, then `record_open`).
     pub(crate) fn open(dir: &Path, identity: &Identity<'_>) -> Result<(Journal, Loaded), Error> {
         if !dir.join(META).exists() {
             return Err(Error::Storage(StorageError::Missing));
         }
         let lock = Store::lock(dir, false)?;
-        let meta = std::fs::read(dir.join(META)).map_err(io_error("read the map's meta file"))?;
+        let meta = read_file(&dir.join(META), "read the map's meta file", "no meta file")?;
         identity.check(&meta)?;
-        let mut snapshots = Vec::new();
-        let mut journals = Vec::new();
-        for entry in std::fs::read_dir(dir).map_err(io_error("list the map's directory"))? {
-            let entry = entry.map_err(io_error("list the map's directory"))?;
-            match parse_name(&entry.file_name().to_string_lossy()) {
-                Name::Snapshot(gen) => snapshots.push((gen, entry.path())),
-                Name::Journal { gen } => journals.push((gen, entry.path())),
-                Name::Temporary | Name::Other => {}
-            }
-        }
-        let gen = snapshots.iter().map(|(gen, _)| *gen).max().unwrap_or(0);
-        let synced = match std::fs::read(dir.join(SYNCED)) {
-            Ok(bytes) => read_synced(&bytes)?,
-            Err(error) if error.kind() == std::io::ErrorKind::NotFound => HashMap::new(),
-            Err(error) => return Err(io_error("read the checkpoint's list")(error)),
-        };
-        for name in synced.keys() {
-            let needed = parse_name(name).journal_gen().is_some_and(|g| g >= gen);
-            let present = journals
-                .iter()
-                .any(|(_, path)| path.file_name().is_some_and(|f| f == name.as_str()));
-            if needed && !present {
-                return Err(corrupt("a checkpointed journal is missing"));
-            }
-        }
+        let manifest = Manifest::decode(&read_file(
+            &dir.join(MANIFEST),
+            "read the map's manifest",
+            "the map's manifest is missing",
+        )?)?;
+        let power_lost = durable::may_have_lost_power(manifest.boot);
         let mut loaded = Loaded {
             snapshot: None,
             journals: Vec::new(),
+            power_lost,
+            unlisted: 0,
         };
-        if let Some((_, path)) = snapshots.iter().find(|(g, _)| *g == gen) {
-            let bytes = std::fs::read(path).map_err(io_error("read a snapshot"))?;
-            loaded.snapshot = Some((gen, bytes));
-        }
-        journals.sort();
+        let gen = match manifest.snapshot {
+            Some((gen, length)) => {
+                let path = dir.join(format!("snapshot-{gen:016x}"));
+                let bytes = read_file(
+                    &path,
+                    "read a snapshot",
+                    "the snapshot the manifest names is missing",
+                )?;
+                if bytes.len() as u64 != length {
+                    return Err(corrupt("the snapshot's length is not the manifest's"));
+                }
+                loaded.snapshot = Some((gen, bytes));
+                gen
+            }
+            None => 0,
+        };
         let mut newest = gen.max(1);
-        for (journal_gen, path) in journals.into_iter().filter(|(g, _)| *g >= gen) {
-            let bytes = std::fs::read(&path).map_err(io_error("read a journal"))?;
-            let name = path.file_name().map(|n| n.to_string_lossy().into_owned());
-            let synced = name.and_then(|n| synced.get(&n).copied()).unwrap_or(0);
+        for (name, listed) in &manifest.chunks {
+            let journal_gen = parse_name(name).journal_gen().expect("checked by decode");
+            let path = dir.join(name);
+            let bytes = read_file(
+                &path,
+                "read a journal",
+                "a journal the manifest lists is missing",
+            )?;
+            if bytes.len() as u64 != listed.length {
+                return Err(corrupt(
+                    "a journal's length is not the manifest's (truncated or extended)",
+                ));
+            }
             newest = newest.max(journal_gen);
-            loaded.journals.push((journal_gen, path, synced, bytes));
+            loaded
+                .journals
+                .push((journal_gen, path, listed.synced, bytes));
+        }
+        loaded
+            .journals
+            .sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+        // Chunks the manifest does not list: made by a lane that crashed before listing them
+        // (no record in them), or older than the snapshot (a compaction's leftovers).
+        for entry in std::fs::read_dir(dir).map_err(io_error("list the map's directory"))? {
+            let entry = entry.map_err(io_error("list the map's directory"))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let Some(journal_gen) = parse_name(&name).journal_gen() else {
+                continue;
+            };
+            if journal_gen < gen || manifest.chunks.contains_key(&name) {
+                continue;
+            }
+            let bytes = read_file(&entry.path(), "read a journal", "a journal vanished")?;
+            if (CHUNK_HEADER..bytes.len())
+                .step_by(8)
+                .any(|at| record_at(&bytes[at..]))
+            {
+                if !power_lost {
+                    return Err(corrupt(
+                        "a journal the manifest does not list holds records",
+                    ));
+                }
+                loaded.unlisted += 1;
+            }
+            newest = newest.max(journal_gen);
         }
         let journal = Journal::with_lock(dir, lock, newest);
         journal.snapshot_gen.store(gen, Ordering::Relaxed);
-        *journal.synced.lock().unwrap_or_else(|p| p.into_inner()) = synced.into_iter().collect();
+        *journal.manifest() = manifest;
         Ok((journal, loaded))
     }
 }
@@ -816,43 +1015,63 @@ fn read_snapshot<'a>(bytes: &'a [u8], gen: u64, contents: &mut Contents<'a>) -> 
     Ok(())
 }
 
-/// The checkpoint's list: chunk name -> synced length.
-fn read_synced(bytes: &[u8]) -> Result<HashMap<String, u64>, Error> {
-    let damaged = || corrupt("the checkpoint's list of synced journals is damaged");
-    if bytes.len() < 20 || bytes[..8] != SYNCED_MAGIC {
-        return Err(damaged());
+/// A record that checks, at the start of `bytes`: its length, kind, state, checksum and
+/// padding; `None` if not (or if it is cut off).
+fn decode_record(bytes: &[u8]) -> Option<(Record<'_>, &[u8], usize)> {
+    let head = bytes.get(..RECORD_HEAD)?;
+    let first = u64::from_le_bytes(head[..8].try_into().expect("8 bytes"));
+    if first == 0 {
+        return None;
     }
-    let (body, crc) = bytes.split_at(bytes.len() - 4);
-    if crc_of(&[body]).to_le_bytes() != crc {
-        return Err(damaged());
+    let body_len = first as u32 as usize;
+    let crc = (first >> 32) as u32;
+    let key_len = u32::from_le_bytes(head[24..28].try_into().expect("4 bytes")) as usize;
+    let body = bytes.get(RECORD_HEAD..RECORD_HEAD + body_len)?;
+    let kind = match head[28] {
+        1 => Kind::Put,
+        2 => Kind::Remove,
+        _ => return None,
+    };
+    let state = head[STATE_AT];
+    if crc_of(&[&head[8..STATE_AT], &head[STATE_AT + 1..], body]) != crc
+        || key_len > body_len
+        || state > VOID
+    {
+        return None;
     }
-    let version = u32::from_le_bytes(body[8..12].try_into().expect("4 bytes"));
-    if version != JOURNAL_FORMAT {
-        return Err(Error::Storage(StorageError::Version { found: version }));
+    // The padding after the body is zero (it is outside the checksum).
+    let len = RECORD_HEAD + body_len.next_multiple_of(8);
+    if bytes
+        .get(RECORD_HEAD + body_len..len)
+        .is_none_or(|padding| padding.iter().any(|&b| b != 0))
+    {
+        return None;
     }
-    let count = u32::from_le_bytes(body[12..16].try_into().expect("4 bytes"));
-    let mut rest = &body[16..];
-    let mut synced = HashMap::new();
-    for _ in 0..count {
-        let name = take_prefixed(&mut rest).ok_or_else(damaged)?;
-        let length = rest.get(..8).ok_or_else(damaged)?;
-        let length = u64::from_le_bytes(length.try_into().expect("8 bytes"));
-        rest = &rest[8..];
-        let name = String::from_utf8(name.to_vec()).map_err(|_| damaged())?;
-        synced.insert(name, length);
-    }
-    if !rest.is_empty() {
-        return Err(damaged());
-    }
-    Ok(synced)
+    let (key, value) = body.split_at(key_len);
+    let record = Record {
+        seq: u64::from_le_bytes(head[8..16].try_into().expect("8 bytes")),
+        prev: u64::from_le_bytes(head[16..24].try_into().expect("8 bytes")),
+        kind,
+        state,
+        value,
+        at: None,
+        applied: false,
+    };
+    Some((record, key, len))
+}
+
+fn record_at(bytes: &[u8]) -> bool {
+    decode_record(bytes).is_some()
 }
 
 /// Read one chunk's records into `contents`; `synced` is how far the last checkpoint synced
-/// it (0: not at all).
+/// it (0: not at all), `power_lost` whether the machine may have restarted since it was
+/// written (the tail rule, module docs).
 fn read_chunk<'a>(
     bytes: &'a [u8],
     gen: u64,
     synced: u64,
+    power_lost: bool,
     contents: &mut Contents<'a>,
 ) -> Result<(), Error> {
     let synced = usize::try_from(synced).unwrap_or(usize::MAX);
@@ -864,11 +1083,12 @@ fn read_chunk<'a>(
         && crc_of(&[&bytes[..32]]).to_le_bytes() == bytes[32..36]
         && bytes[16..24] == gen.to_le_bytes();
     if !header_ok {
-        if synced > 0 {
+        // A chunk is listed after its header is written, but synced only by a checkpoint:
+        // after a power loss an unsynced one may have lost it (and nothing in it was
+        // promised). Otherwise it is damage.
+        if synced > 0 || !power_lost {
             return Err(corrupt("a journal's header is damaged"));
         }
-        // Never checkpointed: made just before a crash (its header not yet written) or a
-        // power loss. Nothing in it was promised.
         if bytes.iter().any(|&b| b != 0) {
             contents.torn += 1;
         }
@@ -880,74 +1100,38 @@ fn read_chunk<'a>(
     }
     let mut at = CHUNK_HEADER;
     loop {
-        // A damaged record below the synced length is damage; past it, a power loss's tail.
-        let damaged = |at: usize, contents: &mut Contents| {
-            if at < synced {
-                Err(corrupt("a journal record's checksum does not match"))
-            } else {
-                contents.torn += 1;
-                Ok(())
-            }
-        };
-        let Some(head) = bytes.get(at..at + RECORD_HEAD) else {
-            return if at < synced {
-                damaged(at, contents)
-            } else {
-                Ok(())
-            };
-        };
-        let first = u64::from_le_bytes(head[..8].try_into().expect("8 bytes"));
-        if first == 0 {
-            return if at < synced {
-                damaged(at, contents)
-            } else {
-                Ok(())
-            };
-        }
-        let body_len = first as u32 as usize;
-        let crc = (first >> 32) as u32;
-        let key_len = u32::from_le_bytes(head[24..28].try_into().expect("4 bytes")) as usize;
-        let Some(body) = bytes.get(at + RECORD_HEAD..at + RECORD_HEAD + body_len) else {
-            return damaged(at, contents);
-        };
-        let kind = match head[28] {
-            1 => Some(Kind::Put),
-            2 => Some(Kind::Remove),
-            _ => None,
-        };
-        let state = head[STATE_AT];
-        if crc_of(&[&head[8..STATE_AT], &head[STATE_AT + 1..], body]) != crc
-            || key_len > body_len
-            || kind.is_none()
-            || state > VOID
-        {
-            return damaged(at, contents);
-        }
-        // The padding after the body is zero (it is outside the checksum).
-        let padding =
-            bytes.get(at + RECORD_HEAD + body_len..at + RECORD_HEAD + body_len.next_multiple_of(8));
-        if padding.is_none_or(|padding| padding.iter().any(|&b| b != 0)) {
-            return damaged(at, contents);
-        }
-        let seq = u64::from_le_bytes(head[8..16].try_into().expect("8 bytes"));
-        let prev = u64::from_le_bytes(head[16..24].try_into().expect("8 bytes"));
-        let (key, value) = body.split_at(key_len);
-        contents.max_seq = contents.max_seq.max(seq);
-        contents.records += 1;
-        if state != VOID {
-            let pending_at =
-                (state == PENDING).then(|| (contents.files.len(), (at + STATE_AT) as u64));
-            contents.keys.entry(key).or_default().1.push(Record {
-                seq,
-                prev,
-                kind: kind.expect("checked above"),
-                state,
-                value,
-                at: pending_at,
-                applied: false,
+        let Some((mut record, key, len)) = bytes.get(at..).and_then(decode_record) else {
+            // The end of the records. A first word that is not zero was written whole (it
+            // is the record's last store), so on a machine that has not restarted a record
+            // that fails behind one is damage; otherwise the tail rule decides.
+            let first = bytes.get(at..at + 8).map_or(0, |word| {
+                u64::from_le_bytes(word.try_into().expect("8 bytes"))
             });
+            if first != 0 && !power_lost {
+                return Err(corrupt("a journal record's checksum does not match"));
+            }
+            return match durable::judge_tail(bytes, at, synced as u64, power_lost, 8, record_at) {
+                durable::Tail::Whole => Ok(()),
+                durable::Tail::Torn { .. } => {
+                    // A crash's cut record (its first word still zero) is no loss.
+                    if power_lost {
+                        contents.torn += 1;
+                    }
+                    Ok(())
+                }
+                durable::Tail::Damaged { .. } => {
+                    Err(corrupt("a journal record's checksum does not match"))
+                }
+            };
+        };
+        contents.max_seq = contents.max_seq.max(record.seq);
+        contents.records += 1;
+        if record.state != VOID {
+            record.at =
+                (record.state == PENDING).then(|| (contents.files.len(), (at + STATE_AT) as u64));
+            contents.keys.entry(key).or_default().1.push(record);
         }
-        at += RECORD_HEAD + body_len.next_multiple_of(8);
+        at += len;
     }
 }
 

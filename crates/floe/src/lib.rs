@@ -120,12 +120,14 @@
 //! one thread per core ([`Builder::recovery_threads`]), and gives the same map on any number.
 //! Files made for
 //! other key, value or hasher types, by another format version, damaged (a checksummed
-//! superblock; link words and keys checked against the geometry and the hash), missing,
-//! truncated or locked by another process are refused with an [`Error::Storage`] that says
-//! which, and a refused open never writes. The hasher must be a [`hash::PersistentHasher`]
+//! superblock; bin states, link words and keys checked against the superblock, the geometry
+//! and the hash), missing, truncated, not regular files (a FIFO is refused, not waited on) or
+//! locked by another process are refused with an [`Error::Storage`] that says which, and a
+//! refused open never writes ([`durable`] is the layer every format stands on). The hasher must be a [`hash::PersistentHasher`]
 //! (its seed is stored). A persistent map does not prepare its next table ahead
 //! ([`Builder::grow_ahead`]). The directory is
-//! locked (`flock`) while a map has it open; a process that ignores the lock and truncates a
+//! itself locked (`flock` on the directory, so no file removed from it lets a second process
+//! in) while a map has it open; a process that ignores the lock and truncates a
 //! table file under an open map makes that map's next touch of the lost pages fault (SIGBUS),
 //! as with any shared mapping. A table file's blocks are reserved when it is created, so a full
 //! device (or quota, or `RLIMIT_FSIZE`) is an [`Error::Storage`] from the insert whose growth
@@ -226,6 +228,8 @@ pub mod batch;
 mod config;
 mod control;
 pub mod delegate;
+#[cfg(all(unix, not(loom)))]
+pub mod durable;
 mod error;
 pub mod hash;
 mod inline;

@@ -310,6 +310,12 @@ where
             })
             .collect();
         journal::settle(&contents.files, &fates)?;
+        // This boot has the map open from here on (the tail rule, `journal.rs`).
+        journal.record_open()?;
+        // Records a power loss took (dropped above) leave their chunks with holes that the
+        // rule of a machine that has not restarted would call damage: compact them away
+        // before the map takes writes.
+        needs_compaction |= contents.torn > 0;
         // New records go to fresh files of the next generation; the background thread folds
         // the replayed journals into a snapshot.
         drop(journal.next_generation());
@@ -709,7 +715,7 @@ where
         };
         // Taken after the decision read `prev`'s value (module docs: the chain's order).
         let seq = self.shared.next_seq.fetch_add(1, Ordering::Relaxed);
-        let state = lane.append(self.shared.journal.dir(), seq, prev, kind, key.len())?;
+        let state = lane.append(&self.shared.journal, seq, prev, kind, key.len())?;
         crash_point();
         Ok((state, seq))
     }

@@ -515,7 +515,6 @@ fn file_bytes(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     let mut files: Vec<_> = std::fs::read_dir(dir)
         .unwrap()
         .map(|entry| entry.unwrap().path())
-        .filter(|path| !path.ends_with("floe.lock"))
         .map(|path| {
             let bytes = std::fs::read(&path).unwrap();
             (path, bytes)
@@ -1340,4 +1339,166 @@ fn reopens_at_once_while_another_thread_spawns_children() {
         }
         assert_eq!(map.len(), 300);
     });
+}
+
+/// Replace bin 0's state in the table file of the map in `dir` with `state` (the header's two
+/// bits at 30), returning the original bytes.
+fn set_bin_state(dir: &Path, state: u64) -> Vec<u8> {
+    let table = table_file(dir);
+    let original = std::fs::read(&table).unwrap();
+    let mut bytes = original.clone();
+    let header = u64::from_le_bytes(bytes[..8].try_into().unwrap());
+    let changed = (header & !(3 << 30)) | (state << 30);
+    bytes[..8].copy_from_slice(&changed.to_le_bytes());
+    std::fs::write(&table, bytes).unwrap();
+    original
+}
+
+/// A bin state no crash leaves where it is found (a bin moved or being moved in a table no
+/// growth involves; frozen after a clean close) is refused before anything is written, in a
+/// cleanly closed map and in a crashed one; a crashed map's frozen bin (a shrink that was
+/// deciding) is thawed and the map serves every key. Before, `open` accepted all of them and
+/// the first get of a key of the bin panicked or spun for ever.
+#[test]
+fn impossible_bin_states_are_refused() {
+    let scratch = Scratch::new("states");
+    let dir = scratch.path();
+    let map = FlatMap::<u64, u64>::builder()
+        .capacity(1000)
+        .build_persistent(dir)
+        .unwrap();
+    for key in 0..300 {
+        map.insert(key, key + 1);
+    }
+    // Copied while open: the superblock says open, so this image is a crashed map's.
+    let crashed = copy_map(dir, "states-crashed");
+    map.close().unwrap();
+    for (image, clean) in [(dir, true), (crashed.path(), false)] {
+        for (state, name, refused) in [
+            (1, "InTransfer", true),
+            (2, "DoneTransfer", true),
+            (3, "Frozen", clean),
+        ] {
+            let original = set_bin_state(image, state);
+            let before = file_bytes(image);
+            let opened = Persistent::open(image);
+            if refused {
+                let error = storage_error(opened);
+                assert!(
+                    matches!(error, StorageError::Corrupt(_)),
+                    "{name}, clean {clean}: {error:?}"
+                );
+                assert_eq!(file_bytes(image), before, "{name}: the refused open wrote");
+            } else {
+                let map = opened.unwrap();
+                assert_eq!(map.len(), 300);
+                for key in 0..300 {
+                    assert_eq!(map.get(&key), Some(key + 1), "{name}: key {key}");
+                }
+                assert_eq!(map.insert(1000, 1), Insert::Inserted);
+                assert_eq!(map.iter().count(), 301);
+                drop(map);
+            }
+            std::fs::write(table_file(image), original).unwrap();
+        }
+    }
+    let map = Persistent::open(dir).unwrap();
+    assert_eq!(map.len(), 300);
+}
+
+/// Run `open` on a thread of its own and give its answer, failing the test if it has none
+/// within ten seconds (a FIFO once blocked an open for ever).
+fn within_seconds<T: Send + 'static>(open: impl FnOnce() -> T + Send + 'static) -> T {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = sender.send(open());
+    });
+    receiver
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the open blocked")
+}
+
+fn make_fifo(path: &Path) {
+    let name = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a NUL-terminated path; the result is checked.
+    assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+}
+
+/// A FIFO (or anything else not a regular file) where the superblock or a table should be is
+/// refused at once, and the directory is free again afterwards.
+#[test]
+fn fifos_where_files_should_be_are_refused_at_once() {
+    let scratch = Scratch::new("fifo");
+    let dir = scratch.path().to_path_buf();
+    let map = FlatMap::<u64, u64>::builder()
+        .capacity(100)
+        .build_persistent(&dir)
+        .unwrap();
+    map.insert(1, 2);
+    map.close().unwrap();
+    let good = file_bytes(&dir);
+    for victim in [dir.join("floe.super"), table_file(&dir)] {
+        std::fs::remove_file(&victim).unwrap();
+        make_fifo(&victim);
+        let opening = dir.clone();
+        let error = storage_error(within_seconds(move || Persistent::open(&opening)));
+        assert!(
+            matches!(
+                error,
+                StorageError::Io {
+                    kind: std::io::ErrorKind::InvalidInput,
+                    ..
+                } | StorageError::Corrupt(_)
+            ),
+            "{}: {error:?}",
+            victim.display()
+        );
+        std::fs::remove_file(&victim).unwrap();
+        restore(&good);
+    }
+    assert_eq!(Persistent::open(&dir).unwrap().get(&1), Some(2));
+}
+
+/// The child of `a_second_process_is_refused`: open the map in `FLOE_PERSIST_CHILD`, say so,
+/// and wait to be killed.
+#[test]
+fn child_hold_open() {
+    let Ok(dir) = std::env::var("FLOE_PERSIST_CHILD") else {
+        return;
+    };
+    let map = Persistent::open(Path::new(&dir)).unwrap();
+    println!("open {}", map.len());
+    std::thread::sleep(Duration::from_secs(60));
+}
+
+/// Two processes: while one has the map open, another's open is refused as locked, even with
+/// every file but the map's own removed from the directory meanwhile (the lock is the
+/// directory's, not a file's); once the first is gone, the map opens.
+#[test]
+fn a_second_process_is_refused() {
+    let scratch = Scratch::new("two");
+    let dir = scratch.path();
+    let map = FlatMap::<u64, u64>::builder()
+        .capacity(100)
+        .build_persistent(dir)
+        .unwrap();
+    map.insert(5, 6);
+    map.close().unwrap();
+    let mut child = spawn_child(
+        "child_hold_open",
+        &[("FLOE_PERSIST_CHILD", dir.display().to_string())],
+    );
+    let mut reader = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    while !line.starts_with("open") {
+        line.clear();
+        assert!(reader.read_line(&mut line).unwrap() > 0, "the child ended");
+    }
+    assert_eq!(line.trim(), "open 1");
+    assert_eq!(storage_error(Persistent::open(dir)), StorageError::Locked);
+    let _ = std::fs::remove_file(dir.join("floe.lock"));
+    assert_eq!(storage_error(Persistent::open(dir)), StorageError::Locked);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(Persistent::open(dir).unwrap().get(&5), Some(6));
 }

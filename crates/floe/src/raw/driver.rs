@@ -1347,6 +1347,28 @@ impl RawMap {
             with_rehash,
         };
         let damaged = |why| Err(Error::Storage(crate::error::StorageError::Corrupt(why)));
+        // Bin states a crash can leave, per table (checked before anything is written): in a
+        // table no migration involves, `NoTransfer`, and `Frozen` from a shrink that was
+        // deciding (never after a clean close, which waits for every operation); in a table
+        // migrating, any; in the table it migrates into, only `NoTransfer` (nothing there is
+        // ever moved or frozen before it is current).
+        let states = sweeper.states(&current);
+        let moving = states.of(BinState::InTransfer) + states.of(BinState::DoneTransfer);
+        if next.is_none() && moving > 0 {
+            return damaged(
+                "a bin is marked moved, or being moved, where no growth or shrink is recorded",
+            );
+        }
+        if block.clean && states.of(BinState::Frozen) > 0 {
+            return damaged("a bin of a cleanly closed map is frozen for a shrink");
+        }
+        if let Some(next) = &next {
+            if sweeper.states(next).of(BinState::NoTransfer) != next.bins() {
+                return damaged(
+                    "a bin of the table a migration moves into is marked moved or frozen",
+                );
+            }
+        }
         if block.clean {
             // Closed cleanly: nothing to settle. Check before writing anything.
             let (chained, checked) = sweeper.settle(&current, false);
@@ -1625,7 +1647,9 @@ fn allocate(
     let source = match store {
         Some(store) => {
             let record = TableRecord {
-                gen: store.next_gen(),
+                gen: store.next_gen().ok_or(Error::Storage(
+                    crate::error::StorageError::Corrupt("the map's table generations are used up"),
+                ))?,
                 bins: bins as u64,
                 link_buckets: link_buckets as u64,
                 transfer_reserve: reserve as u64,

@@ -165,6 +165,24 @@ impl Tally for Chained {
     }
 }
 
+/// How many bins of a table are in each [`BinState`] (indexed by the state's number).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct BinStates(pub(crate) [usize; 4]);
+
+impl BinStates {
+    pub(crate) fn of(&self, state: BinState) -> usize {
+        self.0[state as usize]
+    }
+}
+
+impl Tally for BinStates {
+    fn add(&mut self, other: BinStates) {
+        for (mine, theirs) in self.0.iter_mut().zip(other.0) {
+            *mine += theirs;
+        }
+    }
+}
+
 impl<A: Tally, B: Tally> Tally for (A, B) {
     fn add(&mut self, other: (A, B)) {
         self.0.add(other.0);
@@ -258,6 +276,22 @@ impl Sweeper {
             table.set_link_cursors(found.0);
         }
         found
+    }
+
+    /// Count the table's bins by state, reading only their header words (in order, so the
+    /// hardware prefetches the lines): an open checks them against what its superblock says
+    /// before it sweeps or writes anything. A damaged file can hold any state in any bin, and
+    /// a bin in a state no crash leaves there (`DoneTransfer` in a table no migration
+    /// involves) would send every operation on its keys to a table that does not exist.
+    pub(crate) fn states(&self, table: &RawTable) -> BinStates {
+        self.run(table.bins(), CHUNK_BINS, &|range, _| {
+            let mut states = BinStates::default();
+            for bin in &table.bins[range] {
+                let state = Header(bin.header.load(Ordering::Relaxed)).bin_state();
+                states.0[state as usize] += 1;
+            }
+            states
+        })
     }
 
     /// `recover_links` over the whole table (setting the pool cursors when `write`).

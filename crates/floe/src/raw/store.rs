@@ -1,7 +1,8 @@
 //! Where a persistent map keeps its tables: a directory of table files and a superblock.
 //!
 //! ```text
-//!  <dir>/floe.lock             held (flock) by the one process that has the map open
+//!  <dir>                       locked (flock on the directory) by the one process that has
+//!                              the map open (`durable::DirLock`)
 //!  <dir>/floe.super            the superblock: identity, options, which tables are live
 //!  <dir>/table-<gen>.floe      one table: its bins, then its link pool, as in memory
 //! ```
@@ -23,7 +24,7 @@
 
 use std::{
     fs::{File, OpenOptions},
-    io::{ErrorKind, Read, Write},
+    io::ErrorKind,
     path::{Path, PathBuf},
     sync::{Arc, Mutex, MutexGuard},
 };
@@ -32,15 +33,16 @@ use super::{
     alloc::{Region, HUGE_PAGE},
     writeback::Writeback,
 };
-use crate::error::{Error, StorageError};
+use crate::{
+    durable::{self, DirLock, LockError},
+    error::{Error, StorageError},
+};
 
 const MAGIC: [u8; 8] = *b"FLOEMAP\0";
 /// Bumped whenever the layout of the files or the meaning of a word in them changes.
 pub(crate) const FORMAT_VERSION: u32 = 1;
 const SUPERBLOCK_BYTES: usize = 192;
 const SUPER: &str = "floe.super";
-const SUPER_TEMP: &str = "floe.super.tmp";
-const LOCK: &str = "floe.lock";
 
 /// What a map file was made for: key, value and hasher types (a tag each), the hasher's seed.
 /// Opening with other types is refused (`StorageError::TypeMismatch`).
@@ -183,6 +185,11 @@ impl Superblock {
     /// Geometry a table of this build could have been made with (a checksummed superblock
     /// from a buggy or hostile writer must still not make us map absurd sizes).
     fn validate(&self) -> Result<(), StorageError> {
+        if self.last_gen > durable::MAX_GENERATION {
+            return Err(StorageError::Corrupt(
+                "the superblock's generation is past any a map reaches",
+            ));
+        }
         let sane = |table: &TableRecord| {
             table.bins >= 2
                 && table.gen >= 1
@@ -240,56 +247,19 @@ pub(crate) fn io_error(what: &'static str) -> impl FnOnce(std::io::Error) -> Err
     move |error| Error::Storage(StorageError::from_io(what, &error))
 }
 
-/// A map directory's lock (`flock` on `floe.lock`), released by an unlock when dropped. Closing
-/// the descriptor alone is not enough: a child that another thread of the process forks holds
-/// a copy of the descriptor, and with it the lock, until its exec, so a map reopened in the
-/// same process right after a close was refused as open elsewhere (seen in a test that closes
-/// and reopens while others spawn children). An unlock releases every copy.
-pub(crate) struct DirLock(File);
-
-impl DirLock {
-    /// The lock file (the store's power-loss probe reads its file system).
-    pub(crate) fn file(&self) -> &File {
-        &self.0
-    }
-}
-
-impl Drop for DirLock {
-    fn drop(&mut self) {
-        use std::os::fd::AsRawFd;
-        // SAFETY: flock on the descriptor this value owns, still open; an error leaves the
-        // lock to the close that follows.
-        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
-    }
-}
-
 impl Store {
-    /// Take the directory's lock (creating the directory when `create`, the lock file when
-    /// missing).
+    /// Take the directory's lock (creating the directory when `create`).
     pub(crate) fn lock(dir: &Path, create: bool) -> Result<DirLock, Error> {
         if create {
             std::fs::create_dir_all(dir).map_err(io_error("create the map's directory"))?;
         }
-        let lock = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(dir.join(LOCK))
-            .map_err(io_error("open the map's lock file"))?;
-        // SAFETY: flock on a descriptor we own; the result is checked.
-        let locked = unsafe {
-            use std::os::fd::AsRawFd;
-            libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB)
-        };
-        if locked != 0 {
-            let error = std::io::Error::last_os_error();
-            if error.kind() == ErrorKind::WouldBlock {
-                return Err(Error::Storage(StorageError::Locked));
+        DirLock::acquire(dir).map_err(|error| match error {
+            LockError::Held => Error::Storage(StorageError::Locked),
+            LockError::Io(error) if error.kind() == ErrorKind::NotFound => {
+                Error::Storage(StorageError::Missing)
             }
-            return Err(io_error("lock the map's directory")(error));
-        }
-        Ok(DirLock(lock))
+            LockError::Io(error) => io_error("lock the map's directory")(error),
+        })
     }
 
     /// Make a new map in `dir` (created if missing; refused if it already holds a map).
@@ -298,7 +268,7 @@ impl Store {
     /// [`commit_first`](Self::commit_first) once it exists.
     pub(crate) fn create(dir: &Path, block: Superblock) -> Result<Store, Error> {
         let lock = Self::lock(dir, true)?;
-        let durable_medium = outlives_power_loss(lock.file());
+        let durable_medium = outlives_power_loss(lock.handle());
         if dir.join(SUPER).exists() {
             return Err(Error::Storage(StorageError::Exists));
         }
@@ -320,21 +290,18 @@ impl Store {
         if !dir.is_dir() {
             return Err(Error::Storage(StorageError::Missing));
         }
-        let lock = Self::lock(dir, false).map_err(|error| match error {
-            Error::Storage(StorageError::Io {
-                kind: ErrorKind::NotFound,
-                ..
-            }) => Error::Storage(StorageError::Missing),
-            other => other,
-        })?;
-        let durable_medium = outlives_power_loss(lock.file());
-        let mut bytes = Vec::new();
-        File::open(dir.join(SUPER))
-            .and_then(|file| file.take(4096).read_to_end(&mut bytes))
-            .map_err(|error| match error.kind() {
+        let lock = Self::lock(dir, false)?;
+        let durable_medium = outlives_power_loss(lock.handle());
+        // Any longer file is no superblock: read a little more than one, which decode refuses.
+        let bytes = durable::read_regular(&dir.join(SUPER), 2 * SUPERBLOCK_BYTES as u64).map_err(
+            |error| match error.kind() {
                 ErrorKind::NotFound => Error::Storage(StorageError::Missing),
+                ErrorKind::FileTooLarge => {
+                    Error::Storage(StorageError::Corrupt("the superblock has the wrong length"))
+                }
                 _ => io_error("read the superblock")(error),
-            })?;
+            },
+        )?;
         let block = Superblock::decode(&bytes).map_err(Error::Storage)?;
         let live: Vec<u64> = [block.current.gen, block.next.gen]
             .into_iter()
@@ -381,11 +348,11 @@ impl Store {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// A fresh generation number for a new table.
-    pub(crate) fn next_gen(&self) -> u64 {
+    /// A fresh generation number for a new table; `None` past `durable::MAX_GENERATION`.
+    pub(crate) fn next_gen(&self) -> Option<u64> {
         let mut block = self.block();
-        block.last_gen += 1;
-        block.last_gen
+        block.last_gen = durable::next_generation(block.last_gen)?;
+        Some(block.last_gen)
     }
 
     /// Create and map the (zeroed) file of a new table, its blocks reserved on the device.
@@ -430,16 +397,16 @@ impl Store {
     /// Map the existing file of a recorded table, checking its length.
     pub(crate) fn open_table(&self, record: &TableRecord) -> Result<Arc<Region>, Error> {
         let bytes = record.file_bytes().ok_or(Error::CapacityOverflow)?;
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(self.table_path(record.gen))
-            .map_err(|error| match error.kind() {
-                ErrorKind::NotFound => Error::Storage(StorageError::Corrupt(
-                    "a table file the superblock names is missing",
-                )),
-                _ => io_error("open a table file")(error),
-            })?;
+        let file = durable::open_regular(
+            &self.table_path(record.gen),
+            OpenOptions::new().read(true).write(true),
+        )
+        .map_err(|error| match error.kind() {
+            ErrorKind::NotFound => Error::Storage(StorageError::Corrupt(
+                "a table file the superblock names is missing",
+            )),
+            _ => io_error("open a table file")(error),
+        })?;
         let length = file
             .metadata()
             .map_err(io_error("read a table file's length"))?
@@ -471,14 +438,7 @@ impl Store {
     }
 
     fn write(&self, block: &Superblock) -> Result<(), Error> {
-        let temp = self.dir.join(SUPER_TEMP);
-        let written = (|| {
-            let mut file = File::create(&temp)?;
-            file.write_all(&block.encode())?;
-            file.sync_all()?;
-            std::fs::rename(&temp, self.dir.join(SUPER))?;
-            File::open(&self.dir)?.sync_all()
-        })();
+        let written = durable::replace_file(&self.dir, SUPER, &block.encode());
         written.map_err(io_error("write the superblock"))
     }
 }
@@ -640,6 +600,13 @@ mod tests {
         );
         let mut block = sample();
         block.next.bins = 100;
+        assert!(matches!(
+            Superblock::decode(&block.encode()),
+            Err(StorageError::Corrupt(_))
+        ));
+        // A checksummed superblock whose generation the next growth would overflow.
+        let mut block = sample();
+        block.last_gen = u64::MAX;
         assert!(matches!(
             Superblock::decode(&block.encode()),
             Err(StorageError::Corrupt(_))

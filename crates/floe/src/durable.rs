@@ -1,0 +1,396 @@
+//! The durable layer under every on-disk format floe keeps: the persistent `FlatMap` (table
+//! files and a superblock, `raw/store.rs`), the journaled `PersistentMap` (`journal.rs`) and
+//! `floe-server -e` (journals and snapshots, `floe-server/src/persist.rs`). Each format keeps
+//! its own records and its own promises; what they share is here, written once:
+//!
+//! - **Files are opened as regular files or not at all** ([`open_regular`], [`read_regular`]):
+//!   the open itself does not block (`O_NONBLOCK`, so a FIFO or a device put where a file
+//!   should be cannot hold an open, and the directory's lock with it, for ever), and anything
+//!   that is not a regular file is refused before a byte is read.
+//! - **One lock per directory** ([`DirLock`]): `flock` on the directory itself, not on a file
+//!   in it, so deleting or replacing a file cannot let a second process in beside the first.
+//! - **Small files are replaced whole** ([`replace_file`]): a temporary file, synced, renamed
+//!   over the old one, the directory synced; a crash leaves the old file or the new one.
+//! - **Generations never wrap** ([`next_generation`], [`MAX_GENERATION`]): a number read from a
+//!   file above the bound is damage, and a store refuses to count past it.
+//! - **A torn tail is told from damage** ([`judge_tail`]): a log whose records stop early was
+//!   either cut by the end of its writer (a crash, or a power loss that kept some pages and not
+//!   others) or damaged afterwards. The rule, which every log format applies to the bytes past
+//!   its last whole record:
+//!   1. anything below the length the last sync covered is damage: a sync is a promise;
+//!   2. if the machine has not restarted since the writer opened the files ([`boot_id`]
+//!      unchanged), no power loss can have happened, and a process that dies loses nothing it
+//!      stored: a log can end only in the middle of the one record being written, so a whole
+//!      valid record anywhere after the end means the bytes between were damaged;
+//!   3. after a restart, pages written since the last sync may each be missing, zero or
+//!      stale, so what follows the first bad record is a power loss's tail: dropped, and
+//!      counted for the caller to report.
+//!
+//! What it cannot tell: damage that removes or zeroes whole records at a log's very end, in
+//! the part written since its last sync, looks exactly like the writes a crash cut off there;
+//! each format says how much that can be (a record being written at a crash for `PersistentMap`,
+//! the last sync interval for `floe-server`, nothing for a cleanly closed directory, whose
+//! lengths are recorded).
+
+use std::{
+    fs::{File, OpenOptions},
+    io::{self, ErrorKind, Read, Write},
+    os::unix::fs::OpenOptionsExt,
+    path::Path,
+};
+
+/// The largest generation number a floe file may carry: far beyond any count of growths,
+/// compactions or restarts a directory will see (one a microsecond for eight years), and far
+/// enough below `u64::MAX` that nothing adding to one overflows.
+pub const MAX_GENERATION: u64 = 1 << 48;
+
+/// The generation after `last`, or `None` past [`MAX_GENERATION`] (a damaged or hostile file
+/// set it there: refuse rather than wrap).
+pub fn next_generation(last: u64) -> Option<u64> {
+    last.checked_add(1).filter(|&next| next <= MAX_GENERATION)
+}
+
+/// Open `path` with `options`, refusing anything but a regular file, without blocking: the
+/// open is made with `O_NONBLOCK` (a FIFO or a device cannot hold it), the file's type checked
+/// on the open descriptor (no window for a swap between a check and the open), and the flag
+/// cleared again for the reads and writes that follow.
+///
+/// # Errors
+/// The open's own, and [`ErrorKind::InvalidInput`] ("not a regular file") for anything else
+/// at the path.
+pub fn open_regular(path: &Path, options: &OpenOptions) -> io::Result<File> {
+    let mut options = options.clone();
+    options.custom_flags(libc::O_NONBLOCK);
+    let file = options.open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(io::Error::new(
+            ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    set_blocking(&file)?;
+    Ok(file)
+}
+
+fn set_blocking(file: &File) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let fd = file.as_raw_fd();
+    // SAFETY: fcntl on a descriptor we own; results checked.
+    let flags = unsafe { libc::fcntl(fd, libc::F_GETFL) };
+    // SAFETY: as above.
+    if flags < 0 || unsafe { libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK) } < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Read the regular file `path` whole ([`open_regular`]), refusing one longer than `limit`
+/// bytes (a small file's reader should not be made to allocate a disk's worth).
+///
+/// # Errors
+/// As [`open_regular`], and [`ErrorKind::FileTooLarge`] past `limit`.
+pub fn read_regular(path: &Path, limit: u64) -> io::Result<Vec<u8>> {
+    let file = open_regular(path, OpenOptions::new().read(true))?;
+    let length = file.metadata()?.len();
+    if length > limit {
+        return Err(io::Error::new(
+            ErrorKind::FileTooLarge,
+            "longer than any file of its kind",
+        ));
+    }
+    let mut bytes = Vec::with_capacity(length as usize);
+    file.take(limit.saturating_add(1)).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
+        return Err(io::Error::new(
+            ErrorKind::FileTooLarge,
+            "longer than any file of its kind",
+        ));
+    }
+    Ok(bytes)
+}
+
+/// Sync a directory (the names created, renamed or removed in it).
+///
+/// # Errors
+/// The open's or the sync's.
+pub fn sync_dir(dir: &Path) -> io::Result<()> {
+    File::open(dir)?.sync_all()
+}
+
+/// Replace `dir/name` with `bytes`, atomically: `dir/name.tmp` written and synced, renamed
+/// over `name`, the directory synced. A crash or power loss leaves the old file or the new
+/// one whole.
+///
+/// # Errors
+/// Any step's; the old file is then still in place (a temporary file may be left, which the
+/// next replace overwrites).
+pub fn replace_file(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
+    let temp = dir.join(format!("{name}.tmp"));
+    let mut file = File::create(&temp)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    drop(file);
+    std::fs::rename(&temp, dir.join(name))?;
+    sync_dir(dir)
+}
+
+/// Why a directory could not be locked.
+#[derive(Debug)]
+pub enum LockError {
+    /// Another process (or another open in this one) holds it.
+    Held,
+    /// The directory could not be opened or locked (the error says why).
+    Io(io::Error),
+}
+
+/// A directory held by this process: `flock` on the directory itself, so that no file in it,
+/// deleted or replaced, can let a second process in. Released by an explicit unlock when
+/// dropped: closing the descriptor alone is not enough, since a child that another thread of
+/// the process forks holds a copy of the descriptor, and with it the lock, until its exec (a
+/// map reopened right after a close was refused as open elsewhere while tests spawned
+/// children).
+#[derive(Debug)]
+pub struct DirLock(File);
+
+impl DirLock {
+    /// Lock `dir` (which must exist and be a directory), without waiting.
+    ///
+    /// # Errors
+    /// [`LockError::Held`] if another holder has it; [`LockError::Io`] if it is missing, not
+    /// a directory, or cannot be locked.
+    pub fn acquire(dir: &Path) -> Result<DirLock, LockError> {
+        let handle = OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_DIRECTORY | libc::O_NONBLOCK)
+            .open(dir)
+            .map_err(LockError::Io)?;
+        match handle.try_lock() {
+            Ok(()) => Ok(DirLock(handle)),
+            Err(std::fs::TryLockError::WouldBlock) => Err(LockError::Held),
+            Err(std::fs::TryLockError::Error(error)) => Err(LockError::Io(error)),
+        }
+    }
+
+    /// The directory's descriptor (for `fstatfs` and the like).
+    pub fn handle(&self) -> &File {
+        &self.0
+    }
+}
+
+impl Drop for DirLock {
+    fn drop(&mut self) {
+        // An error leaves the lock to the close that follows.
+        let _ = self.0.unlock();
+    }
+}
+
+/// This boot of the machine: the kernel's random boot id, or `None` where there is none. A log
+/// written under one boot id and read under the same was cut, if at all, by the end of a
+/// process, never by a power loss ([`judge_tail`]).
+pub fn boot_id() -> Option<[u8; 16]> {
+    if ASSUME_REBOOTED.with(|flag| flag.get()) {
+        return Some(*b"floe: rebooted  ");
+    }
+    let text = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+    let hex: Vec<u8> = text
+        .trim()
+        .bytes()
+        .filter(|byte| byte.is_ascii_hexdigit())
+        .collect();
+    if hex.len() != 32 {
+        return None;
+    }
+    let mut id = [0u8; 16];
+    for (index, pair) in hex.chunks(2).enumerate() {
+        let digits = std::str::from_utf8(pair).ok()?;
+        id[index] = u8::from_str_radix(digits, 16).ok()?;
+    }
+    Some(id)
+}
+
+/// Whether files written under boot `written` may have met a power loss since: the machine
+/// restarted, or one of the two boots is unknown.
+pub fn may_have_lost_power(written: Option<[u8; 16]>) -> bool {
+    match (written, boot_id()) {
+        (Some(then), Some(now)) => then != now,
+        _ => true,
+    }
+}
+
+thread_local! {
+    static ASSUME_REBOOTED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Run `body` on this thread as if the machine had restarted since every directory was
+/// written: [`boot_id`] answers a boot no file names. For tests of what a power loss leaves
+/// (which a test cannot cause), never for production use.
+#[doc(hidden)]
+pub fn assume_rebooted<R>(body: impl FnOnce() -> R) -> R {
+    struct Reset(bool);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            ASSUME_REBOOTED.with(|flag| flag.set(self.0));
+        }
+    }
+    let _reset = Reset(ASSUME_REBOOTED.with(|flag| flag.replace(true)));
+    body()
+}
+
+/// What the bytes past a log's last whole record are ([`judge_tail`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tail {
+    /// Nothing (the log ends at its last record, or only zeroes follow).
+    Whole,
+    /// The end of a write a crash or power loss cut short: these bytes are dropped.
+    Torn {
+        /// Bytes dropped.
+        bytes: u64,
+    },
+    /// Damage: a failed record below the synced length, or whole records after a failed one
+    /// where no power loss can have happened.
+    Damaged {
+        /// Where the first record that failed starts.
+        at: u64,
+    },
+}
+
+/// Judge what follows a log's last whole record (the rule in the module docs). `bytes` is the
+/// log, `end` where its records stopped, `synced` how far the last sync the format recorded
+/// reached (0 for none), `power_lost` whether a power loss may have happened since the log was
+/// written ([`may_have_lost_power`]), and `record_at` whether a whole, valid record starts at
+/// the start of a slice; records start at multiples of `align` bytes.
+pub fn judge_tail(
+    bytes: &[u8],
+    end: usize,
+    synced: u64,
+    power_lost: bool,
+    align: usize,
+    record_at: impl Fn(&[u8]) -> bool,
+) -> Tail {
+    let rest = bytes.get(end..).unwrap_or_default();
+    if rest.iter().all(|&byte| byte == 0) {
+        // Zeroes below the synced length are damage too: a sync promised records there.
+        return if (end as u64) < synced {
+            Tail::Damaged { at: end as u64 }
+        } else {
+            Tail::Whole
+        };
+    }
+    if (end as u64) < synced {
+        return Tail::Damaged { at: end as u64 };
+    }
+    if !power_lost {
+        let align = align.max(1);
+        let mut at = end + align;
+        while at < bytes.len() {
+            if record_at(&bytes[at..]) {
+                return Tail::Damaged { at: end as u64 };
+            }
+            at += align;
+        }
+    }
+    Tail::Torn {
+        bytes: rest.len() as u64,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generations_stop_at_the_bound() {
+        assert_eq!(next_generation(1), Some(2));
+        assert_eq!(next_generation(MAX_GENERATION - 1), Some(MAX_GENERATION));
+        assert_eq!(next_generation(MAX_GENERATION), None);
+        assert_eq!(next_generation(u64::MAX), None);
+    }
+
+    /// Records for the tail rule: 8 bytes, a nonzero word whose high half repeats the low.
+    fn valid(bytes: &[u8]) -> bool {
+        bytes.len() >= 8 && {
+            let word = u64::from_le_bytes(bytes[..8].try_into().unwrap());
+            word != 0 && word >> 32 == word & 0xFFFF_FFFF
+        }
+    }
+
+    fn log(records: usize) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        for n in 1..=records as u64 {
+            bytes.extend_from_slice(&(n << 32 | n).to_le_bytes());
+        }
+        bytes.resize(bytes.len() + 64, 0);
+        bytes
+    }
+
+    #[test]
+    fn the_tail_rule() {
+        let bytes = log(10);
+        assert_eq!(judge_tail(&bytes, 80, 0, false, 8, valid), Tail::Whole);
+        // Zeroes a sync promised records in.
+        assert_eq!(
+            judge_tail(&bytes, 80, 88, false, 8, valid),
+            Tail::Damaged { at: 80 }
+        );
+        // A record damaged in the middle: whole ones follow.
+        let mut damaged = bytes.clone();
+        damaged[5 * 8] ^= 1;
+        assert_eq!(
+            judge_tail(&damaged, 40, 0, false, 8, valid),
+            Tail::Damaged { at: 40 }
+        );
+        // ...which after a restart is a power loss's tail, unless below the sync.
+        assert_eq!(
+            judge_tail(&damaged, 40, 0, true, 8, valid),
+            Tail::Torn { bytes: 104 }
+        );
+        assert_eq!(
+            judge_tail(&damaged, 40, 48, true, 8, valid),
+            Tail::Damaged { at: 40 }
+        );
+        // The last record cut: nothing whole follows.
+        let mut cut = bytes.clone();
+        cut[9 * 8 + 4] ^= 1;
+        assert_eq!(
+            judge_tail(&cut, 72, 0, false, 8, valid),
+            Tail::Torn { bytes: 72 }
+        );
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore)] // no FIFOs or flock under Miri
+    fn fifos_and_directories_are_not_opened_as_files() {
+        let dir = std::env::temp_dir().join(format!("floe-durable-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let fifo = dir.join("fifo");
+        let name = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo with a NUL-terminated path; the result is checked.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        for options in [
+            OpenOptions::new().read(true).clone(),
+            OpenOptions::new().read(true).write(true).clone(),
+        ] {
+            let error = open_regular(&fifo, &options).unwrap_err();
+            assert_eq!(error.kind(), ErrorKind::InvalidInput);
+        }
+        assert!(read_regular(&fifo, 100).is_err());
+        assert!(read_regular(&dir, 100).is_err());
+        std::fs::write(dir.join("file"), b"0123456789").unwrap();
+        assert_eq!(read_regular(&dir.join("file"), 10).unwrap(), b"0123456789");
+        assert_eq!(
+            read_regular(&dir.join("file"), 9).unwrap_err().kind(),
+            ErrorKind::FileTooLarge
+        );
+        let lock = DirLock::acquire(&dir).unwrap();
+        assert!(matches!(DirLock::acquire(&dir), Err(LockError::Held)));
+        drop(lock);
+        let again = DirLock::acquire(&dir).unwrap();
+        drop(again);
+        assert!(matches!(
+            DirLock::acquire(&dir.join("file")),
+            Err(LockError::Io(_))
+        ));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
