@@ -2607,9 +2607,7 @@ mod tests {
         let copy = scratch_dir(&format!("{name}-copy"));
         for file in std::fs::read_dir(&dir).expect("read the directory") {
             let path = file.expect("directory entry").path();
-            if path.file_name().is_some_and(|name| name != "lock") {
-                std::fs::copy(&path, copy.join(path.file_name().unwrap())).expect("copy");
-            }
+            std::fs::copy(&path, copy.join(path.file_name().unwrap())).expect("copy");
         }
         drop(crashed);
         if let Some(thread) = replacing {

@@ -96,9 +96,28 @@
 //! than before evicts as the items are restored). A record of an item that has expired by the
 //! time of the restart is not restored.
 //!
+//! **Damage is refused, never served** (`floe::durable` holds the rules every floe format
+//! shares). The directory's `manifest` names every file replay needs: the snapshot (its
+//! generation and length), each journal of that generation or later with the length its last
+//! sync reached, and the boot of the machine that opened the directory. It changes only by
+//! a whole-file replace, in this order: a new journal is created (header written, synced),
+//! then listed, then written to; a snapshot is renamed into place, then listed with the older
+//! journals unlisted, then the older files deleted; the housekeeping sync syncs the journals,
+//! then records their lengths. An open refuses (exit code 2) a listed file that is missing,
+//! shorter than its synced length, or not a regular file (a FIFO is refused, not waited on),
+//! and judges each journal's end: a record that fails below the synced length is damage; on
+//! a machine that has not restarted since (the boot id), the only end a crash leaves is one
+//! record cut short by the end of the file (a `write` that SIGKILL interrupted), so a whole
+//! record that fails, or whole records after a failed one, are damage too; after a restart,
+//! what follows the synced length may be a power loss's and is dropped (logged). An open that
+//! dropped a torn end truncates the journal there, and syncs every journal it kept, before it
+//! lists them: the next open judges them whole. Undetectable: whole records removed from a
+//! journal's end within the last sync interval (a journal cut at a record boundary there
+//! looks like writes that never happened).
+//!
 //! **When the disk fails** (full, or an I/O error): the journal can no longer follow the cache,
 //! and a restart from what it has would bring back values overwritten since. So the first
-//! failed journal write (or sync) first unlinks the directory's `intact` marker, in one step
+//! failed journal write (or sync) first unlinks the directory's `manifest`, in one step
 //! that works on a full disk, and syncs the directory; only then does it turn persistence off
 //! (a session whose append is skipped from then on replies after the marker is gone), log why,
 //! and delete the journals and snapshots (at once, or when a compaction under way ends). The
@@ -115,8 +134,9 @@
 //! # Files
 //!
 //! ```text
-//! DIR/lock                    held (flock) by the server that has the directory open
-//! DIR/intact                  present while the files below may be restored from
+//! DIR                         locked (flock on the directory) by the server that has it open
+//! DIR/manifest                the files below that replay needs (present while they may be
+//!                             restored from)
 //! DIR/snapshot-<gen>          the items as of a compaction, then an end record
 //! DIR/snapshot-<gen>.tmp      a snapshot being written (removed by the next open)
 //! DIR/journal-<gen>-<lane>    records appended by worker <lane>
@@ -151,9 +171,11 @@ pub const FILE_HEADER: usize = 32;
 /// Bytes of a record's fixed part (the key and the value follow).
 pub const RECORD_HEADER: usize = 56;
 
-/// The file whose presence says the directory's journals and snapshots may be restored from:
-/// made by an open, removed first when a journal write fails (`Store::fail`).
-const INTACT: &str = "intact";
+/// The manifest (module docs): what replay needs. Its presence also says the directory's
+/// journals and snapshots may be restored from: removed first when a journal write fails
+/// (`Store::fail`).
+const MANIFEST: &str = "manifest";
+const MANIFEST_MAGIC: [u8; 8] = *b"floemani";
 
 /// Stripes of the removal clocks (`Store::removing`): 32 KiB, so that a removal of another
 /// key rarely re-sequences an insert.
@@ -188,6 +210,9 @@ impl Kind {
         })
     }
 }
+
+/// Why a record does not decode when the bytes end inside it.
+const CUT_SHORT: &str = "a record cut short";
 
 const STALE: u8 = 1;
 const BINARY_KEY: u8 = 2;
@@ -270,7 +295,7 @@ impl<'a> Record<'a> {
     /// a checksum that fails, an unknown kind, a key too long).
     pub fn decode(bytes: &'a [u8]) -> Result<(Record<'a>, usize), &'static str> {
         if bytes.len() < RECORD_HEADER {
-            return Err("a record cut short");
+            return Err(CUT_SHORT);
         }
         let u16_at = |at: usize| u16::from_le_bytes([bytes[at], bytes[at + 1]]);
         let u32_at = |at: usize| u32::from_le_bytes(bytes[at..at + 4].try_into().unwrap());
@@ -282,7 +307,7 @@ impl<'a> Record<'a> {
         }
         let len = RECORD_HEADER + key_len + data_len;
         if bytes.len() < len {
-            return Err("a record cut short");
+            return Err(CUT_SHORT);
         }
         if crc32fast::hash(&bytes[4..len]) != u32_at(0) {
             return Err("a record whose checksum fails");
@@ -348,7 +373,7 @@ pub enum StoreError {
     Foreign(PathBuf, &'static str),
     /// A snapshot that is damaged (where, and what is wrong).
     Corrupt(PathBuf, u64, &'static str),
-    /// Journals or snapshots without the `intact` marker beside them: left by a run whose
+    /// Journals or snapshots without the `manifest` beside them: left by a run whose
     /// persistence failed midway through emptying the directory (or copied without it).
     Unmarked(PathBuf),
 }
@@ -372,11 +397,10 @@ impl fmt::Display for StoreError {
             ),
             StoreError::Unmarked(path) => write!(
                 f,
-                "{} holds journals or snapshots but no `{INTACT}` marker: a run whose disk failed \
-                 left them, and they may be stale (remove them to start cold; create {} only if \
-                 they are known to be whole)",
+                "{} holds journals or snapshots but no `{MANIFEST}`: a run whose disk failed \
+                 left them, or they were copied without it, and they may be stale (remove them \
+                 to start cold)",
                 path.display(),
-                path.join(INTACT).display()
             ),
         }
     }
@@ -386,6 +410,88 @@ impl std::error::Error for StoreError {}
 
 fn io_error<'p>(what: &'static str, path: &'p Path) -> impl FnOnce(io::Error) -> StoreError + 'p {
     move |error| StoreError::Io(what, path.to_path_buf(), error)
+}
+
+/// What the `manifest` says (module docs).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct Manifest {
+    /// The boot of the machine that last opened the directory (`floe::durable::boot_id`).
+    boot: Option<[u8; 16]>,
+    /// The snapshot replay starts from: generation and length.
+    snapshot: Option<(u64, u64)>,
+    /// The journals replay reads: (generation, lane) -> length synced.
+    journals: std::collections::BTreeMap<(u64, u32), u64>,
+}
+
+impl Manifest {
+    fn encode(&self) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        bytes.extend_from_slice(&MANIFEST_MAGIC);
+        bytes.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
+        bytes.push(u8::from(self.boot.is_some()));
+        bytes.extend_from_slice(&self.boot.unwrap_or_default());
+        let (gen, length) = self.snapshot.unwrap_or_default();
+        bytes.extend_from_slice(&gen.to_le_bytes());
+        bytes.extend_from_slice(&length.to_le_bytes());
+        bytes.extend_from_slice(&(self.journals.len() as u32).to_le_bytes());
+        for (&(gen, lane), &synced) in &self.journals {
+            bytes.extend_from_slice(&gen.to_le_bytes());
+            bytes.extend_from_slice(&lane.to_le_bytes());
+            bytes.extend_from_slice(&synced.to_le_bytes());
+        }
+        let crc = crc32fast::hash(&bytes);
+        bytes.extend_from_slice(&crc.to_le_bytes());
+        bytes
+    }
+
+    fn decode(bytes: &[u8]) -> Result<Manifest, &'static str> {
+        if bytes.len() < 8 || bytes[..8] != MANIFEST_MAGIC {
+            return Err("not a floe-server manifest (its magic is wrong)");
+        }
+        const FIXED: usize = 8 + 4 + 1 + 16 + 8 + 8 + 4;
+        let damaged = "its checksum fails or it is cut short";
+        if bytes.len() < FIXED + 4 {
+            return Err(damaged);
+        }
+        let (body, crc) = bytes.split_at(bytes.len() - 4);
+        if crc32fast::hash(body).to_le_bytes() != crc {
+            return Err(damaged);
+        }
+        if body[8..12] != FORMAT_VERSION.to_le_bytes() {
+            return Err("written by another format version");
+        }
+        let u64_at = |at: usize| u64::from_le_bytes(body[at..at + 8].try_into().unwrap());
+        let boot = match body[12] {
+            0 => None,
+            1 => Some(body[13..29].try_into().unwrap()),
+            _ => return Err(damaged),
+        };
+        let (gen, length) = (u64_at(29), u64_at(37));
+        let count = u32::from_le_bytes(body[45..49].try_into().unwrap()) as usize;
+        if body.len() != FIXED + 20 * count || gen > floe::durable::MAX_GENERATION {
+            return Err(damaged);
+        }
+        let mut journals = std::collections::BTreeMap::new();
+        for entry in body[FIXED..].chunks_exact(20) {
+            let gen = u64::from_le_bytes(entry[..8].try_into().unwrap());
+            let lane = u32::from_le_bytes(entry[8..12].try_into().unwrap());
+            let synced = u64::from_le_bytes(entry[12..].try_into().unwrap());
+            if gen > floe::durable::MAX_GENERATION {
+                return Err(damaged);
+            }
+            journals.insert((gen, lane), synced);
+        }
+        Ok(Manifest {
+            boot,
+            snapshot: (gen != 0).then_some((gen, length)),
+            journals,
+        })
+    }
+
+    fn write(&self, dir: &Path) -> Result<(), StoreError> {
+        floe::durable::replace_file(dir, MANIFEST, &self.encode())
+            .map_err(io_error("write", &dir.join(MANIFEST)))
+    }
 }
 
 /// How the directory is kept. (How often the journals are synced is the housekeeping
@@ -453,13 +559,19 @@ impl Replay {
 /// One worker's journal.
 struct Lane {
     file: Arc<File>,
+    /// Its generation and lane number (its name), and the bytes written to it.
+    gen: u64,
+    number: u32,
+    length: u64,
 }
 
 /// An open persistence directory.
 pub struct Store {
     dir: PathBuf,
     /// Held for the store's life: the flock that keeps out a second server.
-    _lock: File,
+    _lock: floe::durable::DirLock,
+    /// The manifest as last written (taken after a lane's lock, never before one).
+    manifest: Mutex<Manifest>,
     lanes: Box<[CachePadded<Mutex<Lane>>]>,
     /// The generation the lanes write (changed by a compaction, under `compacting`).
     generation: AtomicU64,
@@ -526,7 +638,7 @@ enum FileBytes {
 
 impl FileBytes {
     fn map(path: &Path) -> io::Result<FileBytes> {
-        let file = File::open(path)?;
+        let file = floe::durable::open_regular(path, OpenOptions::new().read(true))?;
         if file.metadata()?.len() == 0 {
             return Ok(FileBytes::Empty);
         }
@@ -563,9 +675,7 @@ fn list(dir: &Path) -> Result<Vec<Name>, StoreError> {
 }
 
 fn sync_dir(dir: &Path) -> Result<(), StoreError> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io_error("sync", dir))
+    floe::durable::sync_dir(dir).map_err(io_error("sync", dir))
 }
 
 impl Store {
@@ -584,63 +694,102 @@ impl Store {
         options: StoreOptions,
         now_unix: i64,
     ) -> Result<(Store, Replayed, Replay), StoreError> {
+        use floe::durable::{self, Tail};
         fs::create_dir_all(dir).map_err(io_error("create", dir))?;
-        let lock_path = dir.join("lock");
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(io_error("open", &lock_path))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(fs::TryLockError::WouldBlock) => return Err(StoreError::Locked(dir.into())),
-            Err(fs::TryLockError::Error(error)) => {
-                return Err(StoreError::Io("lock", lock_path, error))
-            }
-        }
+        let lock = durable::DirLock::acquire(dir).map_err(|error| match error {
+            durable::LockError::Held => StoreError::Locked(dir.into()),
+            durable::LockError::Io(error) => StoreError::Io("lock", dir.into(), error),
+        })?;
         let started = Instant::now();
         let names = list(dir)?;
-        let intact = dir.join(INTACT);
-        if names.is_empty() {
-            // A new directory is one to restore from (until a failed write removes this; made
-            // before any journal, so that a crash during this open leaves none without it).
-            File::create(&intact).map_err(io_error("create", &intact))?;
-        } else if !intact.exists() {
-            return Err(StoreError::Unmarked(dir.to_path_buf()));
-        }
-        let snapshot = names
-            .iter()
-            .filter_map(|name| match name {
-                Name::Snapshot(gen) => Some(*gen),
-                _ => None,
-            })
-            .max();
-        let from = snapshot.unwrap_or(0);
-        let mut journals: Vec<(u64, u32)> = names
-            .iter()
-            .filter_map(|name| match *name {
-                Name::Journal(gen, lane) if gen >= from => Some((gen, lane)),
-                _ => None,
-            })
-            .collect();
-        journals.sort_unstable();
-        let mut replayed = Replayed::default();
+        let manifest_path = dir.join(MANIFEST);
+        let manifest = match durable::read_regular(&manifest_path, 1 << 30) {
+            Ok(bytes) => Manifest::decode(&bytes)
+                .map_err(|why| StoreError::Corrupt(manifest_path.clone(), 0, why))?,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {
+                if !names.is_empty() {
+                    return Err(StoreError::Unmarked(dir.to_path_buf()));
+                }
+                Manifest::default()
+            }
+            Err(error) => return Err(StoreError::Io("read", manifest_path, error)),
+        };
+        let power_lost = durable::may_have_lost_power(manifest.boot);
+        let from = manifest.snapshot.map_or(0, |(gen, _)| gen);
+        let missing = "the manifest lists it, but it is missing or not a regular file";
         let read = |name: Name| {
             let path = dir.join(name.file_name());
-            FileBytes::map(&path).map_err(io_error("read", &path))
+            FileBytes::map(&path).map_err(|error| match error.kind() {
+                io::ErrorKind::NotFound | io::ErrorKind::InvalidInput => {
+                    StoreError::Corrupt(path.clone(), 0, missing)
+                }
+                _ => StoreError::Io("read", path.clone(), error),
+            })
         };
-        let snapshot_bytes = match snapshot {
-            Some(gen) => read(Name::Snapshot(gen))?,
+        let mut replayed = Replayed::default();
+        let snapshot_bytes = match manifest.snapshot {
+            Some((gen, length)) => {
+                let bytes = read(Name::Snapshot(gen))?;
+                if bytes.len() as u64 != length {
+                    return Err(StoreError::Corrupt(
+                        dir.join(Name::Snapshot(gen).file_name()),
+                        bytes.len() as u64,
+                        "its length is not the one the manifest lists",
+                    ));
+                }
+                bytes
+            }
             None => FileBytes::Empty,
         };
+        // The journals the manifest lists, then those it does not (a compaction that
+        // crashed between creating its journals and listing them: they hold no record).
+        let journals: Vec<((u64, u32), u64)> =
+            manifest.journals.iter().map(|(&k, &v)| (k, v)).collect();
         let journal_bytes = journals
             .iter()
-            .map(|&(gen, lane)| read(Name::Journal(gen, lane)))
+            .map(|&((gen, lane), _)| read(Name::Journal(gen, lane)))
             .collect::<Result<Vec<_>, _>>()?;
+        let mut unlisted = Vec::new();
+        for name in &names {
+            if let Name::Journal(gen, lane) = *name {
+                if gen >= from && !manifest.journals.contains_key(&(gen, lane)) {
+                    let path = dir.join(name.file_name());
+                    let bytes = FileBytes::map(&path).map_err(io_error("read", &path))?;
+                    // Ours (a header, or the part of one a crash left), never a foreign file
+                    // that happens to have a journal's name: that is refused, not deleted.
+                    let header = file_header(JOURNAL_MAGIC, gen, lane);
+                    if bytes.len() >= FILE_HEADER {
+                        check_header(&bytes, JOURNAL_MAGIC, gen, lane)
+                            .map_err(|why| StoreError::Foreign(path.clone(), why))?;
+                    } else if bytes[..] != header[..bytes.len()] {
+                        return Err(StoreError::Foreign(
+                            path,
+                            "not a floe-server file (its magic is wrong)",
+                        ));
+                    }
+                    let records =
+                        (FILE_HEADER..bytes.len()).any(|at| Record::decode(&bytes[at..]).is_ok());
+                    if records && !power_lost {
+                        return Err(StoreError::Corrupt(
+                            path,
+                            0,
+                            "it holds records, but the manifest does not list it",
+                        ));
+                    }
+                    if records {
+                        log!(
+                            0,
+                            "{}: records the manifest does not list (a power loss's), dropped",
+                            path.display()
+                        );
+                        replayed.torn_bytes += bytes.len() as u64;
+                    }
+                    unlisted.push(*name);
+                }
+            }
+        }
         let mut chosen = Chosen::default();
-        let mut empty = Vec::new();
-        if let Some(gen) = snapshot {
+        if let Some((gen, _)) = manifest.snapshot {
             let path = dir.join(Name::Snapshot(gen).file_name());
             replayed.files += 1;
             replayed.bytes += snapshot_bytes.len() as u64;
@@ -648,35 +797,63 @@ impl Store {
                 .map_err(|why| StoreError::Foreign(path.clone(), why))?;
             chosen.read_snapshot(&snapshot_bytes, &path, &mut replayed)?;
         }
-        for (&(gen, lane), bytes) in journals.iter().zip(&journal_bytes) {
+        // Where each journal's whole records end (a torn end is cut there below).
+        let mut ends = Vec::with_capacity(journals.len());
+        for (&((gen, lane), synced), bytes) in journals.iter().zip(&journal_bytes) {
             replayed.files += 1;
             replayed.bytes += bytes.len() as u64;
             let path = dir.join(Name::Journal(gen, lane).file_name());
-            if bytes.len() <= FILE_HEADER {
-                // Nothing written (a run that stopped before its first write), or its header
-                // not wholly written when the process stopped: nothing to read, and removed
-                // below once the open has succeeded.
-                if bytes.len() < FILE_HEADER {
-                    replayed.torn_bytes += bytes.len() as u64;
-                }
-                empty.push(Name::Journal(gen, lane));
-                continue;
+            if (bytes.len() as u64) < synced.max(FILE_HEADER as u64) {
+                return Err(StoreError::Corrupt(
+                    path,
+                    bytes.len() as u64,
+                    "it is shorter than its last sync left it (cut short)",
+                ));
             }
             check_header(bytes, JOURNAL_MAGIC, gen, lane)
                 .map_err(|why| StoreError::Foreign(path.clone(), why))?;
-            let torn = chosen.read_journal(bytes, &mut replayed);
-            if torn > 0 {
-                log!(
-                    1,
-                    "{}: {torn} bytes at its end are not whole records (a write cut short), dropped",
-                    path.display()
-                );
-                replayed.torn_bytes += torn;
+            let (end, why) = chosen.read_journal(bytes, &mut replayed);
+            ends.push(end);
+            if end as usize == bytes.len() {
+                continue;
+            }
+            // A record that fails. On a machine that has not restarted only a `write` cut by
+            // the process's end can leave one, and only as the file's last, cut short.
+            let cut_short = why == Some(CUT_SHORT);
+            if !power_lost && !cut_short {
+                return Err(StoreError::Corrupt(path, end, why.unwrap_or("damaged")));
+            }
+            let judged = durable::judge_tail(bytes, end as usize, synced, power_lost, 1, |rest| {
+                Record::decode(rest).is_ok()
+            });
+            match judged {
+                Tail::Whole | Tail::Torn { .. } => {
+                    let torn = bytes.len() as u64 - end;
+                    log!(
+                        if power_lost { 0 } else { 1 },
+                        "{}: {torn} bytes at its end are not whole records (a write cut short{}), dropped",
+                        path.display(),
+                        if power_lost { ", or lost to a power loss" } else { "" }
+                    );
+                    replayed.torn_bytes += torn;
+                }
+                Tail::Damaged { .. } => {
+                    return Err(StoreError::Corrupt(
+                        path,
+                        end,
+                        if (end) < synced {
+                            "a record below what its last sync covered fails"
+                        } else {
+                            "whole records follow one that fails"
+                        },
+                    ))
+                }
             }
         }
         let last_gen = names
             .iter()
             .map(|name| name.generation())
+            .chain(manifest.snapshot.map(|(gen, _)| gen))
             .max()
             .unwrap_or(0);
         let next_seq = chosen.max_seq + 1;
@@ -696,19 +873,49 @@ impl Store {
             _files: files,
         };
 
+        // Accepted. Each journal kept is cut at its whole records' end and synced, so that
+        // from now on it is whole as listed (the next open judges it by this boot's rule).
+        let mut kept = std::collections::BTreeMap::new();
+        for (&((gen, lane), _), &end) in journals.iter().zip(&ends) {
+            let path = dir.join(Name::Journal(gen, lane).file_name());
+            let file = durable::open_regular(&path, OpenOptions::new().write(true))
+                .map_err(io_error("open", &path))?;
+            if file.metadata().map_err(io_error("read", &path))?.len() != end {
+                file.set_len(end).map_err(io_error("truncate", &path))?;
+            }
+            file.sync_data().map_err(io_error("sync", &path))?;
+            kept.insert((gen, lane), end);
+        }
         // A new generation for this run's journals: never append to a file a crash may have
         // cut short.
-        let gen = last_gen + 1;
+        let gen = durable::next_generation(last_gen).ok_or(StoreError::Corrupt(
+            manifest_path.clone(),
+            0,
+            "its generations are used up",
+        ))?;
+        let lanes = (0..lanes as u32)
+            .map(|lane| {
+                let file = create_journal(dir, gen, lane)?;
+                kept.insert((gen, lane), FILE_HEADER as u64);
+                Ok(CachePadded::new(Mutex::new(Lane {
+                    file: Arc::new(file),
+                    gen,
+                    number: lane,
+                    length: FILE_HEADER as u64,
+                })))
+            })
+            .collect::<Result<_, StoreError>>()?;
+        let manifest = Manifest {
+            boot: durable::boot_id(),
+            snapshot: manifest.snapshot,
+            journals: kept,
+        };
+        manifest.write(dir)?;
         let store = Store {
             dir: dir.to_path_buf(),
             _lock: lock,
-            lanes: (0..lanes as u32)
-                .map(|lane| {
-                    Ok(CachePadded::new(Mutex::new(Lane {
-                        file: Arc::new(create_journal(dir, gen, lane)?),
-                    })))
-                })
-                .collect::<Result<_, StoreError>>()?,
+            manifest: Mutex::new(manifest),
+            lanes,
             generation: AtomicU64::new(gen),
             compacting: Mutex::new(()),
             cut: std::sync::RwLock::new(()),
@@ -720,12 +927,11 @@ impl Store {
             failed: AtomicBool::new(false),
             options,
         };
-        sync_dir(dir)?;
         // What earlier runs left that replay no longer reads.
         for name in names {
             let stale = match name {
                 Name::SnapshotTemporary(_) => true,
-                Name::Journal(..) if empty.contains(&name) => true,
+                Name::Journal(..) if unlisted.contains(&name) => true,
                 Name::Snapshot(g) | Name::Journal(g, _) => g < from,
             };
             if stale {
@@ -733,6 +939,18 @@ impl Store {
             }
         }
         Ok((store, replayed, replay))
+    }
+
+    /// Change the manifest with `change` and write it; on failure the recorded one is kept.
+    fn record(&self, change: impl FnOnce(&mut Manifest)) -> Result<(), StoreError> {
+        let mut manifest = lock(&self.manifest);
+        let mut changed = manifest.clone();
+        change(&mut changed);
+        if changed != *manifest {
+            changed.write(&self.dir)?;
+            *manifest = changed;
+        }
+        Ok(())
     }
 
     /// The next sequence number (see the module docs for why relaxed suffices).
@@ -785,8 +1003,12 @@ impl Store {
             return;
         }
         let written = {
-            let lane = lock(&self.lanes[lane % self.lanes.len()]);
-            (&*lane.file).write_all(records)
+            let mut lane = lock(&self.lanes[lane % self.lanes.len()]);
+            let written = (&*lane.file).write_all(records);
+            if written.is_ok() {
+                lane.length += records.len() as u64;
+            }
+            written
         };
         match written {
             Ok(()) => {
@@ -798,7 +1020,7 @@ impl Store {
     }
 
     /// A journal write (or sync) failed: the directory must not be restored from (it would
-    /// be stale), and persistence stops. First the `intact` marker goes, in one unlink (which
+    /// be stale), and persistence stops. First the `manifest` goes, in one unlink (which
     /// works on a full disk), synced; only then is `failed` published, so no session skips
     /// its append and replies while the files could still be restored. Then the files are
     /// removed, here if no compaction is under way, else by the compaction when it ends
@@ -808,7 +1030,7 @@ impl Store {
         if self.failed() {
             return;
         }
-        let _ = fs::remove_file(self.dir.join(INTACT));
+        let _ = fs::remove_file(self.dir.join(MANIFEST));
         let _ = sync_dir(&self.dir);
         // Release: pairs with `failed()`'s Acquire; the marker's unlink above comes first.
         if self.failed.swap(true, Ordering::Release) {
@@ -838,8 +1060,9 @@ impl Store {
         }
     }
 
-    /// Sync every journal to the disk (the housekeeping thread's tick, and a clean stop). The
-    /// lane's lock is held only to take its file, not while syncing.
+    /// Sync every journal to the disk (the housekeeping thread's tick, and a clean stop), then
+    /// record in the manifest how far each is synced. The lane's lock is held only to take its
+    /// file and length, not while syncing.
     pub fn sync(&self) {
         if self.failed() {
             // What a failure could not remove at once (a compaction was under way).
@@ -847,12 +1070,32 @@ impl Store {
             self.remove_files();
             return;
         }
+        let mut synced = Vec::with_capacity(self.lanes.len());
         for lane in self.lanes.iter() {
-            let file = Arc::clone(&lock(lane).file);
+            let (file, name, length) = {
+                let lane = lock(lane);
+                (Arc::clone(&lane.file), (lane.gen, lane.number), lane.length)
+            };
             if let Err(error) = file.sync_data() {
                 self.fail(&error);
                 return;
             }
+            synced.push((name, length));
+        }
+        let recorded = self.record(|manifest| {
+            for (name, length) in synced {
+                // A journal a compaction unlisted meanwhile is no longer needed.
+                if let Some(listed) = manifest.journals.get_mut(&name) {
+                    *listed = (*listed).max(length);
+                }
+            }
+        });
+        if let Err(error) = recorded {
+            let error = match error {
+                StoreError::Io(_, _, error) => error,
+                other => io::Error::other(other.to_string()),
+            };
+            self.fail(&error);
         }
     }
 
@@ -892,12 +1135,28 @@ impl Store {
         if self.failed() {
             return Ok(0);
         }
-        let gen = self.generation.load(Ordering::Relaxed) + 1;
+        let Some(gen) = floe::durable::next_generation(self.generation.load(Ordering::Relaxed))
+        else {
+            return Err(StoreError::Corrupt(
+                self.dir.join(MANIFEST),
+                0,
+                "its generations are used up",
+            ));
+        };
         // Step 1, at one cut: no session is between a write and its append while the lanes
         // switch. The bytes counted from here on are the new generation's.
         let files = (0..self.lanes.len())
             .map(|index| create_journal(&self.dir, gen, index as u32).map(Arc::new))
             .collect::<Result<Vec<_>, _>>();
+        // Listed before any record goes in (module docs).
+        let files = files.and_then(|files| {
+            self.record(|manifest| {
+                for lane in 0..files.len() as u32 {
+                    manifest.journals.insert((gen, lane), FILE_HEADER as u64);
+                }
+            })?;
+            Ok(files)
+        });
         let files = match files {
             Ok(files) => files,
             Err(error) => {
@@ -916,7 +1175,10 @@ impl Store {
                 .unwrap_or_else(|poisoned| poisoned.into_inner());
             self.journal_bytes.store(0, Ordering::Relaxed);
             for (lane, file) in self.lanes.iter().zip(files) {
-                lock(lane).file = file;
+                let mut lane = lock(lane);
+                lane.file = file;
+                lane.gen = gen;
+                lane.length = FILE_HEADER as u64;
             }
         }
         self.generation.store(gen, Ordering::Relaxed);
@@ -934,6 +1196,13 @@ impl Store {
         let path = self.dir.join(Name::Snapshot(gen).file_name());
         fs::rename(&temporary, &path).map_err(io_error("rename", &temporary))?;
         sync_dir(&self.dir)?;
+        // Replay starts from the new snapshot: the older journals are no longer needed.
+        self.record(|manifest| {
+            manifest.snapshot = Some((gen, size));
+            manifest
+                .journals
+                .retain(|&(journal_gen, _), _| journal_gen >= gen);
+        })?;
         // Step 3.
         for name in list(&self.dir)? {
             if name.generation() < gen {
@@ -963,6 +1232,8 @@ fn create_journal(dir: &Path, gen: u64, lane: u32) -> Result<File, StoreError> {
         .map_err(io_error("create", &path))?;
     file.write_all(&file_header(JOURNAL_MAGIC, gen, lane))
         .map_err(io_error("write", &path))?;
+    // Synced before the manifest lists it: a listed journal has its header on the disk.
+    file.sync_data().map_err(io_error("sync", &path))?;
     Ok(file)
 }
 
@@ -1072,13 +1343,18 @@ impl<'a> Chosen<'a> {
         }
     }
 
-    /// Read a journal's records up to the first that is not whole; returns the bytes after
-    /// it (a torn end).
-    fn read_journal(&mut self, bytes: &'a [u8], replayed: &mut Replayed) -> u64 {
+    /// Read a journal's records up to the first that is not whole; returns where they end,
+    /// and why the next one does not decode (`None`: the journal ends there).
+    fn read_journal(
+        &mut self,
+        bytes: &'a [u8],
+        replayed: &mut Replayed,
+    ) -> (u64, Option<&'static str>) {
         let mut at = FILE_HEADER;
         while at < bytes.len() {
-            let Ok((record, len)) = Record::decode(&bytes[at..]) else {
-                break;
+            let (record, len) = match Record::decode(&bytes[at..]) {
+                Ok(decoded) => decoded,
+                Err(why) => return (at as u64, Some(why)),
             };
             replayed.records += 1;
             self.note(&record);
@@ -1094,7 +1370,7 @@ impl<'a> Chosen<'a> {
             }
             at += len;
         }
-        (bytes.len() - at) as u64
+        (at as u64, None)
     }
 
     /// The winning items still valid after the flushes (expiry is left to the cache).
@@ -1205,7 +1481,10 @@ mod tests {
             at += len;
         }
         let mut replayed = Replayed::default();
-        assert_eq!(chosen.read_journal(&journal, &mut replayed), 3);
+        assert_eq!(
+            chosen.read_journal(&journal, &mut replayed),
+            (journal.len() as u64 - 3, Some(CUT_SHORT))
+        );
         assert_eq!(chosen.max_seq, 12);
         let mut items: Vec<_> = chosen
             .into_restore(0)
@@ -1286,7 +1565,7 @@ mod tests {
         version[8] = 9;
         assert!(check_header(&version, JOURNAL_MAGIC, 4, 1).is_err());
     }
-    /// The files of `dir` by name, the lock and the marker included.
+    /// The files of `dir` by name, the manifest included.
     fn files(dir: &Path) -> Vec<String> {
         let mut names: Vec<String> = fs::read_dir(dir)
             .unwrap()
@@ -1307,19 +1586,19 @@ mod tests {
         (dir, store)
     }
 
-    /// A failed journal write takes the `intact` marker away before it turns persistence off
+    /// A failed journal write takes the `manifest` away before it turns persistence off
     /// (so a session that skips its append replies only once the files cannot be restored),
     /// then empties the directory: at once when no compaction holds the lock, else at the next
     /// sync (and without waiting for the lock, which a session calling it could deadlock on).
-    /// An open refuses journals without the marker, and leaves them.
+    /// An open refuses journals without the manifest, and leaves them.
     #[test]
     fn a_failed_write_unmarks_the_directory_before_it_turns_persistence_off() {
         let disk_full = || io::Error::from_raw_os_error(28);
         let (dir, store) = store_with_a_record("fail-at-once");
-        assert!(files(&dir).contains(&INTACT.to_string()));
+        assert!(files(&dir).contains(&MANIFEST.to_string()));
         store.fail(&disk_full());
         assert!(store.failed());
-        assert_eq!(files(&dir), ["lock"]);
+        assert!(files(&dir).is_empty());
         drop(store);
         let _ = fs::remove_dir_all(&dir);
 
@@ -1328,7 +1607,7 @@ mod tests {
         store.fail(&disk_full());
         assert!(store.failed());
         let left = files(&dir);
-        assert!(!left.contains(&INTACT.to_string()), "{left:?}");
+        assert!(!left.contains(&MANIFEST.to_string()), "{left:?}");
         assert!(
             left.iter().any(|name| name.starts_with("journal-")),
             "{left:?}"
@@ -1337,7 +1616,7 @@ mod tests {
         let copy = dir.with_extension("copy");
         let _ = fs::remove_dir_all(&copy);
         fs::create_dir_all(&copy).unwrap();
-        for name in left.iter().filter(|name| *name != "lock") {
+        for name in &left {
             fs::copy(dir.join(name), copy.join(name)).unwrap();
         }
         let before = files(&copy);
@@ -1348,14 +1627,10 @@ mod tests {
             Err(other) => panic!("{other}"),
             Ok(_) => panic!("a directory without its marker was opened"),
         }
-        // (The open made its lock file before it looked.)
-        let mut unchanged = before;
-        unchanged.push("lock".to_string());
-        unchanged.sort();
-        assert_eq!(files(&copy), unchanged);
+        assert_eq!(files(&copy), before);
         drop(compacting);
         store.sync();
-        assert_eq!(files(&dir), ["lock"]);
+        assert!(files(&dir).is_empty());
         drop(store);
         let _ = fs::remove_dir_all(&dir);
         let _ = fs::remove_dir_all(&copy);

@@ -77,4 +77,8 @@ extern "C" {
     /// libc's `kill(2)`.
     #[link_name = "kill"]
     pub fn libc_kill(pid: i32, signal: i32) -> i32;
+    /// libc's `mkfifo(3)`.
+    #[link_name = "mkfifo"]
+    #[allow(dead_code)] // not every test binary makes FIFOs
+    pub fn libc_mkfifo(path: *const core::ffi::c_char, mode: u32) -> i32;
 }
