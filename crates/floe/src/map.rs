@@ -396,6 +396,7 @@ impl<K: InlineKey, V: Inline, S: crate::hash::PersistentHasher> Builder<K, V, S>
             checkpoints: 0,
             clean: false,
             keys: 0,
+            table_checksum: 0,
         };
         self.refuse_dense()?;
         let raw = Driver::Bins(crate::raw::driver::RawMap::create_persistent(

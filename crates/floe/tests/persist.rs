@@ -645,6 +645,28 @@ fn bad_files_are_refused_unchanged() {
             Box::new(|| std::fs::remove_file(&table).unwrap()),
             |e| matches!(e, StorageError::Corrupt(_)),
         ),
+        (
+            // Every byte counts after a clean close (the checksum written then): a value's
+            // bit, which no structural check could tell from a written value.
+            "a value's bit flipped",
+            Box::new(|| {
+                let mut bytes = original_table.clone();
+                let (first_bin_slot_value, bin) = (24, 64 * 5);
+                bytes[bin + first_bin_slot_value] ^= 0x01;
+                std::fs::write(&table, bytes).unwrap()
+            }),
+            |e| matches!(e, StorageError::Corrupt(_)),
+        ),
+        (
+            "a byte of the never-written tail",
+            Box::new(|| {
+                let mut bytes = original_table.clone();
+                let last = bytes.len() - 1;
+                bytes[last] = 7;
+                std::fs::write(&table, bytes).unwrap()
+            }),
+            |e| matches!(e, StorageError::Corrupt(_)),
+        ),
     ];
     for (what, damage, expected) in damages {
         damage();

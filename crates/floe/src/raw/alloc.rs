@@ -275,6 +275,18 @@ impl Region {
         Ok(reserved)
     }
 
+    /// A CRC32 of the bytes `range` (clamped to the region). Only while no thread of this
+    /// process writes them: a table at its close, or before its open hands it out.
+    pub(crate) fn crc32(&self, range: core::ops::Range<usize>) -> u32 {
+        let end = range.end.min(self.bytes);
+        let start = range.start.min(end);
+        // SAFETY: `start..end` lies inside our live mapping; no thread of this process stores
+        // to it meanwhile (the caller's promise), so reading it as plain bytes is no data race.
+        let bytes =
+            unsafe { core::slice::from_raw_parts(self.base.cast::<u8>().add(start), end - start) };
+        crc32fast::hash(bytes)
+    }
+
     /// Write the region's dirty pages to its file and wait for the device (`msync(MS_SYNC)`);
     /// for anonymous regions a no-op.
     pub(crate) fn sync(&self) -> std::io::Result<()> {

@@ -784,6 +784,47 @@ impl RawTable {
         }
     }
 
+    /// A checksum of the whole table file (bins, pool and reserved tail), computed in 1 MiB
+    /// pieces on up to `threads` threads: per piece a CRC32, mixed with the piece's index and
+    /// added up (so the pieces may be summed in any order, and a piece's damage cannot cancel
+    /// another's by moving). Never 0 (0 in a superblock means "none recorded"). Only while no
+    /// thread uses the table (a close, or an open before the map is handed out).
+    pub(crate) fn file_checksum(&self, threads: usize) -> Option<u64> {
+        const PIECE: usize = 1 << 20;
+        let file = self.file.as_ref()?;
+        let bytes = file.region.bytes();
+        let pieces = bytes.div_ceil(PIECE);
+        let next = AtomicUsize::new(0);
+        let sum = || {
+            let mut sum = 0u64;
+            loop {
+                // Relaxed: only hands out distinct pieces; the sums meet at the join.
+                let piece = next.fetch_add(1, Ordering::Relaxed);
+                if piece >= pieces {
+                    return sum;
+                }
+                let crc = file.region.crc32(piece * PIECE..(piece + 1) * PIECE);
+                let mixed = (u64::from(crc) << 32 | piece as u64)
+                    .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                    .rotate_left(29);
+                sum = sum.wrapping_add(mixed);
+            }
+        };
+        let threads = threads.clamp(1, pieces.max(1));
+        let total = std::thread::scope(|scope| {
+            let helpers: Vec<_> = (1..threads).map(|_| scope.spawn(sum)).collect();
+            let mut total = sum();
+            for helper in helpers {
+                match helper.join() {
+                    Ok(theirs) => total = total.wrapping_add(theirs),
+                    Err(panic) => std::panic::resume_unwind(panic),
+                }
+            }
+            total
+        });
+        Some(total.max(1))
+    }
+
     /// The table file's generation, for a persistent table.
     pub(crate) fn file_gen(&self) -> Option<u64> {
         self.file.as_ref().map(|file| file.gen)

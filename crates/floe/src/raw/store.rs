@@ -95,6 +95,9 @@ pub(crate) struct Superblock {
     pub(crate) keys: u64,
     /// The map was closed cleanly after its last write (no recovery sweep needed).
     pub(crate) clean: bool,
+    /// At a clean close, the table file's checksum (`RawTable::file_checksum`), which a
+    /// clean open checks before it trusts anything in the file; 0: none recorded.
+    pub(crate) table_checksum: u64,
 }
 
 impl Superblock {
@@ -123,6 +126,7 @@ impl Superblock {
             self.checkpoints,
             u64::from(self.clean),
             self.keys,
+            self.table_checksum,
         ];
         for (index, word) in words.iter().enumerate() {
             out[16 + 8 * index..24 + 8 * index].copy_from_slice(&word.to_le_bytes());
@@ -177,6 +181,7 @@ impl Superblock {
             checkpoints: word(16),
             clean: word(17) != 0,
             keys: word(18),
+            table_checksum: word(19),
         };
         block.validate()?;
         Ok(block)
@@ -561,6 +566,7 @@ mod tests {
             checkpoints: 3,
             clean: false,
             keys: 0,
+            table_checksum: 0,
         }
     }
 
