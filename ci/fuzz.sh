@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Differential fuzzing against std's HashMap: FlatMap (fuzz/fuzz_targets/differential.rs) and
 # Map (fuzz/fuzz_targets/any_map.rs); floe-server's protocol parsers on arbitrary bytes, whole
-# against split into reads (fuzz/fuzz_targets/server_protocol.rs). Each a bounded run from its
-# corpus in the repository.
+# against split into reads (fuzz/fuzz_targets/server_protocol.rs); persistent directories
+# damaged every way (fuzz/fuzz_targets/damaged_dir.rs: refused, or opened holding what they
+# held). Each a bounded run from its corpus in the repository; an input that runs 60 s
+# (a hang) fails the run.
 # Installs nightly and cargo-fuzz when missing. FLOE_FUZZ_SECONDS (default 60) bounds each
 # target's run; new corpus entries are kept in fuzz/corpus/<target> (commit the ones worth
 # keeping, after `cargo fuzz cmin`).
@@ -20,9 +22,9 @@ fi
 seconds="${FLOE_FUZZ_SECONDS:-60}"
 cd fuzz
 # Each target for the whole budget: FlatMap (with batches), Map (with collision lists), the
-# server's parsers.
-for target in differential any_map server_protocol; do
+# server's parsers, damaged directories.
+for target in differential any_map server_protocol damaged_dir; do
     mkdir -p "corpus/$target"
     cargo +nightly fuzz run "$target" "corpus/$target" -- \
-        -max_total_time="$seconds" -rss_limit_mb=2048 -max_len=4096 "$@"
+        -max_total_time="$seconds" -rss_limit_mb=2048 -max_len=4096 -timeout=60 "$@"
 done
