@@ -159,6 +159,7 @@ use std::{
 };
 
 use crossbeam_utils::CachePadded;
+use floe::durable::{self, Listed};
 
 use crate::log;
 
@@ -412,88 +413,6 @@ fn io_error<'p>(what: &'static str, path: &'p Path) -> impl FnOnce(io::Error) ->
     move |error| StoreError::Io(what, path.to_path_buf(), error)
 }
 
-/// What the `manifest` says (module docs).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-struct Manifest {
-    /// The boot of the machine that last opened the directory (`floe::durable::boot_id`).
-    boot: Option<[u8; 16]>,
-    /// The snapshot replay starts from: generation and length.
-    snapshot: Option<(u64, u64)>,
-    /// The journals replay reads: (generation, lane) -> length synced.
-    journals: std::collections::BTreeMap<(u64, u32), u64>,
-}
-
-impl Manifest {
-    fn encode(&self) -> Vec<u8> {
-        let mut bytes = Vec::new();
-        bytes.extend_from_slice(&MANIFEST_MAGIC);
-        bytes.extend_from_slice(&FORMAT_VERSION.to_le_bytes());
-        bytes.push(u8::from(self.boot.is_some()));
-        bytes.extend_from_slice(&self.boot.unwrap_or_default());
-        let (gen, length) = self.snapshot.unwrap_or_default();
-        bytes.extend_from_slice(&gen.to_le_bytes());
-        bytes.extend_from_slice(&length.to_le_bytes());
-        bytes.extend_from_slice(&(self.journals.len() as u32).to_le_bytes());
-        for (&(gen, lane), &synced) in &self.journals {
-            bytes.extend_from_slice(&gen.to_le_bytes());
-            bytes.extend_from_slice(&lane.to_le_bytes());
-            bytes.extend_from_slice(&synced.to_le_bytes());
-        }
-        let crc = crc32fast::hash(&bytes);
-        bytes.extend_from_slice(&crc.to_le_bytes());
-        bytes
-    }
-
-    fn decode(bytes: &[u8]) -> Result<Manifest, &'static str> {
-        if bytes.len() < 8 || bytes[..8] != MANIFEST_MAGIC {
-            return Err("not a floe-server manifest (its magic is wrong)");
-        }
-        const FIXED: usize = 8 + 4 + 1 + 16 + 8 + 8 + 4;
-        let damaged = "its checksum fails or it is cut short";
-        if bytes.len() < FIXED + 4 {
-            return Err(damaged);
-        }
-        let (body, crc) = bytes.split_at(bytes.len() - 4);
-        if crc32fast::hash(body).to_le_bytes() != crc {
-            return Err(damaged);
-        }
-        if body[8..12] != FORMAT_VERSION.to_le_bytes() {
-            return Err("written by another format version");
-        }
-        let u64_at = |at: usize| u64::from_le_bytes(body[at..at + 8].try_into().unwrap());
-        let boot = match body[12] {
-            0 => None,
-            1 => Some(body[13..29].try_into().unwrap()),
-            _ => return Err(damaged),
-        };
-        let (gen, length) = (u64_at(29), u64_at(37));
-        let count = u32::from_le_bytes(body[45..49].try_into().unwrap()) as usize;
-        if body.len() != FIXED + 20 * count || gen > floe::durable::MAX_GENERATION {
-            return Err(damaged);
-        }
-        let mut journals = std::collections::BTreeMap::new();
-        for entry in body[FIXED..].chunks_exact(20) {
-            let gen = u64::from_le_bytes(entry[..8].try_into().unwrap());
-            let lane = u32::from_le_bytes(entry[8..12].try_into().unwrap());
-            let synced = u64::from_le_bytes(entry[12..].try_into().unwrap());
-            if gen > floe::durable::MAX_GENERATION {
-                return Err(damaged);
-            }
-            journals.insert((gen, lane), synced);
-        }
-        Ok(Manifest {
-            boot,
-            snapshot: (gen != 0).then_some((gen, length)),
-            journals,
-        })
-    }
-
-    fn write(&self, dir: &Path) -> Result<(), StoreError> {
-        floe::durable::replace_file(dir, MANIFEST, &self.encode())
-            .map_err(io_error("write", &dir.join(MANIFEST)))
-    }
-}
-
 /// How the directory is kept. (How often the journals are synced is the housekeeping
 /// thread's: `server::Config::sync_ms`.)
 #[derive(Clone, Copy, Debug)]
@@ -571,7 +490,7 @@ pub struct Store {
     /// Held for the store's life: the flock that keeps out a second server.
     _lock: floe::durable::DirLock,
     /// The manifest as last written (taken after a lane's lock, never before one).
-    manifest: Mutex<Manifest>,
+    manifest: Mutex<durable::Manifest>,
     lanes: Box<[CachePadded<Mutex<Lane>>]>,
     /// The generation the lanes write (changed by a compaction, under `compacting`).
     generation: AtomicU64,
@@ -694,7 +613,7 @@ impl Store {
         options: StoreOptions,
         now_unix: i64,
     ) -> Result<(Store, Replayed, Replay), StoreError> {
-        use floe::durable::{self, Tail};
+        use floe::durable::{ManifestError, Tail};
         fs::create_dir_all(dir).map_err(io_error("create", dir))?;
         let lock = durable::DirLock::acquire(dir).map_err(|error| match error {
             durable::LockError::Held => StoreError::Locked(dir.into()),
@@ -704,18 +623,61 @@ impl Store {
         let names = list(dir)?;
         let manifest_path = dir.join(MANIFEST);
         let manifest = match durable::read_regular(&manifest_path, 1 << 30) {
-            Ok(bytes) => Manifest::decode(&bytes)
-                .map_err(|why| StoreError::Corrupt(manifest_path.clone(), 0, why))?,
+            Ok(bytes) => durable::Manifest::decode(&bytes, MANIFEST_MAGIC, FORMAT_VERSION)
+                .map_err(|error| match error {
+                    ManifestError::Foreign => StoreError::Foreign(
+                        manifest_path.clone(),
+                        "not a floe-server manifest (its magic is wrong)",
+                    ),
+                    ManifestError::Version(_) => StoreError::Foreign(
+                        manifest_path.clone(),
+                        "written by another format version",
+                    ),
+                    ManifestError::Damaged => StoreError::Corrupt(
+                        manifest_path.clone(),
+                        0,
+                        "its checksum fails or it is cut short",
+                    ),
+                })?,
             Err(error) if error.kind() == io::ErrorKind::NotFound => {
                 if !names.is_empty() {
                     return Err(StoreError::Unmarked(dir.to_path_buf()));
                 }
-                Manifest::default()
+                durable::Manifest::default()
             }
             Err(error) => return Err(StoreError::Io("read", manifest_path, error)),
         };
         let power_lost = durable::may_have_lost_power(manifest.boot);
-        let from = manifest.snapshot.map_or(0, |(gen, _)| gen);
+        // The snapshot and the journals it lists, each checked against its length.
+        let mut snapshot = None;
+        let mut journals: Vec<((u64, u32), u64)> = Vec::new();
+        for (name, listed) in &manifest.files {
+            match Name::parse(name) {
+                Some(Name::Snapshot(gen)) if snapshot.is_none() => snapshot = Some((gen, *listed)),
+                Some(Name::Journal(gen, lane)) => journals.push(((gen, lane), listed.synced)),
+                _ => {
+                    return Err(StoreError::Corrupt(
+                        manifest_path,
+                        0,
+                        "it lists a file of no known kind, or two snapshots",
+                    ))
+                }
+            }
+        }
+        journals.sort_unstable();
+        let from = snapshot.map_or(0, |(gen, _)| gen);
+        if journals.iter().any(|&((gen, _), _)| gen < from)
+            || journals
+                .iter()
+                .any(|&((gen, _), _)| gen > durable::MAX_GENERATION)
+            || from > durable::MAX_GENERATION
+        {
+            return Err(StoreError::Corrupt(
+                manifest_path,
+                0,
+                "its generations are impossible",
+            ));
+        }
         let missing = "the manifest lists it, but it is missing or not a regular file";
         let read = |name: Name| {
             let path = dir.join(name.file_name());
@@ -727,24 +689,22 @@ impl Store {
             })
         };
         let mut replayed = Replayed::default();
-        let snapshot_bytes = match manifest.snapshot {
-            Some((gen, length)) => {
+        let snapshot_bytes = match snapshot {
+            Some((gen, listed)) => {
                 let bytes = read(Name::Snapshot(gen))?;
-                if bytes.len() as u64 != length {
-                    return Err(StoreError::Corrupt(
+                listed.check_length(bytes.len() as u64).map_err(|why| {
+                    StoreError::Corrupt(
                         dir.join(Name::Snapshot(gen).file_name()),
                         bytes.len() as u64,
-                        "its length is not the one the manifest lists",
-                    ));
-                }
+                        why,
+                    )
+                })?;
                 bytes
             }
             None => FileBytes::Empty,
         };
         // The journals the manifest lists, then those it does not (a compaction that
         // crashed between creating its journals and listing them: they hold no record).
-        let journals: Vec<((u64, u32), u64)> =
-            manifest.journals.iter().map(|(&k, &v)| (k, v)).collect();
         let journal_bytes = journals
             .iter()
             .map(|&((gen, lane), _)| read(Name::Journal(gen, lane)))
@@ -752,7 +712,7 @@ impl Store {
         let mut unlisted = Vec::new();
         for name in &names {
             if let Name::Journal(gen, lane) = *name {
-                if gen >= from && !manifest.journals.contains_key(&(gen, lane)) {
+                if gen >= from && !manifest.files.contains_key(&name.file_name()) {
                     let path = dir.join(name.file_name());
                     let bytes = FileBytes::map(&path).map_err(io_error("read", &path))?;
                     // Ours (a header, or the part of one a crash left), never a foreign file
@@ -789,7 +749,7 @@ impl Store {
             }
         }
         let mut chosen = Chosen::default();
-        if let Some((gen, _)) = manifest.snapshot {
+        if let Some((gen, _)) = snapshot {
             let path = dir.join(Name::Snapshot(gen).file_name());
             replayed.files += 1;
             replayed.bytes += snapshot_bytes.len() as u64;
@@ -853,7 +813,7 @@ impl Store {
         let last_gen = names
             .iter()
             .map(|name| name.generation())
-            .chain(manifest.snapshot.map(|(gen, _)| gen))
+            .chain(snapshot.map(|(gen, _)| gen))
             .max()
             .unwrap_or(0);
         let next_seq = chosen.max_seq + 1;
@@ -884,7 +844,11 @@ impl Store {
                 file.set_len(end).map_err(io_error("truncate", &path))?;
             }
             file.sync_data().map_err(io_error("sync", &path))?;
-            kept.insert((gen, lane), end);
+            let listed = Listed {
+                length: None,
+                synced: end,
+            };
+            kept.insert(Name::Journal(gen, lane).file_name(), listed);
         }
         // A new generation for this run's journals: never append to a file a crash may have
         // cut short.
@@ -896,7 +860,11 @@ impl Store {
         let lanes = (0..lanes as u32)
             .map(|lane| {
                 let file = create_journal(dir, gen, lane)?;
-                kept.insert((gen, lane), FILE_HEADER as u64);
+                let listed = Listed {
+                    length: None,
+                    synced: FILE_HEADER as u64,
+                };
+                kept.insert(Name::Journal(gen, lane).file_name(), listed);
                 Ok(CachePadded::new(Mutex::new(Lane {
                     file: Arc::new(file),
                     gen,
@@ -905,12 +873,16 @@ impl Store {
                 })))
             })
             .collect::<Result<_, StoreError>>()?;
-        let manifest = Manifest {
+        if let Some((gen, listed)) = snapshot {
+            kept.insert(Name::Snapshot(gen).file_name(), listed);
+        }
+        let manifest = durable::Manifest {
             boot: durable::boot_id(),
-            snapshot: manifest.snapshot,
-            journals: kept,
+            files: kept,
         };
-        manifest.write(dir)?;
+        manifest
+            .write(dir, MANIFEST, MANIFEST_MAGIC, FORMAT_VERSION)
+            .map_err(io_error("write", &manifest_path))?;
         let store = Store {
             dir: dir.to_path_buf(),
             _lock: lock,
@@ -942,12 +914,14 @@ impl Store {
     }
 
     /// Change the manifest with `change` and write it; on failure the recorded one is kept.
-    fn record(&self, change: impl FnOnce(&mut Manifest)) -> Result<(), StoreError> {
+    fn record(&self, change: impl FnOnce(&mut durable::Manifest)) -> Result<(), StoreError> {
         let mut manifest = lock(&self.manifest);
         let mut changed = manifest.clone();
         change(&mut changed);
         if changed != *manifest {
-            changed.write(&self.dir)?;
+            changed
+                .write(&self.dir, MANIFEST, MANIFEST_MAGIC, FORMAT_VERSION)
+                .map_err(io_error("write", &self.dir.join(MANIFEST)))?;
             *manifest = changed;
         }
         Ok(())
@@ -1085,8 +1059,9 @@ impl Store {
         let recorded = self.record(|manifest| {
             for (name, length) in synced {
                 // A journal a compaction unlisted meanwhile is no longer needed.
-                if let Some(listed) = manifest.journals.get_mut(&name) {
-                    *listed = (*listed).max(length);
+                let name = Name::Journal(name.0, name.1).file_name();
+                if let Some(listed) = manifest.files.get_mut(&name) {
+                    listed.synced = listed.synced.max(length);
                 }
             }
         });
@@ -1152,7 +1127,13 @@ impl Store {
         let files = files.and_then(|files| {
             self.record(|manifest| {
                 for lane in 0..files.len() as u32 {
-                    manifest.journals.insert((gen, lane), FILE_HEADER as u64);
+                    let listed = Listed {
+                        length: None,
+                        synced: FILE_HEADER as u64,
+                    };
+                    manifest
+                        .files
+                        .insert(Name::Journal(gen, lane).file_name(), listed);
                 }
             })?;
             Ok(files)
@@ -1198,10 +1179,13 @@ impl Store {
         sync_dir(&self.dir)?;
         // Replay starts from the new snapshot: the older journals are no longer needed.
         self.record(|manifest| {
-            manifest.snapshot = Some((gen, size));
+            manifest.files.retain(|name, _| match Name::parse(name) {
+                Some(Name::Journal(journal_gen, _)) => journal_gen >= gen,
+                _ => false,
+            });
             manifest
-                .journals
-                .retain(|&(journal_gen, _), _| journal_gen >= gen);
+                .files
+                .insert(Name::Snapshot(gen).file_name(), Listed::whole(size));
         })?;
         // Step 3.
         for name in list(&self.dir)? {

@@ -11,6 +11,12 @@
 //!   in it, so deleting or replacing a file cannot let a second process in beside the first.
 //! - **Small files are replaced whole** ([`replace_file`]): a temporary file, synced, renamed
 //!   over the old one, the directory synced; a crash leaves the old file or the new one.
+//! - **A manifest names every file a directory needs** ([`Manifest`]): with the length it must
+//!   have (or, for a log appended to, the length its last sync reached) and the boot of the
+//!   machine that opened the directory. A format changes its set of files in one order: a new
+//!   file is made whole (and synced), then listed, then used; a file is unlisted, then
+//!   deleted. So an open refuses a listed file that is missing, of the wrong length or not a
+//!   regular file, and may delete an unlisted one that holds nothing.
 //! - **Generations never wrap** ([`next_generation`], [`MAX_GENERATION`]): a number read from a
 //!   file above the bound is damage, and a store refuses to count past it.
 //! - **A torn tail is told from damage** ([`judge_tail`]): a log whose records stop early was
@@ -33,6 +39,7 @@
 //! lengths are recorded).
 
 use std::{
+    collections::BTreeMap,
     fs::{File, OpenOptions},
     io::{self, ErrorKind, Read, Write},
     os::unix::fs::OpenOptionsExt,
@@ -294,9 +301,192 @@ pub fn judge_tail(
     }
 }
 
+/// A file a [`Manifest`] lists.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Listed {
+    /// The length the file must have (made whole and never resized: a table, a snapshot, a
+    /// reserved journal chunk), or `None` for a log that grows by appends.
+    pub length: Option<u64>,
+    /// How far the last sync of the file reached: below it, every byte is promised.
+    pub synced: u64,
+}
+
+impl Listed {
+    /// A file made whole, `length` bytes, synced.
+    pub fn whole(length: u64) -> Listed {
+        Listed {
+            length: Some(length),
+            synced: length,
+        }
+    }
+
+    /// Whether a file of `actual` bytes can be this one; if not, why.
+    pub fn check_length(&self, actual: u64) -> Result<(), &'static str> {
+        match self.length {
+            Some(length) if length != actual => {
+                Err("its length is not the one the manifest lists (cut short or extended)")
+            }
+            _ if actual < self.synced => {
+                Err("it is shorter than its last sync left it (cut short)")
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Why a manifest's bytes were refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ManifestError {
+    /// Not a manifest of this format (its magic).
+    Foreign,
+    /// Written by another version of the format.
+    Version(u32),
+    /// Damaged: its checksum fails, or it is cut short.
+    Damaged,
+}
+
+/// The files a directory needs (module docs), as the last change to its set of files left
+/// it. Encoded with a format's own magic and version, and a CRC32 over the whole.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Manifest {
+    /// The boot of the machine that last opened the directory ([`boot_id`]).
+    pub boot: Option<[u8; 16]>,
+    /// Every file the directory needs, by name.
+    pub files: BTreeMap<String, Listed>,
+}
+
+impl Manifest {
+    /// The manifest's bytes, for a format of `magic` and `version`.
+    pub fn encode(&self, magic: [u8; 8], version: u32) -> Vec<u8> {
+        let mut bytes = Vec::new();
+        bytes.extend_from_slice(&magic);
+        bytes.extend_from_slice(&version.to_le_bytes());
+        bytes.push(u8::from(self.boot.is_some()));
+        bytes.extend_from_slice(&self.boot.unwrap_or_default());
+        bytes.extend_from_slice(&(self.files.len() as u32).to_le_bytes());
+        for (name, listed) in &self.files {
+            bytes.extend_from_slice(&(name.len() as u32).to_le_bytes());
+            bytes.extend_from_slice(name.as_bytes());
+            bytes.push(u8::from(listed.length.is_some()));
+            bytes.extend_from_slice(&listed.length.unwrap_or_default().to_le_bytes());
+            bytes.extend_from_slice(&listed.synced.to_le_bytes());
+        }
+        let crc = crc32fast::hash(&bytes);
+        bytes.extend_from_slice(&crc.to_le_bytes());
+        bytes
+    }
+
+    /// Read a manifest of a format of `magic` and `version`.
+    ///
+    /// # Errors
+    /// [`ManifestError`]: another format's, another version's, or damaged.
+    pub fn decode(bytes: &[u8], magic: [u8; 8], version: u32) -> Result<Manifest, ManifestError> {
+        if bytes.len() < 8 || bytes[..8] != magic {
+            return Err(ManifestError::Foreign);
+        }
+        const FIXED: usize = 8 + 4 + 1 + 16 + 4;
+        if bytes.len() < FIXED + 4 {
+            return Err(ManifestError::Damaged);
+        }
+        let (body, crc) = bytes.split_at(bytes.len() - 4);
+        if crc32fast::hash(body).to_le_bytes() != crc {
+            return Err(ManifestError::Damaged);
+        }
+        let found = u32::from_le_bytes(body[8..12].try_into().expect("4 bytes"));
+        if found != version {
+            return Err(ManifestError::Version(found));
+        }
+        let boot = match body[12] {
+            0 => None,
+            1 => Some(body[13..29].try_into().expect("16 bytes")),
+            _ => return Err(ManifestError::Damaged),
+        };
+        let count = u32::from_le_bytes(body[29..33].try_into().expect("4 bytes"));
+        let mut rest = &body[FIXED..];
+        let mut files = BTreeMap::new();
+        for _ in 0..count {
+            let take = |rest: &mut &[u8], n: usize| -> Result<Vec<u8>, ManifestError> {
+                let taken = rest.get(..n).ok_or(ManifestError::Damaged)?.to_vec();
+                *rest = &rest[n..];
+                Ok(taken)
+            };
+            let word = |bytes: Vec<u8>| u64::from_le_bytes(bytes.try_into().expect("8 bytes"));
+            let len = u32::from_le_bytes(take(&mut rest, 4)?.try_into().expect("4 bytes"));
+            let name = String::from_utf8(take(&mut rest, len as usize)?)
+                .map_err(|_| ManifestError::Damaged)?;
+            let exact = take(&mut rest, 1)?[0];
+            let length = word(take(&mut rest, 8)?);
+            let synced = word(take(&mut rest, 8)?);
+            let length = match exact {
+                0 => None,
+                1 => Some(length),
+                _ => return Err(ManifestError::Damaged),
+            };
+            if length.is_some_and(|length| synced > length) || files.contains_key(&name) {
+                return Err(ManifestError::Damaged);
+            }
+            files.insert(name, Listed { length, synced });
+        }
+        if !rest.is_empty() {
+            return Err(ManifestError::Damaged);
+        }
+        Ok(Manifest { boot, files })
+    }
+
+    /// Write the manifest as `dir/name` ([`replace_file`]).
+    ///
+    /// # Errors
+    /// As [`replace_file`].
+    pub fn write(&self, dir: &Path, name: &str, magic: [u8; 8], version: u32) -> io::Result<()> {
+        replace_file(dir, name, &self.encode(magic, version))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn manifests_round_trip_and_every_flipped_bit_is_caught() {
+        let manifest = Manifest {
+            boot: Some([7; 16]),
+            files: [
+                ("snapshot-3".to_string(), Listed::whole(4096)),
+                (
+                    "journal-3-1".to_string(),
+                    Listed {
+                        length: None,
+                        synced: 100,
+                    },
+                ),
+            ]
+            .into(),
+        };
+        let bytes = manifest.encode(*b"testmani", 5);
+        assert_eq!(Manifest::decode(&bytes, *b"testmani", 5), Ok(manifest));
+        assert_eq!(
+            Manifest::decode(&bytes, *b"othrmani", 5),
+            Err(ManifestError::Foreign)
+        );
+        for bit in 64..bytes.len() * 8 {
+            let mut damaged = bytes.clone();
+            damaged[bit / 8] ^= 1 << (bit % 8);
+            assert!(
+                Manifest::decode(&damaged, *b"testmani", 5).is_err(),
+                "bit {bit}"
+            );
+        }
+        for cut in 0..bytes.len() {
+            assert!(Manifest::decode(&bytes[..cut], *b"testmani", 5).is_err());
+        }
+        let listed = Listed {
+            length: None,
+            synced: 100,
+        };
+        assert!(listed.check_length(100).is_ok() && listed.check_length(5000).is_ok());
+        assert!(listed.check_length(99).is_err());
+        assert!(Listed::whole(64).check_length(65).is_err());
+    }
 
     #[test]
     fn generations_stop_at_the_bound() {

@@ -64,7 +64,7 @@ use std::{
 use memmap2::MmapRaw;
 
 use crate::{
-    durable,
+    durable::{self, Listed, Manifest, ManifestError},
     error::{Error, StorageError},
     raw::store::{create_reserved, io_error, Store},
 };
@@ -131,108 +131,6 @@ fn read_file(path: &Path, what: &'static str, missing: &'static str) -> Result<V
         std::io::ErrorKind::NotFound => corrupt(missing),
         _ => io_error(what)(error),
     })
-}
-
-/// A listed journal chunk.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-struct Listed {
-    /// The file's length (chunks are made whole, reserved, and never change length).
-    length: u64,
-    /// How far the last checkpoint synced it (0: not yet).
-    synced: u64,
-}
-
-/// What `floe-map.manifest` says (module docs).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-struct Manifest {
-    /// The boot of the machine that last opened the map (`durable::boot_id`).
-    boot: Option<[u8; 16]>,
-    /// The snapshot replay starts from: generation and length.
-    snapshot: Option<(u64, u64)>,
-    chunks: std::collections::BTreeMap<String, Listed>,
-}
-
-impl Manifest {
-    fn encode(&self) -> Vec<u8> {
-        let mut bytes = Vec::new();
-        bytes.extend_from_slice(&MANIFEST_MAGIC);
-        bytes.extend_from_slice(&JOURNAL_FORMAT.to_le_bytes());
-        bytes.push(u8::from(self.boot.is_some()));
-        bytes.extend_from_slice(&self.boot.unwrap_or_default());
-        let (gen, length) = self.snapshot.unwrap_or_default();
-        bytes.extend_from_slice(&gen.to_le_bytes());
-        bytes.extend_from_slice(&length.to_le_bytes());
-        bytes.extend_from_slice(&(self.chunks.len() as u32).to_le_bytes());
-        for (name, listed) in &self.chunks {
-            bytes.extend_from_slice(&(name.len() as u32).to_le_bytes());
-            bytes.extend_from_slice(name.as_bytes());
-            bytes.extend_from_slice(&listed.length.to_le_bytes());
-            bytes.extend_from_slice(&listed.synced.to_le_bytes());
-        }
-        let crc = crc_of(&[&bytes]);
-        bytes.extend_from_slice(&crc.to_le_bytes());
-        bytes
-    }
-
-    fn decode(bytes: &[u8]) -> Result<Manifest, Error> {
-        let damaged = || corrupt("the manifest is damaged");
-        if bytes.len() < 8 || bytes[..8] != MANIFEST_MAGIC {
-            return Err(Error::Storage(StorageError::Foreign));
-        }
-        if bytes.len() < 53 {
-            return Err(damaged());
-        }
-        let (body, crc) = bytes.split_at(bytes.len() - 4);
-        if crc_of(&[body]).to_le_bytes() != crc {
-            return Err(damaged());
-        }
-        let version = u32::from_le_bytes(body[8..12].try_into().expect("4 bytes"));
-        if version != JOURNAL_FORMAT {
-            return Err(Error::Storage(StorageError::Version { found: version }));
-        }
-        let word = |at: usize| u64::from_le_bytes(body[at..at + 8].try_into().expect("8 bytes"));
-        let boot = match body[12] {
-            0 => None,
-            1 => Some(body[13..29].try_into().expect("16 bytes")),
-            _ => return Err(damaged()),
-        };
-        let (gen, length) = (word(29), word(37));
-        if gen > durable::MAX_GENERATION {
-            return Err(damaged());
-        }
-        let snapshot = (gen != 0).then_some((gen, length));
-        let count = u32::from_le_bytes(body[45..49].try_into().expect("4 bytes"));
-        let mut rest = &body[49..];
-        let mut chunks = std::collections::BTreeMap::new();
-        for _ in 0..count {
-            let name = take_prefixed(&mut rest).ok_or_else(damaged)?;
-            let numbers = rest.get(..16).ok_or_else(damaged)?;
-            let listed = Listed {
-                length: u64::from_le_bytes(numbers[..8].try_into().expect("8 bytes")),
-                synced: u64::from_le_bytes(numbers[8..].try_into().expect("8 bytes")),
-            };
-            rest = &rest[16..];
-            let name = String::from_utf8(name.to_vec()).map_err(|_| damaged())?;
-            let gen = parse_name(&name).journal_gen().ok_or_else(damaged)?;
-            if gen > durable::MAX_GENERATION || listed.synced > listed.length {
-                return Err(damaged());
-            }
-            chunks.insert(name, listed);
-        }
-        if !rest.is_empty() {
-            return Err(damaged());
-        }
-        Ok(Manifest {
-            boot,
-            snapshot,
-            chunks,
-        })
-    }
-
-    fn write(&self, dir: &Path) -> Result<(), Error> {
-        durable::replace_file(dir, MANIFEST, &self.encode())
-            .map_err(io_error("write the map's manifest"))
-    }
 }
 
 /// The map's identity as the meta file states it.
@@ -498,6 +396,11 @@ pub(crate) struct Journal {
     manifest: std::sync::Mutex<Manifest>,
 }
 
+/// The snapshot's file name.
+fn snapshot_name(gen: u64) -> String {
+    format!("snapshot-{gen:016x}")
+}
+
 /// Lanes per map: enough that threads rarely share one.
 fn lane_count() -> usize {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -539,7 +442,9 @@ impl Journal {
         let mut manifest = self.manifest();
         let mut changed = manifest.clone();
         change(&mut changed);
-        changed.write(&self.dir)?;
+        changed
+            .write(&self.dir, MANIFEST, MANIFEST_MAGIC, JOURNAL_FORMAT)
+            .map_err(io_error("write the map's manifest"))?;
         *manifest = changed;
         Ok(())
     }
@@ -547,9 +452,11 @@ impl Journal {
     /// List a new chunk (`length` bytes), before anything is written to it.
     fn list_chunk(&self, name: &str, length: u64) -> Result<(), Error> {
         self.record(|manifest| {
-            manifest
-                .chunks
-                .insert(name.to_owned(), Listed { length, synced: 0 });
+            let listed = Listed {
+                length: Some(length),
+                synced: 0,
+            };
+            manifest.files.insert(name.to_owned(), listed);
         })
     }
 
@@ -623,7 +530,7 @@ impl Journal {
         self.record(|manifest| {
             for (name, length) in lengths {
                 // A chunk a compaction unlisted meanwhile is no longer needed.
-                if let Some(listed) = manifest.chunks.get_mut(&name) {
+                if let Some(listed) = manifest.files.get_mut(&name) {
                     listed.synced = listed.synced.max(length);
                 }
             }
@@ -666,16 +573,19 @@ impl Journal {
             }
         };
         crash_point();
-        std::fs::rename(&tmp, self.dir.join(format!("snapshot-{gen:016x}")))
+        std::fs::rename(&tmp, self.dir.join(snapshot_name(gen)))
             .map_err(io_error("rename a snapshot into place"))?;
         sync_dir(&self.dir)?;
         crash_point();
         // The snapshot is replay's start from now on: the older chunks are no longer needed.
         self.record(|manifest| {
-            manifest.snapshot = Some((gen, bytes));
+            manifest.files.retain(|name, _| match parse_name(name) {
+                Name::Journal { gen: g } => g >= gen,
+                _ => false,
+            });
             manifest
-                .chunks
-                .retain(|name, _| parse_name(name).journal_gen().is_some_and(|g| g >= gen));
+                .files
+                .insert(snapshot_name(gen), Listed::whole(bytes));
         })?;
         self.snapshot_gen.fetch_max(gen, Ordering::Relaxed);
         crash_point();
@@ -888,11 +798,19 @@ impl Journal {
         let lock = Store::lock(dir, false)?;
         let meta = read_file(&dir.join(META), "read the map's meta file", "no meta file")?;
         identity.check(&meta)?;
-        let manifest = Manifest::decode(&read_file(
+        let bytes = read_file(
             &dir.join(MANIFEST),
             "read the map's manifest",
             "the map's manifest is missing",
-        )?)?;
+        )?;
+        let manifest = Manifest::decode(&bytes, MANIFEST_MAGIC, JOURNAL_FORMAT).map_err(
+            |error| match error {
+                ManifestError::Version(found) => Error::Storage(StorageError::Version { found }),
+                ManifestError::Foreign | ManifestError::Damaged => {
+                    corrupt("the map's manifest is damaged")
+                }
+            },
+        )?;
         let power_lost = durable::may_have_lost_power(manifest.boot);
         let mut loaded = Loaded {
             snapshot: None,
@@ -900,40 +818,54 @@ impl Journal {
             power_lost,
             unlisted: 0,
         };
-        let gen = match manifest.snapshot {
-            Some((gen, length)) => {
-                let path = dir.join(format!("snapshot-{gen:016x}"));
-                let bytes = read_file(
-                    &path,
+        let mut gen = 0;
+        let mut newest = 1;
+        for (name, listed) in &manifest.files {
+            let path = dir.join(name);
+            let (what, missing) = match parse_name(name) {
+                Name::Snapshot(_) => (
                     "read a snapshot",
                     "the snapshot the manifest names is missing",
-                )?;
-                if bytes.len() as u64 != length {
-                    return Err(corrupt("the snapshot's length is not the manifest's"));
+                ),
+                Name::Journal { .. } => {
+                    ("read a journal", "a journal the manifest lists is missing")
                 }
-                loaded.snapshot = Some((gen, bytes));
-                gen
+                Name::Temporary | Name::Other => {
+                    return Err(corrupt("the manifest lists a file of no known kind"))
+                }
+            };
+            let bytes = read_file(&path, what, missing)?;
+            listed.check_length(bytes.len() as u64).map_err(|_| {
+                corrupt("a file's length is not the manifest's (cut short or extended)")
+            })?;
+            match parse_name(name) {
+                Name::Snapshot(snapshot_gen) if loaded.snapshot.is_none() => {
+                    gen = snapshot_gen;
+                    loaded.snapshot = Some((snapshot_gen, bytes));
+                }
+                Name::Journal { gen: journal_gen } => {
+                    newest = newest.max(journal_gen);
+                    loaded
+                        .journals
+                        .push((journal_gen, path, listed.synced, bytes));
+                }
+                _ => return Err(corrupt("the manifest lists two snapshots")),
             }
-            None => 0,
-        };
-        let mut newest = gen.max(1);
-        for (name, listed) in &manifest.chunks {
-            let journal_gen = parse_name(name).journal_gen().expect("checked by decode");
-            let path = dir.join(name);
-            let bytes = read_file(
-                &path,
-                "read a journal",
-                "a journal the manifest lists is missing",
-            )?;
-            if bytes.len() as u64 != listed.length {
-                return Err(corrupt(
-                    "a journal's length is not the manifest's (truncated or extended)",
-                ));
-            }
-            newest = newest.max(journal_gen);
-            loaded
-                .journals
-                .push((journal_gen, path, listed.synced, bytes));
+        }
+        if gen.max(newest) > durable::MAX_GENERATION {
+            return Err(corrupt(
+                "the manifest's generations are past any a map reaches",
+            ));
+        }
+        newest = newest.max(gen);
+        if loaded
+            .journals
+            .iter()
+            .any(|(journal_gen, ..)| *journal_gen < gen)
+        {
+            return Err(corrupt(
+                "the manifest lists a journal older than its snapshot",
+            ));
         }
         loaded
             .journals
@@ -946,7 +878,7 @@ impl Journal {
             let Some(journal_gen) = parse_name(&name).journal_gen() else {
                 continue;
             };
-            if journal_gen < gen || manifest.chunks.contains_key(&name) {
+            if journal_gen < gen || manifest.files.contains_key(&name) {
                 continue;
             }
             let bytes = read_file(&entry.path(), "read a journal", "a journal vanished")?;

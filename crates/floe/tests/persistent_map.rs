@@ -1302,17 +1302,12 @@ impl Histories {
 /// Snapshots and the small files are written by rename after a sync: kept.
 fn power_loss_image(dir: &Path, image: &Path, rng: &mut Rng) {
     std::fs::create_dir_all(image).unwrap();
-    // The manifest's list: chunk name -> synced length (`journal.rs`, `Manifest::encode`).
+    // The manifest's list: file name -> synced length (`journal.rs`: magic and version).
     let mut synced = HashMap::new();
-    if let Ok(list) = std::fs::read(dir.join("floe-map.manifest")) {
-        let count = u32::from_le_bytes(list[45..49].try_into().unwrap());
-        let mut at = 49;
-        for _ in 0..count {
-            let len = u32::from_le_bytes(list[at..at + 4].try_into().unwrap()) as usize;
-            let name = String::from_utf8(list[at + 4..at + 4 + len].to_vec()).unwrap();
-            let length = u64::from_le_bytes(list[at + 12 + len..at + 20 + len].try_into().unwrap());
-            synced.insert(name, length as usize);
-            at += 20 + len;
+    if let Ok(bytes) = std::fs::read(dir.join("floe-map.manifest")) {
+        let manifest = floe::durable::Manifest::decode(&bytes, *b"FLOEMANI", 2).unwrap();
+        for (name, listed) in manifest.files {
+            synced.insert(name, listed.synced as usize);
         }
     }
     for entry in std::fs::read_dir(dir).unwrap() {
