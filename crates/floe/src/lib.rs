@@ -143,7 +143,9 @@
 //! builder) journals every write instead, as postcard-encoded records in file-backed shared
 //! mappings, before the write takes effect, and compacts the journals into snapshots in the
 //! background. It makes the same promises 1 to 3 (for a read as well: what a returned read
-//! saw survives a crash); `src/persistent_map.rs` argues them.
+//! saw survives a crash); `src/persistent_map.rs` argues them. Its manifest names every file
+//! it needs, so a missing, cut or damaged one is refused rather than opened as an empty or
+//! older map (`src/journal.rs` says what an open refuses).
 //!
 //! # Waiting
 //!

@@ -136,8 +136,10 @@ pub struct MapRecovery {
     pub keys: usize,
     /// Journal records read.
     pub records: usize,
-    /// Records after a journal's last checkpoint that were damaged, and journals no
-    /// checkpoint synced whose header was (the tail of a power loss): dropped.
+    /// After a restart of the machine (a possible power loss): journal tails past their last
+    /// checkpoint that did not read whole, unsynced journals whose header was lost, and
+    /// unlisted journals holding records, dropped (the open then compacts). Without a
+    /// restart, any of these is damage and the open is refused.
     pub torn: usize,
 }
 
@@ -246,11 +248,12 @@ where
     ///
     /// # Errors
     /// [`Error::Storage`]: no map there, locked by another process, made for other key or
-    /// value types or by another format version, damaged (a checksum that does not match
-    /// below a journal's last checkpoint, a snapshot that does not check, a record that does
-    /// not decode as `K` or `V`). A failed open changes no record (it may create the lock
-    /// file; an error while settling leaves some records settled, as the next open would
-    /// settle them).
+    /// value types or by another format version, damaged (a file the manifest lists missing,
+    /// of another length or not a regular file; a record that fails its checksum below a
+    /// journal's last checkpoint, or, on a machine that has not restarted since the map was
+    /// opened, anywhere but as the one record a crash cut; a snapshot that does not check; a
+    /// record that does not decode as `K` or `V`). A failed open changes no record (an error
+    /// while settling leaves some records settled, as the next open would settle them).
     pub fn open(
         self,
         dir: impl AsRef<Path>,
