@@ -66,6 +66,12 @@ struct Args {
     /// megabytes and more than the last snapshot.
     #[arg(long, default_value_t = 64, value_name = "MB", value_parser = clap::value_parser!(u64).range(1..=(1 << 30)))]
     persist_compact: u64,
+    /// With -e: start from a directory whose journals are refused as damaged (a record that
+    /// fails, a journal cut short or missing): each journal is cut at its first record that
+    /// fails, and what was dropped is logged. Values written after the damage may come back
+    /// older or not at all.
+    #[arg(long)]
+    persist_repair: bool,
     /// UDP port (memcached's -U): only 0 (off) is supported.
     #[arg(short = 'U', long = "udp-port", default_value_t = 0)]
     udp_port: u16,
@@ -126,6 +132,7 @@ fn main() -> ExitCode {
         Some(dir) => {
             let options = StoreOptions {
                 compact_bytes: args.persist_compact << 20,
+                repair: args.persist_repair,
             };
             Cache::open(settings, dir, options).map(|(cache, replayed)| {
                 log!(

@@ -310,10 +310,10 @@ impl<'a> Record<'a> {
         if bytes.len() < len {
             return Err(CUT_SHORT);
         }
+        let kind = Kind::of(bytes[4]).ok_or("a record of an unknown kind")?;
         if crc32fast::hash(&bytes[4..len]) != u32_at(0) {
             return Err("a record whose checksum fails");
         }
-        let kind = Kind::of(bytes[4]).ok_or("a record of an unknown kind")?;
         let bits = bytes[5];
         Ok((
             Record {
@@ -399,8 +399,8 @@ impl fmt::Display for StoreError {
             StoreError::Unmarked(path) => write!(
                 f,
                 "{} holds journals or snapshots but no `{MANIFEST}`: a run whose disk failed \
-                 left them, or they were copied without it, and they may be stale (remove them \
-                 to start cold)",
+                 left them, they were copied without it, or an older floe-server wrote them, \
+                 and they may be stale (remove them to start cold)",
                 path.display(),
             ),
         }
@@ -420,12 +420,19 @@ pub struct StoreOptions {
     /// Compact once the journals hold at least this many bytes and more than the last
     /// snapshot.
     pub compact_bytes: u64,
+    /// Open a directory whose journals would be refused as damaged (a record that fails
+    /// anywhere, a journal cut below its last sync, missing, or holding records the manifest
+    /// does not list) instead: each journal is cut at its first failed record, and what was
+    /// dropped is logged (`--persist-repair`). A missing or damaged snapshot, or a damaged
+    /// manifest, is refused still.
+    pub repair: bool,
 }
 
 impl Default for StoreOptions {
     fn default() -> Self {
         StoreOptions {
             compact_bytes: 64 << 20,
+            repair: false,
         }
     }
 }
@@ -605,8 +612,11 @@ impl Store {
     ///
     /// # Errors
     /// The directory cannot be created, read or locked (another server has it), a file is
-    /// foreign or of another format version, or the snapshot is damaged. The directory is
-    /// not changed by an open that fails.
+    /// foreign or of another format version, or damaged (a listed file missing, cut below
+    /// its last sync or not a regular file; a record that fails where no crash leaves one;
+    /// the snapshot). An open refused for what it read changes nothing; one that fails after
+    /// (creating this run's journals, writing the manifest) may have cut torn journal ends
+    /// and made journals, which the next open judges as before.
     pub fn open(
         dir: &Path,
         lanes: usize,
@@ -647,7 +657,7 @@ impl Store {
             }
             Err(error) => return Err(StoreError::Io("read", manifest_path, error)),
         };
-        let power_lost = durable::may_have_lost_power(manifest.boot);
+        let power_lost = options.repair || durable::may_have_lost_power(manifest.boot);
         // The snapshot and the journals it lists, each checked against its length.
         let mut snapshot = None;
         let mut journals: Vec<((u64, u32), u64)> = Vec::new();
@@ -705,6 +715,25 @@ impl Store {
         };
         // The journals the manifest lists, then those it does not (a compaction that
         // crashed between creating its journals and listing them: they hold no record).
+        if options.repair {
+            // A repair goes on without a listed journal that is gone (what it held is lost),
+            // and reads every journal as if no sync had promised any of it.
+            journals.retain(|&((gen, lane), _)| {
+                let path = dir.join(Name::Journal(gen, lane).file_name());
+                let there = fs::symlink_metadata(&path).is_ok_and(|meta| meta.is_file());
+                if !there {
+                    log!(
+                        0,
+                        "{}: missing, its records are lost (--persist-repair)",
+                        path.display()
+                    );
+                }
+                there
+            });
+            for (_, synced) in &mut journals {
+                *synced = 0;
+            }
+        }
         let journal_bytes = journals
             .iter()
             .map(|&((gen, lane), _)| read(Name::Journal(gen, lane)))
@@ -876,6 +905,13 @@ impl Store {
         if let Some((gen, listed)) = snapshot {
             kept.insert(Name::Snapshot(gen).file_name(), listed);
         }
+        // Unlisted journals (a compaction's that never held a record, or a power loss's
+        // records dropped above) go before this boot is recorded: under its rule, records in
+        // an unlisted journal are damage.
+        for name in &unlisted {
+            let _ = fs::remove_file(dir.join(name.file_name()));
+        }
+        sync_dir(dir)?;
         let manifest = durable::Manifest {
             boot: durable::boot_id(),
             files: kept,
@@ -903,7 +939,6 @@ impl Store {
         for name in names {
             let stale = match name {
                 Name::SnapshotTemporary(_) => true,
-                Name::Journal(..) if unlisted.contains(&name) => true,
                 Name::Snapshot(g) | Name::Journal(g, _) => g < from,
             };
             if stale {
@@ -914,8 +949,13 @@ impl Store {
     }
 
     /// Change the manifest with `change` and write it; on failure the recorded one is kept.
+    /// After a failure (`fail`, which unlinks the manifest under the same lock) nothing is
+    /// written: the directory must not be restored from.
     fn record(&self, change: impl FnOnce(&mut durable::Manifest)) -> Result<(), StoreError> {
         let mut manifest = lock(&self.manifest);
+        if self.failed() {
+            return Ok(());
+        }
         let mut changed = manifest.clone();
         change(&mut changed);
         if changed != *manifest {
@@ -948,7 +988,7 @@ impl Store {
 
     /// Whether writing failed and persistence is off (module docs: the directory is no
     /// longer restored from). Acquire: pairs with `fail`'s release, so a session that finds
-    /// it set and skips its append replies after the `intact` marker is gone.
+    /// it set and skips its append replies after the `manifest` is gone.
     pub fn failed(&self) -> bool {
         self.failed.load(Ordering::Acquire)
     }
@@ -1004,11 +1044,16 @@ impl Store {
         if self.failed() {
             return;
         }
-        let _ = fs::remove_file(self.dir.join(MANIFEST));
-        let _ = sync_dir(&self.dir);
-        // Release: pairs with `failed()`'s Acquire; the marker's unlink above comes first.
-        if self.failed.swap(true, Ordering::Release) {
-            return;
+        {
+            // Under the manifest's lock: a `record` (a compaction's, a sync's) either wrote
+            // before the unlink, or finds `failed` set and writes nothing.
+            let _manifest = lock(&self.manifest);
+            let _ = fs::remove_file(self.dir.join(MANIFEST));
+            let _ = sync_dir(&self.dir);
+            // Release: pairs with `failed()`'s Acquire; the unlink above comes first.
+            if self.failed.swap(true, Ordering::Release) {
+                return;
+            }
         }
         log!(
             0,

@@ -1201,6 +1201,23 @@ fn a_damaged_journal_is_refused_not_served_stale() {
         fs::write(&journal, &good).unwrap();
         fs::write(&manifest, &good_manifest).unwrap();
     }
+    // `--persist-repair` opens the flipped byte's directory as after a power loss: the
+    // journal is cut at the damaged record, and the start says what it dropped.
+    let repair = scratch_dir("stale-repair");
+    fs::create_dir_all(&repair).unwrap();
+    for (name, bytes) in contents(&dir) {
+        fs::write(repair.join(&name), bytes).unwrap();
+    }
+    let mut bad = good.clone();
+    bad[middle] ^= 0x08;
+    fs::write(repair.join(journal.file_name().unwrap()), bad).unwrap();
+    let (child, port, log, startup) = start_logged(&["--persist-repair", "-e", dir_arg(&repair)]);
+    let _repairing = Reaper(child.id());
+    assert!(startup.contains("are not whole records"), "{startup}");
+    assert!(restored_items(port) > 0);
+    stop(child, log);
+    fs::remove_dir_all(&repair).unwrap();
+
     // Undamaged, every write is back as it was last acknowledged.
     let (child, port, log) = start(&["-e", dir_arg(&dir)]);
     let _reaper = Reaper(child.id());

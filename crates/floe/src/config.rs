@@ -155,6 +155,10 @@ pub(crate) struct Config {
     pub(crate) durability: Durability,
     /// How the tables lay out their keys.
     pub(crate) layout: Layout,
+    /// A `PersistentMap`'s open drops what the tail rule calls damage instead of refusing it
+    /// (`Builder::repair`).
+    #[cfg_attr(not(feature = "serde"), allow(dead_code))]
+    pub(crate) repair: bool,
 }
 
 impl Config {
@@ -184,6 +188,7 @@ impl Default for Config {
             recovery_threads: 0,
             durability: Durability::Process,
             layout: Layout::Bins,
+            repair: false,
         }
     }
 }

@@ -133,7 +133,16 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
 /// next replace overwrites).
 pub fn replace_file(dir: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
     let temp = dir.join(format!("{name}.tmp"));
-    let mut file = File::create(&temp)?;
+    // Whatever a crash (or anyone) left at the temporary name is removed, and the file made
+    // anew (`O_EXCL`): a FIFO there would block the open, a symlink would be followed.
+    match std::fs::remove_file(&temp) {
+        Err(error) if error.kind() != ErrorKind::NotFound => return Err(error),
+        _ => {}
+    }
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&temp)?;
     file.write_all(bytes)?;
     file.sync_all()?;
     drop(file);
@@ -151,7 +160,9 @@ pub enum LockError {
 }
 
 /// A directory held by this process: `flock` on the directory itself, so that no file in it,
-/// deleted or replaced, can let a second process in. Released by an explicit unlock when
+/// deleted or replaced, can let a second process in. (Local file systems: on NFS, where
+/// `flock` is emulated with POSIX locks that need a descriptor open for writing, a
+/// directory cannot be locked, and persistence there is not supported.) Released by an explicit unlock when
 /// dropped: closing the descriptor alone is not enough, since a child that another thread of
 /// the process forks holds a copy of the descriptor, and with it the lock, until its exec (a
 /// map reopened right after a close was refused as open elsewhere while tests spawned
@@ -547,6 +558,12 @@ mod tests {
         );
     }
 
+    fn make_fifo(path: &Path) {
+        let name = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo with a NUL-terminated path; the result is checked.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+    }
+
     #[test]
     #[cfg_attr(miri, ignore)] // no FIFOs or flock under Miri
     fn fifos_and_directories_are_not_opened_as_files() {
@@ -554,9 +571,7 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let fifo = dir.join("fifo");
-        let name = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
-        // SAFETY: mkfifo with a NUL-terminated path; the result is checked.
-        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        make_fifo(&fifo);
         for options in [
             OpenOptions::new().read(true).clone(),
             OpenOptions::new().read(true).write(true).clone(),
@@ -572,6 +587,10 @@ mod tests {
             read_regular(&dir.join("file"), 9).unwrap_err().kind(),
             ErrorKind::FileTooLarge
         );
+        // A FIFO where a replace's temporary file goes is removed, not opened.
+        make_fifo(&dir.join("small.tmp"));
+        replace_file(&dir, "small", b"new").unwrap();
+        assert_eq!(std::fs::read(dir.join("small")).unwrap(), b"new");
         let lock = DirLock::acquire(&dir).unwrap();
         assert!(matches!(DirLock::acquire(&dir), Err(LockError::Held)));
         drop(lock);

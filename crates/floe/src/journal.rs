@@ -791,7 +791,12 @@ impl Journal {
     /// Open an existing map's directory: lock it, check its identity and manifest, read and
     /// check every file the manifest lists (module docs). Changes nothing (the caller settles
     /// the pending records once the map is rebuilt, then `record_open`).
-    pub(crate) fn open(dir: &Path, identity: &Identity<'_>) -> Result<(Journal, Loaded), Error> {
+    /// `repair`: judge the journals as after a power loss (`Builder::repair`).
+    pub(crate) fn open(
+        dir: &Path,
+        identity: &Identity<'_>,
+        repair: bool,
+    ) -> Result<(Journal, Loaded), Error> {
         if !dir.join(META).exists() {
             return Err(Error::Storage(StorageError::Missing));
         }
@@ -811,7 +816,7 @@ impl Journal {
                 }
             },
         )?;
-        let power_lost = durable::may_have_lost_power(manifest.boot);
+        let power_lost = repair || durable::may_have_lost_power(manifest.boot);
         let mut loaded = Loaded {
             snapshot: None,
             journals: Vec::new(),
@@ -834,10 +839,22 @@ impl Journal {
                     return Err(corrupt("the manifest lists a file of no known kind"))
                 }
             };
+            let wrong_length =
+                || corrupt("a file's length is not the manifest's (cut short or extended)");
+            // The length first, from the file's metadata: a listed file extended (sparsely)
+            // to a disk's size is refused, not read.
+            let length = durable::open_regular(&path, OpenOptions::new().read(true))
+                .and_then(|file| file.metadata())
+                .map(|metadata| metadata.len())
+                .map_err(|error| match error.kind() {
+                    std::io::ErrorKind::NotFound => corrupt(missing),
+                    _ => io_error(what)(error),
+                })?;
+            listed.check_length(length).map_err(|_| wrong_length())?;
             let bytes = read_file(&path, what, missing)?;
-            listed.check_length(bytes.len() as u64).map_err(|_| {
-                corrupt("a file's length is not the manifest's (cut short or extended)")
-            })?;
+            listed
+                .check_length(bytes.len() as u64)
+                .map_err(|_| wrong_length())?;
             match parse_name(name) {
                 Name::Snapshot(snapshot_gen) if loaded.snapshot.is_none() => {
                     gen = snapshot_gen;
@@ -845,9 +862,9 @@ impl Journal {
                 }
                 Name::Journal { gen: journal_gen } => {
                     newest = newest.max(journal_gen);
-                    loaded
-                        .journals
-                        .push((journal_gen, path, listed.synced, bytes));
+                    // A repair reads every chunk as if no checkpoint had promised any of it.
+                    let synced = if repair { 0 } else { listed.synced };
+                    loaded.journals.push((journal_gen, path, synced, bytes));
                 }
                 _ => return Err(corrupt("the manifest lists two snapshots")),
             }
@@ -965,9 +982,11 @@ fn decode_record(bytes: &[u8]) -> Option<(Record<'_>, &[u8], usize)> {
         _ => return None,
     };
     let state = head[STATE_AT];
-    if crc_of(&[&head[8..STATE_AT], &head[STATE_AT + 1..], body]) != crc
-        || key_len > body_len
+    // The cheap tests first: the tail rule tries this at every word of a cut record's bytes.
+    if key_len > body_len
         || state > VOID
+        || head[30..32] != [0, 0]
+        || crc_of(&[&head[8..STATE_AT], &head[STATE_AT + 1..], body]) != crc
     {
         return None;
     }
@@ -1015,9 +1034,9 @@ fn read_chunk<'a>(
         && crc_of(&[&bytes[..32]]).to_le_bytes() == bytes[32..36]
         && bytes[16..24] == gen.to_le_bytes();
     if !header_ok {
-        // A chunk is listed after its header is written, but synced only by a checkpoint:
-        // after a power loss an unsynced one may have lost it (and nothing in it was
-        // promised). Otherwise it is damage.
+        // A chunk is synced (its header written) before it is listed, so a listed chunk's
+        // header is on the disk: damaged, unless the open repairs (`Builder::repair`), when
+        // a chunk no checkpoint synced is dropped whole (nothing in it was promised).
         if synced > 0 || !power_lost {
             return Err(corrupt("a journal's header is damaged"));
         }

@@ -226,6 +226,18 @@ where
     V: Serialize + DeserializeOwned + Send + Sync + 'static,
     S: BuildHasher + Send + Sync + 'static,
 {
+    /// Let [`open`](Self::open) repair a directory whose journals it would refuse as damaged
+    /// (a record that fails its checksum anywhere, even below a checkpoint; a journal the
+    /// manifest does not list holding records): open it as after a power loss instead,
+    /// dropping each journal's records from the first that fails, and report how many places
+    /// lost records ([`MapRecovery::torn`]). What was dropped is lost: the values it held may
+    /// come back older. Missing files, files of the wrong length and damaged snapshots are
+    /// refused still. Default `false`: damage is refused.
+    pub fn repair(mut self, repair: bool) -> Self {
+        self.config.repair = repair;
+        self
+    }
+
     /// Make a new, empty [`PersistentMap`] in directory `dir` (created if missing).
     ///
     /// # Errors
@@ -261,7 +273,8 @@ where
         if cfg!(miri) {
             return Err(Error::Storage(StorageError::Unsupported));
         }
-        let (journal, loaded) = Journal::open(dir.as_ref(), &identity::<K, V>())?;
+        let (journal, loaded) =
+            Journal::open(dir.as_ref(), &identity::<K, V>(), self.config.repair)?;
         let mut contents = loaded.contents()?;
         let keys = contents.keys.len();
         let map = self.capacity(keys).with_value::<Durable<V>>().build()?;
@@ -313,21 +326,29 @@ where
             })
             .collect();
         journal::settle(&contents.files, &fates)?;
-        // This boot has the map open from here on (the tail rule, `journal.rs`).
-        journal.record_open()?;
         // Records a power loss took (dropped above) leave their chunks with holes that the
         // rule of a machine that has not restarted would call damage: compact them away
-        // before the map takes writes.
+        // before this boot is recorded as the map's (below), and before the map takes writes.
         needs_compaction |= contents.torn > 0;
         // New records go to fresh files of the next generation; the background thread folds
         // the replayed journals into a snapshot.
         drop(journal.next_generation());
-        let map = PersistentMap::start(map, journal, contents.max_seq + 1);
+        let next_seq =
+            contents
+                .max_seq
+                .checked_add(1)
+                .ok_or(Error::Storage(StorageError::Corrupt(
+                    "a record's sequence number is the largest there is",
+                )))?;
+        let map = PersistentMap::start(map, journal, next_seq);
         if needs_compaction {
             map.compact()?;
         } else if !contents.files.is_empty() {
             map.shared.request_compaction();
         }
+        // This boot has the map open from here on (the tail rule, `journal.rs`): recorded
+        // only once every journal an earlier boot left with holes is compacted away.
+        map.shared.journal.record_open()?;
         Ok((map, recovery))
     }
 }

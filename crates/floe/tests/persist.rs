@@ -13,7 +13,7 @@
 
 mod crash_harness;
 
-use crash_harness::{env_u64, read_report, spawn_child, Rng, Scratch};
+use crash_harness::{copy_map, env_u64, read_report, spawn_child, Rng, Scratch};
 use std::{
     collections::HashMap,
     io::{BufRead, BufReader, Write},
@@ -1051,17 +1051,6 @@ fn child_fill_until_killed() {
             });
         }
     });
-}
-
-/// Copy the files of the map in `from` into a fresh directory.
-fn copy_map(from: &Path, name: &str) -> Scratch {
-    let copy = Scratch::new(name);
-    std::fs::create_dir_all(copy.path()).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let path = entry.unwrap().path();
-        std::fs::copy(&path, copy.path().join(path.file_name().unwrap())).unwrap();
-    }
-    copy
 }
 
 /// Recovery on several threads gives exactly the map and the report recovery on one gives:

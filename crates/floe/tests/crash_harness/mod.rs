@@ -134,3 +134,15 @@ pub fn for_each_crash_point<M>(
         point += stride;
     }
 }
+
+/// Copy the files of the directory `from` into a fresh scratch directory.
+#[allow(dead_code)] // not every test binary copies directories
+pub fn copy_map(from: &Path, name: &str) -> Scratch {
+    let copy = Scratch::new(name);
+    std::fs::create_dir_all(copy.path()).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let path = entry.unwrap().path();
+        std::fs::copy(&path, copy.path().join(path.file_name().unwrap())).unwrap();
+    }
+    copy
+}
