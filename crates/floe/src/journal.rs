@@ -127,8 +127,22 @@ fn sync_dir(dir: &Path) -> Result<(), Error> {
 
 /// Read a file of the map, as a regular file only, with `what` and `missing` for the errors.
 fn read_file(path: &Path, what: &'static str, missing: &'static str) -> Result<Vec<u8>, Error> {
-    durable::read_regular(path, FILE_LIMIT).map_err(|error| match error.kind() {
+    read_at_most(path, FILE_LIMIT, what, missing)
+}
+
+/// [`read_file`] of a file that may be at most `limit` bytes long: a longer one (a listed
+/// file extended, sparsely, to a disk's size) is refused from its metadata, not read.
+fn read_at_most(
+    path: &Path,
+    limit: u64,
+    what: &'static str,
+    missing: &'static str,
+) -> Result<Vec<u8>, Error> {
+    durable::read_regular(path, limit).map_err(|error| match error.kind() {
         std::io::ErrorKind::NotFound => corrupt(missing),
+        std::io::ErrorKind::FileTooLarge => {
+            corrupt("a file's length is not the manifest's (cut short or extended)")
+        }
         _ => io_error(what)(error),
     })
 }
@@ -839,22 +853,10 @@ impl Journal {
                     return Err(corrupt("the manifest lists a file of no known kind"))
                 }
             };
-            let wrong_length =
-                || corrupt("a file's length is not the manifest's (cut short or extended)");
-            // The length first, from the file's metadata: a listed file extended (sparsely)
-            // to a disk's size is refused, not read.
-            let length = durable::open_regular(&path, OpenOptions::new().read(true))
-                .and_then(|file| file.metadata())
-                .map(|metadata| metadata.len())
-                .map_err(|error| match error.kind() {
-                    std::io::ErrorKind::NotFound => corrupt(missing),
-                    _ => io_error(what)(error),
-                })?;
-            listed.check_length(length).map_err(|_| wrong_length())?;
-            let bytes = read_file(&path, what, missing)?;
-            listed
-                .check_length(bytes.len() as u64)
-                .map_err(|_| wrong_length())?;
+            let bytes = read_at_most(&path, listed.length.unwrap_or(FILE_LIMIT), what, missing)?;
+            listed.check_length(bytes.len() as u64).map_err(|_| {
+                corrupt("a file's length is not the manifest's (cut short or extended)")
+            })?;
             match parse_name(name) {
                 Name::Snapshot(snapshot_gen) if loaded.snapshot.is_none() => {
                     gen = snapshot_gen;

@@ -13,7 +13,9 @@
 
 mod crash_harness;
 
-use crash_harness::{copy_map, env_u64, read_report, spawn_child, Rng, Scratch};
+use crash_harness::{
+    copy_map, env_u64, make_fifo, read_report, spawn_child, within_seconds, Rng, Scratch,
+};
 use std::{
     collections::HashMap,
     io::{BufRead, BufReader, Write},
@@ -1415,24 +1417,6 @@ fn impossible_bin_states_are_refused() {
     }
     let map = Persistent::open(dir).unwrap();
     assert_eq!(map.len(), 300);
-}
-
-/// Run `open` on a thread of its own and give its answer, failing the test if it has none
-/// within ten seconds (a FIFO once blocked an open for ever).
-fn within_seconds<T: Send + 'static>(open: impl FnOnce() -> T + Send + 'static) -> T {
-    let (sender, receiver) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let _ = sender.send(open());
-    });
-    receiver
-        .recv_timeout(Duration::from_secs(10))
-        .expect("the open blocked")
-}
-
-fn make_fifo(path: &Path) {
-    let name = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
-    // SAFETY: mkfifo with a NUL-terminated path; the result is checked.
-    assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
 }
 
 /// A FIFO (or anything else not a regular file) where the superblock or a table should be is

@@ -14,7 +14,9 @@
 
 mod crash_harness;
 
-use crash_harness::{copy_map, env_u64, read_report, spawn_child, Rng, Scratch};
+use crash_harness::{
+    copy_map, env_u64, make_fifo, read_report, spawn_child, within_seconds, Rng, Scratch,
+};
 use std::{
     collections::HashMap,
     io::{BufRead, BufReader, Write},
@@ -1025,9 +1027,7 @@ fn missing_and_damaged_files_are_refused_not_opened_empty() {
             "a FIFO",
             Box::new(|| {
                 std::fs::remove_file(&journal).unwrap();
-                let name = std::ffi::CString::new(journal.to_str().unwrap()).unwrap();
-                // SAFETY: mkfifo with a NUL-terminated path; the result is checked.
-                assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+                make_fifo(&journal);
             }),
         ),
         (
@@ -1046,14 +1046,9 @@ fn missing_and_damaged_files_are_refused_not_opened_empty() {
     for (what, damage) in damages {
         damage();
         let before = contents(dir);
-        let (sender, receiver) = std::sync::mpsc::channel();
         let opening = dir.to_path_buf();
-        std::thread::spawn(move || {
-            let _ = sender.send(open_unlocked::<String, String>(&opening).map(|map| map.len()));
-        });
-        let opened = receiver
-            .recv_timeout(Duration::from_secs(10))
-            .unwrap_or_else(|_| panic!("{what}: the open blocked"));
+        let opened =
+            within_seconds(move || open_unlocked::<String, String>(&opening).map(|map| map.len()));
         assert!(
             matches!(
                 opened,

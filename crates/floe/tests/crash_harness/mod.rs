@@ -146,3 +146,24 @@ pub fn copy_map(from: &Path, name: &str) -> Scratch {
     }
     copy
 }
+
+/// Run `open` on a thread of its own and give its answer, failing the test if it has none
+/// within ten seconds (a FIFO once blocked an open for ever).
+#[allow(dead_code)] // not every test binary opens with a deadline
+pub fn within_seconds<T: Send + 'static>(open: impl FnOnce() -> T + Send + 'static) -> T {
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = sender.send(open());
+    });
+    receiver
+        .recv_timeout(std::time::Duration::from_secs(10))
+        .expect("the open blocked")
+}
+
+/// Make a FIFO at `path` (where a file of a map's should be).
+#[allow(dead_code)] // not every test binary makes FIFOs
+pub fn make_fifo(path: &Path) {
+    let name = std::ffi::CString::new(path.to_str().unwrap()).unwrap();
+    // SAFETY: mkfifo with a NUL-terminated path; the result is checked.
+    assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+}
