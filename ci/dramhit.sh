@@ -19,9 +19,12 @@
 #            --find_queue_sz 64 --num-threads 2 (inserts the 23.5M keys into the empty table,
 #            its `set`, then finds each, its `get`; 2 MiB pages, which it maps itself);
 #   floe:    floe-bench run --workload get --api batch (get_many through the public API, the
-#            default depth) on 23,488,102 keys, and --workload fill --api batch (batched
-#            inserts of fresh keys into a table made for them, 23.5M of 31.3M), 2 threads;
-#            each with the machine's random-line ceiling measured in the same run.
+#            default depth) on 23,488,102 keys, in the default layout and in the dense one
+#            (`--maps floe-dense`: 0.45 GB where the default takes 1.1 GB and DRAMHiT 0.5 GB,
+#            which matters on hosts where a random line costs more the larger the array:
+#            BENCHMARKS.md, "DRAM speed"), and --workload fill --api batch (batched inserts of
+#            fresh keys into a table made for them, 23.5M of 31.3M), 2 threads; each with the
+#            machine's random-line ceiling measured in the same run.
 # Environment: ROUNDS (3), THREADS (2), OUT (results/dramhit: the raw outputs, runs.txt and
 # summary.txt), FLOE_BENCH (a floe-bench binary; default: built here in release).
 set -euo pipefail
@@ -92,14 +95,15 @@ machine="$(awk -F: '/^model name/ { sub(/^ +/, "", $2); print $2; exit }' /proc/
 echo "CPU: $machine, $(nproc) cores; $rounds rounds, $threads threads" | tee "$out/summary.txt"
 : >"$out/runs.txt"
 floe_run() {
-    local workload="$1" keys="$2" csv="$out/floe-$1-$3.csv"
+    local workload="$1" keys="$2" map="${4:-floe}"
+    local csv="$out/$map-$workload-$3.csv"
     "$bench" run --workload "$workload" --api batch --keys "$keys" --threads "$threads" \
-        --maps floe --repeat 1 --memory off --latency off --csv "$csv" \
-        >"$out/floe-$workload-$3.log" 2>&1
+        --maps "$map" --repeat 1 --memory off --latency off --csv "$csv" \
+        >"$out/$map-$workload-$3.log" 2>&1
     # mops (column 7) and the matching ceiling (the last column).
     awk -F, 'NR == 2 { print $7, $NF }' "$csv"
 }
-printf '%-6s %12s %12s %10s %12s %10s %12s\n' round dramhit_set dramhit_get floe_get get_ceiling floe_fill fill_ceiling |
+printf '%-6s %12s %12s %10s %12s %10s %12s %10s\n' round dramhit_set dramhit_get floe_get get_ceiling floe_fill fill_ceiling dense_get |
     tee -a "$out/runs.txt"
 for round in $(seq 1 "$rounds"); do
     log="$out/dramhit-$round.log"
@@ -111,8 +115,9 @@ for round in $(seq 1 "$rounds"); do
     get_mops="$(sed -n 's/.*get_mops : \([0-9.]*\).*/\1/p' "$log")"
     read -r floe_get get_ceiling < <(floe_run get 23488102 "$round")
     read -r floe_fill fill_ceiling < <(floe_run fill 31317469 "$round")
-    printf '%-6s %12s %12s %10s %12s %10s %12s\n' "$round" "$set_mops" "$get_mops" "$floe_get" \
-        "$get_ceiling" "$floe_fill" "$fill_ceiling" | tee -a "$out/runs.txt"
+    read -r dense_get _ < <(floe_run get 23488102 "$round" floe-dense)
+    printf '%-6s %12s %12s %10s %12s %10s %12s %10s\n' "$round" "$set_mops" "$get_mops" "$floe_get" \
+        "$get_ceiling" "$floe_fill" "$fill_ceiling" "$dense_get" | tee -a "$out/runs.txt"
 done
 
 # The median of column $1 of runs.txt.
@@ -122,9 +127,11 @@ median() {
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 d_set="$(median 2)" d_get="$(median 3)" f_get="$(median 4)" ceiling="$(median 5)" f_fill="$(median 6)"
+f_dense="$(median 8)"
 {
     echo "medians of $rounds rounds (M ops/s):"
     echo "  batched get:    floe $f_get, DRAMHiT $d_get: floe/DRAMHiT $(ratio "$f_get" "$d_get")x;" \
         "floe/ceiling (best read window) $(ratio "$f_get" "$ceiling")x"
+    echo "  batched get, dense layout: floe $f_dense: floe/DRAMHiT $(ratio "$f_dense" "$d_get")x"
     echo "  batched insert: floe $f_fill, DRAMHiT set $d_set: floe/DRAMHiT $(ratio "$f_fill" "$d_set")x"
 } | tee -a "$out/summary.txt"

@@ -15,12 +15,18 @@ if ! cargo +nightly --version >/dev/null 2>&1; then
     echo "fuzz.sh: installing nightly (rustup)"
     retry_once "rustup toolchain install nightly" rustup toolchain install nightly --profile minimal
 fi
-if ! cargo fuzz --version >/dev/null 2>&1; then
-    echo "fuzz.sh: installing cargo-fuzz"
-    retry_once "cargo install cargo-fuzz" cargo install cargo-fuzz --locked
+# A pinned version: a new release cannot change what CI runs (or fail to build) overnight.
+cargo_fuzz_version=0.13.2
+if ! cargo fuzz --version 2>/dev/null | grep -qx "cargo-fuzz $cargo_fuzz_version"; then
+    echo "fuzz.sh: installing cargo-fuzz $cargo_fuzz_version"
+    retry_once "cargo install cargo-fuzz $cargo_fuzz_version" \
+        cargo install cargo-fuzz --version "$cargo_fuzz_version" --locked
 fi
 seconds="${FLOE_FUZZ_SECONDS:-60}"
 cd fuzz
+# Every target built in one cargo run first (their compiles overlap on two cores); `fuzz run`
+# below then finds them built.
+cargo +nightly fuzz build
 # Each target for the whole budget: FlatMap (with batches), Map (with collision lists), the
 # server's parsers, damaged directories.
 for target in differential any_map server_protocol damaged_dir; do

@@ -695,6 +695,10 @@ impl RawTable {
         ahead: Option<Ahead>,
     ) -> Option<Self> {
         debug_assert!(geometry.bins >= 2 && dead.primary_bin < geometry.bins);
+        // `bin_of` relies on every table having a bin.
+        if geometry.bins == 0 {
+            return None;
+        }
         let links = geometry
             .link_buckets
             .checked_add(geometry.transfer_reserve)?;
@@ -963,6 +967,16 @@ impl RawTable {
 
     pub(crate) fn bins(&self) -> usize {
         self.bins.len()
+    }
+
+    /// The bin `hash` maps to (`fastrange`), without a bounds check: the batch loops locate
+    /// every request through it.
+    #[inline(always)]
+    pub(crate) fn bin_of(&self, hash: u64) -> &Bin {
+        let index = crate::hash::fastrange(hash, self.bins.len());
+        // SAFETY: fastrange(h, n) = floor(h * n / 2^64) < n for every h < 2^64, and every
+        // table has at least one bin (`new` refuses none), so `index` is in bounds.
+        unsafe { self.bins.get_unchecked(index) }
     }
 
     /// Link buckets of the regular pool (without the transfer reserve).
@@ -1274,8 +1288,7 @@ impl RawTable {
             #[inline(always)]
             fn locate(&mut self, i: usize) -> (&'t Bin, u64) {
                 let (hash, key) = (self.locate)(i);
-                let table = self.table;
-                (&table.bins[crate::hash::fastrange(hash, table.bins())], key)
+                (self.table.bin_of(hash), key)
             }
 
             #[inline(always)]
