@@ -343,7 +343,7 @@ fn execute(
             let flags = be_u32(&extras[..4]);
             let exptime = session
                 .cache()
-                .server_time(be_u32(&extras[4..]) as i32 as i64, session.now());
+                .server_time(i64::from(be_u32(&extras[4..])), session.now());
             let stored = session.store(
                 mode,
                 key,
@@ -400,7 +400,7 @@ fn execute(
                     initial,
                     session
                         .cache()
-                        .server_time(expiry as i32 as i64, session.now()),
+                        .server_time(i64::from(expiry), session.now()),
                 )
             });
             let incr = matches!(header.opcode, op::INCREMENT | op::INCREMENTQ);
@@ -430,7 +430,7 @@ fn execute(
             }
             let exptime = session
                 .cache()
-                .server_time(be_u32(extras) as i32 as i64, session.now());
+                .server_time(i64::from(be_u32(extras)), session.now());
             session.count(Counter::CmdTouch, 1);
             match session.touch(key, exptime) {
                 Some(item) => {
@@ -456,7 +456,7 @@ fn execute(
                 return false;
             }
             let delay = if extras.len() == 4 {
-                be_u32(extras) as i32 as i64
+                i64::from(be_u32(extras))
             } else {
                 0
             };

@@ -887,9 +887,11 @@ fn parse_i64(token: &[u8]) -> Option<i64> {
     Some(if negative { -magnitude } else { magnitude })
 }
 
-/// An expiry time: a 32-bit signed number (memcached's `safe_strtol` into an `int32_t`).
+/// An expiry time as memcached reads it: `strtol` (a 64-bit number; beyond that an error), kept
+/// in an `int32_t`, so only its low 32 bits count, as a signed number: 4294967296 never
+/// expires, 2147483648 is already expired (checked against memcached 1.6.18).
 fn parse_exptime(token: &[u8]) -> Option<i64> {
-    parse_i64(token).filter(|&t| i32::try_from(t).is_ok())
+    parse_i64(token).map(|t| i64::from(t as i32))
 }
 
 // ---------------------------------------------------------------------------------------

@@ -335,3 +335,70 @@ fn appends_past_the_size_limit_and_stats_reset() {
         }
     }
 }
+
+/// memcached reads the binary protocol's expiry as an unsigned 32-bit number: 2^31 and above
+/// are absolute Unix times in 2038-2106, far ahead, not already past (memcached 1.6.18 serves
+/// every item below; floe expired them at once, and a flush with such a delay emptied it).
+#[test]
+fn binary_expiry_times_are_unsigned() {
+    let server = start(Settings::default());
+    let mut s = connect(&server);
+    let get = |s: &mut TcpStream, key: &[u8]| {
+        s.write_all(&request(0x00, key, &[], &[], 0, 0)).unwrap();
+        response(s).status
+    };
+    for (i, exptime) in [1u32 << 31, (1 << 31) + 5, u32::MAX]
+        .into_iter()
+        .enumerate()
+    {
+        let key = format!("k{i}");
+        s.write_all(&request(
+            0x01,
+            key.as_bytes(),
+            &set_extras(0, exptime),
+            b"v",
+            0,
+            0,
+        ))
+        .unwrap();
+        assert_eq!(response(&mut s).status, 0, "set with expiry {exptime:#x}");
+        assert_eq!(
+            get(&mut s, key.as_bytes()),
+            0,
+            "served with expiry {exptime:#x}"
+        );
+    }
+    // A touch to such a time keeps the item too.
+    s.write_all(&request(
+        0x1c,
+        b"k0",
+        &(1u32 << 31).to_be_bytes(),
+        &[],
+        0,
+        0,
+    ))
+    .unwrap();
+    assert_eq!(response(&mut s).status, 0);
+    assert_eq!(get(&mut s, b"k0"), 0);
+    // A flush delayed to such a time empties nothing now.
+    s.write_all(&request(0x08, &[], &(1u32 << 31).to_be_bytes(), &[], 0, 0))
+        .unwrap();
+    assert_eq!(response(&mut s).status, 0);
+    assert_eq!(
+        get(&mut s, b"k1"),
+        0,
+        "a flush delayed to 2038 emptied the cache"
+    );
+    // While an expiry in the past still expires at once.
+    s.write_all(&request(
+        0x01,
+        b"past",
+        &set_extras(0, 31 * 24 * 3600),
+        b"v",
+        0,
+        0,
+    ))
+    .unwrap();
+    assert_eq!(response(&mut s).status, 0);
+    assert_eq!(get(&mut s, b"past"), 1);
+}

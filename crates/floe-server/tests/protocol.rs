@@ -376,6 +376,38 @@ fn counters_wrap_pad_and_refuse_text() {
     c.roundtrip(b"incr t\r\n", b"ERROR\r\n");
 }
 
+/// memcached keeps a text expiry in an `int32_t`: the low 32 bits of the number, signed
+/// (memcached 1.6.18 answers these the same); beyond 64 bits, an error.
+#[test]
+fn text_expiry_times_wrap_to_32_bits_as_memcached_does() {
+    let running = start();
+    let mut c = Client::connect(&running);
+    for (exptime, kept) in [
+        ("2147483647", true),
+        ("2147483648", false),
+        ("4294967295", false),
+        ("4294967296", true),
+        ("4294967297", true),
+        ("9223372036854775807", false),
+    ] {
+        c.roundtrip(
+            format!("set k 0 {exptime} 1\r\nx\r\n").as_bytes(),
+            b"STORED\r\n",
+        );
+        let hit: &[u8] = if kept {
+            b"VALUE k 0 1\r\nx\r\nEND\r\n"
+        } else {
+            b"END\r\n"
+        };
+        c.roundtrip(b"get k\r\n", hit);
+    }
+    c.roundtrip(
+        b"set k 0 9223372036854775808 1\r\nx\r\n",
+        b"CLIENT_ERROR bad command line format\r\n",
+    );
+    c.roundtrip(b"x\r\n", b"ERROR\r\n");
+}
+
 #[test]
 fn expiry_touch_and_flush_follow_the_clock() {
     let running = start();
