@@ -230,7 +230,7 @@ impl Experiment {
                         || progress.inc(1),
                     )
                 })
-                .collect()
+                .collect::<Result<_, _>>()?
         };
         let ceiling = CeilingReport::new(figures, table_bytes as u64, self.recipe.huge_pages);
 
@@ -305,7 +305,8 @@ impl Experiment {
 
     /// Progress steps: ceiling runs, memory probes, warm-ups and timed runs.
     fn steps(&self) -> u64 {
-        let ceiling = 5 * self.repeat * self.threads.len();
+        // Six ceilings and the minimal table's finds (`ceiling::Figures::measure`).
+        let ceiling = 7 * self.repeat * self.threads.len();
         let maps: usize = self
             .maps
             .iter()

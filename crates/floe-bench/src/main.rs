@@ -817,7 +817,8 @@ fn ceiling(args: CeilingArgs) -> Result<(), Failure> {
                 || {},
             )
         })
-        .collect();
+        .collect::<Result<_, _>>()
+        .map_err(Failure::Run)?;
     print!("{}", ceiling_table(&figures));
     Ok(())
 }
