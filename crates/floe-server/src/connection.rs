@@ -12,6 +12,12 @@ use crate::{
     text::{self, TextState, MAX_GET_LINE},
 };
 
+/// Input capacity a connection keeps once everything it read is answered: a large request
+/// (a value of up to the item size limit) must not stay allocated for the connection's life,
+/// so that idle connections cost what memcached's do (it shrinks a read buffer above 8 KiB
+/// back when a connection goes idle), not their largest request each.
+pub const IDLE_INPUT_CAPACITY: usize = 16 << 10;
+
 /// The unanswered input of one connection.
 #[derive(Default)]
 pub struct Requests {
@@ -43,6 +49,11 @@ impl Requests {
         self.input.extend_from_slice(bytes);
     }
 
+    /// Bytes allocated for input (tests: what an idle connection holds).
+    pub fn input_capacity(&self) -> usize {
+        self.input.capacity()
+    }
+
     /// Whether the last [`answer`](Self::answer) stopped for want of output room, leaving
     /// requests to answer (call it again once the output has drained, before taking more).
     pub fn waiting(&self) -> bool {
@@ -72,6 +83,9 @@ impl Requests {
         if self.start == self.input.len() {
             self.input.clear();
             self.start = 0;
+            if self.input.capacity() > IDLE_INPUT_CAPACITY {
+                self.input.shrink_to(IDLE_INPUT_CAPACITY);
+            }
         } else if self.start > self.input.len() / 2 {
             self.input.drain(..self.start);
             self.start = 0;
@@ -93,4 +107,44 @@ impl Requests {
 /// value's data block, with room for the reads that brought them.
 fn input_limit(max_item_size: usize) -> usize {
     MAX_GET_LINE + max_item_size + 2 + (1 << 20)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::cache::{Cache, Settings};
+
+    /// A megabyte value read in pieces takes a megabyte of input; once it is answered the
+    /// connection keeps at most `IDLE_INPUT_CAPACITY`, and what is left of a request still
+    /// arriving is kept whole.
+    #[test]
+    fn an_answered_large_request_gives_its_input_back() {
+        let cache = Arc::new(Cache::with_manual_clock(Settings::default()).expect("cache"));
+        let mut worker = cache.worker(0);
+        let mut requests = Requests::default();
+        let mut out = Vec::new();
+        let value = vec![b'v'; 1 << 20];
+        requests.take(format!("set big 0 0 {}\r\n", value.len()).as_bytes());
+        for piece in value.chunks(64 << 10) {
+            requests.take(piece);
+            assert!(!requests.answer(&mut worker, &mut out, usize::MAX));
+        }
+        assert!(requests.input_capacity() >= 1 << 20);
+        requests.take(b"\r\nget big\r\nset half 0 0 4\r\nab");
+        assert!(!requests.answer(&mut worker, &mut out, usize::MAX));
+        // The half-read set waits, whole.
+        assert_eq!(requests.pending(), b"set half 0 0 4\r\nab".len());
+        requests.take(b"cd\r\n");
+        assert!(!requests.answer(&mut worker, &mut out, usize::MAX));
+        assert_eq!(requests.pending(), 0);
+        assert!(
+            requests.input_capacity() <= IDLE_INPUT_CAPACITY,
+            "an idle connection holds {} bytes of input",
+            requests.input_capacity()
+        );
+        assert!(out.starts_with(b"STORED\r\nVALUE big 0 1048576\r\n"));
+        assert!(out.ends_with(b"\r\nEND\r\nSTORED\r\n"));
+    }
 }

@@ -40,6 +40,10 @@ use crate::{
 pub const OUTPUT_HIGH_WATER: usize = 4 << 20;
 /// Resume reading once its unsent output is down to this.
 pub const OUTPUT_LOW_WATER: usize = 1 << 20;
+/// Output capacity a connection keeps once everything is written (as its input keeps
+/// `connection::IDLE_INPUT_CAPACITY`): 400 idle clients that each read a megabyte value held
+/// 400 MiB before this.
+pub const IDLE_OUTPUT_CAPACITY: usize = 64 << 10;
 
 const LISTENER: Token = Token(usize::MAX);
 const READ_CHUNK: usize = 64 << 10;
@@ -441,8 +445,8 @@ fn flush(connection: &mut Connection) -> io::Result<()> {
         connection.written = 0;
         // A burst of output (up to the high water mark and a value) need not stay
         // allocated for the connection's whole life.
-        if connection.output.capacity() > OUTPUT_LOW_WATER {
-            connection.output.shrink_to(OUTPUT_LOW_WATER);
+        if connection.output.capacity() > IDLE_OUTPUT_CAPACITY {
+            connection.output.shrink_to(IDLE_OUTPUT_CAPACITY);
         }
     } else if connection.written > (1 << 20) {
         connection.output.drain(..connection.written);
