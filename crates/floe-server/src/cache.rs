@@ -488,6 +488,9 @@ struct Counters {
     events: [AtomicU64; COUNTERS.len()],
     /// Bytes of replies the worker's connections hold unsent (a gauge, set by the server).
     pending_output: AtomicU64,
+    /// Bytes allocated for its connections' input and output buffers (a gauge, set by the
+    /// server at its idle sweeps).
+    buffer_bytes: AtomicU64,
 }
 
 impl Counters {
@@ -495,6 +498,7 @@ impl Counters {
         Counters {
             events: core::array::from_fn(|_| AtomicU64::new(0)),
             pending_output: AtomicU64::new(0),
+            buffer_bytes: AtomicU64::new(0),
         }
     }
 }
@@ -1135,6 +1139,15 @@ impl Cache {
         }
     }
 
+    /// Bytes allocated for connection buffers, over every worker, as of their last idle
+    /// sweeps (about a second old at most).
+    pub fn connection_buffer_bytes(&self) -> u64 {
+        self.counters
+            .iter()
+            .map(|c| c.buffer_bytes.load(Ordering::Relaxed))
+            .sum()
+    }
+
     /// Bytes of replies built and not yet sent, over every connection.
     pub fn pending_output(&self) -> u64 {
         self.counters
@@ -1361,6 +1374,13 @@ impl Worker {
     /// The cache.
     pub fn cache(&self) -> &Arc<Cache> {
         &self.cache
+    }
+
+    /// Report the bytes this worker's connections hold allocated for buffers (for `stats`).
+    pub fn set_buffer_bytes(&self, bytes: usize) {
+        self.cache.counters[self.id]
+            .buffer_bytes
+            .store(bytes as u64, Ordering::Relaxed);
     }
 
     /// Report the bytes of replies this worker's connections hold unsent (for `stats`).

@@ -21,7 +21,7 @@ use std::{
         Arc,
     },
     thread::JoinHandle,
-    time::Duration,
+    time::{Duration, Instant},
 };
 
 use mio::{
@@ -31,7 +31,7 @@ use mio::{
 
 use crate::{
     cache::{Cache, Worker},
-    connection::Requests,
+    connection::{Requests, LARGE_BUFFER},
     log,
     stats::{CURR_CONNECTIONS, REJECTED_CONNECTIONS, TOTAL_CONNECTIONS},
 };
@@ -40,10 +40,13 @@ use crate::{
 pub const OUTPUT_HIGH_WATER: usize = 4 << 20;
 /// Resume reading once its unsent output is down to this.
 pub const OUTPUT_LOW_WATER: usize = 1 << 20;
-/// Output capacity a connection keeps once everything is written (as its input keeps
-/// `connection::IDLE_INPUT_CAPACITY`): 400 idle clients that each read a megabyte value held
-/// 400 MiB before this.
-pub const IDLE_OUTPUT_CAPACITY: usize = 64 << 10;
+/// Output capacity an idle connection keeps (as its input keeps
+/// `connection::IDLE_INPUT_CAPACITY`): 1000 idle clients that had each read a megabyte value
+/// held a megabyte each before this.
+pub const IDLE_OUTPUT_CAPACITY: usize = 4 << 10;
+/// How often an event loop gives back the buffers of connections that were not served since
+/// its last look (so a connection gives them back after one to two of these of quiet).
+const IDLE_SWEEP: Duration = Duration::from_secs(1);
 
 const LISTENER: Token = Token(usize::MAX);
 const READ_CHUNK: usize = 64 << 10;
@@ -67,7 +70,7 @@ pub struct Config {
 
 /// Write a snapshot of a persistent cache (a no-op without `-e`), logging what came of it.
 pub fn checkpoint(cache: &Cache) {
-    let started = std::time::Instant::now();
+    let started = Instant::now();
     match cache.checkpoint() {
         Ok(Some(bytes)) => log!(
             1,
@@ -228,6 +231,8 @@ struct Connection {
     closing: bool,
     /// Its unsent output as counted in the loop's `pending_output`.
     counted_output: usize,
+    /// Served since the loop's last idle sweep (`EventLoop::release_idle`).
+    served: bool,
 }
 
 impl EventLoop {
@@ -236,7 +241,12 @@ impl EventLoop {
             .registry()
             .register(&mut self.listener, LISTENER, Interest::READABLE)?;
         let mut events = Events::with_capacity(256);
+        let mut last_sweep = Instant::now();
         while !self.shutdown.load(Ordering::Relaxed) {
+            if last_sweep.elapsed() >= IDLE_SWEEP {
+                self.release_idle();
+                last_sweep = Instant::now();
+            }
             match self
                 .poll
                 .poll(&mut events, Some(Duration::from_millis(100)))
@@ -254,6 +264,7 @@ impl EventLoop {
                 if !self.connections.contains(id) {
                     continue;
                 }
+                self.connections[id].served = true;
                 let keep = self.serve(id);
                 self.count_output(id);
                 if !keep {
@@ -270,6 +281,26 @@ impl EventLoop {
             self.close(id);
         }
         Ok(())
+    }
+
+    /// Give back the buffers of the connections not served since the last sweep that hold
+    /// nothing unanswered or unsent (input to `IDLE_INPUT_CAPACITY`, output to
+    /// `IDLE_OUTPUT_CAPACITY`); a busy connection keeps its buffers between requests.
+    fn release_idle(&mut self) {
+        let mut allocated = 0;
+        for (_, connection) in self.connections.iter_mut() {
+            if !std::mem::take(&mut connection.served)
+                && connection.written == connection.output.len()
+            {
+                connection.requests.release_idle();
+                if connection.output.capacity() > IDLE_OUTPUT_CAPACITY {
+                    connection.output = Vec::with_capacity(IDLE_OUTPUT_CAPACITY);
+                    connection.written = 0;
+                }
+            }
+            allocated += connection.requests.input_capacity() + connection.output.capacity();
+        }
+        self.worker.set_buffer_bytes(allocated);
     }
 
     fn accept(&mut self) {
@@ -305,6 +336,7 @@ impl EventLoop {
                         eof: false,
                         closing: false,
                         counted_output: 0,
+                        served: true,
                     });
                     CURR_CONNECTIONS.fetch_add(1, Ordering::Relaxed);
                     TOTAL_CONNECTIONS.fetch_add(1, Ordering::Relaxed);
@@ -445,8 +477,8 @@ fn flush(connection: &mut Connection) -> io::Result<()> {
         connection.written = 0;
         // A burst of output (up to the high water mark and a value) need not stay
         // allocated for the connection's whole life.
-        if connection.output.capacity() > IDLE_OUTPUT_CAPACITY {
-            connection.output.shrink_to(IDLE_OUTPUT_CAPACITY);
+        if connection.output.capacity() > LARGE_BUFFER {
+            connection.output = Vec::with_capacity(IDLE_OUTPUT_CAPACITY);
         }
     } else if connection.written > (1 << 20) {
         connection.output.drain(..connection.written);

@@ -116,6 +116,13 @@ fn general(out: &mut Vec<u8>, cache: &Cache) {
     // floe-server's own: replies built and not yet sent, over every connection (bounded by
     // the server's output limit per connection).
     stat(out, "pending_output_bytes", cache.pending_output());
+    // floe-server's own: bytes allocated for connections' input and output buffers, as of
+    // each worker's last idle sweep (a quiet connection keeps 8 KiB).
+    stat(
+        out,
+        "connection_buffer_bytes",
+        cache.connection_buffer_bytes(),
+    );
     // With -e: journal bytes since the last snapshot, snapshots written, and whether a
     // failed write turned persistence off.
     if cache.is_restoring() {

@@ -1258,3 +1258,42 @@ fn touches_survive_concurrent_appends() {
     assert!(appends > 100, "only {appends} appends ran");
     assert_eq!(lost, 0, "touches undone by appends");
 }
+
+/// A connection that stored and read a 100 KiB value holds that much buffer while it is busy
+/// (below `LARGE_BUFFER`, which is given back at once);
+/// once it has been quiet for a sweep or two (about a second each) it keeps a few KiB
+/// (`connection_buffer_bytes` in `stats`, as of each worker's last sweep).
+#[test]
+fn a_quiet_connection_gives_its_buffers_back() {
+    let running = start();
+    let mut busy = Client::connect(&running);
+    let mut observer = Client::connect(&running);
+    let value = vec![b'v'; 100 << 10];
+    busy.send(format!("set big 0 0 {}\r\n", value.len()).as_bytes());
+    busy.send(&value);
+    busy.roundtrip(b"\r\n", b"STORED\r\n");
+    busy.send(b"get big\r\n");
+    busy.expect(format!("VALUE big 0 {}\r\n", value.len()).as_bytes());
+    busy.expect(&value);
+    busy.expect(b"\r\nEND\r\n");
+    // Held through the sweep that finds the connection served, given back at a later one.
+    let (mut most, mut last) = (0, u64::MAX);
+    for _ in 0..60 {
+        std::thread::sleep(Duration::from_millis(100));
+        last = observer.stat("connection_buffer_bytes").parse().unwrap();
+        most = most.max(last);
+        if most >= 100 << 10 && last <= 64 << 10 {
+            break;
+        }
+    }
+    assert!(
+        most >= 100 << 10,
+        "the busy connection's buffers were never counted ({most})"
+    );
+    assert!(
+        last <= 64 << 10,
+        "quiet connections still hold {last} bytes of buffers"
+    );
+    // The connection still works, with its buffers grown again as needed.
+    busy.roundtrip(b"get nothing\r\n", b"END\r\n");
+}

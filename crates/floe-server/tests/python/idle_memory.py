@@ -40,7 +40,8 @@ def main():
                     raise SystemExit("client %d: connection closed" % i)
                 reply += chunk
             clients.append(client)
-        time.sleep(1)
+        # floe-server gives back an idle connection's buffers after one to two seconds.
+        time.sleep(3)
         with open("/proc/%d/status" % server.pid) as status:
             rss_kb = int(next(l for l in status if l.startswith("VmRSS")).split()[1])
         print("%s: %d idle clients after a 1 MB set and get: RSS %.1f MiB"
