@@ -6,7 +6,8 @@ differ between servers by design, so each server's uniques are renamed in the or
 shows them, and a `cas` / `C` sends each server its own unique. TTLs reported by `t` may differ
 by one second; a counter's padding is ignored (see `normalize`), and so are an `mg`'s `h` and
 `l` marks after an incr or decr until the key's next write (see `ARITHMETIC`). No eviction (small values, -m 256), no expiry during the run (TTLs of 0 or
-thousands of seconds), no delayed flush.
+thousands of seconds, or times memcached's 32-bit signed expiry wraps to those or to the
+past), no delayed flush.
 
 Stale-while-revalidate is compared too: `ms ... I` with each server's own older unique, `md ... I`,
 `mg ... R` with recache times far from every TTL given (so the win does not depend on when the
@@ -99,7 +100,11 @@ def command(rng, renamers, newer):
     kind = rng.randrange(22)
     noreply = b" noreply" if rng.random() < 0.1 else b""
     flags = rng.choice([0, 1, 42, 4294967295])
-    exptime = rng.choice([0, 0, 0, 5000, 100000])
+    # Besides never and thousands of seconds: times that wrap in memcached's 32-bit signed
+    # expiry, none of which expires during the run (2^31 and 2^63 - 1 are already past,
+    # 2^32 never expires, 2^32 + 5000 is 5000 s).
+    exptime = rng.choice([0, 0, 0, 5000, 100000, -1, 2147483648, 4294967296, 4294972296,
+                          9223372036854775807])
     if kind < 4:
         keys = " ".join(rng.choice(KEYS) for _ in range(rng.randint(1, 5)))
         verb = rng.choice(["get", "gets"])
