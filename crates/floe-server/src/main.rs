@@ -1,7 +1,7 @@
 //! `floe-server`: a memcached-compatible cache. Flags as memcached's; see `--help`.
 
 use std::{
-    net::{IpAddr, SocketAddr},
+    net::{IpAddr, SocketAddr, ToSocketAddrs},
     path::PathBuf,
     process::ExitCode,
     sync::{atomic::AtomicBool, Arc},
@@ -23,9 +23,17 @@ struct Args {
     /// TCP port to listen on.
     #[arg(short = 'p', long = "port", default_value_t = 11211)]
     port: u16,
-    /// Interface to listen on (memcached's default: every interface).
-    #[arg(short = 'l', long = "listen", default_value = "0.0.0.0")]
-    listen: IpAddr,
+    /// Interfaces to listen on: addresses or host names (every address a name resolves to),
+    /// comma separated or given again, as memcached takes them; `[::1]` brackets allowed
+    /// (memcached's default: every interface; here 0.0.0.0).
+    #[arg(
+        short = 'l',
+        long = "listen",
+        default_value = "0.0.0.0",
+        value_delimiter = ',',
+        action = ArgAction::Append
+    )]
+    listen: Vec<String>,
     /// Worker threads (one event loop each).
     #[arg(short = 't', long = "threads", default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=1024))]
     threads: u16,
@@ -96,6 +104,36 @@ fn parse_size(text: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("too large: {text:?}"))
 }
 
+/// The socket addresses `-l` names: each entry an IP address (IPv6 with or without
+/// brackets) or a host name, resolved to every address it has. Duplicates dropped, in order.
+fn listen_addresses(entries: &[String], port: u16) -> Result<Vec<SocketAddr>, String> {
+    let mut addresses = Vec::new();
+    for entry in entries {
+        let entry = entry.trim();
+        let bare = entry
+            .strip_prefix('[')
+            .and_then(|rest| rest.strip_suffix(']'))
+            .unwrap_or(entry);
+        let resolved: Vec<SocketAddr> = match bare.parse::<IpAddr>() {
+            Ok(ip) => vec![SocketAddr::new(ip, port)],
+            Err(_) if bare.is_empty() => return Err("an empty address in -l".into()),
+            Err(_) => (bare, port)
+                .to_socket_addrs()
+                .map_err(|error| format!("cannot resolve {bare:?} (-l): {error}"))?
+                .collect(),
+        };
+        if resolved.is_empty() {
+            return Err(format!("{bare:?} has no address (-l)"));
+        }
+        for address in resolved {
+            if !addresses.contains(&address) {
+                addresses.push(address);
+            }
+        }
+    }
+    Ok(addresses)
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let usage = |message: &str| {
@@ -118,6 +156,10 @@ fn main() -> ExitCode {
     if args.max_connections == 0 {
         return usage("the connection limit must be at least 1 (-c)");
     }
+    let listen = match listen_addresses(&args.listen, args.port) {
+        Ok(listen) => listen,
+        Err(message) => return usage(&message),
+    };
     log::set_verbosity(args.verbose);
     floe_server::text::set_lenient_keys(args.lenient_keys);
     let settings = Settings {
@@ -167,7 +209,7 @@ fn main() -> ExitCode {
         }
     }
     let config = Config {
-        listen: SocketAddr::new(args.listen, args.port),
+        listen,
         max_connections: args.max_connections,
         housekeeping: true,
         sync_ms: args.persist_sync,
@@ -175,14 +217,19 @@ fn main() -> ExitCode {
     let mut server = match Server::start(Arc::clone(&cache), &config, Arc::clone(&shutdown)) {
         Ok(server) => server,
         Err(error) => {
-            eprintln!("floe-server: cannot listen on {}: {error}", config.listen);
+            let addresses: Vec<String> = config.listen.iter().map(|a| a.to_string()).collect();
+            eprintln!(
+                "floe-server: cannot listen on {}: {error}",
+                addresses.join(" and ")
+            );
             return ExitCode::FAILURE;
         }
     };
+    let addresses: Vec<String> = server.addresses().iter().map(|a| a.to_string()).collect();
     log!(
         1,
         "listening on {} with {} threads",
-        server.address(),
+        addresses.join(" and "),
         args.threads
     );
     while !shutdown.load(std::sync::atomic::Ordering::Relaxed) {

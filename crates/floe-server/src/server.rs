@@ -48,14 +48,19 @@ pub const IDLE_OUTPUT_CAPACITY: usize = 4 << 10;
 /// its last look (so a connection gives them back after one to two of these of quiet).
 const IDLE_SWEEP: Duration = Duration::from_secs(1);
 
-const LISTENER: Token = Token(usize::MAX);
+/// The token of listener `i` of an event loop: counted down from the top, far above any
+/// connection's (a slab index).
+fn listener_token(i: usize) -> Token {
+    Token(usize::MAX - i)
+}
 const READ_CHUNK: usize = 64 << 10;
 
 /// How the server runs.
 #[derive(Clone, Debug)]
 pub struct Config {
-    /// Address to listen on (port 0: any free port).
-    pub listen: SocketAddr,
+    /// Addresses to listen on, at least one (port 0: any free port, the same for every
+    /// address: the first one's).
+    pub listen: Vec<SocketAddr>,
     /// Most connections open at once (`-c`); more are refused with an error line.
     pub max_connections: usize,
     /// Run the housekeeping thread, which unlinks expired items every 5 s
@@ -84,7 +89,8 @@ pub fn checkpoint(cache: &Cache) {
 
 /// A running server: its address and a way to stop it.
 pub struct Server {
-    address: SocketAddr,
+    /// Non-empty.
+    addresses: Vec<SocketAddr>,
     shutdown: Arc<AtomicBool>,
     threads: Vec<JoinHandle<()>>,
 }
@@ -99,20 +105,46 @@ impl Server {
     ) -> io::Result<Server> {
         crate::stats::MAX_CONNECTIONS.store(config.max_connections as u64, Ordering::Relaxed);
         let workers = cache.settings().workers;
-        let first = bind(config.listen)?;
+        let Some((&requested, others)) = config.listen.split_first() else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "no address to listen on",
+            ));
+        };
+        let first = bind(requested)?;
         let address = first.local_addr()?.as_socket().expect("an IP socket");
         crate::stats::TCP_PORT.store(address.port() as u64, Ordering::Relaxed);
-        let mut listeners = vec![first];
-        for _ in 1..workers {
-            listeners.push(bind(address)?);
+        // Every address on the first one's port unless it names its own.
+        let addresses: Vec<SocketAddr> = std::iter::once(address)
+            .chain(others.iter().map(|other| match other.port() {
+                0 => SocketAddr::new(other.ip(), address.port()),
+                _ => *other,
+            }))
+            .collect();
+        // Each worker listens on every address (SO_REUSEPORT: the kernel spreads the
+        // connections over the workers).
+        let mut listeners = Vec::with_capacity(workers);
+        let mut first = Some(first);
+        for _ in 0..workers {
+            let mut sockets = Vec::with_capacity(addresses.len());
+            for (i, &address) in addresses.iter().enumerate() {
+                sockets.push(match (i, first.take()) {
+                    (0, Some(socket)) => socket,
+                    _ => bind(address)?,
+                });
+            }
+            listeners.push(sockets);
         }
         let open = Arc::new(core::sync::atomic::AtomicUsize::new(0));
         let mut threads = Vec::new();
-        for (id, socket) in listeners.into_iter().enumerate() {
-            let listener = TcpListener::from_std(socket.into());
+        for (id, sockets) in listeners.into_iter().enumerate() {
+            let listeners = sockets
+                .into_iter()
+                .map(|socket| TcpListener::from_std(socket.into()))
+                .collect();
             let mut event_loop = EventLoop {
                 poll: Poll::new()?,
-                listener,
+                listeners,
                 connections: slab::Slab::new(),
                 worker: cache.worker(id),
                 shutdown: Arc::clone(&shutdown),
@@ -162,15 +194,20 @@ impl Server {
             );
         }
         Ok(Server {
-            address,
+            addresses,
             shutdown,
             threads,
         })
     }
 
-    /// The address it listens on.
+    /// The (first) address it listens on.
     pub fn address(&self) -> SocketAddr {
-        self.address
+        self.addresses[0]
+    }
+
+    /// Every address it listens on.
+    pub fn addresses(&self) -> &[SocketAddr] {
+        &self.addresses
     }
 
     /// Stop every thread (open connections are closed) and wait for them.
@@ -197,6 +234,10 @@ impl Drop for Server {
 fn bind(address: SocketAddr) -> io::Result<socket2::Socket> {
     use socket2::{Domain, Socket, Type};
     let socket = Socket::new(Domain::for_address(address), Type::STREAM, None)?;
+    if address.is_ipv6() {
+        // `::` alone would take IPv4 too, and collide with `0.0.0.0` listed beside it.
+        socket.set_only_v6(true)?;
+    }
     socket.set_reuse_address(true)?;
     socket.set_reuse_port(true)?;
     socket.set_nonblocking(true)?;
@@ -207,7 +248,8 @@ fn bind(address: SocketAddr) -> io::Result<socket2::Socket> {
 
 struct EventLoop {
     poll: Poll,
-    listener: TcpListener,
+    /// One per address, listener `i` registered as `listener_token(i)`.
+    listeners: Vec<TcpListener>,
     connections: slab::Slab<Connection>,
     worker: Worker,
     shutdown: Arc<AtomicBool>,
@@ -237,9 +279,11 @@ struct Connection {
 
 impl EventLoop {
     fn run(&mut self) -> io::Result<()> {
-        self.poll
-            .registry()
-            .register(&mut self.listener, LISTENER, Interest::READABLE)?;
+        for (i, listener) in self.listeners.iter_mut().enumerate() {
+            self.poll
+                .registry()
+                .register(listener, listener_token(i), Interest::READABLE)?;
+        }
         let mut events = Events::with_capacity(256);
         let mut last_sweep = Instant::now();
         while !self.shutdown.load(Ordering::Relaxed) {
@@ -256,8 +300,9 @@ impl EventLoop {
                 Err(e) => return Err(e),
             }
             for event in events.iter() {
-                if event.token() == LISTENER {
-                    self.accept();
+                let listener = usize::MAX - event.token().0;
+                if listener < self.listeners.len() {
+                    self.accept(listener);
                     continue;
                 }
                 let id = event.token().0;
@@ -303,9 +348,9 @@ impl EventLoop {
         self.worker.set_buffer_bytes(allocated);
     }
 
-    fn accept(&mut self) {
+    fn accept(&mut self, listener: usize) {
         loop {
-            match self.listener.accept() {
+            match self.listeners[listener].accept() {
                 Ok((mut stream, peer)) => {
                     if self.open.fetch_add(1, Ordering::Relaxed) >= self.max_connections {
                         self.open.fetch_sub(1, Ordering::Relaxed);

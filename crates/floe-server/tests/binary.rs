@@ -16,7 +16,7 @@ use floe_server::{
 fn start(settings: Settings) -> Server {
     let cache = Arc::new(Cache::with_manual_clock(settings).expect("cache"));
     let config = Config {
-        listen: "127.0.0.1:0".parse().unwrap(),
+        listen: vec!["127.0.0.1:0".parse().unwrap()],
         max_connections: 64,
         housekeeping: true,
         sync_ms: 0,

@@ -109,3 +109,36 @@ fn lenient_keys_accept_control_characters() {
         assert_eq!(line, expected, "{flag:?}");
     }
 }
+
+/// `-l` as memcached takes it: given again, comma lists, host names (every address they have)
+/// and bracketed IPv6; the server answers on each address, on one port.
+#[test]
+fn listens_on_every_address_l_names() {
+    // `start` passes `-l 127.0.0.1` first; localhost adds nothing new beside it.
+    let (mut child, port, _log) = start(&["-t", "2", "-l", "[::1],localhost"]);
+    for address in ["127.0.0.1", "::1"] {
+        let stream = TcpStream::connect((address, port))
+            .unwrap_or_else(|e| panic!("nothing listens on {address} port {port}: {e}"));
+        stream
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        let mut writer = stream.try_clone().unwrap();
+        let mut reader = BufReader::new(stream);
+        writer.write_all(b"version\r\n").unwrap();
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        assert!(line.starts_with("VERSION "), "{address}: {line:?}");
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // An empty entry, and a name that resolves to nothing, are usage errors.
+    for bad in ["127.0.0.1,", "[]", "no-such-host.invalid"] {
+        let out = server()
+            .args(["-p", "0", "-l", bad])
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "-l {bad:?}");
+        assert!(!out.stderr.is_empty(), "-l {bad:?} says nothing");
+    }
+}

@@ -21,7 +21,7 @@ struct Running {
 fn start_with(settings: Settings, max_connections: usize) -> Running {
     let cache = Arc::new(Cache::with_manual_clock(settings).expect("cache"));
     let config = Config {
-        listen: "127.0.0.1:0".parse().unwrap(),
+        listen: vec!["127.0.0.1:0".parse().unwrap()],
         max_connections,
         // The tests move the manual clock and sweep themselves: a housekeeping sweep coming
         // between would take some of what theirs should find.
