@@ -12,6 +12,16 @@ use std::{
 
 use common::{libc_kill, server, start};
 
+/// A connection to the server on `address`, for writing and for reading lines.
+fn connect(address: &str, port: u16) -> (TcpStream, BufReader<TcpStream>) {
+    let stream = TcpStream::connect((address, port))
+        .unwrap_or_else(|e| panic!("nothing listens on {address} port {port}: {e}"));
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    (stream.try_clone().unwrap(), BufReader::new(stream))
+}
+
 #[test]
 fn help_and_usage_errors() {
     let help = server().arg("--help").output().unwrap();
@@ -49,12 +59,7 @@ fn help_and_usage_errors() {
 #[test]
 fn serves_then_shuts_down_cleanly_on_sigterm() {
     let (mut child, port, mut log) = start(&["-t", "2", "-m", "16"]);
-    let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    let mut writer = stream.try_clone().unwrap();
-    let mut reader = BufReader::new(stream);
+    let (mut writer, mut reader) = connect("127.0.0.1", port);
     writer.write_all(b"set k 0 0 1\r\nv\r\nget k\r\n").unwrap();
     let mut lines = Vec::new();
     for _ in 0..4 {
@@ -95,12 +100,7 @@ fn lenient_keys_accept_control_characters() {
     ] {
         let (mut child, port, _log) =
             start(&["-t", "1"].into_iter().chain(flag).collect::<Vec<_>>());
-        let stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        let mut writer = stream.try_clone().unwrap();
-        let mut reader = BufReader::new(stream);
+        let (mut writer, mut reader) = connect("127.0.0.1", port);
         writer.write_all(b"set \x10\x10key 0 0 1\r\nv\r\n").unwrap();
         let mut line = String::new();
         reader.read_line(&mut line).unwrap();
@@ -117,13 +117,7 @@ fn listens_on_every_address_l_names() {
     // `start` passes `-l 127.0.0.1` first; localhost adds nothing new beside it.
     let (mut child, port, _log) = start(&["-t", "2", "-l", "[::1],localhost"]);
     for address in ["127.0.0.1", "::1"] {
-        let stream = TcpStream::connect((address, port))
-            .unwrap_or_else(|e| panic!("nothing listens on {address} port {port}: {e}"));
-        stream
-            .set_read_timeout(Some(Duration::from_secs(10)))
-            .unwrap();
-        let mut writer = stream.try_clone().unwrap();
-        let mut reader = BufReader::new(stream);
+        let (mut writer, mut reader) = connect(address, port);
         writer.write_all(b"version\r\n").unwrap();
         let mut line = String::new();
         reader.read_line(&mut line).unwrap();
