@@ -1,8 +1,9 @@
 //! `floe-server`: a memcached-compatible cache. Flags as memcached's; see `--help`.
 
 use std::{
+    ffi::CString,
     net::{IpAddr, SocketAddr, ToSocketAddrs},
-    path::PathBuf,
+    path::{Path, PathBuf},
     process::ExitCode,
     sync::{atomic::AtomicBool, Arc},
     time::Duration,
@@ -80,6 +81,18 @@ struct Args {
     /// older or not at all.
     #[arg(long)]
     persist_repair: bool,
+    /// Run in the background (memcached's -d): detached from the terminal, its working
+    /// directory `/`, standard streams on /dev/null (so only exit codes and -P tell of it).
+    #[arg(short = 'd', long = "daemon")]
+    daemon: bool,
+    /// When started as root, run as this user (memcached's -u); ignored otherwise, as
+    /// memcached does. Done before the listening sockets and -e's directory are opened.
+    #[arg(short = 'u', long = "user", value_name = "USER")]
+    user: Option<String>,
+    /// Write the process id to this file once listening (memcached's -P); removed at a
+    /// clean stop.
+    #[arg(short = 'P', long = "pidfile", value_name = "FILE")]
+    pidfile: Option<PathBuf>,
     /// UDP port (memcached's -U): only 0 (off) is supported.
     #[arg(short = 'U', long = "udp-port", default_value_t = 0)]
     udp_port: u16,
@@ -134,6 +147,71 @@ fn listen_addresses(entries: &[String], port: u16) -> Result<Vec<SocketAddr>, St
     Ok(addresses)
 }
 
+/// Detach into the background (`daemon(3)`: fork, the parent exits 0, a new session,
+/// working directory `/`, standard streams on /dev/null).
+fn daemonize() -> std::io::Result<()> {
+    // SAFETY: called while the process has one thread (before the cache, the signal
+    // handlers and the server start any), so the forked child holds every lock it needs.
+    if unsafe { libc::daemon(0, 0) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Become `user` (its uid, gid and groups) if running as root; otherwise nothing, as
+/// memcached's -u.
+fn become_user(user: &str) -> Result<(), String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Ok(());
+    }
+    let name = CString::new(user).map_err(|_| format!("not a user name: {user:?} (-u)"))?;
+    // SAFETY: `passwd` is plain data (integers and pointers), valid zeroed.
+    let mut entry: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut strings = vec![0 as libc::c_char; 1 << 14];
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: every pointer is valid for the call; the strings `entry` points to live in
+    // `strings`, which outlives every use of `entry` below.
+    let status = unsafe {
+        libc::getpwnam_r(
+            name.as_ptr(),
+            &mut entry,
+            strings.as_mut_ptr(),
+            strings.len(),
+            &mut found,
+        )
+    };
+    if status != 0 || found.is_null() {
+        return Err(format!("no user {user:?} to switch to (-u)"));
+    }
+    let (uid, gid) = (entry.pw_uid, entry.pw_gid);
+    let failed = |what: &str| {
+        format!(
+            "cannot {what} for {user:?} (-u): {}",
+            std::io::Error::last_os_error()
+        )
+    };
+    // Groups, then the group, then the user (after which the first two are not allowed).
+    // SAFETY: a valid C string and an integer.
+    if unsafe { libc::initgroups(name.as_ptr(), gid) } != 0 {
+        return Err(failed("set the groups"));
+    }
+    // SAFETY: a plain system call on an integer.
+    if unsafe { libc::setgid(gid) } != 0 {
+        return Err(failed("set the group"));
+    }
+    // SAFETY: a plain system call on an integer.
+    if unsafe { libc::setuid(uid) } != 0 {
+        return Err(failed("set the user"));
+    }
+    Ok(())
+}
+
+/// `path` made absolute against the working directory (before -d moves it to `/`).
+fn absolute(path: &Path) -> Result<PathBuf, String> {
+    std::path::absolute(path).map_err(|error| format!("{}: {error}", path.display()))
+}
+
 fn main() -> ExitCode {
     let args = Args::parse();
     let usage = |message: &str| {
@@ -160,6 +238,24 @@ fn main() -> ExitCode {
         Ok(listen) => listen,
         Err(message) => return usage(&message),
     };
+    let (persist, pidfile) = match (
+        args.persist.as_deref().map(absolute).transpose(),
+        args.pidfile.as_deref().map(absolute).transpose(),
+    ) {
+        (Ok(persist), Ok(pidfile)) => (persist, pidfile),
+        (Err(message), _) | (_, Err(message)) => return usage(&message),
+    };
+    if args.daemon {
+        if let Err(error) = daemonize() {
+            eprintln!("floe-server: cannot run in the background (-d): {error}");
+            return ExitCode::FAILURE;
+        }
+    }
+    if let Some(user) = &args.user {
+        if let Err(message) = become_user(user) {
+            return usage(&message);
+        }
+    }
     log::set_verbosity(args.verbose);
     floe_server::text::set_lenient_keys(args.lenient_keys);
     let settings = Settings {
@@ -169,7 +265,7 @@ fn main() -> ExitCode {
         workers: args.threads as usize,
         initial_keys: 1 << 16,
     };
-    let opened = match &args.persist {
+    let opened = match &persist {
         None => Cache::new(settings).map(Arc::new).map_err(OpenError::Map),
         Some(dir) => {
             let options = StoreOptions {
@@ -232,6 +328,17 @@ fn main() -> ExitCode {
         addresses.join(" and "),
         args.threads
     );
+    if let Some(path) = &pidfile {
+        if let Err(error) = std::fs::write(path, format!("{}\n", std::process::id())) {
+            eprintln!(
+                "floe-server: cannot write the pid file {} (-P): {error}",
+                path.display()
+            );
+            shutdown.store(true, std::sync::atomic::Ordering::Relaxed);
+            server.join();
+            return ExitCode::FAILURE;
+        }
+    }
     while !shutdown.load(std::sync::atomic::Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -239,5 +346,8 @@ fn main() -> ExitCode {
     server.join();
     // A clean stop leaves one snapshot, the quickest to restore.
     checkpoint(&cache);
+    if let Some(path) = &pidfile {
+        let _ = std::fs::remove_file(path);
+    }
     ExitCode::SUCCESS
 }

@@ -136,3 +136,100 @@ fn listens_on_every_address_l_names() {
         assert!(!out.stderr.is_empty(), "-l {bad:?} says nothing");
     }
 }
+
+/// A port outside the kernel's ephemeral range (where the other tests' `-p 0` servers land),
+/// free when asked: for a server whose log cannot say which port it took (`-d`).
+fn fixed_free_port() -> u16 {
+    let range =
+        std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range").unwrap_or_default();
+    let lowest_ephemeral: u16 = range
+        .split_whitespace()
+        .next()
+        .and_then(|low| low.parse().ok())
+        .unwrap_or(32768);
+    let start = 20000 + (std::process::id() % 5000) as u16;
+    (start..lowest_ephemeral)
+        .find(|&port| std::net::TcpListener::bind(("127.0.0.1", port)).is_ok())
+        .expect("a free port below the ephemeral range")
+}
+
+/// The process `pid` is gone (or a zombie) within ten seconds.
+fn wait_gone(pid: u32) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // The state follows the command name in parentheses.
+        let state = state.rsplit(')').next().unwrap_or("").trim_start();
+        if state.is_empty() || state.starts_with('Z') {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{pid} still running 10 s after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Debian's `/etc/memcached.conf` flags: `-d` returns at once with the server running in the
+/// background, `-P` holds its pid while it runs (gone after a clean stop), `-u` (as root)
+/// makes it run as that user; an unknown user is a usage error.
+#[test]
+fn daemon_pidfile_and_user_as_debian_runs_memcached() {
+    let dir = std::env::temp_dir().join(format!("floe-server-daemon-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    // As Debian's /run/memcached, writable by the user the server becomes.
+    std::fs::set_permissions(&dir, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let pidfile = dir.join("memcached.pid");
+    let port = fixed_free_port();
+    let root = std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .any(|line| line.starts_with("Uid:") && line.split_whitespace().nth(2) == Some("0"));
+    let status = server()
+        .args(["-d", "-m", "16", "-p", &port.to_string(), "-l", "127.0.0.1"])
+        .args(["-u", "nobody", "-P"])
+        .arg(&pidfile)
+        .status()
+        .unwrap();
+    assert!(status.success(), "-d: {status}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let pid: u32 = loop {
+        if let Some(pid) = std::fs::read_to_string(&pidfile)
+            .ok()
+            .and_then(|text| text.trim().parse().ok())
+        {
+            break pid;
+        }
+        assert!(Instant::now() < deadline, "no pid file 10 s after -d");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let (mut writer, mut reader) = connect("127.0.0.1", port);
+    writer.write_all(b"version\r\n").unwrap();
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    assert!(line.starts_with("VERSION "), "{line:?}");
+    let uid = std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find(|line| line.starts_with("Uid:"))
+        .and_then(|line| line.split_whitespace().nth(2).map(str::to_string))
+        .unwrap();
+    if root {
+        assert_eq!(uid, "65534", "-u nobody as root");
+    }
+    // SAFETY: signalling the daemon this test started.
+    assert_eq!(unsafe { libc_kill(pid as i32, 15) }, 0);
+    wait_gone(pid);
+    assert!(!pidfile.exists(), "the pid file outlived a clean stop");
+    let out = server()
+        .args(["-p", "0", "-u", "no-such-user-here"])
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap();
+    if root {
+        assert_eq!(out.status.code(), Some(2), "-u no-such-user-here");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
