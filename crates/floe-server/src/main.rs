@@ -93,12 +93,124 @@ struct Args {
     /// clean stop.
     #[arg(short = 'P', long = "pidfile", value_name = "FILE")]
     pidfile: Option<PathBuf>,
+    /// The listen queue's length (memcached's -b).
+    #[arg(short = 'b', long = "listen-backlog", default_value_t = 1024, value_parser = clap::value_parser!(i32).range(1..=65535))]
+    backlog: i32,
+    /// Raise the core file limit to its maximum (memcached's -r).
+    #[arg(short = 'r', long = "enable-coredumps")]
+    coredumps: bool,
+    /// Lock all memory, present and future, into RAM (memcached's -k; a warning if the
+    /// limit refuses it, and the server runs on).
+    #[arg(short = 'k', long = "lock-memory")]
+    lock_memory: bool,
+    /// Large memory pages (memcached's -L): floe's tables ask for them at any rate.
+    #[arg(short = 'L', long = "enable-largepages")]
+    large_pages: bool,
+    /// Protocol (memcached's -B): only auto, each connection's first byte decides.
+    #[arg(short = 'B', long = "protocol", default_value = "auto")]
+    protocol: String,
+    /// Disable `stats cachedump` and `lru_crawler metadump` (memcached's -X): floe-server
+    /// has neither, so this always holds.
+    #[arg(short = 'X', long = "disable-dumping")]
+    disable_dumping: bool,
+    /// Disable `watch` (memcached's -W): floe-server has none, so this always holds.
+    #[arg(short = 'W', long = "disable-watch")]
+    disable_watch: bool,
+    /// memcached's extended options, comma separated: `hashpower=N` (room for 2^N items at
+    /// the start) is taken; the others are refused, by name.
+    #[arg(short = 'o', long = "extended", value_delimiter = ',', action = ArgAction::Append)]
+    extended: Vec<String>,
+    /// Print the license and exit (memcached's -i).
+    #[arg(short = 'i', long = "license")]
+    license: bool,
+    /// memcached flags that do not apply here, taken only to refuse them with the reason.
+    #[command(flatten)]
+    refused: RefusedFlags,
     /// UDP port (memcached's -U): only 0 (off) is supported.
     #[arg(short = 'U', long = "udp-port", default_value_t = 0)]
     udp_port: u16,
     /// Print the version.
     #[arg(short = 'V', long = "version", action = ArgAction::Version)]
     version: Option<bool>,
+}
+
+/// memcached 1.6 flags floe-server does not take: parsed (hidden) so that using one is a
+/// usage error that names it and says why, not clap's "unexpected argument".
+#[derive(clap::Args, Debug)]
+struct RefusedFlags {
+    #[arg(short = 's', long = "unix-socket", hide = true)]
+    unix_socket: Option<String>,
+    #[arg(short = 'a', long = "unix-mask", hide = true)]
+    unix_mask: Option<String>,
+    #[arg(short = 'A', long = "enable-shutdown", hide = true)]
+    enable_shutdown: bool,
+    #[arg(short = 'f', long = "slab-growth-factor", hide = true)]
+    slab_growth_factor: Option<String>,
+    #[arg(short = 'n', long = "slab-min-size", hide = true)]
+    slab_min_size: Option<String>,
+    #[arg(short = 'D', hide = true)]
+    delimiter: Option<String>,
+    #[arg(short = 'R', long = "max-reqs-per-event", hide = true)]
+    max_reqs_per_event: Option<String>,
+    #[arg(short = 'C', long = "disable-cas", hide = true)]
+    disable_cas: bool,
+    #[arg(short = 'S', long = "enable-sasl", hide = true)]
+    enable_sasl: bool,
+    #[arg(short = 'F', long = "disable-flush-all", hide = true)]
+    disable_flush_all: bool,
+    #[arg(short = 'Y', long = "auth-file", hide = true)]
+    auth_file: Option<String>,
+    #[arg(short = 'Z', long = "enable-ssl", hide = true)]
+    enable_ssl: bool,
+    #[arg(short = 'N', long = "napi_ids", hide = true)]
+    napi_ids: Option<String>,
+}
+
+impl RefusedFlags {
+    /// The first refused flag given, with why it is refused.
+    fn reason(&self) -> Option<&'static str> {
+        let refusals = [
+            (self.unix_socket.is_some() || self.unix_mask.is_some(),
+             "-s/-a: unix sockets are not supported; listen on 127.0.0.1 with -l"),
+            (self.enable_shutdown,
+             "-A: the shutdown command is not supported; stop the server with SIGTERM"),
+            (self.slab_growth_factor.is_some() || self.slab_min_size.is_some(),
+             "-f/-n: floe-server has no slab classes (each item takes its own size)"),
+            (self.delimiter.is_some(), "-D: stats detail is not supported"),
+            (self.max_reqs_per_event.is_some(),
+             "-R: a connection's turn is bounded by its unsent output (4 MiB), not a request count"),
+            (self.disable_cas, "-C: CAS uniques are always kept"),
+            (self.enable_sasl || self.auth_file.is_some(),
+             "-S/-Y: authentication (SASL, auth files) is not supported"),
+            (self.disable_flush_all, "-F: flush_all cannot be turned off"),
+            (self.enable_ssl, "-Z: TLS is not supported"),
+            (self.napi_ids.is_some(), "-N: NAPI ids are not supported"),
+        ];
+        refusals
+            .into_iter()
+            .find(|(given, _)| *given)
+            .map(|(_, why)| why)
+    }
+}
+
+/// The initial room `-o` asks for (`hashpower=N`: 2^N items), or why an option is refused.
+fn extended_options(options: &[String]) -> Result<Option<usize>, String> {
+    let mut initial_keys = None;
+    for option in options.iter().map(|o| o.trim()).filter(|o| !o.is_empty()) {
+        let (name, value) = option.split_once('=').unwrap_or((option, ""));
+        match name {
+            "hashpower" => {
+                let power: u32 = value
+                    .parse()
+                    .ok()
+                    .filter(|p| (12..=40).contains(p))
+                    .ok_or_else(|| format!("-o hashpower={value}: a number from 12 to 40"))?;
+                initial_keys = Some(1usize << power);
+            }
+            _ => return Err(format!("-o {name}: not supported by floe-server")),
+        }
+    }
+    Ok(initial_keys)
 }
 
 fn parse_size(text: &str) -> Result<usize, String> {
@@ -207,6 +319,21 @@ fn become_user(user: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Raise the soft core file limit to the hard one (memcached's -r).
+fn raise_core_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: a valid pointer to an rlimit for both calls.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_CORE, &mut limit) == 0 {
+            limit.rlim_cur = limit.rlim_max;
+            libc::setrlimit(libc::RLIMIT_CORE, &limit);
+        }
+    }
+}
+
 /// `path` made absolute against the working directory (before -d moves it to `/`).
 fn absolute(path: &Path) -> Result<PathBuf, String> {
     std::path::absolute(path).map_err(|error| format!("{}: {error}", path.display()))
@@ -217,6 +344,26 @@ fn main() -> ExitCode {
     let usage = |message: &str| {
         eprintln!("floe-server: {message}");
         ExitCode::from(2)
+    };
+    if args.license {
+        println!(
+            "floe-server {}: MIT OR Apache-2.0",
+            env!("CARGO_PKG_VERSION")
+        );
+        return ExitCode::SUCCESS;
+    }
+    if let Some(why) = args.refused.reason() {
+        return usage(why);
+    }
+    if args.protocol != "auto" {
+        return usage(&format!(
+            "-B {}: only auto: each connection's first byte says which protocol it speaks",
+            args.protocol
+        ));
+    }
+    let initial_keys = match extended_options(&args.extended) {
+        Ok(keys) => keys.unwrap_or(1 << 16),
+        Err(message) => return usage(&message),
     };
     if args.udp_port != 0 {
         return usage("UDP is not supported (-U 0 is the only accepted value)");
@@ -256,6 +403,20 @@ fn main() -> ExitCode {
             return usage(&message);
         }
     }
+    if args.coredumps {
+        raise_core_limit();
+    }
+    if args.lock_memory {
+        // SAFETY: mlockall takes flags only.
+        if unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) } != 0 {
+            eprintln!(
+                "floe-server: warning: -k failed to lock down all paged memory: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+    }
+    // -L, -X, -W: what they ask for holds already (each flag's doc says why).
+    let _ = (args.large_pages, args.disable_dumping, args.disable_watch);
     log::set_verbosity(args.verbose);
     floe_server::text::set_lenient_keys(args.lenient_keys);
     let settings = Settings {
@@ -263,7 +424,7 @@ fn main() -> ExitCode {
         evict: !args.no_evictions,
         max_item_size: args.max_item_size,
         workers: args.threads as usize,
-        initial_keys: 1 << 16,
+        initial_keys,
     };
     let opened = match &persist {
         None => Cache::new(settings).map(Arc::new).map_err(OpenError::Map),
@@ -306,6 +467,7 @@ fn main() -> ExitCode {
     }
     let config = Config {
         listen,
+        backlog: args.backlog,
         max_connections: args.max_connections,
         housekeeping: true,
         sync_ms: args.persist_sync,

@@ -61,6 +61,8 @@ pub struct Config {
     /// Addresses to listen on, at least one (port 0: any free port, the same for every
     /// address: the first one's).
     pub listen: Vec<SocketAddr>,
+    /// The listen queue's length (`-b`; memcached's default 1024).
+    pub backlog: i32,
     /// Most connections open at once (`-c`); more are refused with an error line.
     pub max_connections: usize,
     /// Run the housekeeping thread, which unlinks expired items every 5 s
@@ -111,7 +113,7 @@ impl Server {
                 "no address to listen on",
             ));
         };
-        let first = bind(requested)?;
+        let first = bind(requested, config.backlog)?;
         let address = first.local_addr()?.as_socket().expect("an IP socket");
         crate::stats::TCP_PORT.store(address.port() as u64, Ordering::Relaxed);
         // Every address on the first one's port unless it names its own.
@@ -130,7 +132,7 @@ impl Server {
             for (i, &address) in addresses.iter().enumerate() {
                 sockets.push(match (i, first.take()) {
                     (0, Some(socket)) => socket,
-                    _ => bind(address)?,
+                    _ => bind(address, config.backlog)?,
                 });
             }
             listeners.push(sockets);
@@ -231,7 +233,7 @@ impl Drop for Server {
     }
 }
 
-fn bind(address: SocketAddr) -> io::Result<socket2::Socket> {
+fn bind(address: SocketAddr, backlog: i32) -> io::Result<socket2::Socket> {
     use socket2::{Domain, Socket, Type};
     let socket = Socket::new(Domain::for_address(address), Type::STREAM, None)?;
     if address.is_ipv6() {
@@ -242,7 +244,7 @@ fn bind(address: SocketAddr) -> io::Result<socket2::Socket> {
     socket.set_reuse_port(true)?;
     socket.set_nonblocking(true)?;
     socket.bind(&address.into())?;
-    socket.listen(1024)?;
+    socket.listen(backlog)?;
     Ok(socket)
 }
 

@@ -17,6 +17,7 @@ fn start(settings: Settings) -> Server {
     let cache = Arc::new(Cache::with_manual_clock(settings).expect("cache"));
     let config = Config {
         listen: vec!["127.0.0.1:0".parse().unwrap()],
+        backlog: 1024,
         max_connections: 64,
         housekeeping: true,
         sync_ms: 0,

@@ -44,6 +44,20 @@ fn help_and_usage_errors() {
         &["-p", "70000"],
         &["--no-such-flag"],
         &["-l", "not-an-address"],
+        // memcached flags that do not apply, refused by name with the reason.
+        &["-s", "/tmp/memcached.sock"],
+        &["-A"],
+        &["-f", "1.25"],
+        &["-n", "48"],
+        &["-R", "20"],
+        &["-C"],
+        &["-S"],
+        &["-F"],
+        &["-Z"],
+        &["-B", "binary"],
+        &["-o", "slab_reassign"],
+        &["-o", "hashpower=99"],
+        &["-b", "0"],
     ] {
         let out = server().args(bad).stderr(Stdio::piped()).output().unwrap();
         assert_eq!(
@@ -232,4 +246,36 @@ fn daemon_pidfile_and_user_as_debian_runs_memcached() {
         assert_eq!(out.status.code(), Some(2), "-u no-such-user-here");
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// memcached's flags that apply are taken: a backlog, core dumps, locked memory, large pages,
+/// no dumping or watch (which floe-server lacks anyway), `-o hashpower`, `-B auto`; `-i`
+/// prints the license.
+#[test]
+fn memcached_flags_that_apply_are_taken() {
+    let (mut child, port, _log) = start(&[
+        "-m",
+        "16",
+        "-b",
+        "64",
+        "-r",
+        "-k",
+        "-L",
+        "-X",
+        "-W",
+        "-o",
+        "hashpower=16",
+        "-B",
+        "auto",
+    ]);
+    let (mut writer, mut reader) = connect("127.0.0.1", port);
+    writer.write_all(b"set k 0 0 1\r\nv\r\n").unwrap();
+    let mut line = String::new();
+    reader.read_line(&mut line).unwrap();
+    assert_eq!(line, "STORED\r\n");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let license = server().arg("-i").output().unwrap();
+    assert!(license.status.success());
+    assert!(String::from_utf8_lossy(&license.stdout).contains("MIT OR Apache-2.0"));
 }

@@ -22,6 +22,7 @@ fn start_with(settings: Settings, max_connections: usize) -> Running {
     let cache = Arc::new(Cache::with_manual_clock(settings).expect("cache"));
     let config = Config {
         listen: vec!["127.0.0.1:0".parse().unwrap()],
+        backlog: 1024,
         max_connections,
         // The tests move the manual clock and sweep themselves: a housekeeping sweep coming
         // between would take some of what theirs should find.
