@@ -100,7 +100,8 @@ struct Args {
     #[arg(short = 'r', long = "enable-coredumps")]
     coredumps: bool,
     /// Lock all memory, present and future, into RAM (memcached's -k; a warning if the
-    /// limit refuses it, and the server runs on).
+    /// limit refuses it, and the server runs on). As with memcached, allocations past the
+    /// locked-memory limit (`ulimit -l`; none for root) then fail: raise it first.
     #[arg(short = 'k', long = "lock-memory")]
     lock_memory: bool,
     /// Large memory pages (memcached's -L): floe's tables ask for them at any rate.
