@@ -155,14 +155,18 @@ const PAIRS_PER_LINE: u64 = 4;
 const FULL_PAIRS_PER_LINE: u64 = 3;
 
 /// The inverse of an odd `a` modulo 2^64 (Newton's iteration doubles the correct bits).
-fn inverse_mod_word(a: u64) -> u64 {
-    debug_assert!(a & 1 == 1);
+const fn inverse_mod_word(a: u64) -> u64 {
     let mut inverse = a; // correct to 3 bits for odd a
-    for _ in 0..5 {
+    let mut round = 0;
+    while round < 5 {
         inverse = inverse.wrapping_mul(2u64.wrapping_sub(a.wrapping_mul(inverse)));
+        round += 1;
     }
     inverse
 }
+
+/// Turns a hash of the minimal table back into its key.
+const FIND_INVERSE: u64 = inverse_mod_word(FIND_MULTIPLIER);
 
 /// The line of the minimal table a key lives in.
 #[inline(always)]
@@ -175,7 +179,7 @@ impl Ceiling {
     /// of those `fastrange` maps to `line` (never 0, the empty key).
     fn minimal_key(&self, line: u64, slot: u64) -> u64 {
         let first_hash = ((u128::from(line) << 64).div_ceil(u128::from(self.lines()))) as u64;
-        (first_hash + slot + 1).wrapping_mul(inverse_mod_word(FIND_MULTIPLIER))
+        (first_hash + slot + 1).wrapping_mul(FIND_INVERSE)
     }
 
     /// Lay the array out as the minimal table (every line's first three pairs full, the fourth
@@ -381,10 +385,7 @@ mod tests {
 
     #[test]
     fn the_minimal_table_finds_every_key_it_holds() {
-        assert_eq!(
-            FIND_MULTIPLIER.wrapping_mul(inverse_mod_word(FIND_MULTIPLIER)),
-            1
-        );
+        assert_eq!(FIND_MULTIPLIER.wrapping_mul(FIND_INVERSE), 1);
         let ceiling = Ceiling::new(4 << 20, false).expect("a small array");
         ceiling.lay_out_minimal_table();
         for line in [0, 1, 777, ceiling.lines() - 1] {

@@ -12,11 +12,12 @@ use crate::{
     text::{self, TextState, MAX_GET_LINE},
 };
 
-/// Input capacity an idle connection keeps ([`Requests::release_idle`]): a large request (a
-/// value of up to the item size limit) must not stay allocated for the connection's life, so
-/// that idle connections cost about what memcached's do (it shrinks a read buffer above 8 KiB
-/// when a connection goes idle), not their largest request each.
-pub const IDLE_INPUT_CAPACITY: usize = 4 << 10;
+/// Capacity an idle connection keeps of each of its buffers, input and output
+/// ([`give_back`]): a large request or reply (a value of up to the item size limit) must not
+/// stay allocated for the connection's life, so that idle connections cost about what
+/// memcached's do (it shrinks a read buffer above 8 KiB when a connection goes idle), not
+/// their largest request each.
+pub const IDLE_BUFFER_CAPACITY: usize = 4 << 10;
 
 /// A buffer larger than this is given back as soon as it is empty, not only when its
 /// connection goes quiet: a megabyte request held by each of a thousand connections until
@@ -24,6 +25,15 @@ pub const IDLE_INPUT_CAPACITY: usize = 4 << 10;
 /// wait for the sweep, so a stream of (say) 16-value multi-gets of 16 KiB does not reallocate
 /// its 256 KiB reply every time (that measured 2.6x slower).
 pub const LARGE_BUFFER: usize = 512 << 10;
+
+/// Give back an empty buffer's capacity beyond [`IDLE_BUFFER_CAPACITY`] if it holds more than
+/// `above` bytes (the one rule for input and output).
+pub fn give_back(buffer: &mut Vec<u8>, above: usize) {
+    debug_assert!(buffer.is_empty());
+    if buffer.capacity() > above.max(IDLE_BUFFER_CAPACITY) {
+        *buffer = Vec::with_capacity(IDLE_BUFFER_CAPACITY);
+    }
+}
 
 /// The unanswered input of one connection.
 #[derive(Default)]
@@ -62,12 +72,13 @@ impl Requests {
     }
 
     /// The connection has gone quiet: if every byte read is answered, give back input
-    /// capacity beyond [`IDLE_INPUT_CAPACITY`]. Not done after each request: a client sending
-    /// large values in a stream would reallocate (and fault in) its buffer every time.
+    /// capacity beyond [`IDLE_BUFFER_CAPACITY`]. Not done after each request: a client
+    /// sending large values in a stream would reallocate (and fault in) its buffer every time.
     pub fn release_idle(&mut self) {
-        if self.pending() == 0 && self.input.capacity() > IDLE_INPUT_CAPACITY {
-            self.input = Vec::with_capacity(IDLE_INPUT_CAPACITY);
+        if self.pending() == 0 {
+            self.input.clear();
             self.start = 0;
+            give_back(&mut self.input, 0);
         }
     }
 
@@ -100,9 +111,7 @@ impl Requests {
         if self.start == self.input.len() {
             self.input.clear();
             self.start = 0;
-            if self.input.capacity() > LARGE_BUFFER {
-                self.input = Vec::with_capacity(IDLE_INPUT_CAPACITY);
-            }
+            give_back(&mut self.input, LARGE_BUFFER);
         } else if self.start > self.input.len() / 2 {
             self.input.drain(..self.start);
             self.start = 0;
@@ -134,7 +143,7 @@ mod tests {
     use crate::cache::{Cache, Settings};
 
     /// A megabyte value read in pieces takes a megabyte of input; once the connection is idle
-    /// it keeps at most `IDLE_INPUT_CAPACITY`, and a request still arriving is kept whole.
+    /// it keeps at most `IDLE_BUFFER_CAPACITY`, and a request still arriving is kept whole.
     #[test]
     fn an_answered_large_request_gives_its_input_back() {
         let cache = Arc::new(Cache::with_manual_clock(Settings::default()).expect("cache"));
@@ -158,7 +167,7 @@ mod tests {
         assert_eq!(requests.pending(), 0);
         requests.release_idle();
         assert!(
-            requests.input_capacity() <= IDLE_INPUT_CAPACITY,
+            requests.input_capacity() <= IDLE_BUFFER_CAPACITY,
             "an idle connection holds {} bytes of input",
             requests.input_capacity()
         );

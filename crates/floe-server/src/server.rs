@@ -31,7 +31,7 @@ use mio::{
 
 use crate::{
     cache::{Cache, Worker},
-    connection::{Requests, LARGE_BUFFER},
+    connection::{give_back, Requests, LARGE_BUFFER},
     log,
     stats::{CURR_CONNECTIONS, REJECTED_CONNECTIONS, TOTAL_CONNECTIONS},
 };
@@ -40,10 +40,6 @@ use crate::{
 pub const OUTPUT_HIGH_WATER: usize = 4 << 20;
 /// Resume reading once its unsent output is down to this.
 pub const OUTPUT_LOW_WATER: usize = 1 << 20;
-/// Output capacity an idle connection keeps (as its input keeps
-/// `connection::IDLE_INPUT_CAPACITY`): 1000 idle clients that had each read a megabyte value
-/// held a megabyte each before this.
-pub const IDLE_OUTPUT_CAPACITY: usize = 4 << 10;
 /// How often an event loop gives back the buffers of connections that were not served since
 /// its last look (so a connection gives them back after one to two of these of quiet).
 const IDLE_SWEEP: Duration = Duration::from_secs(1);
@@ -331,8 +327,8 @@ impl EventLoop {
     }
 
     /// Give back the buffers of the connections not served since the last sweep that hold
-    /// nothing unanswered or unsent (input to `IDLE_INPUT_CAPACITY`, output to
-    /// `IDLE_OUTPUT_CAPACITY`); a busy connection keeps its buffers between requests.
+    /// nothing unanswered or unsent (each to `connection::IDLE_BUFFER_CAPACITY`); a busy
+    /// connection keeps its buffers between requests.
     fn release_idle(&mut self) {
         let mut allocated = 0;
         for (_, connection) in self.connections.iter_mut() {
@@ -340,10 +336,9 @@ impl EventLoop {
                 && connection.written == connection.output.len()
             {
                 connection.requests.release_idle();
-                if connection.output.capacity() > IDLE_OUTPUT_CAPACITY {
-                    connection.output = Vec::with_capacity(IDLE_OUTPUT_CAPACITY);
-                    connection.written = 0;
-                }
+                connection.output.clear();
+                connection.written = 0;
+                give_back(&mut connection.output, 0);
             }
             allocated += connection.requests.input_capacity() + connection.output.capacity();
         }
@@ -524,9 +519,7 @@ fn flush(connection: &mut Connection) -> io::Result<()> {
         connection.written = 0;
         // A burst of output (up to the high water mark and a value) need not stay
         // allocated for the connection's whole life.
-        if connection.output.capacity() > LARGE_BUFFER {
-            connection.output = Vec::with_capacity(IDLE_OUTPUT_CAPACITY);
-        }
+        give_back(&mut connection.output, LARGE_BUFFER);
     } else if connection.written > (1 << 20) {
         connection.output.drain(..connection.written);
         connection.written = 0;
