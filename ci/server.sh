@@ -6,7 +6,8 @@
 # (nutcracker) and libmemcached's ketama (pylibmc); warm restarts (-e) through pymemcache
 # beside memcached's own, and floe-server SIGKILLed at random instants, with writers on keys of
 # their own (FLOE_SERVER_KILL_ROUNDS, default 40) and racing on shared keys
-# (FLOE_SERVER_SHARED_KILL_ROUNDS, default 60). Installs what it needs (Debian: memcached,
+# (FLOE_SERVER_SHARED_KILL_ROUNDS, default 60); memcached-tool and the stats groups beside
+# memcached's. Installs what it needs (Debian: memcached,
 # libmemcached-tools, nutcracker, libmemcached-dev to build pylibmc; PyPI: pymemcache, pytest,
 # pylibmc). FLOE_DIFF_SEEDS (default 4) sets the differential runs.
 set -euo pipefail
@@ -46,6 +47,9 @@ timeout 120 memccapable -h 127.0.0.1 -p "$port" -t 5
 kill "$server"
 wait "$server" || true
 trap - EXIT
+
+echo "== memcached's tools (memcached-tool display/dump/keys/stats/settings), stats fields, stats detail and lru_crawler against memcached"
+(cd "$tests" && timeout 300 python3 tools.py)
 
 echo "== differential test against memcached"
 (cd "$tests" && timeout 900 python3 differential.py --seeds "${FLOE_DIFF_SEEDS:-4}" --commands 4000)

@@ -12,6 +12,7 @@
 
 use crate::{
     cache::{Counter, Deleted, Delta, Item, Session, StoreMode, Stored, MAX_KEY_LEN},
+    detail::{self, Op},
     text::{Served, LOOKUP_BATCH, VERSION},
 };
 
@@ -176,6 +177,7 @@ pub fn serve(input: &[u8], out: &mut Vec<u8>, session: &mut Session<'_>, room: u
         if header.body_len > settings.max_item_size + MAX_KEY_LEN + 64 {
             answer_reads!();
             error(out, &header, status::TOO_LARGE);
+            session.count(Counter::StoreTooLarge, 1);
             let available = rest.len() - HEADER;
             if available >= header.body_len {
                 pos += HEADER + header.body_len;
@@ -252,6 +254,12 @@ fn answer_reads(
         }
         // Counted as answered: a get left for later is looked up, and counted, again.
         session.count(Counter::CmdGet, 1);
+        detail::record(
+            key,
+            Op::Get {
+                hit: item.is_some(),
+            },
+        );
         session.count(
             if item.is_some() {
                 Counter::GetHits
@@ -329,6 +337,23 @@ fn execute(
             | op::GATQ
             | op::GATKQ
     );
+    if matches!(
+        header.opcode,
+        op::SET
+            | op::SETQ
+            | op::ADD
+            | op::ADDQ
+            | op::REPLACE
+            | op::REPLACEQ
+            | op::APPEND
+            | op::APPENDQ
+            | op::PREPEND
+            | op::PREPENDQ
+    ) {
+        detail::record(key, Op::Set);
+    } else if matches!(header.opcode, op::DELETE | op::DELETEQ) {
+        detail::record(key, Op::Delete);
+    }
     match header.opcode {
         op::SET | op::SETQ | op::ADD | op::ADDQ | op::REPLACE | op::REPLACEQ => {
             if extras.len() != 8 || !key_ok {

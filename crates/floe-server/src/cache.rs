@@ -241,6 +241,11 @@ impl Item {
         self.charge as usize
     }
 
+    /// Bytes charged against `-m` for it (value, key, bookkeeping).
+    pub fn charged_bytes(&self) -> usize {
+        self.charge()
+    }
+
     /// Copy the read marks (and the win token, the stale mark) of `from`: the new item
     /// stands for `from` changed in place, as memcached changes it (a touch, an invalidation,
     /// an `incr` whose digits fit the old value).
@@ -425,6 +430,19 @@ enum Clock {
     Manual(AtomicU32),
 }
 
+/// See [`Cache::queues_summary`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct QueuesSummary {
+    /// Nodes in the small queues (stale ones, whose item was removed, included).
+    pub small: usize,
+    /// Nodes in the main queues.
+    pub main: usize,
+    /// Seconds since the last read of the oldest item at a small queue's head.
+    pub small_age: u32,
+    /// The same for the main queues.
+    pub main_age: u32,
+}
+
 /// Counters a worker bumps; summed by `stats`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(usize)]
@@ -453,10 +471,36 @@ pub enum Counter {
     Evictions,
     Reclaimed,
     OutOfMemory,
+    /// Meta commands (`mg`, `ms`, `md`, `ma`, `mn`, `me`).
+    CmdMeta,
+    /// Stores refused as larger than `-I`.
+    StoreTooLarge,
+    /// Stores refused for want of memory (`-M`, or nothing left to evict).
+    StoreNoMemory,
+    /// Bytes read from and written to clients' sockets.
+    BytesRead,
+    BytesWritten,
+    /// Expired or flushed items removed (by eviction or the sweep) that no read returned.
+    ExpiredUnfetched,
+    /// Items evicted that no read returned.
+    EvictedUnfetched,
+    /// Items evicted that had an expiry time.
+    EvictedNonzero,
+    /// Items read in the small queue and moved to main when they reached its head
+    /// (memcached's `moves_to_warm`: S3-FIFO's small queue stands for its hot and cold).
+    MovesToWarm,
+    /// Items read in main and queued at its tail again (memcached's `moves_within_lru`).
+    MovesWithinLru,
+    /// Expired and flushed items the housekeeping sweep removed (memcached's LRU crawler).
+    CrawlerReclaimed,
+    /// Items the sweep looked at.
+    CrawlerItemsChecked,
+    /// Sweeps started.
+    CrawlerStarts,
 }
 
-/// Every counter, in the order `stats` prints them.
-pub const COUNTERS: [(Counter, &str); 23] = [
+/// Every counter, with the name `stats` prints it under, in the enum's order.
+pub const COUNTERS: [(Counter, &str); 36] = [
     (Counter::CmdGet, "cmd_get"),
     (Counter::CmdSet, "cmd_set"),
     (Counter::CmdFlush, "cmd_flush"),
@@ -465,14 +509,14 @@ pub const COUNTERS: [(Counter, &str); 23] = [
     (Counter::GetMisses, "get_misses"),
     (Counter::GetExpired, "get_expired"),
     (Counter::GetFlushed, "get_flushed"),
-    (Counter::DeleteMisses, "delete_misses"),
     (Counter::DeleteHits, "delete_hits"),
-    (Counter::IncrMisses, "incr_misses"),
+    (Counter::DeleteMisses, "delete_misses"),
     (Counter::IncrHits, "incr_hits"),
-    (Counter::DecrMisses, "decr_misses"),
+    (Counter::IncrMisses, "incr_misses"),
     (Counter::DecrHits, "decr_hits"),
-    (Counter::CasMisses, "cas_misses"),
+    (Counter::DecrMisses, "decr_misses"),
     (Counter::CasHits, "cas_hits"),
+    (Counter::CasMisses, "cas_misses"),
     (Counter::CasBadval, "cas_badval"),
     (Counter::TouchHits, "touch_hits"),
     (Counter::TouchMisses, "touch_misses"),
@@ -480,6 +524,19 @@ pub const COUNTERS: [(Counter, &str); 23] = [
     (Counter::Evictions, "evictions"),
     (Counter::Reclaimed, "reclaimed"),
     (Counter::OutOfMemory, "outofmemory"),
+    (Counter::CmdMeta, "cmd_meta"),
+    (Counter::StoreTooLarge, "store_too_large"),
+    (Counter::StoreNoMemory, "store_no_memory"),
+    (Counter::BytesRead, "bytes_read"),
+    (Counter::BytesWritten, "bytes_written"),
+    (Counter::ExpiredUnfetched, "expired_unfetched"),
+    (Counter::EvictedUnfetched, "evicted_unfetched"),
+    (Counter::EvictedNonzero, "evicted_nonzero"),
+    (Counter::MovesToWarm, "moves_to_warm"),
+    (Counter::MovesWithinLru, "moves_within_lru"),
+    (Counter::CrawlerReclaimed, "crawler_reclaimed"),
+    (Counter::CrawlerItemsChecked, "crawler_items_checked"),
+    (Counter::CrawlerStarts, "lru_crawler_starts"),
 ];
 
 /// One worker's counters, on lines of their own. Only the worker writes them (a load and a
@@ -488,9 +545,19 @@ struct Counters {
     events: [AtomicU64; COUNTERS.len()],
     /// Bytes of replies the worker's connections hold unsent (a gauge, set by the server).
     pending_output: AtomicU64,
-    /// Bytes allocated for its connections' input and output buffers (a gauge, set by the
-    /// server at its idle sweeps).
-    buffer_bytes: AtomicU64,
+    /// Bytes allocated for its connections' input and output buffers, and connections
+    /// holding an input buffer (gauges, set by the server at its idle sweeps).
+    input_bytes: AtomicU64,
+    output_bytes: AtomicU64,
+    input_buffers: AtomicU64,
+}
+
+/// Add to a counter only its worker writes: a load and a store, not a read-modify-write.
+fn bump(cell: &AtomicU64, by: u64) {
+    cell.store(
+        cell.load(Ordering::Relaxed).wrapping_add(by),
+        Ordering::Relaxed,
+    );
 }
 
 impl Counters {
@@ -498,7 +565,9 @@ impl Counters {
         Counters {
             events: core::array::from_fn(|_| AtomicU64::new(0)),
             pending_output: AtomicU64::new(0),
-            buffer_bytes: AtomicU64::new(0),
+            input_bytes: AtomicU64::new(0),
+            output_bytes: AtomicU64::new(0),
+            input_buffers: AtomicU64::new(0),
         }
     }
 }
@@ -676,7 +745,11 @@ pub struct Cache {
     /// The limit on `used`: `-m`, changed by `cache_memlimit`.
     memory_limit: AtomicUsize,
     queues: Box<[CachePadded<Mutex<Queues>>]>,
+    /// One set per worker, and one last for the housekeeping sweep (`HOUSEKEEPING`).
     counters: Box<[CachePadded<Counters>]>,
+    /// Seconds between its last read (or its store) and its eviction, of the item evicted
+    /// last (`stats items`' `evicted_time`).
+    evicted_idle: AtomicU32,
     /// What each counter summed to at the last `stats reset` (`stats` reports the sum less
     /// this: the workers' own counters are never written by another thread).
     counters_at_reset: [AtomicU64; COUNTERS.len()],
@@ -686,8 +759,6 @@ pub struct Cache {
     /// `flush_all` with a delay: once the server time reaches it, items stored at or
     /// before it are invalid (0 = none pending).
     oldest_live: AtomicU32,
-    /// Items `reclaim_expired` unlinked (it runs on a thread of its own, not a worker).
-    swept: AtomicU64,
     /// Whether any expiry time or flush was ever given: until then no item can expire and
     /// `reclaim_expired` has nothing to look for.
     expiry_seen: AtomicBool,
@@ -770,13 +841,13 @@ impl Cache {
             queues: (0..workers)
                 .map(|_| CachePadded::new(Mutex::default()))
                 .collect(),
-            counters: (0..workers)
+            counters: (0..=workers)
                 .map(|_| CachePadded::new(Counters::new()))
                 .collect(),
+            evicted_idle: AtomicU32::new(0),
             counters_at_reset: core::array::from_fn(|_| AtomicU64::new(0)),
             flush_generation: AtomicU32::new(0),
             oldest_live: AtomicU32::new(0),
-            swept: AtomicU64::new(0),
             expiry_seen: AtomicBool::new(false),
             next_unique: CachePadded::new(AtomicU64::new(1)),
             store: std::sync::OnceLock::new(),
@@ -975,8 +1046,13 @@ impl Cache {
             .map(Some)
     }
 
-    /// Journal bytes since the last snapshot, snapshots written, and whether a failed write
-    /// turned persistence off (for `stats`; `None` without `-e` or while restoring).
+    /// The persistence directory (`-e`; `None` without it or while restoring).
+    pub fn persistence_dir(&self) -> Option<&std::path::Path> {
+        self.store.get().map(Store::dir)
+    }
+
+    /// With `-e`: journal bytes since the last snapshot, snapshots written, and whether a
+    /// failed write turned persistence off.
     pub fn persistence(&self) -> Option<(u64, u64, bool)> {
         self.store
             .get()
@@ -1100,6 +1176,41 @@ impl Cache {
         self.map.len()
     }
 
+    /// The eviction queues as `stats items` reports them: nodes in the small and main
+    /// queues over every shard, and the seconds since the last read (or the store) of the
+    /// item at the head of each (the oldest of the shards'; 0 for an empty queue).
+    pub fn queues_summary(&self) -> QueuesSummary {
+        let now = self.now();
+        let map = self.map.pin();
+        let mut summary = QueuesSummary::default();
+        for shard in self.queues.iter() {
+            // The head's key is copied out, so the shard's lock is not held over the lookup.
+            let (small, main) = {
+                let queues = lock(shard);
+                summary.small += queues.small.len();
+                summary.main += queues.main.len();
+                let head = |fifo: &Fifo| fifo.nodes.front().map(|n| (n.key.clone(), n.id));
+                (head(&queues.small), head(&queues.main))
+            };
+            let age = |head: Option<(Key, u64)>| {
+                head.and_then(|(key, id)| {
+                    map.get(&key[..])
+                        .filter(|item| item.node == id)
+                        .map(|item| now.saturating_sub(item.last_access()))
+                })
+                .unwrap_or(0)
+            };
+            summary.small_age = summary.small_age.max(age(small));
+            summary.main_age = summary.main_age.max(age(main));
+        }
+        summary
+    }
+
+    /// Statistics of the index's table (its bytes, whether it is growing).
+    pub fn index_stats(&self) -> floe::Stats {
+        self.map.stats()
+    }
+
     /// Bytes of the index's table (the map's slots; entries are charged to their items).
     pub fn index_capacity(&self) -> usize {
         self.map.capacity()
@@ -1117,17 +1228,22 @@ impl Cache {
     }
 
     fn counter_since_start(&self, counter: Counter) -> u64 {
-        let swept = if counter == Counter::Reclaimed {
-            self.swept.load(Ordering::Relaxed)
-        } else {
-            0
-        };
-        swept
-            + self
-                .counters
-                .iter()
-                .map(|c| c.events[counter as usize].load(Ordering::Relaxed))
-                .sum::<u64>()
+        self.counters
+            .iter()
+            .map(|c| c.events[counter as usize].load(Ordering::Relaxed))
+            .fold(0, u64::wrapping_add)
+    }
+
+    /// Bump a counter of the housekeeping sweep's (which may run on more than one thread
+    /// in tests: a read-modify-write, unlike a worker's).
+    fn count_housekeeping(&self, counter: Counter, by: u64) {
+        self.counters[self.settings.workers].events[counter as usize]
+            .fetch_add(by, Ordering::Relaxed);
+    }
+
+    /// Seconds the item evicted last had gone unread when it was evicted.
+    pub fn evicted_idle(&self) -> u32 {
+        self.evicted_idle.load(Ordering::Relaxed)
     }
 
     /// `stats reset`: every counter reads 0 from now on (gauges such as `bytes` and
@@ -1142,10 +1258,24 @@ impl Cache {
     /// Bytes allocated for connection buffers, over every worker, as of their last idle
     /// sweeps (about a second old at most).
     pub fn connection_buffer_bytes(&self) -> u64 {
-        self.counters
-            .iter()
-            .map(|c| c.buffer_bytes.load(Ordering::Relaxed))
-            .sum()
+        let (input, output, _) = self.connection_buffers();
+        input + output
+    }
+
+    /// Bytes allocated for connections' input buffers, for their output buffers, and the
+    /// connections holding an input buffer, over every worker as of their last idle sweeps.
+    pub fn connection_buffers(&self) -> (u64, u64, u64) {
+        let sum = |gauge: fn(&Counters) -> &AtomicU64| {
+            self.counters
+                .iter()
+                .map(|c| gauge(c).load(Ordering::Relaxed))
+                .sum()
+        };
+        (
+            sum(|c| &c.input_bytes),
+            sum(|c| &c.output_bytes),
+            sum(|c| &c.input_buffers),
+        )
     }
 
     /// Bytes of replies built and not yet sent, over every connection.
@@ -1216,7 +1346,7 @@ impl Cache {
             return 0;
         }
         let mut slice = Vec::with_capacity(SWEEP_SLICE);
-        let mut unlinked = 0;
+        let (mut unlinked, mut checked, mut unfetched) = (0, 0, 0);
         for shard in self.queues.iter() {
             for small in [true, false] {
                 let (mut at, end) = {
@@ -1228,6 +1358,7 @@ impl Cache {
                     at = lock(shard).fifo(small).copy_slice(at, end, &mut slice);
                     let map = self.map.pin();
                     let now = self.now();
+                    checked += slice.len() as u64;
                     for (key, id) in slice.drain(..) {
                         let expired =
                             |item: &Item| item.node == id && self.validity(item, now).is_err();
@@ -1238,12 +1369,16 @@ impl Cache {
                         if let Some(item) = map.remove_if(&key[..], unlinkable) {
                             self.used.fetch_sub(item.charge(), Ordering::Relaxed);
                             unlinked += 1;
+                            unfetched += u64::from(!item.was_fetched());
                         }
                     }
                 }
             }
         }
-        self.swept.fetch_add(unlinked as u64, Ordering::Relaxed);
+        self.count_housekeeping(Counter::CrawlerStarts, 1);
+        self.count_housekeeping(Counter::CrawlerItemsChecked, checked);
+        self.count_housekeeping(Counter::CrawlerReclaimed, unlinked as u64);
+        self.count_housekeeping(Counter::ExpiredUnfetched, unfetched);
         unlinked
     }
 
@@ -1376,11 +1511,22 @@ impl Worker {
         &self.cache
     }
 
-    /// Report the bytes this worker's connections hold allocated for buffers (for `stats`).
-    pub fn set_buffer_bytes(&self, bytes: usize) {
-        self.cache.counters[self.id]
-            .buffer_bytes
-            .store(bytes as u64, Ordering::Relaxed);
+    /// Report the bytes this worker's connections hold allocated for input and for output
+    /// buffers, and how many hold an input buffer (for `stats`).
+    pub fn set_buffer_bytes(&self, input: usize, output: usize, input_buffers: usize) {
+        let counters = &self.cache.counters[self.id];
+        counters.input_bytes.store(input as u64, Ordering::Relaxed);
+        counters
+            .output_bytes
+            .store(output as u64, Ordering::Relaxed);
+        counters
+            .input_buffers
+            .store(input_buffers as u64, Ordering::Relaxed);
+    }
+
+    /// Bump a counter of this worker's (outside a session: the server's byte counts).
+    pub fn count(&self, counter: Counter, by: u64) {
+        bump(&self.cache.counters[self.id].events[counter as usize], by);
     }
 
     /// Report the bytes of replies this worker's connections hold unsent (for `stats`).
@@ -1460,11 +1606,7 @@ impl<'w> Session<'w> {
 
     /// Bump a counter of this worker.
     pub fn count(&self, counter: Counter, by: u64) {
-        let cell = &self.cache.counters[self.id].events[counter as usize];
-        cell.store(
-            cell.load(Ordering::Relaxed).wrapping_add(by),
-            Ordering::Relaxed,
-        );
+        bump(&self.cache.counters[self.id].events[counter as usize], by);
     }
 
     /// After a write of this session inserted `new` where `key` was absent: in a persistent
@@ -1789,12 +1931,14 @@ impl<'w> Session<'w> {
         self.count(Counter::CmdSet, 1);
         let charge = item_charge(data.len());
         if too_large(self.cache, key.len(), data.len()) {
+            self.count(Counter::StoreTooLarge, 1);
             return Stored::TooLarge;
         }
         // The item and the queue node it may get. Appends and prepends grow the value: they
         // reserve the rest below, once the present value's length is known.
         let node = node_charge(key.len());
         if !self.reserve(charge + node) {
+            self.count(Counter::StoreNoMemory, 1);
             return Stored::OutOfMemory;
         }
         let key: Key = Arc::from(key);
@@ -1816,6 +1960,9 @@ impl<'w> Session<'w> {
                 match failure {
                     Stored::NotFound if compare.is_some() => self.count(Counter::CasMisses, 1),
                     Stored::Exists => self.count(Counter::CasBadval, 1),
+                    // An append or prepend that grew past `-I` or found no memory.
+                    Stored::TooLarge => self.count(Counter::StoreTooLarge, 1),
+                    Stored::OutOfMemory => self.count(Counter::StoreNoMemory, 1),
                     _ => {}
                 }
                 failure
@@ -2066,6 +2213,17 @@ impl<'w> Session<'w> {
 
     /// Delete `key` (only if its CAS unique is `compare`, when one is given).
     pub fn delete(&mut self, key: &[u8], compare: Option<u64>) -> Deleted {
+        self.remove_key(key, compare, true)
+    }
+
+    /// Remove `key`'s item, not counted as a delete: a store refused (too large, out of
+    /// memory) drops the value it would have replaced, as memcached does, without counting
+    /// a delete as memcached does not.
+    pub fn discard(&mut self, key: &[u8]) {
+        self.remove_key(key, None, false);
+    }
+
+    fn remove_key(&mut self, key: &[u8], compare: Option<u64>, counted: bool) -> Deleted {
         // A persistent cache's writes wait for its restore (`Cache::open`).
         self.cache.wait_restored();
         let cache = self.cache;
@@ -2088,16 +2246,16 @@ impl<'w> Session<'w> {
                 self.journal_delete(key, seq);
                 self.cache.used.fetch_sub(item.charge(), Ordering::Relaxed);
                 if self.cache.validity(item, now).is_ok() {
-                    self.count(Counter::DeleteHits, 1);
+                    self.count(Counter::DeleteHits, u64::from(counted));
                     Deleted::Deleted
                 } else {
-                    self.count(Counter::DeleteMisses, 1);
+                    self.count(Counter::DeleteMisses, u64::from(counted));
                     Deleted::NotFound
                 }
             }
             None if mismatch => Deleted::Exists,
             None => {
-                self.count(Counter::DeleteMisses, 1);
+                self.count(Counter::DeleteMisses, u64::from(counted));
                 Deleted::NotFound
             }
         }
@@ -2255,10 +2413,18 @@ impl<'w> Session<'w> {
                 self.free_node(&node);
                 return true;
             };
+            // The read marks of the item looked at (a write that replaced it meanwhile may
+            // make the one removed a newer one: the counters below are of the one seen).
+            let unfetched = u64::from(!item.was_fetched());
+            let idle = self.now.saturating_sub(item.last_access());
+            let expires = u64::from(item.exptime != 0);
             if cache.validity(item, self.now).is_err() {
                 match self.retire(node, false) {
                     Retired::Kept(node) => queues.fifo(from_small).push_back(node),
-                    Retired::Reclaimed | Retired::Evicted => self.count(Counter::Reclaimed, 1),
+                    Retired::Reclaimed | Retired::Evicted => {
+                        self.count(Counter::Reclaimed, 1);
+                        self.count(Counter::ExpiredUnfetched, unfetched);
+                    }
                     Retired::Stale => {}
                 }
                 return true;
@@ -2279,18 +2445,32 @@ impl<'w> Session<'w> {
                 item.freq
                     .store(if from_small { 0 } else { freq - 1 }, Ordering::Relaxed);
                 queues.main.push_back(node);
+                self.count(
+                    if from_small {
+                        Counter::MovesToWarm
+                    } else {
+                        Counter::MovesWithinLru
+                    },
+                    1,
+                );
                 continue;
             }
             let hash = cache.hash(&node.key);
             match self.retire(node, true) {
                 Retired::Evicted => {
                     self.count(Counter::Evictions, 1);
+                    self.count(Counter::EvictedUnfetched, unfetched);
+                    self.count(Counter::EvictedNonzero, expires);
+                    cache.evicted_idle.store(idle, Ordering::Relaxed);
                     if from_small {
                         let capacity = queues.main.len();
                         queues.ghost.insert(hash, capacity);
                     }
                 }
-                Retired::Reclaimed => self.count(Counter::Reclaimed, 1),
+                Retired::Reclaimed => {
+                    self.count(Counter::Reclaimed, 1);
+                    self.count(Counter::ExpiredUnfetched, unfetched);
+                }
                 Retired::Kept(node) => queues.fifo(from_small).push_back(node),
                 Retired::Stale => {}
             }
@@ -2423,6 +2603,17 @@ mod hooks {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `COUNTERS` names every counter once, in the enum's order (each counter's slot is its
+    /// discriminant), with distinct names.
+    #[test]
+    fn every_counter_is_listed_once() {
+        for (i, (counter, _)) in COUNTERS.iter().enumerate() {
+            assert_eq!(*counter as usize, i, "{counter:?} out of place");
+        }
+        let names: std::collections::HashSet<_> = COUNTERS.iter().map(|(_, n)| n).collect();
+        assert_eq!(names.len(), COUNTERS.len());
+    }
 
     /// A cache of two workers on the manual clock.
     fn two_worker_cache() -> Arc<Cache> {

@@ -4,12 +4,14 @@
 //! top), [`text`] (memcached's text and meta protocols, and how reads are batched),
 //! [`binary`] (its binary protocol), [`connection`] (a connection's unanswered input),
 //! [`server`] (one mio event loop per worker thread, connections, back-pressure),
-//! [`stats`], [`persist`] (warm restarts: journals and snapshots, `-e`), then `main.rs`
+//! [`stats`], [`detail`] (per-prefix counts) and [`crawler`] (`lru_crawler`), [`persist`] (warm restarts: journals and snapshots, `-e`), then `main.rs`
 //! (flags).
 
 pub mod binary;
 pub mod cache;
 pub mod connection;
+pub mod crawler;
+pub mod detail;
 pub mod log;
 pub mod persist;
 pub mod server;

@@ -110,10 +110,13 @@ struct Args {
     /// Protocol (memcached's -B): only auto, each connection's first byte decides.
     #[arg(short = 'B', long = "protocol", default_value = "auto")]
     protocol: String,
-    /// Disable `stats cachedump` and `lru_crawler metadump` (memcached's -X): floe-server
-    /// has neither, so this always holds.
+    /// Disable `stats cachedump` and `lru_crawler metadump` (memcached's -X).
     #[arg(short = 'X', long = "disable-dumping")]
     disable_dumping: bool,
+    /// The character that ends a key's prefix for `stats detail` (memcached's -D; ':' by
+    /// default). Giving it turns per-prefix counting on from the start.
+    #[arg(short = 'D', value_name = "CHAR", value_parser = parse_delimiter)]
+    delimiter: Option<u8>,
     /// Disable `watch` (memcached's -W): floe-server has none, so this always holds.
     #[arg(short = 'W', long = "disable-watch")]
     disable_watch: bool,
@@ -149,8 +152,6 @@ struct RefusedFlags {
     slab_growth_factor: Option<String>,
     #[arg(short = 'n', long = "slab-min-size", hide = true)]
     slab_min_size: Option<String>,
-    #[arg(short = 'D', hide = true)]
-    delimiter: Option<String>,
     #[arg(short = 'R', long = "max-reqs-per-event", hide = true)]
     max_reqs_per_event: Option<String>,
     #[arg(short = 'C', long = "disable-cas", hide = true)]
@@ -177,7 +178,6 @@ impl RefusedFlags {
              "-A: the shutdown command is not supported; stop the server with SIGTERM"),
             (self.slab_growth_factor.is_some() || self.slab_min_size.is_some(),
              "-f/-n: floe-server has no slab classes (each item takes its own size)"),
-            (self.delimiter.is_some(), "-D: stats detail is not supported"),
             (self.max_reqs_per_event.is_some(),
              "-R: a connection's turn is bounded by its unsent output (4 MiB), not a request count"),
             (self.disable_cas, "-C: CAS uniques are always kept"),
@@ -212,6 +212,15 @@ fn extended_options(options: &[String]) -> Result<Option<usize>, String> {
         }
     }
     Ok(initial_keys)
+}
+
+/// memcached takes the first character of -D's argument; here it must be one ASCII
+/// character (a longer one is a mistake, not a prefix delimiter).
+fn parse_delimiter(text: &str) -> Result<u8, String> {
+    match text.as_bytes() {
+        [byte] if byte.is_ascii() && !byte.is_ascii_whitespace() => Ok(*byte),
+        _ => Err(format!("{text:?}: one ASCII character that is not a space")),
+    }
 }
 
 fn parse_size(text: &str) -> Result<usize, String> {
@@ -417,7 +426,14 @@ fn main() -> ExitCode {
         }
     }
     // -L, -X, -W: what they ask for holds already (each flag's doc says why).
-    let _ = (args.large_pages, args.disable_dumping, args.disable_watch);
+    let _ = (args.large_pages, args.disable_watch);
+    if args.disable_dumping {
+        floe_server::crawler::disable_dumping();
+    }
+    if let Some(delimiter) = args.delimiter {
+        floe_server::detail::set_delimiter(delimiter);
+        floe_server::detail::set_enabled(true);
+    }
     log::set_verbosity(args.verbose);
     floe_server::text::set_lenient_keys(args.lenient_keys);
     let settings = Settings {

@@ -993,6 +993,11 @@ impl Store {
         self.failed.load(Ordering::Acquire)
     }
 
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
     /// Bytes appended to the journals since the last snapshot.
     pub fn journal_bytes(&self) -> u64 {
         self.journal_bytes.load(Ordering::Relaxed)

@@ -30,7 +30,7 @@ use mio::{
 };
 
 use crate::{
-    cache::{Cache, Worker},
+    cache::{Cache, Counter, Worker},
     connection::{give_back, Requests, LARGE_BUFFER},
     log,
     stats::{CURR_CONNECTIONS, REJECTED_CONNECTIONS, TOTAL_CONNECTIONS},
@@ -112,6 +112,7 @@ impl Server {
         let first = bind(requested, config.backlog)?;
         let address = first.local_addr()?.as_socket().expect("an IP socket");
         crate::stats::TCP_PORT.store(address.port() as u64, Ordering::Relaxed);
+        crate::stats::BACKLOG.store(config.backlog as u64, Ordering::Relaxed);
         // Every address on the first one's port unless it names its own.
         let addresses: Vec<SocketAddr> = std::iter::once(address)
             .chain(others.iter().map(|other| match other.port() {
@@ -132,6 +133,14 @@ impl Server {
                 });
             }
             listeners.push(sockets);
+        }
+        crate::stats::LISTENERS.store((workers * addresses.len()) as u64, Ordering::Relaxed);
+        if let Ok(mut interfaces) = crate::stats::INTERFACES.lock() {
+            *interfaces = addresses
+                .iter()
+                .map(|address| address.ip().to_string())
+                .collect::<Vec<_>>()
+                .join(",");
         }
         let open = Arc::new(core::sync::atomic::AtomicUsize::new(0));
         let mut threads = Vec::new();
@@ -175,8 +184,10 @@ impl Server {
                         while !housekeeping_stop.load(Ordering::Relaxed) {
                             std::thread::sleep(Duration::from_millis(100));
                             ticks += 1;
-                            if ticks.is_multiple_of(50) {
-                                let unlinked = cache.reclaim_expired();
+                            // Every 5 s unless `lru_crawler disable`, and at the next tick
+                            // after `lru_crawler crawl`.
+                            let due = ticks.is_multiple_of(50);
+                            if let Some(unlinked) = crate::crawler::sweep(&cache, due) {
                                 if unlinked > 0 {
                                     log!(2, "reclaimed {unlinked} expired items");
                                 }
@@ -330,7 +341,7 @@ impl EventLoop {
     /// nothing unanswered or unsent (each to `connection::IDLE_BUFFER_CAPACITY`); a busy
     /// connection keeps its buffers between requests.
     fn release_idle(&mut self) {
-        let mut allocated = 0;
+        let (mut input, mut output, mut input_buffers) = (0, 0, 0);
         for (_, connection) in self.connections.iter_mut() {
             if !std::mem::take(&mut connection.served)
                 && connection.written == connection.output.len()
@@ -340,9 +351,12 @@ impl EventLoop {
                 connection.written = 0;
                 give_back(&mut connection.output, 0);
             }
-            allocated += connection.requests.input_capacity() + connection.output.capacity();
+            let capacity = connection.requests.input_capacity();
+            input += capacity;
+            input_buffers += usize::from(capacity > 0);
+            output += connection.output.capacity();
         }
-        self.worker.set_buffer_bytes(allocated);
+        self.worker.set_buffer_bytes(input, output, input_buffers);
     }
 
     fn accept(&mut self, listener: usize) {
@@ -420,7 +434,7 @@ impl EventLoop {
         let connection = &mut self.connections[id];
         loop {
             // Write first: it may lift the back-pressure.
-            if flush(connection).is_err() {
+            if flush(connection, &self.worker).is_err() {
                 return false;
             }
             let pending = connection.output.len() - connection.written;
@@ -451,6 +465,7 @@ impl EventLoop {
                         }
                         Ok(n) => {
                             read_any = true;
+                            self.worker.count(Counter::BytesRead, n as u64);
                             connection.requests.take(&self.scratch[..n]);
                             if n < self.scratch.len() {
                                 drained = true;
@@ -494,21 +509,24 @@ impl EventLoop {
                 continue;
             }
             if drained || !read_any {
-                return flush(connection).is_ok();
+                return flush(connection, &self.worker).is_ok();
             }
         }
     }
 }
 
-/// Write as much output as the socket takes.
-fn flush(connection: &mut Connection) -> io::Result<()> {
+/// Write as much output as the socket takes (counted in `worker`'s `bytes_written`).
+fn flush(connection: &mut Connection, worker: &Worker) -> io::Result<()> {
     while connection.written < connection.output.len() {
         match connection
             .stream
             .write(&connection.output[connection.written..])
         {
             Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => connection.written += n,
+            Ok(n) => {
+                connection.written += n;
+                worker.count(Counter::BytesWritten, n as u64);
+            }
             Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(e),

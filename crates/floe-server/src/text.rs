@@ -23,8 +23,12 @@
 
 use base64::{engine::general_purpose::STANDARD as BASE64, Engine as _};
 
-use crate::cache::{
-    Counter, Deleted, Delta, Item, MetaStore, Session, StoreMode, Stored, Tombstone, MAX_KEY_LEN,
+use crate::{
+    cache::{
+        Counter, Deleted, Delta, Item, MetaStore, Session, StoreMode, Stored, Tombstone,
+        MAX_KEY_LEN,
+    },
+    detail::{self, Op},
 };
 
 /// The longest command line (without its data block) other than the get commands.
@@ -414,6 +418,12 @@ fn answer_reads(
                     answered_any = true;
                     let item = found.item(session, &keys, i);
                     count_read(session, item.is_some());
+                    detail::record(
+                        keys[i],
+                        Op::Get {
+                            hit: item.is_some(),
+                        },
+                    );
                     if let Some(item) = item {
                         write_value(out, keys[i], item, cas);
                         session.mark_read(item);
@@ -601,19 +611,22 @@ fn execute(
                     };
                 }
                 let key = request.token(i);
+                // As memcached 1.6: a gat counts as a touch, not as a get.
                 session.count(Counter::CmdTouch, 1);
-                session.count(Counter::CmdGet, 1);
-                match session.touch(key, exptime) {
+                let touched = session.touch(key, exptime);
+                detail::record(
+                    key,
+                    Op::Get {
+                        hit: touched.is_some(),
+                    },
+                );
+                match touched {
                     Some(item) => {
                         session.count(Counter::TouchHits, 1);
-                        session.count(Counter::GetHits, 1);
                         session.mark_read(item);
                         write_value(out, key, item, request.token(0) == b"gats");
                     }
-                    None => {
-                        session.count(Counter::TouchMisses, 1);
-                        session.count(Counter::GetMisses, 1);
-                    }
+                    None => session.count(Counter::TouchMisses, 1),
                 }
             }
             out.extend_from_slice(b"END\r\n");
@@ -638,6 +651,7 @@ fn execute(
                 out.extend_from_slice(BAD_FORMAT);
                 return Outcome::Done;
             }
+            detail::record(key, Op::Delete);
             let answer: &[u8] = match session.delete(key, None) {
                 Deleted::Deleted => b"DELETED\r\n",
                 Deleted::NotFound | Deleted::Exists => b"NOT_FOUND\r\n",
@@ -772,6 +786,11 @@ fn execute(
             crate::stats::write(out, session.cache(), request.line, &request.tokens[1..]);
             Outcome::Done
         }
+        b"lru_crawler" => {
+            let args: Vec<&[u8]> = (1..n).map(|i| request.token(i)).collect();
+            crate::crawler::command(out, session.cache(), &args);
+            Outcome::Done
+        }
         b"mn" => {
             out.extend_from_slice(b"MN\r\n");
             Outcome::Done
@@ -780,7 +799,11 @@ fn execute(
         b"ms" if n >= 3 => meta_set(request, out, session),
         b"md" if n >= 2 => meta_delete(request, out, session),
         b"ma" if n >= 2 => meta_arithmetic(request, out, session),
-        b"me" if n >= 2 => meta_debug(request, out, session),
+        b"me" if n >= 2 => {
+            // memcached 1.6 counts only `me` in `cmd_meta`.
+            session.count(Counter::CmdMeta, 1);
+            meta_debug(request, out, session)
+        }
         b"ms" => {
             out.extend_from_slice(BAD_FORMAT);
             Outcome::Done
@@ -832,12 +855,19 @@ fn storage(
         out.extend_from_slice(b"ERROR\r\n");
         return Outcome::Done;
     }
+    // Counted once per command: a store waiting for its data comes back here (one refused
+    // as too large does not).
+    let too_large = crate::cache::too_large(session.cache(), key.len(), length);
+    if too_large || request.data.len() >= length + 2 {
+        detail::record(key, Op::Set);
+    }
     let block = length + 2;
-    if crate::cache::too_large(session.cache(), key.len(), length) {
+    if too_large {
         out.extend_from_slice(b"SERVER_ERROR object too large for cache\r\n");
+        session.count(Counter::StoreTooLarge, 1);
         if mode == StoreMode::Set {
             // memcached drops the old value too, rather than leave it stale.
-            session.delete(key, None);
+            session.discard(key);
         }
         return Outcome::Swallow(block);
     }
@@ -858,7 +888,7 @@ fn storage(
         Stored::TooLarge => b"SERVER_ERROR object too large for cache\r\n",
         Stored::OutOfMemory => {
             if mode == StoreMode::Set {
-                session.delete(key, None);
+                session.discard(key);
             }
             b"SERVER_ERROR out of memory storing object\r\n"
         }
@@ -1275,6 +1305,7 @@ fn meta_set(request: &Request<'_>, out: &mut Vec<u8>, session: &mut Session<'_>)
     };
     if crate::cache::too_large(session.cache(), key.bytes().len(), length) {
         out.extend_from_slice(b"SERVER_ERROR object too large for cache\r\n");
+        session.count(Counter::StoreTooLarge, 1);
         return Outcome::Swallow(block);
     }
     if request.data.len() < block {

@@ -55,6 +55,8 @@ fn help_and_usage_errors() {
         &["-F"],
         &["-Z"],
         &["-B", "binary"],
+        &["-D", "ab"],
+        &["-D", " "],
         &["-o", "slab_reassign"],
         &["-o", "hashpower=99"],
         &["-b", "0"],
@@ -267,12 +269,35 @@ fn memcached_flags_that_apply_are_taken() {
         "hashpower=16",
         "-B",
         "auto",
+        "-D",
+        "/",
     ]);
     let (mut writer, mut reader) = connect("127.0.0.1", port);
-    writer.write_all(b"set k 0 0 1\r\nv\r\n").unwrap();
-    let mut line = String::new();
-    reader.read_line(&mut line).unwrap();
-    assert_eq!(line, "STORED\r\n");
+    let mut roundtrip = |request: &[u8], lines: usize| {
+        writer.write_all(request).unwrap();
+        (0..lines)
+            .map(|_| {
+                let mut line = String::new();
+                reader.read_line(&mut line).unwrap();
+                line
+            })
+            .collect::<String>()
+    };
+    assert_eq!(roundtrip(b"set k/1 0 0 1\r\nv\r\n", 1), "STORED\r\n");
+    // -X: no dumps, as memcached refuses them.
+    assert_eq!(
+        roundtrip(b"lru_crawler metadump all\r\n", 1),
+        "ERROR metadump not allowed\r\n"
+    );
+    assert_eq!(
+        roundtrip(b"stats cachedump 1 0\r\n", 1),
+        "CLIENT_ERROR stats cachedump not allowed\r\n"
+    );
+    // -D: per-prefix counts on from the start, with its delimiter.
+    assert_eq!(
+        roundtrip(b"stats detail dump\r\n", 2),
+        "PREFIX k get 0 hit 0 set 1 del 0\r\nEND\r\n"
+    );
     child.kill().unwrap();
     child.wait().unwrap();
     let license = server().arg("-i").output().unwrap();

@@ -52,6 +52,21 @@ struct Client {
     stream: TcpStream,
 }
 
+/// `stats <group>` as a map of its fields.
+fn stats_group(c: &mut Client, group: &str) -> std::collections::HashMap<String, String> {
+    c.send(format!("stats {group}\r\n").as_bytes());
+    let mut fields = std::collections::HashMap::new();
+    loop {
+        let line = c.line();
+        if line == "END\r\n" {
+            return fields;
+        }
+        let mut parts = line.trim_end().splitn(3, ' ');
+        let (_, key, value) = (parts.next(), parts.next().unwrap(), parts.next().unwrap());
+        fields.insert(key.to_string(), value.to_string());
+    }
+}
+
 impl Client {
     fn connect(running: &Running) -> Client {
         let stream = TcpStream::connect(running.server.address()).expect("connect");
@@ -342,6 +357,16 @@ fn the_expiry_sweep_finds_every_expired_item() {
     clients[0].roundtrip(b"flush_all\r\n", b"OK\r\n");
     assert_eq!(running.cache.reclaim_expired(), expected_live);
     assert_eq!(running.cache.items(), 0);
+    // The sweeps as memcached's LRU crawler reports its runs: four passes; every item
+    // removed by one; none read but the touched tenth (a touch counts as a fetch, as
+    // memcached's does).
+    let c = &mut clients[0];
+    assert_eq!(c.stat("lru_crawler_starts"), "4");
+    assert_eq!(c.stat("crawler_reclaimed"), "3000");
+    assert_eq!(c.stat("expired_unfetched"), "2700");
+    assert_eq!(c.stat("reclaimed"), "0", "nothing reclaimed by a store");
+    let checked: u64 = c.stat("crawler_items_checked").parse().unwrap();
+    assert_eq!(checked, 4 * 3000, "each pass checks every queue node");
     let nodes = running.cache.bytes() - empty;
     assert!(
         nodes <= 3000 * floe_server::cache::node_charge(7),
@@ -957,7 +982,27 @@ fn eviction_keeps_memory_bounded() {
         "{} bytes charged over a {limit} limit",
         running.cache.bytes()
     );
-    assert!(c.stat("evictions").parse::<u64>().unwrap() > 10_000);
+    let evictions: u64 = c.stat("evictions").parse().unwrap();
+    assert!(evictions > 10_000);
+    // memcached's eviction counters, over S3-FIFO (stats.rs): no evicted item was read, and
+    // none had an expiry time; the hot keys, read while in small, moved on to main.
+    assert_eq!(c.stat("evicted_unfetched"), evictions.to_string());
+    let items = stats_group(&mut c, "items");
+    assert_eq!(items["items:1:evicted"], evictions.to_string());
+    assert_eq!(items["items:1:evicted_nonzero"], "0");
+    assert_eq!(items["items:1:evicted_unfetched"], evictions.to_string());
+    assert!(items["items:1:moves_to_warm"].parse::<u64>().unwrap() >= 3);
+    assert!(items["items:1:number_warm"].parse::<u64>().unwrap() >= 3);
+    let queued: u64 = items["items:1:number_hot"].parse::<u64>().unwrap()
+        + items["items:1:number_warm"].parse::<u64>().unwrap();
+    assert!(queued >= items["items:1:number"].parse().unwrap());
+    let slabs = stats_group(&mut c, "slabs");
+    let bytes = running.cache.bytes() as u64;
+    assert_eq!(slabs["1:total_pages"], bytes.div_ceil(1 << 20).to_string());
+    assert_eq!(slabs["total_malloced"], bytes.to_string());
+    // Every store's request and every reply were counted.
+    let read: u64 = c.stat("bytes_read").parse().unwrap();
+    assert!(read > 16_000 * 1000, "{read} bytes read");
     c.roundtrip(
         b"get hot0 hot1 hot2\r\n",
         b"VALUE hot0 0 1\r\nh\r\nVALUE hot1 0 1\r\nh\r\nVALUE hot2 0 1\r\nh\r\nEND\r\n",

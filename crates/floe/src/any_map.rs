@@ -633,6 +633,19 @@ impl<K, V, S> Map<K, V, S> {
         self.raw.capacity()
     }
 
+    /// Statistics about the table's memory and geometry (the entries themselves, allocated
+    /// one by one, are not counted).
+    ///
+    /// ```
+    /// let map = floe::Map::<String, u64>::with_capacity(1000);
+    /// let stats = map.stats();
+    /// assert!(!stats.migrating);
+    /// assert!(stats.bins * 64 <= stats.allocated_bytes);
+    /// ```
+    pub fn stats(&self) -> crate::Stats {
+        self.raw.stats()
+    }
+
     /// The hasher.
     pub fn hasher(&self) -> &S {
         &self.hasher
