@@ -51,6 +51,19 @@ pub struct Requests {
 }
 
 impl Requests {
+    /// The requests of connection number `connection` (its number in the logs: the server
+    /// gives its socket's descriptor, as memcached's logs do).
+    pub fn for_connection(connection: usize) -> Self {
+        let mut requests = Requests::default();
+        requests.text.connection = connection;
+        requests
+    }
+
+    /// The connection's number in the logs.
+    pub fn connection(&self) -> usize {
+        self.text.connection
+    }
+
     /// Bytes read and not yet answered.
     pub fn pending(&self) -> usize {
         self.input.len() - self.start

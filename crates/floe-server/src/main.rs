@@ -434,6 +434,7 @@ fn main() -> ExitCode {
         floe_server::detail::set_delimiter(delimiter);
         floe_server::detail::set_enabled(true);
     }
+    log::init();
     log::set_verbosity(args.verbose);
     floe_server::text::set_lenient_keys(args.lenient_keys);
     let settings = Settings {

@@ -372,6 +372,8 @@ impl EventLoop {
                         continue;
                     }
                     let _ = stream.set_nodelay(true);
+                    // The connection's number in the logs, as memcached numbers them.
+                    let descriptor = std::os::fd::AsRawFd::as_raw_fd(&stream) as usize;
                     let entry = self.connections.vacant_entry();
                     let token = Token(entry.key());
                     if let Err(error) = self.poll.registry().register(
@@ -385,7 +387,7 @@ impl EventLoop {
                     }
                     entry.insert(Connection {
                         stream,
-                        requests: Requests::default(),
+                        requests: Requests::for_connection(descriptor),
                         output: Vec::new(),
                         written: 0,
                         paused: false,
@@ -396,7 +398,7 @@ impl EventLoop {
                     });
                     CURR_CONNECTIONS.fetch_add(1, Ordering::Relaxed);
                     TOTAL_CONNECTIONS.fetch_add(1, Ordering::Relaxed);
-                    log!(2, "new connection from {peer}");
+                    log!(2, "<{descriptor} new connection from {peer}");
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => return,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -411,6 +413,7 @@ impl EventLoop {
 
     fn close(&mut self, id: usize) {
         let mut connection = self.connections.remove(id);
+        log!(2, "<{} connection closed", connection.requests.connection());
         self.pending_output -= connection.counted_output;
         self.worker.set_pending_output(self.pending_output);
         let _ = self.poll.registry().deregister(&mut connection.stream);

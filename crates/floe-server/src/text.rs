@@ -95,6 +95,8 @@ impl Served {
 /// Per-connection state of the text protocol.
 #[derive(Default)]
 pub struct TextState {
+    /// The connection's number in the server's logs (`-vv`).
+    pub connection: usize,
     tokens: Vec<(usize, usize)>,
     /// The first unanswered line is a get or gat line answered in part (its output filled
     /// its room): the byte offset in the line of the first key still to answer.
@@ -201,6 +203,12 @@ pub fn serve(
         };
         let command = &line[s..e];
         let is_get = matches!(command, b"get" | b"gets");
+        // `-vv`: a read's line as it is gathered (not again when a get line answered in
+        // part resumes; its replies are not logged), others' below once answered.
+        let verbose = crate::log::enabled(2);
+        if verbose && (command == b"mg" || is_get && line_resume_at.is_none()) {
+            crate::log::command(state.connection, line, b"");
+        }
         if !is_get && tokens.len() > MAX_TOKENS {
             answer_reads!();
             out.extend_from_slice(b"ERROR\r\n");
@@ -281,7 +289,12 @@ pub fn serve(
             data: &input[line_end..],
             resume_at: line_resume_at,
         };
-        match execute(&request, out, session, limit) {
+        let replied = out.len();
+        let outcome = execute(&request, out, session, limit);
+        if verbose && !matches!(outcome, Outcome::NeedData | Outcome::Paused { .. }) {
+            crate::log::command(state.connection, line, &out[replied..]);
+        }
+        match outcome {
             Outcome::Done => pos = line_end,
             Outcome::DoneWithData(len) => pos = line_end + len,
             Outcome::NeedData => break (Served::upto(pos), None),

@@ -304,3 +304,47 @@ fn memcached_flags_that_apply_are_taken() {
     assert!(license.status.success());
     assert!(String::from_utf8_lossy(&license.stdout).contains("MIT OR Apache-2.0"));
 }
+
+/// Log lines carry a timestamp and a level; `-vv` logs each command line and its reply's
+/// first line, as memcached's `-vv` does (`<fd line`, `>fd line`).
+#[test]
+fn verbose_logs_each_command_with_timestamps_and_levels() {
+    let (mut child, port, mut log) = start(&["-vv"]);
+    let (mut writer, mut reader) = connect("127.0.0.1", port);
+    writer
+        .write_all(b"set logged 0 0 1\r\nv\r\nget logged\r\n")
+        .unwrap();
+    let mut replies = String::new();
+    while !replies.ends_with("END\r\n") {
+        reader.read_line(&mut replies).unwrap();
+    }
+    drop((writer, reader));
+    // The close is logged by the worker once it sees the end of the stream.
+    std::thread::sleep(Duration::from_millis(300));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let mut text = String::new();
+    std::io::Read::read_to_string(&mut log, &mut text).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let find = |needle: &str| {
+        lines
+            .iter()
+            .find(|line| line.contains(needle))
+            .unwrap_or_else(|| panic!("no line with {needle:?} in:\n{text}"))
+    };
+    let set = find("set logged 0 0 1");
+    // `2026-11-28T14:07:18.915678Z DEBUG <12 set logged 0 0 1`
+    let (stamp, rest) = set.split_once(' ').unwrap();
+    assert!(
+        stamp.len() >= 20 && stamp.ends_with('Z') && stamp.as_bytes()[10] == b'T',
+        "{set}"
+    );
+    assert!(rest.trim_start().starts_with("DEBUG <"), "{set}");
+    let descriptor = rest.trim_start()["DEBUG <".len()..]
+        .split(' ')
+        .next()
+        .unwrap();
+    find(&format!(">{descriptor} STORED"));
+    find(&format!("<{descriptor} get logged"));
+    find(&format!("<{descriptor} connection closed"));
+}
