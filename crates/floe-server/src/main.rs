@@ -19,8 +19,23 @@ use floe_server::{
 
 /// A memcached-compatible cache server on floe's lock-free hash map.
 #[derive(Parser, Debug)]
-#[command(name = "floe-server", version, about, disable_version_flag = true)]
+#[command(
+    name = "floe-server",
+    version,
+    about,
+    disable_version_flag = true,
+    args_override_self = true
+)]
 struct Args {
+    /// Read flags from this file first, in the format of Debian's /etc/memcached.conf (one
+    /// or more flags a line, `#` comments); flags on the command line come after, so they
+    /// win. As Debian's service wrapper does, lines with -d or -h and `logfile` lines are
+    /// skipped: the service manager runs the server and keeps its log.
+    #[arg(long = "config", value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Print the manual page (roff) and exit.
+    #[arg(long = "man", hide = true)]
+    man: bool,
     /// TCP port to listen on.
     #[arg(short = 'p', long = "port", default_value_t = 11211)]
     port: u16,
@@ -349,12 +364,90 @@ fn absolute(path: &Path) -> Result<PathBuf, String> {
     std::path::absolute(path).map_err(|error| format!("{}: {error}", path.display()))
 }
 
+/// The largest configuration file read: a few flags, not a data file.
+const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
+/// The flags a configuration file gives (see `--config`).
+fn config_flags(path: &Path) -> Result<Vec<String>, String> {
+    let failed = |error: &dyn std::fmt::Display| format!("{} (--config): {error}", path.display());
+    // A FIFO or a device would block the start or never end: only a regular file is read.
+    let metadata = std::fs::metadata(path).map_err(|e| failed(&e))?;
+    if !metadata.is_file() {
+        return Err(failed(&"not a regular file"));
+    }
+    if metadata.len() > MAX_CONFIG_BYTES {
+        return Err(failed(&format!("larger than {MAX_CONFIG_BYTES} bytes")));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| failed(&e))?;
+    let mut flags = Vec::new();
+    for (number, line) in text.lines().enumerate() {
+        // A comment runs from a `#` not escaped by a backslash to the end of the line.
+        let bytes = line.as_bytes();
+        let comment =
+            (0..bytes.len()).find(|&i| bytes[i] == b'#' && (i == 0 || bytes[i - 1] != b'\\'));
+        let line = line[..comment.unwrap_or(line.len())].trim();
+        if line.is_empty() || line.starts_with("-d") || line.starts_with("-h") {
+            continue;
+        }
+        if !line.starts_with('-') {
+            match line.split_whitespace().next() {
+                Some("logfile") => continue,
+                Some(other) => {
+                    return Err(failed(&format!(
+                        "line {}: unknown directive {other:?} (flags start with -)",
+                        number + 1
+                    )))
+                }
+                None => continue,
+            }
+        }
+        flags.extend(line.split_whitespace().map(str::to_owned));
+    }
+    Ok(flags)
+}
+
+/// The command line with the flags of `--config`'s file (if given) put first.
+fn command_line() -> Result<Vec<String>, String> {
+    let given: Vec<String> = std::env::args().collect();
+    let mut config = None;
+    for (i, arg) in given.iter().enumerate().skip(1) {
+        if arg == "--" {
+            break;
+        }
+        if let Some(path) = arg.strip_prefix("--config=") {
+            config = Some(path.to_owned());
+        } else if arg == "--config" {
+            config = given.get(i + 1).cloned();
+        }
+    }
+    let Some(config) = config else {
+        return Ok(given);
+    };
+    let mut line = vec![given[0].clone()];
+    line.extend(config_flags(Path::new(&config))?);
+    line.extend(given.into_iter().skip(1));
+    Ok(line)
+}
+
 fn main() -> ExitCode {
-    let args = Args::parse();
     let usage = |message: &str| {
         eprintln!("floe-server: {message}");
         ExitCode::from(2)
     };
+    let args = match command_line() {
+        Ok(line) => Args::parse_from(line),
+        Err(message) => return usage(&message),
+    };
+    if args.man {
+        let page = clap_mangen::Man::new(<Args as clap::CommandFactory>::command());
+        return match page.render(&mut std::io::stdout().lock()) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("floe-server: cannot write the manual page: {error}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     if args.license {
         println!(
             "floe-server {}: MIT OR Apache-2.0",

@@ -348,3 +348,80 @@ fn verbose_logs_each_command_with_timestamps_and_levels() {
     find(&format!("<{descriptor} get logged"));
     find(&format!("<{descriptor} connection closed"));
 }
+
+/// `--config` reads flags in the format of Debian's /etc/memcached.conf (skipping -d and
+/// `logfile`, as Debian's service wrapper does); the command line's flags win. A file that is
+/// missing, not a regular file (a FIFO would block the start) or holds a line that is not a
+/// flag is refused with exit code 2.
+#[test]
+fn config_file_in_memcached_conf_format() {
+    let dir = std::env::temp_dir().join(format!("floe-server-config-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = dir.join("floe-server.conf");
+    std::fs::write(
+        &config,
+        "# as Debian ships memcached.conf\n-d\nlogfile /var/log/memcached.log\n\
+         -m 32 # megabytes\n-t 3\n\n-c 77\n",
+    )
+    .unwrap();
+    let config_arg = config.to_str().unwrap();
+    let (mut child, port, _log) = start(&["--config", config_arg, "-m", "48"]);
+    let (mut writer, reader) = connect("127.0.0.1", port);
+    writer.write_all(b"stats settings\r\n").unwrap();
+    let settings: Vec<String> = reader
+        .lines()
+        .map(Result::unwrap)
+        .take_while(|line| line != "END")
+        .collect();
+    for expected in [
+        "STAT maxbytes 50331648",
+        "STAT num_threads 3",
+        "STAT maxconns 77",
+    ] {
+        assert!(
+            settings.iter().any(|line| line == expected),
+            "{expected} not in {settings:?}"
+        );
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    let fifo = dir.join("fifo.conf");
+    let path = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid C string; mkfifo reads it only.
+    assert_eq!(unsafe { libc::mkfifo(path.as_ptr(), 0o600) }, 0);
+    let unknown = dir.join("unknown.conf");
+    std::fs::write(&unknown, "-m 64\nmaxconns 10\n").unwrap();
+    for (file, says) in [
+        (dir.join("missing.conf"), "No such file"),
+        (fifo.clone(), "not a regular file"),
+        (dir.clone(), "not a regular file"),
+        (unknown.clone(), "line 2: unknown directive \"maxconns\""),
+    ] {
+        let output = server()
+            .args(["--config", file.to_str().unwrap()])
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{}", file.display());
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(says), "{}: {stderr}", file.display());
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The manual page is generated from the flags' definitions.
+#[test]
+fn manual_page_lists_the_flags() {
+    let output = server().arg("--man").output().unwrap();
+    assert!(output.status.success());
+    let page = String::from_utf8(output.stdout).unwrap();
+    assert!(page.contains(".TH floe-server 1"), "{page}");
+    for flag in [
+        "\\-\\-memory\\-limit",
+        "\\-\\-config",
+        "\\-\\-persist",
+        "\\-\\-listen",
+    ] {
+        assert!(page.contains(flag), "{flag} not in the manual page");
+    }
+}
