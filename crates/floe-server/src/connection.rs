@@ -6,6 +6,8 @@
 //! of replies and stops once they passed it ([`Requests::waiting`] then says requests are
 //! left); the caller sends the output and answers again.
 
+use core::sync::atomic::{AtomicBool, Ordering};
+
 use crate::{
     binary,
     cache::Worker,
@@ -31,7 +33,36 @@ pub const LARGE_BUFFER: usize = 512 << 10;
 pub fn give_back(buffer: &mut Vec<u8>, above: usize) {
     debug_assert!(buffer.is_empty());
     if buffer.capacity() > above.max(IDLE_BUFFER_CAPACITY) {
+        if buffer.capacity() >= TRIM_AFTER {
+            GAVE_BACK_LARGE.store(true, Ordering::Relaxed);
+        }
         *buffer = Vec::with_capacity(IDLE_BUFFER_CAPACITY);
+    }
+}
+
+/// A buffer this large given back asks for [`trim_heap`].
+const TRIM_AFTER: usize = 128 << 10;
+
+/// Whether a large buffer was given back since the last [`trim_heap`].
+static GAVE_BACK_LARGE: AtomicBool = AtomicBool::new(false);
+
+/// Hand the heap's free pages back to the kernel if a large buffer was given back since the
+/// last call (the housekeeping thread calls it every second). glibc serves a block of 128 KiB
+/// or more by `mmap` only until the first such block is freed; then it raises that threshold
+/// (up to 32 MiB) and serves later ones from the heap, where freed blocks stay: 1000 clients
+/// that each sent and read a 1 MB value then held 120 MiB at rest (memcached 47). Keeping
+/// every large block an `mmap` of its own instead (a fixed `M_MMAP_THRESHOLD`) cost 3-4x the
+/// throughput of 256 KiB and 1 MB values (a `munmap` and fresh page faults per value); a
+/// trim once the buffers are given back costs the requests nothing.
+pub fn trim_heap() {
+    if !GAVE_BACK_LARGE.swap(false, Ordering::Relaxed) {
+        return;
+    }
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim takes an integer (the padding to keep) and walks the allocator's
+    // own state under its locks.
+    unsafe {
+        libc::malloc_trim(0);
     }
 }
 

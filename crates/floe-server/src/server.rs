@@ -192,6 +192,9 @@ impl Server {
                                     log!(2, "reclaimed {unlinked} expired items");
                                 }
                             }
+                            if ticks.is_multiple_of(10) {
+                                crate::connection::trim_heap();
+                            }
                             if sync_ticks != 0 && ticks.is_multiple_of(sync_ticks) {
                                 cache.sync();
                             }
