@@ -40,6 +40,7 @@ mod dense;
 mod dist;
 mod experiment;
 mod growth;
+mod hit_ratio;
 mod keys;
 mod machine;
 mod maps;

@@ -82,6 +82,19 @@ pub struct ServerArgs {
     /// Measure the hit ratio under eviction (cache-aside) instead of speed.
     #[arg(long)]
     pub cache_aside: bool,
+    /// Measure hit ratios on the eviction traces of `hit_ratio.rs` instead of speed (one
+    /// connection per server, `--memory-mb`, each `--value-bytes`; list memcached first: the
+    /// others are reported in points against it).
+    #[arg(long)]
+    pub hit_ratio: bool,
+    /// The traces of `--hit-ratio`: recency:F (each key read once after F of the cache's
+    /// worth of later sets), zipf, scan, one-hit, sets-gets.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "recency:0.15,recency:0.3,recency:0.6,zipf,scan,one-hit,sets-gets"
+    )]
+    pub traces: Vec<String>,
     /// Requests per server in the cache-aside run.
     #[arg(long, default_value = "2000000", value_parser = parse_count)]
     pub requests: u64,
@@ -632,6 +645,9 @@ pub fn main(args: ServerArgs) -> Result<(), String> {
     let cpu = crate::machine::machine().cpu;
     if args.cache_aside {
         return cache_aside(&args, &cpu);
+    }
+    if args.hit_ratio {
+        return crate::hit_ratio::run(&args, &args.traces, &cpu);
     }
     if args.warm_restart {
         return crate::warm_restart::run(&args, &cpu);

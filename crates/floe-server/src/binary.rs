@@ -260,6 +260,9 @@ fn answer_reads(
                 hit: item.is_some(),
             },
         );
+        if item.is_none() {
+            session.missed(key);
+        }
         session.count(
             if item.is_some() {
                 Counter::GetHits

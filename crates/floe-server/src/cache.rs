@@ -38,7 +38,7 @@
 //! `stats`), as the issue asks.
 //!
 //! **Eviction: S3-FIFO** (Yang et al., SOSP'23). New items enter a small FIFO queue (10% of
-//! the bytes); a get only marks the item (a 2-bit frequency, a relaxed store, no lock, no
+//! the bytes at the start; see below); a get only marks the item (a 2-bit frequency, a relaxed store, no lock, no
 //! queue move, which is what makes it fit a lock-free table: an LRU would move the item on
 //! every hit). At the head of the small queue an item that was read since it entered moves
 //! to the main queue and one that was not is evicted, its key's hash remembered in a ghost
@@ -57,6 +57,20 @@
 //! reaches it. Under `-M` nothing live is evicted: eviction passes over live items (to their
 //! queue's tail) to reach the stale nodes and expired items behind them, so those are freed
 //! whatever sits at the head.
+//!
+//! **The split adapts** (after ARC, Megiddo and Modha, FAST'03). S3-FIFO's fixed 10% small
+//! queue evicts an item that was not read within the next 10% of the cache's worth of
+//! writes, where an LRU keeps it for the whole cache's worth: a client that writes a key and
+//! reads it once, later, missed every time on floe-server and never on memcached (issue 44).
+//! So the small queue's share of the queued bytes is a target that the misses move: a read
+//! that misses a key evicted unread from small (still in its ghost) grows the share by 1%, one
+//! that misses a key evicted from main (a second ghost) shrinks it by 1%, within 1% and 99%;
+//! each ghost entry moves it once. A workload whose items are read late moves the share up
+//! until they stay (at 99% the queues are one FIFO with second chances, as CLOCK); one whose
+//! hot items are pushed out of main moves it back down, and scans and one-hit wonders, which
+//! are never asked for again, move nothing and keep S3-FIFO's protection of main. Measured
+//! beside memcached on the traces of `floe-bench server --hit-ratio` (BENCHMARKS.md). The
+//! share is one number for the cache (a relaxed atomic), read at each eviction step.
 //!
 //! FIXME: with eviction on, the stale nodes deletes leave behind (a node and a key's
 //! allocation each) are freed only when they reach a queue's head; until then they count
@@ -655,7 +669,10 @@ impl Fifo {
 struct Queues {
     small: Fifo,
     main: Fifo,
+    /// Keys evicted from small, unread (S3-FIFO's ghost).
     ghost: Ghost,
+    /// Keys evicted from main (for the split's adaptation only).
+    main_ghost: Ghost,
 }
 
 impl Queues {
@@ -691,24 +708,37 @@ enum Retired {
     Kept(Node),
 }
 
-/// Hashes of keys recently evicted from the small queue, oldest first, at most `capacity`.
+/// Hashes of keys recently evicted from a queue, oldest first, at most `capacity`.
 #[derive(Default)]
 struct Ghost {
     order: VecDeque<u64>,
-    members: HashMap<u64, u32>,
+    members: HashMap<u64, Member>,
+}
+
+/// A hash in a ghost: its copies in `order`, and whether a read that missed it moved the
+/// queues' split already (once per stay, so that a client asking again and again for one
+/// evicted key does not push the split to its bound).
+#[derive(Default)]
+struct Member {
+    copies: u32,
+    signalled: bool,
 }
 
 impl Ghost {
     fn insert(&mut self, hash: u64, capacity: usize) {
         self.order.push_back(hash);
-        *self.members.entry(hash).or_insert(0) += 1;
+        self.members.entry(hash).or_default().copies += 1;
         while self.order.len() > capacity.max(64) {
             let old = self.order.pop_front().expect("nonempty");
-            if let std::collections::hash_map::Entry::Occupied(mut o) = self.members.entry(old) {
-                *o.get_mut() -= 1;
-                if *o.get() == 0 {
-                    o.remove();
-                }
+            self.forget_one(old);
+        }
+    }
+
+    fn forget_one(&mut self, hash: u64) {
+        if let std::collections::hash_map::Entry::Occupied(mut o) = self.members.entry(hash) {
+            o.get_mut().copies -= 1;
+            if o.get().copies == 0 {
+                o.remove();
             }
         }
     }
@@ -717,18 +747,32 @@ impl Ghost {
     fn take(&mut self, hash: u64) -> bool {
         // The hash stays in `order` and is dropped from it in turn; the count says it is
         // no longer a member once every copy has been taken or aged out.
+        let member = self.members.contains_key(&hash);
+        if member {
+            self.forget_one(hash);
+        }
+        member
+    }
+
+    /// Whether a read of `hash` that missed should move the split: it was evicted recently
+    /// and no read signalled it since.
+    fn signal(&mut self, hash: u64) -> bool {
         match self.members.get_mut(&hash) {
-            Some(count) => {
-                *count -= 1;
-                if *count == 0 {
-                    self.members.remove(&hash);
-                }
+            Some(member) if !member.signalled => {
+                member.signalled = true;
                 true
             }
-            None => false,
+            _ => false,
         }
     }
 }
+
+/// The small queue's share of the queued bytes, in thousandths: where it starts (S3-FIFO's
+/// 10%), and its bounds and step (see "The split adapts" in the module's docs).
+const SMALL_SHARE_START: u32 = 100;
+const SMALL_SHARE_MIN: u32 = 10;
+const SMALL_SHARE_MAX: u32 = 990;
+const SMALL_SHARE_STEP: u32 = 10;
 
 /// The cache shared by every worker.
 pub struct Cache {
@@ -745,6 +789,9 @@ pub struct Cache {
     /// The limit on `used`: `-m`, changed by `cache_memlimit`.
     memory_limit: AtomicUsize,
     queues: Box<[CachePadded<Mutex<Queues>>]>,
+    /// The small queue's target share of the queued bytes, in thousandths (adapted by
+    /// [`Session::missed`]).
+    small_share: AtomicU32,
     /// One set per worker, and one last for the housekeeping sweep (`HOUSEKEEPING`).
     counters: Box<[CachePadded<Counters>]>,
     /// Seconds between its last read (or its store) and its eviction, of the item evicted
@@ -845,6 +892,7 @@ impl Cache {
                 .map(|_| CachePadded::new(Counters::new()))
                 .collect(),
             evicted_idle: AtomicU32::new(0),
+            small_share: AtomicU32::new(SMALL_SHARE_START),
             counters_at_reset: core::array::from_fn(|_| AtomicU64::new(0)),
             flush_generation: AtomicU32::new(0),
             oldest_live: AtomicU32::new(0),
@@ -1239,6 +1287,12 @@ impl Cache {
     fn count_housekeeping(&self, counter: Counter, by: u64) {
         self.counters[self.settings.workers].events[counter as usize]
             .fetch_add(by, Ordering::Relaxed);
+    }
+
+    /// The small queue's target share of the queued bytes, in thousandths. A tuning value,
+    /// read and moved with relaxed atomics: any value within its bounds is a valid split.
+    pub fn small_queue_share(&self) -> u32 {
+        self.small_share.load(Ordering::Relaxed)
     }
 
     /// Seconds the item evicted last had gone unread when it was evicted.
@@ -1806,6 +1860,40 @@ impl<'w> Session<'w> {
     /// One key's valid item, without counting or marking it read.
     pub fn peek(&self, key: &[u8]) -> Option<&Item> {
         self.map.get(key).and_then(|item| self.valid(key, item))
+    }
+
+    /// A read of `key` missed. If the key was evicted recently, the queues' split was wrong
+    /// for this workload: a key evicted unread from small and asked for again says small is
+    /// too short (its items leave before their first read), one evicted from main says main
+    /// is. Each moves the small queue's share by `SMALL_SHARE_STEP` (see "The split adapts"
+    /// in the module's docs). A shard busy with an eviction is not waited for: its ghosts
+    /// are skipped this time.
+    pub fn missed(&self, key: &[u8]) {
+        let cache = self.cache;
+        let hash = cache.hash(key);
+        for shard in cache.queues.iter() {
+            let Ok(mut queues) = shard.try_lock() else {
+                continue;
+            };
+            let grow = if queues.ghost.signal(hash) {
+                true
+            } else if queues.main_ghost.signal(hash) {
+                false
+            } else {
+                continue;
+            };
+            drop(queues);
+            let _ = cache
+                .small_share
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |share| {
+                    Some(if grow {
+                        (share + SMALL_SHARE_STEP).min(SMALL_SHARE_MAX)
+                    } else {
+                        share.saturating_sub(SMALL_SHARE_STEP).max(SMALL_SHARE_MIN)
+                    })
+                });
+            return;
+        }
     }
 
     /// Mark an item read (for eviction and the meta protocol's `h` and `l` flags).
@@ -2398,8 +2486,9 @@ impl<'w> Session<'w> {
         let mut may_pass_over = (queues.small.len() + queues.main.len()).min(MAX_PASSED_OVER);
         loop {
             let total = queues.small.bytes + queues.main.bytes;
+            let share = cache.small_share.load(Ordering::Relaxed) as usize;
             let from_small = !queues.small.is_empty()
-                && (queues.small.bytes * 10 >= total || queues.main.is_empty());
+                && (queues.small.bytes * 1000 >= total * share || queues.main.is_empty());
             let Some(mut node) = queues.fifo(from_small).pop_front() else {
                 return false;
             };
@@ -2465,6 +2554,9 @@ impl<'w> Session<'w> {
                     if from_small {
                         let capacity = queues.main.len();
                         queues.ghost.insert(hash, capacity);
+                    } else {
+                        let capacity = queues.small.len();
+                        queues.main_ghost.insert(hash, capacity);
                     }
                 }
                 Retired::Reclaimed => {
@@ -2624,6 +2716,82 @@ mod tests {
             })
             .expect("cache"),
         )
+    }
+
+    /// The split adapts: a read that misses a key evicted unread from small grows the small
+    /// queue's share, once per eviction of that key however often it is asked for; one that
+    /// misses a key evicted from main shrinks it; a key never stored moves nothing.
+    #[test]
+    fn misses_of_recently_evicted_keys_move_the_split() {
+        let cache = Arc::new(
+            Cache::with_manual_clock(Settings {
+                workers: 1,
+                memory_limit: 1 << 20,
+                max_item_size: 64 << 10,
+                ..Settings::default()
+            })
+            .expect("cache"),
+        );
+        let mut worker = cache.worker(0);
+        let share = || cache.small_share.load(Ordering::Relaxed);
+        assert_eq!(share(), SMALL_SHARE_START);
+        let value = [b'v'; 1000];
+        let mut session = worker.session();
+        // 2 MB into 1 MiB: the first keys are evicted from small, unread.
+        for i in 0..2000u32 {
+            let stored = session.store(
+                StoreMode::Set,
+                format!("k{i}").as_bytes(),
+                0,
+                0,
+                &value,
+                None,
+            );
+            assert!(matches!(stored, Stored::Stored(_)), "{stored:?}");
+        }
+        // The ghost remembers the last evictions (S3-FIFO sizes it as main, at least 64).
+        let last = (0..2000u32)
+            .rev()
+            .find(|i| session.map.get(format!("k{i}").as_bytes()).is_none())
+            .expect("evictions");
+        let (last, before_last) = (format!("k{last}"), format!("k{}", last - 1));
+        session.missed(b"never-stored");
+        assert_eq!(share(), SMALL_SHARE_START);
+        session.missed(last.as_bytes());
+        assert_eq!(share(), SMALL_SHARE_START + SMALL_SHARE_STEP);
+        for _ in 0..10 {
+            session.missed(last.as_bytes());
+        }
+        assert_eq!(
+            share(),
+            SMALL_SHARE_START + SMALL_SHARE_STEP,
+            "once per eviction"
+        );
+        session.missed(before_last.as_bytes());
+        assert_eq!(share(), SMALL_SHARE_START + 2 * SMALL_SHARE_STEP);
+        // Keys read while in small go on to main; 3 MB of them overflow main, which evicts.
+        drop(session);
+        let mut session = worker.session();
+        for i in 0..3000u32 {
+            let key = format!("hot{i}");
+            let stored = session.store(StoreMode::Set, key.as_bytes(), 0, 0, &value, None);
+            assert!(matches!(stored, Stored::Stored(_)), "{stored:?}");
+            if let Some(item) = session.map.get(key.as_bytes()) {
+                session.mark_read(item);
+            }
+        }
+        assert!(
+            !lock(&cache.queues[0]).main_ghost.members.is_empty(),
+            "evictions from main are remembered"
+        );
+        // A miss of a key main evicted shrinks the share (its ghost entry set by hand: which
+        // hot key main evicted last depends on the queues' order).
+        lock(&cache.queues[0])
+            .main_ghost
+            .insert(cache.hash(b"gone"), 64);
+        let before = share();
+        session.missed(b"gone");
+        assert_eq!(share(), before - SMALL_SHARE_STEP);
     }
 
     /// A later write has a larger CAS unique than an earlier one whichever worker made

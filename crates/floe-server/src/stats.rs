@@ -25,7 +25,8 @@
 //!   left out, as a memcached built without them leaves them out.
 //! - floe-server's own fields follow memcached's: `outofmemory` (stores refused under
 //!   `-M`), `index_bytes`, `index_capacity`, `pending_output_bytes`,
-//!   `connection_buffer_bytes`, `persist_*`; `stats settings` adds `eviction_policy`.
+//!   `connection_buffer_bytes`, `small_queue_permille`, `persist_*`; `stats settings` adds
+//!   `eviction_policy`.
 
 use core::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -280,6 +281,9 @@ fn general(out: &mut Vec<u8>, cache: &Cache) {
     stat(out, "lru_bumps_dropped", 0);
     // floe-server's own.
     counters(out, &["outofmemory"]);
+    // The small queue's share of the queued bytes, in thousandths (cache.rs, "The split
+    // adapts").
+    stat(out, "small_queue_permille", cache.small_queue_share());
     stat(out, "index_bytes", cache.index_bytes());
     stat(out, "index_capacity", cache.index_capacity());
     // Replies built and not yet sent, over every connection (bounded by the server's
@@ -372,7 +376,7 @@ fn settings(out: &mut Vec<u8>, cache: &Cache) {
             .map_or_else(|| "(null)".to_owned(), |dir| dir.display().to_string()),
     );
     // floe-server's own.
-    stat(out, "eviction_policy", "s3-fifo");
+    stat(out, "eviction_policy", "s3-fifo-adaptive");
 }
 
 /// `stats items`: the one class (see the module's docs).

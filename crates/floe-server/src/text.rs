@@ -430,7 +430,7 @@ fn answer_reads(
                     }
                     answered_any = true;
                     let item = found.item(session, &keys, i);
-                    count_read(session, item.is_some());
+                    count_read(session, keys[i], item.is_some());
                     detail::record(
                         keys[i],
                         Op::Get {
@@ -459,7 +459,7 @@ fn answer_reads(
                 }
                 answered_any = true;
                 let item = found.item(session, &keys, *index);
-                count_read(session, item.is_some());
+                count_read(session, keys[*index], item.is_some());
                 let (key, effects) = (keys[*index], GetEffects::default());
                 meta_get_reply(out, session, key, key_as_sent, item, flags, effects);
                 if let Some(item) = item {
@@ -495,8 +495,11 @@ impl<'s> Found<'s> {
     }
 }
 
-/// Count one key of a get: a hit or a miss.
-fn count_read(session: &Session<'_>, hit: bool) {
+/// Count one key of a get: a hit or a miss (which may adapt the eviction queues).
+fn count_read(session: &Session<'_>, key: &[u8], hit: bool) {
+    if !hit {
+        session.missed(key);
+    }
     session.count(Counter::CmdGet, 1);
     session.count(
         if hit {
