@@ -38,9 +38,9 @@
 //! `stats`), as the issue asks.
 //!
 //! **Eviction: S3-FIFO** (Yang et al., SOSP'23). New items enter a small FIFO queue (10% of
-//! the bytes at the start; see below); a get only marks the item (a 2-bit frequency, a relaxed store, no lock, no
-//! queue move, which is what makes it fit a lock-free table: an LRU would move the item on
-//! every hit). At the head of the small queue an item that was read since it entered moves
+//! the bytes at the start; see "The split adapts" below); a get only marks the item (a 2-bit
+//! frequency, a relaxed store, no lock, no queue move, which is what makes it fit a lock-free
+//! table: an LRU would move the item on every hit). At the head of the small queue an item that was read since it entered moves
 //! to the main queue and one that was not is evicted, its key's hash remembered in a ghost
 //! FIFO; an item whose key is in the ghost goes straight to main when it is stored again. At
 //! the head of main, an item read since its last pass goes round again with its frequency
@@ -485,7 +485,7 @@ pub enum Counter {
     Evictions,
     Reclaimed,
     OutOfMemory,
-    /// Meta commands (`mg`, `ms`, `md`, `ma`, `mn`, `me`).
+    /// `me` commands (memcached 1.6 counts only those in `cmd_meta`).
     CmdMeta,
     /// Stores refused as larger than `-I`.
     StoreTooLarge,
@@ -792,7 +792,7 @@ pub struct Cache {
     /// The small queue's target share of the queued bytes, in thousandths (adapted by
     /// [`Session::missed`]).
     small_share: AtomicU32,
-    /// One set per worker, and one last for the housekeeping sweep (`HOUSEKEEPING`).
+    /// One set per worker, and one last for the housekeeping sweep (`count_housekeeping`).
     counters: Box<[CachePadded<Counters>]>,
     /// Seconds between its last read (or its store) and its eviction, of the item evicted
     /// last (`stats items`' `evicted_time`).
