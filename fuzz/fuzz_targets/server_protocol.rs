@@ -18,6 +18,11 @@ use libfuzzer_sys::fuzz_target;
 /// The replies to `chunks` taken one after the other, each answered with at most `room`
 /// bytes of output at a time (the output is "sent" between answers, as the server does).
 fn replies(settings: &Settings, chunks: &[&[u8]], room: usize) -> Vec<u8> {
+    // The server's process-wide settings (`stats detail`, `lru_crawler`, `verbosity`) as a
+    // fresh process has them: the first stream's commands must not reach the second.
+    floe_server::detail::reset();
+    floe_server::crawler::reset();
+    floe_server::log::set_verbosity(0);
     let cache = Arc::new(Cache::with_manual_clock(settings.clone()).expect("cache"));
     let mut worker = cache.worker(0);
     let mut requests = Requests::default();

@@ -1154,6 +1154,12 @@ impl Cache {
         }
     }
 
+    /// Whether this cache answers alike for alike requests (`with_manual_clock`): `stats`
+    /// then reports no CPU time or descriptors, which differ between two runs of one stream.
+    pub fn is_reproducible(&self) -> bool {
+        matches!(self.clock, Clock::Manual(_))
+    }
+
     /// Move a manual clock forward (no effect on the system clock).
     pub fn advance_clock(&self, seconds: u32) {
         if let Clock::Manual(now) = &self.clock {
@@ -1450,6 +1456,20 @@ impl Cache {
                 return;
             }
         }
+    }
+
+    /// One stretch of a walk over the valid items taken in pieces (`MapRef::iter_run`): call
+    /// `f` on those in the run of the index's bins at hash position `from` (0 for the
+    /// first); the next run's position, or `None` after the last. Following the positions
+    /// visits every item valid throughout exactly once, whatever the index does meanwhile.
+    pub fn items_run(&self, from: u64, mut f: impl FnMut(&[u8], &Item)) -> Option<u64> {
+        let map = self.map.pin();
+        let now = self.now();
+        map.iter_run(from, |key, item| {
+            if self.validity(item, now).is_ok() {
+                f(key, item);
+            }
+        })
     }
 
     fn hash(&self, key: &[u8]) -> u64 {

@@ -25,6 +25,17 @@ static SLEEP: AtomicU32 = AtomicU32::new(100);
 static TO_CRAWL: AtomicU32 = AtomicU32::new(0);
 static DUMP_ENABLED: AtomicBool = AtomicBool::new(true);
 
+/// Back to a fresh process's state: sweeps enabled, none asked for, dumps allowed, `sleep`
+/// and `tocrawl` at memcached's defaults (for tests and the fuzz target, which answer
+/// several request streams in one process).
+pub fn reset() {
+    ENABLED.store(true, Ordering::Relaxed);
+    REQUESTED.store(false, Ordering::Relaxed);
+    DUMP_ENABLED.store(true, Ordering::Relaxed);
+    SLEEP.store(100, Ordering::Relaxed);
+    TO_CRAWL.store(0, Ordering::Relaxed);
+}
+
 /// Whether the sweep runs on its own (`lru_crawler enable|disable`).
 pub fn enabled() -> bool {
     ENABLED.load(Ordering::Relaxed)
@@ -67,13 +78,18 @@ pub fn sweep(cache: &Cache, periodic: bool) -> Option<usize> {
     Some(unlinked)
 }
 
-/// Answer `lru_crawler <arguments>` (`args` are the tokens after the command).
-pub fn command(out: &mut Vec<u8>, cache: &Cache, args: &[&[u8]]) {
+/// Answer `lru_crawler <arguments>` (`args` are the tokens after the command). A metadump
+/// is written in pieces: once `out` holds more than `limit` bytes it stops between runs of
+/// the index and returns where to go on (`resume`, the next call's, from the last return).
+pub fn command(
+    out: &mut Vec<u8>,
+    cache: &Cache,
+    args: &[&[u8]],
+    resume: Option<u64>,
+    limit: usize,
+) -> Option<u64> {
     let reply: &[u8] = match args {
-        [b"metadump", which] => {
-            metadump(out, cache, which);
-            return;
-        }
+        [b"metadump", which] => return metadump(out, cache, which, resume, limit),
         [b"crawl", classes] => match classes_valid(classes) {
             true => {
                 REQUESTED.store(true, Ordering::Relaxed);
@@ -105,6 +121,7 @@ pub fn command(out: &mut Vec<u8>, cache: &Cache, args: &[&[u8]]) {
         _ => b"ERROR\r\n",
     };
     out.extend_from_slice(reply);
+    None
 }
 
 fn parse_u32(value: &[u8]) -> Option<u32> {
@@ -130,21 +147,33 @@ fn classes_valid(classes: &[u8]) -> bool {
 
 /// `lru_crawler metadump all|hash|<classes>`: a line per valid item, as memcached writes
 /// them (`key=` URI-encoded, absolute expiry and last access times, `-1` for none; ended by
-/// a bare newline, as memcached's are), then `END`. Class 1 holds every item; other valid classes hold none.
-fn metadump(out: &mut Vec<u8>, cache: &Cache, which: &[u8]) {
+/// a bare newline, as memcached's are), then `END`. Class 1 holds every item; other valid
+/// classes hold none. Written in pieces of about `limit` bytes (see [`command`]): a dump of
+/// a large cache never sits whole in the connection's output, as memcached streams it.
+fn metadump(
+    out: &mut Vec<u8>,
+    cache: &Cache,
+    which: &[u8],
+    resume: Option<u64>,
+    limit: usize,
+) -> Option<u64> {
     if !dump_enabled() {
         out.extend_from_slice(b"ERROR metadump not allowed\r\n");
-        return;
+        return None;
     }
     let every = which == b"all" || which == b"hash";
     if !every && !classes_valid(which) {
         out.extend_from_slice(b"BADCLASS invalid class id\r\n");
-        return;
+        return None;
     }
     let class_one = which.split(|&b| b == b',').any(|c| c == b"1");
-    if every || class_one {
-        let started = cache.process_started();
-        cache.for_each_item(usize::MAX, |key, item| {
+    let mut next = (every || class_one).then_some(resume.unwrap_or(0));
+    let started = cache.process_started();
+    while let Some(from) = next {
+        if out.len() > limit {
+            return Some(from);
+        }
+        next = cache.items_run(from, |key, item| {
             out.extend_from_slice(b"key=");
             uri_encode(out, key);
             let expires = match item.exptime() {
@@ -159,10 +188,10 @@ fn metadump(out: &mut Vec<u8>, cache: &Cache, which: &[u8]) {
                 if item.was_fetched() { "yes" } else { "no" },
                 item.charged_bytes()
             );
-            true
         });
     }
     out.extend_from_slice(b"END\r\n");
+    None
 }
 
 /// Percent-encode every byte but RFC 3986's unreserved ones, as memcached's `uriencode`.

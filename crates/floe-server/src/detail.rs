@@ -104,6 +104,14 @@ pub fn record(key: &[u8], op: Op) {
     }
 }
 
+/// Back to a fresh process's state: off, `:` as the delimiter, no counts (for tests and the
+/// fuzz target, which answer several request streams in one process).
+pub fn reset() {
+    set_enabled(false);
+    set_delimiter(b':');
+    clear();
+}
+
 /// Forget every count (`stats reset`).
 pub fn clear() {
     *table() = None;

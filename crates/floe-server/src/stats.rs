@@ -146,7 +146,10 @@ fn general(out: &mut Vec<u8>, cache: &Cache) {
     };
     let curr_connections = CURR_CONNECTIONS.load(Ordering::Relaxed);
     let (input_bytes, output_bytes, input_buffers) = cache.connection_buffers();
-    let (user, system) = rusage();
+    let (user, system) = match cache.is_reproducible() {
+        false => rusage(),
+        true => ("0.000000".to_owned(), "0.000000".to_owned()),
+    };
     stat(out, "pid", std::process::id());
     stat(out, "uptime", now.saturating_sub(2));
     stat(out, "time", cache.process_started() + now as i64);
@@ -184,7 +187,15 @@ fn general(out: &mut Vec<u8>, cache: &Cache) {
     stat(out, "read_buf_bytes", input_bytes);
     stat(out, "read_buf_bytes_free", 0);
     stat(out, "read_buf_oom", 0);
-    stat(out, "reserved_fds", reserved_fds());
+    stat(
+        out,
+        "reserved_fds",
+        if cache.is_reproducible() {
+            0
+        } else {
+            reserved_fds()
+        },
+    );
     counters(
         out,
         &["cmd_get", "cmd_set", "cmd_flush", "cmd_touch", "cmd_meta"],

@@ -31,6 +31,10 @@ use crate::{
     detail::{self, Op},
 };
 
+// A metadump answered in part keeps its 64-bit index position where a get line keeps its
+// byte offset (`TextState::resume_at`, a usize).
+const _: () = assert!(usize::BITS == 64, "floe-server needs a 64-bit usize");
+
 /// The longest command line (without its data block) other than the get commands.
 pub const MAX_LINE: usize = 8 << 10;
 
@@ -804,8 +808,15 @@ fn execute(
         }
         b"lru_crawler" => {
             let args: Vec<&[u8]> = (1..n).map(|i| request.token(i)).collect();
-            crate::crawler::command(out, session.cache(), &args);
-            Outcome::Done
+            // A metadump answered in part goes on from the index position it stopped at
+            // (kept where a get line keeps its byte offset; usize is 64 bits here).
+            let resume = request.resume_at.map(|at| at as u64);
+            match crate::crawler::command(out, session.cache(), &args, resume, limit) {
+                Some(at) => Outcome::Paused {
+                    resume_at: at as usize,
+                },
+                None => Outcome::Done,
+            }
         }
         b"mn" => {
             out.extend_from_slice(b"MN\r\n");

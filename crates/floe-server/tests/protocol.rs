@@ -1343,3 +1343,55 @@ fn a_quiet_connection_gives_its_buffers_back() {
     // The connection still works, with its buffers grown again as needed.
     busy.roundtrip(b"get nothing\r\n", b"END\r\n");
 }
+
+/// `lru_crawler metadump` of a cache larger than a connection's output limit is written in
+/// pieces as the client reads (it never sits whole in the output), and still lists every
+/// item exactly once, then `END`; items stored while it runs do not break it.
+#[test]
+fn metadump_streams_every_item_once() {
+    let running = start();
+    let mut c = Client::connect(&running);
+    // About 33 MB of dump lines: far more than the output limit and the sockets' buffers.
+    let items = 300_000;
+    for i in 0..items {
+        c.send(format!("set metadump-key-{i:08} 0 0 1 noreply\r\nv\r\n").as_bytes());
+    }
+    c.roundtrip(b"mn\r\n", b"MN\r\n");
+    c.send(b"lru_crawler metadump all\r\n");
+    let mut writer = Client::connect(&running);
+    let mut reader = std::io::BufReader::new(c.stream.try_clone().unwrap());
+    let mut seen = std::collections::HashSet::new();
+    let mut lines = 0;
+    let mut pending_peak = 0u64;
+    loop {
+        let mut line = Vec::new();
+        let read = std::io::BufRead::read_until(&mut reader, b'\n', &mut line).expect("read");
+        assert!(read > 0, "closed after {lines} lines");
+        if line == b"END\r\n" {
+            break;
+        }
+        let text = String::from_utf8(line).unwrap();
+        let key = text
+            .strip_prefix("key=")
+            .and_then(|rest| rest.split(' ').next())
+            .unwrap_or_else(|| panic!("{text:?}"));
+        if key.starts_with("metadump-key-") {
+            assert!(seen.insert(key.to_string()), "{key} listed twice");
+        }
+        lines += 1;
+        if lines % 10_000 == 0 {
+            // Writes meanwhile (keys of their own), and the output held for the dump.
+            writer.roundtrip(
+                format!("set other-{lines} 0 0 1\r\nw\r\n").as_bytes(),
+                b"STORED\r\n",
+            );
+            pending_peak = pending_peak.max(writer.stat("pending_output_bytes").parse().unwrap());
+        }
+    }
+    assert_eq!(seen.len(), items);
+    // At most the limit and one run of the index's bins (64 bins' lines) beyond it.
+    assert!(
+        pending_peak <= (OUTPUT_HIGH_WATER + (1 << 20)) as u64,
+        "{pending_peak} bytes of a metadump held at once"
+    );
+}

@@ -1622,6 +1622,37 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
         self.into_iter()
     }
 
+    /// One stretch of [`iter`](Self::iter), for a walk taken in pieces (a reply sent as the
+    /// client takes it, each piece under a guard of its own): visit the entries of the run of
+    /// bins that starts at hash position `from` (0 for the first), and return the position
+    /// the next run starts at, or `None` after the last. Calls that follow the positions from
+    /// 0 visit every key present for the whole walk exactly once, across growths and shrinks
+    /// between them too (the positions are hashes, not slots), with this handle or later
+    /// ones; a key inserted or removed meanwhile may or may not be visited.
+    ///
+    /// ```
+    /// let map = floe::Map::new();
+    /// for i in 0..1000u64 {
+    ///     map.pin().insert(i, i);
+    /// }
+    /// let (mut seen, mut from) = (0, Some(0));
+    /// while let Some(at) = from {
+    ///     from = map.pin().iter_run(at, |_, _| seen += 1);
+    /// }
+    /// assert_eq!(seen, 1000);
+    /// ```
+    pub fn iter_run(&self, from: u64, mut visit: impl FnMut(&K, &V)) -> Option<u64> {
+        self.map.raw.walk_run(from, &bin_hash, |_, value| {
+            // SAFETY: read from the table under this handle's guard, which is held for the
+            // whole call (as `MapIter::next` reads it).
+            for one in unsafe { target::<K, V>(value).entries() } {
+                // SAFETY: as above.
+                let one = unsafe { entry(one) };
+                visit(&one.key, &one.value);
+            }
+        })
+    }
+
     /// The keys, as [`iter`](Self::iter) yields them.
     pub fn keys(&self) -> impl Iterator<Item = &K> + '_ {
         self.iter().map(|(k, _)| k)
