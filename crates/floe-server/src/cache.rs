@@ -1315,13 +1315,6 @@ impl Cache {
         }
     }
 
-    /// Bytes allocated for connection buffers, over every worker, as of their last idle
-    /// sweeps (about a second old at most).
-    pub fn connection_buffer_bytes(&self) -> u64 {
-        let (input, output, _) = self.connection_buffers();
-        input + output
-    }
-
     /// Bytes allocated for connections' input buffers, for their output buffers, and the
     /// connections holding an input buffer, over every worker as of their last idle sweeps.
     pub fn connection_buffers(&self) -> (u64, u64, u64) {

@@ -55,6 +55,14 @@ fn stat(out: &mut Vec<u8>, name: &str, value: impl core::fmt::Display) {
     let _ = write!(out, "STAT {name} {value}\r\n");
 }
 
+/// Fields that count what floe-server never does (slab moves, authentication, log watchers:
+/// the module's docs), reported as 0 so that dashboards keep their panels.
+fn zeros(out: &mut Vec<u8>, names: &[&str]) {
+    for name in names {
+        stat(out, name, 0);
+    }
+}
+
 /// The most `stats cachedump` lists, in bytes (memcached's limit too).
 const CACHEDUMP_LIMIT: usize = 2 << 20;
 
@@ -222,8 +230,7 @@ fn general(out: &mut Vec<u8>, cache: &Cache) {
             "store_no_memory",
         ],
     );
-    stat(out, "auth_cmds", 0);
-    stat(out, "auth_errors", 0);
+    zeros(out, &["auth_cmds", "auth_errors"]);
     counters(out, &["bytes_read", "bytes_written"]);
     stat(out, "limit_maxbytes", cache.memory_limit());
     stat(out, "accepting_conns", 1);
@@ -240,36 +247,38 @@ fn general(out: &mut Vec<u8>, cache: &Cache) {
     );
     stat(out, "hash_bytes", index.allocated_bytes);
     stat(out, "hash_is_expanding", u8::from(index.migrating));
-    for name in [
-        "slab_reassign_rescues",
-        "slab_reassign_chunk_rescues",
-        "slab_reassign_evictions_nomem",
-        "slab_reassign_inline_reclaim",
-        "slab_reassign_busy_items",
-        "slab_reassign_busy_deletes",
-        "slab_reassign_running",
-        "slabs_moved",
-    ] {
-        stat(out, name, 0);
-    }
+    zeros(
+        out,
+        &[
+            "slab_reassign_rescues",
+            "slab_reassign_chunk_rescues",
+            "slab_reassign_evictions_nomem",
+            "slab_reassign_inline_reclaim",
+            "slab_reassign_busy_items",
+            "slab_reassign_busy_deletes",
+            "slab_reassign_running",
+            "slabs_moved",
+        ],
+    );
     stat(
         out,
         "lru_crawler_running",
         u8::from(crate::crawler::running()),
     );
     counters(out, &["lru_crawler_starts"]);
-    for name in [
-        "malloc_fails",
-        "log_worker_dropped",
-        "log_worker_written",
-        "log_watcher_skipped",
-        "log_watcher_sent",
-        "log_watchers",
-        "unexpected_napi_ids",
-        "round_robin_fallback",
-    ] {
-        stat(out, name, 0);
-    }
+    zeros(
+        out,
+        &[
+            "malloc_fails",
+            "log_worker_dropped",
+            "log_worker_written",
+            "log_watcher_skipped",
+            "log_watcher_sent",
+            "log_watchers",
+            "unexpected_napi_ids",
+            "round_robin_fallback",
+        ],
+    );
     stat(out, "bytes", cache.bytes());
     stat(out, "curr_items", cache.items());
     counters(out, &["total_items"]);
