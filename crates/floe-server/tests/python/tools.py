@@ -77,7 +77,10 @@ def dump_request(conn, command):
     """Send a metadump alone and read its reply: memcached hands the connection to its
     crawler thread for a metadump and drops commands pipelined behind it."""
     conn.sock.sendall(command)
-    ends = (b"END\r\n", b"ERROR\r\n", b"invalid class id\r\n", b"not allowed\r\n", b"request\r\n")
+    ends = (
+        b"END\r\n", b"ERROR\r\n", b"invalid class id\r\n", b"not allowed\r\n",
+        b"request\r\n", b"crawler disabled\r\n",
+    )
     while not conn.buffer.endswith(ends):
         try:
             chunk = conn.sock.recv(1 << 16)
@@ -159,8 +162,9 @@ def metadump(conn):
     """`lru_crawler metadump all` as {key: (exp, fetch)}."""
     for _ in range(100):
         reply = dump_request(conn, b"lru_crawler metadump all\r\n").decode()
-        # memcached: BUSY while the crawl asked for by `script` runs.
-        if not reply.startswith("BUSY"):
+        # memcached: BUSY while the crawl asked for by `script` runs, and "lru crawler
+        # disabled" until the crawler thread `script` re-enabled has started again.
+        if not reply.startswith(("BUSY", "CLIENT_ERROR lru crawler disabled")):
             break
         time.sleep(0.1)
     # memcached ends each item's line with a bare newline, as floe-server does.
