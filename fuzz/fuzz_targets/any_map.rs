@@ -109,7 +109,7 @@ fuzz_target!(|case: Case| {
         let m = map.pin();
         match op {
             Op::Get(k) => assert_eq!(m.get(&key(*k)), model.get(&key(*k))),
-            Op::Insert(k, v) => match m.try_insert(key(*k), v.clone()) {
+            Op::Insert(k, v) => match m.try_insert_new(key(*k), v.clone()) {
                 Ok(Insert::Inserted) => assert_eq!(model.insert(key(*k), v.clone()), None),
                 Ok(Insert::Present(old)) => assert_eq!(model.get(&key(*k)), Some(old)),
                 Ok(Insert::Shadowed) => panic!("`Map` makes no shadows"),
@@ -118,7 +118,7 @@ fuzz_target!(|case: Case| {
                     room(e);
                 }
             },
-            Op::Upsert(k, v) => match m.try_upsert(key(*k), v.clone()) {
+            Op::Upsert(k, v) => match m.try_insert(key(*k), v.clone()) {
                 Ok(old) => assert_eq!(old.cloned(), model.insert(key(*k), v.clone())),
                 Err(e) => {
                     assert!(!model.contains_key(&key(*k)));

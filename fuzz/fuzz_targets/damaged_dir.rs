@@ -125,7 +125,7 @@ fn images() -> &'static Images {
                 latest.remove(&key);
             } else {
                 let value = format!("value-{step}");
-                map.pin().upsert(key.clone(), value.clone()).unwrap();
+                map.pin().insert(key.clone(), value.clone()).unwrap();
                 seen.insert(Some(value.clone()));
                 latest.insert(key, value);
             }

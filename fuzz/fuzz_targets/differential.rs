@@ -163,7 +163,7 @@ fuzz_target!(|case: Case| {
             // this one thread would never make: not issued.
             Op::Upsert(k, _) | Op::FetchAdd(k, _) if shadows.contains_key(&k.word()) => {}
             Op::Get(k) => assert_eq!(map.get(&k.word()), model.get(&k.word()).copied()),
-            Op::Insert(k, v) => match map.try_insert(k.word(), v) {
+            Op::Insert(k, v) => match map.try_insert_new(k.word(), v) {
                 Ok(answer) => {
                     assert_eq!(answer, taken(k.word()));
                     if answer == Insert::Inserted {
@@ -200,7 +200,7 @@ fuzz_target!(|case: Case| {
                     shadow.abort();
                 }
             }
-            Op::Upsert(k, v) => match map.try_upsert(k.word(), v) {
+            Op::Upsert(k, v) => match map.try_insert(k.word(), v) {
                 Ok(old) => assert_eq!(old, model.insert(k.word(), v)),
                 Err(e) => {
                     assert!(!model.contains_key(&k.word()));
@@ -270,8 +270,8 @@ fuzz_target!(|case: Case| {
                         // it, and no batch request resolves shadows).
                         _ if shadows.contains_key(&k.word()) => Request::Get(k.word()),
                         0 => Request::Get(k.word()),
-                        1 => Request::Insert(k.word(), v),
-                        2 => Request::Upsert(k.word(), v),
+                        1 => Request::InsertNew(k.word(), v),
+                        2 => Request::Insert(k.word(), v),
                         3 => Request::Put(k.word(), v),
                         _ => Request::Remove(k.word()),
                     })
@@ -292,7 +292,7 @@ fuzz_target!(|case: Case| {
     // The shadows still open survived every growth, shrink and clear.
     for (k, shadow) in shadows {
         assert_eq!(map.get(&k), None);
-        assert_eq!(map.insert(k, 0), Insert::Shadowed, "shadow {k} lost");
+        assert_eq!(map.insert_new(k, 0), Insert::Shadowed, "shadow {k} lost");
         model.insert(k, shadow.value());
         shadow.commit();
     }
@@ -308,13 +308,13 @@ fn check_response(
 ) {
     match (request, response) {
         (Request::Get(k), Response::Get(v)) => assert_eq!(v, model.get(&k).copied()),
-        (Request::Insert(k, v), Response::Insert(r)) => match r {
+        (Request::InsertNew(k, v), Response::InsertNew(r)) => match r {
             Ok(Insert::Inserted) => assert_eq!(model.insert(k, v), None),
             Ok(Insert::Present(old)) => assert_eq!(model.get(&k), Some(&old)),
             Ok(Insert::Shadowed) => panic!("a batch insert of an unshadowed key was shadowed"),
             Err(e) => allowed(e, may_fail),
         },
-        (Request::Upsert(k, v), Response::Upsert(r)) => match r {
+        (Request::Insert(k, v), Response::Insert(r)) => match r {
             Ok(old) => assert_eq!(old, model.insert(k, v)),
             Err(e) => allowed(e, may_fail),
         },

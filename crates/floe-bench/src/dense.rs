@@ -74,7 +74,7 @@ fn table(layout: Layout, keys: usize, fixed: bool, churn: bool) -> Result<Table,
 /// Insert if absent: whether the key was new; `None` if the table had no room for it.
 fn insert(table: &Table, key: u64, value: u64) -> Option<bool> {
     table
-        .try_insert(key, value)
+        .try_insert_new(key, value)
         .ok()
         .map(|inserted| inserted.is_inserted())
 }

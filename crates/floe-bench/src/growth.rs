@@ -206,7 +206,7 @@ pub fn trigger(recipe: &Recipe, bins: usize) -> Result<Trigger, String> {
         .build()
         .map_err(|e| e.to_string())?;
     let mut n = 0u64;
-    while map.try_insert(key(n), value_of(key(n))).is_ok() {
+    while map.try_insert_new(key(n), value_of(key(n))).is_ok() {
         n += 1;
     }
     let before = floe::lines_read();
@@ -360,10 +360,11 @@ fn insert_batched(
         requests.clear();
         requests.extend((i..end).map(|j| {
             let k = key(j);
-            floe::Request::Insert(k, value_of(k))
+            floe::Request::InsertNew(k, value_of(k))
         }));
         batch.run_each(&requests, |_, response| {
-            lane.wrong += u64::from(response != floe::Response::Insert(Ok(floe::Insert::Inserted)));
+            lane.wrong +=
+                u64::from(response != floe::Response::InsertNew(Ok(floe::Insert::Inserted)));
         });
         add_interval(&mut lane.timeline, epoch, interval, end - i);
         lane.ops += end - i;

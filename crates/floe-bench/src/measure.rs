@@ -286,7 +286,7 @@ fn drive<M: BenchMap>(map: &M, stream: &[Op], thread: usize, stop: Stop, sample:
 fn request_of(op: &Op, thread: usize) -> floe::Request<u64, u64> {
     match op.kind {
         Kind::Get => floe::Request::Get(op.key),
-        Kind::Insert => floe::Request::Insert(op.key, value_of(op.key)),
+        Kind::Insert => floe::Request::InsertNew(op.key, value_of(op.key)),
         Kind::Update => floe::Request::Put(op.key, updated_value_of(op.key, thread)),
         Kind::Remove => floe::Request::Remove(op.key),
     }
@@ -299,9 +299,9 @@ fn response_right(op: &Op, response: &floe::Response<u64>) -> bool {
     match *response {
         R::Get(Some(value)) => op.expect && value_matches(op.key, value),
         R::Get(None) => !op.expect,
-        R::Insert(r) => matches!(r, Ok(floe::Insert::Inserted)) == op.expect,
+        R::InsertNew(r) => matches!(r, Ok(floe::Insert::Inserted)) == op.expect,
         R::Put(v) | R::Remove(v) => v.is_some() == op.expect,
-        R::Upsert(_) | R::FetchAdd(_) => false,
+        R::Insert(_) | R::FetchAdd(_) => false,
     }
 }
 
@@ -350,7 +350,7 @@ fn drive_batched(
 fn any_request_of(op: &Op, thread: usize) -> floe::MapRequest<'_, u64, u64> {
     match op.kind {
         Kind::Get => floe::MapRequest::Get(&op.key),
-        Kind::Insert => floe::MapRequest::Insert(op.key, value_of(op.key)),
+        Kind::Insert => floe::MapRequest::InsertNew(op.key, value_of(op.key)),
         Kind::Update => floe::MapRequest::Put(op.key, updated_value_of(op.key, thread)),
         Kind::Remove => floe::MapRequest::Remove(&op.key),
     }
@@ -363,9 +363,9 @@ fn any_response_right(op: &Op, response: &floe::MapResponse<'_, u64>) -> bool {
     match *response {
         R::Get(Some(&value)) => op.expect && value_matches(op.key, value),
         R::Get(None) => !op.expect,
-        R::Insert(r) => matches!(r, Ok(floe::Insert::Inserted)) == op.expect,
+        R::InsertNew(r) => matches!(r, Ok(floe::Insert::Inserted)) == op.expect,
         R::Put(v) | R::Remove(v) => v.is_some() == op.expect,
-        R::Upsert(_) => false,
+        R::Insert(_) => false,
     }
 }
 

@@ -174,11 +174,11 @@ impl BlobMap for floe::Map<Bytes, Bytes, AnyHash> {
     }
     #[inline]
     fn insert(&self, key: Bytes, value: Bytes) -> bool {
-        self.pin().insert(key, value).is_inserted()
+        self.pin().insert_new(key, value).is_inserted()
     }
     #[inline]
     fn upsert(&self, key: Bytes, value: Bytes) {
-        self.pin().upsert(key, value);
+        self.pin().insert(key, value);
     }
     #[inline]
     fn get_with(&self, key: &[u8], read: impl FnOnce(&[u8]) -> u64) -> Option<u64> {
@@ -225,14 +225,14 @@ impl BlobMap for PersistentBlobs {
     #[inline]
     fn insert(&self, key: Bytes, value: Bytes) -> bool {
         let m = self.map().pin();
-        m.insert(key, value)
+        m.insert_new(key, value)
             .expect("the journal takes the record")
             .is_inserted()
     }
     #[inline]
     fn upsert(&self, key: Bytes, value: Bytes) {
         let m = self.map().pin();
-        m.upsert(key, value).expect("the journal takes the record");
+        m.insert(key, value).expect("the journal takes the record");
     }
     #[inline]
     fn get_with(&self, key: &[u8], read: impl FnOnce(&[u8]) -> u64) -> Option<u64> {
@@ -268,13 +268,13 @@ impl BlobMap for Namespaced {
     fn insert(&self, key: Bytes, value: Bytes) -> bool {
         let m = self.0.pin();
         m.namespace(namespace_of(&key))
-            .insert(key, value)
+            .insert_new(key, value)
             .is_inserted()
     }
     #[inline]
     fn upsert(&self, key: Bytes, value: Bytes) {
         let m = self.0.pin();
-        m.namespace(namespace_of(&key)).upsert(key, value);
+        m.namespace(namespace_of(&key)).insert(key, value);
     }
     #[inline]
     fn get_with(&self, key: &[u8], read: impl FnOnce(&[u8]) -> u64) -> Option<u64> {

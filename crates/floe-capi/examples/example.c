@@ -46,7 +46,7 @@ int main(void) {
         printf("word 3 seen %llu times\n", (unsigned long long)value);
     }
     /* insert never overwrites: it reports the present value instead. */
-    if (floe_map_insert(counts, 8, 100, &value) == FLOE_STATUS_PRESENT) {
+    if (floe_map_insert_new(counts, 8, 100, &value) == FLOE_STATUS_PRESENT) {
         printf("word 8 was already there with %llu\n", (unsigned long long)value);
     }
     /* compare-exchange: 5 -> 50 only if its count is still 2. */
@@ -83,9 +83,9 @@ int main(void) {
     check(floe_bytes_new(NULL, &names), "floe_bytes_new");
     const char *key = "floe";
     const char *name = "a concurrent hash map";
-    check(floe_bytes_upsert(names, (const uint8_t *)key, strlen(key), (const uint8_t *)name,
+    check(floe_bytes_insert(names, (const uint8_t *)key, strlen(key), (const uint8_t *)name,
                             strlen(name)),
-          "floe_bytes_upsert");
+          "floe_bytes_insert");
     char buffer[64];
     size_t len = sizeof buffer - 1;
     if (floe_bytes_get(names, (const uint8_t *)key, strlen(key), (uint8_t *)buffer, &len) ==

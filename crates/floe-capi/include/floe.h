@@ -35,10 +35,11 @@ enum FloeOp
  {
   // `floe_map_get` / `floe_bytes_get`.
   FLOE_OP_GET = 0,
-  // `floe_map_insert` / `floe_bytes_insert`.
-  FLOE_OP_INSERT = 1,
-  // `floe_map_upsert` / `floe_bytes_upsert`.
-  FLOE_OP_UPSERT = 2,
+  // `floe_map_insert_new` / `floe_bytes_insert_new`.
+  FLOE_OP_INSERT_NEW = 1,
+  // `floe_map_insert` / `floe_bytes_insert`: insert or replace, as std's `insert` (named
+  // `FLOE_OP_UPSERT` before 0.2.0; the numbers are unchanged).
+  FLOE_OP_INSERT = 2,
   // `floe_map_put` / `floe_bytes_put`.
   FLOE_OP_PUT = 3,
   // `floe_map_fetch_add` (the u64 map only).
@@ -71,13 +72,13 @@ typedef uint32_t FloeResizeMode;
 // codes are errors: the call changed nothing (a batch of requests checks its arguments before
 // it runs any). `floe_status_message` names each code in words.
 typedef enum FloeStatus {
-  // Done: the key was present (get, put, remove, compare-exchange, an upsert or fetch-add
-  // that replaced a value), or the key was inserted (insert), or the call succeeded.
+  // Done: the key was present (get, put, remove, compare-exchange, an insert or fetch-add
+  // that replaced a value), or the key was inserted (insert-new), or the call succeeded.
   FLOE_STATUS_OK = 0,
-  // The key was absent. A get, put, remove or compare-exchange did nothing; an upsert or
+  // The key was absent. A get, put, remove or compare-exchange did nothing; an insert or
   // fetch-add inserted it.
   FLOE_STATUS_ABSENT = 1,
-  // An insert found the key present and changed nothing (the present value is reported).
+  // An insert-new found the key present and changed nothing (the present value is reported).
   FLOE_STATUS_PRESENT = 2,
   // A compare-exchange found another value than the expected one and changed nothing (the
   // present value is reported).
@@ -171,7 +172,7 @@ typedef struct FloeBytesRequest {
   uint32_t op;
   // The key.
   struct FloeBytes key;
-  // The value to insert, upsert or put; ignored by get and remove.
+  // The value to insert (new or replacing) or put; ignored by get and remove.
   struct FloeBytes value;
 } FloeBytesRequest;
 
@@ -185,7 +186,7 @@ typedef struct FloeRequest {
   uint32_t op;
   // The key.
   uint64_t key;
-  // The value to insert, upsert or put, or the amount to add; ignored by get and remove.
+  // The value to insert (new or replacing) or put, or the amount to add; ignored by get and remove.
   uint64_t value;
 } FloeRequest;
 
@@ -231,25 +232,25 @@ enum FloeStatus floe_bytes_free(struct FloeBytesMap *map);
 enum FloeStatus floe_bytes_get(const struct FloeBytesMap *map, const uint8_t *key, size_t key_len, uint8_t *value, size_t *value_len);
 
 // Insert the key and value (copied) only if the key is absent: `FLOE_STATUS_OK`, or
-// `FLOE_STATUS_PRESENT` and nothing changed. Errors as `floe_map_insert`.
+// `FLOE_STATUS_PRESENT` and nothing changed. Errors as `floe_map_insert_new`.
 //
 // # Safety
 // `map` is NULL or a live handle; `key` and `value` are NULL or valid for their lengths'
 // reads.
-enum FloeStatus floe_bytes_insert(const struct FloeBytesMap *map, const uint8_t *key, size_t key_len, const uint8_t *value, size_t value_len);
+enum FloeStatus floe_bytes_insert_new(const struct FloeBytesMap *map, const uint8_t *key, size_t key_len, const uint8_t *value, size_t value_len);
 
 // Store the key and value (copied), inserting or replacing: `FLOE_STATUS_OK` if a value was
-// replaced, `FLOE_STATUS_ABSENT` if the key was inserted. Errors as `floe_map_insert`.
+// replaced, `FLOE_STATUS_ABSENT` if the key was inserted. Errors as `floe_map_insert_new`.
 //
 // # Safety
-// As `floe_bytes_insert`.
-enum FloeStatus floe_bytes_upsert(const struct FloeBytesMap *map, const uint8_t *key, size_t key_len, const uint8_t *value, size_t value_len);
+// As `floe_bytes_insert_new`.
+enum FloeStatus floe_bytes_insert(const struct FloeBytesMap *map, const uint8_t *key, size_t key_len, const uint8_t *value, size_t value_len);
 
 // Replace the value of the key (copied) only if it is present: `FLOE_STATUS_OK`, or
 // `FLOE_STATUS_ABSENT` and nothing written.
 //
 // # Safety
-// As `floe_bytes_insert`.
+// As `floe_bytes_insert_new`.
 enum FloeStatus floe_bytes_put(const struct FloeBytesMap *map, const uint8_t *key, size_t key_len, const uint8_t *value, size_t value_len);
 
 // Set the value of the key to `desired` if it is `expected` (byte for byte), atomically:
@@ -288,8 +289,8 @@ enum FloeStatus floe_bytes_get_many(const struct FloeBytesMap *map, const struct
 
 // Run `requests_len` requests in order, the bins and entries of the next ones prefetched
 // (`FloeOptions::batch_depth`): exactly the answers of calling the single-key functions one
-// by one in this order on this thread, handed to `answer` in order (an insert that finds the
-// key present reports the present value; an upsert, put or remove the value it replaced or
+// by one in this order on this thread, handed to `answer` in order (an insert-new that finds the
+// key present reports the present value; an insert, put or remove the value it replaced or
 // removed). Answers `FLOE_STATUS_OK` once all have run.
 //
 // Errors, checked before any request runs: `FLOE_STATUS_NULL_ARGUMENT` (`map`),
@@ -344,29 +345,29 @@ enum FloeStatus floe_map_get(const struct FloeMap *map, uint64_t key, uint64_t *
 //
 // # Safety
 // `map` is NULL or a live handle; `present` is NULL or valid for a write of a `uint64_t`.
-enum FloeStatus floe_map_insert(const struct FloeMap *map, uint64_t key, uint64_t value, uint64_t *present);
+enum FloeStatus floe_map_insert_new(const struct FloeMap *map, uint64_t key, uint64_t value, uint64_t *present);
 
 // Store `key -> value`, inserting or overwriting: `FLOE_STATUS_OK` with the replaced value in
 // `*previous` (may be NULL), or `FLOE_STATUS_ABSENT` if the key was inserted. Errors as
-// `floe_map_insert`.
+// `floe_map_insert_new`.
 //
 // # Safety
-// As `floe_map_insert`.
-enum FloeStatus floe_map_upsert(const struct FloeMap *map, uint64_t key, uint64_t value, uint64_t *previous);
+// As `floe_map_insert_new`.
+enum FloeStatus floe_map_insert(const struct FloeMap *map, uint64_t key, uint64_t value, uint64_t *previous);
 
 // Overwrite the value of `key` only if it is present: `FLOE_STATUS_OK` with the replaced value
 // in `*previous` (may be NULL), or `FLOE_STATUS_ABSENT` and nothing written.
 //
 // # Safety
-// As `floe_map_insert`.
+// As `floe_map_insert_new`.
 enum FloeStatus floe_map_put(const struct FloeMap *map, uint64_t key, uint64_t value, uint64_t *previous);
 
 // Add `delta` to the value of `key` (wrapping), inserting `delta` if the key is absent:
 // `FLOE_STATUS_OK` with the value before the addition in `*previous` (may be NULL), or
-// `FLOE_STATUS_ABSENT` if the key was inserted. Errors as `floe_map_insert`.
+// `FLOE_STATUS_ABSENT` if the key was inserted. Errors as `floe_map_insert_new`.
 //
 // # Safety
-// As `floe_map_insert`.
+// As `floe_map_insert_new`.
 enum FloeStatus floe_map_fetch_add(const struct FloeMap *map, uint64_t key, uint64_t delta, uint64_t *previous);
 
 // Set the value of `key` to `desired` if it is `expected`, atomically: `FLOE_STATUS_OK`,

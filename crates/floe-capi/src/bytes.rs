@@ -43,7 +43,7 @@ pub struct FloeBytesRequest {
     pub op: u32,
     /// The key.
     pub key: FloeBytes,
-    /// The value to insert, upsert or put; ignored by get and remove.
+    /// The value to insert (new or replacing) or put; ignored by get and remove.
     pub value: FloeBytes,
 }
 
@@ -216,11 +216,32 @@ pub unsafe extern "C" fn floe_bytes_get(
 }
 
 /// Insert the key and value (copied) only if the key is absent: `FLOE_STATUS_OK`, or
-/// `FLOE_STATUS_PRESENT` and nothing changed. Errors as `floe_map_insert`.
+/// `FLOE_STATUS_PRESENT` and nothing changed. Errors as `floe_map_insert_new`.
 ///
 /// # Safety
 /// `map` is NULL or a live handle; `key` and `value` are NULL or valid for their lengths'
 /// reads.
+#[no_mangle]
+pub unsafe extern "C" fn floe_bytes_insert_new(
+    map: *const FloeBytesMap,
+    key: *const u8,
+    key_len: usize,
+    value: *const u8,
+    value_len: usize,
+) -> FloeStatus {
+    // SAFETY: the caller's contract, passed on.
+    unsafe {
+        with_pair(map, key, key_len, value, value_len, |m, key, value| {
+            Ok(inserted(m.pin().try_insert_new(key, value)?).0)
+        })
+    }
+}
+
+/// Store the key and value (copied), inserting or replacing: `FLOE_STATUS_OK` if a value was
+/// replaced, `FLOE_STATUS_ABSENT` if the key was inserted. Errors as `floe_map_insert_new`.
+///
+/// # Safety
+/// As `floe_bytes_insert_new`.
 #[no_mangle]
 pub unsafe extern "C" fn floe_bytes_insert(
     map: *const FloeBytesMap,
@@ -232,28 +253,7 @@ pub unsafe extern "C" fn floe_bytes_insert(
     // SAFETY: the caller's contract, passed on.
     unsafe {
         with_pair(map, key, key_len, value, value_len, |m, key, value| {
-            Ok(inserted(m.pin().try_insert(key, value)?).0)
-        })
-    }
-}
-
-/// Store the key and value (copied), inserting or replacing: `FLOE_STATUS_OK` if a value was
-/// replaced, `FLOE_STATUS_ABSENT` if the key was inserted. Errors as `floe_map_insert`.
-///
-/// # Safety
-/// As `floe_bytes_insert`.
-#[no_mangle]
-pub unsafe extern "C" fn floe_bytes_upsert(
-    map: *const FloeBytesMap,
-    key: *const u8,
-    key_len: usize,
-    value: *const u8,
-    value_len: usize,
-) -> FloeStatus {
-    // SAFETY: the caller's contract, passed on.
-    unsafe {
-        with_pair(map, key, key_len, value, value_len, |m, key, value| {
-            Ok(found(m.pin().try_upsert(key, value)?).0)
+            Ok(found(m.pin().try_insert(key, value)?).0)
         })
     }
 }
@@ -262,7 +262,7 @@ pub unsafe extern "C" fn floe_bytes_upsert(
 /// `FLOE_STATUS_ABSENT` and nothing written.
 ///
 /// # Safety
-/// As `floe_bytes_insert`.
+/// As `floe_bytes_insert_new`.
 #[no_mangle]
 pub unsafe extern "C" fn floe_bytes_put(
     map: *const FloeBytesMap,
@@ -282,7 +282,7 @@ pub unsafe extern "C" fn floe_bytes_put(
 /// The handle and an owned copy of a key and a value, for the writes.
 ///
 /// # Safety
-/// As `floe_bytes_insert`.
+/// As `floe_bytes_insert_new`.
 unsafe fn with_pair(
     map: *const FloeBytesMap,
     key: *const u8,
@@ -406,8 +406,8 @@ pub unsafe extern "C" fn floe_bytes_get_many(
 
 /// Run `requests_len` requests in order, the bins and entries of the next ones prefetched
 /// (`FloeOptions::batch_depth`): exactly the answers of calling the single-key functions one
-/// by one in this order on this thread, handed to `answer` in order (an insert that finds the
-/// key present reports the present value; an upsert, put or remove the value it replaced or
+/// by one in this order on this thread, handed to `answer` in order (an insert-new that finds the
+/// key present reports the present value; an insert, put or remove the value it replaced or
 /// removed). Answers `FLOE_STATUS_OK` once all have run.
 ///
 /// Errors, checked before any request runs: `FLOE_STATUS_NULL_ARGUMENT` (`map`),
@@ -442,8 +442,8 @@ pub unsafe extern "C" fn floe_bytes_run(
         let batch = m.batch().depth(map.batch_depth);
         let requests = lent.iter().map(|&(op, key, value)| match op {
             FloeOp::Get => MapRequest::Get(key),
+            FloeOp::InsertNew => MapRequest::InsertNew(key.into(), value.into()),
             FloeOp::Insert => MapRequest::Insert(key.into(), value.into()),
-            FloeOp::Upsert => MapRequest::Upsert(key.into(), value.into()),
             FloeOp::Put => MapRequest::Put(key.into(), value.into()),
             FloeOp::Remove => MapRequest::Remove(key),
             FloeOp::FetchAdd => unreachable!("refused above"),
@@ -453,9 +453,9 @@ pub unsafe extern "C" fn floe_bytes_run(
                 MapResponse::Get(value) | MapResponse::Put(value) | MapResponse::Remove(value) => {
                     found(value)
                 }
-                MapResponse::Upsert(Ok(value)) => found(value),
-                MapResponse::Insert(Ok(outcome)) => inserted(outcome),
-                MapResponse::Insert(Err(error)) | MapResponse::Upsert(Err(error)) => {
+                MapResponse::Insert(Ok(value)) => found(value),
+                MapResponse::InsertNew(Ok(outcome)) => inserted(outcome),
+                MapResponse::InsertNew(Err(error)) | MapResponse::Insert(Err(error)) => {
                     (error.into(), None)
                 }
             };
@@ -579,11 +579,11 @@ mod tests {
         // SAFETY: a live map, byte strings valid for their lengths.
         unsafe {
             assert_eq!(
-                floe_bytes_insert(m, b"k".as_ptr(), 1, b"one".as_ptr(), 3),
+                floe_bytes_insert_new(m, b"k".as_ptr(), 1, b"one".as_ptr(), 3),
                 FloeStatus::Ok
             );
             assert_eq!(
-                floe_bytes_insert(m, b"k".as_ptr(), 1, b"two".as_ptr(), 3),
+                floe_bytes_insert_new(m, b"k".as_ptr(), 1, b"two".as_ptr(), 3),
                 FloeStatus::Present
             );
             assert_eq!(
@@ -603,11 +603,11 @@ mod tests {
             );
             assert_eq!(len, 3);
             assert_eq!(
-                floe_bytes_upsert(m, b"k".as_ptr(), 1, b"three".as_ptr(), 5),
+                floe_bytes_insert(m, b"k".as_ptr(), 1, b"three".as_ptr(), 5),
                 FloeStatus::Ok
             );
             assert_eq!(
-                floe_bytes_upsert(m, b"j".as_ptr(), 1, null(), 0),
+                floe_bytes_insert(m, b"j".as_ptr(), 1, null(), 0),
                 FloeStatus::Absent
             );
             assert_eq!(get(&made, b"j", 0), (FloeStatus::Ok, vec![], 0));
@@ -631,7 +631,7 @@ mod tests {
             );
             // The empty key is a key.
             assert_eq!(
-                floe_bytes_insert(m, null(), 0, b"e".as_ptr(), 1),
+                floe_bytes_insert_new(m, null(), 0, b"e".as_ptr(), 1),
                 FloeStatus::Ok
             );
             let mut len = 0;
@@ -664,11 +664,11 @@ mod tests {
                 FloeStatus::NullArgument
             );
             assert_eq!(
-                floe_bytes_insert(made.0, b"k".as_ptr(), 1, null(), 3),
+                floe_bytes_insert_new(made.0, b"k".as_ptr(), 1, null(), 3),
                 FloeStatus::NullArgument
             );
             assert_eq!(
-                floe_bytes_upsert(none, null(), 0, null(), 0),
+                floe_bytes_insert(none, null(), 0, null(), 0),
                 FloeStatus::NullArgument
             );
             assert_eq!(
@@ -697,7 +697,7 @@ mod tests {
         // A value stored into a buffer given as NULL with room claimed for it.
         // SAFETY: a live map, valid byte strings.
         unsafe {
-            floe_bytes_insert(made.0, b"k".as_ptr(), 1, b"v".as_ptr(), 1);
+            floe_bytes_insert_new(made.0, b"k".as_ptr(), 1, b"v".as_ptr(), 1);
             let mut room = 4;
             assert_eq!(
                 floe_bytes_get(made.0, b"k".as_ptr(), 1, null_mut(), &mut room),
@@ -732,7 +732,7 @@ mod tests {
         let inserts: Vec<FloeBytesRequest> = keys
             .iter()
             .map(|key| FloeBytesRequest {
-                op: FloeOp::Insert as u32,
+                op: FloeOp::InsertNew as u32,
                 key: lend(key),
                 value: lend(&key[3..]),
             })
@@ -798,12 +798,12 @@ mod tests {
                 value: lend(b""),
             },
             FloeBytesRequest {
-                op: FloeOp::Insert as u32,
+                op: FloeOp::InsertNew as u32,
                 key: lend(b"key7"),
                 value: lend(b"x"),
             },
             FloeBytesRequest {
-                op: FloeOp::Upsert as u32,
+                op: FloeOp::Insert as u32,
                 key: lend(b"key7"),
                 value: lend(b"y"),
             },
@@ -874,7 +874,7 @@ mod tests {
         let made = Made::new();
         for i in 0..50u8 {
             // SAFETY: a live map, one-byte strings.
-            unsafe { floe_bytes_insert(made.0, &i, 1, &i, 1) };
+            unsafe { floe_bytes_insert_new(made.0, &i, 1, &i, 1) };
         }
         unsafe extern "C" fn tally(
             context: *mut c_void,

@@ -28,7 +28,7 @@ pub struct FloeRequest {
     pub op: u32,
     /// The key.
     pub key: u64,
-    /// The value to insert, upsert or put, or the amount to add; ignored by get and remove.
+    /// The value to insert (new or replacing) or put, or the amount to add; ignored by get and remove.
     pub value: u64,
 }
 
@@ -50,10 +50,11 @@ pub struct FloeResponse {
 pub enum FloeOp {
     /// `floe_map_get` / `floe_bytes_get`.
     Get = 0,
-    /// `floe_map_insert` / `floe_bytes_insert`.
-    Insert = 1,
-    /// `floe_map_upsert` / `floe_bytes_upsert`.
-    Upsert = 2,
+    /// `floe_map_insert_new` / `floe_bytes_insert_new`.
+    InsertNew = 1,
+    /// `floe_map_insert` / `floe_bytes_insert`: insert or replace, as std's `insert` (named
+    /// `FLOE_OP_UPSERT` before 0.2.0; the numbers are unchanged).
+    Insert = 2,
     /// `floe_map_put` / `floe_bytes_put`.
     Put = 3,
     /// `floe_map_fetch_add` (the u64 map only).
@@ -67,8 +68,8 @@ impl FloeOp {
     pub(crate) fn of(op: u32) -> Option<FloeOp> {
         Some(match op {
             0 => FloeOp::Get,
-            1 => FloeOp::Insert,
-            2 => FloeOp::Upsert,
+            1 => FloeOp::InsertNew,
+            2 => FloeOp::Insert,
             3 => FloeOp::Put,
             4 => FloeOp::FetchAdd,
             5 => FloeOp::Remove,
@@ -131,8 +132,8 @@ impl FloeRequest {
         let FloeRequest { key, value, .. } = *self;
         Some(match FloeOp::of(self.op)? {
             FloeOp::Get => Request::Get(key),
+            FloeOp::InsertNew => Request::InsertNew(key, value),
             FloeOp::Insert => Request::Insert(key, value),
-            FloeOp::Upsert => Request::Upsert(key, value),
             FloeOp::Put => Request::Put(key, value),
             FloeOp::FetchAdd => Request::fetch_add(key, value),
             FloeOp::Remove => Request::Remove(key),
@@ -148,11 +149,11 @@ impl FloeResponse {
             Response::Get(value)
             | Response::Put(value)
             | Response::Remove(value)
-            | Response::Upsert(Ok(value))
+            | Response::Insert(Ok(value))
             | Response::FetchAdd(Ok(value)) => found(value),
-            Response::Insert(Ok(outcome)) => inserted(outcome),
-            Response::Insert(Err(error))
-            | Response::Upsert(Err(error))
+            Response::InsertNew(Ok(outcome)) => inserted(outcome),
+            Response::InsertNew(Err(error))
+            | Response::Insert(Err(error))
             | Response::FetchAdd(Err(error)) => (error.into(), 0),
         };
         FloeResponse { status, value }
@@ -223,38 +224,42 @@ pub unsafe extern "C" fn floe_map_get(
 /// # Safety
 /// `map` is NULL or a live handle; `present` is NULL or valid for a write of a `uint64_t`.
 #[no_mangle]
-pub unsafe extern "C" fn floe_map_insert(
+pub unsafe extern "C" fn floe_map_insert_new(
     map: *const FloeMap,
     key: u64,
     value: u64,
     present: *mut u64,
 ) -> FloeStatus {
     // SAFETY: the caller's contract, passed on.
-    unsafe { single(map, present, |m| Ok(inserted(m.try_insert(key, value)?))) }
+    unsafe {
+        single(map, present, |m| {
+            Ok(inserted(m.try_insert_new(key, value)?))
+        })
+    }
 }
 
 /// Store `key -> value`, inserting or overwriting: `FLOE_STATUS_OK` with the replaced value in
 /// `*previous` (may be NULL), or `FLOE_STATUS_ABSENT` if the key was inserted. Errors as
-/// `floe_map_insert`.
+/// `floe_map_insert_new`.
 ///
 /// # Safety
-/// As `floe_map_insert`.
+/// As `floe_map_insert_new`.
 #[no_mangle]
-pub unsafe extern "C" fn floe_map_upsert(
+pub unsafe extern "C" fn floe_map_insert(
     map: *const FloeMap,
     key: u64,
     value: u64,
     previous: *mut u64,
 ) -> FloeStatus {
     // SAFETY: the caller's contract, passed on.
-    unsafe { single(map, previous, |m| Ok(found(m.try_upsert(key, value)?))) }
+    unsafe { single(map, previous, |m| Ok(found(m.try_insert(key, value)?))) }
 }
 
 /// Overwrite the value of `key` only if it is present: `FLOE_STATUS_OK` with the replaced value
 /// in `*previous` (may be NULL), or `FLOE_STATUS_ABSENT` and nothing written.
 ///
 /// # Safety
-/// As `floe_map_insert`.
+/// As `floe_map_insert_new`.
 #[no_mangle]
 pub unsafe extern "C" fn floe_map_put(
     map: *const FloeMap,
@@ -268,10 +273,10 @@ pub unsafe extern "C" fn floe_map_put(
 
 /// Add `delta` to the value of `key` (wrapping), inserting `delta` if the key is absent:
 /// `FLOE_STATUS_OK` with the value before the addition in `*previous` (may be NULL), or
-/// `FLOE_STATUS_ABSENT` if the key was inserted. Errors as `floe_map_insert`.
+/// `FLOE_STATUS_ABSENT` if the key was inserted. Errors as `floe_map_insert_new`.
 ///
 /// # Safety
-/// As `floe_map_insert`.
+/// As `floe_map_insert_new`.
 #[no_mangle]
 pub unsafe extern "C" fn floe_map_fetch_add(
     map: *const FloeMap,
@@ -504,14 +509,14 @@ mod tests {
         // SAFETY: a live map and valid out-pointers throughout.
         unsafe {
             assert_eq!(floe_map_get(m, 1, &mut out), FloeStatus::Absent);
-            assert_eq!(floe_map_insert(m, 1, 10, &mut out), FloeStatus::Ok);
-            assert_eq!(floe_map_insert(m, 1, 11, &mut out), FloeStatus::Present);
+            assert_eq!(floe_map_insert_new(m, 1, 10, &mut out), FloeStatus::Ok);
+            assert_eq!(floe_map_insert_new(m, 1, 11, &mut out), FloeStatus::Present);
             assert_eq!(out, 10);
             assert_eq!(floe_map_get(m, 1, &mut out), FloeStatus::Ok);
             assert_eq!(out, 10);
-            assert_eq!(floe_map_upsert(m, 1, 12, &mut out), FloeStatus::Ok);
+            assert_eq!(floe_map_insert(m, 1, 12, &mut out), FloeStatus::Ok);
             assert_eq!(out, 10);
-            assert_eq!(floe_map_upsert(m, 2, 20, null_mut()), FloeStatus::Absent);
+            assert_eq!(floe_map_insert(m, 2, 20, null_mut()), FloeStatus::Absent);
             assert_eq!(floe_map_put(m, 3, 30, &mut out), FloeStatus::Absent);
             assert_eq!(floe_map_put(m, 2, 21, &mut out), FloeStatus::Ok);
             assert_eq!(out, 20);
@@ -554,11 +559,11 @@ mod tests {
                 FloeStatus::NullArgument
             );
             assert_eq!(
-                floe_map_insert(null_map, 1, 1, null_mut()),
+                floe_map_insert_new(null_map, 1, 1, null_mut()),
                 FloeStatus::NullArgument
             );
             assert_eq!(
-                floe_map_upsert(null_map, 1, 1, null_mut()),
+                floe_map_insert(null_map, 1, 1, null_mut()),
                 FloeStatus::NullArgument
             );
             assert_eq!(
@@ -614,7 +619,7 @@ mod tests {
         let mut full = 0;
         for key in 0..10_000 {
             // SAFETY: a live map.
-            match unsafe { floe_map_insert(made.0, key, key, null_mut()) } {
+            match unsafe { floe_map_insert_new(made.0, key, key, null_mut()) } {
                 FloeStatus::Ok => {}
                 FloeStatus::Full => full += 1,
                 other => panic!("{other:?}"),
@@ -717,7 +722,7 @@ mod tests {
         let mut requests = Vec::new();
         for key in 0..n {
             requests.push(FloeRequest {
-                op: FloeOp::Insert as u32,
+                op: FloeOp::InsertNew as u32,
                 key,
                 value: key * 2,
             });
@@ -725,7 +730,7 @@ mod tests {
         for key in 0..n {
             let op = [
                 FloeOp::Get,
-                FloeOp::Upsert,
+                FloeOp::Insert,
                 FloeOp::Put,
                 FloeOp::FetchAdd,
                 FloeOp::Remove,
@@ -790,7 +795,7 @@ mod tests {
         let made = Made::with(FloeOptions::default());
         for key in 0..100 {
             // SAFETY: a live map.
-            unsafe { floe_map_insert(made.0, key, key + 1, null_mut()) };
+            unsafe { floe_map_insert_new(made.0, key, key + 1, null_mut()) };
         }
         unsafe extern "C" fn sum(context: *mut c_void, key: u64, value: u64) -> i32 {
             // SAFETY: the tests pass a `[u64; 2]` as the context.

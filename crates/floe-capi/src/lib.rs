@@ -4,7 +4,7 @@
 //! Two maps, each behind an opaque handle:
 //!
 //! - `FloeMap`: `FlatMap<u64, u64>`, keys and values inline in the table (`floe_map_*`):
-//!   get, insert, upsert, put, fetch-add, compare-exchange, remove, len, batched gets and
+//!   get, insert (replacing, as std), insert-new (only if absent), put, fetch-add, compare-exchange, remove, len, batched gets and
 //!   batched requests, and iteration with a callback.
 //! - `FloeBytesMap`: `Map<Box<[u8]>, Box<[u8]>>`, byte-string keys and values (`floe_bytes_*`):
 //!   the same calls but fetch-add, values copied into the caller's buffer or lent to a
@@ -49,15 +49,15 @@ mod status;
 pub use crate::{
     bytes::{
         floe_bytes_compare_exchange, floe_bytes_for_each, floe_bytes_free, floe_bytes_get,
-        floe_bytes_get_many, floe_bytes_insert, floe_bytes_len, floe_bytes_new, floe_bytes_put,
-        floe_bytes_remove, floe_bytes_run, floe_bytes_upsert, FloeBytes, FloeBytesAnswer,
-        FloeBytesMap, FloeBytesRequest, FloeBytesVisit,
+        floe_bytes_get_many, floe_bytes_insert, floe_bytes_insert_new, floe_bytes_len,
+        floe_bytes_new, floe_bytes_put, floe_bytes_remove, floe_bytes_run, FloeBytes,
+        FloeBytesAnswer, FloeBytesMap, FloeBytesRequest, FloeBytesVisit,
     },
     flat::{
         floe_map_compare_exchange, floe_map_fetch_add, floe_map_for_each, floe_map_free,
-        floe_map_get, floe_map_get_many, floe_map_insert, floe_map_len, floe_map_new, floe_map_put,
-        floe_map_remove, floe_map_run, floe_map_upsert, FloeMap, FloeOp, FloeRequest, FloeResponse,
-        FloeVisit,
+        floe_map_get, floe_map_get_many, floe_map_insert, floe_map_insert_new, floe_map_len,
+        floe_map_new, floe_map_put, floe_map_remove, floe_map_run, FloeMap, FloeOp, FloeRequest,
+        FloeResponse, FloeVisit,
     },
     options::{FloeBackend, FloeOptions, FloeResizeMode},
     status::{floe_status_message, FloeStatus},

@@ -14,13 +14,13 @@ use floe::Error;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FloeStatus {
-    /// Done: the key was present (get, put, remove, compare-exchange, an upsert or fetch-add
-    /// that replaced a value), or the key was inserted (insert), or the call succeeded.
+    /// Done: the key was present (get, put, remove, compare-exchange, an insert or fetch-add
+    /// that replaced a value), or the key was inserted (insert-new), or the call succeeded.
     Ok = 0,
-    /// The key was absent. A get, put, remove or compare-exchange did nothing; an upsert or
+    /// The key was absent. A get, put, remove or compare-exchange did nothing; an insert or
     /// fetch-add inserted it.
     Absent = 1,
-    /// An insert found the key present and changed nothing (the present value is reported).
+    /// An insert-new found the key present and changed nothing (the present value is reported).
     Present = 2,
     /// A compare-exchange found another value than the expected one and changed nothing (the
     /// present value is reported).

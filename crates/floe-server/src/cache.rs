@@ -1768,9 +1768,9 @@ impl<'w> Session<'w> {
         let mut inserted = Vec::with_capacity(nodes.len());
         let requests = items
             .into_iter()
-            .map(|(key, item)| MapRequest::<_, _, [u8]>::Insert(key, item));
+            .map(|(key, item)| MapRequest::<_, _, [u8]>::InsertNew(key, item));
         self.map.batch().run_each(requests, |i, response| {
-            if matches!(response, MapResponse::Insert(Ok(Insert::Inserted))) {
+            if matches!(response, MapResponse::InsertNew(Ok(Insert::Inserted))) {
                 inserted.push(i);
             } else {
                 // Replay gives each key once; a map that cannot grow refuses it.

@@ -75,7 +75,7 @@ impl LockManager {
     /// first key someone else holds; then release the ones taken and answer `false`.
     fn try_lock_all(&self, keys: &[u64], responses: &mut Vec<Response<()>>) -> bool {
         let requests: Vec<Request<u64, ()>> =
-            keys.iter().map(|&k| Request::Insert(k, ())).collect();
+            keys.iter().map(|&k| Request::InsertNew(k, ())).collect();
         responses.clear();
         let ran = self
             .locks

@@ -47,9 +47,9 @@ pub enum MapRequest<'q, K, V, Q: ?Sized = K> {
     /// [`MapRef::get`].
     Get(&'q Q),
     /// [`MapRef::try_insert`]: only if absent.
+    InsertNew(K, V),
+    /// [`MapRef::try_insert`]: insert or replace.
     Insert(K, V),
-    /// [`MapRef::try_upsert`]: insert or replace.
-    Upsert(K, V),
     /// [`MapRef::put`]: replace only if present.
     Put(K, V),
     /// [`MapRef::remove`].
@@ -63,9 +63,9 @@ pub enum MapResponse<'h, V> {
     /// Of [`MapRequest::Get`].
     Get(Option<&'h V>),
     /// Of [`MapRequest::Insert`].
-    Insert(Result<Insert<&'h V>, Error>),
-    /// Of [`MapRequest::Upsert`]: the previous value.
-    Upsert(Result<Option<&'h V>, Error>),
+    InsertNew(Result<Insert<&'h V>, Error>),
+    /// Of [`MapRequest::Insert`]: the previous value.
+    Insert(Result<Option<&'h V>, Error>),
     /// Of [`MapRequest::Put`]: the previous value, `None` if absent (nothing written).
     Put(Option<&'h V>),
     /// Of [`MapRequest::Remove`]: the removed value.
@@ -79,8 +79,8 @@ impl<V> MapResponse<'_, V> {
     pub fn is_failure(&self) -> bool {
         match self {
             MapResponse::Get(v) | MapResponse::Put(v) | MapResponse::Remove(v) => v.is_none(),
-            MapResponse::Insert(r) => !matches!(r, Ok(Insert::Inserted)),
-            MapResponse::Upsert(r) => r.is_err(),
+            MapResponse::InsertNew(r) => !matches!(r, Ok(Insert::Inserted)),
+            MapResponse::Insert(r) => r.is_err(),
         }
     }
 }
@@ -94,9 +94,9 @@ impl<'h, K: Hash + Eq, V, S: BuildHasher> MapRef<'h, K, V, S> {
     {
         match request {
             MapRequest::Get(key) | MapRequest::Remove(key) => self.hash_word(*key),
-            MapRequest::Insert(key, _) | MapRequest::Upsert(key, _) | MapRequest::Put(key, _) => {
-                self.hash_word(key)
-            }
+            MapRequest::InsertNew(key, _)
+            | MapRequest::Insert(key, _)
+            | MapRequest::Put(key, _) => self.hash_word(key),
         }
     }
 
@@ -113,11 +113,11 @@ impl<'h, K: Hash + Eq, V, S: BuildHasher> MapRef<'h, K, V, S> {
     {
         match request {
             MapRequest::Get(key) => MapResponse::Get(self.get_by(word, |k| k.borrow() == key)),
+            MapRequest::InsertNew(key, value) => {
+                MapResponse::InsertNew(self.try_insert_new_hashed(word, key, value))
+            }
             MapRequest::Insert(key, value) => {
                 MapResponse::Insert(self.try_insert_hashed(word, key, value))
-            }
-            MapRequest::Upsert(key, value) => {
-                MapResponse::Upsert(self.try_upsert_hashed(word, key, value))
             }
             MapRequest::Put(key, value) => MapResponse::Put(self.put_hashed(word, key, value)),
             MapRequest::Remove(key) => {
@@ -132,8 +132,8 @@ impl<'h, K: Hash + Eq, V, S: BuildHasher> MapRef<'h, K, V, S> {
     /// use floe::{MapRequest, MapResponse};
     /// let map = floe::Map::<String, u32>::new();
     /// let m = map.pin();
-    /// let upsert = MapRequest::<_, _, str>::Upsert("a".to_string(), 1);
-    /// assert_eq!(m.execute(upsert), MapResponse::Upsert(Ok(None)));
+    /// let upsert = MapRequest::<_, _, str>::Insert("a".to_string(), 1);
+    /// assert_eq!(m.execute(upsert), MapResponse::Insert(Ok(None)));
     /// assert_eq!(m.execute(MapRequest::<_, _, str>::Get("a")), MapResponse::Get(Some(&1)));
     /// ```
     pub fn execute<Q>(&'h self, request: MapRequest<'_, K, V, Q>) -> MapResponse<'h, V>
@@ -152,7 +152,7 @@ impl<'h, K: Hash + Eq, V, S: BuildHasher> MapRef<'h, K, V, S> {
     /// let map = floe::Map::<String, Vec<u8>>::new();
     /// let m = map.pin();
     /// let requests = [
-    ///     MapRequest::Insert("a".to_string(), vec![1]),
+    ///     MapRequest::InsertNew("a".to_string(), vec![1]),
     ///     MapRequest::Get("a"),
     ///     MapRequest::Remove("a"),
     ///     MapRequest::Get("a"),
@@ -160,7 +160,7 @@ impl<'h, K: Hash + Eq, V, S: BuildHasher> MapRef<'h, K, V, S> {
     /// let mut responses = Vec::new();
     /// m.batch().run(requests, &mut responses);
     /// assert_eq!(responses, [
-    ///     MapResponse::Insert(Ok(Insert::Inserted)),
+    ///     MapResponse::InsertNew(Ok(Insert::Inserted)),
     ///     MapResponse::Get(Some(&vec![1])),
     ///     MapResponse::Remove(Some(&vec![1])),
     ///     MapResponse::Get(None),
@@ -184,11 +184,11 @@ impl<'h, K: Hash + Eq, V, S: BuildHasher> MapRef<'h, K, V, S> {
     /// let mut pipeline = m.pipeline::<u64, u64>(8);
     /// let mut done = Vec::new();
     /// for k in 0..100 {
-    ///     done.extend(pipeline.submit(k, MapRequest::Upsert(k, k.to_string())));
+    ///     done.extend(pipeline.submit(k, MapRequest::Insert(k, k.to_string())));
     /// }
     /// pipeline.flush(|tag, response| done.push((tag, response)));
     /// assert_eq!(done.len(), 100);
-    /// assert!(done.iter().enumerate().all(|(i, (tag, r))| *tag == i as u64 && *r == MapResponse::Upsert(Ok(None))));
+    /// assert!(done.iter().enumerate().all(|(i, (tag, r))| *tag == i as u64 && *r == MapResponse::Insert(Ok(None))));
     /// ```
     pub fn pipeline<'q, Q, T>(&'h self, window: usize) -> MapPipeline<'h, 'q, K, V, S, Q, T>
     where
@@ -552,9 +552,9 @@ mod tests {
             .map(|i| {
                 let key = KEYS[(i % 7) as usize];
                 match i % 5 {
-                    0 => MapRequest::Insert(key.to_string(), vec![i as u8]),
+                    0 => MapRequest::InsertNew(key.to_string(), vec![i as u8]),
                     1 => MapRequest::Get(key),
-                    2 => MapRequest::Upsert(key.to_string(), vec![i as u8; 3]),
+                    2 => MapRequest::Insert(key.to_string(), vec![i as u8; 3]),
                     3 => MapRequest::Put(key.to_string(), vec![i as u8; 2]),
                     _ => MapRequest::Remove(KEYS[(i % 6) as usize]),
                 }
@@ -609,11 +609,11 @@ mod tests {
     fn a_stopped_batch_runs_nothing_after_the_failure() {
         let map = Map::<String, u32>::new();
         let m = map.pin();
-        m.insert("taken".to_string(), 0);
+        assert!(m.insert_new("taken".to_string(), 0).is_inserted());
         let requests = [
-            MapRequest::<_, _, str>::Insert("a".to_string(), 1),
-            MapRequest::Insert("taken".to_string(), 2),
-            MapRequest::Insert("b".to_string(), 3),
+            MapRequest::<_, _, str>::InsertNew("a".to_string(), 1),
+            MapRequest::InsertNew("taken".to_string(), 2),
+            MapRequest::InsertNew("b".to_string(), 3),
         ];
         let mut got = Vec::new();
         let ran = m
@@ -623,7 +623,7 @@ mod tests {
             .stop_on_failure(true)
             .run(requests, &mut got);
         assert_eq!(ran, 2);
-        assert_eq!(got[1], MapResponse::Insert(Ok(Insert::Present(&0))));
+        assert_eq!(got[1], MapResponse::InsertNew(Ok(Insert::Present(&0))));
         assert_eq!(
             m.get("b"),
             None,

@@ -474,11 +474,11 @@ pub enum Compute<'g, V, T> {
 ///
 /// let map = Map::<String, Vec<u8>>::with_capacity(16);
 /// let m = map.pin();
-/// assert_eq!(m.insert("a".to_string(), vec![1]), Insert::Inserted);
-/// assert_eq!(m.insert("a".to_string(), vec![2]), Insert::Present(&vec![1]));
-/// assert_eq!(m.get("a"), Some(&vec![1]));          // `Borrow` lookups: &str for String
-/// assert_eq!(m.upsert("a".to_string(), vec![3]), Some(&vec![1]));
-/// assert_eq!(m.remove("a"), Some(&vec![3]));
+/// assert_eq!(m.insert("a".to_string(), vec![1]), None);
+/// assert_eq!(m.insert("a".to_string(), vec![2]), Some(&vec![1])); // replaced, as std's
+/// assert_eq!(m.get("a"), Some(&vec![2]));          // `Borrow` lookups: &str for String
+/// assert_eq!(m.insert_new("a".to_string(), vec![3]), Insert::Present(&vec![2])); // kept
+/// assert_eq!(m.remove("a"), Some(&vec![2]));
 /// assert!(m.get("a").is_none());
 /// ```
 pub struct Map<K, V, S = DefaultHashBuilder> {
@@ -1082,36 +1082,36 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
     }
 
     /// Insert `key -> value` only if `key` is absent; otherwise leave the map unchanged (and
-    /// drop `key` and `value`) and return the present value.
+    /// drop `key` and `value`) and return the present value. [`insert`](Self::insert) replaces
+    /// it instead, as std's does.
     ///
     /// ```
     /// use floe::Insert;
     /// let map = floe::Map::<String, Vec<u8>>::new();
     /// let map = map.pin();
-    /// assert_eq!(map.insert("k".to_string(), vec![1]), Insert::Inserted);
-    /// assert_eq!(map.insert("k".to_string(), vec![2]), Insert::Present(&vec![1]));
+    /// assert_eq!(map.insert_new("k".to_string(), vec![1]), Insert::Inserted);
+    /// assert_eq!(map.insert_new("k".to_string(), vec![2]), Insert::Present(&vec![1]));
     /// ```
     ///
     /// # Panics
-    /// As [`FlatMap::insert`](crate::FlatMap::insert): if the larger table's memory cannot be
-    /// had, or a map capped with [`Builder::max_bins`] is full. [`try_insert`](Self::try_insert)
-    /// returns these as errors; use it on a capped map.
+    /// As [`insert`](Self::insert); [`try_insert_new`](Self::try_insert_new) returns the
+    /// errors instead.
     #[track_caller]
-    pub fn insert(&self, key: K, value: V) -> Insert<&V> {
-        self.try_insert(key, value).or_raise()
+    pub fn insert_new(&self, key: K, value: V) -> Insert<&V> {
+        self.try_insert_new(key, value).or_raise()
     }
 
-    /// [`insert`](Self::insert), answering what it panics on with an error.
+    /// [`insert_new`](Self::insert_new), answering what it panics on with an error.
     ///
     /// # Errors
-    /// As `FlatMap::try_insert`: [`Error::Full`] at [`Builder::max_bins`], or the larger table
-    /// cannot be had. The map is unchanged and `key` and `value` are dropped.
-    pub fn try_insert(&self, key: K, value: V) -> Result<Insert<&V>, Error> {
-        self.try_insert_hashed(self.map.hasher.hash_one(&key), key, value)
+    /// As [`try_insert`](Self::try_insert). The map is unchanged and `key` and `value` are
+    /// dropped.
+    pub fn try_insert_new(&self, key: K, value: V) -> Result<Insert<&V>, Error> {
+        self.try_insert_new_hashed(self.map.hasher.hash_one(&key), key, value)
     }
 
-    /// [`try_insert`](Self::try_insert) of a key whose hash word is `word`.
-    pub(crate) fn try_insert_hashed(
+    /// [`try_insert_new`](Self::try_insert_new) of a key whose hash word is `word`.
+    pub(crate) fn try_insert_new_hashed(
         &self,
         word: u64,
         key: K,
@@ -1155,39 +1155,64 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
         }
     }
 
-    /// Insert `key -> value`, replacing any present value. Returns the previous value (alive
-    /// while this handle is; the map drops it once no handle can see it). A key held by an
-    /// open shadow insert ([`insert_shadow`](Self::insert_shadow)) is waited for until the
-    /// shadow is committed or aborted: never upsert a key whose shadow this thread holds, or
-    /// one whose handle was leaked (the wait would not end). `compute` inserting such a key,
-    /// a batch's `Upsert` and `Extend` wait the same way.
+    /// Insert `key -> value`, replacing any present value, as std's `HashMap::insert` does.
+    /// Returns the previous value (alive while this handle is; the map drops it once no handle
+    /// can see it). A key held by an open shadow insert ([`insert_shadow`](Self::insert_shadow))
+    /// is waited for until the shadow is committed or aborted: never insert a key whose shadow
+    /// this thread holds, or one whose handle was leaked (the wait would not end). `compute`
+    /// inserting such a key, a batch's `Insert` and `Extend` wait the same way.
     ///
     /// ```
     /// let map = floe::Map::<String, u64>::new();
     /// let map = map.pin();
-    /// assert_eq!(map.upsert("k".to_string(), 1), None);
-    /// assert_eq!(map.upsert("k".to_string(), 2), Some(&1));
+    /// assert_eq!(map.insert("k".to_string(), 1), None);
+    /// assert_eq!(map.insert("k".to_string(), 2), Some(&1));
     /// assert_eq!(map.get("k"), Some(&2));
     /// ```
     ///
     /// # Panics
-    /// As [`insert`](Self::insert), when the key is absent; [`try_upsert`](Self::try_upsert)
-    /// returns the error instead.
+    /// As [`FlatMap::insert`](crate::FlatMap::insert): if the larger table's memory cannot be
+    /// had, or a map capped with [`Builder::max_bins`] is full. [`try_insert`](Self::try_insert)
+    /// returns these as errors; use it on a capped map.
     #[track_caller]
-    pub fn upsert(&self, key: K, value: V) -> Option<&V> {
-        self.try_upsert(key, value).or_raise()
+    pub fn insert(&self, key: K, value: V) -> Option<&V> {
+        self.try_insert(key, value).or_raise()
     }
 
-    /// [`upsert`](Self::upsert), answering what it panics on with an error.
+    /// [`insert`](Self::insert), answering what it panics on with an error.
     ///
     /// # Errors
-    /// As [`try_insert`](Self::try_insert), when the key is absent.
-    pub fn try_upsert(&self, key: K, value: V) -> Result<Option<&V>, Error> {
-        self.try_upsert_hashed(self.map.hasher.hash_one(&key), key, value)
+    /// As `FlatMap::try_insert`, when the key is absent: [`Error::Full`] at
+    /// [`Builder::max_bins`], or the larger table cannot be had. The map is unchanged and
+    /// `key` and `value` are dropped.
+    pub fn try_insert(&self, key: K, value: V) -> Result<Option<&V>, Error> {
+        self.try_insert_hashed(self.map.hasher.hash_one(&key), key, value)
     }
 
-    /// [`try_upsert`](Self::try_upsert) of a key whose hash word is `word`.
-    pub(crate) fn try_upsert_hashed(
+    /// [`insert`](Self::insert)'s former name.
+    #[deprecated(
+        since = "0.2.0",
+        note = "`insert` now replaces a present value, as std's does"
+    )]
+    #[track_caller]
+    pub fn upsert(&self, key: K, value: V) -> Option<&V> {
+        self.insert(key, value)
+    }
+
+    /// [`try_insert`](Self::try_insert)'s former name.
+    ///
+    /// # Errors
+    /// As [`try_insert`](Self::try_insert).
+    #[deprecated(
+        since = "0.2.0",
+        note = "`try_insert` now replaces a present value, as std's does"
+    )]
+    pub fn try_upsert(&self, key: K, value: V) -> Result<Option<&V>, Error> {
+        self.try_insert(key, value)
+    }
+
+    /// [`try_insert`](Self::try_insert) of a key whose hash word is `word`.
+    pub(crate) fn try_insert_hashed(
         &self,
         word: u64,
         key: K,
@@ -1494,12 +1519,12 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
     /// let m = rows.pin();
     /// let row = m.insert_shadow("r7".to_string(), 70).unwrap();
     /// assert_eq!(m.get("r7"), None);                                  // hidden...
-    /// assert_eq!(m.insert("r7".to_string(), 1), Insert::Shadowed);     // ...but taken
+    /// assert_eq!(m.insert_new("r7".to_string(), 1), Insert::Shadowed); // ...but taken
     /// assert!(matches!(m.insert_shadow("r7".to_string(), 2), Err(Taken::Shadowed)));
     /// assert_eq!(row.commit(), &70);                                  // now visible
     /// assert_eq!(m.get("r7"), Some(&70));
     /// drop(m.insert_shadow("r8".to_string(), 80).unwrap());            // aborted
-    /// assert_eq!(m.insert("r8".to_string(), 81), Insert::Inserted);
+    /// assert_eq!(m.insert_new("r8".to_string(), 81), Insert::Inserted);
     /// ```
     ///
     /// # Panics
@@ -2082,22 +2107,22 @@ where
     K: Hash + Eq,
     S: BuildHasher,
 {
-    /// Insert `key -> value` in this namespace if absent ([`MapRef::insert`]).
+    /// Insert `key -> value` in this namespace if absent ([`MapRef::insert_new`]).
+    ///
+    /// # Panics
+    /// As [`MapRef::insert_new`].
+    #[track_caller]
+    pub fn insert_new(&self, key: K, value: V) -> Insert<&'h V> {
+        self.map.insert_new((self.namespace.clone(), key), value)
+    }
+
+    /// Insert `key -> value` in this namespace, replacing a present value ([`MapRef::insert`]).
     ///
     /// # Panics
     /// As [`MapRef::insert`].
     #[track_caller]
-    pub fn insert(&self, key: K, value: V) -> Insert<&'h V> {
+    pub fn insert(&self, key: K, value: V) -> Option<&'h V> {
         self.map.insert((self.namespace.clone(), key), value)
-    }
-
-    /// Insert or replace `key -> value` in this namespace ([`MapRef::upsert`]).
-    ///
-    /// # Panics
-    /// As [`MapRef::upsert`].
-    #[track_caller]
-    pub fn upsert(&self, key: K, value: V) -> Option<&'h V> {
-        self.map.upsert((self.namespace.clone(), key), value)
     }
 }
 
@@ -2207,7 +2232,7 @@ mod tests {
                     }
                 }
                 0 | 1 => {
-                    let got = m.try_insert(key.clone(), value.clone()).unwrap();
+                    let got = m.try_insert_new(key.clone(), value.clone()).unwrap();
                     match model.get(&key) {
                         Some(v) => assert_eq!(got, Insert::Present(v)),
                         None => {
@@ -2217,7 +2242,7 @@ mod tests {
                     }
                 }
                 2 => assert_eq!(
-                    m.try_upsert(key.clone(), value.clone()).unwrap().cloned(),
+                    m.try_insert(key.clone(), value.clone()).unwrap().cloned(),
                     model.insert(key, value)
                 ),
                 3 => assert_eq!(m.remove(key.as_str()).cloned(), model.remove(&key)),
@@ -2238,11 +2263,11 @@ mod tests {
             .unwrap();
         let m = map.pin();
         for k in 0..20 {
-            assert_eq!(m.try_insert(k, k * 10).unwrap(), Insert::Inserted);
+            assert_eq!(m.try_insert_new(k, k * 10).unwrap(), Insert::Inserted);
         }
-        assert_eq!(m.try_insert(3, 0).unwrap(), Insert::Present(&30));
+        assert_eq!(m.try_insert_new(3, 0).unwrap(), Insert::Present(&30));
         assert_eq!(map.len(), 20);
-        assert_eq!(m.try_upsert(4, 41).unwrap(), Some(&40));
+        assert_eq!(m.try_insert(4, 41).unwrap(), Some(&40));
         assert_eq!(m.update(&5, |v| v + 1), Some(&51));
         assert_eq!(m.remove(&6), Some(&60));
         assert_eq!(m.remove_if(&7, |&v| v == 0), None);
@@ -2281,16 +2306,16 @@ mod tests {
             let m = map.pin();
             let mut count = 0;
             for k in 0..200u32 {
-                let _ = m.try_insert(k, Counted(&drops)).unwrap();
+                let _ = m.try_insert_new(k, Counted(&drops)).unwrap();
                 count += 1;
             }
             for k in 0..200u32 {
                 // A present key: the rejected value is dropped at once.
-                let _ = m.try_insert(k, Counted(&drops)).unwrap();
+                let _ = m.try_insert_new(k, Counted(&drops)).unwrap();
                 count += 1;
             }
             for k in (0..200u32).step_by(3) {
-                let _ = m.try_upsert(k, Counted(&drops)).unwrap();
+                let _ = m.try_insert(k, Counted(&drops)).unwrap();
                 count += 1;
             }
             for k in (0..200u32).step_by(5) {
@@ -2299,7 +2324,7 @@ mod tests {
             drop(m);
             map.clear();
             for k in 0..50u32 {
-                let _ = map.pin().try_insert(k, Counted(&drops)).unwrap();
+                let _ = map.pin().try_insert_new(k, Counted(&drops)).unwrap();
                 count += 1;
             }
             made = count;
@@ -2315,13 +2340,13 @@ mod tests {
         fn exercise<S: BuildHasher>(mut map: Map<u32, Counted<'_>, S>, drops: &AtomicUsize) {
             {
                 let m = map.pin();
-                let _ = m.insert(0, Counted(drops));
+                let _ = m.insert_new(0, Counted(drops));
                 let committed = m.insert_shadow(1, Counted(drops)).ok().unwrap();
                 let aborted = m.insert_shadow(2, Counted(drops)).ok().unwrap();
                 let dropped = m.insert_shadow(3, Counted(drops)).ok().unwrap();
                 // Refused: the new entry is dropped at once.
                 assert!(m.insert_shadow(1, Counted(drops)).is_err());
-                assert!(matches!(m.insert(2, Counted(drops)), Insert::Shadowed));
+                assert!(matches!(m.insert_new(2, Counted(drops)), Insert::Shadowed));
                 let _ = committed.commit();
                 aborted.abort();
                 drop(dropped);
@@ -2356,8 +2381,8 @@ mod tests {
             .unwrap();
         let mut spread = small::<u32, Counted<'_>>();
         for k in 0..30u32 {
-            let _ = map.pin().insert(k, Counted(&drops));
-            let _ = spread.pin().insert(k, Counted(&drops));
+            let _ = map.pin().insert_new(k, Counted(&drops));
+            let _ = spread.pin().insert_new(k, Counted(&drops));
         }
         let mut keys: Vec<u32> = map
             .drain()
@@ -2372,8 +2397,8 @@ mod tests {
         assert!(map.is_empty());
         assert_eq!(map.check_invariants(), 0);
         // Usable again, with a correct count (the collided keys were forgotten with them).
-        let _ = map.pin().insert(1, Counted(&drops));
-        let _ = map.pin().insert(2, Counted(&drops));
+        let _ = map.pin().insert_new(1, Counted(&drops));
+        let _ = map.pin().insert_new(2, Counted(&drops));
         assert_eq!(map.len(), 2);
         drop(map);
         assert_eq!(drops.load(Ordering::Relaxed), 32);
@@ -2384,7 +2409,7 @@ mod tests {
         assert_eq!(rest.len(), 29);
         drop(rest);
         assert_eq!(drops.load(Ordering::Relaxed), 62);
-        let _ = spread.pin().insert(7, Counted(&drops));
+        let _ = spread.pin().insert_new(7, Counted(&drops));
         let owned: Vec<(u32, Counted<'_>)> = spread.into_iter().collect();
         assert_eq!(owned.len(), 1);
         drop(owned);
@@ -2420,16 +2445,16 @@ mod tests {
                 .unwrap();
             let m = map.pin();
             assert!(m
-                .try_insert(Touchy(1), Counted(&drops))
+                .try_insert_new(Touchy(1), Counted(&drops))
                 .unwrap()
                 .is_inserted());
             PANIC_EQ.store(true, Ordering::Relaxed);
             for upsert in [false, true] {
                 let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                     if upsert {
-                        let _ = m.try_upsert(Touchy(2), Counted(&drops));
-                    } else {
                         let _ = m.try_insert(Touchy(2), Counted(&drops));
+                    } else {
+                        let _ = m.try_insert_new(Touchy(2), Counted(&drops));
                     }
                 }));
                 assert!(outcome.is_err());
@@ -2450,14 +2475,17 @@ mod tests {
         let (a, b) = (small::<String, u32>(), small::<String, u32>());
         assert!(a == b);
         for k in 0..100u32 {
-            let _ = a.pin().try_insert(k.to_string(), k).unwrap();
-            let _ = b.pin().try_insert((99 - k).to_string(), 99 - k).unwrap();
+            let _ = a.pin().try_insert_new(k.to_string(), k).unwrap();
+            let _ = b
+                .pin()
+                .try_insert_new((99 - k).to_string(), 99 - k)
+                .unwrap();
         }
         assert!(a == b);
-        let _ = b.pin().try_upsert("5".to_string(), 6).unwrap();
+        let _ = b.pin().try_insert("5".to_string(), 6).unwrap();
         assert!(a != b);
-        let _ = b.pin().try_upsert("5".to_string(), 5).unwrap();
-        let _ = b.pin().try_insert("extra".to_string(), 0).unwrap();
+        let _ = b.pin().try_insert("5".to_string(), 5).unwrap();
+        let _ = b.pin().try_insert_new("extra".to_string(), 0).unwrap();
         assert!(a != b);
     }
 
@@ -2468,7 +2496,7 @@ mod tests {
         let bytes: Map<u8, ()> = small();
         let m = bytes.pin();
         for b in 0..=255u8 {
-            assert!(m.try_insert(b, ()).unwrap().is_inserted());
+            assert!(m.try_insert_new(b, ()).unwrap().is_inserted());
         }
         assert_eq!(bytes.len(), 256);
         assert_eq!(m.remove(&7), Some(&()));
@@ -2476,8 +2504,8 @@ mod tests {
         assert_eq!(m.get(&8), Some(&()));
         let unit: Map<(), ()> = small();
         let u = unit.pin();
-        assert!(u.try_insert((), ()).unwrap().is_inserted());
-        assert_eq!(u.try_upsert((), ()).unwrap(), Some(&()));
+        assert!(u.try_insert_new((), ()).unwrap().is_inserted());
+        assert_eq!(u.try_insert((), ()).unwrap(), Some(&()));
         assert_eq!(u.get(&()), Some(&()));
         assert_eq!(unit.len(), 1);
     }
@@ -2494,8 +2522,8 @@ mod tests {
                         let key = format!("{}", i % 20);
                         let m = map.pin();
                         match (i + t) % 4 {
-                            0 => drop(m.try_insert(key, i).unwrap()),
-                            1 => drop(m.try_upsert(key, i).unwrap()),
+                            0 => drop(m.try_insert_new(key, i).unwrap()),
+                            1 => drop(m.try_insert(key, i).unwrap()),
                             2 => drop(m.update(key.as_str(), |v| v + 1)),
                             _ => drop(m.remove(key.as_str())),
                         }

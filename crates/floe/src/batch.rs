@@ -86,9 +86,9 @@ pub enum Request<K, V> {
     /// [`FlatMap::get`].
     Get(K),
     /// [`FlatMap::insert`]: only if absent.
+    InsertNew(K, V),
+    /// [`FlatMap::insert`]: insert or overwrite.
     Insert(K, V),
-    /// [`FlatMap::upsert`]: insert or overwrite.
-    Upsert(K, V),
     /// [`FlatMap::put`]: only if present.
     Put(K, V),
     /// [`FlatMap::fetch_add`]; build it with [`Request::fetch_add`].
@@ -141,8 +141,8 @@ impl<K: Copy, V> Request<K, V> {
     pub fn key(&self) -> K {
         match *self {
             Request::Get(k)
+            | Request::InsertNew(k, _)
             | Request::Insert(k, _)
-            | Request::Upsert(k, _)
             | Request::Put(k, _)
             | Request::FetchAdd(k, _)
             | Request::Remove(k) => k,
@@ -156,8 +156,8 @@ impl<K, V: Inline> Request<K, V> {
     fn word_op(&self) -> WordOp {
         match *self {
             Request::Get(_) => WordOp::Get,
-            Request::Insert(_, v) => WordOp::Insert(v.to_word()),
-            Request::Upsert(_, v) => WordOp::Upsert(v.to_word()),
+            Request::InsertNew(_, v) => WordOp::Insert(v.to_word()),
+            Request::Insert(_, v) => WordOp::Upsert(v.to_word()),
             Request::Put(_, v) => WordOp::Put(v.to_word()),
             Request::FetchAdd(_, d) => WordOp::Add(d.delta.to_word()),
             Request::Remove(_) => WordOp::Remove,
@@ -187,9 +187,9 @@ pub enum Response<V> {
     /// Of [`Request::Get`].
     Get(Option<V>),
     /// Of [`Request::Insert`].
-    Insert(Result<Insert<V>, Error>),
-    /// Of [`Request::Upsert`]: the previous value.
-    Upsert(Result<Option<V>, Error>),
+    InsertNew(Result<Insert<V>, Error>),
+    /// Of [`Request::Insert`]: the previous value.
+    Insert(Result<Option<V>, Error>),
     /// Of [`Request::Put`]: the previous value, `None` if absent (nothing written).
     Put(Option<V>),
     /// Of [`Request::FetchAdd`]: the previous value.
@@ -206,12 +206,12 @@ impl<V: Inline> Response<V> {
         let value = |word: Option<u64>| word.map(V::from_word);
         match done {
             WordDone::Get(word) => Response::Get(value(word)),
-            WordDone::Insert(Inserted::New) => Response::Insert(Ok(Insert::Inserted)),
+            WordDone::Insert(Inserted::New) => Response::InsertNew(Ok(Insert::Inserted)),
             WordDone::Insert(Inserted::Exists(word)) => {
-                Response::Insert(Ok(Insert::Present(V::from_word(word))))
+                Response::InsertNew(Ok(Insert::Present(V::from_word(word))))
             }
-            WordDone::Insert(Inserted::Shadowed) => Response::Insert(Ok(Insert::Shadowed)),
-            WordDone::Upsert(word) => Response::Upsert(Ok(value(word))),
+            WordDone::Insert(Inserted::Shadowed) => Response::InsertNew(Ok(Insert::Shadowed)),
+            WordDone::Upsert(word) => Response::Insert(Ok(value(word))),
             WordDone::Put(word) => Response::Put(value(word)),
             WordDone::Add(word) => Response::FetchAdd(Ok(value(word))),
             WordDone::Remove(word) => Response::Remove(value(word)),
@@ -226,8 +226,8 @@ impl<V> Response<V> {
     pub fn is_failure(&self) -> bool {
         match self {
             Response::Get(v) | Response::Put(v) | Response::Remove(v) => v.is_none(),
-            Response::Insert(r) => !matches!(r, Ok(Insert::Inserted)),
-            Response::Upsert(r) | Response::FetchAdd(r) => r.is_err(),
+            Response::InsertNew(r) => !matches!(r, Ok(Insert::Inserted)),
+            Response::Insert(r) | Response::FetchAdd(r) => r.is_err(),
         }
     }
 }
@@ -260,7 +260,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// ```
     /// use floe::{Request, Response};
     /// let map = floe::FlatMap::<u64, u64>::with_capacity(10);
-    /// assert_eq!(map.execute(Request::Upsert(1, 5)), Response::Upsert(Ok(None)));
+    /// assert_eq!(map.execute(Request::Insert(1, 5)), Response::Insert(Ok(None)));
     /// assert_eq!(map.execute(Request::fetch_add(1, 2)), Response::FetchAdd(Ok(Some(5))));
     /// assert_eq!(map.execute(Request::Get(1)), Response::Get(Some(7)));
     /// ```
@@ -275,11 +275,11 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// ```
     /// use floe::{Request, Response, Insert};
     /// let map = floe::FlatMap::<u64, u64>::with_capacity(1000);
-    /// let requests = [Request::Insert(1, 10), Request::Get(1), Request::Remove(1), Request::Get(1)];
+    /// let requests = [Request::InsertNew(1, 10), Request::Get(1), Request::Remove(1), Request::Get(1)];
     /// let mut responses = Vec::new();
     /// map.batch().run(&requests, &mut responses);
     /// assert_eq!(responses, [
-    ///     Response::Insert(Ok(Insert::Inserted)),
+    ///     Response::InsertNew(Ok(Insert::Inserted)),
     ///     Response::Get(Some(10)),
     ///     Response::Remove(Some(10)),
     ///     Response::Get(None),
@@ -300,13 +300,13 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// let mut pipeline = map.pipeline::<u32>(8);
     /// let mut done = Vec::new();
     /// for i in 0..100u32 {
-    ///     if let Some(completion) = pipeline.submit(i, Request::Upsert(u64::from(i), 1)) {
+    ///     if let Some(completion) = pipeline.submit(i, Request::Insert(u64::from(i), 1)) {
     ///         done.push(completion);
     ///     }
     /// }
     /// pipeline.flush(|tag, response| done.push((tag, response)));
     /// assert_eq!(done.len(), 100);
-    /// assert!(done.iter().all(|(_, r)| *r == Response::Upsert(Ok(None))));
+    /// assert!(done.iter().all(|(_, r)| *r == Response::Insert(Ok(None))));
     /// ```
     ///
     /// The window is clamped to `1..=`[`MAX_PIPELINE_WINDOW`]: tens of requests cover the memory
@@ -333,8 +333,8 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> BatchTarget for FlatMap<K, V, S> {
     fn execute_at(&self, hash: u64, word: u64, request: Request<K, V>) -> Response<V> {
         match request {
             Request::Get(_) => Response::Get(self.get_at(hash, word)),
-            Request::Insert(_, v) => Response::Insert(self.insert_at(hash, word, v)),
-            Request::Upsert(_, v) => Response::Upsert(self.upsert_at(hash, word, v)),
+            Request::InsertNew(_, v) => Response::InsertNew(self.insert_at(hash, word, v)),
+            Request::Insert(_, v) => Response::Insert(self.upsert_at(hash, word, v)),
             Request::Put(_, v) => Response::Put(self.put_at(hash, word, v)),
             Request::FetchAdd(_, d) => {
                 Response::FetchAdd(self.fetch_add_at(hash, word, d.delta, d.add))
@@ -460,9 +460,9 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Batch<'m, K, V, S> {
     /// ```
     /// use floe::{Request, Response};
     /// let map = floe::FlatMap::<u64, u64>::with_capacity(100);
-    /// let requests: Vec<_> = (0..10).map(|k| Request::Upsert(k, k)).collect();
+    /// let requests: Vec<_> = (0..10).map(|k| Request::Insert(k, k)).collect();
     /// let mut inserted = 0;
-    /// map.batch().run_each(&requests, |_, r| inserted += usize::from(r == Response::Upsert(Ok(None))));
+    /// map.batch().run_each(&requests, |_, r| inserted += usize::from(r == Response::Insert(Ok(None))));
     /// assert_eq!(inserted, 10);
     /// ```
     #[inline]
@@ -771,7 +771,7 @@ mod tests {
         let single = map();
         let requests: Vec<Request<u64, u64>> = (0..40u64)
             .map(|i| match i % 5 {
-                0 => Request::Insert(i % 13, i),
+                0 => Request::InsertNew(i % 13, i),
                 1 => Request::Get(i % 13),
                 2 => Request::fetch_add(i % 13, 1),
                 3 => Request::Put(i % 13, i),
@@ -828,19 +828,19 @@ mod tests {
         let key = 0u64;
         let bin_of = |k: u64| map.hasher().hash_one(k) >> 63;
         for k in (1..).filter(|&k| bin_of(k) == bin_of(key)).take(3) {
-            assert!(map.try_insert(k, k).expect("room").is_inserted());
+            assert!(map.try_insert_new(k, k).expect("room").is_inserted());
         }
-        assert!(map.try_insert(key, 0).expect("room").is_inserted());
+        assert!(map.try_insert_new(key, 0).expect("room").is_inserted());
         let mut pipeline = map
             .pipeline::<u64>(MAX_PIPELINE_WINDOW)
             .prefetch(Prefetch::Always);
         let mut done = Vec::new();
         let mut submit = |tag, request| done.extend(pipeline.submit(tag, request));
-        submit(0, Request::Upsert(key, 1));
+        submit(0, Request::Insert(key, 1));
         for filler in 1..200 {
-            submit(filler, Request::Upsert(1000 + filler, 0));
+            submit(filler, Request::Insert(1000 + filler, 0));
         }
-        submit(200, Request::Upsert(key, 2));
+        submit(200, Request::Insert(key, 2));
         pipeline.flush(|tag, response| done.push((tag, response)));
         assert!(map.stats().bins > 2, "the fillers grew the map");
         let order: Vec<u64> = done
@@ -879,7 +879,7 @@ mod tests {
         let mut pipeline = map.pipeline::<usize>(3).prefetch(Prefetch::Always);
         let mut seen = [0u8; 30];
         for tag in 0..30 {
-            if let Some((t, _)) = pipeline.submit(tag, Request::Upsert(tag as u64 % 11, 1)) {
+            if let Some((t, _)) = pipeline.submit(tag, Request::Insert(tag as u64 % 11, 1)) {
                 seen[t] += 1;
             }
             assert!(pipeline.in_flight() <= 3);

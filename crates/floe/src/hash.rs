@@ -9,8 +9,32 @@
 //! | [`WyHash`] | two multiplies | wyhash's 8-byte path (its `mum` folding with its secrets); the function DLHT §3.4.3 settles on |
 //! | [`Crc32`] | two `crc32` instructions (SSE 4.2) | hardware CRC-32C with two seeds; a portable bit-by-bit fallback elsewhere |
 //!
-//! `std`'s `RandomState` (SipHash) also works and resists collision attacks from untrusted
-//! keys, at several times the cost.
+//! `std`'s `RandomState` (SipHash-1-3) also works, at several times the cost.
+//!
+//! # Untrusted keys
+//!
+//! None of the three hashers above resists collision attacks. [`Mix64`] and [`WyHash`] draw
+//! a random seed per map, so a party that only sends keys cannot compute a collision offline
+//! from the published constants; but they are not keyed pseudo-random functions: nothing bounds
+//! what an attacker who can time the map's answers, or read its iteration order, learns about
+//! the seed, and [`Crc32`] is linear. What floe does when keys do collide: a bin full of keys
+//! whose hashes agree is refused with [`Error::HashCollisions`](crate::Error::HashCollisions)
+//! instead of growing the table for ever (so an attack costs the attacker's inserts, not the
+//! machine's memory), and `Map` keeps keys with one 64-bit hash in a list searched in order.
+//!
+//! Where keys come from the network or any other untrusted source (a server's request
+//! headers, a cache keyed by user input), give the map std's SipHash, as std's `HashMap` does
+//! by default:
+//!
+//! ```
+//! use std::collections::hash_map::RandomState;
+//! let map = floe::Map::<String, u32>::builder().hasher(RandomState::new()).build()?;
+//! map.pin().insert("from a client".to_string(), 1);
+//! # Ok::<(), floe::Error>(())
+//! ```
+//!
+//! (A persistent map needs a hasher it can be reopened with, [`PersistentHasher`]: `Mix64`,
+//! `WyHash` or `Crc32`, whose seed is kept in the map's files.)
 //!
 //! # From hash to bin: fastrange
 //!

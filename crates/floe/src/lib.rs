@@ -167,7 +167,7 @@
 //! - While [`FlatMap::snapshot`] runs, every write to the map (insert, put, remove, `clear`,
 //!   shadow inserts and their resolution; on any thread) waits for it, and it waits for the
 //!   writes in progress when it started. Gets go on.
-//! - An [`upsert`](FlatMap::upsert) or [`fetch_add`](FlatMap::fetch_add) of a key with an open
+//! - An [`insert`](FlatMap::insert) or [`fetch_add`](FlatMap::fetch_add) of a key with an open
 //!   shadow insert ([`FlatMap::insert_shadow`]) waits until the shadow is committed or
 //!   aborted: the shadow is that key's lock, held for as long as its owner keeps it (an
 //!   owner that upserts its own shadowed key waits for itself, forever).

@@ -125,7 +125,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
     /// unchanged).
     ///
     /// # Errors
-    /// As [`FlatMap::try_upsert`].
+    /// As [`FlatMap::try_insert`].
     #[inline]
     pub fn try_insert(&mut self, key: K, value: V) -> Result<Option<V>, Error> {
         self.map.write_owned::<UPSERT>(key, value)
@@ -358,7 +358,7 @@ mod tests {
                 next < 100_000,
                 "no growth was left half done: the test did not test"
             );
-            local.as_shared().insert(next, next);
+            assert!(local.as_shared().insert_new(next, next).is_inserted());
             next += 1;
         }
         assert!(local.as_shared().stats().migrating);
@@ -393,15 +393,21 @@ mod tests {
             .unwrap();
         let n = if cfg!(miri) { 100 } else { 1000 };
         for k in 0..n {
-            shared.insert(k, k);
+            assert!(shared.insert_new(k, k).is_inserted());
         }
         for k in [5000, 5001] {
             core::mem::forget(shared.insert_shadow(k, 1).unwrap());
         }
         let mut local = LocalMap::from(shared);
         // Through the shared interface, whose writes abort nothing themselves: `from` did.
-        assert_eq!(local.as_shared().insert(5000, 2), crate::Insert::Inserted);
-        assert_eq!(local.as_shared().insert(5001, 3), crate::Insert::Inserted);
+        assert_eq!(
+            local.as_shared().insert_new(5000, 2),
+            crate::Insert::Inserted
+        );
+        assert_eq!(
+            local.as_shared().insert_new(5001, 3),
+            crate::Insert::Inserted
+        );
         // Leaked through the shared interface: the next local write of the key aborts it
         // (an upsert would otherwise wait for ever, an insert refuse).
         core::mem::forget(local.as_shared().insert_shadow(9000, 1).unwrap());
@@ -419,7 +425,7 @@ mod tests {
         let shared = FlatMap::<u64, u64>::builder().bins(2).build().unwrap();
         let n = if cfg!(miri) { 100 } else { 1000 };
         for k in 0..n {
-            shared.insert(k, k);
+            assert!(shared.insert_new(k, k).is_inserted());
         }
         let leaked = shared.insert_shadow(5000, 1).unwrap();
         core::mem::forget(leaked);

@@ -15,8 +15,10 @@ use crate::{
     raw::{layouts::Driver, Full, Inserted, Mismatch},
 };
 
-/// The outcome of [`FlatMap::insert`] and `MapRef::insert`. Not `#[must_use]`, like the
-/// `Option` std's `insert` returns: a caller that only wants the key present may ignore it.
+/// The outcome of [`FlatMap::insert_new`] and `MapRef::insert_new`: whether the key went in or
+/// what was there. `#[must_use]`: an insert that found the key present changed nothing, and a
+/// caller that meant to replace the value wants [`FlatMap::insert`].
+#[must_use = "insert_new leaves a present value unchanged; use `insert` to replace it"]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Insert<V> {
     /// The key was absent; it is now present with the given value.
@@ -578,13 +580,13 @@ impl<K: InlineKey, V: Inline, S: crate::hash::PersistentHasher + Default> FlatMa
 /// use floe::{FlatMap, Insert};
 ///
 /// let map = FlatMap::<u64, u64>::with_capacity(1 << 16);
-/// assert_eq!(map.insert(7, 70), Insert::Inserted);
-/// assert_eq!(map.insert(7, 71), Insert::Present(70)); // insert never overwrites
-/// assert_eq!(map.upsert(7, 72), Some(70));             // upsert does
-/// assert_eq!(map.fetch_add(8, 1), None);               // counting upsert
+/// assert_eq!(map.insert(7, 70), None);
+/// assert_eq!(map.insert(7, 71), Some(70));               // replaces, as std's insert
+/// assert_eq!(map.insert_new(7, 72), Insert::Present(71)); // keeps what is there
+/// assert_eq!(map.fetch_add(8, 1), None);                 // a counting insert
 /// assert_eq!(map.fetch_add(8, 1), Some(1));
 /// assert_eq!(map.get(&8), Some(2));
-/// assert_eq!(map.remove(&7), Some(72));
+/// assert_eq!(map.remove(&7), Some(71));
 /// assert_eq!(map.len(), 1);
 /// ```
 pub struct FlatMap<K, V, S = DefaultHashBuilder> {
@@ -727,15 +729,17 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
         self.get(key).is_some()
     }
 
-    /// Insert `key -> value` only if `key` is absent; otherwise leave the map unchanged and
-    /// return the present value.
+    /// Insert `key -> value`, replacing the value of a present `key`, as std's `HashMap::insert`
+    /// does. Returns the value replaced, `None` if the key was absent.
     ///
     /// ```
-    /// use floe::Insert;
     /// let map = floe::FlatMap::<u64, u64>::with_capacity(10);
-    /// assert!(map.insert(5, 1).is_inserted());
-    /// assert_eq!(map.insert(5, 2), Insert::Present(1));
+    /// assert_eq!(map.insert(1, 10), None);
+    /// assert_eq!(map.insert(1, 11), Some(10));
+    /// assert_eq!(map.get(&1), Some(11));
     /// ```
+    ///
+    /// To keep a present value instead, see [`insert_new`](Self::insert_new).
     ///
     /// # Panics
     /// Where std's maps would (the larger table's memory cannot be had), and where they would
@@ -744,19 +748,19 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// returns these as errors; use it on a capped map.
     #[inline]
     #[track_caller]
-    pub fn insert(&self, key: K, value: V) -> Insert<V> {
+    pub fn insert(&self, key: K, value: V) -> Option<V> {
         self.try_insert(key, value).or_raise()
     }
 
     /// [`insert`](Self::insert), answering what it panics on with an error.
     ///
     /// ```
-    /// use floe::{Error, Insert};
+    /// use floe::Error;
     /// let capped = floe::FlatMap::<u64, u64>::builder().bins(2).max_bins(2).build()?;
     /// let mut refused = 0;
     /// for key in 0..100 {
     ///     match capped.try_insert(key, key) {
-    ///         Ok(Insert::Inserted) => {}
+    ///         Ok(None) => {}
     ///         Err(Error::Full) => refused += 1,
     ///         other => panic!("{other:?}"),
     ///     }
@@ -766,43 +770,70 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// ```
     ///
     /// # Errors
-    /// [`Error::Full`] if the key's bin has no room and the map may not grow
-    /// ([`Builder::max_bins`]); [`Error::HashCollisions`] if the bin is full of keys whose
-    /// hashes agree with this key's so closely that no larger table would separate them (the
-    /// map does not grow for them); [`Error::AllocationFailed`] or [`Error::CapacityOverflow`]
-    /// if the larger table cannot be had. The map is unchanged.
+    /// When the key is absent: [`Error::Full`] if the key's bin has no room and the map may
+    /// not grow ([`Builder::max_bins`]); [`Error::HashCollisions`] if the bin is full of keys
+    /// whose hashes agree with this key's so closely that no larger table would separate them
+    /// (the map does not grow for them); [`Error::AllocationFailed`] or
+    /// [`Error::CapacityOverflow`] if the larger table cannot be had. The map is unchanged.
     #[inline]
-    pub fn try_insert(&self, key: K, value: V) -> Result<Insert<V>, Error> {
+    pub fn try_insert(&self, key: K, value: V) -> Result<Option<V>, Error> {
+        let (hash, word) = self.locate(key);
+        self.upsert_at(hash, word, value)
+    }
+
+    /// Insert `key -> value` only if `key` is absent; otherwise leave the map unchanged and
+    /// return the present value (DLHT's insert; `HashMap::entry(key).or_insert(value)` in
+    /// std's terms). A cache filled by several threads keeps the first value this way.
+    ///
+    /// ```
+    /// use floe::Insert;
+    /// let map = floe::FlatMap::<u64, u64>::with_capacity(10);
+    /// assert!(map.insert_new(5, 1).is_inserted());
+    /// assert_eq!(map.insert_new(5, 2), Insert::Present(1));
+    /// assert_eq!(map.get(&5), Some(1));
+    /// ```
+    ///
+    /// # Panics
+    /// As [`insert`](Self::insert); [`try_insert_new`](Self::try_insert_new) returns the
+    /// errors instead.
+    #[inline]
+    #[track_caller]
+    pub fn insert_new(&self, key: K, value: V) -> Insert<V> {
+        self.try_insert_new(key, value).or_raise()
+    }
+
+    /// [`insert_new`](Self::insert_new), answering what it panics on with an error.
+    ///
+    /// # Errors
+    /// As [`try_insert`](Self::try_insert). The map is unchanged.
+    #[inline]
+    pub fn try_insert_new(&self, key: K, value: V) -> Result<Insert<V>, Error> {
         let (hash, word) = self.locate(key);
         self.insert_at(hash, word, value)
     }
 
-    /// Insert `key -> value`, overwriting any present value. Returns the previous value.
-    ///
-    /// ```
-    /// let map = floe::FlatMap::<u64, u64>::with_capacity(10);
-    /// assert_eq!(map.upsert(1, 10), None);
-    /// assert_eq!(map.upsert(1, 11), Some(10));
-    /// ```
-    ///
-    /// # Panics
-    /// As [`insert`](Self::insert), when the key is absent; [`try_upsert`](Self::try_upsert)
-    /// returns the error instead.
+    /// [`insert`](Self::insert)'s former name.
+    #[deprecated(
+        since = "0.2.0",
+        note = "`insert` now replaces a present value, as std's does"
+    )]
     #[inline]
     #[track_caller]
     pub fn upsert(&self, key: K, value: V) -> Option<V> {
-        self.try_upsert(key, value).or_raise()
+        self.insert(key, value)
     }
 
-    /// [`upsert`](Self::upsert), answering what it panics on with an error.
+    /// [`try_insert`](Self::try_insert)'s former name.
     ///
     /// # Errors
-    /// As [`try_insert`](Self::try_insert), when the key is absent: [`Error::Full`] at
-    /// [`Builder::max_bins`], or the larger table cannot be had. The map is unchanged.
+    /// As [`try_insert`](Self::try_insert).
+    #[deprecated(
+        since = "0.2.0",
+        note = "`try_insert` now replaces a present value, as std's does"
+    )]
     #[inline]
     pub fn try_upsert(&self, key: K, value: V) -> Result<Option<V>, Error> {
-        let (hash, word) = self.locate(key);
-        self.upsert_at(hash, word, value)
+        self.try_insert(key, value)
     }
 
     /// Overwrite the value of `key` only if it is present. Returns the previous value, or
@@ -915,7 +946,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// let rows = floe::FlatMap::<u64, u64>::new();
     /// let row = rows.insert_shadow(7, 70).unwrap();
     /// assert_eq!(rows.get(&7), None);                      // hidden...
-    /// assert_eq!(rows.insert(7, 1), Insert::Shadowed);      // ...but taken
+    /// assert_eq!(rows.insert_new(7, 1), Insert::Shadowed);  // ...but taken
     /// assert!(matches!(rows.insert_shadow(7, 2), Err(Taken::Shadowed)));
     /// row.commit();                                         // now visible
     /// assert_eq!(rows.get(&7), Some(70));
@@ -923,7 +954,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     ///
     /// let row = rows.insert_shadow(8, 80).unwrap();
     /// drop(row);                                            // aborted: never visible
-    /// assert_eq!(rows.insert(8, 81), Insert::Inserted);
+    /// assert_eq!(rows.insert_new(8, 81), Insert::Inserted);
     /// ```
     ///
     /// # Panics

@@ -301,7 +301,7 @@ where
                     seq,
                     pending: AtomicPtr::new(core::ptr::null_mut()),
                 };
-                if !pinned.try_insert(key, durable)?.is_inserted() {
+                if !pinned.try_insert_new(key, durable)?.is_inserted() {
                     return Err(Error::Storage(StorageError::Corrupt(
                         "two records name the same key",
                     )));
@@ -820,12 +820,12 @@ where
     }
 
     /// Insert `key` with `value` if it is absent; if present, the map is unchanged and its
-    /// value is returned (as [`MapRef::insert`]).
+    /// value is returned (as [`MapRef::insert_new`]).
     ///
     /// # Errors
     /// [`Error::Storage`] if the journal cannot take the record (nothing changed);
-    /// [`Error::Full`] and the other errors of [`MapRef::try_insert`].
-    pub fn insert(&self, key: K, value: V) -> Result<Insert<&V>, Error> {
+    /// [`Error::Full`] and the other errors of [`MapRef::try_insert_new`].
+    pub fn insert_new(&self, key: K, value: V) -> Result<Insert<&V>, Error> {
         let mut value = Some(value);
         let outcome = self.write(key, |present, returned| match present {
             // A pointer, not a reference: `decide`'s argument cannot outlive the call, but
@@ -845,11 +845,12 @@ where
         })
     }
 
-    /// Insert `key` with `value`, or replace its value; returns the value replaced.
+    /// Insert `key` with `value`, or replace its value, as std's `HashMap::insert` does;
+    /// returns the value replaced.
     ///
     /// # Errors
-    /// As [`insert`](Self::insert).
-    pub fn upsert(&self, key: K, value: V) -> Result<Option<&V>, Error> {
+    /// As [`insert_new`](Self::insert_new).
+    pub fn insert(&self, key: K, value: V) -> Result<Option<&V>, Error> {
         let mut value = Some(value);
         let outcome = self.write::<()>(key, |_, returned| {
             Operation::Insert(
@@ -862,6 +863,18 @@ where
             Compute::Updated { old, .. } => Some(&old.value),
             _ => None,
         })
+    }
+
+    /// [`insert`](Self::insert)'s former name.
+    ///
+    /// # Errors
+    /// As [`insert`](Self::insert).
+    #[deprecated(
+        since = "0.2.0",
+        note = "`insert` now replaces a present value, as std's does"
+    )]
+    pub fn upsert(&self, key: K, value: V) -> Result<Option<&V>, Error> {
+        self.insert(key, value)
     }
 
     /// Read, decide and write `key` in one atomic step, as [`MapRef::compute`]. `decide` runs
@@ -1003,7 +1016,7 @@ mod tests {
             seq: 1,
             pending: AtomicPtr::new(core::ptr::from_ref(&state).cast_mut()),
         };
-        assert!(map.shared.map.pin().insert(1, durable).is_inserted());
+        assert!(map.shared.map.pin().insert_new(1, durable).is_inserted());
         assert_eq!(map.pin().get(&1), Some(&7));
         assert_eq!(state.load(Ordering::Relaxed), CONFIRMED);
         // The value must not outlive `state` with its pointer: take it out before both go.

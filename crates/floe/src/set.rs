@@ -92,7 +92,7 @@ impl<K: InlineKey, S: BuildHasher> FlatSet<K, S> {
     /// # Errors
     /// As [`FlatMap::try_insert`]; the set is unchanged.
     pub fn try_insert(&self, key: K) -> Result<bool, Error> {
-        Ok(self.map.try_insert(key, ())?.is_inserted())
+        Ok(self.map.try_insert_new(key, ())?.is_inserted())
     }
 
     /// Whether `key` is present.
@@ -254,7 +254,7 @@ impl<K: Hash + Eq, S: BuildHasher> Set<K, S> {
     /// # Errors
     /// As [`MapRef::try_insert`]; the set is unchanged.
     pub fn try_insert(&self, key: K) -> Result<bool, Error> {
-        Ok(self.map.pin().try_insert(key, ())?.is_inserted())
+        Ok(self.map.pin().try_insert_new(key, ())?.is_inserted())
     }
 
     /// Whether `key` is present.

@@ -69,12 +69,12 @@ fn reserve_hint(
 
 impl<K: InlineKey, V: Inline, S: BuildHasher> Extend<(K, V)> for FlatMap<K, V, S> {
     /// # Panics
-    /// As [`FlatMap::upsert`] (a capped map that fills up).
+    /// As [`FlatMap::insert`] (a capped map that fills up).
     fn extend<I: IntoIterator<Item = (K, V)>>(&mut self, pairs: I) {
         let pairs = pairs.into_iter();
         reserve_hint(pairs.size_hint(), |n| self.reserve(n));
         for (key, value) in pairs {
-            self.upsert(key, value);
+            self.insert(key, value);
         }
     }
 }
@@ -89,13 +89,13 @@ impl<K: InlineKey, V: Inline, S: BuildHasher + Default> FromIterator<(K, V)> for
 
 impl<K: Hash + Eq, V, S: BuildHasher> Extend<(K, V)> for Map<K, V, S> {
     /// # Panics
-    /// As [`MapRef::upsert`] (a capped map that fills up).
+    /// As [`MapRef::insert`] (a capped map that fills up).
     fn extend<I: IntoIterator<Item = (K, V)>>(&mut self, pairs: I) {
         let pairs = pairs.into_iter();
         reserve_hint(pairs.size_hint(), |n| self.reserve(n));
         let map = self.pin();
         for (key, value) in pairs {
-            map.upsert(key, value);
+            map.insert(key, value);
         }
     }
 }
@@ -263,7 +263,7 @@ mod serde_impls {
                 .build()
                 .map_err(refused)?;
             while let Some((key, value)) = access.next_entry()? {
-                map.try_upsert(key, value).map_err(refused)?;
+                map.try_insert(key, value).map_err(refused)?;
             }
             Ok(map)
         }
@@ -301,7 +301,7 @@ mod serde_impls {
             {
                 let pinned = map.pin();
                 while let Some((key, value)) = access.next_entry()? {
-                    pinned.try_upsert(key, value).map_err(refused)?;
+                    pinned.try_insert(key, value).map_err(refused)?;
                 }
             }
             Ok(map)

@@ -62,13 +62,15 @@ fn expect(model: &mut HashMap<String, Vec<u8>>, op: &Op) -> MapResponse<'static,
     match op.clone() {
         Op::Get(k) => MapResponse::Get(leak(model.get(&key(k)).cloned())),
         Op::Insert(k, v) => match model.get(&key(k)).cloned() {
-            Some(present) => MapResponse::Insert(Ok(Insert::Present(leak(Some(present)).unwrap()))),
+            Some(present) => {
+                MapResponse::InsertNew(Ok(Insert::Present(leak(Some(present)).unwrap())))
+            }
             None => {
                 model.insert(key(k), v);
-                MapResponse::Insert(Ok(Insert::Inserted))
+                MapResponse::InsertNew(Ok(Insert::Inserted))
             }
         },
-        Op::Upsert(k, v) => MapResponse::Upsert(Ok(leak(model.insert(key(k), v)))),
+        Op::Upsert(k, v) => MapResponse::Insert(Ok(leak(model.insert(key(k), v)))),
         Op::Put(k, v) => MapResponse::Put(leak(
             model.get_mut(&key(k)).map(|old| std::mem::replace(old, v)),
         )),
@@ -91,8 +93,8 @@ fn check<S: BuildHasher>(map: &Map<String, Vec<u8>, S>, runs: &[(Runner, Vec<Op>
             .collect();
         let requests = ops.iter().zip(&keys).map(|(op, key)| match op.clone() {
             Op::Get(_) => MapRequest::Get(key.as_str()),
-            Op::Insert(_, v) => MapRequest::Insert(key.clone(), v),
-            Op::Upsert(_, v) => MapRequest::Upsert(key.clone(), v),
+            Op::Insert(_, v) => MapRequest::InsertNew(key.clone(), v),
+            Op::Upsert(_, v) => MapRequest::Insert(key.clone(), v),
             Op::Put(_, v) => MapRequest::Put(key.clone(), v),
             Op::Remove(_) => MapRequest::Remove(key.as_str()),
         });
@@ -199,10 +201,10 @@ fn requests_that_never_run_are_dropped_once() {
     {
         let map = Map::<u64, Counted>::new();
         let m = map.pin();
-        m.insert(3, Counted::new(0));
+        assert!(m.insert_new(3, Counted::new(0)).is_inserted());
         // A batch stopped at its fourth request: the requests after it, some already taken
         // into the window, are dropped without running.
-        let requests = (0..10).map(|k| MapRequest::Insert(k, Counted::new(k)));
+        let requests = (0..10).map(|k| MapRequest::InsertNew(k, Counted::new(k)));
         let mut got = Vec::new();
         let ran = m
             .batch()
@@ -212,7 +214,10 @@ fn requests_that_never_run_are_dropped_once() {
             .run(requests, &mut got);
         assert_eq!(ran, 4);
         assert!(
-            matches!(got[3], MapResponse::Insert(Ok(Insert::Present(Counted(0))))),
+            matches!(
+                got[3],
+                MapResponse::InsertNew(Ok(Insert::Present(Counted(0))))
+            ),
             "{got:?}"
         );
         drop(got);
@@ -221,7 +226,7 @@ fn requests_that_never_run_are_dropped_once() {
         let mut pipeline = m.pipeline::<u64, ()>(16).prefetch(Prefetch::Always);
         for k in 100..110 {
             assert!(pipeline
-                .submit((), MapRequest::Upsert(k, Counted::new(k)))
+                .submit((), MapRequest::Insert(k, Counted::new(k)))
                 .is_none());
         }
         assert_eq!(pipeline.in_flight(), 10);
@@ -251,7 +256,7 @@ fn batched_readers_see_each_key_move_forward_while_the_map_grows() {
                         let m = map.pin();
                         let mut pipeline = m.pipeline::<u64, ()>(32).prefetch(Prefetch::Always);
                         for k in (w..keys).step_by(2) {
-                            let done = pipeline.submit((), MapRequest::Upsert(k, round));
+                            let done = pipeline.submit((), MapRequest::Insert(k, round));
                             assert!(done.is_none_or(|(_, r)| !r.is_failure()));
                         }
                         pipeline.flush(|_, r| assert!(!r.is_failure()));
@@ -308,7 +313,7 @@ fn a_batch_keeps_program_order_across_keys() {
         let fillers: Vec<u64> = (1_000_000..1_000_014).collect();
         for round in 0..rounds {
             let (mine, theirs) = (mine + 2 * round, theirs + 2 * round);
-            let requests = [MapRequest::Upsert(mine, round), MapRequest::Get(&theirs)]
+            let requests = [MapRequest::Insert(mine, round), MapRequest::Get(&theirs)]
                 .into_iter()
                 .chain(fillers.iter().map(MapRequest::Get));
             barrier.wait();

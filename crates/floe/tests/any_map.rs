@@ -56,7 +56,7 @@ fn check<S: BuildHasher>(map: &Map<String, Vec<u8>, S>, ops: &[Op]) {
         let m = map.pin();
         match op.clone() {
             Op::Insert(k, v) => {
-                let got = m.try_insert(key(k), v.clone()).unwrap();
+                let got = m.try_insert_new(key(k), v.clone()).unwrap();
                 match model.get(&key(k)) {
                     Some(present) => assert_eq!(got, Insert::Present(present)),
                     None => {
@@ -66,7 +66,7 @@ fn check<S: BuildHasher>(map: &Map<String, Vec<u8>, S>, ops: &[Op]) {
                 }
             }
             Op::Upsert(k, v) => assert_eq!(
-                m.try_upsert(key(k), v.clone()).unwrap().cloned(),
+                m.try_insert(key(k), v.clone()).unwrap().cloned(),
                 model.insert(key(k), v)
             ),
             Op::Update(k, byte) => {
@@ -118,7 +118,7 @@ fn check<S: BuildHasher>(map: &Map<String, Vec<u8>, S>, ops: &[Op]) {
             Op::Shadow(k, v, commit) => match m.try_insert_shadow(key(k), v.clone()).unwrap() {
                 Ok(shadow) => {
                     assert!(!model.contains_key(&key(k)));
-                    assert_eq!(m.insert(key(k), vec![]), Insert::Shadowed);
+                    assert_eq!(m.insert_new(key(k), vec![]), Insert::Shadowed);
                     assert_eq!(m.get(key(k).as_str()), None);
                     assert_eq!(map.len(), model.len());
                     if commit {
@@ -195,7 +195,7 @@ fn a_full_capped_map_answers_full_and_keeps_its_keys() {
     let m = map.pin();
     let mut kept = Vec::new();
     for k in 0..100 {
-        match m.try_insert(key(k), format!("v{k}")) {
+        match m.try_insert_new(key(k), format!("v{k}")) {
             Ok(inserted) => {
                 assert!(inserted.is_inserted());
                 kept.push(k);
@@ -215,7 +215,11 @@ fn a_full_capped_map_answers_full_and_keeps_its_keys() {
 fn reserve_past_any_memory_is_an_error() {
     let map = Map::<String, u64>::try_with_capacity(10).unwrap();
     assert!(map.reserve(usize::MAX).is_err());
-    assert!(map.pin().try_insert("a".into(), 1).unwrap().is_inserted());
+    assert!(map
+        .pin()
+        .try_insert_new("a".into(), 1)
+        .unwrap()
+        .is_inserted());
     assert_eq!(map.get_cloned("a"), Some(1));
 }
 
@@ -256,7 +260,7 @@ fn removing_a_key_never_removes_a_colliding_one() {
         scope.spawn(|| {
             for i in 0..rounds {
                 let m = map.pin();
-                let _ = m.try_insert("lone".to_string(), i).unwrap();
+                let _ = m.try_insert_new("lone".to_string(), i).unwrap();
                 m.remove("lone");
             }
         });
@@ -264,7 +268,7 @@ fn removing_a_key_never_removes_a_colliding_one() {
             for i in 0..rounds {
                 let m = map.pin();
                 let key = format!("kept-{}", i % 3);
-                assert!(m.try_insert(key.clone(), i).unwrap().is_inserted());
+                assert!(m.try_insert_new(key.clone(), i).unwrap().is_inserted());
                 assert_eq!(
                     m.get(key.as_str()),
                     Some(&i),
@@ -335,10 +339,10 @@ fn panicking_hash_eq_and_drop_do_not_corrupt_the_map() {
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let m = map.pin();
             match round % 5 {
-                0 | 1 => drop(m.try_upsert(key.clone(), DropBomb(round)).unwrap()),
+                0 | 1 => drop(m.try_insert(key.clone(), DropBomb(round)).unwrap()),
                 2 => drop(m.remove(&key)),
                 3 => drop(m.put(key.clone(), DropBomb(round))),
-                _ => drop(m.try_insert(key.clone(), DropBomb(round)).unwrap()),
+                _ => drop(m.try_insert_new(key.clone(), DropBomb(round)).unwrap()),
             }
         }));
         for left in [&EQ_CALLS_LEFT, &HASH_CALLS_LEFT, &DROP_CALLS_LEFT] {
@@ -390,9 +394,9 @@ fn a_panicking_eq_does_not_corrupt_the_map() {
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let m = map.pin();
             match round % 3 {
-                0 => drop(m.try_upsert(key.clone(), round).unwrap()),
+                0 => drop(m.try_insert(key.clone(), round).unwrap()),
                 1 => drop(m.remove(&key)),
-                _ => drop(m.try_insert(key.clone(), round).unwrap()),
+                _ => drop(m.try_insert_new(key.clone(), round).unwrap()),
             }
         }));
         EQ_CALLS_LEFT.with(|left| left.set(u64::MAX));
@@ -436,9 +440,9 @@ fn get_many_agrees_with_get() {
         .build()
         .unwrap();
     for k in 0..keys {
-        let _ = big.pin().try_insert(k * 2, k).unwrap();
+        let _ = big.pin().try_insert_new(k * 2, k).unwrap();
         if k < 300 {
-            let _ = colliding.pin().try_insert(k * 2, k).unwrap();
+            let _ = colliding.pin().try_insert_new(k * 2, k).unwrap();
         }
     }
     agree(&big, 2 * keys);
@@ -516,7 +520,7 @@ fn namespaces_are_separate_maps_in_one_table() {
             let view = m.namespace(ns);
             for k in 0..50u32 {
                 assert!(view
-                    .insert(format!("key{k}"), u32::from(ns) * 1000 + k)
+                    .insert_new(format!("key{k}"), u32::from(ns) * 1000 + k)
                     .is_inserted());
             }
         }
@@ -536,8 +540,8 @@ fn namespaces_are_separate_maps_in_one_table() {
         for k in 0..50u32 {
             assert_eq!(one.remove(format!("key{k}").as_str()), Some(&(1000 + k)));
         }
-        assert_eq!(one.upsert("key7".to_string(), 5), None);
-        assert_eq!(one.upsert("key7".to_string(), 6), Some(&5));
+        assert_eq!(one.insert("key7".to_string(), 5), None);
+        assert_eq!(one.insert("key7".to_string(), 6), Some(&5));
         assert!(m.namespace(2).contains_key("key49"));
         assert!(!m.namespace(9).contains_key("key49"));
         assert_eq!(map.len(), 151);

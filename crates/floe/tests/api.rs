@@ -14,14 +14,17 @@ use floe::{
 fn typed_keys_and_values_round_trip() {
     let m = FlatMap::<i8, f64>::try_with_capacity(300).unwrap();
     for k in i8::MIN..=i8::MAX {
-        assert!(m.try_insert(k, f64::from(k) / 2.0).unwrap().is_inserted());
+        assert!(m
+            .try_insert_new(k, f64::from(k) / 2.0)
+            .unwrap()
+            .is_inserted());
     }
     for k in i8::MIN..=i8::MAX {
         assert_eq!(m.get(&k), Some(f64::from(k) / 2.0));
     }
     let chars = FlatMap::<char, bool>::try_with_capacity(10).unwrap();
-    let _ = chars.try_insert('é', true).unwrap();
-    let _ = chars.try_insert('\u{10FFFF}', false).unwrap();
+    let _ = chars.try_insert_new('é', true).unwrap();
+    let _ = chars.try_insert_new('\u{10FFFF}', false).unwrap();
     assert_eq!(chars.get(&'é'), Some(true));
     assert_eq!(chars.get(&'\u{10FFFF}'), Some(false));
     assert_eq!(chars.get(&'e'), None);
@@ -45,7 +48,7 @@ fn every_word_is_a_valid_key() {
     ];
     for (i, &k) in keys.iter().enumerate() {
         assert_eq!(
-            m.try_insert(k, i as u64).unwrap(),
+            m.try_insert_new(k, i as u64).unwrap(),
             Insert::Inserted,
             "key {k:#x}"
         );
@@ -74,7 +77,7 @@ fn with_capacity_holds_that_many_random_keys() {
             for i in 0..n {
                 let k = rng.next();
                 assert!(
-                    m.try_insert(k, i as u64).is_ok(),
+                    m.try_insert_new(k, i as u64).is_ok(),
                     "capacity {n}, trial {trial}: Full after {i} keys"
                 );
             }
@@ -96,14 +99,14 @@ fn full_table_answers_full_and_loses_nothing() {
     let mut stored = Vec::new();
     let mut full = 0;
     for k in 0..100u64 {
-        match m.try_insert(k, k + 1) {
+        match m.try_insert_new(k, k + 1) {
             Ok(Insert::Inserted) => stored.push(k),
             Err(Error::Full) => full += 1,
             other => panic!("{other:?}"),
         }
         // Upsert and fetch_add of an absent key are refused the same way.
         if !stored.contains(&k) {
-            assert_eq!(m.try_upsert(k, 0), Err(Error::Full));
+            assert_eq!(m.try_insert(k, 0), Err(Error::Full));
             assert_eq!(m.try_fetch_add(k, 1), Err(Error::Full));
             assert_eq!(m.get(&k), None);
         }
@@ -113,7 +116,7 @@ fn full_table_answers_full_and_loses_nothing() {
     for &k in &stored {
         assert_eq!(m.get(&k), Some(k + 1), "a stored key changed after Full");
         // Operations on present keys still work in a full table.
-        assert_eq!(m.try_upsert(k, k + 2), Ok(Some(k + 1)));
+        assert_eq!(m.try_insert(k, k + 2), Ok(Some(k + 1)));
         assert_eq!(m.try_fetch_add(k, 1), Ok(Some(k + 2)));
     }
     assert_eq!(m.len(), stored.len());
@@ -121,7 +124,7 @@ fn full_table_answers_full_and_loses_nothing() {
     // Removing frees room at once.
     let gone = stored.pop().unwrap();
     assert_eq!(m.remove(&gone), Some(gone + 3));
-    let newcomer = (100..).find(|&k| m.try_insert(k, 0).is_ok_and(|i| i.is_inserted()));
+    let newcomer = (100..).find(|&k| m.try_insert_new(k, 0).is_ok_and(|i| i.is_inserted()));
     assert!(newcomer.is_some());
     assert_eq!(common::live_tables(&m), 1);
     assert_eq!(m.reserve(1000), Err(Error::CapacityOverflow));
@@ -207,7 +210,7 @@ fn degenerate_hashers_are_refused() {
 fn every_hasher_gives_a_working_map() {
     fn exercise<S: BuildHasher>(m: FlatMap<u64, u64, S>) {
         for k in 0..500u64 {
-            assert!(m.try_insert(k * 7919, k).unwrap().is_inserted());
+            assert!(m.try_insert_new(k * 7919, k).unwrap().is_inserted());
         }
         for k in 0..500u64 {
             assert_eq!(m.get(&(k * 7919)), Some(k));
@@ -264,13 +267,13 @@ fn a_tiny_map_grows_to_hold_everything_and_frees_its_old_tables() {
         let n = 50_000u64;
         for k in 0..n {
             match k % 3 {
-                0 => assert_eq!(m.try_insert(k, k), Ok(Insert::Inserted)),
-                1 => assert_eq!(m.try_upsert(k, k), Ok(None)),
+                0 => assert_eq!(m.try_insert_new(k, k), Ok(Insert::Inserted)),
+                1 => assert_eq!(m.try_insert(k, k), Ok(None)),
                 _ => assert_eq!(m.try_fetch_add(k, k), Ok(None)),
             }
             if k % 7 == 0 {
                 assert_eq!(m.remove(&(k / 2)), Some(k / 2), "{mode:?} key {}", k / 2);
-                assert_eq!(m.try_insert(k / 2, k / 2), Ok(Insert::Inserted));
+                assert_eq!(m.try_insert_new(k / 2, k / 2), Ok(Insert::Inserted));
             }
         }
         assert_eq!(m.check_invariants(), n as usize, "{mode:?}");
@@ -288,12 +291,12 @@ fn a_tiny_map_grows_to_hold_everything_and_frees_its_old_tables() {
 #[test]
 fn reserve_grows_once_up_front() {
     let m = FlatMap::<u64, u64>::try_with_capacity(16).unwrap();
-    assert!(m.try_insert(1, 1).unwrap().is_inserted());
+    assert!(m.try_insert_new(1, 1).unwrap().is_inserted());
     m.reserve(1 << 20).unwrap();
     let bins = m.stats().bins;
     assert!(m.capacity() >= 1 << 20);
     for k in 2..100_000u64 {
-        assert!(m.try_insert(k, k).unwrap().is_inserted());
+        assert!(m.try_insert_new(k, k).unwrap().is_inserted());
     }
     assert_eq!(
         m.stats().bins,
@@ -315,7 +318,7 @@ fn shrink_to_fit_moves_the_keys_into_fewer_bins() {
             .build()
             .unwrap();
         for k in 0..100_000u64 {
-            assert!(m.try_insert(k, k).unwrap().is_inserted());
+            assert!(m.try_insert_new(k, k).unwrap().is_inserted());
         }
         for k in 1_000..100_000u64 {
             assert_eq!(m.remove(&k), Some(k));
@@ -338,7 +341,7 @@ fn shrink_to_fit_moves_the_keys_into_fewer_bins() {
         assert_eq!(common::live_tables(&m), 1);
         // The shrunk map grows again on demand.
         for k in 1_000..50_000u64 {
-            assert!(m.try_insert(k, k + 1).unwrap().is_inserted());
+            assert!(m.try_insert_new(k, k + 1).unwrap().is_inserted());
         }
         assert_eq!(m.check_invariants(), 50_000);
         assert_eq!(m.get(&49_999), Some(50_000));
@@ -348,7 +351,7 @@ fn shrink_to_fit_moves_the_keys_into_fewer_bins() {
     assert!(empty.shrink_to_fit().unwrap());
     while empty.shrink_to_fit().unwrap() {}
     assert_eq!(empty.stats().bins, 2);
-    assert!(empty.try_insert(1, 1).unwrap().is_inserted());
+    assert!(empty.try_insert_new(1, 1).unwrap().is_inserted());
 }
 
 /// Keys below 16 all hash to 42; the rest hash well.
@@ -372,14 +375,14 @@ fn colliding_hashes_count_open_shadows() {
         .build()
         .unwrap();
     for k in 0..14u64 {
-        assert!(m.try_insert(k, k).unwrap().is_inserted(), "key {k}");
+        assert!(m.try_insert_new(k, k).unwrap().is_inserted(), "key {k}");
     }
     let shadow = m.insert_shadow(14, 14).unwrap();
     let bins = m.stats().bins;
-    assert_eq!(m.try_insert(15, 15), Err(Error::HashCollisions));
+    assert_eq!(m.try_insert_new(15, 15), Err(Error::HashCollisions));
     assert_eq!(m.stats().bins, bins, "grew for keys that cannot be split");
     shadow.abort();
-    assert!(m.try_insert(15, 15).unwrap().is_inserted());
+    assert!(m.try_insert_new(15, 15).unwrap().is_inserted());
     assert_eq!(m.check_invariants(), 15);
 }
 
@@ -396,18 +399,18 @@ fn colliding_hashes_answer_an_error_without_growing() {
             .build()
             .unwrap();
         for k in 16..100u64 {
-            assert!(m.try_insert(k, k).unwrap().is_inserted());
+            assert!(m.try_insert_new(k, k).unwrap().is_inserted());
         }
         // The bin of the colliding keys also holds other keys at first: growing splits those
         // off, so the first fifteen may grow the map.
         for k in 0..15u64 {
-            assert!(m.try_insert(k, k).unwrap().is_inserted(), "key {k}");
+            assert!(m.try_insert_new(k, k).unwrap().is_inserted(), "key {k}");
         }
         assert_eq!(m.check_invariants(), 99);
         let bins = m.stats().bins;
         for _ in 0..3 {
+            assert_eq!(m.try_insert_new(15, 15), Err(Error::HashCollisions));
             assert_eq!(m.try_insert(15, 15), Err(Error::HashCollisions));
-            assert_eq!(m.try_upsert(15, 15), Err(Error::HashCollisions));
             assert_eq!(m.try_fetch_add(15, 1), Err(Error::HashCollisions));
         }
         let stats = m.stats();
@@ -418,9 +421,9 @@ fn colliding_hashes_answer_an_error_without_growing() {
         );
         // The map is intact and still takes other keys; a freed slot takes the 16th.
         assert_eq!(m.check_invariants(), 99);
-        assert!(m.try_insert(1000, 1).unwrap().is_inserted());
+        assert!(m.try_insert_new(1000, 1).unwrap().is_inserted());
         assert_eq!(m.remove(&3), Some(3));
-        assert!(m.try_insert(15, 15).unwrap().is_inserted());
+        assert!(m.try_insert_new(15, 15).unwrap().is_inserted());
         assert!(Error::HashCollisions.to_string().contains("hash"));
     }
 }
@@ -444,9 +447,9 @@ fn keys_only_a_larger_table_would_split_answer_full() {
         .build()
         .unwrap();
     for k in 0..15u64 {
-        assert!(m.try_insert(k, k).unwrap().is_inserted());
+        assert!(m.try_insert_new(k, k).unwrap().is_inserted());
     }
-    assert_eq!(m.try_insert(15, 15), Err(Error::HashCollisions));
+    assert_eq!(m.try_insert_new(15, 15), Err(Error::HashCollisions));
     assert_eq!(m.stats().bins, 4);
 }
 
@@ -469,9 +472,9 @@ fn keys_only_a_table_larger_than_memory_would_split_answer_an_error() {
         .build()
         .unwrap();
     for k in 0..15u64 {
-        assert!(m.try_insert(k, k).unwrap().is_inserted());
+        assert!(m.try_insert_new(k, k).unwrap().is_inserted());
     }
-    assert_eq!(m.try_insert(15, 15), Err(Error::HashCollisions));
+    assert_eq!(m.try_insert_new(15, 15), Err(Error::HashCollisions));
     assert_eq!((m.stats().bins, common::live_tables(&m)), (4, 1));
 }
 
@@ -500,7 +503,7 @@ fn sizes_at_the_edges_answer_errors() {
     // A reserve the machine cannot hold is an error and leaves the map as it was.
     let m = FlatMap::<u64, u64>::try_with_capacity(1000).unwrap();
     for k in 0..1000u64 {
-        assert!(m.try_insert(k, k).unwrap().is_inserted());
+        assert!(m.try_insert_new(k, k).unwrap().is_inserted());
     }
     let bins = m.stats().bins;
     for huge in [1usize << 36, 1 << 40, usize::MAX / 8, usize::MAX] {
@@ -511,7 +514,7 @@ fn sizes_at_the_edges_answer_errors() {
     }
     assert_eq!((m.stats().bins, common::live_tables(&m)), (bins, 1));
     assert_eq!(m.check_invariants(), 1000);
-    assert!(m.try_insert(5000, 1).unwrap().is_inserted());
+    assert!(m.try_insert_new(5000, 1).unwrap().is_inserted());
 }
 
 /// Maps sized by capacity can always shrink (issue 11, item 7: `with_capacity(100_000)` gave
@@ -525,7 +528,7 @@ fn maps_sized_by_capacity_shrink() {
             bins.is_multiple_of(2) && (bins < 32 || bins.is_multiple_of(32)),
             "{keys}: {bins}"
         );
-        assert!(m.try_insert(1, 1).unwrap().is_inserted());
+        assert!(m.try_insert_new(1, 1).unwrap().is_inserted());
         if bins > 2 {
             assert!(m.shrink_to_fit().unwrap(), "{keys} keys, {bins} bins");
             assert!(m.stats().bins < bins);
@@ -546,11 +549,11 @@ fn a_shrink_the_hasher_cannot_serve_is_an_error() {
         .hasher(WordHash(top_half_only))
         .build()
         .unwrap();
-    assert!(m.try_insert(3, 3).unwrap().is_inserted());
+    assert!(m.try_insert_new(3, 3).unwrap().is_inserted());
     assert_eq!(m.shrink_to_fit(), Err(Error::DegenerateHasher));
     assert_eq!(m.stats().bins, 64);
     assert_eq!(m.get(&3), Some(3));
-    assert!(m.try_insert(4, 4).unwrap().is_inserted());
+    assert!(m.try_insert_new(4, 4).unwrap().is_inserted());
     assert_eq!(m.check_invariants(), 2);
 }
 
@@ -579,7 +582,7 @@ fn a_panic_while_moving_a_bin_aborts_with_a_message() {
             .hasher(WordHash(panics_on_key))
             .build()
             .unwrap();
-        assert!(m.try_insert(12345, 1).unwrap().is_inserted());
+        assert!(m.try_insert_new(12345, 1).unwrap().is_inserted());
         PANIC_ON_KEY.store(true, std::sync::atomic::Ordering::Relaxed);
         // The move into the larger table hashes 12345 again: the panic must abort.
         let _ = m.reserve(10_000);
@@ -602,8 +605,8 @@ fn maps_at_rest_compare_as_std_maps() {
     let b = FlatMap::<u32, u64>::builder().bins(2).build().unwrap();
     assert!(a == b, "empty maps of different shapes are equal");
     for k in 0..200u32 {
-        let _ = a.try_insert(k, u64::from(k)).unwrap();
-        let _ = b.try_insert(199 - k, u64::from(199 - k)).unwrap();
+        let _ = a.try_insert_new(k, u64::from(k)).unwrap();
+        let _ = b.try_insert_new(199 - k, u64::from(199 - k)).unwrap();
     }
     assert!(a == b);
     b.put(7, 8);
@@ -633,16 +636,16 @@ fn plain_forms_panic_with_the_error_the_try_forms_return() {
         .build()
         .unwrap();
     let mut k = 0;
-    while capped.try_insert(k, k).is_ok() {
+    while capped.try_insert_new(k, k).is_ok() {
         k += 1;
     }
     let stored = capped.len();
     let attempts: [&dyn Fn(); 3] = [
         &|| {
-            let _ = capped.insert(k, 1);
+            let _ = capped.insert_new(k, 1);
         },
         &|| {
-            let _ = capped.upsert(k, 1);
+            let _ = capped.insert(k, 1);
         },
         &|| {
             let _ = capped.fetch_add(k, 1);
@@ -655,7 +658,7 @@ fn plain_forms_panic_with_the_error_the_try_forms_return() {
     // The refused calls changed nothing, and the map still serves.
     assert_eq!(capped.len(), stored);
     assert_eq!(capped.check_invariants(), stored);
-    assert_eq!(capped.upsert(0, 9), Some(0));
+    assert_eq!(capped.insert(0, 9), Some(0));
 
     // Sizing: the plain constructor panics where the try form answers.
     assert_eq!(
@@ -673,13 +676,13 @@ fn plain_forms_panic_with_the_error_the_try_forms_return() {
     // A growable map's plain forms never panic for want of room: they grow.
     let grows = FlatMap::<u64, u64>::new();
     for key in 0..100_000 {
-        assert!(grows.insert(key, key).is_inserted());
+        assert!(grows.insert_new(key, key).is_inserted());
     }
     assert_eq!(grows.len(), 100_000);
     let any = floe::Map::<String, u64>::new();
     let pinned = any.pin();
     for key in 0..10_000u64 {
-        assert!(pinned.insert(key.to_string(), key).is_inserted());
+        assert!(pinned.insert_new(key.to_string(), key).is_inserted());
     }
     assert_eq!(any.len(), 10_000);
 }
@@ -695,14 +698,14 @@ fn a_capped_any_key_map_answers_full_from_try_forms_and_panics_from_plain_ones()
         .unwrap();
     let m = capped.pin();
     let mut k = 0;
-    while m.try_insert(k, k.to_string()).is_ok() {
+    while m.try_insert_new(k, k.to_string()).is_ok() {
         k += 1;
     }
+    assert_eq!(m.try_insert_new(k, String::new()), Err(Error::Full));
     assert_eq!(m.try_insert(k, String::new()), Err(Error::Full));
-    assert_eq!(m.try_upsert(k, String::new()), Err(Error::Full));
     let message = panic_message(
         catch_unwind(AssertUnwindSafe(|| {
-            let _ = m.insert(k, String::new());
+            let _ = m.insert_new(k, String::new());
         }))
         .unwrap_err(),
     );
@@ -745,7 +748,7 @@ fn dense_maps_stash_the_keys_no_line_holds() {
     assert_eq!(lines, 20);
     let mut expected = std::collections::HashMap::new();
     for k in 0..16u64 {
-        match m.try_insert(k, k + 100) {
+        match m.try_insert_new(k, k + 100) {
             Ok(Insert::Inserted) => assert!(expected.insert(k, k + 100).is_none()),
             Err(Error::HashCollisions) => assert_eq!(m.get(&k), None),
             other => panic!("{other:?}"),
@@ -754,14 +757,14 @@ fn dense_maps_stash_the_keys_no_line_holds() {
     assert_eq!(expected.len(), 10, "8 in the two lines, 2 in the stash");
     assert_eq!(m.stats().stashed, 2);
     for k in 16..56u64 {
-        assert_eq!(m.insert(k, k + 100), Insert::Inserted);
+        assert_eq!(m.insert_new(k, k + 100), Insert::Inserted);
         expected.insert(k, k + 100);
     }
     assert_eq!(m.stats().bins, lines, "no growth below the trigger");
     // The stashed keys (the last two of the crowd) answer every operation.
     for k in [8u64, 9] {
         assert_eq!(m.get(&k), Some(k + 100));
-        assert_eq!(m.try_upsert(k, k + 200), Ok(Some(k + 100)));
+        assert_eq!(m.try_insert(k, k + 200), Ok(Some(k + 100)));
         assert_eq!(m.try_fetch_add(k, 1), Ok(Some(k + 200)));
         expected.insert(k, k + 201);
     }
@@ -777,7 +780,7 @@ fn dense_maps_stash_the_keys_no_line_holds() {
     // A stashed key removed frees its place: another of the crowd takes it.
     assert_eq!(m.remove(&9), Some(210));
     assert_eq!(m.get(&9), None);
-    assert_eq!(m.try_insert(10, 110), Ok(Insert::Inserted));
+    assert_eq!(m.try_insert_new(10, 110), Ok(Insert::Inserted));
     expected.remove(&9);
     expected.insert(10, 110);
     assert_eq!(m.check_invariants(), expected.len());
@@ -832,10 +835,10 @@ fn dense_maps_answer_what_they_do_not_offer_with_errors() {
     assert_eq!(m.layout(), Layout::Dense);
     let mut stored = Vec::new();
     for k in 0..40u64 {
-        match m.try_insert(k, k + 1) {
+        match m.try_insert_new(k, k + 1) {
             Ok(Insert::Inserted) => stored.push(k),
             Err(Error::Full) => {
-                assert_eq!(m.try_upsert(k, 0), Err(Error::Full));
+                assert_eq!(m.try_insert(k, 0), Err(Error::Full));
                 assert_eq!(m.try_fetch_add(k, 1), Err(Error::Full));
                 assert_eq!(m.get(&k), None);
             }
@@ -845,7 +848,7 @@ fn dense_maps_answer_what_they_do_not_offer_with_errors() {
     assert!((4..=16).contains(&stored.len()), "{}", stored.len());
     for &k in &stored {
         assert_eq!(m.get(&k), Some(k + 1), "a stored key changed after Full");
-        assert_eq!(m.try_upsert(k, k + 2), Ok(Some(k + 1)));
+        assert_eq!(m.try_insert(k, k + 2), Ok(Some(k + 1)));
     }
     assert_eq!(m.check_invariants(), stored.len());
     assert_eq!(m.reserve(1000), Err(Error::CapacityOverflow));
@@ -901,7 +904,7 @@ fn dense_maps_answer_what_they_do_not_offer_with_errors() {
     // A growing map: walks, retain, clear, drain, a LocalMap and back, a set.
     let g = dense().capacity(1).build().unwrap();
     for k in 0..100_000u64 {
-        assert_eq!(g.insert(k, !k), Insert::Inserted);
+        assert_eq!(g.insert_new(k, !k), Insert::Inserted);
     }
     assert!(g.stats().bins >= 100_000 / 4);
     assert_eq!(common::live_tables(&g), 1);
@@ -930,7 +933,7 @@ fn dense_maps_answer_what_they_do_not_offer_with_errors() {
     assert_eq!(g.get(&1), Some(1));
     assert_eq!(g.drain().count(), 25_000);
     assert!(g.is_empty());
-    g.insert(7, 7);
+    assert!(g.insert_new(7, 7).is_inserted());
     g.clear();
     assert_eq!((g.len(), g.check_invariants()), (0, 0));
     let set = floe::FlatSet::from(

@@ -27,8 +27,8 @@ fn request_in(keys: u64) -> impl Strategy<Value = Request<u64, u64>> {
     let key = 0u64..keys;
     prop_oneof![
         3 => key.clone().prop_map(Request::Get),
-        3 => (key.clone(), any::<u64>()).prop_map(|(k, v)| Request::Insert(k, v)),
-        2 => (key.clone(), any::<u64>()).prop_map(|(k, v)| Request::Upsert(k, v)),
+        3 => (key.clone(), any::<u64>()).prop_map(|(k, v)| Request::InsertNew(k, v)),
+        2 => (key.clone(), any::<u64>()).prop_map(|(k, v)| Request::Insert(k, v)),
         2 => (key.clone(), any::<u64>()).prop_map(|(k, v)| Request::Put(k, v)),
         2 => (key.clone(), 0u64..5).prop_map(|(k, d)| Request::fetch_add(k, d)),
         3 => key.prop_map(Request::Remove),
@@ -148,7 +148,7 @@ fn batches_and_pipelines_keep_their_answers_through_growths() {
                 1 => Request::Get(k),
                 2 => Request::fetch_add(k, 1),
                 3 => Request::Put(k, k),
-                _ => Request::Upsert(k, k),
+                _ => Request::Insert(k, k),
             }
         })
         .collect();
@@ -268,7 +268,7 @@ fn get_many_matches_get() {
         let map = tiny(layout, backend, 256, 64, 9);
         for k in 0..400u64 {
             if k % 3 != 0 {
-                assert!(map.try_insert(k, k * 10).unwrap().is_inserted());
+                assert!(map.try_insert_new(k, k * 10).unwrap().is_inserted());
             }
         }
         // More keys than one chunk of the engine's batch loop (512), and a last partial one.
@@ -305,13 +305,13 @@ fn get_many_while_the_map_grows() {
             };
             let present: Vec<u64> = (0..1500).collect();
             for &k in &present {
-                assert!(map.try_insert(k, !k).unwrap().is_inserted());
+                assert!(map.try_insert_new(k, !k).unwrap().is_inserted());
             }
             let done = std::sync::atomic::AtomicBool::new(false);
             std::thread::scope(|s| {
                 s.spawn(|| {
                     for k in 1_000_000..1_060_000u64 {
-                        assert!(map.try_insert(k, k).unwrap().is_inserted());
+                        assert!(map.try_insert_new(k, k).unwrap().is_inserted());
                     }
                     done.store(true, std::sync::atomic::Ordering::Relaxed);
                 });
@@ -342,13 +342,15 @@ fn batch_and_pipeline_defaults() {
     // A small table: auto mode runs without prefetching and still answers.
     let mut out = Vec::new();
     assert_eq!(map.batch().run(&[], &mut out), 0);
-    map.batch()
-        .run(&[Request::Insert(1, 2), Request::Insert(1, 3)], &mut out);
+    map.batch().run(
+        &[Request::InsertNew(1, 2), Request::InsertNew(1, 3)],
+        &mut out,
+    );
     assert_eq!(
         out,
         [
-            Response::Insert(Ok(Insert::Inserted)),
-            Response::Insert(Ok(Insert::Present(2)))
+            Response::InsertNew(Ok(Insert::Inserted)),
+            Response::InsertNew(Ok(Insert::Present(2)))
         ]
     );
     assert!(out[1].is_failure() && !out[0].is_failure());
@@ -372,7 +374,7 @@ fn batch_and_pipeline_defaults() {
 fn model_answer(model: &mut HashMap<u64, u64>, request: Request<u64, u64>) -> Response<u64> {
     match request {
         Request::Get(k) => Response::Get(model.get(&k).copied()),
-        Request::Insert(k, v) => Response::Insert(Ok(match model.get(&k) {
+        Request::InsertNew(k, v) => Response::InsertNew(Ok(match model.get(&k) {
             Some(&old) => Insert::Present(old),
             None => {
                 model.insert(k, v);
@@ -393,7 +395,7 @@ fn even_key_request(rng: &mut SplitMix) -> Request<u64, u64> {
     let key = rng.below(32) * 2;
     match rng.below(4) {
         0 => Request::Get(key),
-        1 => Request::Insert(key, rng.next()),
+        1 => Request::InsertNew(key, rng.next()),
         2 => Request::fetch_add(key, 1),
         _ => Request::Remove(key),
     }
@@ -405,9 +407,9 @@ fn odd_key_writer(map: &FlatMap<u64, u64>, rounds: usize) {
     for _ in 0..rounds {
         let key = rng.below(64) * 2 + 1;
         match rng.below(3) {
-            0 => drop(map.try_insert(key, key)),
+            0 => drop(map.try_insert_new(key, key)),
             1 => drop(map.remove(&key)),
-            _ => drop(map.try_upsert(key, rng.next())),
+            _ => drop(map.try_insert(key, rng.next())),
         }
     }
 }
@@ -496,13 +498,13 @@ fn a_batch_waits_for_a_shadowed_key_and_goes_on_in_order() {
             .build()
             .unwrap();
         for k in 0..100 {
-            map.insert(k, k);
+            assert!(map.insert_new(k, k).is_inserted());
         }
         let shadow = map.insert_shadow(500, 5).expect("absent");
         let requests = [
             Request::Get(1),
-            Request::Insert(500, 1),
-            Request::Upsert(500, 7),
+            Request::InsertNew(500, 1),
+            Request::Insert(500, 7),
             Request::Get(500),
             Request::fetch_add(2, 10),
         ];
@@ -520,8 +522,8 @@ fn a_batch_waits_for_a_shadowed_key_and_goes_on_in_order() {
             responses,
             [
                 Response::Get(Some(1)),
-                Response::Insert(Ok(Insert::Shadowed)),
-                Response::Upsert(Ok(Some(5))),
+                Response::InsertNew(Ok(Insert::Shadowed)),
+                Response::Insert(Ok(Some(5))),
                 Response::Get(Some(7)),
                 Response::FetchAdd(Ok(Some(2))),
             ],
@@ -540,10 +542,10 @@ fn a_batch_waits_for_a_shadowed_key_and_goes_on_in_order() {
 #[test]
 fn insert_delete_pairs_free_their_slots_round_after_round() {
     let requests: Vec<Request<u64, u64>> = (0..4096u64)
-        .flat_map(|k| [Request::Insert(k << 20, k), Request::Remove(k << 20)])
+        .flat_map(|k| [Request::InsertNew(k << 20, k), Request::Remove(k << 20)])
         .collect();
     let expected = |i: usize| match requests[i] {
-        Request::Insert(..) => Response::Insert(Ok(Insert::Inserted)),
+        Request::InsertNew(..) => Response::InsertNew(Ok(Insert::Inserted)),
         Request::Remove(key) => Response::Remove(Some(key >> 20)),
         _ => unreachable!("pairs only"),
     };

@@ -19,8 +19,8 @@ fn churn(map: &Map<u64, Vec<u8>>, thread: u64, operations: u64) {
         let key = (i.wrapping_mul(0x9e37_79b9) ^ thread) % 20_000;
         let m = map.pin();
         match i % 4 {
-            0 => drop(m.try_insert(key, vec![1; 100]).unwrap()),
-            1 => drop(m.try_upsert(key, vec![2; 100]).unwrap()),
+            0 => drop(m.try_insert_new(key, vec![1; 100]).unwrap()),
+            1 => drop(m.try_insert(key, vec![2; 100]).unwrap()),
             2 => drop(m.update(&key, |v| v.iter().map(|b| b.wrapping_add(1)).collect())),
             _ => drop(m.remove(&key)),
         }

@@ -30,7 +30,7 @@ fn disjoint_inserts_all_land() {
                 s.spawn(move || {
                     for i in 0..10_000u64 {
                         assert_eq!(
-                            m.try_insert(i * THREADS as u64 + t, i).unwrap(),
+                            m.try_insert_new(i * THREADS as u64 + t, i).unwrap(),
                             Insert::Inserted
                         );
                     }
@@ -62,7 +62,7 @@ fn racing_inserts_of_the_same_keys_have_one_winner_each() {
                     s.spawn(move || {
                         barrier.wait();
                         (0..5_000u64)
-                            .filter(|&k| m.try_insert(k, t).unwrap().is_inserted())
+                            .filter(|&k| m.try_insert_new(k, t).unwrap().is_inserted())
                             .collect()
                     })
                 })
@@ -118,7 +118,7 @@ fn churn_keeps_stable_keys_readable() {
         };
         let m = builder.backend(backend).build().unwrap();
         for k in 0..64u64 {
-            assert!(m.try_insert(k, k * 10).unwrap().is_inserted());
+            assert!(m.try_insert_new(k, k * 10).unwrap().is_inserted());
         }
         std::thread::scope(|s| {
             for t in 0..2u64 {
@@ -127,7 +127,7 @@ fn churn_keeps_stable_keys_readable() {
                     for round in 0..2_000u64 {
                         for k in 0..32u64 {
                             let key = 1_000 + t * 1_000 + k;
-                            match m.try_insert(key, round) {
+                            match m.try_insert_new(key, round) {
                                 Ok(_) | Err(Error::Full) => {}
                                 Err(e) => panic!("{e}"),
                             }
@@ -161,7 +161,7 @@ fn concurrent_clear_leaves_a_consistent_table() {
             let m = &m;
             s.spawn(move || {
                 for k in 0..10_000u64 {
-                    let _ = m.try_upsert(k, k).unwrap();
+                    let _ = m.try_insert(k, k).unwrap();
                 }
             });
             s.spawn(move || {
@@ -196,7 +196,7 @@ fn for_each_meets_every_key_once_across_growth_and_shrink() {
             .build()
             .unwrap();
         for k in 0..STABLE {
-            assert!(map.try_insert(k, !k).unwrap().is_inserted());
+            assert!(map.try_insert_new(k, !k).unwrap().is_inserted());
         }
         let done = std::sync::atomic::AtomicBool::new(false);
         let mut walks = 0;
@@ -207,7 +207,7 @@ fn for_each_meets_every_key_once_across_growth_and_shrink() {
                 for round in 0..40u64 {
                     let base = 1 << 40 | round << 20;
                     for k in base..base + 6000 {
-                        assert!(m.try_insert(k, k).unwrap().is_inserted());
+                        assert!(m.try_insert_new(k, k).unwrap().is_inserted());
                     }
                     for k in base..base + 6000 {
                         assert_eq!(m.remove(&k), Some(k));
@@ -268,7 +268,7 @@ fn shrink_and_grow_while_others_work() {
                 for round in 0..rounds {
                     let base = 1 << 40 | round << 20;
                     for k in base..base + 3000 {
-                        assert!(m.try_insert(k, k).unwrap().is_inserted());
+                        assert!(m.try_insert_new(k, k).unwrap().is_inserted());
                     }
                     for k in base..base + 3000 {
                         assert_eq!(m.remove(&k), Some(k));
@@ -280,14 +280,14 @@ fn shrink_and_grow_while_others_work() {
             let m = map.clone();
             s.spawn(move || {
                 for k in 0..500u64 {
-                    assert!(m.try_insert(k, k).unwrap().is_inserted());
+                    assert!(m.try_insert_new(k, k).unwrap().is_inserted());
                 }
                 for round in 0..rounds * 40 {
                     for k in (round % 7..500).step_by(7) {
                         assert_eq!(m.get(&k), Some(k), "steady key {k} lost");
                     }
                     let churn = 1 << 30 | round;
-                    assert!(m.try_insert(churn, round).unwrap().is_inserted());
+                    assert!(m.try_insert_new(churn, round).unwrap().is_inserted());
                     assert_eq!(m.try_fetch_add(churn, 1).unwrap(), Some(round));
                     assert_eq!(m.remove(&churn), Some(round + 1));
                 }
@@ -329,7 +329,10 @@ fn old_tables_are_freed_with_many_threads_inside() {
             started.wait();
             // Growths retire tables while ~96 threads are inside gets.
             for k in 0..20_000u64 {
-                assert!(map.try_insert(round << 32 | k, k).unwrap().is_inserted());
+                assert!(map
+                    .try_insert_new(round << 32 | k, k)
+                    .unwrap()
+                    .is_inserted());
             }
             stop.store(true, Ordering::Relaxed);
         });
@@ -364,7 +367,7 @@ fn readers_are_never_left_on_a_freed_table_of(layout: Layout) {
         .build()
         .unwrap();
     for k in 0..KEYS {
-        assert!(map.try_insert(k, !k).unwrap().is_inserted());
+        assert!(map.try_insert_new(k, !k).unwrap().is_inserted());
     }
     let stop = AtomicBool::new(false);
     let replaced = std::thread::scope(|s| {

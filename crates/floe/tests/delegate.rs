@@ -78,7 +78,7 @@ fn model_apply(model: &mut HashMap<u64, u64>, op: &Op) -> Option<Response<u64>> 
             None
         }
         Op::Submit(SubmitOp::Get(k)) => Some(Response::Get(model.get(&k).copied())),
-        Op::Submit(SubmitOp::Insert(k, v)) => Some(Response::Insert(Ok(match model.get(&k) {
+        Op::Submit(SubmitOp::Insert(k, v)) => Some(Response::InsertNew(Ok(match model.get(&k) {
             Some(&present) => Insert::Present(present),
             None => {
                 model.insert(k, v);
@@ -97,13 +97,13 @@ fn model_apply(model: &mut HashMap<u64, u64>, op: &Op) -> Option<Response<u64>> 
 
 fn handle_apply<S: BuildHasher>(handle: &mut Handle<'_, u64, u64, S>, op: &Op, tag: u32) {
     let sent = match *op {
-        Op::Insert(k, v) => handle.insert(k, v),
-        Op::Upsert(k, v) => handle.upsert(k, v),
+        Op::Insert(k, v) => handle.insert_new(k, v),
+        Op::Upsert(k, v) => handle.insert(k, v),
         Op::Put(k, v) => handle.put(k, v),
         Op::FetchAdd(k, d) => handle.fetch_add(k, d),
         Op::Remove(k) => handle.remove(k),
         Op::Submit(SubmitOp::Get(k)) => handle.submit(tag, Request::Get(k)),
-        Op::Submit(SubmitOp::Insert(k, v)) => handle.submit(tag, Request::Insert(k, v)),
+        Op::Submit(SubmitOp::Insert(k, v)) => handle.submit(tag, Request::InsertNew(k, v)),
         Op::Submit(SubmitOp::FetchAdd(k, d)) => handle.submit(tag, Request::fetch_add(k, d)),
         Op::Submit(SubmitOp::Remove(k)) => handle.submit(tag, Request::Remove(k)),
         Op::Flush => return,
@@ -208,7 +208,7 @@ fn concurrent_counts_are_exact_and_in_order() {
                 for i in 0..ROUNDS {
                     handle.fetch_add(i % 4, 1).unwrap(); // hot: 4 keys
                     handle.fetch_add(100 + i % 1000, 1).unwrap(); // cold
-                    handle.upsert(2_000_000 + t * ROUNDS + i % 50, i).unwrap();
+                    handle.insert(2_000_000 + t * ROUNDS + i % 50, i).unwrap();
                     if i % 7 == 0 {
                         handle
                             .submit(i as u32, Request::fetch_add(own_counter, 1))
@@ -306,7 +306,7 @@ fn a_full_partition_is_answered_and_nothing_is_lost_silently() {
     {
         let handle = &mut handles[0];
         for key in 0..5_000u64 {
-            match handle.upsert(key, key) {
+            match handle.insert(key, key) {
                 Ok(()) => sent += 1,
                 Err(Error::Full) => refused += 1,
                 Err(other) => panic!("unexpected {other:?}"),
@@ -335,7 +335,7 @@ fn a_full_partition_is_answered_and_nothing_is_lost_silently() {
     // A submitted request to the full partition gets its error as the response.
     let full_partition = (0..2).find(|&p| {
         let key = (10_000u64..).find(|k| map.partition_of(k) == p).unwrap();
-        handles[1].upsert(key, 0) == Err(Error::Full)
+        handles[1].insert(key, 0) == Err(Error::Full)
     });
     let p = full_partition.expect("some partition is marked full");
     let present = (0..5_000u64).find(|k| map.partition_of(k) == p && map.get(k).is_some());
@@ -344,14 +344,14 @@ fn a_full_partition_is_answered_and_nothing_is_lost_silently() {
     handles[1].flush(|_, _| {}).unwrap();
     let key = (20_000u64..).find(|k| map.partition_of(k) == p).unwrap();
     let mut responses = Vec::new();
-    handles[1].submit(7, Request::Insert(key, 1)).unwrap();
+    handles[1].submit(7, Request::InsertNew(key, 1)).unwrap();
     handles[1].flush(|tag, r| responses.push((tag, r))).unwrap();
     assert_eq!(responses.len(), 1);
     assert!(matches!(
         responses[0],
         (
             7,
-            Response::Insert(Ok(Insert::Inserted)) | Response::Insert(Err(Error::Full))
+            Response::InsertNew(Ok(Insert::Inserted)) | Response::InsertNew(Err(Error::Full))
         )
     ));
 }
@@ -484,7 +484,7 @@ fn stress_delegation_through_growth_shrink_and_reserve() {
                             handle.remove(key).unwrap();
                             model.remove(&key);
                         } else {
-                            handle.upsert(key, i).unwrap();
+                            handle.insert(key, i).unwrap();
                             model.insert(key, i);
                         }
                         if i.is_multiple_of(11) {

@@ -16,8 +16,8 @@ use proptest::prelude::*;
 #[derive(Clone, Debug)]
 enum Op {
     Get(u64),
+    InsertNew(u64, u64),
     Insert(u64, u64),
-    Upsert(u64, u64),
     Put(u64, u64),
     Update(u64, u64),
     FetchAdd(u64, u64),
@@ -58,8 +58,8 @@ fn op_in(pool: u64, clear: u32) -> BoxedStrategy<Op> {
     let key = move || key_in(pool);
     let keyed = prop_oneof![
         4 => key().prop_map(Op::Get),
-        4 => (key(), value()).prop_map(|(k, v)| Op::Insert(k, v)),
-        2 => (key(), value()).prop_map(|(k, v)| Op::Upsert(k, v)),
+        4 => (key(), value()).prop_map(|(k, v)| Op::InsertNew(k, v)),
+        2 => (key(), value()).prop_map(|(k, v)| Op::Insert(k, v)),
         2 => (key(), value()).prop_map(|(k, v)| Op::Put(k, v)),
         1 => (key(), value()).prop_map(|(k, v)| Op::Update(k, v)),
         2 => (key(), value()).prop_map(|(k, v)| Op::FetchAdd(k, v)),
@@ -131,11 +131,11 @@ fn check_map(map: &FlatMap<u64, u64, Mix64>, ops: &[Op], backend: floe::Backend)
             match *op {
                 // An upsert or fetch_add of a shadowed key waits for its commit or abort, which
                 // this one thread would never make: not issued.
-                Op::Upsert(k, _) | Op::FetchAdd(k, _) if shadows.contains_key(&k) => {}
+                Op::Insert(k, _) | Op::FetchAdd(k, _) if shadows.contains_key(&k) => {}
                 Op::Get(k) => assert_eq!(map.get(&k), model.get(&k).copied(), "{}", ctx()),
-                Op::Insert(k, v) => {
+                Op::InsertNew(k, v) => {
                     let expected = expected_insert(&model, &shadows, k);
-                    match map.try_insert(k, v) {
+                    match map.try_insert_new(k, v) {
                         Ok(Insert::Inserted) => {
                             assert_eq!(expected, Insert::Inserted, "{}", ctx());
                             model.insert(k, v);
@@ -173,7 +173,7 @@ fn check_map(map: &FlatMap<u64, u64, Mix64>, ops: &[Op], backend: floe::Backend)
                         shadow.abort();
                     }
                 }
-                Op::Upsert(k, v) => match map.try_upsert(k, v) {
+                Op::Insert(k, v) => match map.try_insert(k, v) {
                     Ok(old) => assert_eq!(old, model.insert(k, v), "{}", ctx()),
                     Err(Error::Full) => assert!(!model.contains_key(&k), "{}", ctx()),
                     Err(e) => panic!("{}: unexpected {e}", ctx()),
@@ -244,7 +244,7 @@ fn check_map(map: &FlatMap<u64, u64, Mix64>, ops: &[Op], backend: floe::Backend)
         // The shadows left open survived every growth, shrink and clear: commit them.
         for (k, shadow) in shadows {
             assert_eq!(map.get(&k), None);
-            assert_eq!(map.insert(k, 0), Insert::Shadowed, "shadow {k} lost");
+            assert_eq!(map.insert_new(k, 0), Insert::Shadowed, "shadow {k} lost");
             let v = shadow.value();
             shadow.commit();
             assert_eq!(map.get(&k), Some(v));
@@ -311,7 +311,7 @@ fn growing_runs_resize_many_times() {
                     0 => Op::Remove(k),
                     1 => Op::Get(k),
                     2 => Op::FetchAdd(k, 1),
-                    _ => Op::Insert(k, k),
+                    _ => Op::InsertNew(k, k),
                 }
             })
             .collect();
@@ -330,7 +330,7 @@ fn fill_drain_cycles_reuse_slots() {
             let mut inserted = Vec::new();
             for k in 0..200u64 {
                 let key = k.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ round;
-                match map.try_insert(key, k) {
+                match map.try_insert_new(key, k) {
                     Ok(Insert::Inserted) => inserted.push((key, k)),
                     Ok(Insert::Present(_) | Insert::Shadowed) => unreachable!("keys are distinct"),
                     Err(Error::Full) => {}
@@ -366,8 +366,8 @@ fn check_local(ops: &[Op], links: usize, seed: u64) {
             let ctx = || format!("op {i} {op:?} on {backend:?}");
             match *op {
                 Op::Get(k) => assert_eq!(map.get(&k), model.get(&k).copied(), "{}", ctx()),
-                Op::Upsert(k, v) => assert_eq!(map.insert(k, v), model.insert(k, v), "{}", ctx()),
-                Op::Insert(k, v) => {
+                Op::Insert(k, v) => assert_eq!(map.insert(k, v), model.insert(k, v), "{}", ctx()),
+                Op::InsertNew(k, v) => {
                     let expected = match model.get(&k) {
                         Some(&present) => Insert::Present(present),
                         None => {

@@ -30,7 +30,7 @@ fn fill_until(
     done: impl Fn(&FlatMap<u64, u64>) -> bool,
 ) {
     while *next < limit && !done(map) {
-        assert_eq!(map.insert(key(*next), *next), floe::Insert::Inserted);
+        assert_eq!(map.insert_new(key(*next), *next), floe::Insert::Inserted);
         *next += 1;
     }
 }
@@ -164,7 +164,7 @@ fn threads_growing_a_preparing_map_lose_nothing() {
             s.spawn(move || {
                 start.wait();
                 for i in t * PER_THREAD..(t + 1) * PER_THREAD {
-                    assert_eq!(map.insert(key(i), i), floe::Insert::Inserted);
+                    assert_eq!(map.insert_new(key(i), i), floe::Insert::Inserted);
                     // Read back an earlier key of this thread now and then, across growths.
                     if i % 97 == 0 {
                         let j = t * PER_THREAD + (i - t * PER_THREAD) / 2;
@@ -212,7 +212,7 @@ fn shrinks_and_reserves_race_prepared_growth() -> bool {
             let (map, done) = (&map, &done);
             s.spawn(move || {
                 for i in t * PER_WRITER..(t + 1) * PER_WRITER {
-                    assert_eq!(map.insert(key(i), i), floe::Insert::Inserted);
+                    assert_eq!(map.insert_new(key(i), i), floe::Insert::Inserted);
                     // Every third key goes again, so shrinks have something to find.
                     if i.is_multiple_of(3) {
                         assert_eq!(map.remove(&key(i)), Some(i));

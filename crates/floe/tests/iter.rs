@@ -64,7 +64,7 @@ trait Iterated: Sync {
 impl Iterated for FlatMap<u64, u64> {
     fn put(&self, k: u64, insert: bool) {
         if insert {
-            let _ = self.try_insert(k, k).unwrap();
+            let _ = self.try_insert_new(k, k).unwrap();
         } else {
             self.remove(&k);
         }
@@ -86,7 +86,7 @@ impl Iterated for Map<u64, String> {
     fn put(&self, k: u64, insert: bool) {
         let m = self.pin();
         if insert {
-            let _ = m.try_insert(k, k.to_string()).unwrap();
+            let _ = m.try_insert_new(k, k.to_string()).unwrap();
         } else {
             m.remove(&k);
         }
@@ -204,8 +204,8 @@ fn quiet_maps_yield_everything(layout: floe::Layout) {
     assert_eq!(flat.iter().count(), 0);
     assert_eq!(map.pin().iter().count(), 0);
     for k in 0..1000u32 {
-        let _ = flat.try_insert(k, k + 1).unwrap();
-        let _ = map.pin().try_insert(k.to_string(), k + 1).unwrap();
+        let _ = flat.try_insert_new(k, k + 1).unwrap();
+        let _ = map.pin().try_insert_new(k.to_string(), k + 1).unwrap();
     }
     let mut keys: Vec<_> = flat.keys().collect();
     keys.sort_unstable();

@@ -131,7 +131,7 @@ fn inserts_and_removes_with_equal_values_balance() {
                 let which = rng.below(2) as usize;
                 let key = keys[which];
                 if rng.below(2) == 0 {
-                    match map.try_insert(key, 0) {
+                    match map.try_insert_new(key, 0) {
                         Ok(Insert::Inserted) => count[which][0] += 1,
                         Ok(Insert::Present(_)) | Err(Error::Full) => {}
                         Ok(Insert::Shadowed) => unreachable!("no shadows here"),
@@ -180,7 +180,7 @@ fn shrinks_and_growths_lose_nothing() {
         let counters = 16u64;
         let stable = 1u64 << 50;
         for k in stable..stable + 200 {
-            assert!(map.try_insert(k, k).unwrap().is_inserted());
+            assert!(map.try_insert_new(k, k).unwrap().is_inserted());
         }
         let accounts = hammer(|t, stop| {
             let mut added = 0u64;
@@ -195,7 +195,7 @@ fn shrinks_and_growths_lose_nothing() {
                         fresh += 4000;
                         for k in base..base + 4000 {
                             assert_eq!(
-                                map.try_insert(k, 1).unwrap(),
+                                map.try_insert_new(k, 1).unwrap(),
                                 Insert::Inserted,
                                 "{layout:?} {mode:?}"
                             );
@@ -208,7 +208,7 @@ fn shrinks_and_growths_lose_nothing() {
                     _ if t % 2 == 1 => {
                         fresh += 1;
                         assert_eq!(
-                            map.try_insert(fresh, 2).unwrap(),
+                            map.try_insert_new(fresh, 2).unwrap(),
                             Insert::Inserted,
                             "{layout:?} {mode:?}: a fresh key answered Present"
                         );
@@ -279,7 +279,7 @@ fn crowded_shrinks_and_growths_keep_every_key_of(layout: Layout) {
             }
             if mine.len() < 40 && rng.below(2) == 0 {
                 next += 1;
-                match map.try_insert(next, next) {
+                match map.try_insert_new(next, next) {
                     Ok(Insert::Inserted) => mine.push(next),
                     Ok(Insert::Present(_) | Insert::Shadowed) => {
                         panic!("fresh key {next} answered taken")

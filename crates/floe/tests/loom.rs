@@ -74,7 +74,7 @@ fn full_growing_map() -> Arc<Map> {
             .unwrap(),
     );
     for &k in &SPLIT[..3] {
-        assert!(m.try_insert(k, k + 1).unwrap().is_inserted());
+        assert!(m.try_insert_new(k, k + 1).unwrap().is_inserted());
     }
     m
 }
@@ -92,7 +92,7 @@ fn full_blocking_map() -> Arc<Map> {
             .unwrap(),
     );
     for &k in &SPLIT[..3] {
-        assert!(m.try_insert(k, k + 1).unwrap().is_inserted());
+        assert!(m.try_insert_new(k, k + 1).unwrap().is_inserted());
     }
     m
 }
@@ -128,8 +128,8 @@ fn two_inserts_of_one_key_have_one_winner() {
     model(|| {
         let m = map(0);
         let other = m.clone();
-        let t = thread::spawn(move || other.try_insert(2, 20).unwrap());
-        let mine = m.try_insert(2, 10).unwrap();
+        let t = thread::spawn(move || other.try_insert_new(2, 20).unwrap());
+        let mine = m.try_insert_new(2, 10).unwrap();
         let theirs = t.join().unwrap();
         match (mine, theirs) {
             (Insert::Inserted, Insert::Present(10)) => assert_eq!(m.get(&2), Some(10)),
@@ -144,10 +144,10 @@ fn two_inserts_of_one_key_have_one_winner() {
 fn insert_remove_get_in_one_bin() {
     model(|| {
         let m = map(0);
-        assert!(m.try_insert(2, 1).unwrap().is_inserted());
+        assert!(m.try_insert_new(2, 1).unwrap().is_inserted());
         let (a, b) = (m.clone(), m.clone());
         let remover = thread::spawn(move || a.remove(&2));
-        let inserter = thread::spawn(move || b.try_insert(2, 7).unwrap());
+        let inserter = thread::spawn(move || b.try_insert_new(2, 7).unwrap());
         let seen = m.get(&2);
         let removed = remover.join().unwrap();
         let inserted = inserter.join().unwrap();
@@ -175,11 +175,11 @@ fn put_racing_remove_and_reinsert_of_another_key_into_the_same_slot() {
     // takes the first free slot, the same one. The put must never write 4's slot.
     model(|| {
         let m = map(0);
-        assert!(m.try_insert(2, 1).unwrap().is_inserted());
+        assert!(m.try_insert_new(2, 1).unwrap().is_inserted());
         let other = m.clone();
         let recycler = thread::spawn(move || {
             let removed = other.remove(&2);
-            assert!(other.try_insert(4, 40).unwrap().is_inserted());
+            assert!(other.try_insert_new(4, 40).unwrap().is_inserted());
             removed
         });
         let put = m.put(2, 99);
@@ -220,11 +220,11 @@ fn concurrent_chaining_of_a_link_bucket() {
     model(|| {
         let m = map(2);
         for k in [0, 2, 4] {
-            let _ = m.try_insert(k, k).unwrap();
+            let _ = m.try_insert_new(k, k).unwrap();
         }
         let other = m.clone();
-        let t = thread::spawn(move || other.try_insert(6, 6).unwrap());
-        assert_eq!(m.try_insert(8, 8).unwrap(), Insert::Inserted);
+        let t = thread::spawn(move || other.try_insert_new(6, 6).unwrap());
+        assert_eq!(m.try_insert_new(8, 8).unwrap(), Insert::Inserted);
         assert_eq!(t.join().unwrap(), Insert::Inserted);
         for k in [0, 2, 4, 6, 8] {
             assert_eq!(m.get(&k), Some(k));
@@ -238,11 +238,11 @@ fn full_bin_reports_full_and_keeps_its_keys() {
     model(|| {
         let m = map(0);
         for k in [0, 2] {
-            let _ = m.try_insert(k, k).unwrap();
+            let _ = m.try_insert_new(k, k).unwrap();
         }
         let other = m.clone();
-        let t = thread::spawn(move || other.try_insert(4, 4));
-        let mine = m.try_insert(6, 6);
+        let t = thread::spawn(move || other.try_insert_new(4, 4));
+        let mine = m.try_insert_new(6, 6);
         let theirs = t.join().unwrap();
         // Three slots, two taken: exactly one of the two inserts fits.
         match (mine, theirs) {
@@ -264,11 +264,11 @@ fn get_never_returns_the_value_of_a_recycled_slot() {
     // check) must reject that mix. Remove either fence and this model fails.
     model(|| {
         let m = map(0);
-        assert!(m.try_insert(2, 1).unwrap().is_inserted());
+        assert!(m.try_insert_new(2, 1).unwrap().is_inserted());
         let reader = m.clone();
         let reader = thread::spawn(move || (reader.get(&2), reader.get(&4)));
         assert_eq!(m.remove(&2), Some(1));
-        assert!(m.try_insert(4, 40).unwrap().is_inserted());
+        assert!(m.try_insert_new(4, 40).unwrap().is_inserted());
         let (two, four) = reader.join().unwrap();
         assert!(matches!(two, None | Some(1)), "get(2) = {two:?}");
         assert!(matches!(four, None | Some(40)), "get(4) = {four:?}");
@@ -285,12 +285,12 @@ fn get_never_returns_a_new_key_with_the_value_before_it() {
     // re-read of an `Inserting` slot rejects that. Skip the re-read and this model fails.
     model(|| {
         let m = map(0);
-        assert!(m.try_insert(6, 7).unwrap().is_inserted());
-        assert!(m.try_insert(2, 1).unwrap().is_inserted());
+        assert!(m.try_insert_new(6, 7).unwrap().is_inserted());
+        assert!(m.try_insert_new(2, 1).unwrap().is_inserted());
         let reader = m.clone();
         let reader = thread::spawn(move || reader.get(&4));
         assert_eq!(m.remove(&2), Some(1));
-        assert!(m.try_insert(4, 40).unwrap().is_inserted());
+        assert!(m.try_insert_new(4, 40).unwrap().is_inserted());
         let four = reader.join().unwrap();
         assert!(matches!(four, None | Some(40)), "get(4) = {four:?}");
         assert_eq!(m.check_invariants(), 2);
@@ -308,9 +308,9 @@ fn a_commit_publishes_only_inserts_it_saw_written() {
     model(|| {
         let m = map(0);
         let other = m.clone();
-        let first = thread::spawn(move || other.try_insert(2, 20).unwrap());
-        assert_eq!(m.try_insert(4, 40).unwrap(), Insert::Inserted);
-        let second = m.try_insert(2, 21).unwrap();
+        let first = thread::spawn(move || other.try_insert_new(2, 20).unwrap());
+        assert_eq!(m.try_insert_new(4, 40).unwrap(), Insert::Inserted);
+        let second = m.try_insert_new(2, 21).unwrap();
         match (first.join().unwrap(), second) {
             (Insert::Inserted, Insert::Present(20)) => assert_eq!(m.get(&2), Some(20)),
             (Insert::Present(21), Insert::Inserted) => assert_eq!(m.get(&2), Some(21)),
@@ -330,10 +330,10 @@ fn a_remove_frees_its_slot_while_a_commit_publishes_it() {
     // this model.
     model(|| {
         let m = map(0);
-        assert!(m.try_insert(2, 20).unwrap().is_inserted());
+        assert!(m.try_insert_new(2, 20).unwrap().is_inserted());
         let other = m.clone();
         let inserter = thread::spawn(move || {
-            let four = other.try_insert(4, 40).unwrap();
+            let four = other.try_insert_new(4, 40).unwrap();
             (four, other.get(&2))
         });
         assert_eq!(m.remove(&2), Some(20));
@@ -343,7 +343,7 @@ fn a_remove_frees_its_slot_while_a_commit_publishes_it() {
         assert_eq!(m.get(&2), None);
         // Both freed slots are reusable: the bin takes three keys again.
         for k in [6, 8] {
-            assert_eq!(m.try_insert(k, k).unwrap(), Insert::Inserted);
+            assert_eq!(m.try_insert_new(k, k).unwrap(), Insert::Inserted);
         }
         assert_eq!(m.check_invariants(), 3);
     });
@@ -358,11 +358,11 @@ fn get_racing_an_insert_that_chains_a_link_bucket() {
     model(|| {
         let m = map(1);
         for k in [0, 2, 4] {
-            assert!(m.try_insert(k, k).unwrap().is_inserted());
+            assert!(m.try_insert_new(k, k).unwrap().is_inserted());
         }
         let reader = m.clone();
         let reader = thread::spawn(move || reader.get(&6));
-        assert_eq!(m.try_insert(6, 60).unwrap(), Insert::Inserted);
+        assert_eq!(m.try_insert_new(6, 60).unwrap(), Insert::Inserted);
         let seen = reader.join().unwrap();
         assert!(matches!(seen, None | Some(60)), "{seen:?}");
         assert_eq!(m.get(&6), Some(60));
@@ -377,11 +377,11 @@ fn remove_and_reinsert_racing_a_put_of_the_same_key() {
     // there at that instant; its write must then survive (never discarded with the slot).
     model(|| {
         let m = map(0);
-        assert!(m.try_insert(2, 1).unwrap().is_inserted());
+        assert!(m.try_insert_new(2, 1).unwrap().is_inserted());
         let other = m.clone();
         let recycler = thread::spawn(move || {
             let removed = other.remove(&2);
-            let inserted = other.try_insert(2, 1).unwrap();
+            let inserted = other.try_insert_new(2, 1).unwrap();
             (removed, inserted)
         });
         let put = m.put(2, 9);
@@ -410,7 +410,7 @@ fn bin_transfer_racing_a_put_loses_no_write() {
         let m = full_growing_map();
         let other = m.clone();
         // This insert finds bin 0 full, grows the map and moves bin 0.
-        let grower = thread::spawn(move || other.try_insert(SPLIT[3], 4).unwrap());
+        let grower = thread::spawn(move || other.try_insert_new(SPLIT[3], 4).unwrap());
         let put = m.put(SPLIT[1], 99);
         assert_eq!(grower.join().unwrap(), Insert::Inserted);
         assert_eq!(put, Some(SPLIT[1] + 1), "the put saw the key");
@@ -431,7 +431,7 @@ fn bin_transfer_racing_a_remove() {
     model(|| {
         let m = full_growing_map();
         let other = m.clone();
-        let grower = thread::spawn(move || other.try_insert(SPLIT[3], 4).unwrap());
+        let grower = thread::spawn(move || other.try_insert_new(SPLIT[3], 4).unwrap());
         let removed = m.remove(&SPLIT[2]);
         assert_eq!(grower.join().unwrap(), Insert::Inserted);
         assert_eq!(removed, Some(SPLIT[2] + 1));
@@ -450,11 +450,11 @@ fn bin_transfer_racing_an_insert_of_the_same_and_another_key() {
     model(|| {
         let m = full_growing_map();
         let other = m.clone();
-        let grower = thread::spawn(move || other.try_insert(SPLIT[3], 4).unwrap());
+        let grower = thread::spawn(move || other.try_insert_new(SPLIT[3], 4).unwrap());
         // Another insert into bin 0: it may commit a slot before the move (which then waits
         // for it), find the bin moved, or help grow. An insert of a present key must see it.
-        let present = m.try_insert(SPLIT[0], 7).unwrap();
-        let same = m.try_insert(SPLIT[3], 5).unwrap();
+        let present = m.try_insert_new(SPLIT[0], 7).unwrap();
+        let same = m.try_insert_new(SPLIT[3], 5).unwrap();
         let theirs = grower.join().unwrap();
         assert_eq!(present, Insert::Present(1));
         match (same, theirs) {
@@ -476,8 +476,8 @@ fn bin_transfer_waits_for_an_insert_committed_before_its_claim() {
     model(|| {
         let m = full_blocking_map();
         let other = m.clone();
-        let grower = thread::spawn(move || other.try_insert(SPLIT[3], 4).unwrap());
-        assert_eq!(m.try_insert(1, 10).unwrap(), Insert::Inserted);
+        let grower = thread::spawn(move || other.try_insert_new(SPLIT[3], 4).unwrap());
+        assert_eq!(m.try_insert_new(1, 10).unwrap(), Insert::Inserted);
         assert_eq!(grower.join().unwrap(), Insert::Inserted);
         assert_eq!(m.get(&1), Some(10));
         assert_eq!(m.get(&SPLIT[3]), Some(4));
@@ -494,7 +494,7 @@ fn get_during_a_bin_transfer_sees_the_key() {
         // (The reader is the spawned thread: loom then interleaves it with the whole move.)
         let reader = thread::spawn(move || reader.get(&SPLIT[2]));
         // This insert finds bin 0 full, grows the map and moves bin 0.
-        assert_eq!(m.try_insert(SPLIT[3], 4).unwrap(), Insert::Inserted);
+        assert_eq!(m.try_insert_new(SPLIT[3], 4).unwrap(), Insert::Inserted);
         assert_eq!(reader.join().unwrap(), Some(SPLIT[2] + 1));
         assert_eq!(m.check_invariants(), 4);
     });
@@ -519,13 +519,13 @@ fn shrink_racing_an_insert_and_a_put() {
                 .build()
                 .unwrap(),
         );
-        assert!(m.try_insert(SPLIT[0], 1).unwrap().is_inserted());
+        assert!(m.try_insert_new(SPLIT[0], 1).unwrap().is_inserted());
         // Bin 1 of the group {0, 1} that becomes new bin 0 holds a key too, so the move
         // writes the new bin twice (issue 11: an insert that reached the new bin after its
         // first old bin was published raced the placement of the second).
-        assert!(m.try_insert(SPLIT_BIN_1, 3).unwrap().is_inserted());
+        assert!(m.try_insert_new(SPLIT_BIN_1, 3).unwrap().is_inserted());
         let (a, b) = (m.clone(), m.clone());
-        let inserter = thread::spawn(move || a.try_insert(SPLIT[1], 2).unwrap());
+        let inserter = thread::spawn(move || a.try_insert_new(SPLIT[1], 2).unwrap());
         let putter = thread::spawn(move || b.put(SPLIT[0], 9));
         let shrank = m.shrink_to_fit().unwrap();
         assert_eq!(inserter.join().unwrap(), Insert::Inserted);
@@ -549,7 +549,7 @@ fn a_shadow_insert_racing_an_insert_of_its_key_has_one_winner() {
         let m = map(0);
         let other = m.clone();
         let t = thread::spawn(move || {
-            let inserted = other.try_insert(2, 10).unwrap();
+            let inserted = other.try_insert_new(2, 10).unwrap();
             (inserted, other.get(&2))
         });
         let shadow = m.try_insert_shadow(2, 20).unwrap();
@@ -583,7 +583,7 @@ fn an_aborted_shadow_is_never_seen_and_frees_its_key() {
         let other = m.clone();
         let t = thread::spawn(move || {
             let seen = other.get(&2);
-            (seen, other.try_insert(2, 10).unwrap())
+            (seen, other.try_insert_new(2, 10).unwrap())
         });
         shadow.abort();
         let (seen, inserted) = t.join().unwrap();
@@ -616,7 +616,7 @@ fn transfer_racing_a_shadow(commit: bool) {
     model(move || {
         let m = full_blocking_map();
         let other = m.clone();
-        let grower = thread::spawn(move || other.try_insert(SPLIT[3], 4).unwrap());
+        let grower = thread::spawn(move || other.try_insert_new(SPLIT[3], 4).unwrap());
         let shadow = m.try_insert_shadow(1, 10).unwrap().unwrap();
         assert_eq!(m.get(&1), None);
         if commit {
@@ -646,7 +646,7 @@ fn a_pointer_swap_racing_a_transfer_and_a_remove_hands_each_value_to_one_owner()
         let (old, new) = (key + 1, 100);
         let other = m.clone();
         let grower = thread::spawn(move || {
-            assert_eq!(other.try_insert(SPLIT[3], 4).unwrap(), Insert::Inserted);
+            assert_eq!(other.try_insert_new(SPLIT[3], 4).unwrap(), Insert::Inserted);
             other.remove(&key)
         });
         let swapped = m.compare_exchange(&key, old, new);
@@ -673,7 +673,7 @@ fn a_stalled_put_never_lands_on_a_shadow_of_its_key() {
     // the shadow changes a value nobody can see (the commit then publishes 21).
     model(|| {
         let m = map(0);
-        assert!(m.try_insert(2, 20).unwrap().is_inserted());
+        assert!(m.try_insert_new(2, 20).unwrap().is_inserted());
         let other = m.clone();
         let t = thread::spawn(move || other.put(2, 21));
         let removed = m.remove(&2);
@@ -698,7 +698,7 @@ fn a_stalled_remove_never_frees_a_shadow_of_its_key() {
     // shadow: exactly one remove answers, and the committed key stays.
     model(|| {
         let m = map(0);
-        assert!(m.try_insert(2, 20).unwrap().is_inserted());
+        assert!(m.try_insert_new(2, 20).unwrap().is_inserted());
         let other = m.clone();
         let t = thread::spawn(move || other.remove(&2));
         let mine = m.remove(&2);
@@ -730,8 +730,8 @@ fn a_shadow_commit_racing_inserts_into_its_bin_is_never_published_unwritten() {
         let shadow = m.try_insert_shadow(2, 10).unwrap().unwrap();
         let other = m.clone();
         let t = thread::spawn(move || {
-            let four = other.try_insert(4, 40).unwrap();
-            (four, other.try_insert(2, 99).unwrap())
+            let four = other.try_insert_new(4, 40).unwrap();
+            (four, other.try_insert_new(2, 99).unwrap())
         });
         shadow.commit();
         let (four, two) = t.join().unwrap();

@@ -69,12 +69,12 @@ impl Op {
     /// Run it on the map; the answer as the value before (every operation here reports it).
     fn run(self, map: &Persistent, key: u64) -> Option<u64> {
         match self {
-            Op::Insert(value) => match map.insert(key, value) {
+            Op::Insert(value) => match map.insert_new(key, value) {
                 Insert::Inserted => None,
                 Insert::Present(now) => Some(now),
                 Insert::Shadowed => unreachable!("no shadow inserts here"),
             },
-            Op::Upsert(value) => map.upsert(key, value),
+            Op::Upsert(value) => map.insert(key, value),
             Op::Put(value) => map.put(key, value),
             Op::Remove => map.remove(&key),
             Op::FetchAdd(delta) => map.fetch_add(key, delta),
@@ -506,7 +506,7 @@ fn a_closed_map_reopens_with_every_key() {
     for (&key, &value) in &model {
         assert_eq!(map.get(&key), Some(value));
     }
-    map.insert(1 << 50, 5);
+    assert!(map.insert_new(1 << 50, 5).is_inserted());
     drop(map);
     let map = Persistent::open(scratch.path()).unwrap();
     assert_eq!(map.get(&(1 << 50)), Some(5));
@@ -560,7 +560,7 @@ fn bad_files_are_refused_unchanged() {
         .build_persistent(dir)
         .unwrap();
     for key in 0..500 {
-        map.insert(key, key * 3);
+        assert!(map.insert_new(key, key * 3).is_inserted());
     }
     assert_eq!(storage_error(Persistent::open(dir)), StorageError::Locked);
     assert_eq!(
@@ -1045,7 +1045,7 @@ fn child_fill_until_killed() {
             scope.spawn(move || {
                 for step in 0u64.. {
                     let key = (step * 2 + thread).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-                    map.insert(key, step);
+                    assert!(map.insert_new(key, step).is_inserted());
                     if step.is_multiple_of(5) && step > 0 {
                         map.remove(&(step / 2 * 2 + thread).wrapping_mul(0x9e37_79b9_7f4a_7c15));
                     }
@@ -1133,7 +1133,7 @@ fn child_full_disk() {
     let mut acknowledged = Vec::new();
     let error = (0u64..)
         .map(|key| key.wrapping_mul(0x9e37_79b9_7f4a_7c15))
-        .find_map(|key| match map.try_insert(key, key ^ 1) {
+        .find_map(|key| match map.try_insert_new(key, key ^ 1) {
             Ok(_) => {
                 writeln!(out, "A {key} {}", key ^ 1).unwrap();
                 acknowledged.push(key);
@@ -1159,7 +1159,7 @@ fn child_full_disk() {
     let gone = acknowledged[0];
     assert_eq!(map.remove(&gone), Some(gone ^ 1));
     writeln!(out, "R {gone}").unwrap();
-    assert!(map.try_insert(gone, 5).is_ok());
+    assert!(map.try_insert_new(gone, 5).is_ok());
     writeln!(out, "A {gone} 5").unwrap();
     map.check_invariants();
     drop(map);
@@ -1224,7 +1224,7 @@ fn full_disk_on_growth() {
     }
     let bins = map.stats().bins;
     for key in 0..20_000u64 {
-        map.insert(key << 1 | 1, key);
+        assert!(map.insert_new(key << 1 | 1, key).is_inserted());
     }
     assert!(map.stats().bins > bins, "the reopened map did not grow");
 }
@@ -1248,7 +1248,7 @@ fn full_device_on_growth() {
         .unwrap();
     let mut inserted = 0u64;
     let error = loop {
-        match map.try_insert(inserted, inserted + 3) {
+        match map.try_insert_new(inserted, inserted + 3) {
             Ok(_) => inserted += 1,
             Err(error) => break error,
         }
@@ -1267,7 +1267,7 @@ fn full_device_on_growth() {
     assert_eq!(map.len() as u64, inserted);
     assert_eq!(map.get(&(inserted - 1)), Some(inserted + 2));
     assert_eq!(map.remove(&0), Some(3));
-    assert!(map.try_insert(0, 4).is_ok());
+    assert!(map.try_insert_new(0, 4).is_ok());
     std::fs::remove_file(&filler).unwrap();
     map.close().unwrap();
     let (map, recovery) = FlatMap::<u64, u64>::builder().open(&dir).unwrap();
@@ -1346,7 +1346,7 @@ fn reopens_at_once_while_another_thread_spawns_children() {
             .build_persistent(scratch.path())
             .unwrap();
         for round in 0..300u64 {
-            map.insert(round, round);
+            assert!(map.insert_new(round, round).is_inserted());
             map.close().unwrap();
             map = FlatMap::open(scratch.path()).unwrap_or_else(|e| panic!("reopen {round}: {e}"));
         }
@@ -1381,7 +1381,7 @@ fn impossible_bin_states_are_refused() {
         .build_persistent(dir)
         .unwrap();
     for key in 0..300 {
-        map.insert(key, key + 1);
+        assert!(map.insert_new(key, key + 1).is_inserted());
     }
     // Copied while open: the superblock says open, so this image is a crashed map's.
     let crashed = copy_map(dir, "states-crashed");
@@ -1408,7 +1408,7 @@ fn impossible_bin_states_are_refused() {
                 for key in 0..300 {
                     assert_eq!(map.get(&key), Some(key + 1), "{name}: key {key}");
                 }
-                assert_eq!(map.insert(1000, 1), Insert::Inserted);
+                assert_eq!(map.insert_new(1000, 1), Insert::Inserted);
                 assert_eq!(map.iter().count(), 301);
                 drop(map);
             }
@@ -1429,7 +1429,7 @@ fn fifos_where_files_should_be_are_refused_at_once() {
         .capacity(100)
         .build_persistent(&dir)
         .unwrap();
-    map.insert(1, 2);
+    assert!(map.insert_new(1, 2).is_inserted());
     map.close().unwrap();
     let good = file_bytes(&dir);
     for victim in [dir.join("floe.super"), table_file(&dir)] {
@@ -1477,7 +1477,7 @@ fn a_second_process_is_refused() {
         .capacity(100)
         .build_persistent(dir)
         .unwrap();
-    map.insert(5, 6);
+    assert!(map.insert_new(5, 6).is_inserted());
     map.close().unwrap();
     let mut child = spawn_child(
         "child_hold_open",

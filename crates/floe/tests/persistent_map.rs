@@ -75,13 +75,16 @@ impl Op {
     fn run(self, map: &Persistent, key: &str, value: String) -> Option<String> {
         let map = map.pin();
         match self {
-            Op::Insert => match map.insert(key.to_string(), value.clone()).expect("insert") {
+            Op::Insert => match map
+                .insert_new(key.to_string(), value.clone())
+                .expect("insert")
+            {
                 Insert::Inserted => Some(value),
                 Insert::Present(present) => Some(present.clone()),
                 Insert::Shadowed => unreachable!(),
             },
             Op::Upsert => {
-                map.upsert(key.to_string(), value.clone()).expect("upsert");
+                map.insert(key.to_string(), value.clone()).expect("upsert");
                 Some(value)
             }
             Op::Remove => {
@@ -684,7 +687,11 @@ fn crashed_map(dir: &Path, checkpoint: bool) -> HashMap<String, String> {
     let mut pairs = HashMap::new();
     for n in 0..500u64 {
         let (key, value) = (key_name(n), format!("value-{n}"));
-        map.pin().insert(key.clone(), value.clone()).unwrap();
+        assert!(map
+            .pin()
+            .insert_new(key.clone(), value.clone())
+            .unwrap()
+            .is_inserted());
         pairs.insert(key, value);
     }
     if checkpoint {
@@ -811,7 +818,11 @@ fn missing_existing_foreign_mistyped_and_locked_directories_are_refused() {
     let map = Map::<String, String>::builder()
         .build_persistent(dir)
         .unwrap();
-    map.pin().insert("a".into(), "b".into()).unwrap();
+    assert!(map
+        .pin()
+        .insert_new("a".into(), "b".into())
+        .unwrap()
+        .is_inserted());
     let locked = PersistentMap::<String, String>::open(dir).unwrap_err();
     assert!(
         matches!(locked, Error::Storage(StorageError::Locked)),
@@ -875,7 +886,11 @@ fn closed_map(dir: &Path, keys: u64) -> PathBuf {
         .build_persistent(dir)
         .unwrap();
     for n in 0..keys {
-        map.pin().insert(key_name(n), format!("v{n}")).unwrap();
+        assert!(map
+            .pin()
+            .insert_new(key_name(n), format!("v{n}"))
+            .unwrap()
+            .is_inserted());
     }
     map.close().unwrap();
     std::fs::read_dir(dir)
@@ -1085,12 +1100,20 @@ fn a_damaged_tail_past_the_checkpoint_is_dropped() {
         .build_persistent(dir)
         .unwrap();
     for n in 0..100u64 {
-        map.pin().insert(key_name(n), format!("v{n}")).unwrap();
+        assert!(map
+            .pin()
+            .insert_new(key_name(n), format!("v{n}"))
+            .unwrap()
+            .is_inserted());
     }
     map.checkpoint().unwrap();
     // Lanes: one thread writes through one lane, so its journal holds everything.
     for n in 100..200u64 {
-        map.pin().insert(key_name(n), format!("v{n}")).unwrap();
+        assert!(map
+            .pin()
+            .insert_new(key_name(n), format!("v{n}"))
+            .unwrap()
+            .is_inserted());
     }
     map.abandon();
     release_locks(dir);
@@ -1142,7 +1165,11 @@ fn a_damaged_tail_past_the_checkpoint_is_dropped() {
         drop(pinned);
         // The hole is compacted away before this boot is recorded as the map's: a crash
         // now leaves a directory that opens under this boot's rule.
-        map.pin().insert(key_name(500), "after".into()).unwrap();
+        assert!(map
+            .pin()
+            .insert_new(key_name(500), "after".into())
+            .unwrap()
+            .is_inserted());
         map.abandon();
     }
     for dir in [dir, copy.path()] {
@@ -1178,7 +1205,7 @@ fn child_full_disk() {
         let key = key_name(n);
         let big = n == 2000;
         let value = format!("{n}-{}", "y".repeat(if big { 5 << 20 } else { 1000 }));
-        match map.pin().upsert(key.clone(), value.clone()) {
+        match map.pin().insert(key.clone(), value.clone()) {
             Ok(_) => say(&out, format_args!("A {key} {value}")),
             Err(error) => {
                 assert!(big, "write {n} failed: {error}");
@@ -1259,7 +1286,7 @@ fn compactions_unmap_the_journals_they_delete() {
         for round in 0..10u64 {
             for n in 0..50 {
                 map.pin()
-                    .upsert(key_name(n), format!("{round}.{n}"))
+                    .insert(key_name(n), format!("{round}.{n}"))
                     .unwrap();
             }
             go.send(()).unwrap();

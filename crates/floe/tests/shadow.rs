@@ -35,7 +35,7 @@ fn assert_still_shadowed<S: std::hash::BuildHasher>(
     for k in keys {
         assert_eq!(map.get(&k), None);
         assert_eq!(
-            map.insert(k, 0),
+            map.insert_new(k, 0),
             Insert::Shadowed,
             "shadow {k} lost in {what}"
         );
@@ -62,8 +62,8 @@ fn shadow_hidden_from_everything_but_inserts(layout: Layout) {
         Some(Taken::Shadowed),
         "a second shadow"
     );
-    assert_eq!(map.insert(1, 12), Insert::Shadowed);
-    assert_eq!(map.insert(1, 12).present(), None);
+    assert_eq!(map.insert_new(1, 12), Insert::Shadowed);
+    assert_eq!(map.insert_new(1, 12).present(), None);
     assert_eq!(map.get(&1), None);
     assert!(!map.contains_key(&1));
     assert_eq!(map.put(1, 13), None);
@@ -74,7 +74,11 @@ fn shadow_hidden_from_everything_but_inserts(layout: Layout) {
     assert_eq!(map.len(), 0);
     assert_eq!(map.iter().count(), 0);
     map.clear();
-    assert_eq!(map.insert(1, 15), Insert::Shadowed, "clear leaves shadows");
+    assert_eq!(
+        map.insert_new(1, 15),
+        Insert::Shadowed,
+        "clear leaves shadows"
+    );
     assert_eq!(format!("{shadow:?}"), "Shadow { key: 1, value: 10 }");
     shadow.commit();
     assert_eq!(map.get(&1), Some(10));
@@ -83,10 +87,10 @@ fn shadow_hidden_from_everything_but_inserts(layout: Layout) {
     let shadow = map.insert_shadow(2, 20).unwrap();
     shadow.abort();
     assert_eq!(map.get(&2), None);
-    assert_eq!(map.insert(2, 21), Insert::Inserted);
+    assert_eq!(map.insert_new(2, 21), Insert::Inserted);
     // Dropping an open shadow aborts it.
     drop(map.insert_shadow(3, 30).unwrap());
-    assert_eq!(map.insert(3, 31), Insert::Inserted);
+    assert_eq!(map.insert_new(3, 31), Insert::Inserted);
     assert_eq!(map.check_invariants(), 3);
 }
 
@@ -104,7 +108,7 @@ fn a_shadow_commits_its_own_value_whatever_came_before_in_its_slot() {
 fn commit_publishes_the_shadows_value(layout: Layout) {
     let map = smallest(layout, true);
     for round in 0..100u64 {
-        assert_eq!(map.insert(7, round), Insert::Inserted);
+        assert_eq!(map.insert_new(7, round), Insert::Inserted);
         assert_eq!(map.remove(&7), Some(round));
         let shadow = map.insert_shadow(7, round).unwrap();
         assert_eq!(map.put(7, round + 1), None, "a put reached a shadow");
@@ -129,7 +133,7 @@ fn moves_carry_open_shadows(layout: Layout) {
         .collect();
     // Grow many times over, with the shadows in the tables being moved.
     for k in 1_000_000..1_100_000u64 {
-        map.insert(k, k);
+        assert!(map.insert_new(k, k).is_inserted());
     }
     assert_eq!(map.len(), 100_000);
     assert_eq!(map.check_invariants(), 100_000);
@@ -150,7 +154,7 @@ fn moves_carry_open_shadows(layout: Layout) {
     }
     for k in 0..2_000u64 {
         assert_eq!(
-            map.insert(k, 0),
+            map.insert_new(k, 0),
             Insert::Shadowed,
             "shadow {k} lost in the shrink"
         );
@@ -220,7 +224,7 @@ fn one_shadow_wins_each_round(layout: Layout) {
                             Ok(shadow) => {
                                 winners.fetch_add(1, Ordering::Relaxed);
                                 // Make the map grow under the open shadow now and then.
-                                map.insert(1 << 40 | r, r);
+                                assert!(map.insert_new(1 << 40 | r, r).is_inserted());
                                 assert_eq!(shadow.value(), mine);
                                 if r % 2 == 0 {
                                     shadow.commit();
@@ -304,7 +308,7 @@ fn upserts_wait_for_the_shadow_to_be_resolved() {
         std::thread::scope(|s| {
             let waiter = s.spawn(|| {
                 started.store(true, Ordering::Relaxed);
-                (map.upsert(5, 51), map.fetch_add(5, 1))
+                (map.insert(5, 51), map.fetch_add(5, 1))
             });
             while !started.load(Ordering::Relaxed) {
                 std::hint::spin_loop();
@@ -339,7 +343,7 @@ fn a_map_shadow_is_hidden_from_everything_but_inserts() {
         m.insert_shadow("a".to_string(), 11),
         Err(Taken::Shadowed)
     ));
-    assert_eq!(m.insert("a".to_string(), 12), Insert::Shadowed);
+    assert_eq!(m.insert_new("a".to_string(), 12), Insert::Shadowed);
     assert_eq!(m.get("a"), None);
     assert!(!m.contains_key("a"));
     assert_eq!(m.put("a".to_string(), 13), None);
@@ -357,13 +361,13 @@ fn a_map_shadow_is_hidden_from_everything_but_inserts() {
     m.get_many(&["a"], &mut found).unwrap();
     assert_eq!(found, [None]);
     assert_eq!(
-        m.execute(MapRequest::<_, _, str>::Insert("a".to_string(), 1)),
-        MapResponse::Insert(Ok(Insert::Shadowed))
+        m.execute(MapRequest::<_, _, str>::InsertNew("a".to_string(), 1)),
+        MapResponse::InsertNew(Ok(Insert::Shadowed))
     );
     m.retain(|_, _| false);
     map.clear();
     assert_eq!(
-        m.insert("a".to_string(), 15),
+        m.insert_new("a".to_string(), 15),
         Insert::Shadowed,
         "clear leaves shadows"
     );
@@ -378,9 +382,9 @@ fn a_map_shadow_is_hidden_from_everything_but_inserts() {
     ));
     m.insert_shadow("b".to_string(), 20).unwrap().abort();
     assert_eq!(m.get("b"), None);
-    assert_eq!(m.insert("b".to_string(), 21), Insert::Inserted);
+    assert_eq!(m.insert_new("b".to_string(), 21), Insert::Inserted);
     drop(m.insert_shadow("c".to_string(), 30).unwrap());
-    assert_eq!(m.insert("c".to_string(), 31), Insert::Inserted);
+    assert_eq!(m.insert_new("c".to_string(), 31), Insert::Inserted);
     assert_eq!(map.check_invariants(), 3);
 }
 
@@ -396,7 +400,7 @@ fn map_shadows_share_collision_lists() {
     let m = map.pin();
     let key = |k: u64| format!("key-{k}");
     for k in 0..40 {
-        assert_eq!(m.insert(key(k), k), Insert::Inserted);
+        assert_eq!(m.insert_new(key(k), k), Insert::Inserted);
     }
     let shadows: Vec<_> = (40..60)
         .map(|k| m.insert_shadow(key(k), k).unwrap())
@@ -404,7 +408,7 @@ fn map_shadows_share_collision_lists() {
     assert_eq!((map.len(), map.check_invariants()), (40, 40));
     for k in 40..60 {
         assert_eq!(m.get(key(k).as_str()), None);
-        assert_eq!(m.insert(key(k), 0), Insert::Shadowed);
+        assert_eq!(m.insert_new(key(k), 0), Insert::Shadowed);
     }
     map.clear();
     assert_eq!((map.len(), map.check_invariants()), (0, 0));
@@ -413,13 +417,13 @@ fn map_shadows_share_collision_lists() {
     }
     for k in 40..60 {
         assert_eq!(
-            m.insert(key(k), 0),
+            m.insert_new(key(k), 0),
             Insert::Shadowed,
             "clear took shadow {k}"
         );
     }
     for k in 0..10 {
-        assert_eq!(m.insert(key(k), k + 100), Insert::Inserted);
+        assert_eq!(m.insert_new(key(k), k + 100), Insert::Inserted);
     }
     for shadow in shadows {
         let k = *shadow.value();
@@ -443,14 +447,14 @@ fn growth_carries_open_map_shadows() {
         .map(|k| m.insert_shadow(k, k + 1).unwrap())
         .collect();
     for k in 1_000_000..1_050_000u64 {
-        m.insert(k, k);
+        assert!(m.insert_new(k, k).is_inserted());
     }
     assert!(map.capacity() > 50_000, "the map grew");
     assert_eq!((map.len(), map.check_invariants()), (50_000, 50_000));
     for k in 0..2_000u64 {
         assert_eq!(m.get(&k), None);
         assert_eq!(
-            m.insert(k, 0),
+            m.insert_new(k, 0),
             Insert::Shadowed,
             "shadow {k} lost in a move"
         );
@@ -515,7 +519,7 @@ fn one_map_shadow_wins_each_round_and_upserts_wait_for_it() {
                         }
                         Err(Taken::Shadowed) => {
                             // Waits until the winner resolved its shadow.
-                            let before = m.upsert(key.clone(), mine + 500).copied();
+                            let before = m.insert(key.clone(), mine + 500).copied();
                             if before.is_some_and(|before| before / 1_000 != r) {
                                 complain(format!("round {r}: a value of another round"));
                             }
@@ -570,7 +574,7 @@ fn clear_removes_a_key_beside_a_shadow_while_it_is_put() {
             }
         });
         for _ in 0..rounds {
-            map.pin().insert("a".to_string(), 0);
+            assert!(map.pin().insert_new("a".to_string(), 0).is_inserted());
             map.clear();
             survived += usize::from(map.pin().get("a").is_some());
         }
@@ -606,7 +610,7 @@ impl Eq for Touchy {}
 fn a_panicking_eq_in_a_shadow_insert_leaves_the_map_whole() {
     let map = Map::<Touchy, u32>::new();
     let m = map.pin();
-    m.insert(Touchy(1), 1);
+    assert!(m.insert_new(Touchy(1), 1).is_inserted());
     PANIC_EQ.store(true, Ordering::Relaxed);
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         let _ = m.insert_shadow(Touchy(2), 2);
@@ -648,7 +652,7 @@ fn shadows_in_shared_lists_survive_every_other_write() {
                     match x % 9 {
                         0 | 1 => {
                             if let Ok(shadow) = m.insert_shadow(k.clone(), i) {
-                                let _ = m.insert(key((x >> 8) % 24), 1);
+                                let _ = m.insert_new(key((x >> 8) % 24), 1);
                                 m.remove(key((x >> 16) % 24).as_str());
                                 if x % 2 == 0 {
                                     shadow.commit();
@@ -658,7 +662,7 @@ fn shadows_in_shared_lists_survive_every_other_write() {
                             }
                         }
                         2 => {
-                            let _ = m.insert(k, i);
+                            let _ = m.insert_new(k, i);
                         }
                         3 => {
                             m.put(k, i);
@@ -691,7 +695,7 @@ fn shadows_in_shared_lists_survive_every_other_write() {
     assert_eq!(present.len(), keys, "a key present twice");
     for k in 0..24 {
         assert_ne!(
-            m.insert(key(k), 0),
+            m.insert_new(key(k), 0),
             Insert::Shadowed,
             "shadow {k} left open"
         );
@@ -718,13 +722,13 @@ fn dense_shadows_in_a_crowd_move_with_their_keys() {
     // Six keys (the home's four, then two in the alternative), two shadows after them in
     // the alternative, two keys in the stash.
     for k in 0..6u64 {
-        assert_eq!(map.insert(k, k + 100), Insert::Inserted);
+        assert_eq!(map.insert_new(k, k + 100), Insert::Inserted);
     }
     let shadows: Vec<_> = (6..8u64)
         .map(|k| map.insert_shadow(k, k + 100).unwrap())
         .collect();
     for k in 8..10u64 {
-        assert_eq!(map.insert(k, k + 100), Insert::Inserted);
+        assert_eq!(map.insert_new(k, k + 100), Insert::Inserted);
     }
     assert_eq!(map.stats().stashed, 2);
     assert!(matches!(
@@ -746,7 +750,7 @@ fn dense_shadows_in_a_crowd_move_with_their_keys() {
     }
     assert_eq!(map.get(&6), Some(106));
     assert_eq!(map.get(&7), None);
-    assert_eq!(map.insert(7, 107), Insert::Inserted);
+    assert_eq!(map.insert_new(7, 107), Insert::Inserted);
     assert_eq!(map.check_invariants(), 10);
     for k in 0..10u64 {
         assert_eq!(map.get(&k), Some(k + 100), "key {k}");
@@ -763,7 +767,7 @@ fn dense_shadows_in_a_crowd_move_with_their_keys() {
         .unwrap();
     let shadow = map.insert_shadow(0, 100).unwrap();
     for k in 1..8u64 {
-        assert_eq!(map.insert(k, k + 100), Insert::Inserted);
+        assert_eq!(map.insert_new(k, k + 100), Insert::Inserted);
     }
     let lines = map.stats().bins;
     assert!(matches!(

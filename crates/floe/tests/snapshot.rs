@@ -24,7 +24,7 @@ fn a_snapshot_of_a_quiet_map_is_its_contents() {
             .unwrap(),
     ] {
         for k in 0..150u64 {
-            map.insert(k, k * 3);
+            assert!(map.insert_new(k, k * 3).is_inserted());
         }
         map.remove(&7);
         let mut pairs = map.snapshot().unwrap();
@@ -53,7 +53,7 @@ fn refused_inside_an_operation(layout: Layout) {
         .layout(layout)
         .build()
         .unwrap();
-    map.insert(1, 1);
+    assert!(map.insert_new(1, 1).is_inserted());
     map.update(&1, |v| {
         assert_eq!(map.snapshot(), Err(Error::InsideOperation));
         v + 1
@@ -94,7 +94,7 @@ fn chains_under_snapshots(batched: bool, layout: Layout) {
     let first_size = map.stats().bins;
     for w in 0..WRITERS {
         for i in 0..CHAIN {
-            map.insert(w << 32 | i, 0);
+            assert!(map.insert_new(w << 32 | i, 0).is_inserted());
         }
     }
     let done = AtomicBool::new(false);
@@ -130,7 +130,7 @@ fn chains_under_snapshots(batched: bool, layout: Layout) {
         s.spawn(move || {
             let mut next = 1u64 << 40;
             while !done.load(Ordering::Relaxed) && next < (1 << 40) + 200_000 {
-                map.insert(next, 0);
+                assert!(map.insert_new(next, 0).is_inserted());
                 next += 1;
             }
         });
@@ -177,7 +177,7 @@ fn any_key_map_snapshots_one_instant(layout: Layout) {
         .build()
         .unwrap();
     for i in 0..CHAIN {
-        map.pin().insert(i, "0".to_string());
+        assert!(map.pin().insert_new(i, "0".to_string()).is_inserted());
     }
     let done = AtomicBool::new(false);
     std::thread::scope(|s| {
@@ -188,7 +188,7 @@ fn any_key_map_snapshots_one_instant(layout: Layout) {
                 round += 1;
                 let m = map.pin();
                 for i in 0..CHAIN {
-                    m.upsert(i, round.to_string());
+                    m.insert(i, round.to_string());
                 }
             }
         });
@@ -216,7 +216,7 @@ fn any_key_map_snapshots_one_instant(layout: Layout) {
 fn a_nested_snapshot_never_waits_for_a_running_one() {
     let map = FlatMap::<u64, u64>::new();
     for k in 0..1000 {
-        map.insert(k, k);
+        assert!(map.insert_new(k, k).is_inserted());
     }
     let done = AtomicBool::new(false);
     std::thread::scope(|s| {
@@ -243,7 +243,7 @@ fn an_upsert_waiting_on_a_shadow_does_not_deadlock_a_snapshot() {
     let map = FlatMap::<u64, u64>::new();
     let shadow = map.insert_shadow(5, 50).unwrap();
     std::thread::scope(|s| {
-        let upserter = s.spawn(|| map.upsert(5, 51));
+        let upserter = s.spawn(|| map.insert(5, 51));
         std::thread::sleep(std::time::Duration::from_millis(20));
         let snapshotter = s.spawn(|| map.snapshot().unwrap());
         std::thread::sleep(std::time::Duration::from_millis(20));

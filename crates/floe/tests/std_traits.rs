@@ -47,7 +47,7 @@ proptest! {
 
         prop_assert_eq!(sorted(flat.drain().collect()), expected.clone());
         prop_assert!(flat.is_empty());
-        flat.insert(1, 1);
+        assert!(flat.insert_new(1, 1).is_inserted());
         prop_assert_eq!(flat.into_iter().collect::<Vec<_>>(), vec![(1, 1)]);
 
         let owned = sorted(any.into_iter().map(|(k, v)| (k.parse::<u16>().unwrap(), v)).collect());
@@ -95,7 +95,7 @@ fn retain_keeps_a_value_written_after_it_was_judged() {
     let m = any.pin();
     m.retain(|&k, _| {
         if k % 10 == 0 {
-            m.upsert(k, "rewritten".to_string());
+            m.insert(k, "rewritten".to_string());
         }
         false
     });
@@ -115,14 +115,14 @@ fn retain_keeps_a_value_written_after_it_was_judged() {
 fn retain_judges_every_stable_key_once_while_the_map_grows() {
     let map = Map::<u64, u64>::builder().bins(2).build().unwrap();
     for k in 0..2_000u64 {
-        map.pin().insert(k, k);
+        assert!(map.pin().insert_new(k, k).is_inserted());
     }
     let mut judged = Vec::new();
     std::thread::scope(|s| {
         s.spawn(|| {
             let m = map.pin();
             for k in 1_000_000..1_040_000u64 {
-                m.insert(k, k);
+                assert!(m.insert_new(k, k).is_inserted());
             }
         });
         map.pin().retain(|&k, _| {

@@ -161,12 +161,12 @@ impl Subject for FlatMap<u64, u64, Mix64> {
     fn call(&self, key: u64, call: Call) -> Ret {
         match call {
             Call::Get => Ret::Value(self.get(&key)),
-            Call::Insert(v) => Ret::Value(match self.try_insert(key, v).expect("room") {
+            Call::Insert(v) => Ret::Value(match self.try_insert_new(key, v).expect("room") {
                 Insert::Inserted => None,
                 Insert::Present(p) => Some(p),
                 Insert::Shadowed => unreachable!("no shadows in the history"),
             }),
-            Call::Upsert(v) => Ret::Value(self.try_upsert(key, v).expect("room")),
+            Call::Upsert(v) => Ret::Value(self.try_insert(key, v).expect("room")),
             Call::Put(v) => Ret::Value(self.put(key, v)),
             Call::FetchAdd(d) => Ret::Value(self.try_fetch_add(key, d).expect("room")),
             Call::CompareExchange(c, n) => {
@@ -261,12 +261,12 @@ impl Subject for Map<String, u64, Crowd> {
         let key = map_key(key);
         Ret::Value(match call {
             Call::Get => m.get(key.as_str()).copied(),
-            Call::Insert(v) => match m.try_insert(key, v).expect("room") {
+            Call::Insert(v) => match m.try_insert_new(key, v).expect("room") {
                 Insert::Inserted => None,
                 Insert::Present(&p) => Some(p),
                 Insert::Shadowed => unreachable!("`Map` makes no shadows"),
             },
-            Call::Upsert(v) => m.try_upsert(key, v).expect("room").copied(),
+            Call::Upsert(v) => m.try_insert(key, v).expect("room").copied(),
             Call::Update(v) => m.update(key.as_str(), |_| v).copied(),
             Call::AddIfPresent(d) => m.update(key.as_str(), |&o| o.wrapping_add(d)).copied(),
             Call::Remove => m.remove(key.as_str()).copied(),

@@ -309,7 +309,7 @@ impl CapiFloe {
             // Through `black_box`: the calls cannot be inlined, as across a shared library.
             ops: black_box(CapiOps {
                 get: floe_capi::floe_map_get,
-                insert: floe_capi::floe_map_insert,
+                insert: floe_capi::floe_map_insert_new,
                 put: floe_capi::floe_map_put,
                 remove: floe_capi::floe_map_remove,
                 get_many: floe_capi::floe_map_get_many,

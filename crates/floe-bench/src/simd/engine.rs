@@ -179,7 +179,7 @@ fn floe_map(table: &Table, load_factor: f64, backend: Backend) -> Result<FloeMap
             .build()
             .map_err(|e| format!("floe ({backend:?}): {e}"))?;
         let full = (0..table.items as u64).try_for_each(|i| {
-            map.try_insert(key_of(sizes, i), payload_of(sizes, i))
+            map.try_insert_new(key_of(sizes, i), payload_of(sizes, i))
                 .map(|_| ())
         });
         match full {

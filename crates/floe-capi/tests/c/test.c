@@ -50,15 +50,15 @@ static void single_key_calls(void) {
     CHECK_STATUS(floe_map_len(map, &len), FLOE_STATUS_OK);
     CHECK(len == 0);
     CHECK_STATUS(floe_map_get(map, 1, &v), FLOE_STATUS_ABSENT);
-    CHECK_STATUS(floe_map_insert(map, 1, 10, &v), FLOE_STATUS_OK);
-    CHECK_STATUS(floe_map_insert(map, 1, 11, &v), FLOE_STATUS_PRESENT);
+    CHECK_STATUS(floe_map_insert_new(map, 1, 10, &v), FLOE_STATUS_OK);
+    CHECK_STATUS(floe_map_insert_new(map, 1, 11, &v), FLOE_STATUS_PRESENT);
     CHECK(v == 10);
     CHECK_STATUS(floe_map_get(map, 1, &v), FLOE_STATUS_OK);
     CHECK(v == 10);
     CHECK_STATUS(floe_map_get(map, 1, NULL), FLOE_STATUS_OK);
-    CHECK_STATUS(floe_map_upsert(map, 1, 12, &v), FLOE_STATUS_OK);
+    CHECK_STATUS(floe_map_insert(map, 1, 12, &v), FLOE_STATUS_OK);
     CHECK(v == 10);
-    CHECK_STATUS(floe_map_upsert(map, 2, 20, NULL), FLOE_STATUS_ABSENT);
+    CHECK_STATUS(floe_map_insert(map, 2, 20, NULL), FLOE_STATUS_ABSENT);
     CHECK_STATUS(floe_map_put(map, 3, 30, &v), FLOE_STATUS_ABSENT);
     CHECK_STATUS(floe_map_get(map, 3, NULL), FLOE_STATUS_ABSENT);
     CHECK_STATUS(floe_map_put(map, 2, 21, &v), FLOE_STATUS_OK);
@@ -78,8 +78,8 @@ static void single_key_calls(void) {
     CHECK(v == 7);
     CHECK_STATUS(floe_map_remove(map, 4, &v), FLOE_STATUS_ABSENT);
     /* Every 64-bit key is a key, 0 and UINT64_MAX included. */
-    CHECK_STATUS(floe_map_insert(map, 0, 1, NULL), FLOE_STATUS_OK);
-    CHECK_STATUS(floe_map_insert(map, UINT64_MAX, 2, NULL), FLOE_STATUS_OK);
+    CHECK_STATUS(floe_map_insert_new(map, 0, 1, NULL), FLOE_STATUS_OK);
+    CHECK_STATUS(floe_map_insert_new(map, UINT64_MAX, 2, NULL), FLOE_STATUS_OK);
     CHECK_STATUS(floe_map_get(map, UINT64_MAX, &v), FLOE_STATUS_OK);
     CHECK(v == 2);
     CHECK_STATUS(floe_map_free(map), FLOE_STATUS_OK);
@@ -91,8 +91,8 @@ static void bad_input(void) {
     size_t len = 0;
     CHECK_STATUS(floe_map_new(NULL, NULL), FLOE_STATUS_NULL_ARGUMENT);
     CHECK_STATUS(floe_map_get(none, 1, &v), FLOE_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(floe_map_insert_new(none, 1, 1, NULL), FLOE_STATUS_NULL_ARGUMENT);
     CHECK_STATUS(floe_map_insert(none, 1, 1, NULL), FLOE_STATUS_NULL_ARGUMENT);
-    CHECK_STATUS(floe_map_upsert(none, 1, 1, NULL), FLOE_STATUS_NULL_ARGUMENT);
     CHECK_STATUS(floe_map_put(none, 1, 1, NULL), FLOE_STATUS_NULL_ARGUMENT);
     CHECK_STATUS(floe_map_fetch_add(none, 1, 1, NULL), FLOE_STATUS_NULL_ARGUMENT);
     CHECK_STATUS(floe_map_compare_exchange(none, 1, 1, 2, NULL), FLOE_STATUS_NULL_ARGUMENT);
@@ -129,7 +129,7 @@ static void bad_input(void) {
     CHECK_STATUS(floe_map_get_many(map, keys, 3, NULL, found, 3), FLOE_STATUS_NULL_ARGUMENT);
     CHECK_STATUS(floe_map_get_many(map, keys, 3, values, NULL, 3), FLOE_STATUS_NULL_ARGUMENT);
     CHECK_STATUS(floe_map_get_many(none, keys, 3, values, found, 3), FLOE_STATUS_NULL_ARGUMENT);
-    FloeRequest requests[2] = {{FLOE_OP_INSERT, 1, 1}, {99, 2, 2}};
+    FloeRequest requests[2] = {{FLOE_OP_INSERT_NEW, 1, 1}, {99, 2, 2}};
     FloeResponse responses[2];
     CHECK_STATUS(floe_map_run(map, requests, 0, responses, 0), FLOE_STATUS_EMPTY_BATCH);
     CHECK_STATUS(floe_map_run(map, requests, 2, responses, 1), FLOE_STATUS_LENGTH_MISMATCH);
@@ -160,7 +160,7 @@ static void capped_map_answers_full(void) {
     size_t full = 0;
     int unexpected = 0;
     for (uint64_t key = 0; key < 10000; key++) {
-        FloeStatus status = floe_map_insert(map, key, key, NULL);
+        FloeStatus status = floe_map_insert_new(map, key, key, NULL);
         if (status == FLOE_STATUS_FULL) {
             full++;
         } else if (status != FLOE_STATUS_OK) {
@@ -182,11 +182,11 @@ static void batches(void) {
     static FloeRequest requests[2 * N];
     static FloeResponse responses[2 * N];
     for (uint64_t i = 0; i < N; i++) {
-        requests[i] = (FloeRequest){FLOE_OP_INSERT, i, i * 3};
+        requests[i] = (FloeRequest){FLOE_OP_INSERT_NEW, i, i * 3};
     }
     /* Then one request of every kind, round robin, on keys half of which are present. */
-    const uint32_t ops[] = {FLOE_OP_GET, FLOE_OP_UPSERT, FLOE_OP_PUT, FLOE_OP_FETCH_ADD,
-                            FLOE_OP_REMOVE, FLOE_OP_INSERT};
+    const uint32_t ops[] = {FLOE_OP_GET, FLOE_OP_INSERT, FLOE_OP_PUT, FLOE_OP_FETCH_ADD,
+                            FLOE_OP_REMOVE, FLOE_OP_INSERT_NEW};
     for (uint64_t i = 0; i < N; i++) {
         requests[N + i] = (FloeRequest){ops[i % 6], i + N / 2, 1};
     }
@@ -201,7 +201,7 @@ static void batches(void) {
         FloeResponse r = responses[N + i];
         FloeStatus want;
         switch (ops[i % 6]) {
-        case FLOE_OP_INSERT: want = present ? FLOE_STATUS_PRESENT : FLOE_STATUS_OK; break;
+        case FLOE_OP_INSERT_NEW: want = present ? FLOE_STATUS_PRESENT : FLOE_STATUS_OK; break;
         default: want = present ? FLOE_STATUS_OK : FLOE_STATUS_ABSENT; break;
         }
         wrong += r.status != want;
@@ -241,7 +241,7 @@ static int32_t walk_visit(void *context, uint64_t key, uint64_t value) {
 static void iteration(void) {
     FloeMap *map = new_map(100, 4);
     for (uint64_t key = 0; key < 500; key++) {
-        floe_map_insert(map, key, key + 1, NULL);
+        floe_map_insert_new(map, key, key + 1, NULL);
     }
     struct walk all = {0, 0, 0};
     CHECK_STATUS(floe_map_for_each(map, walk_visit, &all), FLOE_STATUS_OK);
@@ -262,7 +262,7 @@ static void *count(void *map) {
         }
         /* Churn beside the counters: keys of this thread's own, inserted and removed. */
         uint64_t own = (uint64_t)1 << 40 | (uint64_t)pthread_self() << 8 | (i % 256);
-        floe_map_upsert(map, own, i, NULL);
+        floe_map_insert(map, own, i, NULL);
         floe_map_remove(map, own, NULL);
     }
     return NULL;
@@ -332,12 +332,12 @@ static int32_t count_pairs(void *context, const uint8_t *key, size_t key_len,
 static void byte_strings(void) {
     FloeBytesMap *map = NULL;
     CHECK_STATUS(floe_bytes_new(NULL, &map), FLOE_STATUS_OK);
-    CHECK_STATUS(floe_bytes_insert(map, BYTES("apple"), BYTES("red")), FLOE_STATUS_OK);
-    CHECK_STATUS(floe_bytes_insert(map, BYTES("apple"), BYTES("green")), FLOE_STATUS_PRESENT);
-    CHECK_STATUS(floe_bytes_upsert(map, BYTES("pear"), BYTES("yellow")), FLOE_STATUS_ABSENT);
-    CHECK_STATUS(floe_bytes_upsert(map, BYTES("pear"), BYTES("green")), FLOE_STATUS_OK);
+    CHECK_STATUS(floe_bytes_insert_new(map, BYTES("apple"), BYTES("red")), FLOE_STATUS_OK);
+    CHECK_STATUS(floe_bytes_insert_new(map, BYTES("apple"), BYTES("green")), FLOE_STATUS_PRESENT);
+    CHECK_STATUS(floe_bytes_insert(map, BYTES("pear"), BYTES("yellow")), FLOE_STATUS_ABSENT);
+    CHECK_STATUS(floe_bytes_insert(map, BYTES("pear"), BYTES("green")), FLOE_STATUS_OK);
     CHECK_STATUS(floe_bytes_put(map, BYTES("plum"), BYTES("blue")), FLOE_STATUS_ABSENT);
-    CHECK_STATUS(floe_bytes_insert(map, NULL, 0, NULL, 0), FLOE_STATUS_OK); /* "" -> "" */
+    CHECK_STATUS(floe_bytes_insert_new(map, NULL, 0, NULL, 0), FLOE_STATUS_OK); /* "" -> "" */
 
     char buffer[8];
     size_t len = sizeof buffer;
@@ -379,9 +379,9 @@ static void byte_strings(void) {
     FloeBytesRequest requests[] = {
         {FLOE_OP_PUT, lend("pear"), lend("ripe")},
         {FLOE_OP_GET, lend("pear"), lend("")},
-        {FLOE_OP_INSERT, lend("pear"), lend("no")},
+        {FLOE_OP_INSERT_NEW, lend("pear"), lend("no")},
         {FLOE_OP_REMOVE, lend("apple"), lend("")},
-        {FLOE_OP_UPSERT, lend("kiwi"), lend("brown")},
+        {FLOE_OP_INSERT, lend("kiwi"), lend("brown")},
     };
     const char *run_expected[] = {"green", "ripe", "ripe", "crimson", NULL};
     const FloeStatus run_statuses[] = {FLOE_STATUS_OK, FLOE_STATUS_OK, FLOE_STATUS_PRESENT,
@@ -407,8 +407,8 @@ static void byte_strings(void) {
     CHECK_STATUS(floe_bytes_get(map, BYTES("pear"), NULL, NULL), FLOE_STATUS_NULL_ARGUMENT);
     len = sizeof buffer;
     CHECK_STATUS(floe_bytes_get(map, BYTES("pear"), NULL, &len), FLOE_STATUS_NULL_ARGUMENT);
-    CHECK_STATUS(floe_bytes_insert(map, BYTES("a"), NULL, 5), FLOE_STATUS_NULL_ARGUMENT);
-    CHECK_STATUS(floe_bytes_upsert(none, BYTES("a"), BYTES("b")), FLOE_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(floe_bytes_insert_new(map, BYTES("a"), NULL, 5), FLOE_STATUS_NULL_ARGUMENT);
+    CHECK_STATUS(floe_bytes_insert(none, BYTES("a"), BYTES("b")), FLOE_STATUS_NULL_ARGUMENT);
     CHECK_STATUS(floe_bytes_put(map, NULL, 1, BYTES("b")), FLOE_STATUS_NULL_ARGUMENT);
     CHECK_STATUS(floe_bytes_remove(none, BYTES("a")), FLOE_STATUS_NULL_ARGUMENT);
     CHECK_STATUS(floe_bytes_len(map, NULL), FLOE_STATUS_NULL_ARGUMENT);
@@ -418,7 +418,7 @@ static void byte_strings(void) {
     CHECK_STATUS(floe_bytes_get_many(map, NULL, 4, answer, &got), FLOE_STATUS_NULL_ARGUMENT);
     FloeBytesRequest bad[] = {{FLOE_OP_FETCH_ADD, lend("a"), lend("b")}};
     CHECK_STATUS(floe_bytes_run(map, bad, 1, answer, &ran), FLOE_STATUS_INVALID_ARGUMENT);
-    bad[0] = (FloeBytesRequest){FLOE_OP_INSERT, {NULL, 2}, lend("b")};
+    bad[0] = (FloeBytesRequest){FLOE_OP_INSERT_NEW, {NULL, 2}, lend("b")};
     CHECK_STATUS(floe_bytes_run(map, bad, 1, answer, &ran), FLOE_STATUS_NULL_ARGUMENT);
     CHECK_STATUS(floe_bytes_run(map, bad, 0, answer, &ran), FLOE_STATUS_EMPTY_BATCH);
     CHECK(ran.count == 5); /* no answer from any refused batch */

@@ -8,7 +8,7 @@
 //! Any thread reads any partition directly ([`Partitioned::get`]), as a get on a `FlatMap`
 //! does: no write, no message.
 //!
-//! An update on a handle (`upsert`, `insert`, `put`, `fetch_add`, `remove`) becomes a 24-byte
+//! An update on a handle (`insert`, `insert_new`, `put`, `fetch_add`, `remove`) becomes a 24-byte
 //! message in a single-producer single-consumer *section queue* from the sending handle to
 //! the key's partition (`queue.rs`: positions shared once per section, the next queue line
 //! prefetched). Updates of the handle's own partition skip the queue. A partition is served
@@ -464,8 +464,8 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> Partitioned<K, V, S> {
     fn message(&self, request: Request<K, V>, tag: Option<u32>) -> Message {
         let (op, key, value) = match request {
             Request::Get(k) => (Op::Get, k, None),
-            Request::Insert(k, v) => (Op::Insert, k, Some(v)),
-            Request::Upsert(k, v) => (Op::Upsert, k, Some(v)),
+            Request::InsertNew(k, v) => (Op::Insert, k, Some(v)),
+            Request::Insert(k, v) => (Op::Upsert, k, Some(v)),
             Request::Put(k, v) => (Op::Put, k, Some(v)),
             Request::FetchAdd(k, delta) => {
                 let (delta, add) = delta.into_parts();
@@ -490,8 +490,8 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> Partitioned<K, V, S> {
         let value = V::from_word(message.value);
         match message.op {
             Op::Get => Request::Get(key),
-            Op::Insert => Request::Insert(key, value),
-            Op::Upsert => Request::Upsert(key, value),
+            Op::Insert => Request::InsertNew(key, value),
+            Op::Upsert => Request::Insert(key, value),
             Op::Put => Request::Put(key, value),
             Op::FetchAdd => {
                 // A fetch-add message is made only by `message`, which records the addition
@@ -521,7 +521,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> Partitioned<K, V, S> {
             let message = &messages[i];
             let failed = matches!(
                 response,
-                Response::Insert(Err(_)) | Response::Upsert(Err(_)) | Response::FetchAdd(Err(_))
+                Response::InsertNew(Err(_)) | Response::Insert(Err(_)) | Response::FetchAdd(Err(_))
             );
             if failed {
                 // Relaxed: a hint for senders, who learn of each failure exactly through its
@@ -650,7 +650,18 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> Handle<'_, K, V, S> {
         self.map.get(key)
     }
 
-    /// Insert `key` with `value` if absent (fire and forget).
+    /// Insert `key` with `value` only if absent (fire and forget); [`insert`](Self::insert)
+    /// replaces a present value.
+    ///
+    /// # Errors
+    /// [`Error::Full`] if the key's partition is full (nothing is sent).
+    #[inline]
+    pub fn insert_new(&mut self, key: K, value: V) -> Result<(), Error> {
+        self.send(Request::InsertNew(key, value), None)
+    }
+
+    /// Insert, or overwrite a present value, as std's `HashMap::insert` does (fire and
+    /// forget).
     ///
     /// # Errors
     /// [`Error::Full`] if the key's partition is full (nothing is sent).
@@ -659,13 +670,17 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> Handle<'_, K, V, S> {
         self.send(Request::Insert(key, value), None)
     }
 
-    /// Insert or overwrite (fire and forget).
+    /// [`insert`](Self::insert)'s former name.
     ///
     /// # Errors
-    /// [`Error::Full`] if the key's partition is full (nothing is sent).
+    /// As [`insert`](Self::insert).
+    #[deprecated(
+        since = "0.2.0",
+        note = "`insert` now replaces a present value, as std's does"
+    )]
     #[inline]
     pub fn upsert(&mut self, key: K, value: V) -> Result<(), Error> {
-        self.send(Request::Upsert(key, value), None)
+        self.insert(key, value)
     }
 
     /// Overwrite `key`'s value if present (fire and forget).
@@ -931,7 +946,7 @@ mod tests {
         // serves it itself.
         for key in 0..40u64 {
             a.fetch_add(key, 2).unwrap();
-            b.upsert(key + 100, key).unwrap();
+            b.insert(key + 100, key).unwrap();
         }
         a.submit(1, Request::Get(3)).unwrap();
         a.submit(2, Request::Remove(4)).unwrap();
