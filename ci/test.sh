@@ -9,8 +9,8 @@ cargo test --workspace --doc "$@"
 # steps of every write protocol (tests/persist.rs: every 17th point here, all of them in
 # ci/stress.sh), the serde implementations and their tests, and PersistentMap (which needs
 # them): reopening, a kill harness, every third crash point, damaged and full directories,
-# and the journal's unit tests.
+# the journal's unit tests, and which directory each kind of map opens or makes.
 cargo test -p floe --features serde,crash-points --lib --test persist --test std_traits \
-    --test persistent_map "$@"
+    --test persistent_map --test open_or_create "$@"
 # The lock-manager example checks its own invariants (money, accounts, locks) at the end.
 cargo run --quiet -p floe --example lock_manager -- --threads 4 --transactions 5000

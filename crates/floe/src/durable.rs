@@ -17,6 +17,10 @@
 //!   file is made whole (and synced), then listed, then used; a file is unlisted, then
 //!   deleted. So an open refuses a listed file that is missing, of the wrong length or not a
 //!   regular file, and may delete an unlisted one that holds nothing.
+//! - **A directory is one map's** (`map_kind`, `first_foreign_entry`): a persistent
+//!   `FlatMap` is known by its superblock, a `PersistentMap` by its meta file; each format
+//!   refuses to open or to make a map in the other's directory, and makes a new map only in a
+//!   directory that is missing, empty, or holds only leftovers of its own files.
 //! - **Generations never wrap** ([`next_generation`], [`MAX_GENERATION`]): a number read from a
 //!   file above the bound is damage, and a store refuses to count past it.
 //! - **A torn tail is told from damage** ([`judge_tail`]): a log whose records stop early was
@@ -45,6 +49,46 @@ use std::{
     os::unix::fs::OpenOptionsExt,
     path::Path,
 };
+
+/// The file that makes a directory a persistent `FlatMap`'s: its superblock (`raw/store.rs`).
+pub(crate) const FLAT_MAP_MARKER: &str = "floe.super";
+
+/// The file that makes a directory a `PersistentMap`'s: its meta file (`journal.rs`).
+pub(crate) const PERSISTENT_MAP_MARKER: &str = "floe-map.meta";
+
+/// Which kind of persistent map `dir` holds, by its marker file: `"FlatMap"`,
+/// `"PersistentMap"`, or `None` for neither (or no directory).
+pub(crate) fn map_kind(dir: &Path) -> Option<&'static str> {
+    if dir.join(FLAT_MAP_MARKER).exists() {
+        Some("FlatMap")
+    } else if dir.join(PERSISTENT_MAP_MARKER).exists() {
+        Some("PersistentMap")
+    } else {
+        None
+    }
+}
+
+/// The name of the first entry of `dir` that `own` does not claim (a file of another program, a
+/// subdirectory, a name that is not UTF-8), if any: where a new map must not be made, since
+/// its cleanups remove leftovers by name and a user who pointed it at the wrong directory
+/// should hear so before anything is written there.
+///
+/// # Errors
+/// The directory cannot be read.
+pub(crate) fn first_foreign_entry(
+    dir: &Path,
+    own: impl Fn(&str) -> bool,
+) -> io::Result<Option<std::ffi::OsString>> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let name = entry.file_name();
+        let claimed = name.to_str().is_some_and(&own) && entry.file_type()?.is_file();
+        if !claimed {
+            return Ok(Some(name));
+        }
+    }
+    Ok(None)
+}
 
 /// The largest generation number a floe file may carry: far beyond any count of growths,
 /// compactions or restarts a directory will see (one a microsecond for eight years), and far

@@ -84,6 +84,14 @@ pub enum StorageError {
     Missing,
     /// `Builder::persistent` was asked to create a map where one exists (use `FlatMap::open`).
     Exists,
+    /// The directory holds the other kind of persistent map (a `PersistentMap`'s where a
+    /// `FlatMap` was asked for, or the reverse); the message names the kind found. Nothing
+    /// was changed.
+    OtherKind(&'static str),
+    /// A new map was asked for in a directory that holds files that are not that map's own (or
+    /// subdirectories): a new map is made only in a missing or empty directory. Nothing was
+    /// changed.
+    NotEmpty,
     /// The superblock is not a floe map's (wrong magic).
     Foreign,
     /// The files were written by a floe with another format version.
@@ -126,6 +134,12 @@ impl fmt::Display for StorageError {
             StorageError::Exists => {
                 f.write_str("a floe map exists at this path already (open it instead)")
             }
+            StorageError::OtherKind(kind) => {
+                write!(f, "the directory holds a floe {kind}, not the kind of map asked for")
+            }
+            StorageError::NotEmpty => f.write_str(
+                "the directory holds files that are not this map's (a new map is made only in a missing or empty directory)",
+            ),
             StorageError::Foreign => {
                 f.write_str("not a floe map (the superblock's magic does not match)")
             }

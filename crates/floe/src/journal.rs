@@ -71,7 +71,7 @@ use crate::{
 
 /// Bumped whenever the meaning of a byte in the files changes.
 pub(crate) const JOURNAL_FORMAT: u32 = 2;
-const META: &str = "floe-map.meta";
+const META: &str = durable::PERSISTENT_MAP_MARKER;
 const META_MAGIC: [u8; 8] = *b"FLOEPMAP";
 const CHUNK_MAGIC: [u8; 8] = *b"FLOEJRNL";
 const SNAPSHOT_MAGIC: [u8; 8] = *b"FLOESNAP";
@@ -485,8 +485,19 @@ impl Journal {
     /// Make a new, empty map's directory (refused if one is there).
     pub(crate) fn create(dir: &Path, identity: &Identity<'_>) -> Result<Journal, Error> {
         let lock = Store::lock(dir, true)?;
-        if dir.join(META).exists() {
-            return Err(Error::Storage(StorageError::Exists));
+        match durable::map_kind(dir) {
+            Some("PersistentMap") => return Err(Error::Storage(StorageError::Exists)),
+            Some(other) => return Err(Error::Storage(StorageError::OtherKind(other))),
+            None => {}
+        }
+        // Our own leftovers only (a manifest, journals or snapshots of an attempt that never
+        // wrote its meta file, temporary files).
+        let own = |name: &str| name == MANIFEST || !matches!(parse_name(name), Name::Other);
+        if durable::first_foreign_entry(dir, own)
+            .map_err(io_error("list the map's directory"))?
+            .is_some()
+        {
+            return Err(Error::Storage(StorageError::NotEmpty));
         }
         // The manifest first: a directory with a meta file is a map, and a map has one.
         let journal = Journal::with_lock(dir, lock, 1);
@@ -811,8 +822,10 @@ impl Journal {
         identity: &Identity<'_>,
         repair: bool,
     ) -> Result<(Journal, Loaded), Error> {
-        if !dir.join(META).exists() {
-            return Err(Error::Storage(StorageError::Missing));
+        match durable::map_kind(dir) {
+            Some("PersistentMap") => {}
+            Some(other) => return Err(Error::Storage(StorageError::OtherKind(other))),
+            None => return Err(Error::Storage(StorageError::Missing)),
         }
         let lock = Store::lock(dir, false)?;
         let meta = read_file(&dir.join(META), "read the map's meta file", "no meta file")?;

@@ -83,7 +83,9 @@
 //!
 //! [`Builder::build_persistent`] puts a [`FlatMap`]'s tables in files (a directory of them),
 //! mapped shared, and [`FlatMap::open`] (or [`Builder::open`], which also reports what it
-//! found) reopens them. The same protocols run on the files as in memory, at the same
+//! found) reopens them; [`Builder::open_or_create`] does whichever the directory calls for.
+//! A directory is one map's: a persistent `FlatMap` and a `PersistentMap` each refuse the
+//! other's directory, and a new map is made only in a missing or empty one. The same protocols run on the files as in memory, at the same
 //! speed once the pages are resident; what is promised, and tested in `tests/persist.rs`:
 //!
 //! 1. **Process crash** (panic, abort, SIGKILL at any instant, during a growth or shrink

@@ -521,6 +521,47 @@ impl<K: InlineKey, V: Inline, S: crate::hash::PersistentHasher> Builder<K, V, S>
             recovery,
         ))
     }
+
+    /// Open the persistent map in `dir` if there is one ([`open`](Self::open), whose
+    /// [`Recovery`] comes back), else make a new one there
+    /// ([`build_persistent`](Self::build_persistent); `None` in place of the recovery): one
+    /// call for a program that starts the same way every time.
+    ///
+    /// ```
+    /// # let dir = std::env::temp_dir().join(format!("floe-doc-ooc-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// use floe::FlatMap;
+    /// let (map, recovery) = FlatMap::<u64, u64>::builder().open_or_create(&dir)?;
+    /// assert!(recovery.is_none()); // made
+    /// map.insert(1, 10);
+    /// map.close()?;
+    /// let (map, recovery) = FlatMap::<u64, u64>::builder().open_or_create(&dir)?;
+    /// assert!(recovery.is_some()); // opened
+    /// assert_eq!(map.get(&1), Some(10));
+    /// # drop(map);
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), floe::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`open`](Self::open) when a map is there; as
+    /// [`build_persistent`](Self::build_persistent) when none is. A directory that holds a
+    /// [`PersistentMap`](crate::PersistentMap) is refused
+    /// ([`StorageError::OtherKind`](crate::StorageError::OtherKind)), and so is one that holds
+    /// no map but other files ([`StorageError::NotEmpty`](crate::StorageError::NotEmpty)):
+    /// nothing is made beside them.
+    #[allow(clippy::type_complexity)] // the map, and what the open found: read at a glance
+    pub fn open_or_create(
+        self,
+        dir: impl AsRef<std::path::Path>,
+    ) -> Result<(FlatMap<K, V, S>, Option<Recovery>), Error> {
+        let dir = dir.as_ref();
+        match crate::durable::map_kind(dir) {
+            Some("FlatMap") => self.open(dir).map(|(map, recovery)| (map, Some(recovery))),
+            Some(other) => Err(Error::Storage(crate::StorageError::OtherKind(other))),
+            None => self.build_persistent(dir).map(|map| (map, None)),
+        }
+    }
 }
 
 /// Run `body` with the hash function of an `S` seeded with `seed`: each recovery thread's own

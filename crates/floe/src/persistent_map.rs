@@ -351,6 +351,45 @@ where
         map.shared.journal.record_open()?;
         Ok((map, recovery))
     }
+
+    /// Reopen the [`PersistentMap`] in `dir` if there is one ([`open`](Self::open), whose
+    /// [`MapRecovery`] comes back), else make a new one there
+    /// ([`build_persistent`](Self::build_persistent); `None` in place of the recovery).
+    ///
+    /// ```
+    /// # let dir = std::env::temp_dir().join(format!("floe-doc-pm-ooc-{}", std::process::id()));
+    /// # let _ = std::fs::remove_dir_all(&dir);
+    /// use floe::Map;
+    /// let (map, recovery) = Map::<String, u32>::builder().open_or_create(&dir)?;
+    /// assert!(recovery.is_none()); // made
+    /// map.pin().insert("a".to_string(), 1)?;
+    /// map.close()?;
+    /// let (map, recovery) = Map::<String, u32>::builder().open_or_create(&dir)?;
+    /// assert!(recovery.is_some()); // opened
+    /// assert_eq!(map.pin().get("a"), Some(&1));
+    /// # drop(map);
+    /// # std::fs::remove_dir_all(&dir).unwrap();
+    /// # Ok::<(), floe::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`open`](Self::open) when a map is there; as
+    /// [`build_persistent`](Self::build_persistent) when none is. A directory that holds a
+    /// persistent [`FlatMap`](crate::FlatMap) is refused
+    /// ([`StorageError::OtherKind`](crate::StorageError::OtherKind)), and so is one that holds
+    /// no map but other files ([`StorageError::NotEmpty`](crate::StorageError::NotEmpty)).
+    #[allow(clippy::type_complexity)] // the map, and what the open found: read at a glance
+    pub fn open_or_create(
+        self,
+        dir: impl AsRef<Path>,
+    ) -> Result<(PersistentMap<K, V, S>, Option<MapRecovery>), Error> {
+        let dir = dir.as_ref();
+        match crate::durable::map_kind(dir) {
+            Some("PersistentMap") => self.open(dir).map(|(map, recovery)| (map, Some(recovery))),
+            Some(other) => Err(Error::Storage(StorageError::OtherKind(other))),
+            None => self.build_persistent(dir).map(|map| (map, None)),
+        }
+    }
 }
 
 impl<K, V, S> PersistentMap<K, V, S>

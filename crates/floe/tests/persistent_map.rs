@@ -309,12 +309,9 @@ fn say(out: &Mutex<std::io::Stdout>, line: std::fmt::Arguments<'_>) {
 
 /// Open the map in `dir`, or make it.
 fn open_or_build(dir: &Path) -> Persistent {
-    match PersistentMap::open(dir) {
-        Ok(map) => map,
-        Err(Error::Storage(StorageError::Missing)) => Map::<String, String>::builder()
-            .build_persistent(dir)
-            .expect("create"),
-        Err(error) => panic!("open: {error}"),
+    match Map::<String, String>::builder().open_or_create(dir) {
+        Ok((map, _)) => map,
+        Err(error) => panic!("open or create: {error}"),
     }
 }
 

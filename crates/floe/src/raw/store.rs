@@ -42,7 +42,7 @@ const MAGIC: [u8; 8] = *b"FLOEMAP\0";
 /// Bumped whenever the layout of the files or the meaning of a word in them changes.
 pub(crate) const FORMAT_VERSION: u32 = 1;
 const SUPERBLOCK_BYTES: usize = 192;
-const SUPER: &str = "floe.super";
+const SUPER: &str = durable::FLAT_MAP_MARKER;
 
 /// What a map file was made for: key, value and hasher types (a tag each), the hasher's seed.
 /// Opening with other types is refused (`StorageError::TypeMismatch`).
@@ -274,8 +274,19 @@ impl Store {
     pub(crate) fn create(dir: &Path, block: Superblock) -> Result<Store, Error> {
         let lock = Self::lock(dir, true)?;
         let durable_medium = outlives_power_loss(lock.handle());
-        if dir.join(SUPER).exists() {
-            return Err(Error::Storage(StorageError::Exists));
+        match durable::map_kind(dir) {
+            Some("FlatMap") => return Err(Error::Storage(StorageError::Exists)),
+            Some(other) => return Err(Error::Storage(StorageError::OtherKind(other))),
+            None => {}
+        }
+        // Our own leftovers only: table files and a superblock's temporary file of an
+        // earlier attempt that never wrote its superblock.
+        let own = |name: &str| table_generation(name).is_some() || name.starts_with(SUPER);
+        if durable::first_foreign_entry(dir, own)
+            .map_err(io_error("list the map's directory"))?
+            .is_some()
+        {
+            return Err(Error::Storage(StorageError::NotEmpty));
         }
         // Table files of an earlier attempt that never wrote its superblock.
         remove_table_files_except(dir, &[]);
@@ -292,8 +303,10 @@ impl Store {
     /// does not name (a growth's table whose creation a crash interrupted before it was
     /// recorded) are removed.
     pub(crate) fn open(dir: &Path) -> Result<(Store, Superblock), Error> {
-        if !dir.is_dir() {
-            return Err(Error::Storage(StorageError::Missing));
+        match durable::map_kind(dir) {
+            Some("FlatMap") => {}
+            Some(other) => return Err(Error::Storage(StorageError::OtherKind(other))),
+            None => return Err(Error::Storage(StorageError::Missing)),
         }
         let lock = Self::lock(dir, false)?;
         let durable_medium = outlives_power_loss(lock.handle());
@@ -516,6 +529,13 @@ fn table_file_name(gen: u64) -> String {
 }
 
 /// Remove every table file in `dir` whose generation is not in `keep`.
+/// The generation of a table file's name (`table-<hex>.floe`), `None` for any other name.
+fn table_generation(name: &str) -> Option<u64> {
+    name.strip_prefix("table-")
+        .and_then(|rest| rest.strip_suffix(".floe"))
+        .and_then(|hex| u64::from_str_radix(hex, 16).ok())
+}
+
 fn remove_table_files_except(dir: &Path, keep: &[u64]) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
@@ -523,11 +543,7 @@ fn remove_table_files_except(dir: &Path, keep: &[u64]) {
     for entry in entries.flatten() {
         let name = entry.file_name();
         let Some(name) = name.to_str() else { continue };
-        let gen = name
-            .strip_prefix("table-")
-            .and_then(|rest| rest.strip_suffix(".floe"))
-            .and_then(|hex| u64::from_str_radix(hex, 16).ok());
-        if let Some(gen) = gen {
+        if let Some(gen) = table_generation(name) {
             if !keep.contains(&gen) {
                 let _ = std::fs::remove_file(entry.path());
             }
