@@ -32,6 +32,8 @@
 
 use core::{borrow::Borrow, fmt, hash::BuildHasher, hash::Hash, marker::PhantomData};
 
+use seize::{Guard, LocalGuard};
+
 use crate::{
     batch::{BatchSettings, Prefetch, MAX_PIPELINE_WINDOW},
     raw::ring::{Stages, Stream},
@@ -85,7 +87,7 @@ impl<V> MapResponse<'_, V> {
     }
 }
 
-impl<'h, K: Hash + Eq, V, S: BuildHasher> MapRef<'h, K, V, S> {
+impl<'h, K: Hash + Eq, V, S: BuildHasher, G: Guard> MapRef<'h, K, V, S, G> {
     /// The hash word of a request's key.
     #[inline(always)]
     fn request_word<Q>(&self, request: &MapRequest<'_, K, V, Q>) -> u64
@@ -166,7 +168,7 @@ impl<'h, K: Hash + Eq, V, S: BuildHasher> MapRef<'h, K, V, S> {
     ///     MapResponse::Get(None),
     /// ]);
     /// ```
-    pub fn batch(&'h self) -> MapBatch<'h, K, V, S> {
+    pub fn batch(&'h self) -> MapBatch<'h, K, V, S, G> {
         MapBatch {
             map: self,
             settings: BatchSettings::default(),
@@ -190,7 +192,7 @@ impl<'h, K: Hash + Eq, V, S: BuildHasher> MapRef<'h, K, V, S> {
     /// assert_eq!(done.len(), 100);
     /// assert!(done.iter().enumerate().all(|(i, (tag, r))| *tag == i as u64 && *r == MapResponse::Insert(Ok(None))));
     /// ```
-    pub fn pipeline<'q, Q, T>(&'h self, window: usize) -> MapPipeline<'h, 'q, K, V, S, Q, T>
+    pub fn pipeline<'q, Q, T>(&'h self, window: usize) -> MapPipeline<'h, 'q, K, V, S, Q, T, G>
     where
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
@@ -202,27 +204,27 @@ impl<'h, K: Hash + Eq, V, S: BuildHasher> MapRef<'h, K, V, S> {
 
 /// Runs sequences of [`MapRequest`]s in order, prefetching ahead. Made by [`MapRef::batch`];
 /// cheap to make and reusable.
-pub struct MapBatch<'h, K, V, S> {
-    map: &'h MapRef<'h, K, V, S>,
+pub struct MapBatch<'h, K, V, S, G = LocalGuard<'h>> {
+    map: &'h MapRef<'h, K, V, S, G>,
     settings: BatchSettings,
 }
 
-impl<K, V, S> Clone for MapBatch<'_, K, V, S> {
+impl<K, V, S, G> Clone for MapBatch<'_, K, V, S, G> {
     fn clone(&self) -> Self {
         *self
     }
 }
 
-impl<K, V, S> Copy for MapBatch<'_, K, V, S> {}
+impl<K, V, S, G> Copy for MapBatch<'_, K, V, S, G> {}
 
 /// The settings (the map's contents are its own `Debug`'s business).
-impl<K, V, S> fmt::Debug for MapBatch<'_, K, V, S> {
+impl<K, V, S, G> fmt::Debug for MapBatch<'_, K, V, S, G> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.settings.debug("MapBatch", f)
     }
 }
 
-impl<'h, K: Hash + Eq, V, S: BuildHasher> MapBatch<'h, K, V, S> {
+impl<'h, K: Hash + Eq, V, S: BuildHasher, G: Guard> MapBatch<'h, K, V, S, G> {
     /// How many requests ahead a bin is prefetched (default
     /// [`DEFAULT_DEPTH`](crate::batch::DEFAULT_DEPTH), at most
     /// [`MAX_DEPTH`](crate::batch::MAX_DEPTH)); its entry is prefetched `depth / 2` requests
@@ -335,8 +337,8 @@ const WRITE_BUCKETS: usize = 256;
 ///
 /// Dropping a pipeline drops the requests still waiting without running them: call
 /// [`flush`](Self::flush) first.
-pub struct MapPipeline<'h, 'q, K, V, S, Q: ?Sized, T> {
-    map: &'h MapRef<'h, K, V, S>,
+pub struct MapPipeline<'h, 'q, K, V, S, Q: ?Sized, T, G = LocalGuard<'h>> {
+    map: &'h MapRef<'h, K, V, S, G>,
     prefetch: bool,
     /// Gets take effect at stage 2 when they can (not in a batch, which keeps program order).
     early_gets: bool,
@@ -353,19 +355,19 @@ type SlotsOf<'q, K, V, Q, T> = fn() -> Waiting<'q, K, V, Q, T>;
 
 /// What a [`MapPipeline`]'s ring does to a request while it waits (the last parameters only
 /// name the slots it holds).
-struct WindowStages<'a, 'h, 'q, K, V, S, Q: ?Sized, T> {
-    map: &'h MapRef<'h, K, V, S>,
+struct WindowStages<'a, 'h, 'q, K, V, S, Q: ?Sized, T, G> {
+    map: &'h MapRef<'h, K, V, S, G>,
     prefetch: bool,
     early_gets: bool,
     waiting_writes: &'a [u16; WRITE_BUCKETS],
     slots: PhantomData<SlotsOf<'q, K, V, Q, T>>,
 }
 
-impl<'a, 'h, K, V, S, Q: ?Sized, T> WindowStages<'a, 'h, '_, K, V, S, Q, T> {
+impl<'a, 'h, K, V, S, Q: ?Sized, T, G> WindowStages<'a, 'h, '_, K, V, S, Q, T, G> {
     /// The stages of a pipeline of `map` with these settings and waiting writes (a pipeline's
     /// fields, borrowed apart from its ring).
     fn new(
-        map: &'h MapRef<'h, K, V, S>,
+        map: &'h MapRef<'h, K, V, S, G>,
         prefetch: bool,
         early_gets: bool,
         waiting_writes: &'a [u16; WRITE_BUCKETS],
@@ -380,7 +382,7 @@ impl<'a, 'h, K, V, S, Q: ?Sized, T> WindowStages<'a, 'h, '_, K, V, S, Q, T> {
     }
 }
 
-impl<'q, K, V, S, Q, T> Stages for WindowStages<'_, '_, 'q, K, V, S, Q, T>
+impl<'q, K, V, S, Q, T, G: Guard> Stages for WindowStages<'_, '_, 'q, K, V, S, Q, T, G>
 where
     K: Hash + Eq + Borrow<Q>,
     S: BuildHasher,
@@ -421,13 +423,18 @@ where
     }
 }
 
-impl<'h, 'q, K, V, S, Q, T> MapPipeline<'h, 'q, K, V, S, Q, T>
+impl<'h, 'q, K, V, S, Q, T, G: Guard> MapPipeline<'h, 'q, K, V, S, Q, T, G>
 where
     K: Hash + Eq + Borrow<Q>,
     S: BuildHasher,
     Q: Hash + Eq + ?Sized,
 {
-    fn new(map: &'h MapRef<'h, K, V, S>, window: usize, prefetch: bool, early_gets: bool) -> Self {
+    fn new(
+        map: &'h MapRef<'h, K, V, S, G>,
+        window: usize,
+        prefetch: bool,
+        early_gets: bool,
+    ) -> Self {
         // The counts fit: at most `MAX_PIPELINE_WINDOW` requests wait.
         const { assert!(MAX_PIPELINE_WINDOW <= u16::MAX as usize) };
         MapPipeline {
@@ -529,7 +536,7 @@ fn bucket(word: u64) -> usize {
     (word >> 56) as usize
 }
 
-impl<K, V, S, Q: ?Sized, T> fmt::Debug for MapPipeline<'_, '_, K, V, S, Q, T> {
+impl<K, V, S, Q: ?Sized, T, G> fmt::Debug for MapPipeline<'_, '_, K, V, S, Q, T, G> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MapPipeline")
             .field("window", &self.ring.far())

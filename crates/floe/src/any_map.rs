@@ -81,7 +81,7 @@ use core::{
     marker::PhantomData,
 };
 
-use seize::{Collector, Guard, LocalGuard};
+use seize::{Collector, Guard, LocalGuard, OwnedGuard};
 
 use crate::{
     batch::Prefetch,
@@ -415,7 +415,7 @@ mod reclaim {
 ///
 /// # Safety
 /// `word` was just swapped out of the table by the caller (so only the caller retires it).
-unsafe fn retire_list<K, V>(guard: &LocalGuard<'_>, word: u64) {
+unsafe fn retire_list<K, V>(guard: &impl Guard, word: u64) {
     if word & COLLIDED != 0 {
         // SAFETY: unreachable for threads that enter from now on (caller); freed by
         // `reclaim::list` once the threads that could have read it have left.
@@ -598,6 +598,33 @@ impl<K, V, S> Map<K, V, S> {
         }
     }
 
+    /// A handle as [`pin`](Self::pin) makes, that may move between threads: `Send` and `Sync`
+    /// (when the map is `Sync`), so it can be held across an `.await` in a task a
+    /// multi-threaded executor moves, or shared by threads. Its guard is seize's owned guard,
+    /// which costs more to enter and to leave than `pin`'s thread-local one: make one per task
+    /// or per burst, not per operation. Everything a [`MapRef`] does, this does.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// let map = Arc::new(floe::Map::<String, u32>::new());
+    /// map.pin().insert("a".to_string(), 1);
+    /// let worker = {
+    ///     let map = Arc::clone(&map);
+    ///     std::thread::spawn(move || {
+    ///         let m = map.pin_owned();
+    ///         let a = m.get("a").copied(); // a reference could be held across an .await here
+    ///         a
+    ///     })
+    /// };
+    /// assert_eq!(worker.join().unwrap(), Some(1));
+    /// ```
+    pub fn pin_owned(&self) -> OwnedMapRef<'_, K, V, S> {
+        MapRef {
+            map: self,
+            guard: self.collector.enter_owned(),
+        }
+    }
+
     /// The table layout the map was built with ([`Builder::layout`](crate::Builder::layout)).
     ///
     /// ```
@@ -685,7 +712,7 @@ impl<K, V, S> Map<K, V, S> {
     ///
     /// # Safety
     /// The caller's engine operation took `word` out of the table.
-    unsafe fn retire_word(&self, guard: &LocalGuard<'_>, word: u64) {
+    unsafe fn retire_word(&self, guard: &impl Guard, word: u64) {
         // SAFETY: read under `guard`, which the caller holds.
         let members = unsafe { target::<K, V>(word).members() };
         debug_assert!(members.shadows.is_empty(), "clear keeps words with shadows");
@@ -922,13 +949,18 @@ impl<K: Hash + Eq, V: PartialEq, S: BuildHasher> PartialEq for Map<K, V, S> {
 impl<K: Hash + Eq, V: Eq, S: BuildHasher> Eq for Map<K, V, S> {}
 
 /// A pinned handle on a [`Map`] ([`Map::pin`]): its operations hand out references that live
-/// as long as the handle.
-pub struct MapRef<'m, K, V, S> {
+/// as long as the handle. `G` is the guard it holds: `pin`'s thread-local one (not `Send`), or
+/// an owned one ([`OwnedMapRef`], from [`Map::pin_owned`]) for a handle that moves between
+/// threads.
+pub struct MapRef<'m, K, V, S, G = LocalGuard<'m>> {
     map: &'m Map<K, V, S>,
-    guard: LocalGuard<'m>,
+    guard: G,
 }
 
-impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
+/// A [`MapRef`] that is `Send` and `Sync` ([`Map::pin_owned`]): to hold across `.await`.
+pub type OwnedMapRef<'m, K, V, S> = MapRef<'m, K, V, S, OwnedGuard<'m>>;
+
+impl<K: Hash + Eq, V, S: BuildHasher, G: Guard> MapRef<'_, K, V, S, G> {
     /// The key's hash word and the engine's placement hash.
     #[inline(always)]
     fn locate<Q: Hash + ?Sized>(&self, key: &Q) -> (u64, u64) {
@@ -1032,6 +1064,48 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
+        self.get_many_by(keys, |key| *key, values)
+    }
+
+    /// [`get_many`](Self::get_many) over a slice of keys as the map holds them, or of anything
+    /// that borrows as `K` (`&[String]` or `&[&String]` for a `Map<String, _>`, `&[u64]` for a
+    /// `Map<u64, _>`), where `get_many` takes a slice of references to a borrowed form (`&[&str]`).
+    ///
+    /// ```
+    /// let map = floe::Map::<String, u32>::new();
+    /// let m = map.pin();
+    /// m.insert("a".to_string(), 1);
+    /// let keys = vec!["a".to_string(), "b".to_string()];
+    /// let mut values = [None; 2];
+    /// m.get_many_keys(&keys, &mut values)?;
+    /// assert_eq!(values, [Some(&1), None]);
+    /// # Ok::<(), floe::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`get_many`](Self::get_many).
+    pub fn get_many_keys<'h, B>(
+        &'h self,
+        keys: &[B],
+        values: &mut [Option<&'h V>],
+    ) -> Result<(), Error>
+    where
+        B: Borrow<K>,
+    {
+        self.get_many_by(keys, |key| key.borrow(), values)
+    }
+
+    /// The body of [`get_many`](Self::get_many): `key` lends each item of `keys` as a `Q`.
+    fn get_many_by<'h, T, Q>(
+        &'h self,
+        keys: &[T],
+        key: impl Fn(&T) -> &Q,
+        values: &mut [Option<&'h V>],
+    ) -> Result<(), Error>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
         if keys.len() != values.len() {
             return Err(Error::LengthMismatch {
                 keys: keys.len(),
@@ -1049,7 +1123,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
             self.map.raw.get_batch(
                 keys.len(),
                 far,
-                |i| self.locate(keys[i]),
+                |i| self.locate(key(&keys[i])),
                 |i, word| words[i] = word,
                 &bin_hash,
             );
@@ -1061,7 +1135,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
             for word in words.iter().take(depth) {
                 entry_line(word);
             }
-            for (i, ((value, word), &key)) in
+            for (i, ((value, word), item)) in
                 values.iter_mut().zip(words.iter()).zip(keys).enumerate()
             {
                 if depth > 0 {
@@ -1072,7 +1146,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
                 *value = word.and_then(|word| {
                     // SAFETY: read from the table under our guard, which outlives `'h`.
                     unsafe {
-                        let found = target::<K, V>(word).find(key)?;
+                        let found = target::<K, V>(word).find(key(item))?;
                         Some(&entry(found).value)
                     }
                 });
@@ -1209,6 +1283,77 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
     )]
     pub fn try_upsert(&self, key: K, value: V) -> Result<Option<&V>, Error> {
         self.try_insert(key, value)
+    }
+
+    /// The value of `key`, inserting `value` first if the key is absent (std's
+    /// `entry(key).or_insert(value)`): one search when the key is present, and the reference
+    /// is to the value in the map, so no second lookup is needed after an insert.
+    ///
+    /// ```
+    /// let map = floe::Map::<String, Vec<u32>>::new();
+    /// let m = map.pin();
+    /// assert_eq!(m.get_or_insert("k".to_string(), vec![1]), &vec![1]);
+    /// assert_eq!(m.get_or_insert("k".to_string(), vec![2]), &vec![1]); // kept
+    /// ```
+    ///
+    /// # Panics
+    /// As [`insert`](Self::insert); [`try_get_or_insert_with`](Self::try_get_or_insert_with)
+    /// returns the errors instead.
+    #[track_caller]
+    pub fn get_or_insert(&self, key: K, value: V) -> &V {
+        self.try_get_or_insert_with(key, || value).or_raise()
+    }
+
+    /// The value of `key`, inserting `make()` first if the key is absent (std's
+    /// `entry(key).or_insert_with(make)`). `make` runs at most once, and only when the key was
+    /// found absent; threads racing on one absent key may each run their own `make`, and one
+    /// value wins (all of them return it). A key held by an open shadow insert is waited for,
+    /// as by [`insert`](Self::insert).
+    ///
+    /// ```
+    /// let map = floe::Map::<u64, String>::new();
+    /// let m = map.pin();
+    /// let mut made = 0;
+    /// for _ in 0..3 {
+    ///     m.get_or_insert_with(7, || { made += 1; "seven".to_string() });
+    /// }
+    /// assert_eq!((m.get(&7).map(String::as_str), made), (Some("seven"), 1));
+    /// ```
+    ///
+    /// # Panics
+    /// As [`get_or_insert`](Self::get_or_insert).
+    #[track_caller]
+    pub fn get_or_insert_with(&self, key: K, make: impl FnOnce() -> V) -> &V {
+        self.try_get_or_insert_with(key, make).or_raise()
+    }
+
+    /// [`get_or_insert_with`](Self::get_or_insert_with), answering what it panics on with an
+    /// error.
+    ///
+    /// # Errors
+    /// As [`try_insert`](Self::try_insert), when the key is absent: the map is unchanged and
+    /// `key` and the value made are dropped.
+    pub fn try_get_or_insert_with(&self, key: K, make: impl FnOnce() -> V) -> Result<&V, Error> {
+        if let Some(present) = self.get(&key) {
+            return Ok(present);
+        }
+        let mut make = Some(make);
+        let outcome = self.try_compute_returning(key, |present, returned| match present {
+            // A pointer, not a reference: `decide`'s argument cannot outlive the call, but
+            // the entry it names lives as long as our guard.
+            Some(present) => Operation::Abort(core::ptr::from_ref(present)),
+            None => Operation::Insert(
+                returned
+                    .unwrap_or_else(|| make.take().expect("a value lost in a race comes back")()),
+            ),
+        })?;
+        Ok(match outcome {
+            Compute::Inserted(value) => value,
+            // SAFETY: read from the map under our guard, which keeps the entry alive as long
+            // as `self`.
+            Compute::Aborted(present) => unsafe { &*present },
+            _ => unreachable!("an insert if absent inserts or aborts"),
+        })
     }
 
     /// [`try_insert`](Self::try_insert) of a key whose hash word is `word`.
@@ -1535,7 +1680,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
         &'h self,
         key: K,
         value: V,
-    ) -> Result<MapShadow<'h, K, V, S>, Taken<&'h V>> {
+    ) -> Result<MapShadow<'h, K, V, S, G>, Taken<&'h V>> {
         self.try_insert_shadow(key, value).or_raise()
     }
 
@@ -1550,7 +1695,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
         &'h self,
         key: K,
         value: V,
-    ) -> Result<Result<MapShadow<'h, K, V, S>, Taken<&'h V>>, Error> {
+    ) -> Result<Result<MapShadow<'h, K, V, S, G>, Taken<&'h V>>, Error> {
         let word = self.hash_word(&key);
         let hash = bin_hash(word);
         let new = Unpublished::new(key, value);
@@ -1643,7 +1788,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
     /// removed during it may or may not be. It never blocks writers. Entries it yields live as
     /// long as this handle, so a long iteration delays the freeing of entries removed
     /// meanwhile.
-    pub fn iter(&self) -> MapIter<'_, K, V, S> {
+    pub fn iter(&self) -> MapIter<'_, K, V, S, G> {
         self.into_iter()
     }
 
@@ -1715,7 +1860,7 @@ impl<K: Hash + Eq, V, S: BuildHasher> MapRef<'_, K, V, S> {
 
 /// The handle's steps that work on hash words alone (no hashing; keys are compared only by
 /// the caller's `is`): shared by the typed operations and by [`Map::clear`].
-impl<K, V, S> MapRef<'_, K, V, S> {
+impl<K, V, S, G: Guard> MapRef<'_, K, V, S, G> {
     /// Drop `object` once no guard of this map that is active now remains (so nothing read
     /// under one can still point into it).
     #[cfg(all(feature = "serde", unix, not(loom)))]
@@ -1894,8 +2039,8 @@ impl<K, V, S> MapRef<'_, K, V, S> {
 /// shadow, so it is committed or aborted exactly once. Leaking it (`mem::forget`) leaves the
 /// key taken for the life of the map, as a leaked lock guard does.
 #[must_use = "an open shadow keeps its key taken until it is committed (dropping it aborts)"]
-pub struct MapShadow<'h, K, V, S> {
-    handle: &'h MapRef<'h, K, V, S>,
+pub struct MapShadow<'h, K, V, S, G: Guard = LocalGuard<'h>> {
+    handle: &'h MapRef<'h, K, V, S, G>,
     /// The key's hash word.
     word: u64,
     /// The shadow's entry, in the table (tagged) while `open`: only this handle takes it out.
@@ -1904,7 +2049,7 @@ pub struct MapShadow<'h, K, V, S> {
     open: bool,
 }
 
-impl<'h, K, V, S> MapShadow<'h, K, V, S> {
+impl<'h, K, V, S, G: Guard> MapShadow<'h, K, V, S, G> {
     /// The shadowed key.
     pub fn key(&self) -> &K {
         // SAFETY: the entry is in the table while the handle is open (and retired only by
@@ -1988,13 +2133,13 @@ impl<'h, K, V, S> MapShadow<'h, K, V, S> {
     }
 }
 
-impl<K, V, S> Drop for MapShadow<'_, K, V, S> {
+impl<K, V, S, G: Guard> Drop for MapShadow<'_, K, V, S, G> {
     fn drop(&mut self) {
         self.resolve(false);
     }
 }
 
-impl<K: fmt::Debug, V: fmt::Debug, S> fmt::Debug for MapShadow<'_, K, V, S> {
+impl<K: fmt::Debug, V: fmt::Debug, S, G: Guard> fmt::Debug for MapShadow<'_, K, V, S, G> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MapShadow")
             .field("key", self.key())
@@ -2008,7 +2153,7 @@ impl<K: fmt::Debug, V: fmt::Debug, S> fmt::Debug for MapShadow<'_, K, V, S> {
 /// `(namespace, key)` pairs. The handle looks keys up by `(namespace, &borrowed key)`
 /// without building the pair (no `String` allocated to look up a `(u32, String)` key): the
 /// pair's hash is its parts' hashes in order, which is how std hashes a tuple.
-impl<'m, N, K, V, S> MapRef<'m, (N, K), V, S>
+impl<'m, N, K, V, S, G: Guard> MapRef<'m, (N, K), V, S, G>
 where
     N: Hash + Eq,
     K: Hash + Eq,
@@ -2028,7 +2173,7 @@ where
     /// assert_eq!(alice.remove("visits"), Some(&3));
     /// assert!(!alice.contains_key("visits") && bob.contains_key("visits"));
     /// ```
-    pub fn namespace(&self, namespace: N) -> Namespace<'_, 'm, N, K, V, S> {
+    pub fn namespace(&self, namespace: N) -> Namespace<'_, 'm, N, K, V, S, G> {
         Namespace {
             map: self,
             namespace,
@@ -2037,8 +2182,8 @@ where
 }
 
 /// The keys of one namespace of a map keyed by `(namespace, key)` ([`MapRef::namespace`]).
-pub struct Namespace<'h, 'm, N, K, V, S> {
-    map: &'h MapRef<'m, (N, K), V, S>,
+pub struct Namespace<'h, 'm, N, K, V, S, G = LocalGuard<'m>> {
+    map: &'h MapRef<'m, (N, K), V, S, G>,
     namespace: N,
 }
 
@@ -2053,7 +2198,7 @@ impl<N: Hash, Q: Hash + ?Sized> Hash for Pair<'_, N, Q> {
     }
 }
 
-impl<'h, N, K, V, S> Namespace<'h, '_, N, K, V, S>
+impl<'h, N, K, V, S, G: Guard> Namespace<'h, '_, N, K, V, S, G>
 where
     N: Hash + Eq,
     K: Hash + Eq,
@@ -2101,7 +2246,7 @@ where
     }
 }
 
-impl<'h, N, K, V, S> Namespace<'h, '_, N, K, V, S>
+impl<'h, N, K, V, S, G: Guard> Namespace<'h, '_, N, K, V, S, G>
 where
     N: Hash + Eq + Clone,
     K: Hash + Eq,
@@ -2127,14 +2272,14 @@ where
 }
 
 /// The iterator of [`MapRef::iter`].
-pub struct MapIter<'h, K, V, S> {
-    handle: &'h MapRef<'h, K, V, S>,
+pub struct MapIter<'h, K, V, S, G = LocalGuard<'h>> {
+    handle: &'h MapRef<'h, K, V, S, G>,
     /// The first hash of the next run of bins to read; `None` once the last was read.
     next: Option<u64>,
     buffer: std::vec::IntoIter<*mut Entry<K, V>>,
 }
 
-impl<'h, K, V, S> Iterator for MapIter<'h, K, V, S> {
+impl<'h, K, V, S, G: Guard> Iterator for MapIter<'h, K, V, S, G> {
     type Item = (&'h K, &'h V);
 
     fn next(&mut self) -> Option<(&'h K, &'h V)> {
@@ -2155,11 +2300,11 @@ impl<'h, K, V, S> Iterator for MapIter<'h, K, V, S> {
     }
 }
 
-impl<'h, K, V, S> IntoIterator for &'h MapRef<'h, K, V, S> {
+impl<'h, K, V, S, G: Guard> IntoIterator for &'h MapRef<'h, K, V, S, G> {
     type Item = (&'h K, &'h V);
-    type IntoIter = MapIter<'h, K, V, S>;
+    type IntoIter = MapIter<'h, K, V, S, G>;
 
-    fn into_iter(self) -> MapIter<'h, K, V, S> {
+    fn into_iter(self) -> MapIter<'h, K, V, S, G> {
         MapIter {
             handle: self,
             next: Some(0),

@@ -239,7 +239,7 @@ pub mod hash;
 mod inline;
 #[cfg(all(feature = "serde", unix, not(loom)))]
 mod journal;
-mod local;
+pub mod local;
 mod map;
 #[cfg(all(feature = "serde", unix, not(loom)))]
 mod persistent_map;
@@ -251,7 +251,9 @@ mod traits;
 
 pub use crate::{
     any_batch::{MapBatch, MapPipeline, MapRequest, MapResponse},
-    any_map::{Compute, Map, MapIntoIter, MapIter, MapRef, MapShadow, Namespace, Operation},
+    any_map::{
+        Compute, Map, MapIntoIter, MapIter, MapRef, MapShadow, Namespace, Operation, OwnedMapRef,
+    },
     batch::{Batch, Delta, Pipeline, Prefetch, Request, Response, MAX_PIPELINE_WINDOW},
     config::{Backend, Durability, Layout, ResizeMode, Stats},
     error::{Error, StorageError},

@@ -131,7 +131,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
         self.map.write_owned::<UPSERT>(key, value)
     }
 
-    /// Insert `key -> value` only if `key` is absent ([`FlatMap::insert`]'s meaning): whether
+    /// Insert `key -> value` only if `key` is absent ([`FlatMap::insert_new`]): whether
     /// it was inserted or the value present (left unchanged).
     ///
     /// ```
@@ -176,6 +176,58 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> LocalMap<K, V, S> {
     #[inline]
     pub fn remove(&mut self, key: &K) -> Option<V> {
         self.map.remove_owned(key)
+    }
+
+    /// The value of `key` to change in place (std's `get_mut`), if present. Values live in
+    /// the table as words, so this lends a copy ([`ValueMut`]) that is written back when it
+    /// is dropped, if it was changed.
+    ///
+    /// ```
+    /// let mut map = floe::LocalMap::<u64, u32>::new();
+    /// map.insert(1, 10);
+    /// if let Some(mut value) = map.get_mut(&1) {
+    ///     *value += 5;
+    /// }
+    /// assert_eq!(map.get(&1), Some(15));
+    /// assert!(map.get_mut(&2).is_none());
+    /// ```
+    pub fn get_mut(&mut self, key: &K) -> Option<ValueMut<'_, K, V, S>> {
+        let value = self.get(key)?;
+        Some(ValueMut {
+            map: self,
+            key: *key,
+            value,
+            changed: false,
+        })
+    }
+
+    /// The entry of `key`, to look at, insert, change or remove in place (std's `entry`).
+    ///
+    /// ```
+    /// let mut counts = floe::LocalMap::<u64, u64>::new();
+    /// for word in [3, 1, 3, 3] {
+    ///     *counts.entry(word).or_insert(0) += 1;
+    /// }
+    /// assert_eq!(counts.get(&3), Some(3));
+    /// counts.entry(1).and_modify(|n| *n *= 10).or_default();
+    /// assert_eq!(counts.get(&1), Some(10));
+    /// if let floe::local::Entry::Occupied(entry) = counts.entry(3) {
+    ///     assert_eq!(entry.remove(), 3);
+    /// }
+    /// assert_eq!(counts.len(), 1);
+    /// ```
+    pub fn entry(&mut self, key: K) -> Entry<'_, K, V, S> {
+        match self.get(&key) {
+            Some(value) => Entry::Occupied(OccupiedEntry {
+                value: ValueMut {
+                    map: self,
+                    key,
+                    value,
+                    changed: false,
+                },
+            }),
+            None => Entry::Vacant(VacantEntry { map: self, key }),
+        }
     }
 
     /// Keys present.
@@ -438,5 +490,190 @@ mod tests {
         assert_eq!(shared.check_invariants(), 3 * n as usize + 1);
         assert_eq!(shared.get(&5000), Some(2));
         assert_eq!(shared.remove(&7), Some(7));
+    }
+}
+
+/// A value of a [`LocalMap`] lent to be changed in place ([`LocalMap::get_mut`], an entry's
+/// [`or_insert`](Entry::or_insert)): a copy of it, written back to the key when this is dropped
+/// if it was changed (the key is present throughout: nothing else can write the map while this
+/// borrows it).
+pub struct ValueMut<'a, K: InlineKey, V: Inline, S: BuildHasher> {
+    map: &'a mut LocalMap<K, V, S>,
+    key: K,
+    value: V,
+    changed: bool,
+}
+
+impl<K: InlineKey, V: Inline, S: BuildHasher> ValueMut<'_, K, V, S> {
+    /// The key this value is of.
+    pub fn key(&self) -> K {
+        self.key
+    }
+}
+
+impl<K: InlineKey, V: Inline, S: BuildHasher> core::ops::Deref for ValueMut<'_, K, V, S> {
+    type Target = V;
+
+    fn deref(&self) -> &V {
+        &self.value
+    }
+}
+
+impl<K: InlineKey, V: Inline, S: BuildHasher> core::ops::DerefMut for ValueMut<'_, K, V, S> {
+    fn deref_mut(&mut self) -> &mut V {
+        self.changed = true;
+        &mut self.value
+    }
+}
+
+impl<K: InlineKey, V: Inline, S: BuildHasher> Drop for ValueMut<'_, K, V, S> {
+    fn drop(&mut self) {
+        if self.changed {
+            // The key is present: it was found or inserted under the `&mut` borrow this
+            // holds, so the put replaces it (a put never needs room).
+            let before = self.map.put(self.key, self.value);
+            debug_assert!(before.is_some(), "the lent key stays present");
+        }
+    }
+}
+
+impl<K, V, S> core::fmt::Debug for ValueMut<'_, K, V, S>
+where
+    K: InlineKey + core::fmt::Debug,
+    V: Inline + core::fmt::Debug,
+    S: BuildHasher,
+{
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ValueMut")
+            .field("key", &self.key)
+            .field("value", &self.value)
+            .finish()
+    }
+}
+
+/// A key's place in a [`LocalMap`] ([`LocalMap::entry`]), as std's `hash_map::Entry`.
+pub enum Entry<'a, K: InlineKey, V: Inline, S: BuildHasher> {
+    /// The key is present.
+    Occupied(OccupiedEntry<'a, K, V, S>),
+    /// The key is absent.
+    Vacant(VacantEntry<'a, K, V, S>),
+}
+
+/// A present key's entry.
+pub struct OccupiedEntry<'a, K: InlineKey, V: Inline, S: BuildHasher> {
+    value: ValueMut<'a, K, V, S>,
+}
+
+/// An absent key's entry.
+pub struct VacantEntry<'a, K: InlineKey, V: Inline, S: BuildHasher> {
+    map: &'a mut LocalMap<K, V, S>,
+    key: K,
+}
+
+impl<'a, K: InlineKey, V: Inline, S: BuildHasher> Entry<'a, K, V, S> {
+    /// The entry's key.
+    pub fn key(&self) -> K {
+        match self {
+            Entry::Occupied(entry) => entry.key(),
+            Entry::Vacant(entry) => entry.key(),
+        }
+    }
+
+    /// The value, `value` inserted first if the key is absent.
+    ///
+    /// # Panics
+    /// As [`LocalMap::insert`], when the key is absent.
+    #[track_caller]
+    pub fn or_insert(self, value: V) -> ValueMut<'a, K, V, S> {
+        self.or_insert_with(|| value)
+    }
+
+    /// The value, `make()` inserted first if the key is absent.
+    ///
+    /// # Panics
+    /// As [`LocalMap::insert`], when the key is absent.
+    #[track_caller]
+    pub fn or_insert_with(self, make: impl FnOnce() -> V) -> ValueMut<'a, K, V, S> {
+        match self {
+            Entry::Occupied(entry) => entry.into_mut(),
+            Entry::Vacant(entry) => entry.insert(make()),
+        }
+    }
+
+    /// The value, `V::default()` inserted first if the key is absent.
+    ///
+    /// # Panics
+    /// As [`LocalMap::insert`], when the key is absent.
+    #[track_caller]
+    pub fn or_default(self) -> ValueMut<'a, K, V, S>
+    where
+        V: Default,
+    {
+        self.or_insert_with(V::default)
+    }
+
+    /// Change a present value in place with `f`; an absent key's entry passes through.
+    pub fn and_modify(mut self, f: impl FnOnce(&mut V)) -> Self {
+        if let Entry::Occupied(entry) = &mut self {
+            f(entry.get_mut());
+        }
+        self
+    }
+}
+
+impl<'a, K: InlineKey, V: Inline, S: BuildHasher> OccupiedEntry<'a, K, V, S> {
+    /// The key.
+    pub fn key(&self) -> K {
+        self.value.key
+    }
+
+    /// The value.
+    pub fn get(&self) -> V {
+        *self.value
+    }
+
+    /// The value to change in place (written back when the entry is dropped).
+    pub fn get_mut(&mut self) -> &mut V {
+        &mut self.value
+    }
+
+    /// The value to change in place, for as long as the map's borrow.
+    pub fn into_mut(self) -> ValueMut<'a, K, V, S> {
+        self.value
+    }
+
+    /// Replace the value; returns the one replaced.
+    pub fn insert(&mut self, value: V) -> V {
+        core::mem::replace(&mut *self.value, value)
+    }
+
+    /// Remove the key; returns its value (with any change made through this entry).
+    pub fn remove(mut self) -> V {
+        self.value.changed = false;
+        let value = self.value.value;
+        self.value.map.remove(&self.value.key);
+        value
+    }
+}
+
+impl<'a, K: InlineKey, V: Inline, S: BuildHasher> VacantEntry<'a, K, V, S> {
+    /// The key.
+    pub fn key(&self) -> K {
+        self.key
+    }
+
+    /// Insert the key with `value`; the value to change in place.
+    ///
+    /// # Panics
+    /// As [`LocalMap::insert`].
+    #[track_caller]
+    pub fn insert(self, value: V) -> ValueMut<'a, K, V, S> {
+        self.map.insert(self.key, value);
+        ValueMut {
+            map: self.map,
+            key: self.key,
+            value,
+            changed: false,
+        }
     }
 }

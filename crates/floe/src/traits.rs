@@ -32,7 +32,9 @@ impl<K: Hash + Eq + fmt::Debug, V: fmt::Debug, S: BuildHasher> fmt::Debug for Ma
     }
 }
 
-impl<K: Hash + Eq + fmt::Debug, V: fmt::Debug, S: BuildHasher> fmt::Debug for MapRef<'_, K, V, S> {
+impl<K: Hash + Eq + fmt::Debug, V: fmt::Debug, S: BuildHasher, G: seize::Guard> fmt::Debug
+    for MapRef<'_, K, V, S, G>
+{
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_map().entries(self.iter()).finish()
     }

@@ -16,9 +16,13 @@ use proptest::prelude::*;
 
 #[derive(Clone, Debug)]
 enum Op {
+    InsertNew(u8, Vec<u8>),
     Insert(u8, Vec<u8>),
-    Upsert(u8, Vec<u8>),
+    /// `get_or_insert_with`, against std's `entry(..).or_insert_with`.
+    GetOrInsert(u8, Vec<u8>),
     Update(u8, u8),
+    /// `get_many_keys` of the keys `k..k + 4`, against std's `get` of each.
+    GetMany(u8),
     Remove(u8),
     RemoveIfEmpty(u8),
     /// `compute`: abort on an absent key if the byte is odd, else insert `[byte]`; on a
@@ -34,8 +38,10 @@ enum Op {
 fn op(keys: u8) -> impl Strategy<Value = Op> {
     let value = || prop::collection::vec(any::<u8>(), 0..4);
     prop_oneof![
-        4 => (0..keys, value()).prop_map(|(k, v)| Op::Insert(k, v)),
-        3 => (0..keys, value()).prop_map(|(k, v)| Op::Upsert(k, v)),
+        4 => (0..keys, value()).prop_map(|(k, v)| Op::InsertNew(k, v)),
+        3 => (0..keys, value()).prop_map(|(k, v)| Op::Insert(k, v)),
+        2 => (0..keys, value()).prop_map(|(k, v)| Op::GetOrInsert(k, v)),
+        1 => (0..keys).prop_map(Op::GetMany),
         2 => (0..keys, any::<u8>()).prop_map(|(k, b)| Op::Update(k, b)),
         3 => (0..keys).prop_map(Op::Remove),
         1 => (0..keys).prop_map(Op::RemoveIfEmpty),
@@ -55,7 +61,7 @@ fn check<S: BuildHasher>(map: &Map<String, Vec<u8>, S>, ops: &[Op]) {
     for op in ops {
         let m = map.pin();
         match op.clone() {
-            Op::Insert(k, v) => {
+            Op::InsertNew(k, v) => {
                 let got = m.try_insert_new(key(k), v.clone()).unwrap();
                 match model.get(&key(k)) {
                     Some(present) => assert_eq!(got, Insert::Present(present)),
@@ -65,10 +71,38 @@ fn check<S: BuildHasher>(map: &Map<String, Vec<u8>, S>, ops: &[Op]) {
                     }
                 }
             }
-            Op::Upsert(k, v) => assert_eq!(
+            Op::Insert(k, v) => assert_eq!(
                 m.try_insert(key(k), v.clone()).unwrap().cloned(),
                 model.insert(key(k), v)
             ),
+            Op::GetOrInsert(k, v) => {
+                let mut made = 0;
+                let got = m
+                    .try_get_or_insert_with(key(k), || {
+                        made += 1;
+                        v.clone()
+                    })
+                    .unwrap()
+                    .clone();
+                let present = model.contains_key(&key(k));
+                let mut model_made = 0;
+                let expect = model.entry(key(k)).or_insert_with(|| {
+                    model_made += 1;
+                    v.clone()
+                });
+                assert_eq!(
+                    (&got, made),
+                    (&*expect, model_made),
+                    "present before: {present}"
+                );
+            }
+            Op::GetMany(k) => {
+                let keys: Vec<String> = (k..k.saturating_add(4)).map(key).collect();
+                let mut got = vec![None; keys.len()];
+                m.get_many_keys(&keys, &mut got).unwrap();
+                let expect: Vec<Option<&Vec<u8>>> = keys.iter().map(|k| model.get(k)).collect();
+                assert_eq!(got, expect);
+            }
             Op::Update(k, byte) => {
                 let got = m.update(key(k).as_str(), |v| {
                     let mut v = v.clone();
@@ -550,4 +584,115 @@ fn namespaces_are_separate_maps_in_one_table() {
     }
     exercise(&Map::new());
     exercise(&Map::builder().bins(2).hasher(OneWord).build().unwrap());
+}
+
+/// Threads racing `get_or_insert_with` on the same keys (more threads than cores, one key at
+/// a time, removes in between): every thread of a round gets the one value that won, and a
+/// losing thread's value is dropped, never stored.
+#[test]
+fn get_or_insert_with_races_agree_on_one_value() {
+    use std::sync::{atomic::AtomicUsize, atomic::Ordering::Relaxed, Barrier};
+    let threads = 8;
+    let rounds = if cfg!(miri) { 5 } else { 300 };
+    let map = Map::<u64, (usize, u64)>::new();
+    let made = AtomicUsize::new(0);
+    let barrier = Barrier::new(threads);
+    let seen: Vec<Vec<(usize, u64)>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|t| {
+                let (map, made, barrier) = (&map, &made, &barrier);
+                scope.spawn(move || {
+                    let mut seen = Vec::new();
+                    for round in 0..rounds {
+                        barrier.wait();
+                        let m = map.pin();
+                        let got = *m.get_or_insert_with(round % 3, || {
+                            made.fetch_add(1, Relaxed);
+                            (t, round)
+                        });
+                        seen.push(got);
+                        drop(m);
+                        barrier.wait();
+                        if t == 0 {
+                            map.pin().remove(&(round % 3));
+                        }
+                    }
+                    seen
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for round in 0..rounds as usize {
+        let winner = seen[0][round];
+        assert_eq!(winner.1, round as u64, "a value of this round");
+        assert!(seen.iter().all(|s| s[round] == winner), "round {round}");
+    }
+    // At least one value made per round; at most one per thread.
+    let made = made.load(Relaxed);
+    assert!(made >= rounds as usize && made <= rounds as usize * threads);
+    assert!(map.is_empty());
+}
+
+/// `Map::pin_owned`'s handle is `Send` and `Sync`: a future holding it and a reference from it
+/// across an `.await` is `Send`, and finishes on another thread than the one it started on.
+#[test]
+fn an_owned_handle_holds_references_across_await_and_threads() {
+    use std::{
+        future::Future,
+        sync::Arc,
+        task::{Context, Poll, Waker},
+    };
+    fn send_and_sync<T: Send + Sync>(_: &T) {}
+
+    /// Ready on its second poll, so the future below is suspended once, mid-way.
+    struct YieldOnce(bool);
+    impl Future for YieldOnce {
+        type Output = ();
+        fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+            if self.0 {
+                Poll::Ready(())
+            } else {
+                self.0 = true;
+                cx.waker().wake_by_ref();
+                Poll::Pending
+            }
+        }
+    }
+
+    let map = Arc::new(Map::<String, Vec<u8>>::new());
+    map.pin().insert("a".to_string(), vec![1, 2]);
+    let task = {
+        let map = Arc::clone(&map);
+        async move {
+            let m = map.pin_owned();
+            let held = m.get("a").expect("present"); // a reference across the await
+            YieldOnce(false).await;
+            m.insert("b".to_string(), held.clone());
+            held.len()
+        }
+    };
+    send_and_sync(&map.pin_owned());
+    fn is_send<F: Future + Send>(f: F) -> F {
+        f
+    }
+    let mut task = Box::pin(is_send(task));
+    let mut cx = Context::from_waker(Waker::noop());
+    assert!(
+        task.as_mut().poll(&mut cx).is_pending(),
+        "suspended holding the handle"
+    );
+    // A remove meanwhile: the held entry is retired, not freed, while the handle lives.
+    assert_eq!(map.pin().remove("a"), Some(&vec![1, 2]));
+    let finished = std::thread::spawn(move || {
+        let mut cx = Context::from_waker(Waker::noop());
+        match task.as_mut().poll(&mut cx) {
+            Poll::Ready(len) => len,
+            Poll::Pending => panic!("ready on its second poll"),
+        }
+    })
+    .join()
+    .unwrap();
+    assert_eq!(finished, 2);
+    assert_eq!(map.pin().get("b"), Some(&vec![1, 2]));
 }

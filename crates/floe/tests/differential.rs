@@ -9,7 +9,8 @@ use std::collections::HashMap;
 
 use common::{backends, growing_dense_map, growing_map, tiny_dense_map, tiny_map};
 use floe::{
-    hash::Mix64, CompareExchangeError, Error, FlatMap, Insert, LocalMap, ResizeMode, Shadow, Taken,
+    hash::Mix64, local::Entry as LocalEntry, CompareExchangeError, Error, FlatMap, Insert,
+    LocalMap, ResizeMode, Shadow, Taken,
 };
 use proptest::prelude::*;
 
@@ -392,6 +393,51 @@ fn check_local(ops: &[Op], links: usize, seed: u64) {
                     let shared = map.into_shared();
                     shared.shrink_to_fit().unwrap();
                     map = LocalMap::from(shared);
+                }
+                // The in-place API, against std's: `get_mut`, and `entry` (or_insert, and an
+                // occupied entry's replace or remove, a vacant one's insert).
+                Op::Update(k, d) => {
+                    if let Some(mut value) = map.get_mut(&k) {
+                        *value = value.wrapping_add(d);
+                    }
+                    if let Some(value) = model.get_mut(&k) {
+                        *value = value.wrapping_add(d);
+                    }
+                    assert_eq!(map.get(&k), model.get(&k).copied(), "{}", ctx());
+                }
+                Op::FetchAdd(k, d) => {
+                    let mut value = map.entry(k).or_insert(0);
+                    *value = value.wrapping_add(d);
+                    let after = *value;
+                    drop(value);
+                    let expected = model.entry(k).or_insert(0);
+                    *expected = expected.wrapping_add(d);
+                    assert_eq!(after, *expected, "{}", ctx());
+                }
+                Op::CompareExchange(k, current, new) => {
+                    use std::collections::hash_map::Entry as StdEntry;
+                    match map.entry(k) {
+                        LocalEntry::Occupied(mut entry) if entry.get() == current => {
+                            entry.insert(new);
+                        }
+                        LocalEntry::Occupied(entry) => {
+                            entry.remove();
+                        }
+                        LocalEntry::Vacant(entry) => {
+                            entry.insert(new);
+                        }
+                    }
+                    match model.entry(k) {
+                        StdEntry::Occupied(mut entry) if *entry.get() == current => {
+                            entry.insert(new);
+                        }
+                        StdEntry::Occupied(entry) => {
+                            entry.remove();
+                        }
+                        StdEntry::Vacant(entry) => {
+                            entry.insert(new);
+                        }
+                    }
                 }
                 // Shared-only operations: a shadow left open by shared use is aborted when the
                 // map comes back (nothing could resolve it).

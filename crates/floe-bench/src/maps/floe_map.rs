@@ -153,8 +153,8 @@ impl BenchMap for AnyMap {
         self.pin().remove(&key).is_some()
     }
     const GET_MANY: bool = true;
-    /// `MapRef::get_many` takes references to keys and hands out references to values: the
-    /// two conversions are part of what this measures (a slice of pointers per call).
+    /// `MapRef::get_many_keys` hands out references to values: copying them out is part of
+    /// what this measures.
     #[inline]
     fn get_many(
         &self,
@@ -164,9 +164,8 @@ impl BenchMap for AnyMap {
         _prefetch: floe::Prefetch,
     ) {
         let m = self.pin();
-        let refs: Vec<&u64> = keys.iter().collect();
         let mut found = vec![None; keys.len()];
-        m.get_many(&refs, &mut found)
+        m.get_many_keys(keys, &mut found)
             .expect("one value slot per key");
         for (value, found) in values.iter_mut().zip(found) {
             *value = found.copied();

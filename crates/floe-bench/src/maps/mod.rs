@@ -87,7 +87,7 @@ pub enum MapKind {
     FloePersistentFlush,
     /// floe's `Map` for any key and value, here `Map<u64, u64>`: the slot holds the key's hash
     /// and a pointer to a heap entry (one more line per hit than `FlatMap`); one handle pinned
-    /// per operation (`map.pin()`), as for papaya. Batched gets (`MapRef::get_many`: the
+    /// per operation (`map.pin()`), as for papaya. Batched gets (`MapRef::get_many_keys`: the
     /// table's lines on floe's ring, then the entries 16 ahead) for all-get workloads; other
     /// workloads through `MapRef::batch` or `MapRef::pipeline` under `--api batch` /
     /// `pipeline` (one handle per 2048 requests).
