@@ -105,7 +105,8 @@ struct Args {
     #[arg(short = 'u', long = "user", value_name = "USER")]
     user: Option<String>,
     /// Write the process id to this file once listening (memcached's -P); removed at a
-    /// clean stop.
+    /// clean stop. A file that cannot be written is reported and the server runs on, as
+    /// memcached's does.
     #[arg(short = 'P', long = "pidfile", value_name = "FILE")]
     pidfile: Option<PathBuf>,
     /// The listen queue's length (memcached's -b).
@@ -601,17 +602,19 @@ fn main() -> ExitCode {
         addresses.join(" and "),
         args.threads
     );
-    if let Some(path) = &pidfile {
-        if let Err(error) = std::fs::write(path, format!("{}\n", std::process::id())) {
+    // As memcached: a pid file that cannot be written is reported and the server runs on (a
+    // missing /run/memcached must not take the cache down); one it wrote is removed at a clean
+    // stop.
+    let pidfile = pidfile.filter(|path| match write_pid_file(path) {
+        Ok(()) => true,
+        Err(error) => {
             eprintln!(
-                "floe-server: cannot write the pid file {} (-P): {error}",
+                "floe-server: could not write the pid file {} (-P): {error}; running without it",
                 path.display()
             );
-            shutdown.store(true, std::sync::atomic::Ordering::Relaxed);
-            server.join();
-            return ExitCode::FAILURE;
+            false
         }
-    }
+    });
     while !shutdown.load(std::sync::atomic::Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -623,4 +626,27 @@ fn main() -> ExitCode {
         let _ = std::fs::remove_file(path);
     }
     ExitCode::SUCCESS
+}
+
+/// Write this process's pid to `path` as memcached does: into `path.tmp`, then renamed over
+/// `path` (a reader never sees a half-written file), after a warning if `path` names a process
+/// that is still running (another server started with the same `-P`).
+fn write_pid_file(path: &std::path::Path) -> std::io::Result<()> {
+    if let Some(old) = std::fs::read_to_string(path)
+        .ok()
+        .and_then(|text| text.trim().parse::<i32>().ok())
+    {
+        // SAFETY: kill with signal 0 sends nothing; it only asks whether the pid exists.
+        if old > 0 && old != std::process::id() as i32 && unsafe { libc::kill(old, 0) } == 0 {
+            eprintln!(
+                "floe-server: WARNING: the pid file contained the following (running) pid: {old}"
+            );
+        }
+    }
+    let mut temporary = path.as_os_str().to_owned();
+    temporary.push(".tmp");
+    std::fs::write(&temporary, format!("{}\n", std::process::id()))?;
+    std::fs::rename(&temporary, path).inspect_err(|_| {
+        let _ = std::fs::remove_file(&temporary);
+    })
 }

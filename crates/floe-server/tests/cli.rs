@@ -250,6 +250,47 @@ fn daemon_pidfile_and_user_as_debian_runs_memcached() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// A pid file that cannot be written (its directory missing, as a fresh /run/memcached) is
+/// reported and the server serves on, as memcached does; one naming a running process is
+/// warned about and replaced.
+#[test]
+fn an_unwritable_pid_file_is_reported_and_the_server_runs_on() {
+    let (mut child, port, mut log) = start(&["-P", "/nonexistent-floe-dir/memcached.pid"]);
+    let mut line = String::new();
+    log.read_line(&mut line).unwrap();
+    assert!(
+        line.contains("could not write the pid file /nonexistent-floe-dir/memcached.pid"),
+        "{line:?}"
+    );
+    let (mut writer, mut reader) = connect("127.0.0.1", port);
+    writer.write_all(b"version\r\n").unwrap();
+    let mut reply = String::new();
+    reader.read_line(&mut reply).unwrap();
+    assert!(reply.starts_with("VERSION "), "{reply:?}");
+    child.kill().unwrap();
+    child.wait().unwrap();
+
+    // A pid file left by a running process (this test's own pid stands for one).
+    let dir = std::env::temp_dir().join(format!("floe-server-pid-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let pidfile = dir.join("memcached.pid");
+    std::fs::write(&pidfile, format!("{}\n", std::process::id())).unwrap();
+    let (mut child, _port, mut log) = start(&["-P", pidfile.to_str().unwrap()]);
+    let mut line = String::new();
+    log.read_line(&mut line).unwrap();
+    assert!(line.contains("(running) pid"), "{line:?}");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::fs::read_to_string(&pidfile).unwrap().trim() != child.id().to_string() {
+        assert!(Instant::now() < deadline, "the pid file was not replaced");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert!(!dir.join("memcached.pid.tmp").exists());
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// memcached's flags that apply are taken: a backlog, core dumps, locked memory, large pages,
 /// no dumping or watch (which floe-server lacks anyway), `-o hashpower`, `-B auto`; `-i`
 /// prints the license.
