@@ -68,6 +68,26 @@ pub(crate) fn map_kind(dir: &Path) -> Option<&'static str> {
     }
 }
 
+/// Refuse, as damage, a directory with no marker file that holds files of the kind of map
+/// `own` claims (a `FlatMap`'s tables whose superblock was removed, a `PersistentMap`'s
+/// journals whose meta file was): making a new map there would drop the old one's data.
+/// `orphaned` is the refusal's message. A missing directory passes.
+pub(crate) fn refuse_orphans(
+    dir: &Path,
+    own: impl Fn(&str) -> bool,
+    orphaned: &'static str,
+) -> Result<(), crate::error::StorageError> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Ok(());
+    };
+    for entry in entries.flatten() {
+        if entry.file_name().to_str().is_some_and(&own) {
+            return Err(crate::error::StorageError::Corrupt(orphaned));
+        }
+    }
+    Ok(())
+}
+
 /// The name of the first entry of `dir` that `own` does not claim (a file of another program, a
 /// subdirectory, a name that is not UTF-8), if any: where a new map must not be made, since
 /// its cleanups remove leftovers by name and a user who pointed it at the wrong directory

@@ -17,10 +17,13 @@
 //! a random seed per map, so a party that only sends keys cannot compute a collision offline
 //! from the published constants; but they are not keyed pseudo-random functions: nothing bounds
 //! what an attacker who can time the map's answers, or read its iteration order, learns about
-//! the seed, and [`Crc32`] is linear. What floe does when keys do collide: a bin full of keys
-//! whose hashes agree is refused with [`Error::HashCollisions`](crate::Error::HashCollisions)
-//! instead of growing the table for ever (so an attack costs the attacker's inserts, not the
-//! machine's memory), and `Map` keeps keys with one 64-bit hash in a list searched in order.
+//! the seed, and [`Crc32`] is linear. What floe does when keys do collide: keys crowding one
+//! bin make the table grow while a larger table would separate them, and keys whose hashes
+//! agree so closely that no table would are refused with
+//! [`Error::HashCollisions`](crate::Error::HashCollisions) (the map does not grow for them);
+//! `Map` keeps keys with one 64-bit hash in a list searched in order. Crafted keys can
+//! therefore cost a map growth and slower searches, which is why untrusted keys want a keyed
+//! hash.
 //!
 //! Where keys come from the network or any other untrusted source (a server's request
 //! headers, a cache keyed by user input), give the map std's SipHash, as std's `HashMap` does

@@ -492,8 +492,7 @@ impl Journal {
         }
         // Our own leftovers only (a manifest, journals or snapshots of an attempt that never
         // wrote its meta file, temporary files).
-        let own = |name: &str| name == MANIFEST || !matches!(parse_name(name), Name::Other);
-        if durable::first_foreign_entry(dir, own)
+        if durable::first_foreign_entry(dir, is_own_file)
             .map_err(io_error("list the map's directory"))?
             .is_some()
         {
@@ -676,6 +675,12 @@ impl Name {
             _ => None,
         }
     }
+}
+
+/// Whether `name` is one of a `PersistentMap`'s files: its meta file, manifest, a journal, a
+/// snapshot, or a temporary file.
+pub(crate) fn is_own_file(name: &str) -> bool {
+    name == META || name == MANIFEST || !matches!(parse_name(name), Name::Other)
 }
 
 fn parse_name(name: &str) -> Name {

@@ -550,6 +550,11 @@ impl<K: InlineKey, V: Inline, S: crate::hash::PersistentHasher> Builder<K, V, S>
     /// ([`StorageError::OtherKind`](crate::StorageError::OtherKind)), and so is one that holds
     /// no map but other files ([`StorageError::NotEmpty`](crate::StorageError::NotEmpty)):
     /// nothing is made beside them.
+    ///
+    /// A directory with the kind's own files but not its marker (table files whose marker was
+    /// removed, or a creation a crash interrupted) is refused as damaged
+    /// ([`StorageError::Corrupt`](crate::StorageError::Corrupt)) and left as it is: a new
+    /// map made there would drop the old one's data.
     #[allow(clippy::type_complexity)] // the map, and what the open found: read at a glance
     pub fn open_or_create(
         self,
@@ -559,7 +564,15 @@ impl<K: InlineKey, V: Inline, S: crate::hash::PersistentHasher> Builder<K, V, S>
         match crate::durable::map_kind(dir) {
             Some("FlatMap") => self.open(dir).map(|(map, recovery)| (map, Some(recovery))),
             Some(other) => Err(Error::Storage(crate::StorageError::OtherKind(other))),
-            None => self.build_persistent(dir).map(|map| (map, None)),
+            None => {
+                crate::durable::refuse_orphans(
+                    dir,
+                    crate::raw::store::is_own_file,
+                    "table files without their superblock: a damaged map, or a creation a crash interrupted (remove them to start anew)",
+                )
+                .map_err(Error::Storage)?;
+                self.build_persistent(dir).map(|map| (map, None))
+            }
         }
     }
 }

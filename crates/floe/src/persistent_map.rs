@@ -378,6 +378,11 @@ where
     /// persistent [`FlatMap`](crate::FlatMap) is refused
     /// ([`StorageError::OtherKind`](crate::StorageError::OtherKind)), and so is one that holds
     /// no map but other files ([`StorageError::NotEmpty`](crate::StorageError::NotEmpty)).
+    ///
+    /// A directory with the kind's own files but not its marker (journals whose marker was
+    /// removed, or a creation a crash interrupted) is refused as damaged
+    /// ([`StorageError::Corrupt`](crate::StorageError::Corrupt)) and left as it is: a new
+    /// map made there would drop the old one's data.
     #[allow(clippy::type_complexity)] // the map, and what the open found: read at a glance
     pub fn open_or_create(
         self,
@@ -387,7 +392,15 @@ where
         match crate::durable::map_kind(dir) {
             Some("PersistentMap") => self.open(dir).map(|(map, recovery)| (map, Some(recovery))),
             Some(other) => Err(Error::Storage(StorageError::OtherKind(other))),
-            None => self.build_persistent(dir).map(|map| (map, None)),
+            None => {
+                crate::durable::refuse_orphans(
+                    dir,
+                    journal::is_own_file,
+                    "journal files without the map's meta file: a damaged map, or a creation a crash interrupted (remove them to start anew)",
+                )
+                .map_err(Error::Storage)?;
+                self.build_persistent(dir).map(|map| (map, None))
+            }
         }
     }
 }

@@ -160,3 +160,31 @@ fn an_empty_directory_takes_a_new_map() {
     assert!(recovery.is_none());
     map.close().expect("close");
 }
+
+/// A map whose marker file was removed is damage, not an empty directory: `open_or_create`
+/// refuses it and leaves its files, where making a new map there would drop the old one's
+/// data (its cleanups remove leftovers of their own kind by name).
+#[test]
+fn a_map_without_its_marker_file_is_refused_not_replaced() {
+    let dir = Scratch::new("flat-orphans");
+    flat_in(&dir).close().expect("close");
+    std::fs::remove_file(dir.path().join("floe.super")).unwrap();
+    let before = listing(&dir);
+    let again = FlatMap::<u64, u64>::builder().open_or_create(dir.path());
+    assert!(
+        matches!(refusal(again), StorageError::Corrupt(why) if why.contains("superblock")),
+        "table files without a superblock"
+    );
+    assert_eq!(listing(&dir), before, "the tables are kept");
+
+    let dir = Scratch::new("pm-orphans");
+    persistent_in(&dir).close().expect("close");
+    std::fs::remove_file(dir.path().join("floe-map.meta")).unwrap();
+    let before = listing(&dir);
+    let again = Map::<String, String>::builder().open_or_create(dir.path());
+    assert!(
+        matches!(refusal(again), StorageError::Corrupt(why) if why.contains("meta file")),
+        "journals without a meta file"
+    );
+    assert_eq!(listing(&dir), before, "the journals are kept");
+}

@@ -281,8 +281,7 @@ impl Store {
         }
         // Our own leftovers only: table files and a superblock's temporary file of an
         // earlier attempt that never wrote its superblock.
-        let own = |name: &str| table_generation(name).is_some() || name.starts_with(SUPER);
-        if durable::first_foreign_entry(dir, own)
+        if durable::first_foreign_entry(dir, is_own_file)
             .map_err(io_error("list the map's directory"))?
             .is_some()
         {
@@ -529,6 +528,12 @@ fn table_file_name(gen: u64) -> String {
 }
 
 /// Remove every table file in `dir` whose generation is not in `keep`.
+/// Whether `name` is one of a persistent `FlatMap`'s files: its superblock (or the superblock's
+/// temporary file) or a table file.
+pub(crate) fn is_own_file(name: &str) -> bool {
+    table_generation(name).is_some() || name.starts_with(SUPER)
+}
+
 /// The generation of a table file's name (`table-<hex>.floe`), `None` for any other name.
 fn table_generation(name: &str) -> Option<u64> {
     name.strip_prefix("table-")
