@@ -50,6 +50,10 @@ use std::{
     path::Path,
 };
 
+/// The two kinds of persistent map, as [`map_kind`] names them (and refusals report them).
+pub(crate) const FLAT_MAP: &str = "FlatMap";
+pub(crate) const PERSISTENT_MAP: &str = "PersistentMap";
+
 /// The file that makes a directory a persistent `FlatMap`'s: its superblock (`raw/store.rs`).
 pub(crate) const FLAT_MAP_MARKER: &str = "floe.super";
 
@@ -60,11 +64,46 @@ pub(crate) const PERSISTENT_MAP_MARKER: &str = "floe-map.meta";
 /// `"PersistentMap"`, or `None` for neither (or no directory).
 pub(crate) fn map_kind(dir: &Path) -> Option<&'static str> {
     if dir.join(FLAT_MAP_MARKER).exists() {
-        Some("FlatMap")
+        Some(FLAT_MAP)
     } else if dir.join(PERSISTENT_MAP_MARKER).exists() {
-        Some("PersistentMap")
+        Some(PERSISTENT_MAP)
     } else {
         None
+    }
+}
+
+/// Refuse to open a map of kind `ours` in `dir` unless its marker file is there: the other
+/// kind's directory is [`OtherKind`](crate::error::StorageError::OtherKind), neither is
+/// [`Missing`](crate::error::StorageError::Missing).
+pub(crate) fn check_kind(dir: &Path, ours: &'static str) -> Result<(), crate::error::StorageError> {
+    use crate::error::StorageError;
+    match map_kind(dir) {
+        Some(kind) if kind == ours => Ok(()),
+        Some(other) => Err(StorageError::OtherKind(other)),
+        None => Err(StorageError::Missing),
+    }
+}
+
+/// Refuse to make a new map of kind `ours` in `dir` (locked by the caller) unless it is empty
+/// but for leftovers `own` claims: a map of this kind is
+/// [`Exists`](crate::error::StorageError::Exists), the other kind's
+/// [`OtherKind`](crate::error::StorageError::OtherKind), any other entry
+/// [`NotEmpty`](crate::error::StorageError::NotEmpty).
+pub(crate) fn check_new_dir(
+    dir: &Path,
+    ours: &'static str,
+    own: impl Fn(&str) -> bool,
+) -> Result<(), crate::error::StorageError> {
+    use crate::error::StorageError;
+    match map_kind(dir) {
+        Some(kind) if kind == ours => return Err(StorageError::Exists),
+        Some(other) => return Err(StorageError::OtherKind(other)),
+        None => {}
+    }
+    match first_foreign_entry(dir, own) {
+        Ok(None) => Ok(()),
+        Ok(Some(_)) => Err(StorageError::NotEmpty),
+        Err(error) => Err(StorageError::from_io("list the map's directory", &error)),
     }
 }
 

@@ -485,19 +485,10 @@ impl Journal {
     /// Make a new, empty map's directory (refused if one is there).
     pub(crate) fn create(dir: &Path, identity: &Identity<'_>) -> Result<Journal, Error> {
         let lock = Store::lock(dir, true)?;
-        match durable::map_kind(dir) {
-            Some("PersistentMap") => return Err(Error::Storage(StorageError::Exists)),
-            Some(other) => return Err(Error::Storage(StorageError::OtherKind(other))),
-            None => {}
-        }
         // Our own leftovers only (a manifest, journals or snapshots of an attempt that never
         // wrote its meta file, temporary files).
-        if durable::first_foreign_entry(dir, is_own_file)
-            .map_err(io_error("list the map's directory"))?
-            .is_some()
-        {
-            return Err(Error::Storage(StorageError::NotEmpty));
-        }
+        durable::check_new_dir(dir, durable::PERSISTENT_MAP, is_own_file)
+            .map_err(Error::Storage)?;
         // The manifest first: a directory with a meta file is a map, and a map has one.
         let journal = Journal::with_lock(dir, lock, 1);
         journal.record_open()?;
@@ -827,11 +818,7 @@ impl Journal {
         identity: &Identity<'_>,
         repair: bool,
     ) -> Result<(Journal, Loaded), Error> {
-        match durable::map_kind(dir) {
-            Some("PersistentMap") => {}
-            Some(other) => return Err(Error::Storage(StorageError::OtherKind(other))),
-            None => return Err(Error::Storage(StorageError::Missing)),
-        }
+        durable::check_kind(dir, durable::PERSISTENT_MAP).map_err(Error::Storage)?;
         let lock = Store::lock(dir, false)?;
         let meta = read_file(&dir.join(META), "read the map's meta file", "no meta file")?;
         identity.check(&meta)?;

@@ -562,7 +562,9 @@ impl<K: InlineKey, V: Inline, S: crate::hash::PersistentHasher> Builder<K, V, S>
     ) -> Result<(FlatMap<K, V, S>, Option<Recovery>), Error> {
         let dir = dir.as_ref();
         match crate::durable::map_kind(dir) {
-            Some("FlatMap") => self.open(dir).map(|(map, recovery)| (map, Some(recovery))),
+            Some(crate::durable::FLAT_MAP) => {
+                self.open(dir).map(|(map, recovery)| (map, Some(recovery)))
+            }
             Some(other) => Err(Error::Storage(crate::StorageError::OtherKind(other))),
             None => {
                 crate::durable::refuse_orphans(

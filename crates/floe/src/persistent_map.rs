@@ -390,7 +390,9 @@ where
     ) -> Result<(PersistentMap<K, V, S>, Option<MapRecovery>), Error> {
         let dir = dir.as_ref();
         match crate::durable::map_kind(dir) {
-            Some("PersistentMap") => self.open(dir).map(|(map, recovery)| (map, Some(recovery))),
+            Some(crate::durable::PERSISTENT_MAP) => {
+                self.open(dir).map(|(map, recovery)| (map, Some(recovery)))
+            }
             Some(other) => Err(Error::Storage(StorageError::OtherKind(other))),
             None => {
                 crate::durable::refuse_orphans(

@@ -274,19 +274,9 @@ impl Store {
     pub(crate) fn create(dir: &Path, block: Superblock) -> Result<Store, Error> {
         let lock = Self::lock(dir, true)?;
         let durable_medium = outlives_power_loss(lock.handle());
-        match durable::map_kind(dir) {
-            Some("FlatMap") => return Err(Error::Storage(StorageError::Exists)),
-            Some(other) => return Err(Error::Storage(StorageError::OtherKind(other))),
-            None => {}
-        }
         // Our own leftovers only: table files and a superblock's temporary file of an
         // earlier attempt that never wrote its superblock.
-        if durable::first_foreign_entry(dir, is_own_file)
-            .map_err(io_error("list the map's directory"))?
-            .is_some()
-        {
-            return Err(Error::Storage(StorageError::NotEmpty));
-        }
+        durable::check_new_dir(dir, durable::FLAT_MAP, is_own_file).map_err(Error::Storage)?;
         // Table files of an earlier attempt that never wrote its superblock.
         remove_table_files_except(dir, &[]);
         Ok(Store {
@@ -302,11 +292,7 @@ impl Store {
     /// does not name (a growth's table whose creation a crash interrupted before it was
     /// recorded) are removed.
     pub(crate) fn open(dir: &Path) -> Result<(Store, Superblock), Error> {
-        match durable::map_kind(dir) {
-            Some("FlatMap") => {}
-            Some(other) => return Err(Error::Storage(StorageError::OtherKind(other))),
-            None => return Err(Error::Storage(StorageError::Missing)),
-        }
+        durable::check_kind(dir, durable::FLAT_MAP).map_err(Error::Storage)?;
         let lock = Self::lock(dir, false)?;
         let durable_medium = outlives_power_loss(lock.handle());
         // Any longer file is no superblock: read a little more than one, which decode refuses.
