@@ -134,8 +134,8 @@ impl<'h, K: Hash + Eq, V, S: BuildHasher, G: Guard> MapRef<'h, K, V, S, G> {
     /// use floe::{MapRequest, MapResponse};
     /// let map = floe::Map::<String, u32>::new();
     /// let m = map.pin();
-    /// let upsert = MapRequest::<_, _, str>::Insert("a".to_string(), 1);
-    /// assert_eq!(m.execute(upsert), MapResponse::Insert(Ok(None)));
+    /// let insert = MapRequest::<_, _, str>::Insert("a".to_string(), 1);
+    /// assert_eq!(m.execute(insert), MapResponse::Insert(Ok(None)));
     /// assert_eq!(m.execute(MapRequest::<_, _, str>::Get("a")), MapResponse::Get(Some(&1)));
     /// ```
     pub fn execute<Q>(&'h self, request: MapRequest<'_, K, V, Q>) -> MapResponse<'h, V>

@@ -1651,9 +1651,9 @@ impl<K: Hash + Eq, V, S: BuildHasher, G: Guard> MapRef<'_, K, V, S, G> {
     /// refused: [`Insert::Shadowed`], [`Taken::Shadowed`]) but hidden from everything else
     /// (gets, puts, updates, removes, iteration, snapshots, `len`, `clear`) until the returned
     /// [`MapShadow`]'s [`commit`](MapShadow::commit) makes it visible at once, or its
-    /// [`abort`](MapShadow::abort) (or drop) removes it. `upsert` and `compute` inserting the
+    /// [`abort`](MapShadow::abort) (or drop) removes it. `insert` and `compute` inserting the
     /// key wait for the commit or abort (the shadow is the key's lock: the thread holding it
-    /// must not upsert that key itself). Growth carries shadows across with their word.
+    /// must not insert that key itself). Growth carries shadows across with their word.
     ///
     /// The entry is allocated now and only the handle can resolve it: its value word is
     /// tagged as a shadow, which every other operation skips.

@@ -172,7 +172,7 @@
 //! - An [`insert`](FlatMap::insert) or [`fetch_add`](FlatMap::fetch_add) of a key with an open
 //!   shadow insert ([`FlatMap::insert_shadow`]) waits until the shadow is committed or
 //!   aborted: the shadow is that key's lock, held for as long as its owner keeps it (an
-//!   owner that upserts its own shadowed key waits for itself, forever).
+//!   owner that inserts its own shadowed key waits for itself, forever).
 //!
 //! Waits on the kernel rather than on another thread: a write to a table near its growth may
 //! fault in one 2 MiB page of the next table ([`Builder::grow_ahead`], on by default), and

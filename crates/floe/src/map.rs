@@ -248,7 +248,7 @@ impl<K, V, S, T> Builder<K, V, S, T> {
 
     /// Never grow past `bins` bins (default: no limit). A map at its limit answers an insert
     /// that finds no room with [`Error::Full`] and changes nothing: call the `try_` forms
-    /// (`try_insert`, `try_upsert`, `try_fetch_add`) on a capped map, since the plain ones
+    /// (`try_insert`, `try_insert_new`, `try_fetch_add`) on a capped map, since the plain ones
     /// panic with the error, as a full `arrayvec::ArrayVec`'s `push` does. `max_bins` at most the
     /// first table's bins makes a *fixed* map: it never grows or shrinks, and in exchange its
     /// operations skip even the reader announcement of growable maps (a thread-local load and
@@ -988,8 +988,8 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// `len`, `clear`) until the returned [`Shadow`]'s [`commit`](Shadow::commit) makes it
     /// visible at once, or its [`abort`](Shadow::abort) (or drop) removes it. So it locks a
     /// key that does not exist yet: a transaction can claim a new row before deciding to
-    /// create it. `upsert` and `fetch_add` of a shadowed key wait for the commit or abort (it
-    /// is the key's lock; so the thread holding the shadow must not upsert that key itself:
+    /// create it. `insert` and `fetch_add` of a shadowed key wait for the commit or abort (it
+    /// is the key's lock; so the thread holding the shadow must not insert that key itself:
     /// it would wait for itself). Growth and shrinking carry shadows across.
     ///
     /// The value stays with the handle until the commit (the slot holds only the key, in a
