@@ -40,6 +40,12 @@ pub enum Command {
     Suite(SuiteArgs),
     /// One configuration: a workload on some maps at some thread counts.
     Run(RunArgs),
+    /// `floe::Cache` against moka (W-TinyLFU and LRU), quick_cache and scc's `HashCache`:
+    /// hit ratios on four traces at two sizes, throughput, memory per entry.
+    Cache(crate::cache::CacheArgs),
+    /// Fill one cache in this process and print its RSS growth per entry (`cache`'s probe).
+    #[command(hide = true)]
+    CacheProbe(crate::cache::CacheProbeArgs),
     /// The machine's ceiling alone: random line reads and RMWs, with and without prefetch.
     Ceiling(CeilingArgs),
     /// One `run` configuration over a range of one parameter (batch, keys, theta).

@@ -35,6 +35,7 @@
 mod args;
 mod bars;
 mod bustle_run;
+mod cache;
 mod ceiling;
 mod dense;
 mod dist;
@@ -117,6 +118,10 @@ fn main() -> ExitCode {
         Some(Command::RecoveryChild(args)) => recovery::child(args).map_err(Failure::Run),
         Some(Command::Peers) => peers(),
         Some(Command::MemoryProbe(args)) => probe(args),
+        Some(Command::Cache(args)) => cache::check(&args)
+            .map_err(Failure::Usage)
+            .and_then(|()| cache::main(args).map_err(Failure::Run)),
+        Some(Command::CacheProbe(args)) => cache::probe(&args).map_err(Failure::Run),
         Some(Command::SizesProbe(args)) => sizes::probe(&args)
             .map(|bytes| println!("rss_growth_bytes={bytes}"))
             .map_err(Failure::Run),

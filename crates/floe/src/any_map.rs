@@ -573,7 +573,10 @@ impl<K: Hash + Eq, V, S: BuildHasher> Builder<K, V, S, ForMap> {
         Ok(Map {
             raw: Driver::new(&self.config, &bin_hash)?,
             hasher: self.hasher,
-            collector: Collector::new(),
+            collector: match self.config.reclaim_batch {
+                0 => Collector::new(),
+                batch => Collector::new().batch_size(batch),
+            },
             collided_keys: AtomicIsize::new(0),
             open_shadows: AtomicIsize::new(0),
             marker: PhantomData,
@@ -1010,6 +1013,59 @@ impl<K: Hash + Eq, V, S: BuildHasher, G: Guard> MapRef<'_, K, V, S, G> {
             let found = target::<K, V>(value).find_by(is)?;
             Some(&entry(found).value)
         }
+    }
+
+    /// The key as stored and its value, if present (std's `get_key_value`).
+    pub fn get_key_value<Q>(&self, key: &Q) -> Option<(&K, &V)>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let word = self.map.hasher.hash_one(key);
+        let value = self.map.raw.get(bin_hash(word), word, &bin_hash)?;
+        // SAFETY: read from the table under our guard; the entry lives while it does.
+        unsafe {
+            let found = target::<K, V>(value).find_by(|k| k.borrow() == key)?;
+            let found: &Entry<K, V> = entry(found);
+            Some((&found.key, &found.value))
+        }
+    }
+
+    /// The entry of hash word `word` whose key and value satisfy `is` (for a caller that kept
+    /// a key's hash and not the key: `floe::Cache`'s queues).
+    pub(crate) fn find_by_word(&self, word: u64, is: impl Fn(&K, &V) -> bool) -> Option<(&K, &V)> {
+        let value = self.map.raw.get(bin_hash(word), word, &bin_hash)?;
+        let check = |found: *mut Entry<K, V>| {
+            // SAFETY: read from the table under our guard; the entry lives while it does.
+            let found: &Entry<K, V> = unsafe { entry(found) };
+            is(&found.key, &found.value).then_some((&found.key, &found.value))
+        };
+        match target::<K, V>(value) {
+            Target::One(one) => check(one),
+            Target::Shadow(_) => None,
+            // SAFETY: read from the table under our guard.
+            Target::Many(list) => unsafe { Target::visible_of(list) }
+                .iter()
+                .find_map(|&found| check(found)),
+        }
+    }
+
+    /// Remove `key` if `accept` says so of its value; returns the key as stored and the value
+    /// removed (std's `remove_entry`, made conditional). `accept` may run more than once.
+    pub fn remove_entry_if<Q>(
+        &self,
+        key: &Q,
+        mut accept: impl FnMut(&V) -> bool,
+    ) -> Option<(&K, &V)>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        self.remove_entry_if_by(
+            self.map.hasher.hash_one(key),
+            |k| k.borrow() == key,
+            |_, value| accept(value),
+        )
     }
 
     /// The value of `key`, if present.
@@ -1886,25 +1942,27 @@ impl<K, V, S, G: Guard> MapRef<'_, K, V, S, G> {
         mut accept: impl FnMut(&V) -> bool,
     ) -> Option<&V> {
         self.remove_entry_if_by(word, is, |_, value| accept(value))
+            .map(|(_, value)| value)
     }
 
-    /// [`remove_if_by`](Self::remove_if_by) whose `accept` sees the key stored too.
+    /// [`remove_if_by`](Self::remove_if_by) whose `accept` sees the key stored too, and that
+    /// returns the key stored with the value.
     pub(crate) fn remove_entry_if_by(
         &self,
         word: u64,
         is: impl Fn(&K) -> bool,
         mut accept: impl FnMut(&K, &V) -> bool,
-    ) -> Option<&V> {
+    ) -> Option<(&K, &V)> {
         let hash = bin_hash(word);
         loop {
             let (present, old, members) = self.find_present_by(hash, word, &is)?;
-            // SAFETY: read from the table under our guard.
-            let old_entry = unsafe { entry(old) };
+            // SAFETY: read from the table under our guard; the entry lives while it does.
+            let old_entry: &Entry<K, V> = unsafe { entry(old) };
             if !accept(&old_entry.key, &old_entry.value) {
                 return None;
             }
             if let Some(removed) = self.take_out(hash, word, present, old, members) {
-                return Some(removed);
+                return Some((&old_entry.key, removed));
             }
         }
     }

@@ -159,6 +159,8 @@ pub(crate) struct Config {
     /// (`Builder::repair`).
     #[cfg_attr(not(feature = "serde"), allow(dead_code))]
     pub(crate) repair: bool,
+    /// A `Map`'s retired entries per thread before its collector reclaims (0: seize's own).
+    pub(crate) reclaim_batch: usize,
 }
 
 impl Config {
@@ -189,6 +191,7 @@ impl Default for Config {
             durability: Durability::Process,
             layout: Layout::Bins,
             repair: false,
+            reclaim_batch: 0,
         }
     }
 }

@@ -229,6 +229,8 @@
 mod any_batch;
 mod any_map;
 pub mod batch;
+#[cfg(not(loom))]
+mod cache;
 mod config;
 mod control;
 pub mod delegate;
@@ -266,6 +268,9 @@ pub use crate::{
     raw::stats::lines_read,
     set::{FlatSet, Set, SetRef},
 };
+
+#[cfg(not(loom))]
+pub use crate::cache::{Cache, CacheBuilder, CacheStats, Expiry, RemovalCause};
 
 #[cfg(all(feature = "serde", unix, not(loom)))]
 pub use crate::persistent_map::{MapRecovery, PersistentMap, PersistentRef};

@@ -1004,7 +1004,7 @@ where
                 }
             },
         );
-        let Some(old) = removed else {
+        let Some((_, old)) = removed else {
             attempt.void();
             return failure.map_or(Ok(None), Err);
         };

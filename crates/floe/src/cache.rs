@@ -1,0 +1,1618 @@
+//! [`Cache`]: a bounded concurrent cache on [`Map`], evicting by S3-FIFO.
+//!
+//! # Design
+//!
+//! Reading order: [`Slot`] (what one entry holds), [`Cache::get`] (the lock-free read),
+//! [`Cache::publish`] (publish, then queue), [`Cache::evict_step`] (the policy), [`Ghosts`] and
+//! [`Cache::missed`] (how the policy adapts), [`Cache::get_or_load`] (one loader per key).
+//!
+//! **Entries.** Each key's value lives in one entry of a `Map<K, Slot<V>>`, beside the marks
+//! eviction and expiry read: a 2-bit access frequency, the last access time (only when the
+//! entry has a time to idle), its deadline, its weight, and the id of its eviction queue node.
+//! A get is the map's lock-free get followed by relaxed stores of the marks: it takes no lock
+//! and moves nothing, which is what lets reads scale (an LRU moves the entry on every hit,
+//! under a lock or through a buffer replayed later, as moka does). A lost mark costs an entry
+//! at most one pass through a queue, never a wrong answer: the marks are hints.
+//!
+//! **Eviction: S3-FIFO** (Yang et al., SOSP'23). A key's first insert queues a node in a small
+//! FIFO. At the head of small, an entry read since it came moves to the main FIFO and an
+//! unread one is evicted, its key's hash remembered in a ghost; a key the ghost remembers goes
+//! straight to main when it is inserted again. At the head of main an entry read since its
+//! last pass goes round again with its frequency lowered; an unread one is evicted (and
+//! remembered too, marked as from main). One-hit wonders and scans leave after a short stay in
+//! small and never push out the working set.
+//!
+//! **The split adapts** (after ARC, Megiddo and Modha, FAST'03). S3-FIFO's fixed 10% small
+//! queue evicts an entry not read within the next tenth of a cache's worth of inserts, which
+//! loses a session store's keys (written, then read once, later): measured, 9% of such reads
+//! hit where an LRU hits 39% (`floe-bench cache`). So the small queue's share of the queued
+//! weight is a target that read misses move: a miss on a key the ghost remembers from small
+//! says "small should be larger", one remembered from main says "main should be", once per
+//! ghost stay. A step is one entry's worth of the cache times the other ghost's size over
+//! this one's (ARC's rule: a hit in the smaller ghost says more), doubled every 16 signals in
+//! a row the same way, at most 1% a signal, the share kept within 1% and 99%. Zipf traffic
+//! says both and settles (about 1-35% here), a session store says only "larger" and reaches
+//! 99% (one FIFO with second chances) within a few hundred misses; scans and one-hit wonders
+//! are never asked for again and move nothing. Measured against moka's W-TinyLFU and LRU,
+//! quick_cache and scc's `HashCache` in BENCHMARKS.md.
+//!
+//! **Ghosts** are one direct-mapped array of atomic words (a key's hash and two flags: which
+//! queue it left, and whether a miss signalled it), made at the first eviction with as many
+//! words as the cache then holds entries (4096 to 2^24). A read that misses looks at one word,
+//! without a lock; a newer eviction landing on a word replaces the older one (random
+//! replacement where S3-FIFO keeps a FIFO; a key is remembered for about a cache's worth of
+//! evictions either way). Relaxed throughout: a lost or stale word costs one placement or one
+//! step of the split.
+//!
+//! **Queues are sharded by key hash**, each behind a mutex taken only by inserts of new keys
+//! and by eviction, never by a get. A node names its key by hash and its entry by id (24
+//! bytes, whatever the key; no clone of the key per insert): eviction finds the entry among
+//! those of the hash's slot (`MapRef::find_by_word`; a slot holds several keys only when
+//! their 64-bit hashes collide) by id, then removes that key's entry only if it still carries
+//! the id. A replace hands the id on to the new entry, so a key rewritten a million times has
+//! one node and keeps its place; a node whose entry was removed is stale and is freed when it
+//! reaches the head, or by a sweep of its shard when stale nodes outnumber live ones two to
+//! one (checked every 64 nodes queued there), so remove-heavy use keeps the queues bounded.
+//! Ids come from one counter in blocks of 1024 a thread.
+//!
+//! **Weight** is one signed counter: each entry's weight is added when it is published and
+//! subtracted by the one write that unlinks it (the replace or the removal), so it never
+//! counts an entry twice; it may dip for a moment when a removal overtakes the publishing
+//! thread's addition, hence signed. An insert that finds the total above the capacity evicts
+//! until it is not, first from its own key's shard, then from the others in turn. Two inserts
+//! may each evict for the same excess: the cache then holds up to a thread's worth of entries
+//! less than its capacity, never more for longer than one insert's eviction loop. Every evicted
+//! entry is retired through the index's collector, whose batches each cost a `membarrier`, so
+//! the index reclaims in batches of 512 (`Builder::reclaim_batch`; seize's 32 cost a third of
+//! the throughput in a virtual machine, where the barrier's interrupts exit to the host).
+//!
+//! **Expiry.** An expired entry is never returned: each read checks its deadline (time to
+//! live, from the insert) and its idle deadline (time to idle, from the last read), and the
+//! read that finds it expired removes it. Expired entries still count against the capacity
+//! until a read, eviction (which takes them first) or [`Cache::purge_expired`] removes them,
+//! so memory stays bounded by the capacity whatever the clock does. The clock is read only
+//! for entries that expire.
+//!
+//! **Removals are linearizable with the map's writes**: eviction and expiry remove an entry
+//! with `remove_if` on its id, so an entry that a concurrent insert replaced (a new value under
+//! the same node: same id) is removed only if it still is what eviction judged (unread, or
+//! expired); a value inserted after a removal is never removed by it. The listener runs after
+//! the shard's lock is released (it may call back into the cache), with references valid under
+//! the remover's guard. An insert the index refuses (its memory was refused) keeps nothing,
+//! as if evicted at once.
+//!
+//! **One loader per key.** [`Cache::get_with`] registers a flight for a missing key in a
+//! sharded table; later callers for that key wait on it and take its value. A loader that
+//! panics abandons its flight (its waiters try again, one of them loading); a loader that fails
+//! ([`Cache::try_get_with`]) hands its error, shared, to those waiting.
+
+use core::{
+    any::Any,
+    borrow::Borrow,
+    fmt,
+    hash::{BuildHasher, Hash},
+    sync::atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering},
+    time::Duration,
+};
+use std::{
+    collections::{HashMap, VecDeque},
+    sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock},
+    time::Instant,
+};
+
+use crossbeam_utils::CachePadded;
+
+use crate::{
+    any_map::{Compute, Map, MapRef, Operation},
+    error::{Error, OrRaise},
+    hash::DefaultHashBuilder,
+};
+
+/// Why an entry left the cache (what the eviction listener is told).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RemovalCause {
+    /// Evicted to keep the cache within its capacity.
+    Size,
+    /// Its time to live or time to idle ran out.
+    Expired,
+    /// An insert of the same key replaced it.
+    Replaced,
+    /// Removed by [`Cache::remove`] or [`Cache::clear`].
+    Explicit,
+}
+
+/// How long one entry may stay: a time to live (from its insert) and a time to idle (from its
+/// last read or insert). `None` is forever; [`Cache::insert`] uses the builder's defaults.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Expiry {
+    /// The entry expires this long after its insert.
+    pub time_to_live: Option<Duration>,
+    /// The entry expires this long after its last read (or its insert, if never read).
+    pub time_to_idle: Option<Duration>,
+}
+
+impl Expiry {
+    /// Never expires.
+    pub const NEVER: Expiry = Expiry {
+        time_to_live: None,
+        time_to_idle: None,
+    };
+
+    /// Expires `ttl` after its insert.
+    pub fn live(ttl: Duration) -> Self {
+        Expiry {
+            time_to_live: Some(ttl),
+            time_to_idle: None,
+        }
+    }
+
+    /// Expires `tti` after its last read.
+    pub fn idle(tti: Duration) -> Self {
+        Expiry {
+            time_to_live: None,
+            time_to_idle: Some(tti),
+        }
+    }
+}
+
+/// Counts of what a cache did since it was built (relaxed sums over per-thread stripes: a
+/// snapshot taken while other threads work may be a few operations apart between fields).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Reads that found a live entry.
+    pub hits: u64,
+    /// Reads that found none (absent or expired).
+    pub misses: u64,
+    /// Keys inserted that were absent.
+    pub insertions: u64,
+    /// Entries evicted for capacity.
+    pub evictions: u64,
+    /// Entries removed because they expired.
+    pub expirations: u64,
+    /// Loader runs of `get_with` and `try_get_with` (each missing key's first caller).
+    pub loads: u64,
+}
+
+impl CacheStats {
+    /// `hits / (hits + misses)`, 0 when nothing was read.
+    pub fn hit_ratio(&self) -> f64 {
+        let reads = self.hits + self.misses;
+        if reads == 0 {
+            0.0
+        } else {
+            self.hits as f64 / reads as f64
+        }
+    }
+}
+
+const HITS: usize = 0;
+const MISSES: usize = 1;
+const INSERTIONS: usize = 2;
+const EVICTIONS: usize = 3;
+const EXPIRATIONS: usize = 4;
+const LOADS: usize = 5;
+const COUNTERS: usize = 6;
+const STRIPES: usize = 16;
+
+/// Deadline meaning "never" (in the clock's milliseconds).
+const NEVER: u64 = u64::MAX;
+
+/// The small queue's share of the queued weight, in millionths: S3-FIFO's 10% at the start,
+/// moved by ghost hits between 1% and 99% (module docs).
+const SHARE_START: u32 = 100_000;
+const SHARE_MIN: u32 = 10_000;
+const SHARE_MAX: u32 = 990_000;
+const PPM: u64 = 1_000_000;
+const STEP_ENTRIES: u64 = 1;
+const RUN_PER_DOUBLING: u64 = 16;
+
+/// Queue node ids a thread takes from the shared counter at a time.
+const ID_BLOCK: u64 = 1024;
+
+/// Entries a thread retires before the index's collector frees them: every insert into a
+/// full cache retires one (the entry evicted), and each batch costs a `membarrier`.
+const RECLAIM_BATCH: usize = 512;
+
+/// Ghost slots: one per entry the cache holds at its first eviction (so a full one's), within
+/// these bounds (an unbounded cache never makes its ghosts).
+const GHOST_SLOTS_MIN: usize = 1 << 12;
+const GHOST_SLOTS_MAX: usize = 1 << 24;
+
+/// One key's entry: its value and the marks eviction and expiry read.
+struct Slot<V> {
+    value: V,
+    /// Names the queue node that stands for this key (handed on by a replace).
+    id: u64,
+    /// Time-to-live deadline, in the clock's milliseconds; [`NEVER`] if none.
+    deadline: u64,
+    /// Last read (or insert), in the clock's milliseconds; read only if `idle_ms != 0`.
+    accessed: AtomicU64,
+    /// Time to idle in milliseconds; 0 if none (an idle time of 0 ms is stored as 1).
+    idle_ms: u32,
+    weight: u32,
+    /// Reads since the entry last passed a queue's head, at most 3 (S3-FIFO's 2 bits).
+    freq: AtomicU8,
+}
+
+impl<V> Slot<V> {
+    fn expires(&self) -> bool {
+        self.deadline != NEVER || self.idle_ms != 0
+    }
+
+    fn expired(&self, now: u64) -> bool {
+        now >= self.deadline
+            || (self.idle_ms != 0
+                && now >= self.accessed.load(Ordering::Relaxed) + u64::from(self.idle_ms))
+    }
+
+    /// Mark a read (relaxed: hints for eviction and idle expiry, see the module docs).
+    fn touch(&self, now: u64) {
+        let freq = self.freq.load(Ordering::Relaxed);
+        if freq < 3 {
+            self.freq.store(freq + 1, Ordering::Relaxed);
+        }
+        if self.idle_ms != 0 && self.accessed.load(Ordering::Relaxed) != now {
+            self.accessed.store(now, Ordering::Relaxed);
+        }
+    }
+}
+
+/// A queue node: stands for the entry whose `id` it carries, under the key of hash `hash`
+/// (the hash, not a copy of the key: 24 bytes whatever the key, and no clone per insert).
+struct Node {
+    hash: u64,
+    id: u64,
+    /// The entry's weight when the node was last queued (for the queues' shares).
+    weight: u32,
+}
+
+/// One shard of the S3-FIFO queues.
+#[derive(Default)]
+struct Queues {
+    small: VecDeque<Node>,
+    main: VecDeque<Node>,
+    small_weight: u64,
+    main_weight: u64,
+    /// Nodes queued since the last check for stale ones (`Cache::enqueue`).
+    queued: u32,
+}
+
+impl Queues {
+    fn nodes(&self) -> usize {
+        self.small.len() + self.main.len()
+    }
+
+    fn push(&mut self, small: bool, node: Node) {
+        if small {
+            self.small_weight += u64::from(node.weight);
+            self.small.push_back(node);
+        } else {
+            self.main_weight += u64::from(node.weight);
+            self.main.push_back(node);
+        }
+    }
+
+    fn pop(&mut self, small: bool) -> Option<Node> {
+        let node = if small {
+            self.small.pop_front()
+        } else {
+            self.main.pop_front()
+        }?;
+        if small {
+            self.small_weight -= u64::from(node.weight);
+        } else {
+            self.main_weight -= u64::from(node.weight);
+        }
+        Some(node)
+    }
+}
+
+/// The ghosts: hashes of keys evicted lately, with the queue each left. Direct-mapped, one
+/// atomic word a slot, so a read that misses can look without a lock: a newer eviction that
+/// lands on a slot replaces the older one (random replacement instead of S3-FIFO's FIFO
+/// ghost; with as many slots as the cache has entries, a key is remembered for about a
+/// cache's worth of evictions, as S3-FIFO sizes its ghost).
+///
+/// A slot holds the hash with its two low bits replaced: [`FROM_SMALL`] if the key left the
+/// small queue, [`SIGNALLED`] once a read that missed it moved the split (once per stay).
+/// Relaxed throughout: a lost or stale slot costs one placement or one step of the split.
+struct Ghosts {
+    slots: Box<[AtomicU64]>,
+    /// Slots holding a key from the small queue, from main (approximate, relaxed).
+    from_small: AtomicI64,
+    from_main: AtomicI64,
+}
+
+const FROM_SMALL: u64 = 1;
+const SIGNALLED: u64 = 2;
+const FLAGS: u64 = FROM_SMALL | SIGNALLED;
+
+impl Ghosts {
+    fn new(slots: usize) -> Self {
+        Ghosts {
+            slots: (0..slots.next_power_of_two())
+                .map(|_| AtomicU64::new(0))
+                .collect(),
+            from_small: AtomicI64::new(0),
+            from_main: AtomicI64::new(0),
+        }
+    }
+
+    fn slot(&self, hash: u64) -> &AtomicU64 {
+        // Bits the shard choice (the top ones) does not use.
+        &self.slots[(hash.rotate_left(24) as usize) & (self.slots.len() - 1)]
+    }
+
+    fn count(&self, slot: u64, by: i64) {
+        if slot != 0 {
+            let counter = if slot & FROM_SMALL != 0 {
+                &self.from_small
+            } else {
+                &self.from_main
+            };
+            counter.fetch_add(by, Ordering::Relaxed);
+        }
+    }
+
+    /// Keys remembered from the small queue (or main), and from the other.
+    fn sizes(&self, from_small: bool) -> (u64, u64) {
+        let small = self.from_small.load(Ordering::Relaxed).max(0) as u64;
+        let main = self.from_main.load(Ordering::Relaxed).max(0) as u64;
+        if from_small {
+            (small, main)
+        } else {
+            (main, small)
+        }
+    }
+
+    fn remember(&self, hash: u64, from_small: bool) {
+        let flags = if from_small { FROM_SMALL } else { 0 };
+        // (A hash whose slot word comes out 0 reads as empty: one key in 2^62 forgotten.)
+        let slot = (hash & !FLAGS) | flags;
+        let old = self.slot(hash).swap(slot, Ordering::Relaxed);
+        self.count(old, -1);
+        self.count(slot, 1);
+    }
+
+    /// A read missed `hash`: `Some(from_small)` if it is a ghost not signalled before.
+    fn signal(&self, hash: u64) -> Option<bool> {
+        let slot = self.slot(hash);
+        let seen = slot.load(Ordering::Relaxed);
+        if seen & !FLAGS != hash & !FLAGS || seen == 0 || seen & SIGNALLED != 0 {
+            return None;
+        }
+        slot.compare_exchange(seen, seen | SIGNALLED, Ordering::Relaxed, Ordering::Relaxed)
+            .ok()
+            .map(|_| seen & FROM_SMALL != 0)
+    }
+
+    /// `hash` is queued again: whether it left the small queue lately (it then goes to main).
+    fn take(&self, hash: u64) -> bool {
+        let slot = self.slot(hash);
+        let seen = slot.load(Ordering::Relaxed);
+        if seen & !FLAGS != hash & !FLAGS || seen == 0 {
+            return false;
+        }
+        let taken = slot
+            .compare_exchange(seen, 0, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok();
+        if taken {
+            self.count(seen, -1);
+        }
+        taken && seen & FROM_SMALL != 0
+    }
+
+    fn clear(&self) {
+        for slot in self.slots.iter() {
+            slot.store(0, Ordering::Relaxed);
+        }
+        self.from_small.store(0, Ordering::Relaxed);
+        self.from_main.store(0, Ordering::Relaxed);
+    }
+}
+
+/// Milliseconds since the cache was built (a manual clock in the unit tests).
+struct Clock {
+    start: Instant,
+    #[cfg(test)]
+    manual: Option<AtomicU64>,
+}
+
+impl Clock {
+    fn new() -> Self {
+        Clock {
+            start: Instant::now(),
+            #[cfg(test)]
+            manual: None,
+        }
+    }
+
+    fn now(&self) -> u64 {
+        #[cfg(test)]
+        if let Some(manual) = &self.manual {
+            return manual.load(Ordering::Relaxed);
+        }
+        self.start.elapsed().as_millis() as u64
+    }
+}
+
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// What a flight of [`Cache::get_with`] came to.
+enum Landing<V> {
+    Flying,
+    Value(V),
+    /// The loader's error (an `Arc<E>`, shared by every waiter).
+    Failed(Arc<dyn Any + Send + Sync>),
+    /// The loader panicked: waiters try again.
+    Abandoned,
+}
+
+/// One loader's run for one key, waited on by the key's other callers.
+struct Flight<V> {
+    landing: Mutex<Landing<V>>,
+    landed: Condvar,
+}
+
+/// The flights of one shard, by key.
+type Flights<K, V> = Mutex<HashMap<K, Arc<Flight<V>>>>;
+
+type Listener<K, V> = Box<dyn Fn(&K, &V, RemovalCause) + Send + Sync>;
+type Weigher<K, V> = Box<dyn Fn(&K, &V) -> u32 + Send + Sync>;
+
+/// Builds a [`Cache`]: capacity, weigher, expiry, listener and hasher.
+pub struct CacheBuilder<K, V, S = DefaultHashBuilder> {
+    max_capacity: u64,
+    initial_capacity: Option<usize>,
+    weigher: Option<Weigher<K, V>>,
+    listener: Option<Listener<K, V>>,
+    expiry: Expiry,
+    hasher: S,
+}
+
+impl<K, V, S> CacheBuilder<K, V, S> {
+    /// The capacity: entries, or with a [`weigher`](Self::weigher) the sum of their weights.
+    pub fn max_capacity(mut self, capacity: u64) -> Self {
+        self.max_capacity = capacity;
+        self
+    }
+
+    /// Size the index for this many entries up front (it grows on demand anyway).
+    pub fn initial_capacity(mut self, entries: usize) -> Self {
+        self.initial_capacity = Some(entries);
+        self
+    }
+
+    /// Weigh each entry (bytes, say): the capacity then bounds the sum of the weights. An
+    /// entry heavier than the whole capacity is not kept (its insert evicts it at once).
+    pub fn weigher(mut self, weigher: impl Fn(&K, &V) -> u32 + Send + Sync + 'static) -> Self {
+        self.weigher = Some(Box::new(weigher));
+        self
+    }
+
+    /// Every entry inserted without its own [`Expiry`] expires this long after its insert.
+    pub fn time_to_live(mut self, ttl: Duration) -> Self {
+        self.expiry.time_to_live = Some(ttl);
+        self
+    }
+
+    /// Every entry inserted without its own [`Expiry`] expires this long after its last read.
+    pub fn time_to_idle(mut self, tti: Duration) -> Self {
+        self.expiry.time_to_idle = Some(tti);
+        self
+    }
+
+    /// Called once for every entry that leaves the cache, with why. It runs on the thread that
+    /// removed the entry, after the cache released its locks, so it may use the cache; it
+    /// should be quick (an insert that evicts waits for it).
+    pub fn eviction_listener(
+        mut self,
+        listener: impl Fn(&K, &V, RemovalCause) + Send + Sync + 'static,
+    ) -> Self {
+        self.listener = Some(Box::new(listener));
+        self
+    }
+
+    /// Hash keys with `hasher` (for keys an adversary chooses, a keyed one: see
+    /// [`hash`](crate::hash)).
+    pub fn hasher<S2>(self, hasher: S2) -> CacheBuilder<K, V, S2> {
+        CacheBuilder {
+            max_capacity: self.max_capacity,
+            initial_capacity: self.initial_capacity,
+            weigher: self.weigher,
+            listener: self.listener,
+            expiry: self.expiry,
+            hasher,
+        }
+    }
+}
+
+impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> CacheBuilder<K, V, S> {
+    /// The cache.
+    ///
+    /// # Errors
+    /// [`Error::AllocationFailed`] if the operating system refuses the index's first table.
+    pub fn build(self) -> Result<Cache<K, V, S>, Error> {
+        let parallelism = std::thread::available_parallelism().map_or(4, |n| n.get());
+        // Enough shards that inserts on different threads rarely meet, few enough that each
+        // shard's FIFOs hold hundreds of entries (a policy over tiny queues degrades to random).
+        let mut shards = (4 * parallelism).next_power_of_two();
+        if self.weigher.is_none() {
+            while shards > 1 && (shards as u64) * 256 > self.max_capacity {
+                shards /= 2;
+            }
+        }
+        let entries = self.initial_capacity.unwrap_or_else(|| {
+            // A bounded cache of entries will hold its capacity: room for it up to 2^16 (the
+            // index grows past that without stopping anyone); an unbounded or weighed one
+            // starts small.
+            if self.weigher.is_none() && self.max_capacity != u64::MAX {
+                self.max_capacity.min(1 << 16) as usize
+            } else {
+                1024
+            }
+        });
+        let map = Map::<K, Slot<V>>::builder()
+            .hasher(self.hasher)
+            .capacity(entries.max(16))
+            .reclaim_batch(RECLAIM_BATCH)
+            .build()?;
+        Ok(Cache {
+            map,
+            queues: (0..shards)
+                .map(|_| CachePadded::new(Mutex::default()))
+                .collect(),
+            ghosts: OnceLock::new(),
+            flights: (0..shards).map(|_| Mutex::default()).collect(),
+            weight: CachePadded::new(AtomicI64::new(0)),
+            max_capacity: self.max_capacity,
+            small_share: AtomicU32::new(SHARE_START),
+            signal_run: AtomicU64::new(0),
+            counters: (0..STRIPES)
+                .map(|_| CachePadded::new(Default::default()))
+                .collect(),
+            weigher: self.weigher,
+            listener: self.listener,
+            expiry: self.expiry,
+            clock: Clock::new(),
+        })
+    }
+}
+
+/// A bounded concurrent cache: a [`Map`] whose entries leave by S3-FIFO eviction, time to
+/// live or time to idle.
+///
+/// Reads are lock-free and move nothing; inserts of new keys take one shard's lock to queue
+/// the key. `get_with` runs one loader per missing key while the key's other callers wait. See
+/// the module docs of `cache.rs` for the design and its argument.
+///
+/// ```
+/// use std::time::Duration;
+/// let cache = floe::Cache::<String, String>::builder()
+///     .max_capacity(10_000)
+///     .time_to_live(Duration::from_secs(300))
+///     .build()
+///     .unwrap();
+/// assert_eq!(cache.insert("k".to_string(), "v1".to_string()), None);
+/// assert_eq!(cache.insert("k".to_string(), "v2".to_string()), Some("v1".to_string()));
+/// assert_eq!(cache.get("k").as_deref(), Some("v2"));
+/// // One loader per key: other threads asking for "user:7" now wait for this one.
+/// let user = cache.get_with("user:7".to_string(), || "Ada".to_string());
+/// assert_eq!(user, "Ada");
+/// assert_eq!(cache.stats().hits, 1);
+/// ```
+pub struct Cache<K, V, S = DefaultHashBuilder> {
+    map: Map<K, Slot<V>, S>,
+    queues: Box<[CachePadded<Mutex<Queues>>]>,
+    /// Made at the first eviction, one slot per entry the cache then holds.
+    ghosts: OnceLock<Ghosts>,
+    flights: Box<[Flights<K, V>]>,
+    /// Sum of the live entries' weights (signed: see the module docs).
+    weight: CachePadded<AtomicI64>,
+    max_capacity: u64,
+    /// The small queue's target share of the queued weight, in millionths.
+    small_share: AtomicU32,
+    /// The run of same-way signals so far (`signal_run`): length << 1 | way.
+    signal_run: AtomicU64,
+    counters: Box<[CachePadded<[AtomicU64; COUNTERS]>]>,
+    weigher: Option<Weigher<K, V>>,
+    listener: Option<Listener<K, V>>,
+    expiry: Expiry,
+    clock: Clock,
+}
+
+impl<K, V, S> fmt::Debug for Cache<K, V, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Cache")
+            .field("entries", &self.map.len())
+            .field("weighted_size", &self.weighted_size())
+            .field("max_capacity", &self.max_capacity)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K: Hash + Eq + Clone, V: Clone> Cache<K, V> {
+    /// A cache of at most `max_capacity` entries, with the default hasher and no expiry.
+    ///
+    /// # Panics
+    /// If the operating system refuses the index's first table; [`builder`](Self::builder)'s
+    /// `build` returns the error instead.
+    #[track_caller]
+    pub fn new(max_capacity: u64) -> Self {
+        Self::builder()
+            .max_capacity(max_capacity)
+            .build()
+            .or_raise()
+    }
+
+    /// A builder for a cache with settings of its own.
+    pub fn builder() -> CacheBuilder<K, V> {
+        CacheBuilder {
+            max_capacity: u64::MAX,
+            initial_capacity: None,
+            weigher: None,
+            listener: None,
+            expiry: Expiry::NEVER,
+            hasher: DefaultHashBuilder::default(),
+        }
+    }
+}
+
+/// What eviction took out, reported to the listener once the shard's lock is released (the
+/// entries live under the evicting thread's guard).
+type Removed<'g, K, V> = Vec<(&'g K, &'g V, RemovalCause)>;
+
+impl<K, V, S> Cache<K, V, S> {
+    /// The sum of the live entries' weights (their number without a weigher).
+    pub fn weighted_size(&self) -> u64 {
+        self.weight.load(Ordering::Relaxed).max(0) as u64
+    }
+
+    /// Entries held, counting expired ones not yet removed.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether the cache holds no entry.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// The capacity it was built with.
+    pub fn max_capacity(&self) -> u64 {
+        self.max_capacity
+    }
+
+    /// What the cache did since it was built.
+    pub fn stats(&self) -> CacheStats {
+        let sum = |counter: usize| -> u64 {
+            self.counters
+                .iter()
+                .map(|stripe| stripe[counter].load(Ordering::Relaxed))
+                .sum()
+        };
+        CacheStats {
+            hits: sum(HITS),
+            misses: sum(MISSES),
+            insertions: sum(INSERTIONS),
+            evictions: sum(EVICTIONS),
+            expirations: sum(EXPIRATIONS),
+            loads: sum(LOADS),
+        }
+    }
+
+    /// The small queue's current share of the queued weight, in millionths (diagnostics).
+    pub fn small_queue_share(&self) -> u32 {
+        self.small_share.load(Ordering::Relaxed)
+    }
+
+    fn count(&self, counter: usize, by: u64) {
+        self.counters[stripe()][counter].fetch_add(by, Ordering::Relaxed);
+    }
+
+    fn charge(&self, by: i64) {
+        self.weight.fetch_add(by, Ordering::Relaxed);
+    }
+
+    fn over_capacity(&self) -> bool {
+        self.weight.load(Ordering::Relaxed) > i64::try_from(self.max_capacity).unwrap_or(i64::MAX)
+    }
+
+    fn report(&self, removed: Removed<'_, K, V>) {
+        if let Some(listener) = &self.listener {
+            for (key, value, cause) in removed {
+                listener(key, value, cause);
+            }
+        }
+    }
+}
+
+/// A queue node id never given before (in any cache: ids come in blocks from one counter).
+fn fresh_id() -> u64 {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    std::thread_local! {
+        static BLOCK: core::cell::Cell<(u64, u64)> = const { core::cell::Cell::new((0, 0)) };
+    }
+    BLOCK.with(|block| {
+        let (mut next, mut end) = block.get();
+        if next == end {
+            next = NEXT.fetch_add(ID_BLOCK, Ordering::Relaxed);
+            end = next + ID_BLOCK;
+        }
+        block.set((next + 1, end));
+        next
+    })
+}
+
+/// This thread's counter stripe.
+fn stripe() -> usize {
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    std::thread_local! {
+        static STRIPE: usize = NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES;
+    }
+    STRIPE.with(|stripe| *stripe)
+}
+
+impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
+    fn hash<Q: Hash + ?Sized>(&self, key: &Q) -> u64 {
+        self.map.hasher().hash_one(key)
+    }
+
+    fn shard_of(&self, hash: u64) -> usize {
+        // The top bits: the index's bins come from the byte-swapped hash's, i.e. the low bytes.
+        (hash >> 40) as usize & (self.queues.len() - 1)
+    }
+
+    fn lock_queues(&self, shard: usize) -> MutexGuard<'_, Queues> {
+        // A panic while a shard was locked (a key's `Clone` or `Hash`) leaves it consistent:
+        // every push and pop updates the weights with the node.
+        self.queues[shard]
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// The value of `key`, if present and not expired; marks it read.
+    pub fn get<Q>(&self, key: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let map = self.map.pin();
+        match self.live(&map, key) {
+            Some(slot) => {
+                self.count(HITS, 1);
+                Some(slot.value.clone())
+            }
+            None => {
+                self.count(MISSES, 1);
+                self.missed(self.hash(key));
+                None
+            }
+        }
+    }
+
+    /// A read missed the key of `hash`: if eviction let it go lately, move the split (module
+    /// docs): toward the small queue if it left that one unread, else toward main.
+    fn missed(&self, hash: u64) {
+        let Some(from_small) = self.ghosts.get().and_then(|ghosts| ghosts.signal(hash)) else {
+            return;
+        };
+        // ARC's step: one entry's worth of the cache, times the other ghost's size over this
+        // one's (a hit in the smaller ghost says more); doubled every `RUN_PER_DOUBLING`
+        // signals in a row the same way (a workload that only ever says "larger" gets there
+        // in a few hundred misses, one that says both stays near its balance).
+        let (this, other) = self.ghosts.get().map_or((1, 1), |g| g.sizes(from_small));
+        let entries = (self.map.len() as u64).max(1);
+        let run = self.signal_run(from_small);
+        let step = (STEP_ENTRIES * PPM / entries).max(1) * (other / this.max(1)).max(1);
+        let step = (step << (run / RUN_PER_DOUBLING).min(20)).min(PPM / 100) as i32;
+        self.move_share(if from_small { step } else { -step });
+    }
+
+    /// Whether `key` has a live value (does not count as a read).
+    pub fn contains_key<Q>(&self, key: &Q) -> bool
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let map = self.map.pin();
+        map.get(key)
+            .is_some_and(|slot| !slot.expires() || !slot.expired(self.clock.now()))
+    }
+
+    /// The live slot of `key`, marked read; an expired one is removed.
+    fn live<'g, Q>(&self, map: &'g MapRef<'_, K, Slot<V>, S>, key: &Q) -> Option<&'g Slot<V>>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let slot = map.get(key)?;
+        if !slot.expires() {
+            slot.touch(0);
+            return Some(slot);
+        }
+        let now = self.clock.now();
+        if !slot.expired(now) {
+            slot.touch(now);
+            return Some(slot);
+        }
+        // Only this entry, and only if still expired (a read may have renewed its idle time).
+        let id = slot.id;
+        let gone = map.remove_entry_if(key, |slot| slot.id == id && slot.expired(now));
+        if let Some((key, gone)) = gone {
+            self.unlinked(gone, RemovalCause::Expired);
+            self.tell(key, &gone.value, RemovalCause::Expired);
+        }
+        None
+    }
+
+    fn tell(&self, key: &K, value: &V, cause: RemovalCause) {
+        if let Some(listener) = &self.listener {
+            listener(key, value, cause);
+        }
+    }
+
+    /// Account for an entry that left the index (its one unlinking write).
+    fn unlinked(&self, slot: &Slot<V>, cause: RemovalCause) {
+        self.charge(-i64::from(slot.weight));
+        match cause {
+            RemovalCause::Size => self.count(EVICTIONS, 1),
+            RemovalCause::Expired => self.count(EXPIRATIONS, 1),
+            RemovalCause::Replaced | RemovalCause::Explicit => {}
+        }
+    }
+
+    /// Insert `key` with the builder's expiry, replacing (and returning) a live value.
+    pub fn insert(&self, key: K, value: V) -> Option<V> {
+        self.insert_with_expiry(key, value, self.expiry)
+    }
+
+    /// Insert `key` with an expiry of its own, replacing (and returning) a live value.
+    pub fn insert_with_expiry(&self, key: K, value: V, expiry: Expiry) -> Option<V> {
+        let map = self.map.pin();
+        self.publish(&map, key, value, expiry).cloned()
+    }
+
+    /// Publish `value` under `key`, queue a new key, and evict while over capacity; returns
+    /// the live value replaced.
+    fn publish<'g>(
+        &self,
+        map: &'g MapRef<'_, K, Slot<V>, S>,
+        key: K,
+        value: V,
+        expiry: Expiry,
+    ) -> Option<&'g V> {
+        let weight = self.weigher.as_ref().map_or(1, |weigh| weigh(&key, &value));
+        let expires = expiry != Expiry::NEVER;
+        let now = if expires { self.clock.now() } else { 0 };
+        let deadline = expiry
+            .time_to_live
+            .map_or(NEVER, |ttl| now.saturating_add(millis(ttl)));
+        let idle_ms = expiry
+            .time_to_idle
+            .map_or(0, |tti| millis(tti).clamp(1, u64::from(u32::MAX)) as u32);
+        let hash = self.hash(&key);
+        let mut value = Some(value);
+        let mut id = 0;
+        let made = map.try_compute_returning(key, |old, returned: Option<Slot<V>>| {
+            let value = returned
+                .map(|slot| slot.value)
+                .or_else(|| value.take())
+                .expect("each attempt gets the value back from the one before");
+            // A replace keeps the node (so the key's place in the queue) and counts as a read.
+            let freq = match old {
+                Some(old) => {
+                    id = old.id;
+                    (old.freq.load(Ordering::Relaxed) + 1).min(3)
+                }
+                None => {
+                    if id == 0 {
+                        id = fresh_id();
+                    }
+                    0
+                }
+            };
+            Operation::<_, ()>::Insert(Slot {
+                value,
+                id,
+                deadline,
+                accessed: AtomicU64::new(now),
+                idle_ms,
+                weight,
+                freq: AtomicU8::new(freq),
+            })
+        });
+        let old = match made {
+            Ok(Compute::Inserted(slot)) => {
+                self.charge(i64::from(weight));
+                self.count(INSERTIONS, 1);
+                self.enqueue(map, hash, weight, slot.id);
+                None
+            }
+            Ok(Compute::Updated { old, new: _ }) => {
+                self.charge(i64::from(weight) - i64::from(old.weight));
+                let live = !old.expires() || !old.expired(self.clock.now());
+                if let Some((key, _)) = map.find_by_word(hash, |_, slot| slot.id == id) {
+                    self.tell(key, &old.value, RemovalCause::Replaced);
+                }
+                live.then_some(&old.value)
+            }
+            // The index could not take the key (its memory was refused): nothing changed.
+            Ok(Compute::Removed(_) | Compute::Absent | Compute::Aborted(())) | Err(_) => {
+                return None
+            }
+        };
+        if u64::from(weight) > self.max_capacity {
+            // Heavier than the whole cache: never kept.
+            self.remove_node(map, hash, id, RemovalCause::Size, |_| true);
+        }
+        if self.over_capacity() {
+            self.evict(map, self.shard_of(hash));
+        }
+        old
+    }
+
+    /// Remove the entry of the node (`hash`, `id`) if `accept` says so of it, telling the
+    /// listener now; whether it was removed.
+    fn remove_node(
+        &self,
+        map: &MapRef<'_, K, Slot<V>, S>,
+        hash: u64,
+        id: u64,
+        cause: RemovalCause,
+        mut accept: impl FnMut(&Slot<V>) -> bool,
+    ) -> bool {
+        match self.take_node(map, hash, id, &mut accept) {
+            Some((key, gone)) => {
+                self.unlinked(gone, cause);
+                self.tell(key, &gone.value, cause);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Take the entry of the node (`hash`, `id`) out of the index if `accept` says so of it.
+    fn take_node<'g>(
+        &self,
+        map: &'g MapRef<'_, K, Slot<V>, S>,
+        hash: u64,
+        id: u64,
+        mut accept: impl FnMut(&Slot<V>) -> bool,
+    ) -> Option<(&'g K, &'g Slot<V>)> {
+        // The node names its key by hash: find the entry (and so the key) first, then remove
+        // that key's entry if it still is the node's (a replace keeps the id, so "the node's
+        // entry" may be a newer value: `accept` judges the one removed).
+        let (key, _) = map.find_by_word(hash, |_, slot| slot.id == id)?;
+        map.remove_entry_if_by(hash, |k| k == key, |_, slot| slot.id == id && accept(slot))
+    }
+
+    /// Queue a new key's node (main if its key left the small queue lately); sweeps the shard
+    /// now and then if stale nodes pile up.
+    fn enqueue(&self, map: &MapRef<'_, K, Slot<V>, S>, hash: u64, weight: u32, id: u64) {
+        let small = !self.ghosts.get().is_some_and(|ghosts| ghosts.take(hash));
+        let mut queues = self.lock_queues(self.shard_of(hash));
+        queues.push(small, Node { hash, id, weight });
+        queues.queued += 1;
+        if queues.queued >= 64 {
+            queues.queued = 0;
+            let live_here = self.map.len() / self.queues.len();
+            if queues.nodes() > 2 * live_here + 64 {
+                self.sweep_stale(map, &mut queues);
+            }
+        }
+    }
+
+    /// Signals in a row the same way as this one (relaxed: a lost update shortens a run).
+    fn signal_run(&self, from_small: bool) -> u64 {
+        let way = u64::from(from_small);
+        let seen = self.signal_run.load(Ordering::Relaxed);
+        let run = if seen & 1 == way { (seen >> 1) + 1 } else { 0 };
+        self.signal_run.store(run << 1 | way, Ordering::Relaxed);
+        run
+    }
+
+    fn move_share(&self, by: i32) {
+        let _ = self
+            .small_share
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |share| {
+                Some(share.saturating_add_signed(by).clamp(SHARE_MIN, SHARE_MAX))
+            });
+    }
+
+    /// Whether the node names a present entry.
+    fn is_live(map: &MapRef<'_, K, Slot<V>, S>, node: &Node) -> bool {
+        map.find_by_word(node.hash, |_, slot| slot.id == node.id)
+            .is_some()
+    }
+
+    /// Drop the stale nodes of one shard, keeping the others in order.
+    fn sweep_stale(&self, map: &MapRef<'_, K, Slot<V>, S>, queues: &mut Queues) {
+        for small in [true, false] {
+            let before = if small {
+                queues.small.len()
+            } else {
+                queues.main.len()
+            };
+            for _ in 0..before {
+                let node = queues.pop(small).expect("counted");
+                if Self::is_live(map, &node) {
+                    queues.push(small, node);
+                }
+            }
+        }
+    }
+
+    /// Evict until the cache is within its capacity: from shard `first`, then the others.
+    fn evict(&self, map: &MapRef<'_, K, Slot<V>, S>, first: usize) {
+        let shards = self.queues.len();
+        for turn in 0..shards {
+            let mut removed = Vec::new();
+            {
+                let mut queues = self.lock_queues((first + turn) % shards);
+                while self.over_capacity() && self.evict_step(map, &mut queues, &mut removed) {}
+            }
+            self.report(removed);
+            if !self.over_capacity() {
+                return;
+            }
+        }
+    }
+
+    /// One S3-FIFO step on a shard: free a stale node, remove an expired entry, or evict an
+    /// unread one, moving read entries on meanwhile. `false` when the shard is empty.
+    fn evict_step<'g>(
+        &self,
+        map: &'g MapRef<'_, K, Slot<V>, S>,
+        queues: &mut Queues,
+        removed: &mut Removed<'g, K, V>,
+    ) -> bool {
+        loop {
+            let total = queues.small_weight + queues.main_weight;
+            let share = u64::from(self.small_share.load(Ordering::Relaxed));
+            let from_small = !queues.small.is_empty()
+                && (queues.small_weight * PPM >= total * share || queues.main.is_empty());
+            let Some(mut node) = queues.pop(from_small) else {
+                return false;
+            };
+            let id = node.id;
+            let Some((_, slot)) = map.find_by_word(node.hash, |_, slot| slot.id == id) else {
+                // Stale: its entry was removed (and uncharged) already.
+                return true;
+            };
+            let now = if slot.expires() { self.clock.now() } else { 0 };
+            let expired = slot.expires() && slot.expired(now);
+            let freq = slot.freq.load(Ordering::Relaxed);
+            if !expired && freq > 0 {
+                slot.freq
+                    .store(if from_small { 0 } else { freq - 1 }, Ordering::Relaxed);
+                node.weight = slot.weight;
+                queues.push(false, node);
+                continue;
+            }
+            let cause = if expired {
+                RemovalCause::Expired
+            } else {
+                RemovalCause::Size
+            };
+            // The entry judged, or one that replaced it since (same node, same id): a replace
+            // counts as a read, so that one is moved on rather than evicted.
+            let gone = self.take_node(map, node.hash, id, |slot| {
+                if expired {
+                    slot.expired(now)
+                } else {
+                    slot.freq.load(Ordering::Relaxed) == 0
+                }
+            });
+            match gone {
+                Some((key, gone)) => {
+                    self.unlinked(gone, cause);
+                    if cause == RemovalCause::Size {
+                        let slots = self.map.len().clamp(GHOST_SLOTS_MIN, GHOST_SLOTS_MAX);
+                        self.ghosts
+                            .get_or_init(|| Ghosts::new(slots))
+                            .remember(node.hash, from_small);
+                    }
+                    if self.listener.is_some() {
+                        removed.push((key, &gone.value, cause));
+                    }
+                    return true;
+                }
+                // Replaced or read meanwhile: its node goes on.
+                None if Self::is_live(map, &node) => queues.push(from_small, node),
+                // Removed meanwhile: the node was stale.
+                None => return true,
+            }
+        }
+    }
+
+    /// Remove `key`; returns its live value.
+    pub fn remove<Q>(&self, key: &Q) -> Option<V>
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ?Sized,
+    {
+        let map = self.map.pin();
+        let (key, gone) = map.remove_entry_if(key, |_| true)?;
+        self.unlinked(gone, RemovalCause::Explicit);
+        self.tell(key, &gone.value, RemovalCause::Explicit);
+        let live = !gone.expires() || !gone.expired(self.clock.now());
+        live.then(|| gone.value.clone())
+    }
+
+    /// Remove every entry (each reported to the listener as removed explicitly). Entries
+    /// inserted while it runs may stay.
+    pub fn clear(&self) {
+        let map = self.map.pin();
+        for shard in 0..self.queues.len() {
+            let nodes: Vec<Node> = {
+                let mut queues = self.lock_queues(shard);
+                let queues = core::mem::take(&mut *queues);
+                queues.small.into_iter().chain(queues.main).collect()
+            };
+            for node in nodes {
+                self.remove_node(&map, node.hash, node.id, RemovalCause::Explicit, |_| true);
+            }
+        }
+        if let Some(ghosts) = self.ghosts.get() {
+            ghosts.clear();
+        }
+    }
+
+    /// Remove every expired entry now (they are never returned, and eviction frees them
+    /// first; this frees their memory without waiting for either). Returns how many.
+    pub fn purge_expired(&self) -> usize {
+        let map = self.map.pin();
+        let now = self.clock.now();
+        let mut purged = 0;
+        for shard in 0..self.queues.len() {
+            // The shard's nodes are copied out so that no lock is held while removing.
+            let nodes: Vec<(u64, u64)> = {
+                let queues = self.lock_queues(shard);
+                queues
+                    .small
+                    .iter()
+                    .chain(queues.main.iter())
+                    .map(|node| (node.hash, node.id))
+                    .collect()
+            };
+            for (hash, id) in nodes {
+                let expired = |slot: &Slot<V>| slot.expires() && slot.expired(now);
+                if self.remove_node(&map, hash, id, RemovalCause::Expired, expired) {
+                    purged += 1;
+                }
+            }
+        }
+        purged
+    }
+
+    /// Visit every live entry (not counted as reads). Entries written meanwhile may or may
+    /// not be seen, as in [`MapRef::iter`].
+    pub fn for_each(&self, mut visit: impl FnMut(&K, &V)) {
+        let map = self.map.pin();
+        let now = self.clock.now();
+        for (key, slot) in map.iter() {
+            if !slot.expires() || !slot.expired(now) {
+                visit(key, &slot.value);
+            }
+        }
+    }
+
+    /// The value of `key`; if absent, `load` makes it, once: other callers for the same key
+    /// meanwhile wait for this load and take its value.
+    ///
+    /// If `load` panics, the panic goes on in this caller and one of the waiters loads
+    /// instead. `load` must not ask the cache for the same key (it would wait for itself).
+    pub fn get_with(&self, key: K, load: impl FnOnce() -> V) -> V {
+        let loaded: Result<V, Arc<core::convert::Infallible>> =
+            self.get_or_load(key, || Ok(load()));
+        match loaded {
+            Ok(value) => value,
+            Err(never) => match *never {},
+        }
+    }
+
+    /// [`get_with`](Self::get_with) whose `load` may fail: the error is returned to this
+    /// caller and every caller waiting for the same load, shared, and nothing is cached.
+    pub fn try_get_with<E: Send + Sync + 'static>(
+        &self,
+        key: K,
+        load: impl FnOnce() -> Result<V, E>,
+    ) -> Result<V, Arc<E>> {
+        self.get_or_load(key, load)
+    }
+
+    fn get_or_load<E: Send + Sync + 'static>(
+        &self,
+        key: K,
+        load: impl FnOnce() -> Result<V, E>,
+    ) -> Result<V, Arc<E>> {
+        let shard = self.shard_of(self.hash(&key));
+        let mut load = Some(load);
+        loop {
+            if let Some(value) = self.get(&key) {
+                return Ok(value);
+            }
+            let (flight, leader) = {
+                let mut flights = self.flights[shard]
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                match flights.get(&key) {
+                    Some(flight) => (flight.clone(), false),
+                    None => {
+                        let flight = Arc::new(Flight {
+                            landing: Mutex::new(Landing::Flying),
+                            landed: Condvar::new(),
+                        });
+                        flights.insert(key.clone(), flight.clone());
+                        (flight, true)
+                    }
+                }
+            };
+            if !leader {
+                let mut landing = flight
+                    .landing
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner());
+                while matches!(*landing, Landing::Flying) {
+                    landing = flight
+                        .landed
+                        .wait(landing)
+                        .unwrap_or_else(|poisoned| poisoned.into_inner());
+                }
+                match &*landing {
+                    Landing::Value(value) => return Ok(value.clone()),
+                    Landing::Failed(error) => {
+                        if let Ok(error) = error.clone().downcast::<E>() {
+                            return Err(error);
+                        }
+                        // A loader of another error type failed: try on our own.
+                    }
+                    Landing::Abandoned | Landing::Flying => {}
+                }
+                continue;
+            }
+            let mut pilot = Pilot {
+                flights: &self.flights[shard],
+                key: &key,
+                flight: &flight,
+                landing: Landing::Abandoned,
+            };
+            // A value inserted between our miss and the flight's registration.
+            let map = self.map.pin();
+            if let Some(slot) = self.live(&map, &key) {
+                let value = slot.value.clone();
+                pilot.landing = Landing::Value(value.clone());
+                return Ok(value);
+            }
+            self.count(LOADS, 1);
+            let load = load.take().expect("a caller leads one flight at most");
+            return match load() {
+                Ok(value) => {
+                    self.publish(&map, key.clone(), value.clone(), self.expiry);
+                    pilot.landing = Landing::Value(value.clone());
+                    Ok(value)
+                }
+                Err(error) => {
+                    let error = Arc::new(error);
+                    pilot.landing = Landing::Failed(error.clone());
+                    Err(error)
+                }
+            };
+        }
+    }
+}
+
+/// The leader of a flight: lands it when dropped (as abandoned if the loader panicked), and
+/// takes it out of the table so that later callers read the cache.
+struct Pilot<'a, K: Hash + Eq, V> {
+    flights: &'a Flights<K, V>,
+    key: &'a K,
+    flight: &'a Arc<Flight<V>>,
+    landing: Landing<V>,
+}
+
+impl<K: Hash + Eq, V> Drop for Pilot<'_, K, V> {
+    fn drop(&mut self) {
+        // Landed before it leaves the table: a caller that found the flight gets its value,
+        // and one that comes after finds the cache filled (or loads again if it failed).
+        let landing = core::mem::replace(&mut self.landing, Landing::Abandoned);
+        *self
+            .flight
+            .landing
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = landing;
+        self.flight.landed.notify_all();
+        self.flights
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .remove(self.key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::{atomic::AtomicUsize, Barrier};
+
+    /// Scaled down under Miri.
+    const N: u64 = if cfg!(miri) { 200 } else { 20_000 };
+
+    fn manual<K: Hash + Eq + Clone, V: Clone>(builder: CacheBuilder<K, V>) -> Cache<K, V> {
+        let mut cache = builder.build().unwrap();
+        cache.clock.manual = Some(AtomicU64::new(0));
+        cache
+    }
+
+    fn advance<K, V, S>(cache: &Cache<K, V, S>, ms: u64) {
+        cache
+            .clock
+            .manual
+            .as_ref()
+            .unwrap()
+            .fetch_add(ms, Ordering::Relaxed);
+    }
+
+    fn queued_nodes<K, V, S>(cache: &Cache<K, V, S>) -> usize {
+        cache.queues.iter().map(|q| q.lock().unwrap().nodes()).sum()
+    }
+
+    #[test]
+    fn std_semantics() {
+        let cache = Cache::<u64, String>::new(100);
+        assert_eq!(cache.insert(1, "a".into()), None);
+        assert_eq!(cache.insert(1, "b".into()), Some("a".into()));
+        assert_eq!(cache.get(&1).as_deref(), Some("b"));
+        assert!(cache.contains_key(&1));
+        assert_eq!(cache.remove(&1).as_deref(), Some("b"));
+        assert_eq!(cache.remove(&1), None);
+        assert_eq!(cache.get(&1), None);
+        assert_eq!(cache.len(), 0);
+        assert_eq!(cache.weighted_size(), 0);
+        let stats = cache.stats();
+        assert_eq!((stats.hits, stats.misses, stats.insertions), (1, 1, 1));
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "thousands of map operations: minutes under Miri")]
+    fn capacity_holds_and_replaces_do_not_queue_twice() {
+        let cache = Cache::<u64, u64>::new(N / 10);
+        for round in 0..3 {
+            for key in 0..N {
+                cache.insert(key, key + round);
+                assert!(cache.weighted_size() <= N / 10);
+            }
+        }
+        assert_eq!(cache.len() as u64, cache.weighted_size());
+        // Every node names a live entry or is about to be freed; none is queued twice.
+        assert!(queued_nodes(&cache) <= cache.len() + cache.queues.len() * 64);
+        // Every key inserted is present or was evicted: none is lost or counted twice.
+        let stats = cache.stats();
+        assert_eq!(stats.insertions - stats.evictions, cache.len() as u64);
+        assert!(stats.evictions >= N - N / 10);
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "thousands of map operations: minutes under Miri")]
+    fn read_entries_outlive_a_scan() {
+        let hot = N / 20;
+        let cache = Cache::<u64, u64>::new(N / 10);
+        for key in 0..hot {
+            cache.insert(key, key);
+        }
+        for scan in 0..N {
+            for key in (scan % 4) * hot / 4..(scan % 4 + 1) * hot / 4 {
+                if scan % 64 == 0 {
+                    assert!(
+                        cache.get(&key).is_some(),
+                        "hot key {key} evicted by the scan"
+                    );
+                }
+            }
+            if scan % 64 == 0 {
+                for key in 0..hot {
+                    cache.get(&key);
+                }
+            }
+            cache.insert(1_000_000 + scan, scan);
+        }
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "thousands of map operations: minutes under Miri")]
+    fn weigher_bounds_the_weights_and_refuses_the_overweight() {
+        let cache = Cache::<u64, Vec<u8>>::builder()
+            .max_capacity(10_000)
+            .weigher(|_, value: &Vec<u8>| value.len() as u32)
+            .build()
+            .unwrap();
+        for key in 0..N / 10 {
+            cache.insert(key, vec![0; (key % 200) as usize + 1]);
+            assert!(cache.weighted_size() <= 10_000);
+        }
+        let mut sum = 0;
+        cache.for_each(|_, value| sum += value.len() as u64);
+        assert_eq!(sum, cache.weighted_size());
+        cache.insert(u64::MAX, vec![0; 10_001]);
+        assert_eq!(cache.get(&u64::MAX), None);
+        assert!(cache.weighted_size() <= 10_000);
+    }
+
+    #[test]
+    fn time_to_live_and_idle() {
+        let told = Arc::new(Mutex::new(Vec::new()));
+        let log = told.clone();
+        let cache = manual(
+            Cache::<u64, u64>::builder()
+                .time_to_live(Duration::from_millis(100))
+                .eviction_listener(move |key, _, cause| log.lock().unwrap().push((*key, cause))),
+        );
+        cache.insert(1, 1);
+        cache.insert_with_expiry(2, 2, Expiry::idle(Duration::from_millis(30)));
+        cache.insert_with_expiry(3, 3, Expiry::NEVER);
+        for _ in 0..5 {
+            advance(&cache, 20);
+            assert_eq!(cache.get(&2), Some(2), "read within its idle time");
+        }
+        advance(&cache, 30);
+        assert_eq!(cache.get(&2), None, "idle for 30 ms");
+        assert_eq!(cache.get(&1), None, "lived 130 ms of 100");
+        assert!(!cache.contains_key(&1));
+        assert_eq!(cache.get(&3), Some(3));
+        assert_eq!(
+            cache.insert(1, 10),
+            None,
+            "an expired value is not returned as replaced"
+        );
+        let mut told = told.lock().unwrap().clone();
+        told.sort();
+        assert_eq!(
+            told,
+            [(1, RemovalCause::Expired), (2, RemovalCause::Expired)]
+        );
+        assert_eq!(cache.stats().expirations, 2);
+        advance(&cache, 1000);
+        assert_eq!(cache.purge_expired(), 1);
+        assert_eq!(cache.len(), 1);
+        assert_eq!(cache.weighted_size(), 1);
+    }
+
+    #[test]
+    fn listener_hears_every_cause() {
+        let told = Arc::new(Mutex::new(Vec::new()));
+        let log = told.clone();
+        let cache = Cache::<u64, u64>::builder()
+            .max_capacity(4)
+            .eviction_listener(move |key, value, cause| {
+                log.lock().unwrap().push((*key, *value, cause))
+            })
+            .build()
+            .unwrap();
+        cache.insert(1, 1);
+        cache.insert(1, 2);
+        cache.remove(&1);
+        for key in 10..15 {
+            cache.insert(key, key);
+        }
+        cache.clear();
+        let told = told.lock().unwrap().clone();
+        assert_eq!(
+            told[..2],
+            [
+                (1, 1, RemovalCause::Replaced),
+                (1, 2, RemovalCause::Explicit)
+            ]
+        );
+        assert_eq!(
+            told[2],
+            (10, 10, RemovalCause::Size),
+            "the oldest unread key goes"
+        );
+        let mut rest: Vec<_> = told[3..].to_vec();
+        rest.sort();
+        assert_eq!(
+            rest,
+            (11..15)
+                .map(|k| (k, k, RemovalCause::Explicit))
+                .collect::<Vec<_>>()
+        );
+        assert!(cache.is_empty());
+        assert_eq!(cache.weighted_size(), 0);
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "thousands of map operations: minutes under Miri")]
+    fn removed_keys_leave_no_queue_behind() {
+        let cache = Cache::<u64, u64>::new(u64::MAX);
+        for key in 0..N {
+            cache.insert(key, key);
+            cache.remove(&key);
+        }
+        assert!(queued_nodes(&cache) <= cache.queues.len() * 66);
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "thousands of map operations: minutes under Miri")]
+    fn one_load_per_key() {
+        let threads = if cfg!(miri) { 3 } else { 8 };
+        let cache = Cache::<u64, u64>::new(100);
+        let loads = AtomicUsize::new(0);
+        let start = Barrier::new(threads);
+        std::thread::scope(|s| {
+            for _ in 0..threads {
+                s.spawn(|| {
+                    start.wait();
+                    let value = cache.get_with(7, || {
+                        loads.fetch_add(1, Ordering::Relaxed);
+                        std::thread::sleep(Duration::from_millis(50));
+                        49
+                    });
+                    assert_eq!(value, 49);
+                });
+            }
+        });
+        assert_eq!(loads.load(Ordering::Relaxed), 1);
+        assert_eq!(cache.stats().loads, 1);
+        assert!(cache.flights.iter().all(|f| f.lock().unwrap().is_empty()));
+    }
+
+    #[test]
+    fn a_failed_load_is_shared_and_a_panicked_one_retried() {
+        let cache = Cache::<u64, u64>::new(100);
+        let failed: Result<u64, Arc<&str>> = cache.try_get_with(1, || Err("down"));
+        assert_eq!(failed, Err(Arc::new("down")));
+        assert_eq!(cache.get(&1), None);
+        let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            cache.get_with(1, || panic!("loader failed"))
+        }));
+        assert!(panicked.is_err());
+        assert_eq!(cache.get_with(1, || 5), 5);
+        assert_eq!(cache.try_get_with::<()>(1, || Ok(6)), Ok(5));
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "thousands of map operations: minutes under Miri")]
+    fn many_threads_keep_the_weights_true() {
+        let threads = if cfg!(miri) { 2 } else { 4 };
+        let capacity = N / 20;
+        let cache = Cache::<u64, u64>::new(capacity);
+        std::thread::scope(|s| {
+            for t in 0..threads {
+                let cache = &cache;
+                s.spawn(move || {
+                    let mut x = t + 1;
+                    for _ in 0..N {
+                        x ^= x << 13;
+                        x ^= x >> 7;
+                        x ^= x << 17;
+                        let key = x % (capacity * 3);
+                        match x >> 60 {
+                            0 => {
+                                cache.remove(&key);
+                            }
+                            1..=6 => {
+                                cache.insert(key, key);
+                            }
+                            _ => {
+                                if let Some(value) = cache.get(&key) {
+                                    assert_eq!(value, key);
+                                }
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        assert_eq!(cache.weighted_size(), cache.len() as u64);
+        assert!(cache.weighted_size() <= capacity);
+        cache.map.check_invariants();
+    }
+
+    #[test]
+    fn is_send_and_sync() {
+        fn shared<T: Send + Sync>() {}
+        shared::<Cache<String, Vec<u8>>>();
+    }
+}
