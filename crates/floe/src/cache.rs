@@ -895,7 +895,11 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
             .map_or(0, |tti| millis(tti).clamp(1, u64::from(u32::MAX)) as u32);
         let hash = self.hash(&key);
         let mut value = Some(value);
+        // The id the last attempt stored, and the fresh one a first insert takes (kept across
+        // attempts; a key removed between attempts gets the fresh id, never the old entry's,
+        // whose node may still be queued).
         let mut id = 0;
+        let mut fresh = 0;
         let made = map.try_compute_returning(key, |old, returned: Option<Slot<V>>| {
             let value = returned
                 .map(|slot| slot.value)
@@ -908,9 +912,10 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
                     (old.freq.load(Ordering::Relaxed) + 1).min(3)
                 }
                 None => {
-                    if id == 0 {
-                        id = fresh_id();
+                    if fresh == 0 {
+                        fresh = fresh_id();
                     }
+                    id = fresh;
                     0
                 }
             };
@@ -934,8 +939,11 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
             Ok(Compute::Updated { old, new: _ }) => {
                 self.charge(i64::from(weight) - i64::from(old.weight));
                 let live = !old.expires() || !old.expired(self.clock.now());
-                if let Some((key, _)) = map.find_by_word(hash, |_, slot| slot.id == id) {
-                    self.tell(key, &old.value, RemovalCause::Replaced);
+                if self.listener.is_some() {
+                    // The key as the new entry holds it (the caller's moved into it).
+                    if let Some((key, _)) = map.find_by_word(hash, |_, slot| slot.id == id) {
+                        self.tell(key, &old.value, RemovalCause::Replaced);
+                    }
                 }
                 live.then_some(&old.value)
             }

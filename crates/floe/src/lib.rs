@@ -20,6 +20,10 @@
 //! `HashMap` interface, writes through `&mut self` with plain stores instead of atomic
 //! read-modify-writes; a `FlatMap` converts to one and back without copying.
 //!
+//! [`Cache`] is a bounded concurrent cache on `Map`: entries leave by S3-FIFO eviction (with
+//! an adaptive split between its queues), time to live or time to idle; reads take no lock,
+//! and `get_with` runs one loader per missing key. Its design is at the top of `src/cache.rs`.
+//!
 //! # Usage
 //!
 //! ```
