@@ -66,11 +66,23 @@ def stats(conn, group=b""):
 
 
 def tool(port, *args):
-    run = subprocess.run(
-        ["perl", MEMCACHED_TOOL, f"127.0.0.1:{port}", *args],
-        capture_output=True, timeout=60, check=True,
-    )
+    try:
+        run = subprocess.run(
+            ["perl", MEMCACHED_TOOL, f"127.0.0.1:{port}", *args],
+            capture_output=True, timeout=60, check=True,
+        )
+    except subprocess.TimeoutExpired as hung:
+        # Seen twice (2026-11-28) and not reproduced in three runs after: say which server
+        # and how far the tool got, so the next occurrence names its culprit.
+        partial = (hung.stdout or b"")[-400:].decode(errors="replace")
+        sys.exit(f"tools.py: memcached-tool {' '.join(args)} against the server on port "
+                 f"{port} ({SERVING.get(port, '?')}) gave no end within 60 s; its last "
+                 f"output: {partial!r}")
     return run.stdout.decode(errors="replace")
+
+
+# Which kind of server listens on each port (for the diagnostics above).
+SERVING = {}
 
 
 def dump_request(conn, command):
@@ -186,6 +198,7 @@ def main():
     results = {}
     for kind in ("memcached", "floe"):
         with server(kind, threads=2, memory_mb=64) as port:
+            SERVING[port] = kind
             conn = Connection(port)
             replies = script(conn)
             general = stats(conn)
@@ -216,6 +229,7 @@ def main():
         )
         # Restore the dump into an empty server of the same kind and read every item back.
         with server(kind, threads=2, memory_mb=64) as port:
+            SERVING[port] = kind
             conn = Connection(port)
             conn.sock.sendall(dumped)
             time.sleep(0.5)
