@@ -376,6 +376,11 @@ fn throughput(kind: CacheKind, args: &CacheArgs, round: u64) -> f64 {
     })
 }
 
+/// The memory probe's `i`th key: 16 bytes, both halves used.
+fn probe_key(i: u64) -> u128 {
+    u128::from(i) << 64 | u128::from(i.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+}
+
 /// RSS growth per entry of filling a cache of `kind` (in this process: run it in a fresh one).
 pub fn probe(args: &CacheProbeArgs) -> Result<(), String> {
     let value = vec![7u8; 100].into_boxed_slice();
@@ -383,17 +388,12 @@ pub fn probe(args: &CacheProbeArgs) -> Result<(), String> {
     let grown = with_cache!(args.cache, Box<[u8]>, |C| {
         let cache = <C as Contender<Box<[u8]>>>::build(args.entries);
         for key in 0..args.entries {
-            // 16-byte keys with both halves used.
-            let key = u128::from(key) << 64 | u128::from(key.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-            cache.store(key, value.clone());
+            cache.store(probe_key(key), value.clone());
         }
         cache.settle();
         let after = crate::machine::rss_bytes().ok_or("no /proc/self/statm")?;
         let held = (0..args.entries.min(1000))
-            .filter(|&k| {
-                let key = u128::from(k) << 64 | u128::from(k.wrapping_mul(0x9e37_79b9_7f4a_7c15));
-                cache.lookup(key).is_some()
-            })
+            .filter(|&k| cache.lookup(probe_key(k)).is_some())
             .count();
         if held < args.entries.min(1000) as usize * 9 / 10 {
             return Err(format!(

@@ -1021,14 +1021,7 @@ impl<K: Hash + Eq, V, S: BuildHasher, G: Guard> MapRef<'_, K, V, S, G> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        let word = self.map.hasher.hash_one(key);
-        let value = self.map.raw.get(bin_hash(word), word, &bin_hash)?;
-        // SAFETY: read from the table under our guard; the entry lives while it does.
-        unsafe {
-            let found = target::<K, V>(value).find_by(|k| k.borrow() == key)?;
-            let found: &Entry<K, V> = entry(found);
-            Some((&found.key, &found.value))
-        }
+        self.find_by_word(self.map.hasher.hash_one(key), |k, _| k.borrow() == key)
     }
 
     /// The entry of hash word `word` whose key and value satisfy `is` (for a caller that kept

@@ -203,7 +203,6 @@ const SHARE_START: u32 = 100_000;
 const SHARE_MIN: u32 = 10_000;
 const SHARE_MAX: u32 = 990_000;
 const PPM: u64 = 1_000_000;
-const STEP_ENTRIES: u64 = 1;
 const RUN_PER_DOUBLING: u64 = 16;
 
 /// Queue node ids a thread takes from the shared counter at a time.
@@ -237,6 +236,11 @@ struct Slot<V> {
 impl<V> Slot<V> {
     fn expires(&self) -> bool {
         self.deadline != NEVER || self.idle_ms != 0
+    }
+
+    /// Not expired by the clock's time now (read only if the entry expires at all).
+    fn is_live(&self, clock: &Clock) -> bool {
+        !self.expires() || !self.expired(clock.now())
     }
 
     fn expired(&self, now: u64) -> bool {
@@ -787,26 +791,30 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
             }
             None => {
                 self.count(MISSES, 1);
-                self.missed(self.hash(key));
+                self.missed(key);
                 None
             }
         }
     }
 
-    /// A read missed the key of `hash`: if eviction let it go lately, move the split (module
-    /// docs): toward the small queue if it left that one unread, else toward main.
-    fn missed(&self, hash: u64) {
-        let Some(from_small) = self.ghosts.get().and_then(|ghosts| ghosts.signal(hash)) else {
+    /// A read missed `key`: if eviction let it go lately, move the split (module docs):
+    /// toward the small queue if it left that one unread, else toward main.
+    fn missed<Q: Hash + ?Sized>(&self, key: &Q) {
+        // Before the first eviction there are no ghosts, and no hash to take.
+        let Some(ghosts) = self.ghosts.get() else {
+            return;
+        };
+        let Some(from_small) = ghosts.signal(self.hash(key)) else {
             return;
         };
         // ARC's step: one entry's worth of the cache, times the other ghost's size over this
         // one's (a hit in the smaller ghost says more); doubled every `RUN_PER_DOUBLING`
         // signals in a row the same way (a workload that only ever says "larger" gets there
         // in a few hundred misses, one that says both stays near its balance).
-        let (this, other) = self.ghosts.get().map_or((1, 1), |g| g.sizes(from_small));
+        let (this, other) = ghosts.sizes(from_small);
         let entries = (self.map.len() as u64).max(1);
         let run = self.signal_run(from_small);
-        let step = (STEP_ENTRIES * PPM / entries).max(1) * (other / this.max(1)).max(1);
+        let step = (PPM / entries).max(1) * (other / this.max(1)).max(1);
         let step = (step << (run / RUN_PER_DOUBLING).min(20)).min(PPM / 100) as i32;
         self.move_share(if from_small { step } else { -step });
     }
@@ -818,8 +826,7 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
         Q: Hash + Eq + ?Sized,
     {
         let map = self.map.pin();
-        map.get(key)
-            .is_some_and(|slot| !slot.expires() || !slot.expired(self.clock.now()))
+        map.get(key).is_some_and(|slot| slot.is_live(&self.clock))
     }
 
     /// The live slot of `key`, marked read; an expired one is removed.
@@ -938,7 +945,7 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
             }
             Ok(Compute::Updated { old, new: _ }) => {
                 self.charge(i64::from(weight) - i64::from(old.weight));
-                let live = !old.expires() || !old.expired(self.clock.now());
+                let live = old.is_live(&self.clock);
                 if self.listener.is_some() {
                     // The key as the new entry holds it (the caller's moved into it).
                     if let Some((key, _)) = map.find_by_word(hash, |_, slot| slot.id == id) {
@@ -988,12 +995,24 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
         map: &'g MapRef<'_, K, Slot<V>, S>,
         hash: u64,
         id: u64,
-        mut accept: impl FnMut(&Slot<V>) -> bool,
+        accept: impl FnMut(&Slot<V>) -> bool,
     ) -> Option<(&'g K, &'g Slot<V>)> {
         // The node names its key by hash: find the entry (and so the key) first, then remove
         // that key's entry if it still is the node's (a replace keeps the id, so "the node's
         // entry" may be a newer value: `accept` judges the one removed).
         let (key, _) = map.find_by_word(hash, |_, slot| slot.id == id)?;
+        Self::take_entry(map, hash, key, id, accept)
+    }
+
+    /// Take `key`'s entry (its hash `hash`) out of the index if it still carries node id `id`
+    /// and `accept` says so of it.
+    fn take_entry<'g>(
+        map: &'g MapRef<'_, K, Slot<V>, S>,
+        hash: u64,
+        key: &K,
+        id: u64,
+        mut accept: impl FnMut(&Slot<V>) -> bool,
+    ) -> Option<(&'g K, &'g Slot<V>)> {
         map.remove_entry_if_by(hash, |k| k == key, |_, slot| slot.id == id && accept(slot))
     }
 
@@ -1086,7 +1105,7 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
                 return false;
             };
             let id = node.id;
-            let Some((_, slot)) = map.find_by_word(node.hash, |_, slot| slot.id == id) else {
+            let Some((key, slot)) = map.find_by_word(node.hash, |_, slot| slot.id == id) else {
                 // Stale: its entry was removed (and uncharged) already.
                 return true;
             };
@@ -1107,7 +1126,7 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
             };
             // The entry judged, or one that replaced it since (same node, same id): a replace
             // counts as a read, so that one is moved on rather than evicted.
-            let gone = self.take_node(map, node.hash, id, |slot| {
+            let gone = Self::take_entry(map, node.hash, key, id, |slot| {
                 if expired {
                     slot.expired(now)
                 } else {
@@ -1146,8 +1165,7 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
         let (key, gone) = map.remove_entry_if(key, |_| true)?;
         self.unlinked(gone, RemovalCause::Explicit);
         self.tell(key, &gone.value, RemovalCause::Explicit);
-        let live = !gone.expires() || !gone.expired(self.clock.now());
-        live.then(|| gone.value.clone())
+        gone.is_live(&self.clock).then(|| gone.value.clone())
     }
 
     /// Remove every entry (each reported to the listener as removed explicitly). Entries
