@@ -83,7 +83,7 @@ pub enum Durability {
     /// the page cache below is as volatile as the caches, so this level costs the write-backs
     /// (`BENCHMARKS.md` measures them on tmpfs) and keeps nothing more than `Process`. x86-64
     /// only: elsewhere building or opening a map with it is
-    /// [`StorageError::Unsupported`](crate::StorageError::Unsupported).
+    /// [`StorageErrorKind::Unsupported`](crate::StorageErrorKind::Unsupported).
     Flush,
 }
 

@@ -73,37 +73,37 @@ pub(crate) fn map_kind(dir: &Path) -> Option<&'static str> {
 }
 
 /// Refuse to open a map of kind `ours` in `dir` unless its marker file is there: the other
-/// kind's directory is [`OtherKind`](crate::error::StorageError::OtherKind), neither is
-/// [`Missing`](crate::error::StorageError::Missing).
+/// kind's directory is [`OtherKind`](crate::error::StorageErrorKind::OtherKind), neither is
+/// [`Missing`](crate::error::StorageErrorKind::Missing).
 pub(crate) fn check_kind(dir: &Path, ours: &'static str) -> Result<(), crate::error::StorageError> {
-    use crate::error::StorageError;
+    use crate::error::StorageErrorKind;
     match map_kind(dir) {
         Some(kind) if kind == ours => Ok(()),
-        Some(other) => Err(StorageError::OtherKind(other)),
-        None => Err(StorageError::Missing),
+        Some(other) => Err(StorageErrorKind::OtherKind(other).into()),
+        None => Err(StorageErrorKind::Missing.into()),
     }
 }
 
 /// Refuse to make a new map of kind `ours` in `dir` (locked by the caller) unless it is empty
 /// but for leftovers `own` claims: a map of this kind is
-/// [`Exists`](crate::error::StorageError::Exists), the other kind's
-/// [`OtherKind`](crate::error::StorageError::OtherKind), any other entry
-/// [`NotEmpty`](crate::error::StorageError::NotEmpty).
+/// [`Exists`](crate::error::StorageErrorKind::Exists), the other kind's
+/// [`OtherKind`](crate::error::StorageErrorKind::OtherKind), any other entry
+/// [`NotEmpty`](crate::error::StorageErrorKind::NotEmpty).
 pub(crate) fn check_new_dir(
     dir: &Path,
     ours: &'static str,
     own: impl Fn(&str) -> bool,
 ) -> Result<(), crate::error::StorageError> {
-    use crate::error::StorageError;
+    use crate::error::{StorageError, StorageErrorKind};
     match map_kind(dir) {
-        Some(kind) if kind == ours => return Err(StorageError::Exists),
-        Some(other) => return Err(StorageError::OtherKind(other)),
+        Some(kind) if kind == ours => return Err(StorageErrorKind::Exists.into()),
+        Some(other) => return Err(StorageErrorKind::OtherKind(other).into()),
         None => {}
     }
     match first_foreign_entry(dir, own) {
         Ok(None) => Ok(()),
-        Ok(Some(_)) => Err(StorageError::NotEmpty),
-        Err(error) => Err(StorageError::from_io("list the map's directory", &error)),
+        Ok(Some(_)) => Err(StorageErrorKind::NotEmpty.into()),
+        Err(error) => Err(StorageError::from_io("list the map's directory", error)),
     }
 }
 
@@ -116,12 +116,13 @@ pub(crate) fn refuse_orphans(
     own: impl Fn(&str) -> bool,
     orphaned: &'static str,
 ) -> Result<(), crate::error::StorageError> {
+    use crate::error::StorageErrorKind;
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Ok(());
     };
     for entry in entries.flatten() {
         if entry.file_name().to_str().is_some_and(&own) {
-            return Err(crate::error::StorageError::Corrupt(orphaned));
+            return Err(StorageErrorKind::Corrupt(orphaned).into());
         }
     }
     Ok(())

@@ -1,6 +1,7 @@
 //! Errors.
 
 use core::fmt;
+use std::path::{Path, PathBuf};
 
 use crate::config::Backend;
 
@@ -46,7 +47,8 @@ pub enum Error {
     /// closure, a `for_each` visitor), which it would wait for forever.
     InsideOperation,
     /// A persistent map's files could not be made, opened, read or written; the
-    /// [`StorageError`] says what was wrong. A failed open never changes the files.
+    /// [`StorageError`] says what was wrong and where; its source is the operating
+    /// system's error, if it refused. A failed open never changes the files.
     Storage(StorageError),
     /// Fire-and-forget updates sent through a [`delegate::Handle`](crate::delegate::Handle)
     /// failed at their partition's owner (no room for their keys: the partition is capped
@@ -65,10 +67,11 @@ pub enum Error {
     NotInLayout(&'static str),
 }
 
-/// What is wrong with a persistent map's files (`Builder::persistent`, `FlatMap::open`).
+/// What is wrong with a persistent map's files (`Builder::persistent`, `FlatMap::open`,
+/// `PersistentMap`): the kind of a [`StorageError`], which also names the path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
-pub enum StorageError {
+pub enum StorageErrorKind {
     /// The system refused a file operation.
     Io {
         /// What floe was doing.
@@ -107,52 +110,160 @@ pub enum StorageError {
     Unsupported,
 }
 
+/// A persistent map's files refused: what is wrong ([`kind`](Self::kind)), the file or
+/// directory it concerns ([`path`](Self::path)), and for a refusal of the operating system its
+/// [`std::io::Error`] as the [`source`](std::error::Error::source).
+///
+/// `Copy`, as [`Error`] is (a batch's responses are): the path and the source are kept once
+/// per process, interned (see [`path`](Self::path)).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StorageError {
+    kind: StorageErrorKind,
+    /// A thin pointer (to the interned `PathBuf`): an `Error` is part of every batch response,
+    /// so its size matters.
+    path: Option<&'static PathBuf>,
+}
+
 impl StorageError {
-    pub(crate) fn from_io(what: &'static str, error: &std::io::Error) -> Self {
-        StorageError::Io {
+    /// What is wrong.
+    pub fn kind(&self) -> StorageErrorKind {
+        self.kind
+    }
+
+    /// The file or directory the error concerns: the one floe was working on, or the map's
+    /// directory when no single file is to blame.
+    ///
+    /// Each distinct path an error names is kept for the rest of the process (interned, so
+    /// that the error stays `Copy`): a few bytes per file that ever failed, never per error.
+    pub fn path(&self) -> Option<&'static Path> {
+        self.path.map(PathBuf::as_path)
+    }
+
+    pub(crate) fn from_io(what: &'static str, error: std::io::Error) -> Self {
+        StorageErrorKind::Io {
             what,
             kind: error.kind(),
             errno: error.raw_os_error().unwrap_or(0),
         }
+        .into()
+    }
+
+    /// This error, naming `path` if it names none yet (the innermost layer that knew the
+    /// file wins over the directory a caller adds).
+    pub(crate) fn at(self, path: &Path) -> Self {
+        StorageError {
+            path: self.path.or_else(|| Some(interned_path(path))),
+            ..self
+        }
+    }
+}
+
+/// `path`, kept for the rest of the process: one copy per distinct path.
+#[cold]
+fn interned_path(path: &Path) -> &'static PathBuf {
+    use std::collections::HashSet;
+    use std::sync::{Mutex, OnceLock};
+    static PATHS: OnceLock<Mutex<HashSet<&'static PathBuf>>> = OnceLock::new();
+    let mut paths = PATHS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let owned = path.to_path_buf();
+    if let Some(&kept) = paths.get(&owned) {
+        return kept;
+    }
+    let kept: &'static PathBuf = Box::leak(Box::new(owned));
+    paths.insert(kept);
+    kept
+}
+
+/// The operating system's error of this number (or, for 0, of this kind), kept for the rest
+/// of the process so that a `Copy` error can lend it as its source: one per distinct error.
+#[cold]
+fn interned_io_error(kind: std::io::ErrorKind, errno: i32) -> &'static std::io::Error {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    type Kept = HashMap<(std::io::ErrorKind, i32), &'static std::io::Error>;
+    static ERRORS: OnceLock<Mutex<Kept>> = OnceLock::new();
+    let mut errors = ERRORS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    errors.entry((kind, errno)).or_insert_with(|| {
+        Box::leak(Box::new(if errno != 0 {
+            std::io::Error::from_raw_os_error(errno)
+        } else {
+            std::io::Error::from(kind)
+        }))
+    })
+}
+
+impl From<StorageErrorKind> for StorageError {
+    fn from(kind: StorageErrorKind) -> Self {
+        StorageError { kind, path: None }
+    }
+}
+
+impl PartialEq<StorageErrorKind> for StorageError {
+    fn eq(&self, other: &StorageErrorKind) -> bool {
+        self.kind == *other
     }
 }
 
 impl fmt::Display for StorageError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if let Some(path) = self.path {
+            write!(f, "{}: ", path.display())?;
+        }
+        fmt::Display::fmt(&self.kind, f)
+    }
+}
+
+impl std::error::Error for StorageError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self.kind {
+            StorageErrorKind::Io { kind, errno, .. } => Some(interned_io_error(kind, errno)),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for StorageErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            StorageError::Io { what, kind, errno } => {
+            StorageErrorKind::Io { what, kind, errno } => {
                 write!(f, "could not {what}: {kind}")?;
                 if *errno != 0 {
                     write!(f, " ({})", std::io::Error::from_raw_os_error(*errno))?;
                 }
                 Ok(())
             }
-            StorageError::Locked => {
+            StorageErrorKind::Locked => {
                 f.write_str("the map is open in another process (its lock is held)")
             }
-            StorageError::Missing => f.write_str("no floe map at this path"),
-            StorageError::Exists => {
+            StorageErrorKind::Missing => f.write_str("no floe map at this path"),
+            StorageErrorKind::Exists => {
                 f.write_str("a floe map exists at this path already (open it instead)")
             }
-            StorageError::OtherKind(kind) => {
+            StorageErrorKind::OtherKind(kind) => {
                 write!(f, "the directory holds a floe {kind}, not the kind of map asked for")
             }
-            StorageError::NotEmpty => f.write_str(
+            StorageErrorKind::NotEmpty => f.write_str(
                 "the directory holds files that are not this map's (a new map is made only in a missing or empty directory)",
             ),
-            StorageError::Foreign => {
+            StorageErrorKind::Foreign => {
                 f.write_str("not a floe map (the superblock's magic does not match)")
             }
-            StorageError::Version { found } => write!(
+            StorageErrorKind::Version { found } => write!(
                 f,
                 "the map's format version is {found}, this floe reads {}",
                 crate::raw::FORMAT_VERSION
             ),
-            StorageError::Corrupt(why) => write!(f, "the map's files are damaged: {why}"),
-            StorageError::TypeMismatch(which) => {
+            StorageErrorKind::Corrupt(why) => write!(f, "the map's files are damaged: {why}"),
+            StorageErrorKind::TypeMismatch(which) => {
                 write!(f, "the map was made for another {which} type")
             }
-            StorageError::Unsupported => {
+            StorageErrorKind::Unsupported => {
                 f.write_str("persistent maps are not supported on this platform")
             }
         }
@@ -179,9 +290,40 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {}
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            // The storage error's own message is part of this one's; its source (the
+            // operating system's error) is the cause a caller may want to inspect.
+            Error::Storage(error) => std::error::Error::source(error),
+            _ => None,
+        }
+    }
+}
 
 impl Error {
+    /// The kind of a storage error, `None` for every other error: the short way to ask
+    /// `error.storage_kind() == Some(StorageErrorKind::Missing)`.
+    pub fn storage_kind(&self) -> Option<StorageErrorKind> {
+        match self {
+            Error::Storage(error) => Some(error.kind()),
+            _ => None,
+        }
+    }
+
+    /// A storage error of `kind` (or a [`StorageError`]), naming no path yet.
+    pub(crate) fn storage(error: impl Into<StorageError>) -> Error {
+        Error::Storage(error.into())
+    }
+
+    /// This error, naming `path` if it is a storage error that names none yet.
+    pub(crate) fn at(self, path: &Path) -> Error {
+        match self {
+            Error::Storage(error) => Error::Storage(error.at(path)),
+            other => other,
+        }
+    }
+
     /// Panic with this error. The infallible forms (`insert`, `with_capacity`, ...) do, as
     /// std's collections panic on a capacity overflow; their `try_` twins return it instead.
     #[cold]
@@ -206,5 +348,39 @@ impl<T> OrRaise<T> for Result<T, Error> {
             Ok(value) => value,
             Err(error) => error.raise(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_stays_small_and_its_path_and_source_are_kept_once() {
+        // Every batch response carries an `Error` slot: naming paths must not grow it past
+        // the four words it had.
+        assert!(size_of::<Error>() <= 32, "{}", size_of::<Error>());
+        let missing = Error::storage(StorageErrorKind::Missing).at(Path::new("/a/b"));
+        let again = Error::storage(StorageErrorKind::Missing).at(Path::new("/a/b"));
+        let (Error::Storage(first), Error::Storage(second)) = (missing, again) else {
+            unreachable!()
+        };
+        assert_eq!(first.path(), Some(Path::new("/a/b")));
+        assert!(core::ptr::eq(first.path().unwrap(), second.path().unwrap()));
+        assert_eq!(
+            missing.to_string(),
+            "persistent map: /a/b: no floe map at this path"
+        );
+        // The innermost path wins.
+        assert_eq!(missing.at(Path::new("/a")), missing);
+        assert!(std::error::Error::source(&missing).is_none());
+        let io = StorageError::from_io(
+            "read the superblock",
+            std::io::Error::from_raw_os_error(libc::EACCES),
+        );
+        let source = std::error::Error::source(&io).expect("an I/O error's source");
+        let source = source.downcast_ref::<std::io::Error>().unwrap();
+        assert_eq!(source.raw_os_error(), Some(libc::EACCES));
+        assert_eq!(source.kind(), std::io::ErrorKind::PermissionDenied);
     }
 }

@@ -19,7 +19,7 @@
 //! and renamed into place, then listed (with the older chunks unlisted), then the older files
 //! deleted; a checkpoint syncs the chunks, then records their synced lengths. So at every
 //! instant, every file the manifest lists exists with the length it lists, and every record a
-//! write returned after is in a listed file. An open therefore refuses (`StorageError::Corrupt`)
+//! write returned after is in a listed file. An open therefore refuses (`StorageErrorKind::Corrupt`)
 //! a listed file that is missing, of another length, or not a regular file; it ignores (and
 //! the next compaction deletes) unlisted files holding no record. Within a chunk, the tail
 //! rule of `durable::judge_tail` decides: while the machine has not restarted since the map
@@ -65,8 +65,8 @@ use memmap2::MmapRaw;
 
 use crate::{
     durable::{self, Listed, Manifest, ManifestError},
-    error::{Error, StorageError},
-    raw::store::{create_reserved, io_error, Store},
+    error::{Error, StorageErrorKind},
+    raw::store::{create_reserved, io_error, io_error_at, Store},
 };
 
 /// Bumped whenever the meaning of a byte in the files changes.
@@ -110,7 +110,7 @@ pub(crate) fn crash_point() {
 }
 
 fn corrupt(why: &'static str) -> Error {
-    Error::Storage(StorageError::Corrupt(why))
+    Error::storage(StorageErrorKind::Corrupt(why))
 }
 
 fn crc_of(parts: &[&[u8]]) -> u32 {
@@ -122,7 +122,7 @@ fn crc_of(parts: &[&[u8]]) -> u32 {
 }
 
 fn sync_dir(dir: &Path) -> Result<(), Error> {
-    durable::sync_dir(dir).map_err(io_error("sync the map's directory"))
+    durable::sync_dir(dir).map_err(io_error_at("sync the map's directory", dir))
 }
 
 /// Read a file of the map, as a regular file only, with `what` and `missing` for the errors.
@@ -170,7 +170,7 @@ impl Identity<'_> {
     /// Check `bytes` (the meta file) against this identity.
     fn check(&self, bytes: &[u8]) -> Result<(), Error> {
         if bytes.len() < 8 || bytes[..8] != META_MAGIC {
-            return Err(Error::Storage(StorageError::Foreign));
+            return Err(Error::storage(StorageErrorKind::Foreign));
         }
         if bytes.len() < 16 {
             return Err(corrupt("the meta file is cut short"));
@@ -181,13 +181,13 @@ impl Identity<'_> {
         }
         let version = u32::from_le_bytes(body[8..12].try_into().expect("4 bytes"));
         if version != JOURNAL_FORMAT {
-            return Err(Error::Storage(StorageError::Version { found: version }));
+            return Err(Error::storage(StorageErrorKind::Version { found: version }));
         }
         let mut rest = &body[12..];
         for (ours, which) in [(self.key, "key"), (self.value, "value")] {
             let name = take_prefixed(&mut rest).ok_or(corrupt("the meta file is cut short"))?;
             if name != ours.as_bytes() {
-                return Err(Error::Storage(StorageError::TypeMismatch(which)));
+                return Err(Error::storage(StorageErrorKind::TypeMismatch(which)));
             }
         }
         Ok(())
@@ -222,7 +222,7 @@ impl Chunk {
             "create a journal file",
             "reserve a journal file's blocks",
         )?;
-        let map = MmapRaw::map_raw(&file).map_err(io_error("map a journal file"))?;
+        let map = MmapRaw::map_raw(&file).map_err(io_error_at("map a journal file", &path))?;
         let mut header = [0u8; CHUNK_HEADER];
         header[..8].copy_from_slice(&CHUNK_MAGIC);
         header[8..12].copy_from_slice(&JOURNAL_FORMAT.to_le_bytes());
@@ -236,9 +236,10 @@ impl Chunk {
         unsafe { core::ptr::copy_nonoverlapping(header.as_ptr(), map.as_mut_ptr(), CHUNK_HEADER) };
         // Synced before the manifest lists it: a listed chunk has its length and header on
         // the disk, whatever a power loss takes later.
-        map.flush().map_err(io_error("sync a new journal file"))?;
+        map.flush()
+            .map_err(io_error_at("sync a new journal file", &path))?;
         file.sync_all()
-            .map_err(io_error("sync a new journal file"))?;
+            .map_err(io_error_at("sync a new journal file", &path))?;
         Ok(Chunk {
             map,
             name,
@@ -310,7 +311,7 @@ impl Lane {
     ) -> Result<StateByte, Error> {
         let body_len = self.scratch.len();
         if u32::try_from(body_len).is_err() {
-            return Err(Error::Storage(StorageError::Io {
+            return Err(Error::storage(StorageErrorKind::Io {
                 what: "journal a key and value of 4 GiB or more",
                 kind: std::io::ErrorKind::FileTooLarge,
                 errno: 0,
@@ -458,7 +459,10 @@ impl Journal {
         change(&mut changed);
         changed
             .write(&self.dir, MANIFEST, MANIFEST_MAGIC, JOURNAL_FORMAT)
-            .map_err(io_error("write the map's manifest"))?;
+            .map_err(io_error_at(
+                "write the map's manifest",
+                &self.dir.join(MANIFEST),
+            ))?;
         *manifest = changed;
         Ok(())
     }
@@ -488,7 +492,7 @@ impl Journal {
         // Our own leftovers only (a manifest, journals or snapshots of an attempt that never
         // wrote its meta file, temporary files).
         durable::check_new_dir(dir, durable::PERSISTENT_MAP, is_own_file)
-            .map_err(Error::Storage)?;
+            .map_err(Error::storage)?;
         // The manifest first: a directory with a meta file is a map, and a map has one.
         let journal = Journal::with_lock(dir, lock, 1);
         journal.record_open()?;
@@ -534,6 +538,7 @@ impl Journal {
             match chunk.sync() {
                 Ok(length) => lengths.push((chunk.name.clone(), length)),
                 Err(error) => {
+                    let error = error.at(&self.dir.join(&chunk.name));
                     // Not synced after all: the next checkpoint tries them again.
                     let mut lane = self.lanes[0].lock().unwrap_or_else(|p| p.into_inner());
                     lane.filled.extend(chunks);
@@ -584,12 +589,12 @@ impl Journal {
             Ok(bytes) => bytes,
             Err(error) => {
                 let _ = std::fs::remove_file(&tmp);
-                return Err(io_error("write a snapshot")(error));
+                return Err(io_error_at("write a snapshot", &tmp)(error));
             }
         };
         crash_point();
         std::fs::rename(&tmp, self.dir.join(snapshot_name(gen)))
-            .map_err(io_error("rename a snapshot into place"))?;
+            .map_err(io_error_at("rename a snapshot into place", &tmp))?;
         sync_dir(&self.dir)?;
         crash_point();
         // The snapshot is replay's start from now on: the older chunks are no longer needed.
@@ -818,7 +823,7 @@ impl Journal {
         identity: &Identity<'_>,
         repair: bool,
     ) -> Result<(Journal, Loaded), Error> {
-        durable::check_kind(dir, durable::PERSISTENT_MAP).map_err(Error::Storage)?;
+        durable::check_kind(dir, durable::PERSISTENT_MAP).map_err(Error::storage)?;
         let lock = Store::lock(dir, false)?;
         let meta = read_file(&dir.join(META), "read the map's meta file", "no meta file")?;
         identity.check(&meta)?;
@@ -829,7 +834,9 @@ impl Journal {
         )?;
         let manifest = Manifest::decode(&bytes, MANIFEST_MAGIC, JOURNAL_FORMAT).map_err(
             |error| match error {
-                ManifestError::Version(found) => Error::Storage(StorageError::Version { found }),
+                ManifestError::Version(found) => {
+                    Error::storage(StorageErrorKind::Version { found })
+                }
                 ManifestError::Foreign | ManifestError::Damaged => {
                     corrupt("the map's manifest is damaged")
                 }
@@ -932,7 +939,7 @@ fn read_snapshot<'a>(bytes: &'a [u8], gen: u64, contents: &mut Contents<'a>) -> 
     }
     let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
     if version != JOURNAL_FORMAT {
-        return Err(Error::Storage(StorageError::Version { found: version }));
+        return Err(Error::storage(StorageErrorKind::Version { found: version }));
     }
     let (body, trailer) = bytes.split_at(bytes.len() - 16);
     let count = u64::from_le_bytes(trailer[..8].try_into().expect("8 bytes"));
@@ -1054,7 +1061,7 @@ fn read_chunk<'a>(
     }
     let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
     if version != JOURNAL_FORMAT {
-        return Err(Error::Storage(StorageError::Version { found: version }));
+        return Err(Error::storage(StorageErrorKind::Version { found: version }));
     }
     let mut at = CHUNK_HEADER;
     loop {

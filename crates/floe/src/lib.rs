@@ -128,8 +128,9 @@
 //! other key, value or hasher types, by another format version, damaged (a checksummed
 //! superblock; bin states, link words and keys checked against the superblock, the geometry
 //! and the hash), missing, truncated, not regular files (a FIFO is refused, not waited on) or
-//! locked by another process are refused with an [`Error::Storage`] that says which, and a
-//! refused open never writes ([`durable`] is the layer every format stands on). The hasher must be a [`hash::PersistentHasher`]
+//! locked by another process are refused with an [`Error::Storage`] that says which and names
+//! the file or directory ([`StorageError::path`]; the operating system's error, where it
+//! refused, is the [`source`](std::error::Error::source)), and a refused open never writes ([`durable`] is the layer every format stands on). The hasher must be a [`hash::PersistentHasher`]
 //! (its seed is stored). A persistent map does not prepare its next table ahead
 //! ([`Builder::grow_ahead`]). The directory is
 //! itself locked (`flock` on the directory, so no file removed from it lets a second process
@@ -262,7 +263,7 @@ pub use crate::{
     },
     batch::{Batch, Delta, Pipeline, Prefetch, Request, Response, MAX_PIPELINE_WINDOW},
     config::{Backend, Durability, Layout, ResizeMode, Stats},
-    error::{Error, StorageError},
+    error::{Error, StorageError, StorageErrorKind},
     inline::{Counter, Inline, InlineKey},
     local::LocalMap,
     map::{

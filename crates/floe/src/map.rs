@@ -9,7 +9,7 @@ use core::{hash::BuildHasher, marker::PhantomData};
 
 use crate::{
     config::{Backend, Config, Layout, ResizeMode, Stats},
-    error::{Error, OrRaise},
+    error::{Error, OrRaise, StorageErrorKind},
     hash::DefaultHashBuilder,
     inline::{Counter, Inline, InlineKey},
     raw::{layouts::Driver, Full, Inserted, Mismatch},
@@ -394,12 +394,17 @@ impl<K: InlineKey, V: Inline, S: crate::hash::PersistentHasher> Builder<K, V, S>
     ///
     /// # Errors
     /// As [`build`](Self::build), and [`Error::Storage`] if the directory holds a map already
-    /// ([`StorageError::Exists`](crate::StorageError::Exists)), is locked by another process,
+    /// ([`StorageErrorKind::Exists`](StorageErrorKind::Exists)), is locked by another process,
     /// or a file cannot be made.
     pub fn build_persistent(
         self,
         dir: impl AsRef<std::path::Path>,
     ) -> Result<FlatMap<K, V, S>, Error> {
+        let dir = dir.as_ref();
+        self.create_in(dir).map_err(|error| error.at(dir))
+    }
+
+    fn create_in(self, dir: &std::path::Path) -> Result<FlatMap<K, V, S>, Error> {
         let block = crate::raw::Superblock {
             identity: self.identity(),
             bins_per_link: self.config.bins_per_link as u64,
@@ -416,7 +421,7 @@ impl<K: InlineKey, V: Inline, S: crate::hash::PersistentHasher> Builder<K, V, S>
         self.refuse_dense()?;
         let raw = Driver::Bins(crate::raw::driver::RawMap::create_persistent(
             &self.config,
-            dir.as_ref(),
+            dir,
             block,
             &|word| self.hasher.hash_one(word),
         )?);
@@ -489,12 +494,16 @@ impl<K: InlineKey, V: Inline, S: crate::hash::PersistentHasher> Builder<K, V, S>
         self,
         dir: impl AsRef<std::path::Path>,
     ) -> Result<(FlatMap<K, V, S>, Recovery), Error> {
-        use crate::error::StorageError;
+        let dir = dir.as_ref();
+        self.open_in(dir).map_err(|error| error.at(dir))
+    }
+
+    fn open_in(self, dir: &std::path::Path) -> Result<(FlatMap<K, V, S>, Recovery), Error> {
         if cfg!(miri) {
-            return Err(Error::Storage(StorageError::Unsupported));
+            return Err(Error::storage(StorageErrorKind::Unsupported));
         }
         self.refuse_dense()?;
-        let (store, block) = crate::raw::Store::open(dir.as_ref())?;
+        let (store, block) = crate::raw::Store::open(dir)?;
         let ours = self.identity();
         let mismatch = if block.identity.key != ours.key {
             Some("key")
@@ -506,7 +515,7 @@ impl<K: InlineKey, V: Inline, S: crate::hash::PersistentHasher> Builder<K, V, S>
             None
         };
         if let Some(which) = mismatch {
-            return Err(Error::Storage(StorageError::TypeMismatch(which)));
+            return Err(Error::storage(StorageErrorKind::TypeMismatch(which)));
         }
         let hasher = S::from_seed(block.identity.seed);
         let clean = block.clean;
@@ -559,14 +568,14 @@ impl<K: InlineKey, V: Inline, S: crate::hash::PersistentHasher> Builder<K, V, S>
     /// # Errors
     /// As [`open`](Self::open) when a map is there; as
     /// [`build_persistent`](Self::build_persistent) when none is. A directory that holds a
-    /// [`PersistentMap`](crate::PersistentMap) is refused
-    /// ([`StorageError::OtherKind`](crate::StorageError::OtherKind)), and so is one that holds
-    /// no map but other files ([`StorageError::NotEmpty`](crate::StorageError::NotEmpty)):
+    /// `PersistentMap` (feature `serde`) is refused
+    /// ([`StorageErrorKind::OtherKind`](StorageErrorKind::OtherKind)), and so is one that holds
+    /// no map but other files ([`StorageErrorKind::NotEmpty`](StorageErrorKind::NotEmpty)):
     /// nothing is made beside them.
     ///
     /// A directory with the kind's own files but not its marker (table files whose marker was
     /// removed, or a creation a crash interrupted) is refused as damaged
-    /// ([`StorageError::Corrupt`](crate::StorageError::Corrupt)) and left as it is: a new
+    /// ([`StorageErrorKind::Corrupt`](StorageErrorKind::Corrupt)) and left as it is: a new
     /// map made there would drop the old one's data.
     #[allow(clippy::type_complexity)] // the map, and what the open found: read at a glance
     pub fn open_or_create(
@@ -578,14 +587,14 @@ impl<K: InlineKey, V: Inline, S: crate::hash::PersistentHasher> Builder<K, V, S>
             Some(crate::durable::FLAT_MAP) => {
                 self.open(dir).map(|(map, recovery)| (map, Some(recovery)))
             }
-            Some(other) => Err(Error::Storage(crate::StorageError::OtherKind(other))),
+            Some(other) => Err(Error::storage(StorageErrorKind::OtherKind(other)).at(dir)),
             None => {
                 crate::durable::refuse_orphans(
                     dir,
                     crate::raw::store::is_own_file,
                     "table files without their superblock: a damaged map, or a creation a crash interrupted (remove them to start anew)",
                 )
-                .map_err(Error::Storage)?;
+                .map_err(|error| Error::storage(error).at(dir))?;
                 self.build_persistent(dir).map(|map| (map, None))
             }
         }

@@ -107,7 +107,7 @@ use serde::{de::DeserializeOwned, Serialize};
 
 use crate::{
     any_map::{Compute, Map, MapRef, Operation},
-    error::{Error, StorageError},
+    error::{Error, StorageError, StorageErrorKind},
     hash::DefaultHashBuilder,
     journal::{self, crash_point, Identity, Journal, Kind, StateByte, CONFIRMED, VOID},
     map::{Builder, ForMap, Insert},
@@ -242,14 +242,19 @@ where
     ///
     /// # Errors
     /// [`Error::Storage`] if `dir` holds a map already
-    /// ([`StorageError::Exists`](crate::StorageError::Exists)), is locked by another process,
+    /// ([`StorageErrorKind::Exists`](StorageErrorKind::Exists)), is locked by another process,
     /// or cannot be written; the builder's own errors as [`build`](Self::build).
     pub fn build_persistent(self, dir: impl AsRef<Path>) -> Result<PersistentMap<K, V, S>, Error> {
+        let dir = dir.as_ref();
+        self.create_in(dir).map_err(|error| error.at(dir))
+    }
+
+    fn create_in(self, dir: &Path) -> Result<PersistentMap<K, V, S>, Error> {
         if cfg!(miri) {
-            return Err(Error::Storage(StorageError::Unsupported));
+            return Err(Error::storage(StorageErrorKind::Unsupported));
         }
         let map = self.with_value::<Durable<V>>().build()?;
-        let journal = Journal::create(dir.as_ref(), &identity::<K, V>())?;
+        let journal = Journal::create(dir, &identity::<K, V>())?;
         Ok(PersistentMap::start(map, journal, 1))
     }
 
@@ -270,16 +275,20 @@ where
         self,
         dir: impl AsRef<Path>,
     ) -> Result<(PersistentMap<K, V, S>, MapRecovery), Error> {
+        let dir = dir.as_ref();
+        self.open_in(dir).map_err(|error| error.at(dir))
+    }
+
+    fn open_in(self, dir: &Path) -> Result<(PersistentMap<K, V, S>, MapRecovery), Error> {
         if cfg!(miri) {
-            return Err(Error::Storage(StorageError::Unsupported));
+            return Err(Error::storage(StorageErrorKind::Unsupported));
         }
-        let (journal, loaded) =
-            Journal::open(dir.as_ref(), &identity::<K, V>(), self.config.repair)?;
+        let (journal, loaded) = Journal::open(dir, &identity::<K, V>(), self.config.repair)?;
         let mut contents = loaded.contents()?;
         let keys = contents.keys.len();
         let map = self.capacity(keys).with_value::<Durable<V>>().build()?;
         let undecodable = || {
-            Error::Storage(StorageError::Corrupt(
+            Error::storage(StorageErrorKind::Corrupt(
                 "a record does not decode as the map's key or value type",
             ))
         };
@@ -302,7 +311,7 @@ where
                     pending: AtomicPtr::new(core::ptr::null_mut()),
                 };
                 if !pinned.try_insert_new(key, durable)?.is_inserted() {
-                    return Err(Error::Storage(StorageError::Corrupt(
+                    return Err(Error::storage(StorageErrorKind::Corrupt(
                         "two records name the same key",
                     )));
                 }
@@ -337,7 +346,7 @@ where
             contents
                 .max_seq
                 .checked_add(1)
-                .ok_or(Error::Storage(StorageError::Corrupt(
+                .ok_or(Error::storage(StorageErrorKind::Corrupt(
                     "a record's sequence number is the largest there is",
                 )))?;
         let map = PersistentMap::start(map, journal, next_seq);
@@ -376,12 +385,12 @@ where
     /// As [`open`](Self::open) when a map is there; as
     /// [`build_persistent`](Self::build_persistent) when none is. A directory that holds a
     /// persistent [`FlatMap`](crate::FlatMap) is refused
-    /// ([`StorageError::OtherKind`](crate::StorageError::OtherKind)), and so is one that holds
-    /// no map but other files ([`StorageError::NotEmpty`](crate::StorageError::NotEmpty)).
+    /// ([`StorageErrorKind::OtherKind`](StorageErrorKind::OtherKind)), and so is one that holds
+    /// no map but other files ([`StorageErrorKind::NotEmpty`](StorageErrorKind::NotEmpty)).
     ///
     /// A directory with the kind's own files but not its marker (journals whose marker was
     /// removed, or a creation a crash interrupted) is refused as damaged
-    /// ([`StorageError::Corrupt`](crate::StorageError::Corrupt)) and left as it is: a new
+    /// ([`StorageErrorKind::Corrupt`](StorageErrorKind::Corrupt)) and left as it is: a new
     /// map made there would drop the old one's data.
     #[allow(clippy::type_complexity)] // the map, and what the open found: read at a glance
     pub fn open_or_create(
@@ -393,14 +402,14 @@ where
             Some(crate::durable::PERSISTENT_MAP) => {
                 self.open(dir).map(|(map, recovery)| (map, Some(recovery)))
             }
-            Some(other) => Err(Error::Storage(StorageError::OtherKind(other))),
+            Some(other) => Err(Error::storage(StorageErrorKind::OtherKind(other)).at(dir)),
             None => {
                 crate::durable::refuse_orphans(
                     dir,
                     journal::is_own_file,
                     "journal files without the map's meta file: a damaged map, or a creation a crash interrupted (remove them to start anew)",
                 )
-                .map_err(Error::Storage)?;
+                .map_err(|error| Error::storage(error).at(dir))?;
                 self.build_persistent(dir).map(|map| (map, None))
             }
         }
@@ -683,7 +692,7 @@ impl postcard::ser_flavors::Flavor for AppendTo<'_> {
 }
 
 fn encode_error(error: std::io::Error) -> Error {
-    Error::Storage(StorageError::from_io("encode a key or value", &error))
+    Error::storage(StorageError::from_io("encode a key or value", error))
 }
 
 /// A write attempt's record while its fate is unknown.

@@ -1,7 +1,7 @@
 //! A directory is one map's: each persistent format refuses the other's directory, a new map
 //! is made only in a missing or empty directory, and `open_or_create` opens what is there or
 //! makes a map where nothing is (issue 43, part 4). Before, a program that matched
-//! `StorageError::Missing` and then created made a `FlatMap` inside a `PersistentMap`'s
+//! `StorageErrorKind::Missing` and then created made a `FlatMap` inside a `PersistentMap`'s
 //! directory (and the reverse) without an error.
 #![cfg(all(unix, feature = "serde"))]
 
@@ -9,7 +9,7 @@
 mod crash_harness;
 
 use crash_harness::{make_fifo, Scratch};
-use floe::{Error, FlatMap, Map, PersistentMap, StorageError};
+use floe::{Error, FlatMap, Map, PersistentMap, StorageErrorKind};
 
 type Persistent = PersistentMap<String, String>;
 
@@ -47,9 +47,12 @@ fn listing(dir: &Scratch) -> Vec<(String, u64)> {
 }
 
 /// The storage error a call refused with.
-fn refusal<T>(result: Result<T, Error>) -> StorageError {
+fn refusal<T>(result: Result<T, Error>) -> StorageErrorKind {
     match result {
-        Err(Error::Storage(storage)) => storage,
+        Err(Error::Storage(storage)) => {
+            assert!(storage.path().is_some(), "{storage}: names no path");
+            storage.kind()
+        }
         Err(other) => panic!("expected a storage error, got {other}"),
         Ok(_) => panic!("expected a refusal"),
     }
@@ -61,11 +64,20 @@ fn a_flat_map_is_not_made_or_opened_in_a_persistent_maps_directory() {
     persistent_in(&dir).close().expect("close");
     let before = listing(&dir);
     let created = FlatMap::<u64, u64>::builder().build_persistent(dir.path());
-    assert_eq!(refusal(created), StorageError::OtherKind("PersistentMap"));
+    assert_eq!(
+        refusal(created),
+        StorageErrorKind::OtherKind("PersistentMap")
+    );
     let opened = FlatMap::<u64, u64>::open(dir.path());
-    assert_eq!(refusal(opened), StorageError::OtherKind("PersistentMap"));
+    assert_eq!(
+        refusal(opened),
+        StorageErrorKind::OtherKind("PersistentMap")
+    );
     let either = FlatMap::<u64, u64>::builder().open_or_create(dir.path());
-    assert_eq!(refusal(either), StorageError::OtherKind("PersistentMap"));
+    assert_eq!(
+        refusal(either),
+        StorageErrorKind::OtherKind("PersistentMap")
+    );
     assert_eq!(listing(&dir), before, "a refusal wrote nothing");
     let map = Persistent::open(dir.path()).expect("the PersistentMap is intact");
     assert_eq!(map.pin().get("a").map(String::as_str), Some("b"));
@@ -77,11 +89,11 @@ fn a_persistent_map_is_not_made_or_opened_in_a_flat_maps_directory() {
     flat_in(&dir).close().expect("close");
     let before = listing(&dir);
     let created = Map::<String, String>::builder().build_persistent(dir.path());
-    assert_eq!(refusal(created), StorageError::OtherKind("FlatMap"));
+    assert_eq!(refusal(created), StorageErrorKind::OtherKind("FlatMap"));
     let opened = Persistent::open(dir.path());
-    assert_eq!(refusal(opened), StorageError::OtherKind("FlatMap"));
+    assert_eq!(refusal(opened), StorageErrorKind::OtherKind("FlatMap"));
     let either = Map::<String, String>::builder().open_or_create(dir.path());
-    assert_eq!(refusal(either), StorageError::OtherKind("FlatMap"));
+    assert_eq!(refusal(either), StorageErrorKind::OtherKind("FlatMap"));
     assert_eq!(listing(&dir), before, "a refusal wrote nothing");
     let map = FlatMap::<u64, u64>::open(dir.path()).expect("the FlatMap is intact");
     assert_eq!(map.get(&1), Some(10));
@@ -104,9 +116,9 @@ fn a_new_map_is_made_only_where_no_other_files_are() {
         make(&dir.path().join("notes"));
         let before = listing(&dir);
         let flat = FlatMap::<u64, u64>::builder().open_or_create(dir.path());
-        assert_eq!(refusal(flat), StorageError::NotEmpty, "{what}");
+        assert_eq!(refusal(flat), StorageErrorKind::NotEmpty, "{what}");
         let journaled = Map::<String, String>::builder().build_persistent(dir.path());
-        assert_eq!(refusal(journaled), StorageError::NotEmpty, "{what}");
+        assert_eq!(refusal(journaled), StorageErrorKind::NotEmpty, "{what}");
         assert_eq!(listing(&dir), before, "{what}: a refusal wrote nothing");
     }
 }
@@ -131,7 +143,7 @@ fn open_or_create_makes_then_opens() {
     assert!((0..500).all(|key| map.get(&key) == Some(key * 2)));
     // Open, it is locked: a second open_or_create is refused, not a second map.
     let second = FlatMap::<u64, u64>::builder().open_or_create(dir.path());
-    assert_eq!(refusal(second), StorageError::Locked);
+    assert_eq!(refusal(second), StorageErrorKind::Locked);
     map.close().expect("close");
 
     let dir = Scratch::new("pm-ooc");
@@ -172,7 +184,7 @@ fn a_map_without_its_marker_file_is_refused_not_replaced() {
     let before = listing(&dir);
     let again = FlatMap::<u64, u64>::builder().open_or_create(dir.path());
     assert!(
-        matches!(refusal(again), StorageError::Corrupt(why) if why.contains("superblock")),
+        matches!(refusal(again), StorageErrorKind::Corrupt(why) if why.contains("superblock")),
         "table files without a superblock"
     );
     assert_eq!(listing(&dir), before, "the tables are kept");
@@ -183,7 +195,7 @@ fn a_map_without_its_marker_file_is_refused_not_replaced() {
     let before = listing(&dir);
     let again = Map::<String, String>::builder().open_or_create(dir.path());
     assert!(
-        matches!(refusal(again), StorageError::Corrupt(why) if why.contains("meta file")),
+        matches!(refusal(again), StorageErrorKind::Corrupt(why) if why.contains("meta file")),
         "journals without a meta file"
     );
     assert_eq!(listing(&dir), before, "the journals are kept");

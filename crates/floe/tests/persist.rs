@@ -23,7 +23,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use floe::{Error, FlatMap, Insert, StorageError};
+use floe::{Error, FlatMap, Insert, StorageErrorKind};
 
 type Persistent = FlatMap<u64, u64>;
 
@@ -540,9 +540,18 @@ fn table_file(dir: &Path) -> PathBuf {
         .expect("a table file")
 }
 
-fn storage_error<T>(result: Result<T, Error>) -> StorageError {
+/// The kind of storage error `result` is, checking that the error names a path and that its
+/// message does.
+fn storage_error<T>(result: Result<T, Error>) -> StorageErrorKind {
     match result {
-        Err(Error::Storage(error)) => error,
+        Err(Error::Storage(error)) => {
+            let path = error.path().expect("a storage error names its path");
+            assert!(
+                error.to_string().contains(&path.display().to_string()),
+                "{error}"
+            );
+            error.kind()
+        }
         Err(other) => panic!("expected a storage error, got {other}"),
         Ok(_) => panic!("expected a storage error, got a map"),
     }
@@ -554,7 +563,10 @@ fn storage_error<T>(result: Result<T, Error>) -> StorageError {
 fn bad_files_are_refused_unchanged() {
     let scratch = Scratch::new("bad");
     let dir = scratch.path();
-    assert_eq!(storage_error(Persistent::open(dir)), StorageError::Missing);
+    assert_eq!(
+        storage_error(Persistent::open(dir)),
+        StorageErrorKind::Missing
+    );
     let map = FlatMap::<u64, u64>::builder()
         .capacity(1000)
         .build_persistent(dir)
@@ -562,27 +574,30 @@ fn bad_files_are_refused_unchanged() {
     for key in 0..500 {
         assert!(map.insert_new(key, key * 3).is_inserted());
     }
-    assert_eq!(storage_error(Persistent::open(dir)), StorageError::Locked);
+    assert_eq!(
+        storage_error(Persistent::open(dir)),
+        StorageErrorKind::Locked
+    );
     assert_eq!(
         storage_error(FlatMap::<u64, u64>::builder().build_persistent(dir)),
-        StorageError::Locked
+        StorageErrorKind::Locked
     );
     map.close().unwrap();
     assert_eq!(
         storage_error(FlatMap::<u64, u64>::builder().build_persistent(dir)),
-        StorageError::Exists
+        StorageErrorKind::Exists
     );
     assert_eq!(
         storage_error(FlatMap::<u64, u32>::open(dir)),
-        StorageError::TypeMismatch("value")
+        StorageErrorKind::TypeMismatch("value")
     );
     assert_eq!(
         storage_error(FlatMap::<i64, u64>::open(dir)),
-        StorageError::TypeMismatch("key")
+        StorageErrorKind::TypeMismatch("key")
     );
     assert_eq!(
         storage_error(FlatMap::<u64, u64, floe::hash::WyHash>::open(dir)),
-        StorageError::TypeMismatch("hasher")
+        StorageErrorKind::TypeMismatch("hasher")
     );
     let good = file_bytes(dir);
     let superblock = dir.join("floe.super");
@@ -591,22 +606,22 @@ fn bad_files_are_refused_unchanged() {
     let original_table = std::fs::read(&table).unwrap();
 
     // Each damage, the error it gets, and the files unchanged by the refused open.
-    type Damage<'a> = (&'a str, Box<dyn Fn() + 'a>, fn(StorageError) -> bool);
+    type Damage<'a> = (&'a str, Box<dyn Fn() + 'a>, fn(StorageErrorKind) -> bool);
     let damages: Vec<Damage> = vec![
         (
             "foreign superblock",
             Box::new(|| std::fs::write(&superblock, b"#!/bin/sh\necho hello\n").unwrap()),
-            |e| e == StorageError::Foreign,
+            |e| e == StorageErrorKind::Foreign,
         ),
         (
             "zeroed superblock",
             Box::new(|| std::fs::write(&superblock, vec![0u8; original_super.len()]).unwrap()),
-            |e| e == StorageError::Foreign,
+            |e| e == StorageErrorKind::Foreign,
         ),
         (
             "truncated superblock",
             Box::new(|| std::fs::write(&superblock, &original_super[..40]).unwrap()),
-            |e| matches!(e, StorageError::Corrupt(_)),
+            |e| matches!(e, StorageErrorKind::Corrupt(_)),
         ),
         (
             "bit-flipped superblock",
@@ -615,22 +630,22 @@ fn bad_files_are_refused_unchanged() {
                 bytes[70] ^= 4;
                 std::fs::write(&superblock, bytes).unwrap()
             }),
-            |e| matches!(e, StorageError::Corrupt(_)),
+            |e| matches!(e, StorageErrorKind::Corrupt(_)),
         ),
         (
             "missing superblock",
             Box::new(|| std::fs::remove_file(&superblock).unwrap()),
-            |e| e == StorageError::Missing,
+            |e| e == StorageErrorKind::Missing,
         ),
         (
             "truncated table",
             Box::new(|| std::fs::write(&table, &original_table[..4096]).unwrap()),
-            |e| matches!(e, StorageError::Corrupt(_)),
+            |e| matches!(e, StorageErrorKind::Corrupt(_)),
         ),
         (
             "zero-filled table",
             Box::new(|| std::fs::write(&table, vec![0u8; original_table.len()]).unwrap()),
-            |e| matches!(e, StorageError::Corrupt(_)),
+            |e| matches!(e, StorageErrorKind::Corrupt(_)),
         ),
         (
             "bit-flipped table header",
@@ -640,12 +655,12 @@ fn bad_files_are_refused_unchanged() {
                 bytes[64 * 3 + 15] ^= 0x40;
                 std::fs::write(&table, bytes).unwrap()
             }),
-            |e| matches!(e, StorageError::Corrupt(_)),
+            |e| matches!(e, StorageErrorKind::Corrupt(_)),
         ),
         (
             "missing table",
             Box::new(|| std::fs::remove_file(&table).unwrap()),
-            |e| matches!(e, StorageError::Corrupt(_)),
+            |e| matches!(e, StorageErrorKind::Corrupt(_)),
         ),
         (
             // Every byte counts after a clean close (the checksum written then): a value's
@@ -657,7 +672,7 @@ fn bad_files_are_refused_unchanged() {
                 bytes[bin + first_bin_slot_value] ^= 0x01;
                 std::fs::write(&table, bytes).unwrap()
             }),
-            |e| matches!(e, StorageError::Corrupt(_)),
+            |e| matches!(e, StorageErrorKind::Corrupt(_)),
         ),
         (
             "a byte of the never-written tail",
@@ -667,7 +682,7 @@ fn bad_files_are_refused_unchanged() {
                 bytes[last] = 7;
                 std::fs::write(&table, bytes).unwrap()
             }),
-            |e| matches!(e, StorageError::Corrupt(_)),
+            |e| matches!(e, StorageErrorKind::Corrupt(_)),
         ),
     ];
     for (what, damage, expected) in damages {
@@ -692,14 +707,33 @@ fn bad_files_are_refused_unchanged() {
 fn unwritable_paths_are_errors() {
     let error =
         storage_error(FlatMap::<u64, u64>::builder().build_persistent("/proc/floe-cannot-be-here"));
-    assert!(matches!(error, StorageError::Io { .. }), "{error:?}");
+    assert!(matches!(error, StorageErrorKind::Io { .. }), "{error:?}");
+    // The operating system's refusal is the error's source, for callers that inspect it (or
+    // print the chain); the path is the one asked for.
+    let refused = FlatMap::<u64, u64>::builder()
+        .build_persistent("/proc/floe-cannot-be-here")
+        .expect_err("refused");
+    let source = std::error::Error::source(&refused).expect("an I/O error has a source");
+    let io = source
+        .downcast_ref::<std::io::Error>()
+        .expect("the source is the std::io::Error");
+    assert!(io.raw_os_error().is_some(), "{io:?}");
+    let Error::Storage(storage) = &refused else {
+        panic!("{refused:?}")
+    };
+    assert_eq!(
+        storage.path(),
+        Some(std::path::Path::new("/proc/floe-cannot-be-here"))
+    );
+    // Errors that are not the system's own have none.
+    assert!(std::error::Error::source(&Error::Full).is_none());
     let scratch = Scratch::new("file");
     std::fs::write(scratch.path(), b"a file, not a directory").unwrap();
     let error = storage_error(FlatMap::<u64, u64>::builder().build_persistent(scratch.path()));
-    assert!(matches!(error, StorageError::Io { .. }), "{error:?}");
+    assert!(matches!(error, StorageErrorKind::Io { .. }), "{error:?}");
     assert_eq!(
         storage_error(Persistent::open(scratch.path())),
-        StorageError::Missing
+        StorageErrorKind::Missing
     );
 }
 
@@ -1143,8 +1177,11 @@ fn child_full_disk() {
         })
         .unwrap();
     let kind = match error {
-        Error::Storage(StorageError::Io { kind, .. }) => format!("{kind:?}"),
-        other => format!("{other:?}"),
+        Error::Storage(ref storage) => match storage.kind() {
+            StorageErrorKind::Io { kind, .. } => format!("{kind:?}"),
+            other => format!("{other:?}"),
+        },
+        ref other => format!("{other:?}"),
     };
     writeln!(out, "E {kind}: {error}").unwrap();
     // Still usable at its size: every key there, updates and removes work, and the room a
@@ -1197,6 +1234,12 @@ fn full_disk_on_growth() {
     let error = error.expect("the growth never failed");
     assert!(
         error.starts_with("E FileTooLarge: ") && error.contains("reserve the disk blocks"),
+        "{error}"
+    );
+    // It names the table file the growth could not make, in the map's directory.
+    let named = format!("{}/table-", scratch.path().display());
+    assert!(
+        error.contains(&named) && error.contains(".floe: "),
         "{error}"
     );
     assert!(
@@ -1256,8 +1299,8 @@ fn full_device_on_growth() {
     eprintln!("after {inserted} keys: {error}");
     assert!(
         matches!(
-            error,
-            Error::Storage(StorageError::Io {
+            error.storage_kind(),
+            Some(StorageErrorKind::Io {
                 kind: std::io::ErrorKind::StorageFull,
                 ..
             })
@@ -1398,7 +1441,7 @@ fn impossible_bin_states_are_refused() {
             if refused {
                 let error = storage_error(opened);
                 assert!(
-                    matches!(error, StorageError::Corrupt(_)),
+                    matches!(error, StorageErrorKind::Corrupt(_)),
                     "{name}, clean {clean}: {error:?}"
                 );
                 assert_eq!(file_bytes(image), before, "{name}: the refused open wrote");
@@ -1440,10 +1483,10 @@ fn fifos_where_files_should_be_are_refused_at_once() {
         assert!(
             matches!(
                 error,
-                StorageError::Io {
+                StorageErrorKind::Io {
                     kind: std::io::ErrorKind::InvalidInput,
                     ..
-                } | StorageError::Corrupt(_)
+                } | StorageErrorKind::Corrupt(_)
             ),
             "{}: {error:?}",
             victim.display()
@@ -1490,9 +1533,15 @@ fn a_second_process_is_refused() {
         assert!(reader.read_line(&mut line).unwrap() > 0, "the child ended");
     }
     assert_eq!(line.trim(), "open 1");
-    assert_eq!(storage_error(Persistent::open(dir)), StorageError::Locked);
+    assert_eq!(
+        storage_error(Persistent::open(dir)),
+        StorageErrorKind::Locked
+    );
     let _ = std::fs::remove_file(dir.join("floe.lock"));
-    assert_eq!(storage_error(Persistent::open(dir)), StorageError::Locked);
+    assert_eq!(
+        storage_error(Persistent::open(dir)),
+        StorageErrorKind::Locked
+    );
     child.kill().unwrap();
     child.wait().unwrap();
     assert_eq!(Persistent::open(dir).unwrap().get(&5), Some(6));

@@ -25,7 +25,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use floe::{Compute, Error, Insert, Layout, Map, Operation, PersistentMap, StorageError};
+use floe::{Compute, Error, Insert, Layout, Map, Operation, PersistentMap, StorageErrorKind};
 
 type Persistent = PersistentMap<String, String>;
 
@@ -759,7 +759,7 @@ where
 {
     for _ in 0..1000 {
         match PersistentMap::open(dir) {
-            Err(Error::Storage(StorageError::Locked)) => {
+            Err(error) if error.storage_kind() == Some(StorageErrorKind::Locked) => {
                 std::thread::sleep(Duration::from_millis(1))
             }
             other => return other,
@@ -809,7 +809,7 @@ fn missing_existing_foreign_mistyped_and_locked_directories_are_refused() {
     let dir = scratch.path();
     let missing = PersistentMap::<String, String>::open(dir).unwrap_err();
     assert!(
-        matches!(missing, Error::Storage(StorageError::Missing)),
+        matches!(missing.storage_kind(), Some(StorageErrorKind::Missing)),
         "{missing}"
     );
     let map = Map::<String, String>::builder()
@@ -822,7 +822,7 @@ fn missing_existing_foreign_mistyped_and_locked_directories_are_refused() {
         .is_inserted());
     let locked = PersistentMap::<String, String>::open(dir).unwrap_err();
     assert!(
-        matches!(locked, Error::Storage(StorageError::Locked)),
+        matches!(locked.storage_kind(), Some(StorageErrorKind::Locked)),
         "{locked}"
     );
     let exists = Map::<String, String>::builder()
@@ -830,8 +830,8 @@ fn missing_existing_foreign_mistyped_and_locked_directories_are_refused() {
         .unwrap_err();
     assert!(
         matches!(
-            exists,
-            Error::Storage(StorageError::Locked | StorageError::Exists)
+            exists.storage_kind(),
+            Some(StorageErrorKind::Locked | StorageErrorKind::Exists)
         ),
         "{exists}"
     );
@@ -841,7 +841,7 @@ fn missing_existing_foreign_mistyped_and_locked_directories_are_refused() {
         .unwrap_err();
     for _ in 0..1000 {
         // The fork of a concurrent test's child may hold the closed map's lock a moment.
-        if !matches!(exists, Error::Storage(StorageError::Locked)) {
+        if !matches!(exists.storage_kind(), Some(StorageErrorKind::Locked)) {
             break;
         }
         std::thread::sleep(Duration::from_millis(1));
@@ -850,18 +850,24 @@ fn missing_existing_foreign_mistyped_and_locked_directories_are_refused() {
             .unwrap_err();
     }
     assert!(
-        matches!(exists, Error::Storage(StorageError::Exists)),
+        matches!(exists.storage_kind(), Some(StorageErrorKind::Exists)),
         "{exists}"
     );
     let before = contents(dir);
     let other = open_unlocked::<String, u64>(dir).unwrap_err();
     assert!(
-        matches!(other, Error::Storage(StorageError::TypeMismatch("value"))),
+        matches!(
+            other.storage_kind(),
+            Some(StorageErrorKind::TypeMismatch("value"))
+        ),
         "{other}"
     );
     let other = open_unlocked::<u64, String>(dir).unwrap_err();
     assert!(
-        matches!(other, Error::Storage(StorageError::TypeMismatch("key"))),
+        matches!(
+            other.storage_kind(),
+            Some(StorageErrorKind::TypeMismatch("key"))
+        ),
         "{other}"
     );
     assert_eq!(contents(dir), before);
@@ -870,11 +876,13 @@ fn missing_existing_foreign_mistyped_and_locked_directories_are_refused() {
     short.extend_from_slice(&crc32fast::hash(&short).to_le_bytes());
     std::fs::write(dir.join("floe-map.meta"), &short).unwrap();
     refused(dir, |e| {
-        matches!(e, Error::Storage(StorageError::Corrupt(_)))
+        matches!(e.storage_kind(), Some(StorageErrorKind::Corrupt(_)))
     });
     // A foreign meta file.
     std::fs::write(dir.join("floe-map.meta"), b"not a floe map at all").unwrap();
-    refused(dir, |e| matches!(e, Error::Storage(StorageError::Foreign)));
+    refused(dir, |e| {
+        matches!(e.storage_kind(), Some(StorageErrorKind::Foreign))
+    });
 }
 
 /// Make a map of `keys` keys in `dir` and close it; the path of the snapshot it leaves.
@@ -915,19 +923,19 @@ fn damaged_snapshots_and_journals_are_refused_unchanged() {
         std::fs::write(&snapshot, &bad).unwrap();
         refused(dir, |e| {
             matches!(
-                e,
-                Error::Storage(StorageError::Corrupt(_) | StorageError::Version { .. })
+                e.storage_kind(),
+                Some(StorageErrorKind::Corrupt(_) | StorageErrorKind::Version { .. })
             )
         });
     }
     // Cut short, or zeroed.
     std::fs::write(&snapshot, &good[..good.len() / 2]).unwrap();
     refused(dir, |e| {
-        matches!(e, Error::Storage(StorageError::Corrupt(_)))
+        matches!(e.storage_kind(), Some(StorageErrorKind::Corrupt(_)))
     });
     std::fs::write(&snapshot, vec![0; good.len()]).unwrap();
     refused(dir, |e| {
-        matches!(e, Error::Storage(StorageError::Corrupt(_)))
+        matches!(e.storage_kind(), Some(StorageErrorKind::Corrupt(_)))
     });
     std::fs::write(&snapshot, &good).unwrap();
     assert_eq!(
@@ -948,7 +956,7 @@ fn damaged_snapshots_and_journals_are_refused_unchanged() {
         bad[at] ^= 0x01;
         std::fs::write(&journal, &bad).unwrap();
         refused(dir, |e| {
-            matches!(e, Error::Storage(StorageError::Corrupt(_)))
+            matches!(e.storage_kind(), Some(StorageErrorKind::Corrupt(_)))
         });
     }
     std::fs::write(&journal, &good).unwrap();
@@ -971,7 +979,7 @@ fn missing_and_damaged_files_are_refused_not_opened_empty() {
     let good = std::fs::read(&snapshot).unwrap();
     std::fs::remove_file(&snapshot).unwrap();
     refused(dir, |e| {
-        matches!(e, Error::Storage(StorageError::Corrupt(_)))
+        matches!(e.storage_kind(), Some(StorageErrorKind::Corrupt(_)))
     });
     std::fs::write(&snapshot, &good).unwrap();
     assert_eq!(
@@ -1063,9 +1071,9 @@ fn missing_and_damaged_files_are_refused_not_opened_empty() {
             within_seconds(move || open_unlocked::<String, String>(&opening).map(|map| map.len()));
         assert!(
             matches!(
-                opened,
-                Err(Error::Storage(
-                    StorageError::Corrupt(_) | StorageError::Io { .. }
+                opened.as_ref().map_err(Error::storage_kind),
+                Err(Some(
+                    StorageErrorKind::Corrupt(_) | StorageErrorKind::Io { .. }
                 ))
             ),
             "{what}: {opened:?}"
@@ -1131,8 +1139,10 @@ fn a_damaged_tail_past_the_checkpoint_is_dropped() {
     // with whole ones after it: damage, refused unchanged.
     let before = std::fs::read(&journal).unwrap();
     assert!(matches!(
-        Map::<String, String>::builder().open(dir),
-        Err(Error::Storage(StorageError::Corrupt(_)))
+        Map::<String, String>::builder()
+            .open(dir)
+            .map_err(|error| error.storage_kind()),
+        Err(Some(StorageErrorKind::Corrupt(_)))
     ));
     assert_eq!(std::fs::read(&journal).unwrap(), before);
     // After a restart it may be a power loss's (and `repair(true)` asks for that reading on

@@ -37,7 +37,7 @@ use super::{
 use crate::{
     config::{Backend, Config, ResizeMode, Stats, TARGET_KEYS_PER_BIN_X4},
     control::header::{BinState, SLOTS_PER_BIN},
-    error::Error,
+    error::{Error, StorageError, StorageErrorKind},
     hash::{fastrange, fastrange_hashes},
     reclaim::{self, ReadGuard, Reclaim},
     sync::stat::{AtomicUsize as StatCounter, Ordering as StatOrdering},
@@ -1286,7 +1286,7 @@ impl RawMap {
         rehash: Rehash<'_>,
     ) -> Result<Self, Error> {
         if cfg!(miri) {
-            return Err(Error::Storage(crate::error::StorageError::Unsupported));
+            return Err(Error::storage(StorageErrorKind::Unsupported));
         }
         let mut store = Store::create(dir, block)?;
         store.set_writeback(writeback_of(config)?);
@@ -1346,7 +1346,7 @@ impl RawMap {
             seed: block.identity.seed,
             with_rehash,
         };
-        let damaged = |why| Err(Error::Storage(crate::error::StorageError::Corrupt(why)));
+        let damaged = |why| Err(Error::storage(StorageErrorKind::Corrupt(why)));
         // A cleanly closed map recorded its table file's checksum: every byte as the close
         // left it (the close's table held the engine's invariants: no bin moved or frozen, the
         // keys it counted), or damage. One sequential read, in place of the checks below.
@@ -1403,10 +1403,7 @@ impl RawMap {
             let moves = sweeper
                 .moves(&current, next, block.group as usize)
                 .map_err(|error| {
-                    Error::Storage(crate::error::StorageError::from_io(
-                        "sync a table file",
-                        &error,
-                    ))
+                    Error::storage(StorageError::from_io("sync a table file", error))
                 })?;
             swept.add(moves);
             let (new, old) = (sweeper.bins(next, true), sweeper.bins(&current, true));
@@ -1518,10 +1515,7 @@ impl RawMap {
         let table = self.load(&guard);
         let sync = |table: &RawTable| {
             table.sync_file().map_err(|error| {
-                Error::Storage(crate::error::StorageError::from_io(
-                    "sync a table file",
-                    &error,
-                ))
+                Error::storage(StorageError::from_io("sync a table file", error)).at(store.dir())
             })
         };
         sync(table)?;
@@ -1533,10 +1527,11 @@ impl RawMap {
         // promise.
         for table in [Some(table), table.migrating_into()].into_iter().flatten() {
             if let Some(error) = table.take_move_sync_failure() {
-                return Err(Error::Storage(crate::error::StorageError::from_io(
+                return Err(Error::storage(StorageError::from_io(
                     "sync the keys a growth moved",
-                    &error,
-                )));
+                    error,
+                ))
+                .at(store.dir()));
             }
         }
         store.record(|block| block.checkpoints += 1)
@@ -1555,10 +1550,7 @@ impl RawMap {
             return Ok(());
         }
         table.sync_file().map_err(|error| {
-            Error::Storage(crate::error::StorageError::from_io(
-                "sync a table file",
-                &error,
-            ))
+            Error::storage(StorageError::from_io("sync a table file", error)).at(store.dir())
         })?;
         let keys = table.len() as u64;
         let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -1583,7 +1575,7 @@ fn writeback_of(config: &Config) -> Result<Option<Writeback>, Error> {
         Durability::Process => Ok(None),
         Durability::Flush => Writeback::detect()
             .map(Some)
-            .ok_or(Error::Storage(crate::error::StorageError::Unsupported)),
+            .ok_or(Error::storage(StorageErrorKind::Unsupported)),
     }
 }
 
@@ -1660,9 +1652,11 @@ fn allocate(
     let source = match store {
         Some(store) => {
             let record = TableRecord {
-                gen: store.next_gen().ok_or(Error::Storage(
-                    crate::error::StorageError::Corrupt("the map's table generations are used up"),
-                ))?,
+                gen: store
+                    .next_gen()
+                    .ok_or(Error::storage(StorageErrorKind::Corrupt(
+                        "the map's table generations are used up",
+                    )))?,
                 bins: bins as u64,
                 link_buckets: link_buckets as u64,
                 transfer_reserve: reserve as u64,

@@ -35,7 +35,7 @@ use super::{
 };
 use crate::{
     durable::{self, DirLock, LockError},
-    error::{Error, StorageError},
+    error::{Error, StorageError, StorageErrorKind},
 };
 
 const MAGIC: [u8; 8] = *b"FLOEMAP\0";
@@ -45,7 +45,7 @@ const SUPERBLOCK_BYTES: usize = 192;
 const SUPER: &str = durable::FLAT_MAP_MARKER;
 
 /// What a map file was made for: key, value and hasher types (a tag each), the hasher's seed.
-/// Opening with other types is refused (`StorageError::TypeMismatch`).
+/// Opening with other types is refused (`StorageErrorKind::TypeMismatch`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Identity {
     pub(crate) key: u64,
@@ -136,23 +136,25 @@ impl Superblock {
         out
     }
 
-    fn decode(bytes: &[u8]) -> Result<Self, StorageError> {
+    fn decode(bytes: &[u8]) -> Result<Self, StorageErrorKind> {
         if bytes.len() < 16 || bytes[..8] != MAGIC {
-            return Err(StorageError::Foreign);
+            return Err(StorageErrorKind::Foreign);
         }
         let version = u32::from_le_bytes(bytes[8..12].try_into().expect("4 bytes"));
         if version != FORMAT_VERSION {
-            return Err(StorageError::Version { found: version });
+            return Err(StorageErrorKind::Version { found: version });
         }
         if bytes.len() != SUPERBLOCK_BYTES
             || u32::from_le_bytes(bytes[12..16].try_into().expect("4 bytes")) as usize
                 != SUPERBLOCK_BYTES
         {
-            return Err(StorageError::Corrupt("the superblock has the wrong length"));
+            return Err(StorageErrorKind::Corrupt(
+                "the superblock has the wrong length",
+            ));
         }
         let stored = u64::from_le_bytes(bytes[SUPERBLOCK_BYTES - 8..].try_into().expect("8"));
         if stored != checksum(&bytes[..SUPERBLOCK_BYTES - 8]) {
-            return Err(StorageError::Corrupt(
+            return Err(StorageErrorKind::Corrupt(
                 "the superblock's checksum does not match",
             ));
         }
@@ -189,9 +191,9 @@ impl Superblock {
 
     /// Geometry a table of this build could have been made with (a checksummed superblock
     /// from a buggy or hostile writer must still not make us map absurd sizes).
-    fn validate(&self) -> Result<(), StorageError> {
+    fn validate(&self) -> Result<(), StorageErrorKind> {
         if self.last_gen > durable::MAX_GENERATION {
-            return Err(StorageError::Corrupt(
+            return Err(StorageErrorKind::Corrupt(
                 "the superblock's generation is past any a map reaches",
             ));
         }
@@ -203,7 +205,7 @@ impl Superblock {
                 && table.file_bytes().is_some_and(|b| b <= isize::MAX as usize)
         };
         if !sane(&self.current) || self.bins_per_link == 0 || self.max_bins < self.current.bins {
-            return Err(StorageError::Corrupt(
+            return Err(StorageErrorKind::Corrupt(
                 "the superblock's table geometry is impossible",
             ));
         }
@@ -215,7 +217,7 @@ impl Superblock {
                 && self.current.bins.is_multiple_of(self.group)
                 && self.next.bins == self.current.bins / self.group;
             if !sane(&self.next) || self.next.gen == self.current.gen || !(grows || shrinks) {
-                return Err(StorageError::Corrupt(
+                return Err(StorageErrorKind::Corrupt(
                     "the superblock's migration is impossible",
                 ));
             }
@@ -249,7 +251,15 @@ pub(crate) struct Store {
 }
 
 pub(crate) fn io_error(what: &'static str) -> impl FnOnce(std::io::Error) -> Error {
-    move |error| Error::Storage(StorageError::from_io(what, &error))
+    move |error| Error::storage(StorageError::from_io(what, error))
+}
+
+/// [`io_error`] naming the file or directory `path`.
+pub(crate) fn io_error_at<'a>(
+    what: &'static str,
+    path: &'a Path,
+) -> impl FnOnce(std::io::Error) -> Error + 'a {
+    move |error| io_error(what)(error).at(path)
 }
 
 impl Store {
@@ -259,9 +269,9 @@ impl Store {
             std::fs::create_dir_all(dir).map_err(io_error("create the map's directory"))?;
         }
         DirLock::acquire(dir).map_err(|error| match error {
-            LockError::Held => Error::Storage(StorageError::Locked),
+            LockError::Held => Error::storage(StorageErrorKind::Locked),
             LockError::Io(error) if error.kind() == ErrorKind::NotFound => {
-                Error::Storage(StorageError::Missing)
+                Error::storage(StorageErrorKind::Missing)
             }
             LockError::Io(error) => io_error("lock the map's directory")(error),
         })
@@ -276,7 +286,7 @@ impl Store {
         let durable_medium = outlives_power_loss(lock.handle());
         // Our own leftovers only: table files and a superblock's temporary file of an
         // earlier attempt that never wrote its superblock.
-        durable::check_new_dir(dir, durable::FLAT_MAP, is_own_file).map_err(Error::Storage)?;
+        durable::check_new_dir(dir, durable::FLAT_MAP, is_own_file).map_err(Error::storage)?;
         // Table files of an earlier attempt that never wrote its superblock.
         remove_table_files_except(dir, &[]);
         Ok(Store {
@@ -292,20 +302,20 @@ impl Store {
     /// does not name (a growth's table whose creation a crash interrupted before it was
     /// recorded) are removed.
     pub(crate) fn open(dir: &Path) -> Result<(Store, Superblock), Error> {
-        durable::check_kind(dir, durable::FLAT_MAP).map_err(Error::Storage)?;
+        durable::check_kind(dir, durable::FLAT_MAP).map_err(Error::storage)?;
         let lock = Self::lock(dir, false)?;
         let durable_medium = outlives_power_loss(lock.handle());
         // Any longer file is no superblock: read a little more than one, which decode refuses.
         let bytes = durable::read_regular(&dir.join(SUPER), 2 * SUPERBLOCK_BYTES as u64).map_err(
             |error| match error.kind() {
-                ErrorKind::NotFound => Error::Storage(StorageError::Missing),
-                ErrorKind::FileTooLarge => {
-                    Error::Storage(StorageError::Corrupt("the superblock has the wrong length"))
-                }
+                ErrorKind::NotFound => Error::storage(StorageErrorKind::Missing),
+                ErrorKind::FileTooLarge => Error::storage(StorageErrorKind::Corrupt(
+                    "the superblock has the wrong length",
+                )),
                 _ => io_error("read the superblock")(error),
             },
         )?;
-        let block = Superblock::decode(&bytes).map_err(Error::Storage)?;
+        let block = Superblock::decode(&bytes).map_err(Error::storage)?;
         let live: Vec<u64> = [block.current.gen, block.next.gen]
             .into_iter()
             .filter(|&gen| gen != 0)
@@ -338,6 +348,11 @@ impl Store {
     /// loss, at `Durability::Process` (at `Flush` each copy is written back line by line).
     pub(crate) fn orders_moves(&self) -> bool {
         self.writeback.is_none() && self.durable_medium
+    }
+
+    /// The map's directory.
+    pub(crate) fn dir(&self) -> &Path {
+        &self.dir
     }
 
     fn table_path(&self, gen: u64) -> PathBuf {
@@ -383,9 +398,9 @@ impl Store {
         // only metadata).
         let mapped = file
             .sync_all()
-            .map_err(io_error("sync a new table file"))
+            .map_err(io_error_at("sync a new table file", &path))
             .and_then(|()| {
-                Region::map_file(&file, bytes).map_err(io_error("map a new table file"))
+                Region::map_file(&file, bytes).map_err(io_error_at("map a new table file", &path))
             });
         match mapped {
             Ok(region) => Ok(Arc::new(region)),
@@ -399,23 +414,27 @@ impl Store {
 
     /// Map the existing file of a recorded table, checking its length.
     pub(crate) fn open_table(&self, record: &TableRecord) -> Result<Arc<Region>, Error> {
+        let path = self.table_path(record.gen);
+        self.open_table_file(record, &path)
+            .map_err(|error| error.at(&path))
+    }
+
+    fn open_table_file(&self, record: &TableRecord, path: &Path) -> Result<Arc<Region>, Error> {
         let bytes = record.file_bytes().ok_or(Error::CapacityOverflow)?;
-        let file = durable::open_regular(
-            &self.table_path(record.gen),
-            OpenOptions::new().read(true).write(true),
-        )
-        .map_err(|error| match error.kind() {
-            ErrorKind::NotFound => Error::Storage(StorageError::Corrupt(
-                "a table file the superblock names is missing",
-            )),
-            _ => io_error("open a table file")(error),
-        })?;
+        let file = durable::open_regular(path, OpenOptions::new().read(true).write(true)).map_err(
+            |error| match error.kind() {
+                ErrorKind::NotFound => Error::storage(StorageErrorKind::Corrupt(
+                    "a table file the superblock names is missing",
+                )),
+                _ => io_error("open a table file")(error),
+            },
+        )?;
         let length = file
             .metadata()
             .map_err(io_error("read a table file's length"))?
             .len();
         if length != bytes as u64 {
-            return Err(Error::Storage(StorageError::Corrupt(
+            return Err(Error::storage(StorageErrorKind::Corrupt(
                 "a table file has the wrong length (truncated or not this map's)",
             )));
         }
@@ -442,7 +461,7 @@ impl Store {
 
     fn write(&self, block: &Superblock) -> Result<(), Error> {
         let written = durable::replace_file(&self.dir, SUPER, &block.encode());
-        written.map_err(io_error("write the superblock"))
+        written.map_err(io_error_at("write the superblock", &self.dir.join(SUPER)))
     }
 }
 
@@ -483,11 +502,11 @@ pub(crate) fn create_reserved(
         .write(true)
         .create_new(true)
         .open(path)
-        .map_err(io_error(create))?;
+        .map_err(io_error_at(create, path))?;
     if let Err(error) = reserve(&file, bytes) {
         drop(file);
         let _ = std::fs::remove_file(path);
-        return Err(io_error(reserve_blocks)(error));
+        return Err(io_error_at(reserve_blocks, path)(error));
     }
     Ok(file)
 }
@@ -595,40 +614,40 @@ mod tests {
 
     #[test]
     fn foreign_truncated_and_impossible_superblocks_are_refused() {
-        assert_eq!(Superblock::decode(b"hello"), Err(StorageError::Foreign));
+        assert_eq!(Superblock::decode(b"hello"), Err(StorageErrorKind::Foreign));
         assert_eq!(
             Superblock::decode(&[0u8; SUPERBLOCK_BYTES]),
-            Err(StorageError::Foreign)
+            Err(StorageErrorKind::Foreign)
         );
         let bytes = sample().encode();
         assert!(matches!(
             Superblock::decode(&bytes[..100]),
-            Err(StorageError::Corrupt(_))
+            Err(StorageErrorKind::Corrupt(_))
         ));
         let mut future = bytes;
         future[8] = 9;
         assert_eq!(
             Superblock::decode(&future),
-            Err(StorageError::Version { found: 9 })
+            Err(StorageErrorKind::Version { found: 9 })
         );
         let mut block = sample();
         block.next.bins = 100;
         assert!(matches!(
             Superblock::decode(&block.encode()),
-            Err(StorageError::Corrupt(_))
+            Err(StorageErrorKind::Corrupt(_))
         ));
         // A checksummed superblock whose generation the next growth would overflow.
         let mut block = sample();
         block.last_gen = u64::MAX;
         assert!(matches!(
             Superblock::decode(&block.encode()),
-            Err(StorageError::Corrupt(_))
+            Err(StorageErrorKind::Corrupt(_))
         ));
         let mut block = sample();
         block.current.bins = 1 << 62;
         assert!(matches!(
             Superblock::decode(&block.encode()),
-            Err(StorageError::Corrupt(_))
+            Err(StorageErrorKind::Corrupt(_))
         ));
     }
 }
