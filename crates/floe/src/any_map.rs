@@ -1548,7 +1548,9 @@ impl<K: Hash + Eq, V, S: BuildHasher, G: Guard> MapRef<'_, K, V, S, G> {
     /// the key, or abort with a result of its own. If another thread changes the key between
     /// the read and the write, `decide` runs again on the newer value, so it should have no
     /// side effects beyond its answer (it runs at least once, and its last answer is the one
-    /// applied). The entry-style read-modify-write of std's `entry` API, lock-free.
+    /// applied). The entry-style read-modify-write of std's `entry` API, lock-free. Each
+    /// stored value is a new entry; a counter is cheaper as an atomic value added to in place
+    /// ([`fetch_add`](Self::fetch_add)).
     ///
     /// ```
     /// use floe::{Compute, Operation};

@@ -233,6 +233,7 @@
 
 mod any_batch;
 mod any_map;
+mod atomic_counter;
 pub mod batch;
 #[cfg(not(loom))]
 mod cache;
@@ -261,6 +262,7 @@ pub use crate::{
     any_map::{
         Compute, Map, MapIntoIter, MapIter, MapRef, MapShadow, Namespace, Operation, OwnedMapRef,
     },
+    atomic_counter::AtomicCounter,
     batch::{Batch, Delta, Pipeline, Prefetch, Request, Response, MAX_PIPELINE_WINDOW},
     config::{Backend, Durability, Layout, ResizeMode, Stats},
     error::{Error, StorageError, StorageErrorKind},

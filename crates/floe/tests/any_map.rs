@@ -544,6 +544,70 @@ fn compute_counts_exactly_under_contention_in(layout: Layout) {
     assert_eq!(map.check_invariants(), map.len());
 }
 
+/// `fetch_add` on atomic counters: threads race on keys that start absent, in a map of the
+/// smallest size that grows under them, with one hash word for every key (all in one
+/// collision list). Every increment is counted once and each returns a distinct count before
+/// it (`None` standing for the insert's 0): the per-key history is a sequence. Fails if two
+/// racing inserts of an absent key both win (a lost counter) or an add reads a stale count.
+#[test]
+fn fetch_add_counts_exactly_and_hands_out_each_count_once() {
+    for layout in [Layout::Bins, Layout::Dense] {
+        fetch_add_counts_exactly_in(layout);
+    }
+}
+
+fn fetch_add_counts_exactly_in(layout: Layout) {
+    use std::sync::atomic::AtomicU64;
+    let map = smallest(Map::<String, AtomicU64, _>::builder(), layout)
+        .hasher(OneWord)
+        .build()
+        .unwrap();
+    let (threads, rounds, keys) = (4u64, if cfg!(miri) { 20 } else { 4_000 }, 5u64);
+    let seen: Vec<Vec<(u64, u64)>> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|t| {
+                let map = &map;
+                scope.spawn(move || {
+                    let mut seen = Vec::new();
+                    for i in 0..rounds {
+                        let m = map.pin();
+                        let key = (i + t) % keys;
+                        let before = m.fetch_add(format!("k{key}"), 1).unwrap_or(0);
+                        seen.push((key, before));
+                        // Keys that come and go beside them, so the table grows and shrinks.
+                        let _ = m.fetch_add(format!("churn-{t}-{i}"), 1);
+                        m.remove(format!("churn-{t}-{}", i.wrapping_sub(3)).as_str());
+                    }
+                    seen
+                })
+            })
+            .collect();
+        workers.into_iter().map(|w| w.join().unwrap()).collect()
+    });
+    let m = map.pin();
+    for key in 0..keys {
+        let mut befores: Vec<u64> = seen
+            .iter()
+            .flatten()
+            .filter(|(k, _)| *k == key)
+            .map(|&(_, before)| before)
+            .collect();
+        befores.sort_unstable();
+        let n = befores.len() as u64;
+        assert!(
+            befores.iter().copied().eq(0..n),
+            "key {key}: counts handed out twice or skipped"
+        );
+        assert_eq!(m.count(format!("k{key}").as_str()), Some(n));
+    }
+    assert_eq!(
+        seen.iter().map(Vec::len).sum::<usize>() as u64,
+        threads * rounds
+    );
+    drop(m);
+    assert_eq!(map.check_invariants(), map.len());
+}
+
 /// Namespaces keep equal keys apart, agree with lookups by the whole pair, and still tell
 /// namespaces apart when every pair shares one hash word (the entry's key is compared whole).
 #[test]
