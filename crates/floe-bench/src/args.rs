@@ -40,6 +40,10 @@ pub enum Command {
     Suite(SuiteArgs),
     /// One configuration: a workload on some maps at some thread counts.
     Run(RunArgs),
+    /// A hash join (DLHT's application; Balkesen et al.'s workload A): floe batched and one
+    /// at a time against a radix-partitioned hashbrown join, inner, semi and anti; build and
+    /// probe times, tuples/s, the probe beside the read ceiling. `ci/join.sh` adds DuckDB.
+    Join(crate::join::JoinArgs),
     /// `floe::Cache` against moka (W-TinyLFU and LRU), quick_cache and scc's `HashCache`:
     /// hit ratios on four traces at two sizes, throughput, memory per entry.
     Cache(crate::cache::CacheArgs),

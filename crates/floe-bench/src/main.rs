@@ -42,6 +42,7 @@ mod dist;
 mod experiment;
 mod growth;
 mod hit_ratio;
+mod join;
 mod keys;
 mod machine;
 mod maps;
@@ -118,6 +119,9 @@ fn main() -> ExitCode {
         Some(Command::RecoveryChild(args)) => recovery::child(args).map_err(Failure::Run),
         Some(Command::Peers) => peers(),
         Some(Command::MemoryProbe(args)) => probe(args),
+        Some(Command::Join(args)) => join::check(&args)
+            .map_err(Failure::Usage)
+            .and_then(|()| join::main(args).map_err(Failure::Run)),
         Some(Command::Cache(args)) => cache::check(&args)
             .map_err(Failure::Usage)
             .and_then(|()| cache::main(args).map_err(Failure::Run)),

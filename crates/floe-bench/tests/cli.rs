@@ -580,3 +580,69 @@ fn the_dense_comparison_runs_both_layouts_and_each_population_in_a_process_of_it
         .unwrap_or_else(|| panic!("no space in '{child}'"));
     assert!(space > 0.0 && space < 1.0, "{child}");
 }
+
+/// `join` refuses flags that make no join (exit 2), and a tiny join of every kind, unique and
+/// duplicate keys with absent ones, runs every engine to the same answers (floe-bench exits 1
+/// if two differ) and writes the relations and answers for DuckDB.
+#[test]
+fn joins_agree_across_engines_and_refuse_bad_flags() {
+    for args in [
+        &["join", "--build", "0"][..],
+        &["join", "--build", "8", "--duplicates", "9"],
+        &["join", "--miss", "1.5"],
+        &["join", "--build", "2^30", "--probe-factor", "16"],
+        &["join", "--threads", "0"],
+        &["join", "--dist", "zipf:2"],
+        &["join", "--engines", "nosuch"],
+    ] {
+        let out = bench(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(!stderr.trim().is_empty(), "{args:?}: no message");
+    }
+    let dir = scratch("join");
+    let out = bench_ok(&[
+        "join",
+        "--build",
+        "4096",
+        "--duplicates",
+        "3",
+        "--miss",
+        "0.25",
+        "--dist",
+        "zipf:0.9",
+        "--repeat",
+        "2",
+        "--no-ceiling",
+        "--dump",
+        dir.to_str().unwrap(),
+    ]);
+    for engine in ["floe-batched", "floe", "hashbrown"] {
+        for join in ["inner", "semi", "anti"] {
+            assert!(
+                out.lines()
+                    .any(|line| line.starts_with(engine) && line.contains(join)),
+                "{engine} {join}: {out}"
+            );
+        }
+    }
+    let answers = std::fs::read_to_string(dir.join("answers.txt")).unwrap();
+    let rows = |kind: &str| -> u64 {
+        let line = answers.lines().find(|l| l.starts_with(kind)).unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    // Every probe tuple is in the semi join or the anti join, never both; a quarter of them
+    // have keys R does not have.
+    let probes = 4096 * 16;
+    assert_eq!(rows("Semi") + rows("Anti"), probes, "{answers}");
+    assert!(
+        rows("Anti") > probes / 8 && rows("Anti") < probes / 2,
+        "{answers}"
+    );
+    assert!(rows("Inner") >= rows("Semi"), "{answers}");
+    assert_eq!(
+        std::fs::metadata(dir.join("s_keys.u64")).unwrap().len(),
+        probes * 8
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
