@@ -532,9 +532,16 @@ fn median(mut values: Vec<f64>) -> f64 {
     values[values.len() / 2]
 }
 
+/// Write `words` little-endian to `path`, streamed (a column of S is GiBs at workload A's size).
 fn write_words(path: &Path, words: &[u64]) -> Result<(), String> {
-    let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
-    std::fs::write(path, bytes).map_err(|e| format!("{}: {e}", path.display()))
+    use std::io::Write;
+    let failed = |e: std::io::Error| format!("{}: {e}", path.display());
+    let mut file =
+        std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(path).map_err(failed)?);
+    for word in words {
+        file.write_all(&word.to_le_bytes()).map_err(failed)?;
+    }
+    file.flush().map_err(failed)
 }
 
 pub fn main(args: JoinArgs) -> Result<(), String> {
