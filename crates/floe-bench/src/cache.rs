@@ -459,11 +459,21 @@ pub fn check(args: &CacheArgs) -> Result<(), String> {
             ));
         }
     }
-    if args.keys < 1000 || args.throughput_keys < 1000 {
-        return Err("--keys and --throughput-keys: at least 1000".into());
+    if args.keys < 1000 || args.throughput_keys < 1000 || args.memory_entries < 1000 {
+        return Err("--keys, --throughput-keys and --memory-entries: at least 1000".into());
     }
-    if args.keys > 1 << 32 || args.throughput_keys > 1 << 32 || args.requests > 1 << 32 {
-        return Err("--keys, --throughput-keys and --requests: at most 2^32".into());
+    if [
+        args.keys,
+        args.throughput_keys,
+        args.requests,
+        args.memory_entries,
+    ]
+    .iter()
+    .any(|&n| n > 1 << 32)
+    {
+        return Err(
+            "--keys, --throughput-keys, --requests and --memory-entries: at most 2^32".into(),
+        );
     }
     if args.rounds == 0 || args.threads == 0 || args.requests == 0 || args.caches.is_empty() {
         return Err("--rounds, --threads, --requests and --caches: at least one".into());

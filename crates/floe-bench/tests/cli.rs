@@ -646,3 +646,41 @@ fn joins_agree_across_engines_and_refuse_bad_flags() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `cache` refuses flags that make no comparison (exit 2), and a tiny run of every cache
+/// prints the three measurements (hit ratios, throughput, memory per entry).
+#[test]
+fn the_cache_comparison_refuses_bad_flags_and_runs_tiny() {
+    for args in [
+        &["cache", "--keys", "10"][..],
+        &["cache", "--traces", "nosuch"],
+        &["cache", "--rounds", "0"],
+        &["cache", "--threads", "0"],
+        &["cache", "--requests", "0"],
+        &["cache", "--memory-entries", "5"],
+        &["cache", "--keys", "5000000000"],
+        &["cache", "--caches", "nosuch"],
+    ] {
+        let out = bench(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(!stderr.trim().is_empty(), "{args:?}: no message");
+    }
+    let out = bench_ok(&[
+        "cache",
+        "--keys",
+        "2000",
+        "--rounds",
+        "1",
+        "--throughput-keys",
+        "2000",
+        "--requests",
+        "2000",
+        "--memory-entries",
+        "2000",
+    ]);
+    for heading in ["## Hit ratio", "Throughput", "emory"] {
+        assert!(out.contains(heading), "{heading}: {out}");
+    }
+    assert!(out.contains("| zipf | 10% |"), "{out}");
+}
