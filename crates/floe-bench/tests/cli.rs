@@ -24,6 +24,14 @@ fn bench_ok(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Run floe-bench with flags it must refuse: exit code 2 and a message naming `message`.
+fn refused(args: &[&str], message: &str) {
+    let out = bench(args);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+    assert!(stderr.contains(message), "{args:?}: {stderr}");
+}
+
 /// A JSON report written by floe-bench.
 fn read_report(path: &std::path::Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
@@ -122,10 +130,7 @@ fn bad_flags_exit_2_with_a_message() {
             "nonexistent",
         ),
     ] {
-        let out = bench(args);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(stderr.contains(message), "{args:?}: {stderr}");
+        refused(args, message);
     }
 }
 
@@ -339,10 +344,7 @@ fn the_simd_lab_refuses_bad_requests_with_a_reason() {
             "gathers start with AVX2",
         ),
     ] {
-        let out = bench(args);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(stderr.contains(message), "{args:?}: {stderr}");
+        refused(args, message);
     }
 }
 
@@ -445,10 +447,7 @@ fn growth_workloads_run_tiny_and_refuse_bad_flags() {
             "fewer than the threads",
         ),
     ] {
-        let out = bench(args);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(stderr.contains(message), "{args:?}: {stderr}");
+        refused(args, message);
     }
     let dir = scratch("grow");
     let (json, svg) = (dir.join("g.json"), dir.join("g.svg"));
@@ -586,19 +585,22 @@ fn the_dense_comparison_runs_both_layouts_and_each_population_in_a_process_of_it
 /// if two differ) and writes the relations and answers for DuckDB.
 #[test]
 fn joins_agree_across_engines_and_refuse_bad_flags() {
-    for args in [
-        &["join", "--build", "0"][..],
-        &["join", "--build", "8", "--duplicates", "9"],
-        &["join", "--miss", "1.5"],
-        &["join", "--build", "2^30", "--probe-factor", "16"],
-        &["join", "--threads", "0"],
-        &["join", "--dist", "zipf:2"],
-        &["join", "--engines", "nosuch"],
+    for (args, message) in [
+        (&["join", "--build", "0"][..], "must be at least 1"),
+        (
+            &["join", "--build", "8", "--duplicates", "9"],
+            "R needs at least one key",
+        ),
+        (&["join", "--miss", "1.5"], "--miss must be in [0, 1]"),
+        (
+            &["join", "--build", "2^30", "--probe-factor", "16"],
+            "at most 2^32",
+        ),
+        (&["join", "--threads", "0"], "--threads must be at least 1"),
+        (&["join", "--dist", "zipf:2"], "THETA must be in"),
+        (&["join", "--engines", "nosuch"], "possible values"),
     ] {
-        let out = bench(args);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(!stderr.trim().is_empty(), "{args:?}: no message");
+        refused(args, message);
     }
     let dir = scratch("join");
     let out = bench_ok(&[
@@ -651,20 +653,17 @@ fn joins_agree_across_engines_and_refuse_bad_flags() {
 /// prints the three measurements (hit ratios, throughput, memory per entry).
 #[test]
 fn the_cache_comparison_refuses_bad_flags_and_runs_tiny() {
-    for args in [
-        &["cache", "--keys", "10"][..],
-        &["cache", "--traces", "nosuch"],
-        &["cache", "--rounds", "0"],
-        &["cache", "--threads", "0"],
-        &["cache", "--requests", "0"],
-        &["cache", "--memory-entries", "5"],
-        &["cache", "--keys", "5000000000"],
-        &["cache", "--caches", "nosuch"],
+    for (args, message) in [
+        (&["cache", "--keys", "10"][..], "at least 1000"),
+        (&["cache", "--traces", "nosuch"], "unknown trace"),
+        (&["cache", "--rounds", "0"], "at least one"),
+        (&["cache", "--threads", "0"], "at least one"),
+        (&["cache", "--requests", "0"], "at least one"),
+        (&["cache", "--memory-entries", "5"], "at least 1000"),
+        (&["cache", "--keys", "5000000000"], "at most 2^32"),
+        (&["cache", "--caches", "nosuch"], "possible values"),
     ] {
-        let out = bench(args);
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
-        assert!(!stderr.trim().is_empty(), "{args:?}: no message");
+        refused(args, message);
     }
     let out = bench_ok(&[
         "cache",
