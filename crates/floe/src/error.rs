@@ -134,7 +134,8 @@ impl StorageError {
     /// directory when no single file is to blame.
     ///
     /// Each distinct path an error names is kept for the rest of the process (interned, so
-    /// that the error stays `Copy`): a few bytes per file that ever failed, never per error.
+    /// that the error stays `Copy`): a few bytes per file or directory that ever failed,
+    /// never per error, and at most 4096 of them (errors about further paths name none).
     pub fn path(&self) -> Option<&'static Path> {
         self.path.map(PathBuf::as_path)
     }
@@ -152,15 +153,30 @@ impl StorageError {
     /// file wins over the directory a caller adds).
     pub(crate) fn at(self, path: &Path) -> Self {
         StorageError {
-            path: self.path.or_else(|| Some(interned_path(path))),
+            path: self.path.or_else(|| interned_path(path)),
+            ..self
+        }
+    }
+
+    /// This error, naming `path` whatever it named.
+    pub(crate) fn at_instead(self, path: &Path) -> Self {
+        StorageError {
+            path: interned_path(path),
             ..self
         }
     }
 }
 
-/// `path`, kept for the rest of the process: one copy per distinct path.
+/// At most this many distinct paths are kept; errors about further ones name none. floe
+/// names the files of its own choosing only where their number is bounded (a growth's or a
+/// compaction's failure names the map's directory, since each attempt takes a new file name),
+/// so the bound is reached only by a program that opens this many directories that fail.
+const MAX_INTERNED_PATHS: usize = 4096;
+
+/// `path`, kept for the rest of the process: one copy per distinct path, at most
+/// [`MAX_INTERNED_PATHS`] of them (`None` past that).
 #[cold]
-fn interned_path(path: &Path) -> &'static PathBuf {
+fn interned_path(path: &Path) -> Option<&'static PathBuf> {
     use std::collections::HashSet;
     use std::sync::{Mutex, OnceLock};
     static PATHS: OnceLock<Mutex<HashSet<&'static PathBuf>>> = OnceLock::new();
@@ -170,11 +186,14 @@ fn interned_path(path: &Path) -> &'static PathBuf {
         .unwrap_or_else(|poisoned| poisoned.into_inner());
     let owned = path.to_path_buf();
     if let Some(&kept) = paths.get(&owned) {
-        return kept;
+        return Some(kept);
+    }
+    if paths.len() >= MAX_INTERNED_PATHS {
+        return None;
     }
     let kept: &'static PathBuf = Box::leak(Box::new(owned));
     paths.insert(kept);
-    kept
+    Some(kept)
 }
 
 /// The operating system's error of this number (or, for 0, of this kind), kept for the rest
@@ -320,6 +339,14 @@ impl Error {
     pub(crate) fn at(self, path: &Path) -> Error {
         match self {
             Error::Storage(error) => Error::Storage(error.at(path)),
+            other => other,
+        }
+    }
+
+    /// This error, naming `path` (whatever it named) if it is a storage error.
+    pub(crate) fn at_instead(self, path: &Path) -> Error {
+        match self {
+            Error::Storage(error) => Error::Storage(error.at_instead(path)),
             other => other,
         }
     }

@@ -589,12 +589,14 @@ impl Journal {
             Ok(bytes) => bytes,
             Err(error) => {
                 let _ = std::fs::remove_file(&tmp);
-                return Err(io_error_at("write a snapshot", &tmp)(error));
+                // The directory, not the file: each compaction takes a new generation (and an
+                // error's path is kept for the rest of the process).
+                return Err(io_error_at("write a snapshot", &self.dir)(error));
             }
         };
         crash_point();
         std::fs::rename(&tmp, self.dir.join(snapshot_name(gen)))
-            .map_err(io_error_at("rename a snapshot into place", &tmp))?;
+            .map_err(io_error_at("rename a snapshot into place", &self.dir))?;
         sync_dir(&self.dir)?;
         crash_point();
         // The snapshot is replay's start from now on: the older chunks are no longer needed.

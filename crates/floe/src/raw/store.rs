@@ -387,20 +387,25 @@ impl Store {
     pub(crate) fn create_table(&self, record: &TableRecord) -> Result<Arc<Region>, Error> {
         let bytes = record.file_bytes().ok_or(Error::CapacityOverflow)?;
         let path = self.table_path(record.gen);
+        // Its errors name the directory, not the new file: every attempt of a growth that
+        // keeps failing (a full disk) takes a new generation, and an error's path is kept
+        // for the rest of the process (`StorageError::path`).
         let file = create_reserved(
             &path,
             bytes,
             "create a table file",
             "reserve the disk blocks of a new table file",
-        )?;
+        )
+        .map_err(|error| error.at_instead(&self.dir))?;
         // Synced once reserved: the superblock will name the file, and a power loss must not
         // leave it shorter than recorded (its blocks are unwritten extents, so this writes
         // only metadata).
         let mapped = file
             .sync_all()
-            .map_err(io_error_at("sync a new table file", &path))
+            .map_err(io_error_at("sync a new table file", &self.dir))
             .and_then(|()| {
-                Region::map_file(&file, bytes).map_err(io_error_at("map a new table file", &path))
+                Region::map_file(&file, bytes)
+                    .map_err(io_error_at("map a new table file", &self.dir))
             });
         match mapped {
             Ok(region) => Ok(Arc::new(region)),
