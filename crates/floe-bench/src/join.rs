@@ -53,6 +53,7 @@ use crate::{
     keys::{mix, parse_count},
     machine::machine,
     measure::Workers,
+    sizes::median,
 };
 
 /// `floe-bench join`.
@@ -274,7 +275,39 @@ struct Chains<'r> {
     r: &'r Relation,
 }
 
-impl Chains<'_> {
+impl<'r> Chains<'r> {
+    /// Chains over `r`, whose keys number `distinct` (no links when each is on one tuple).
+    fn new(r: &'r Relation, distinct: u64) -> Self {
+        let unique = distinct == r.keys.len() as u64;
+        Chains {
+            unique,
+            next: if unique {
+                Vec::new()
+            } else {
+                (0..r.keys.len()).map(|_| AtomicU64::new(NIL)).collect()
+            },
+            r,
+        }
+    }
+
+    /// The value a build stores for row `row`: its payload, or the row itself to chain.
+    fn value_of(&self, row: usize) -> u64 {
+        if self.unique {
+            self.r.payloads[row]
+        } else {
+            row as u64
+        }
+    }
+
+    /// Row `row`'s insert replaced the value `replaced` (the key's previous row): link it.
+    /// Each row is written by the one thread that inserted it, and read only after the
+    /// build's threads have been joined (so Relaxed).
+    fn record(&self, row: usize, replaced: Option<u64>) {
+        if !self.unique {
+            self.next[row].store(replaced.unwrap_or(NIL), Relaxed);
+        }
+    }
+
     /// Emit the matches of the probe tuple `s_payload` whose key's value is `value`.
     #[inline(always)]
     fn emit(&self, kind: JoinKind, value: Option<u64>, s_payload: u64, out: &mut Output) {
@@ -327,25 +360,13 @@ fn floe_join(
     let map = FlatMap::<u64, u64>::try_with_capacity(distinct as usize)
         .map_err(|e| format!("floe: {e}"))?;
     let allocation = allocating.elapsed();
-    let unique = distinct == r.keys.len() as u64;
-    let chains = Chains {
-        unique,
-        next: if unique {
-            Vec::new()
-        } else {
-            (0..r.keys.len()).map(|_| AtomicU64::new(NIL)).collect()
-        },
-        r,
-    };
+    let chains = Chains::new(r, distinct);
+    let unique = chains.unique;
     let (build, failures) = workers.run(threads, |t| {
         let rows = share(r.keys.len(), t, threads);
-        let value_of = |row: usize| if unique { r.payloads[row] } else { row as u64 };
+        let value_of = |row: usize| chains.value_of(row);
+        let record = |row: usize, replaced: Option<u64>| chains.record(row, replaced);
         let mut failed = 0u64;
-        let record = |row: usize, replaced: Option<u64>| {
-            if !unique {
-                chains.next[row].store(replaced.unwrap_or(NIL), Relaxed);
-            }
-        };
         if batched {
             let batch = map.batch();
             let mut requests = Vec::with_capacity(CHUNK);
@@ -431,13 +452,6 @@ fn partition_of(key: u64, bits: u32) -> usize {
     (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - bits)) as usize
 }
 
-/// One partition's table: key -> payload (unique keys) or latest row, each row linked to the
-/// row its insert replaced (as floe's).
-struct Part {
-    table: hashbrown::HashMap<u64, u64>,
-    next: hashbrown::HashMap<u32, u32>,
-}
-
 fn hashbrown_join(
     kind: JoinKind,
     r: &Relation,
@@ -446,7 +460,8 @@ fn hashbrown_join(
     workers: &Workers,
     threads: usize,
 ) -> (Timing, Answer, usize) {
-    let unique = distinct == r.keys.len() as u64;
+    // Each partition's table maps a key as floe's does, rows chained in the same `Chains`.
+    let chains = Chains::new(r, distinct);
     let partitions = (threads * PARTITIONS_PER_THREAD).next_power_of_two();
     let bits = partitions.trailing_zeros();
     // Each thread scatters the rows of its slice of R into one vector a partition.
@@ -467,54 +482,32 @@ fn hashbrown_join(
                 break mine;
             }
             let count: usize = scattered.iter().map(|parts| parts[p].len()).sum();
-            let mut part = Part {
-                table: hashbrown::HashMap::with_capacity(count),
-                next: hashbrown::HashMap::new(),
-            };
+            let mut table = hashbrown::HashMap::with_capacity(count);
             for &row in scattered.iter().flat_map(|parts| &parts[p]) {
-                let value = if unique {
-                    r.payloads[row as usize]
-                } else {
-                    u64::from(row)
-                };
-                if let Some(previous) = part.table.insert(r.keys[row as usize], value) {
-                    part.next.insert(row, previous as u32);
-                }
+                let row = row as usize;
+                let replaced = table.insert(r.keys[row], chains.value_of(row));
+                chains.record(row, replaced);
             }
-            mine.push((p, part));
+            mine.push((p, table));
         }
     });
-    let mut parts: Vec<Option<Part>> = (0..partitions).map(|_| None).collect();
-    for (p, part) in built.into_iter().flatten() {
-        parts[p] = Some(part);
+    let mut tables: Vec<Option<hashbrown::HashMap<u64, u64>>> =
+        (0..partitions).map(|_| None).collect();
+    for (p, table) in built.into_iter().flatten() {
+        tables[p] = Some(table);
     }
-    let parts: Vec<Part> = parts
+    let tables: Vec<_> = tables
         .into_iter()
-        .map(|part| part.expect("every partition built"))
+        .map(|table| table.expect("every partition built"))
         .collect();
-    let bytes = parts
-        .iter()
-        .map(|part| part.table.allocation_size() + part.next.allocation_size())
-        .sum();
+    let bytes = tables.iter().map(|table| table.allocation_size()).sum();
     // Every thread probes its slice of S, in S's order, into the partitions' tables.
     let (probe, answers) = workers.run(threads, |t| {
         let mut out = Output::new();
         for row in share(s.keys.len(), t, threads) {
             let key = s.keys[row];
-            let s_payload = s.payloads[row];
-            let part = &parts[partition_of(key, bits)];
-            match (kind, part.table.get(&key)) {
-                (JoinKind::Inner, Some(&payload)) if unique => out.emit(payload, s_payload),
-                (JoinKind::Inner, Some(&head)) => {
-                    let mut at = Some(head as u32);
-                    while let Some(r_row) = at {
-                        out.emit(r.payloads[r_row as usize], s_payload);
-                        at = part.next.get(&r_row).copied();
-                    }
-                }
-                (JoinKind::Semi, Some(_)) | (JoinKind::Anti, None) => out.emit(0, s_payload),
-                _ => {}
-            }
+            let value = tables[partition_of(key, bits)].get(&key).copied();
+            chains.emit(kind, value, s.payloads[row], &mut out);
         }
         out.finish()
     });
@@ -529,11 +522,6 @@ fn hashbrown_join(
         answer,
         bytes,
     )
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
 }
 
 /// Write `words` little-endian to `path`, streamed (a column of S is GiBs at workload A's size).
