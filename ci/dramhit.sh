@@ -24,7 +24,8 @@
 #            which matters on hosts where a random line costs more the larger the array:
 #            BENCHMARKS.md, "DRAM speed"), and --workload fill --api batch (batched inserts of
 #            fresh keys into a table made for them, 23.5M of 31.3M), 2 threads; each with the
-#            machine's random-line ceiling measured in the same run.
+#            machine's random-line ceiling and the minimal table's insert (`insert, L2 64`, the
+#            ceiling's reference for what an insert costs with no protocol) measured in the same run.
 # Environment: ROUNDS (3), THREADS (2), OUT (results/dramhit: the raw outputs, runs.txt and
 # summary.txt), FLOE_BENCH (a floe-bench binary; default: built here in release).
 set -euo pipefail
@@ -103,7 +104,11 @@ floe_run() {
     # mops (column 7) and the matching ceiling (the last column).
     awk -F, 'NR == 2 { print $7, $NF }' "$csv"
 }
-printf '%-6s %12s %12s %10s %12s %10s %12s %10s\n' round dramhit_set dramhit_get floe_get get_ceiling floe_fill fill_ceiling dense_get |
+# The minimal table's insert at this thread count: the last column of the ceiling table's row.
+minimal_insert() {
+    awk -v t="$threads" '/^threads +read/ { table = 1; next } table && $1 == t { print $NF; exit }' "$1"
+}
+printf '%-6s %12s %12s %10s %12s %10s %12s %10s %14s\n' round dramhit_set dramhit_get floe_get get_ceiling floe_fill fill_ceiling dense_get minimal_insert |
     tee -a "$out/runs.txt"
 for round in $(seq 1 "$rounds"); do
     log="$out/dramhit-$round.log"
@@ -116,8 +121,9 @@ for round in $(seq 1 "$rounds"); do
     read -r floe_get get_ceiling < <(floe_run get 23488102 "$round")
     read -r floe_fill fill_ceiling < <(floe_run fill 31317469 "$round")
     read -r dense_get _ < <(floe_run get 23488102 "$round" floe-dense)
-    printf '%-6s %12s %12s %10s %12s %10s %12s %10s\n' "$round" "$set_mops" "$get_mops" "$floe_get" \
-        "$get_ceiling" "$floe_fill" "$fill_ceiling" "$dense_get" | tee -a "$out/runs.txt"
+    insert_reference="$(minimal_insert "$out/floe-fill-$round.log")"
+    printf '%-6s %12s %12s %10s %12s %10s %12s %10s %14s\n' "$round" "$set_mops" "$get_mops" "$floe_get" \
+        "$get_ceiling" "$floe_fill" "$fill_ceiling" "$dense_get" "$insert_reference" | tee -a "$out/runs.txt"
 done
 
 # The median of column $1 of runs.txt.
@@ -127,11 +133,12 @@ median() {
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 d_set="$(median 2)" d_get="$(median 3)" f_get="$(median 4)" ceiling="$(median 5)" f_fill="$(median 6)"
-f_dense="$(median 8)"
+f_dense="$(median 8)" minimal="$(median 9)"
 {
     echo "medians of $rounds rounds (M ops/s):"
     echo "  batched get:    floe $f_get, DRAMHiT $d_get: floe/DRAMHiT $(ratio "$f_get" "$d_get")x;" \
         "floe/ceiling (best read window) $(ratio "$f_get" "$ceiling")x"
     echo "  batched get, dense layout: floe $f_dense: floe/DRAMHiT $(ratio "$f_dense" "$d_get")x"
-    echo "  batched insert: floe $f_fill, DRAMHiT set $d_set: floe/DRAMHiT $(ratio "$f_fill" "$d_set")x"
+    echo "  batched insert: floe $f_fill, DRAMHiT set $d_set: floe/DRAMHiT $(ratio "$f_fill" "$d_set")x;" \
+        "floe/minimal insert (ceiling.rs) $(ratio "$f_fill" "$minimal")x"
 } | tee -a "$out/summary.txt"

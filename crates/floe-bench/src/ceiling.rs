@@ -27,6 +27,13 @@
 //! hash, prefetch, load the line, match four keys, take the value. A batched get that reaches
 //! this figure costs no more than a minimal table's would in the same run; what separates it
 //! from the read window is the lookup itself (the issue-41 section of BENCHMARKS.md).
+//!
+//! Its write twin, **insert, L2 64**: fresh keys inserted into the same minimal table emptied,
+//! through the same window, as DRAMHiT's set does it: hash, prefetch, then claim the line's
+//! first empty pair with one compare-and-swap of its key word and store the value (the next
+//! line when a line is full), at most until three pairs in four are taken. One locked
+//! instruction an insert and nothing else: what a batched insert costs a table with no
+//! protocol on top of the line it writes.
 
 use std::{
     hint::black_box,
@@ -168,6 +175,10 @@ const fn inverse_mod_word(a: u64) -> u64 {
 /// Turns a hash of the minimal table back into its key.
 const FIND_INVERSE: u64 = inverse_mod_word(FIND_MULTIPLIER);
 
+/// Makes the minimal table's insert keys from their numbers (an odd multiplier: distinct
+/// numbers give distinct keys, and consecutive ones land on lines far apart).
+const INSERT_SPREAD: u64 = 0xD6E8_FEB8_6659_FD93;
+
 /// The line of the minimal table a key lives in.
 #[inline(always)]
 fn find_line(key: u64, lines: u64) -> u64 {
@@ -256,6 +267,95 @@ impl Ceiling {
     }
 }
 
+impl Ceiling {
+    /// Empty the minimal table (every pair's key 0).
+    fn empty_minimal_table(&self) {
+        for word in 0..self.lines() * 8 {
+            self.word(word).store(0, Ordering::Relaxed);
+        }
+    }
+
+    /// Inserts of fresh keys into the emptied minimal table on `threads` threads, through a
+    /// `window`-deep L2 prefetch window (module docs), for `duration` or until each thread has
+    /// inserted its share of three pairs in four, once. Returns Mops/s, or an error if an
+    /// insert found its key already there (the table was not emptied).
+    fn measure_insert(
+        &self,
+        workers: &Workers,
+        threads: usize,
+        duration: Duration,
+        window: usize,
+        stream_len: usize,
+    ) -> Result<f64, String> {
+        self.empty_minimal_table();
+        let lines = self.lines();
+        let share = (lines * FULL_PAIRS_PER_LINE / threads as u64).min(stream_len as u64);
+        // Distinct keys (an odd multiple of distinct numbers, never 0), spread over the lines.
+        let keys: Vec<Vec<u64>> = (0..threads as u64)
+            .map(|t| {
+                (0..share)
+                    .map(|i| (t * share + i + 1).wrapping_mul(INSERT_SPREAD))
+                    .collect()
+            })
+            .collect();
+        let found = AtomicU64::new(0);
+        let (elapsed, ops) = workers.run(threads, |i| {
+            let keys = &keys[i];
+            let mut found_here = 0u64;
+            let insert = |key: u64, value: u64| -> bool {
+                let mut line = find_line(key, lines);
+                loop {
+                    let first = line * 8;
+                    for slot in 0..PAIRS_PER_LINE {
+                        let key_word = self.word(first + slot * 2);
+                        let now = key_word.load(Ordering::Relaxed);
+                        if now == key {
+                            return false;
+                        }
+                        // Release on the value below, Acquire on a found key: the pairing a
+                        // real table's readers need, at no cost on x86.
+                        if now == 0
+                            && key_word
+                                .compare_exchange(0, key, Ordering::AcqRel, Ordering::Acquire)
+                                .is_ok()
+                        {
+                            self.word(first + slot * 2 + 1)
+                                .store(value, Ordering::Release);
+                            return true;
+                        }
+                    }
+                    line = if line + 1 == lines { 0 } else { line + 1 };
+                }
+            };
+            let start = std::time::Instant::now();
+            let mut done = 0usize;
+            for chunk in keys.chunks(4096) {
+                for (j, &key) in chunk.iter().enumerate() {
+                    let at = done + j;
+                    if window > 0 {
+                        if let Some(&next) = keys.get(at + window) {
+                            prefetch(self.word(find_line(next, lines) * 8), Access::ReadIntoL2);
+                        }
+                    }
+                    found_here += u64::from(!insert(key, at as u64));
+                }
+                done += chunk.len();
+                if start.elapsed() >= duration {
+                    break;
+                }
+            }
+            found.fetch_add(found_here, Ordering::Relaxed);
+            done as u64
+        });
+        match found.into_inner() {
+            0 => Ok(ops.iter().sum::<u64>() as f64 / elapsed.as_secs_f64() / 1e6),
+            n => Err(format!(
+                "the minimal table's inserts found {n} keys already there"
+            )),
+        }
+    }
+}
+
 /// The kinds of access the ceiling measures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Access {
@@ -300,6 +400,10 @@ pub struct Figures {
     /// ceiling (absent from reports written before it: 0).
     #[serde(default)]
     pub find_l2_window64_mops: f64,
+    /// Inserts into a minimal table through a 64-deep L2 window (module docs): a reference
+    /// (absent from reports written before it: 0).
+    #[serde(default)]
+    pub insert_l2_window64_mops: f64,
 }
 
 impl Figures {
@@ -322,8 +426,9 @@ impl Figures {
         1.0 / (reads / read + (1.0 - reads) / rmw)
     }
 
-    /// Measure every figure, each the median of `repeat` runs; the minimal table's finds last
-    /// (laying it out overwrites the array). `Err` if a find missed a present key.
+    /// Measure every figure, each the median of `repeat` runs; the minimal table's finds and
+    /// inserts last (laying it out overwrites the array). `Err` if a find missed a present key
+    /// or an insert found a fresh one.
     pub fn measure(
         ceiling: &Ceiling,
         workers: &Workers,
@@ -358,6 +463,7 @@ impl Figures {
             rmw_noprefetch_mops: ceiling_median(Access::ReadModifyWrite, 0),
             rmw_window64_mops: ceiling_median(Access::ReadModifyWrite, 64),
             find_l2_window64_mops: 0.0,
+            insert_l2_window64_mops: 0.0,
         };
         ceiling.lay_out_minimal_table();
         let mut finds = Vec::with_capacity(repeat);
@@ -366,6 +472,12 @@ impl Figures {
             tick();
         }
         figures.find_l2_window64_mops = median(finds);
+        let mut inserts = Vec::with_capacity(repeat);
+        for _ in 0..repeat {
+            inserts.push(ceiling.measure_insert(workers, threads, duration, 64, stream_len)?);
+            tick();
+        }
+        figures.insert_l2_window64_mops = median(inserts);
         Ok(figures)
     }
 }
@@ -412,5 +524,29 @@ mod tests {
         assert!(ceiling
             .measure_find(&workers, 1, Duration::from_millis(20), 0, 10_000)
             .is_err());
+    }
+
+    #[test]
+    fn the_minimal_table_takes_each_fresh_key_once_and_keeps_it() {
+        let ceiling = Ceiling::new(4 << 20, false).expect("a small array");
+        let workers = Workers::new();
+        // Two threads, each to its share of three pairs in four (no time limit reached).
+        let share = ceiling.lines() * FULL_PAIRS_PER_LINE / 2;
+        let mops = ceiling
+            .measure_insert(&workers, 2, Duration::from_secs(60), 64, usize::MAX)
+            .expect("fresh keys are fresh");
+        assert!(mops > 0.0);
+        let mut taken = std::collections::HashSet::new();
+        for word in (0..ceiling.lines() * 8).step_by(2) {
+            let key = ceiling.word(word).load(Ordering::Relaxed);
+            if key != 0 {
+                let number = key.wrapping_mul(inverse_mod_word(INSERT_SPREAD));
+                assert!((1..=2 * share).contains(&number), "only the streams' keys");
+                assert!(taken.insert(number), "key number {number} in two pairs");
+                let value = ceiling.word(word + 1).load(Ordering::Relaxed);
+                assert_eq!(value, (number - 1) % share, "the value its insert stored");
+            }
+        }
+        assert_eq!(taken.len() as u64, 2 * share, "every key inserted");
     }
 }

@@ -305,8 +305,8 @@ impl Experiment {
 
     /// Progress steps: ceiling runs, memory probes, warm-ups and timed runs.
     fn steps(&self) -> u64 {
-        // Six ceilings and the minimal table's finds (`ceiling::Figures::measure`).
-        let ceiling = 7 * self.repeat * self.threads.len();
+        // Six ceilings and the minimal table's finds and inserts (`ceiling::Figures::measure`).
+        let ceiling = 8 * self.repeat * self.threads.len();
         let maps: usize = self
             .maps
             .iter()

@@ -254,8 +254,8 @@ pub fn ceiling_table(figures: &[Figures]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "{:<8} {:>14} {:>14} {:>14} {:>14} {:>14} {:>14} {:>14}   (Mops/s, random 64-byte lines; \
-         find: a minimal table's lookups, a reference)",
+        "{:<8} {:>14} {:>14} {:>14} {:>14} {:>14} {:>14} {:>14} {:>14}   (Mops/s, random 64-byte \
+         lines; find, insert: a minimal table's, references)",
         "threads",
         "read",
         "read, pf 32",
@@ -263,12 +263,13 @@ pub fn ceiling_table(figures: &[Figures]) -> String {
         "read, L2 64",
         "rmw",
         "rmw, pf 64",
-        "find, L2 64"
+        "find, L2 64",
+        "insert, L2 64"
     );
     for f in figures {
         let _ = writeln!(
             out,
-            "{:<8} {:>14.2} {:>14.2} {:>14.2} {:>14.2} {:>14.2} {:>14.2} {:>14.2}",
+            "{:<8} {:>14.2} {:>14.2} {:>14.2} {:>14.2} {:>14.2} {:>14.2} {:>14.2} {:>14.2}",
             f.threads,
             f.read_noprefetch_mops,
             f.read_window32_mops,
@@ -276,7 +277,8 @@ pub fn ceiling_table(figures: &[Figures]) -> String {
             f.read_l2_window64_mops,
             f.rmw_noprefetch_mops,
             f.rmw_window64_mops,
-            f.find_l2_window64_mops
+            f.find_l2_window64_mops,
+            f.insert_l2_window64_mops
         );
     }
     out
@@ -344,6 +346,7 @@ pub(crate) mod tests {
                 rmw_noprefetch_mops: 10.0,
                 rmw_window64_mops: 60.0,
                 find_l2_window64_mops: 0.0,
+                insert_l2_window64_mops: 0.0,
             },
             Figures {
                 threads: 2,
@@ -354,6 +357,7 @@ pub(crate) mod tests {
                 rmw_noprefetch_mops: 20.0,
                 rmw_window64_mops: 110.0,
                 find_l2_window64_mops: 0.0,
+                insert_l2_window64_mops: 0.0,
             },
         ];
         Report {
