@@ -7,6 +7,8 @@
 #   runtime in the program sees its allocations and frees through the malloc and free it
 #   intercepts, and checks every access of the C side), and the example
 #   (examples/example.c) as C, with the header also compiled as C++;
+# - install.sh installs the library to a prefix (SONAME and its links, floe.pc, the header),
+#   and the example builds against the installed copy through pkg-config, shared and static;
 # - floe-bench's C++ peers are all in the build (`floe-bench peers`), answer every check on a
 #   small table, and floe through its C ABI too.
 # Installs what it needs when missing (Debian: cbindgen, libtbb-dev, libcuckoo-dev,
@@ -75,6 +77,34 @@ echo "-- static library"
 "$build/test-static"
 echo "-- example"
 "$build/example"
+
+echo "== installed to a prefix (crates/floe-capi/install.sh), the example built with pkg-config"
+prefix="$build/prefix"
+bash crates/floe-capi/install.sh --profile dev --prefix "$prefix"
+installed="$prefix/lib"
+version="$(sed -n 's/^version = "\(.*\)"/\1/p' crates/floe-capi/Cargo.toml | head -1)"
+soname="libfloe_capi.so.$(echo "$version" | awk -F. '{ print ($1 == 0) ? "0." $2 : $1 }')"
+[ "$(readlink "$installed/$soname")" = "libfloe_capi.so.$version" ] ||
+    { echo "capi.sh: $installed/$soname is not a link to libfloe_capi.so.$version" >&2; exit 1; }
+export PKG_CONFIG_PATH="$installed/pkgconfig"
+[ "$(pkg-config --modversion floe)" = "$version" ] ||
+    { echo "capi.sh: pkg-config's floe is not version $version" >&2; exit 1; }
+pc_cflags=(-std=c11 -Wall -Wextra -Werror)
+# shellcheck disable=SC2046 # pkg-config's flags are words
+cc "${pc_cflags[@]}" crates/floe-capi/examples/example.c $(pkg-config --cflags --libs floe) \
+    -Wl,-rpath,"$installed" -o "$build/example-pkg-config"
+# The program asks for the SONAME, not the unversioned name or the file.
+readelf -d "$build/example-pkg-config" | grep -q "NEEDED.*\[$soname\]" ||
+    { echo "capi.sh: the example does not load $soname" >&2; readelf -d "$build/example-pkg-config" >&2; exit 1; }
+"$build/example-pkg-config" >/dev/null
+# The static library with the system libraries `pkg-config --static` names.
+# shellcheck disable=SC2046
+cc "${pc_cflags[@]}" $(pkg-config --cflags floe) crates/floe-capi/examples/example.c \
+    "$(pkg-config --variable=libdir floe)/libfloe_capi.a" \
+    $(pkg-config --static --libs-only-l floe | sed 's/-lfloe_capi//') -o "$build/example-static-pkg-config"
+"$build/example-static-pkg-config" >/dev/null
+unset PKG_CONFIG_PATH
+echo "-- both ran"
 
 echo "== floe-bench's C++ peers and floe through its C ABI"
 cargo build -p floe-bench

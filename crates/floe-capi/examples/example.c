@@ -1,9 +1,10 @@
 /* floe from C: count words with the u64 map, look a batch of keys up at once, walk the map,
  * and keep names in the byte-string map.
  *
- *   cargo build --release -p floe-capi
- *   cc -I crates/floe-capi/include crates/floe-capi/examples/example.c \
- *      target/release/libfloe_capi.a -lpthread -ldl -lm -o example && ./example
+ *   bash crates/floe-capi/install.sh --prefix "$HOME/.local"
+ *   export PKG_CONFIG_PATH="$HOME/.local/lib/pkgconfig"
+ *   cc crates/floe-capi/examples/example.c $(pkg-config --cflags --libs floe) \
+ *      -Wl,-rpath,"$HOME/.local/lib" -o example && ./example
  */
 #include <stdio.h>
 #include <stdlib.h>
