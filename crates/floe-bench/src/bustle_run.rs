@@ -110,9 +110,7 @@ pub struct Row {
 
 impl Row {
     pub fn median(&self) -> f64 {
-        let mut sorted = self.mops.clone();
-        sorted.sort_by(f64::total_cmp);
-        sorted[sorted.len() / 2]
+        crate::measure::median(self.mops.clone())
     }
 }
 

@@ -26,7 +26,7 @@ use std::{
 
 use clap::{Args, ValueEnum};
 
-use crate::dist::Dist;
+use crate::{dist::Dist, measure::median};
 
 /// The caches compared.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -432,11 +432,6 @@ fn probe_child(kind: CacheKind, entries: u64) -> Result<f64, String> {
         .trim()
         .parse()
         .map_err(|e| format!("the memory probe of {name} printed no number: {e}"))
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
 }
 
 fn name(kind: CacheKind) -> &'static str {

@@ -41,7 +41,7 @@ use std::{
     time::Duration,
 };
 
-use crate::measure::{cycle_for, streams, Workers};
+use crate::measure::{cycle_for, median, streams, Workers};
 
 pub struct Ceiling {
     /// The whole mapping, for `munmap`.
@@ -438,10 +438,6 @@ impl Figures {
         stream_len: usize,
         mut tick: impl FnMut(),
     ) -> Result<Figures, String> {
-        let median = |mut runs: Vec<f64>| {
-            runs.sort_by(f64::total_cmp);
-            runs[runs.len() / 2]
-        };
         let mut ceiling_median = |access, window| {
             median(
                 (0..repeat)

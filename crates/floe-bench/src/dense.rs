@@ -26,7 +26,7 @@ use floe::{FlatMap, Layout};
 use crate::{
     keys::{mix, parse_count},
     machine::machine,
-    measure::{cycle_for, streams, Workers},
+    measure::{cycle_for, median, streams, Workers},
 };
 
 /// Keys the maps of the population run are built for (both grow from there).
@@ -194,11 +194,6 @@ fn fill(table: &Table, workers: &Workers, threads: usize, keys: u64) -> (f64, u6
         full
     });
     (keys as f64 / elapsed.as_secs_f64() / 1e6, full.iter().sum())
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
 }
 
 /// The flags' errors (exit 2).

@@ -52,8 +52,7 @@ use crate::{
     experiment::stream_len,
     keys::{mix, parse_count},
     machine::machine,
-    measure::Workers,
-    sizes::median,
+    measure::{median, Workers},
 };
 
 /// `floe-bench join`.

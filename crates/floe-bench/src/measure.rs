@@ -98,6 +98,13 @@ pub fn streams<T>(
         .collect()
 }
 
+/// The median of repeated measurements: the middle one, the upper of the two middle ones
+/// for an even count. `values` must not be empty (every caller measures at least once).
+pub fn median(mut values: Vec<f64>) -> f64 {
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}
+
 /// Apply `op` to the items of `stream`, cycling, until `duration` has passed (the clock is read
 /// every 4096 items). Returns the number of items processed.
 #[inline(always)]

@@ -27,7 +27,7 @@ use clap::Args;
 use hdrhistogram::Histogram;
 use mio::{net::TcpStream, Events, Interest, Poll, Token};
 
-use crate::{dist::Dist, keys::parse_count};
+use crate::{dist::Dist, keys::parse_count, measure::median};
 
 #[derive(Args, Debug)]
 pub struct ServerArgs {
@@ -611,11 +611,6 @@ fn drive(address: SocketAddr, load: &Load<'_>) -> io::Result<Measured> {
     Ok(measured)
 }
 
-pub(crate) fn median(values: &mut [f64]) -> f64 {
-    values.sort_by(|a, b| a.total_cmp(b));
-    values[values.len() / 2]
-}
-
 pub fn main(args: ServerArgs) -> Result<(), String> {
     if args.servers.is_empty()
         || args.value_bytes.is_empty()
@@ -720,9 +715,7 @@ pub fn main(args: ServerArgs) -> Result<(), String> {
                 let medians: Vec<[f64; 9]> = samples
                     .iter()
                     .map(|runs| {
-                        core::array::from_fn(|i| {
-                            median(&mut runs.iter().map(|r| r[i]).collect::<Vec<_>>())
-                        })
+                        core::array::from_fn(|i| median(runs.iter().map(|r| r[i]).collect()))
                     })
                     .collect();
                 let floe = servers.iter().position(|s| s.name == "floe");

@@ -23,7 +23,7 @@ use clap::{Args, ValueEnum};
 use crate::{
     keys::{parse_count, Rng},
     maps::{AnyHash, AHASH},
-    measure::{cycle_for, streams, Workers},
+    measure::{cycle_for, median, streams, Workers},
 };
 
 #[derive(Args, Debug, Clone)]
@@ -737,11 +737,6 @@ pub(crate) fn row_cells(maps: &[BlobKind], medians: &[f64]) -> (String, String) 
         })
         .collect();
     (cells.join("\t"), ratio)
-}
-
-pub(crate) fn median(mut xs: Vec<f64>) -> f64 {
-    xs.sort_by(f64::total_cmp);
-    xs[xs.len() / 2]
 }
 
 pub fn main(args: SizesArgs) -> Result<(), SizesError> {

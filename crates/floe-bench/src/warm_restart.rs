@@ -24,7 +24,10 @@ use std::{
     time::{Duration, Instant},
 };
 
-use crate::server_load::{key, median, preload, start_server, ServerArgs};
+use crate::{
+    measure::median,
+    server_load::{key, preload, start_server, ServerArgs},
+};
 
 /// One restart, timed.
 struct Restart {
@@ -235,8 +238,8 @@ pub fn run(args: &ServerArgs, cpu: &str) -> Result<(), String> {
             .map(|_| restart_once(name, signal, args, &state, bytes))
             .collect::<Result<Vec<_>, _>>()?;
         let column = |f: fn(&Restart) -> f64| {
-            let mut values: Vec<f64> = runs.iter().map(f).collect();
-            median(&mut values)
+            let values: Vec<f64> = runs.iter().map(f).collect();
+            median(values)
         };
         println!(
             "{name}\t{signal_name}\t{:.3}\t{:.1}\t{:.3}\t{:.3}\t{:.3}\t{:.3}\t{:.2}\t{:.3}",

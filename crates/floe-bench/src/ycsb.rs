@@ -32,8 +32,8 @@ use crate::{
     dist::Dist,
     keys::parse_count,
     maps::{AnyHash, AHASH},
-    measure::{cycle_for, Workers},
-    sizes::{first_word, median, row_cells, sum_all, value, BlobKind, BlobMap, BlobRunArgs, Bytes},
+    measure::{cycle_for, median, Workers},
+    sizes::{first_word, row_cells, sum_all, value, BlobKind, BlobMap, BlobRunArgs, Bytes},
 };
 
 #[derive(Args, Debug, Clone)]
