@@ -44,6 +44,10 @@ pub enum Command {
     /// at a time against a radix-partitioned hashbrown join, inner, semi and anti; build and
     /// probe times, tuples/s, the probe beside the read ceiling. `ci/join.sh` adds DuckDB.
     Join(crate::join::JoinArgs),
+    /// DLHT's multi-key transactions, Smallbank and TATP, under two-phase locking: floe
+    /// (ordered lock batches, batched reads and writes) against dashmap and papaya with a lock
+    /// table; every engine's invariants checked at the end.
+    Oltp(crate::oltp::OltpArgs),
     /// `floe::Cache` against moka (W-TinyLFU and LRU), quick_cache and scc's `HashCache`:
     /// hit ratios on four traces at two sizes, throughput, memory per entry.
     Cache(crate::cache::CacheArgs),

@@ -47,6 +47,7 @@ mod keys;
 mod machine;
 mod maps;
 mod measure;
+mod oltp;
 mod plot;
 mod recovery;
 mod report;
@@ -122,6 +123,9 @@ fn main() -> ExitCode {
         Some(Command::Join(args)) => join::check(&args)
             .map_err(Failure::Usage)
             .and_then(|()| join::main(args).map_err(Failure::Run)),
+        Some(Command::Oltp(args)) => oltp::check(&args)
+            .map_err(Failure::Usage)
+            .and_then(|()| oltp::main(args).map_err(Failure::Run)),
         Some(Command::Cache(args)) => cache::check(&args)
             .map_err(Failure::Usage)
             .and_then(|()| cache::main(args).map_err(Failure::Run)),

@@ -649,6 +649,75 @@ fn joins_agree_across_engines_and_refuse_bad_flags() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// `oltp` refuses flags that make no run (exit 2), and a tiny Smallbank and TATP on every
+/// engine run, check their invariants (floe-bench exits 1 if one fails) and report each.
+#[test]
+fn oltp_runs_tiny_with_its_invariants_and_refuses_bad_flags() {
+    for (args, message) in [
+        (
+            &["oltp", "--accounts", "1"][..],
+            "Amalgamate and SendPayment need two",
+        ),
+        (
+            &["oltp", "--hotspot", "1"],
+            "must be 0 (uniform) or 2 to --accounts",
+        ),
+        (
+            &["oltp", "--accounts", "100", "--hotspot", "101"],
+            "must be 0 (uniform) or 2 to --accounts",
+        ),
+        (
+            &["oltp", "--subscribers", "0"],
+            "--subscribers 0 is out of range",
+        ),
+        (&["oltp", "--threads", "0"], "--threads must be 1 to 1024"),
+        (
+            &["oltp", "--seconds", "0"],
+            "--seconds 0 must be in (0, 3600]",
+        ),
+        (&["oltp", "--seconds", "NaN"], "must be in (0, 3600]"),
+        (&["oltp", "--repeat", "0"], "--repeat must be at least 1"),
+        (&["oltp", "--engines", "nosuch"], "possible values"),
+    ] {
+        refused(args, message);
+    }
+    let out = bench_ok(&[
+        "oltp",
+        "--accounts",
+        "500",
+        "--hotspot",
+        "8",
+        "--subscribers",
+        "300",
+        "--threads",
+        "2",
+        "--seconds",
+        "0.05",
+        "--repeat",
+        "2",
+    ]);
+    for benchmark in ["Smallbank, 500 customers", "TATP, 300 subscribers"] {
+        assert!(
+            out.lines().any(|line| line.starts_with(benchmark)
+                && line.contains("invariants hold on every engine")),
+            "{benchmark}: {out}"
+        );
+    }
+    for engine in ["floe", "dashmap", "papaya"] {
+        assert_eq!(
+            out.lines()
+                .filter(|line| line.starts_with(&format!("{engine} ")))
+                .count(),
+            2,
+            "a row per benchmark for {engine}: {out}"
+        );
+    }
+    assert!(
+        out.contains("SendPayment") && out.contains("InsertCallForwarding"),
+        "{out}"
+    );
+}
+
 /// `cache` refuses flags that make no comparison (exit 2), and a tiny run of every cache
 /// prints the three measurements (hit ratios, throughput, memory per entry).
 #[test]
