@@ -14,3 +14,6 @@ cargo test -p floe --features serde,crash-points --lib --test persist --test std
     --test persistent_map --test open_or_create "$@"
 # The lock-manager example checks its own invariants (money, accounts, locks) at the end.
 cargo run --quiet -p floe --example lock_manager -- --threads 4 --transactions 5000
+# The hash-join example checks its answers (duplicate build keys, absent probe keys) against
+# a std HashMap join and exits 1 if they differ.
+cargo run --quiet -p floe --example hash_join -- 100000 400000 30000 3
