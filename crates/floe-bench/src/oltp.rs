@@ -479,7 +479,7 @@ fn lock(store: &impl Store, ids: &[u64]) -> u64 {
     1
 }
 
-/// Two distinct ids in key order, and the order they were drawn in.
+/// Two distinct ids in key order (the order locks are taken in).
 fn two_sorted(a: u64, b: u64) -> [u64; 2] {
     [a.min(b), a.max(b)]
 }
@@ -1256,6 +1256,79 @@ struct Measured {
     load_seconds: f64,
 }
 
+/// The table of one benchmark's runs: each engine's rate, floe's ratio to the best peer,
+/// and the mix the first engine ran.
+fn write_report(
+    out: &mut String,
+    title: &str,
+    threads: usize,
+    measured: &[Measured],
+    mix_names: &[&str],
+    dlht_per_thread: f64,
+) {
+    let _ = writeln!(out, "\n{title}");
+    let best_peer = measured
+        .iter()
+        .filter(|m| m.engine != Engine::Floe)
+        .map(|m| median(m.rates.clone()))
+        .fold(0.0, f64::max);
+    let _ = writeln!(
+        out,
+        "{:<9} {:>10} {:>8} {:>8} {:>12} {:>14} {:>9} {:>10} {:>8}",
+        "engine",
+        "M txn/s",
+        "min",
+        "max",
+        "a thread",
+        "x DLHT/thread",
+        "x peer",
+        "conflicts",
+        "load s"
+    );
+    for m in measured {
+        let rate = median(m.rates.clone());
+        let lo = m.rates.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = m.rates.iter().copied().fold(0.0, f64::max);
+        let versus = if m.engine == Engine::Floe && best_peer > 0.0 {
+            format!("{:.2}x", rate / best_peer)
+        } else {
+            "-".into()
+        };
+        let _ = writeln!(
+            out,
+            "{:<9} {:>10.3} {:>8.3} {:>8.3} {:>12.3} {:>14.2} {:>9} {:>10} {:>8.1}",
+            m.engine.name(),
+            rate / 1e6,
+            lo / 1e6,
+            hi / 1e6,
+            rate / threads as f64 / 1e6,
+            rate / threads as f64 / dlht_per_thread,
+            versus,
+            m.total.conflicts,
+            m.load_seconds
+        );
+    }
+    if let Some(m) = measured.first() {
+        let total = m.total.transactions();
+        let _ = write!(out, "mix run on {}:", m.engine.name());
+        for (k, kind) in mix_names.iter().enumerate() {
+            let all = m.total.done[k] + m.total.not_done[k];
+            let _ = write!(
+                out,
+                " {kind} {:.1}% ({:.1}% done)",
+                100.0 * all as f64 / total.max(1) as f64,
+                100.0 * m.total.done[k] as f64 / all.max(1) as f64
+            );
+        }
+        let _ = writeln!(out);
+    }
+    let _ = writeln!(
+        out,
+        "x DLHT/thread: against DLHT's {:.2}M a thread (64 threads, two-socket Xeon Gold 6254; a different machine)",
+        dlht_per_thread / 1e6
+    );
+}
+
 pub fn main(args: OltpArgs) -> Result<(), String> {
     let threads = args
         .threads
@@ -1346,70 +1419,16 @@ pub fn main(args: OltpArgs) -> Result<(), String> {
             };
             checked.map_err(|why| format!("{}: {why}", measured[e].engine.name()))?;
         }
-        let _ = writeln!(
-            out,
-            "\n{name}, {threads} threads, {} s a run, median of {} (invariants hold on every engine)",
-            args.seconds, args.repeat
-        );
-        let best_peer = measured
-            .iter()
-            .filter(|m| m.engine != Engine::Floe)
-            .map(|m| median(m.rates.clone()))
-            .fold(0.0, f64::max);
-        let _ = writeln!(
-            out,
-            "{:<9} {:>10} {:>8} {:>8} {:>12} {:>14} {:>9} {:>10} {:>8}",
-            "engine",
-            "M txn/s",
-            "min",
-            "max",
-            "a thread",
-            "x DLHT/thread",
-            "x peer",
-            "conflicts",
-            "load s"
-        );
-        for m in &measured {
-            let rate = median(m.rates.clone());
-            let lo = m.rates.iter().copied().fold(f64::INFINITY, f64::min);
-            let hi = m.rates.iter().copied().fold(0.0, f64::max);
-            let versus = if m.engine == Engine::Floe && best_peer > 0.0 {
-                format!("{:.2}x", rate / best_peer)
-            } else {
-                "-".into()
-            };
-            let _ = writeln!(
-                out,
-                "{:<9} {:>10.3} {:>8.3} {:>8.3} {:>12.3} {:>14.2} {:>9} {:>10} {:>8.1}",
-                m.engine.name(),
-                rate / 1e6,
-                lo / 1e6,
-                hi / 1e6,
-                rate / threads as f64 / 1e6,
-                rate / threads as f64 / dlht_per_thread,
-                versus,
-                m.total.conflicts,
-                m.load_seconds
-            );
-        }
-        if let Some(m) = measured.first() {
-            let total = m.total.transactions();
-            let _ = write!(out, "mix run on {}:", m.engine.name());
-            for (k, kind) in mix_names.iter().enumerate() {
-                let all = m.total.done[k] + m.total.not_done[k];
-                let _ = write!(
-                    out,
-                    " {kind} {:.1}% ({:.1}% done)",
-                    100.0 * all as f64 / total.max(1) as f64,
-                    100.0 * m.total.done[k] as f64 / all.max(1) as f64
-                );
-            }
-            let _ = writeln!(out);
-        }
-        let _ = writeln!(
-            out,
-            "x DLHT/thread: against DLHT's {:.2}M a thread (64 threads, two-socket Xeon Gold 6254; a different machine)",
-            dlht_per_thread / 1e6
+        write_report(
+            &mut out,
+            &format!(
+                "{name}, {threads} threads, {} s a run, median of {} (invariants hold on every engine)",
+                args.seconds, args.repeat
+            ),
+            threads,
+            &measured,
+            &mix_names,
+            dlht_per_thread,
         );
     }
     print!("{out}");
