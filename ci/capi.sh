@@ -58,6 +58,11 @@ cargo build -p floe-capi
 echo "== the C tests and the example, with sanitizers"
 lib=target/debug
 build="$(mktemp -d)"
+# The shared library's SONAME (build.rs): programs linked against it load that name, which
+# only an install (install.sh) or this link in the build directory provides.
+version="$(sed -n 's/^version = "\(.*\)"/\1/p' crates/floe-capi/Cargo.toml | head -1)"
+soname="libfloe_capi.so.$(echo "$version" | awk -F. '{ print ($1 == 0) ? "0." $2 : $1 }')"
+ln -sfn libfloe_capi.so "$lib/$soname"
 trap 'rm -rf "$fresh" "$build"' EXIT
 cflags=(-std=c11 -g -O1 -Wall -Wextra -Werror -fno-omit-frame-pointer
     -fsanitize=address,undefined -fno-sanitize-recover=undefined
@@ -82,8 +87,6 @@ echo "== installed to a prefix (crates/floe-capi/install.sh), the example built 
 prefix="$build/prefix"
 bash crates/floe-capi/install.sh --profile dev --prefix "$prefix"
 installed="$prefix/lib"
-version="$(sed -n 's/^version = "\(.*\)"/\1/p' crates/floe-capi/Cargo.toml | head -1)"
-soname="libfloe_capi.so.$(echo "$version" | awk -F. '{ print ($1 == 0) ? "0." $2 : $1 }')"
 [ "$(readlink "$installed/$soname")" = "libfloe_capi.so.$version" ] ||
     { echo "capi.sh: $installed/$soname is not a link to libfloe_capi.so.$version" >&2; exit 1; }
 export PKG_CONFIG_PATH="$installed/pkgconfig"
