@@ -10,9 +10,8 @@
 # the timings, check floe-kmer's counts against jellyfish's and kmc's for each k; 0 skips
 # it), OUT (results/kmer-bench: the table, bench.txt, and the raw times, runs.txt).
 #
-# What is timed, per k: counting the file to each tool's own result, which for every tool
-# is the table in memory and a small write: floe-kmer with --histo (the histogram; no dump
-# and no sort), `jellyfish count` (its .jf database), kmc (its database). Both strands apart
+# What is timed, per k: counting the file into each tool's database: floe-kmer's (count -o,
+# sorted), `jellyfish count`'s (.jf), kmc's. Both strands apart
 # and canonical (-C) for floe-kmer and jellyfish; kmc counts canonical k-mers only, so its
 # row compares with the -C rows. Each tool's hash size: jellyfish's -s and floe-kmer's -s
 # are both set to the distinct k-mers of the input (found by an untimed floe-kmer run) plus
@@ -106,7 +105,7 @@ for k in $ks; do
         name="${strand:+ -C}"
         for engine in $engines; do
             time_runs "$k" "floe-kmer$name $engine" "$kmers" \
-                "$floe_kmer" count -q -m "$k" -t "$threads" $strand -s "$size" --engine "$engine" --histo -o "$tmp/floe.histo" "$reads"
+                "$floe_kmer" count -q -m "$k" -t "$threads" $strand -s "$size" --engine "$engine" -o "$tmp/floe.fkdb" "$reads"
         done
         time_runs "$k" "jellyfish$name" "$kmers" \
             jellyfish count -m "$k" -t "$threads" $strand -s "$size" -o "$tmp/x.jf" "$reads"
@@ -127,7 +126,8 @@ if [ "$verify" = 1 ]; then
             jellyfish count -m "$k" -t "$threads" $strand -s "${sizes[$k$strand]}" -o "$tmp/x.jf" "$reads"
             jellyfish dump -c "$tmp/x.jf" | sort -S 25% >"$tmp/jellyfish.txt"
             rm -f "$tmp"/x.jf*
-            "$floe_kmer" count -q -m "$k" -t "$threads" $strand -o "$tmp/floe$strand.txt" "$reads"
+            "$floe_kmer" count -q -m "$k" -t "$threads" $strand -o "$tmp/floe.fkdb" "$reads"
+            "$floe_kmer" dump -c "$tmp/floe.fkdb" >"$tmp/floe$strand.txt"
             if ! cmp -s "$tmp/jellyfish.txt" "$tmp/floe$strand.txt"; then
                 echo "kmer-bench.sh: k=$k ${strand:-(both strands)}: floe-kmer and jellyfish differ:" >&2
                 diff "$tmp/jellyfish.txt" "$tmp/floe$strand.txt" | head >&2
@@ -144,7 +144,7 @@ if [ "$verify" = 1 ]; then
             exit 1
         fi
         echo "  k=$k -C: floe-kmer = kmc"
-        rm -f "$tmp"/floe*.txt "$tmp"/jellyfish.txt "$tmp"/kmc.tsv
+        rm -f "$tmp"/floe*.txt "$tmp"/floe.fkdb "$tmp"/jellyfish.txt "$tmp"/kmc.tsv
     done
 fi
 echo "kmer-bench.sh: the table is in $table, every run in $runs"

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # floe-kmer against jellyfish 2 on real reads: bowtie2's example reads (10,000 short reads)
 # and long reads, k = 15, 21 and 31, with and without -C, through the batched and the
-# delegated engine: every k-mer's count (`jellyfish dump -c | sort`) and the histogram
-# (`jellyfish histo`) must be the same. kmc, on one case,
+# delegated engine: every k-mer's count (`jellyfish dump -c | sort` against floe-kmer's
+# database read by `dump -c`) and the histogram (`jellyfish histo`) must be the same; so
+# must `query -s`, `stats`, a bucketed `histo -f` and the FASTA dump of both databases, and
+# the text `count --text` and `count --histo` write without one, and `merge` of the reads'
+# halves must equal `jellyfish merge`'s. kmc, on one case,
 # must agree with floe-kmer -C too. First, the crate's test against a naive counter on the
 # same reads (tests/real_data.rs, which skips where the reads are not installed, as on a
 # fresh machine's ci/test.sh). Installs (apt) what it needs and the benchmark's tools
@@ -63,12 +66,37 @@ for name in reads_1 longreads; do
             jellyfish count -m "$k" -s 10M -t 2 $strand -o "$tmp/x.jf" "$tmp/$name.fq"
             jellyfish dump -c "$tmp/x.jf" | sort >"$tmp/jellyfish.txt"
             jellyfish histo "$tmp/x.jf" >"$tmp/jellyfish.histo"
+            # Every engine's database, read back by dump and histo.
             for engine in batched delegated; do
-                "$floe_kmer" count -q -m "$k" -t 2 $strand --engine "$engine" -o "$tmp/floe.txt" "$reads_dir/$name.fq.gz"
-                "$floe_kmer" count -q -m "$k" -t 2 $strand --engine "$engine" --histo "$reads_dir/$name.fq.gz" >"$tmp/floe.histo"
-                check "$what, $engine: counts" "$tmp/jellyfish.txt" "$tmp/floe.txt"
-                check "$what, $engine: histogram" "$tmp/jellyfish.histo" "$tmp/floe.histo"
+                "$floe_kmer" count -q -m "$k" -t 2 $strand --engine "$engine" -o "$tmp/floe.fkdb" "$reads_dir/$name.fq.gz"
+                "$floe_kmer" dump -c "$tmp/floe.fkdb" >"$tmp/floe.txt"
+                "$floe_kmer" histo "$tmp/floe.fkdb" >"$tmp/floe.histo"
+                check "$what, $engine: dump -c" "$tmp/jellyfish.txt" "$tmp/floe.txt"
+                check "$what, $engine: histo" "$tmp/jellyfish.histo" "$tmp/floe.histo"
             done
+            # The last database answers the other readers as jellyfish's does: queries for
+            # every k-mer of the first 1000 reads (either strand, N-broken), statistics, a
+            # bucketed histogram, the FASTA dump.
+            head -4000 "$tmp/$name.fq" >"$tmp/query.fq"
+            jellyfish query -s "$tmp/query.fq" "$tmp/x.jf" >"$tmp/jellyfish.query"
+            "$floe_kmer" query -s "$tmp/query.fq" "$tmp/floe.fkdb" >"$tmp/floe.query"
+            check "$what: query -s" "$tmp/jellyfish.query" "$tmp/floe.query"
+            jellyfish stats "$tmp/x.jf" >"$tmp/jellyfish.stats"
+            "$floe_kmer" stats "$tmp/floe.fkdb" >"$tmp/floe.stats"
+            check "$what: stats" "$tmp/jellyfish.stats" "$tmp/floe.stats"
+            jellyfish histo -f -l 3 -h 40 -i 4 "$tmp/x.jf" >"$tmp/jellyfish.histo"
+            "$floe_kmer" histo -f -l 3 -h 40 -i 4 "$tmp/floe.fkdb" >"$tmp/floe.histo"
+            check "$what: histo -f -l 3 -h 40 -i 4" "$tmp/jellyfish.histo" "$tmp/floe.histo"
+            # jellyfish dumps in hash order: both FASTA dumps as (count, k-mer) pairs, sorted.
+            jellyfish dump "$tmp/x.jf" | paste - - | sort >"$tmp/jellyfish.fasta"
+            "$floe_kmer" dump "$tmp/floe.fkdb" | paste - - | sort >"$tmp/floe.fasta"
+            check "$what: dump (FASTA)" "$tmp/jellyfish.fasta" "$tmp/floe.fasta"
+            # The text output without a database, from the count itself.
+            "$floe_kmer" count -q -m "$k" -t 2 $strand --text -o "$tmp/floe.txt" "$reads_dir/$name.fq.gz"
+            "$floe_kmer" count -q -m "$k" -t 2 $strand --histo "$reads_dir/$name.fq.gz" >"$tmp/floe.histo"
+            jellyfish histo "$tmp/x.jf" >"$tmp/jellyfish.histo"
+            check "$what: count --text" "$tmp/jellyfish.txt" "$tmp/floe.txt"
+            check "$what: count --histo" "$tmp/jellyfish.histo" "$tmp/floe.histo"
         done
     done
 done
@@ -78,8 +106,21 @@ mkdir "$tmp/kmc"
 kmc -hp -k21 -t2 -ci1 -cs4294967295 -fq "$tmp/reads_1.fq" "$tmp/kmc/out" "$tmp/kmc" >/dev/null
 kmc_tools -hp transform "$tmp/kmc/out" dump -s "$tmp/kmc.tsv" >/dev/null
 tr '\t' ' ' <"$tmp/kmc.tsv" >"$tmp/kmc.txt"
-"$floe_kmer" count -q -m 21 -t 2 -C -o "$tmp/floe.txt" "$reads_dir/reads_1.fq.gz"
+"$floe_kmer" count -q -m 21 -t 2 -C --text -o "$tmp/floe.txt" "$reads_dir/reads_1.fq.gz"
 check "reads_1 k=21 -C: counts against kmc" "$tmp/kmc.txt" "$tmp/floe.txt"
+
+# merge, against jellyfish merge: the reads in two halves, each counted, merged.
+head -20000 "$tmp/reads_1.fq" >"$tmp/half_1.fq"
+tail -n +20001 "$tmp/reads_1.fq" >"$tmp/half_2.fq"
+for half in 1 2; do
+    jellyfish count -m 21 -s 10M -t 2 -C -o "$tmp/half_$half.jf" "$tmp/half_$half.fq"
+    "$floe_kmer" count -q -m 21 -t 2 -C -o "$tmp/half_$half.fkdb" "$tmp/half_$half.fq"
+done
+jellyfish merge -o "$tmp/merged.jf" "$tmp/half_1.jf" "$tmp/half_2.jf"
+jellyfish dump -c "$tmp/merged.jf" | sort >"$tmp/jellyfish.txt"
+"$floe_kmer" merge -o "$tmp/merged.fkdb" "$tmp/half_1.fkdb" "$tmp/half_2.fkdb"
+"$floe_kmer" dump -c "$tmp/merged.fkdb" >"$tmp/floe.txt"
+check "reads_1 in halves k=21 -C: merge" "$tmp/jellyfish.txt" "$tmp/floe.txt"
 
 if ((failed)); then
     echo "kmer.sh: floe-kmer disagrees with jellyfish or kmc" >&2

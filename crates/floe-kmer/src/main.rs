@@ -1,8 +1,9 @@
-//! `floe-kmer`: counts k-mers in FASTA and FASTQ files; flags as jellyfish's. See `--help`.
+//! `floe-kmer`: counts k-mers in FASTA and FASTQ files into a database, and reads it back;
+//! commands and flags as jellyfish's. See `--help`.
 
 use std::{
-    io::{self, IsTerminal, Write},
-    path::{Path, PathBuf},
+    io::{self, BufRead, IsTerminal, Write},
+    path::PathBuf,
     process::ExitCode,
     time::{Duration, Instant},
 };
@@ -10,7 +11,10 @@ use std::{
 use clap::{Parser, Subcommand};
 use floe_kmer::{
     count::{count, EngineKind, Settings},
-    output::{write_dump, write_histogram, Filter, Histogram},
+    db::{self, Combine, Database, Provenance},
+    destination::Destination,
+    kmer::{decode, encode, Kmers},
+    output::{write_dump, write_kmers, Buckets, DumpFormat, Filter, Histogram, Stats},
     parse::{Input, Source},
     Error,
 };
@@ -18,14 +22,15 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle, TermLike};
 
 const EXIT_CODES: &str = "\
 Exit status:
-  0  the counts were written
+  0  the output was written
   1  the input is malformed (not FASTA/FASTQ, binary, a FASTQ quality line of the wrong
-     length, truncated or corrupt gzip...), reading or writing failed, or the table ran
-     out of memory; nothing is written to the output file (it is only created, by a
-     rename, once complete)
-  2  usage error: a bad flag or value (k outside 1..=32, no files...), a file that does
-     not exist or cannot be read, an output that cannot be created, a size hint (-s)
-     larger than the memory";
+     length, truncated or corrupt gzip...), a database is damaged, truncated or not
+     floe-kmer's, reading or writing failed, or the table ran out of memory; nothing is
+     written to the output file (it is only created, by a rename, once complete)
+  2  usage error: a bad flag or value (k outside 1..=32, no files, a k-mer to query of the
+     wrong length...), a file that does not exist, cannot be read or is not a regular
+     file (a database), an output that cannot be created, a size hint (-s) larger than the
+     memory, databases of different k to merge";
 
 /// Counts k-mers in FASTA and FASTQ files (plain or gzip) on floe's concurrent hash map.
 #[derive(Parser, Debug)]
@@ -37,11 +42,36 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Count the k-mers of the files, then write each k-mer with its count (`ACGT 5` lines,
-    /// sorted by k-mer, as `jellyfish dump -c | sort`) or, with --histo, their histogram (as
-    /// `jellyfish histo`). A summary goes to stderr.
+    /// Count the k-mers of the files into a database (-o FILE), which `dump`, `histo`,
+    /// `query`, `stats`, `merge` and `info` read. Without -o (or with --text), write each
+    /// k-mer with its count instead (`ACGT 5` lines, sorted by k-mer, as `jellyfish dump -c |
+    /// sort`); with --histo, their histogram (as `jellyfish histo`). A summary goes to
+    /// stderr.
     #[command(after_help = EXIT_CODES)]
     Count(CountArgs),
+    /// Write a database's k-mers and counts, in k-mer order: FASTA (`>COUNT` then the k-mer,
+    /// as `jellyfish dump`) or, with -c, `KMER COUNT` lines.
+    #[command(after_help = EXIT_CODES)]
+    Dump(DumpArgs),
+    /// Write the histogram of a database's counts (`COUNT NUMBER_OF_KMERS` lines), bucketed
+    /// as `jellyfish histo` does.
+    #[command(after_help = EXIT_CODES, disable_help_flag = true)]
+    Histo(HistoArgs),
+    /// Print how often k-mers occur (`KMER COUNT`; in a canonical database, the k-mer and its
+    /// reverse complement together, under the smaller, as `jellyfish query`).
+    #[command(after_help = EXIT_CODES)]
+    Query(QueryArgs),
+    /// Merge databases counted with the same k and strand mode into one (counts added, or
+    /// the smallest or largest of them).
+    #[command(after_help = EXIT_CODES)]
+    Merge(MergeArgs),
+    /// Print how many k-mers occur once, the distinct k-mers, the total and the largest
+    /// count (as `jellyfish stats`).
+    #[command(after_help = EXIT_CODES)]
+    Stats(StatsArgs),
+    /// Print how a database was made (the command line, where, when) and what it holds.
+    #[command(after_help = EXIT_CODES)]
+    Info(InfoArgs),
 }
 
 #[derive(clap::Args, Debug)]
@@ -62,9 +92,14 @@ struct CountArgs {
     /// smaller.
     #[arg(short = 's', long = "size", value_parser = parse_size)]
     size: Option<usize>,
-    /// Write to this file instead of stdout.
+    /// Write the database to this file. Without it, the dump (or the histogram) goes to
+    /// stdout.
     #[arg(short = 'o', long)]
     output: Option<PathBuf>,
+    /// Write the dump as text (`KMER COUNT` lines) to -o instead of a database (what -o
+    /// wrote before floe-kmer 0.2).
+    #[arg(long, conflicts_with = "histo")]
+    text: bool,
     /// How workers add to the table.
     #[arg(long, value_enum, default_value_t = EngineKind::Batched)]
     engine: EngineKind,
@@ -75,12 +110,8 @@ struct CountArgs {
     /// are tallied together under HIGH + 1 (as `jellyfish histo -h`).
     #[arg(long, value_name = "HIGH", default_value_t = 10000, requires = "histo")]
     histo_high: u64,
-    /// Leave out k-mers counted fewer times (from the dump and the histogram).
-    #[arg(short = 'L', long = "lower-count", value_name = "COUNT")]
-    lower: Option<u64>,
-    /// Leave out k-mers counted more times (from the dump and the histogram).
-    #[arg(short = 'U', long = "upper-count", value_name = "COUNT")]
-    upper: Option<u64>,
+    #[command(flatten)]
+    filter: FilterArgs,
     /// Show progress on stderr even when it is not a terminal (then a line a second).
     #[arg(long, overrides_with = "no_progress")]
     progress: bool,
@@ -93,6 +124,130 @@ struct CountArgs {
     /// FASTA or FASTQ files, plain or gzip (told by their first bytes); `-` is stdin.
     #[arg(required = true, value_name = "FILES")]
     files: Vec<PathBuf>,
+}
+
+/// jellyfish's -L and -U.
+#[derive(clap::Args, Debug)]
+struct FilterArgs {
+    /// Leave out k-mers counted fewer times.
+    #[arg(short = 'L', long = "lower-count", value_name = "COUNT")]
+    lower: Option<u64>,
+    /// Leave out k-mers counted more times.
+    #[arg(short = 'U', long = "upper-count", value_name = "COUNT")]
+    upper: Option<u64>,
+}
+
+impl FilterArgs {
+    fn filter(&self) -> Result<Filter, Error> {
+        let filter = Filter {
+            lower: self.lower.unwrap_or(0),
+            upper: self.upper.unwrap_or(u64::MAX),
+        };
+        if filter.lower > filter.upper {
+            return Err(Error::Usage(format!(
+                "--lower-count {} is above --upper-count {}: nothing would be written",
+                filter.lower, filter.upper
+            )));
+        }
+        Ok(filter)
+    }
+}
+
+#[derive(clap::Args, Debug)]
+struct DumpArgs {
+    /// `KMER COUNT` lines instead of FASTA.
+    #[arg(short = 'c', long = "column")]
+    column: bool,
+    /// With -c, a tab between k-mer and count instead of a space.
+    #[arg(short = 't', long = "tab")]
+    tab: bool,
+    #[command(flatten)]
+    read: FilteredRead,
+}
+
+/// A database read through jellyfish's -L and -U into an output.
+#[derive(clap::Args, Debug)]
+struct FilteredRead {
+    #[command(flatten)]
+    filter: FilterArgs,
+    /// Write to this file instead of stdout.
+    #[arg(short = 'o', long)]
+    output: Option<PathBuf>,
+    /// The database.
+    database: PathBuf,
+}
+
+#[derive(clap::Args, Debug)]
+struct HistoArgs {
+    /// The low end: counts below it are tallied in the first bucket.
+    #[arg(short = 'l', long = "low", default_value_t = 1)]
+    low: u64,
+    /// The high end: the last bucket tallies the counts above it.
+    #[arg(short = 'h', long = "high", default_value_t = 10000)]
+    high: u64,
+    /// The width of a bucket.
+    #[arg(short = 'i', long = "increment", default_value_t = 1)]
+    increment: u64,
+    /// Print empty buckets too.
+    #[arg(short = 'f', long = "full")]
+    full: bool,
+    /// Write to this file instead of stdout.
+    #[arg(short = 'o', long)]
+    output: Option<PathBuf>,
+    /// Print help.
+    #[arg(long, action = clap::ArgAction::Help)]
+    help: Option<bool>,
+    /// The database.
+    database: PathBuf,
+}
+
+#[derive(clap::Args, Debug)]
+struct QueryArgs {
+    /// Also every k-mer of this FASTA or FASTQ file (plain or gzip), in order.
+    #[arg(short = 's', long = "sequence", value_name = "FILE")]
+    sequence: Option<PathBuf>,
+    /// Read k-mers from stdin, one a line, and answer each with its count alone, a line each
+    /// (as `jellyfish query -i`).
+    #[arg(short = 'i', long)]
+    interactive: bool,
+    /// Write to this file instead of stdout.
+    #[arg(short = 'o', long)]
+    output: Option<PathBuf>,
+    /// The database.
+    database: PathBuf,
+    /// K-mers to look up (of the database's k; upper or lower case).
+    mers: Vec<String>,
+}
+
+#[derive(clap::Args, Debug)]
+struct MergeArgs {
+    /// The merged database.
+    #[arg(short = 'o', long, required = true)]
+    output: PathBuf,
+    /// Keep the smallest of a k-mer's counts (a k-mer missing from a database counts 0, so
+    /// is left out) instead of adding them.
+    #[arg(short = 'm', long, conflicts_with = "max")]
+    min: bool,
+    /// Keep the largest of a k-mer's counts instead of adding them.
+    #[arg(short = 'M', long)]
+    max: bool,
+    #[command(flatten)]
+    filter: FilterArgs,
+    /// The databases.
+    #[arg(required = true)]
+    databases: Vec<PathBuf>,
+}
+
+#[derive(clap::Args, Debug)]
+struct StatsArgs {
+    #[command(flatten)]
+    read: FilteredRead,
+}
+
+#[derive(clap::Args, Debug)]
+struct InfoArgs {
+    /// The database.
+    database: PathBuf,
 }
 
 /// The table's size hint when there is no -s and the input's size is not known.
@@ -118,8 +273,16 @@ fn parse_size(text: &str) -> Result<usize, String> {
 }
 
 fn main() -> ExitCode {
-    let Command::Count(args) = Cli::parse().command;
-    match run(&args) {
+    let result = match Cli::parse().command {
+        Command::Count(args) => run(&args),
+        Command::Dump(args) => dump(&args),
+        Command::Histo(args) => histo(&args),
+        Command::Query(args) => query(&args),
+        Command::Merge(args) => merge(&args),
+        Command::Stats(args) => stats(&args),
+        Command::Info(args) => info(&args),
+    };
+    match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("floe-kmer: {error}");
@@ -131,16 +294,7 @@ fn main() -> ExitCode {
 fn run(args: &CountArgs) -> Result<(), Error> {
     let start = Instant::now();
     let k = usize::from(args.k);
-    let filter = Filter {
-        lower: args.lower.unwrap_or(0),
-        upper: args.upper.unwrap_or(u64::MAX),
-    };
-    if filter.lower > filter.upper {
-        return Err(Error::Usage(format!(
-            "--lower-count {} is above --upper-count {}: nothing would be written",
-            filter.lower, filter.upper
-        )));
-    }
+    let filter = args.filter.filter()?;
     let threads = args.threads.map_or_else(
         || std::thread::available_parallelism().map_or(1, usize::from),
         usize::from,
@@ -150,7 +304,8 @@ fn run(args: &CountArgs) -> Result<(), Error> {
     let progress = progress_bar(args, total_bytes);
     let input = Input::new(sources, progress.clone())?;
     // Made before counting, so an output that cannot be created fails at once.
-    let mut output = Output::create(args.output.as_deref())?;
+    let mut output = Destination::create(args.output.as_deref())?;
+    let database = matches!(output, Destination::File { .. }) && !args.text && !args.histo;
     let settings = Settings {
         k,
         canonical: args.canonical,
@@ -167,24 +322,259 @@ fn run(args: &CountArgs) -> Result<(), Error> {
     progress.finish_and_clear();
     let counts = counted?;
     let (total, distinct, elapsed) = (counts.total, counts.distinct(), counts.elapsed);
-    let written = output.write(|mut out| {
-        if args.histo {
-            // Tallied in the table itself: no copy of the k-mers.
-            let mut histogram = Histogram::new(&filter, args.histo_high);
-            counts.for_each(|_, count| histogram.add(count));
-            let lines = histogram.into_lines();
-            write_histogram(&lines, &mut out)?;
-            Ok(lines.len() as u64)
-        } else {
-            // Copied out (and the table freed) to be sorted.
-            write_dump(&mut counts.into_kmers(), k, &filter, &mut out)
-        }
-    })?;
+    let written = if database {
+        // Copied out (and the table freed) to be sorted.
+        let mut kmers = counts.into_kmers();
+        kmers.retain(|&(_, count)| filter.keeps(count));
+        kmers.sort_unstable_by_key(|&(kmer, _)| kmer);
+        let limit = kmers.iter().map(|&(_, count)| count).max().unwrap_or(0);
+        let provenance = Provenance::of_this_process();
+        let header = output.write_file(|file| {
+            let failed = |e: io::Error| Error::Output(format!("writing the database failed: {e}"));
+            let mut writer =
+                db::Writer::new(file, k, args.canonical, limit, provenance).map_err(failed)?;
+            for &(kmer, count) in &kmers {
+                writer.push(kmer, count).map_err(failed)?;
+            }
+            writer.finish().map_err(failed)
+        })?;
+        Some(header.records)
+    } else {
+        output.write(|mut out| {
+            if args.histo {
+                // Tallied in the table itself: no copy of the k-mers.
+                let buckets = Buckets::new(1, args.histo_high, 1).map_err(io::Error::other)?;
+                let mut histogram = Histogram::new(&filter, buckets);
+                counts.for_each(|_, count| histogram.add(count));
+                histogram.write(false, &mut out)
+            } else {
+                // Copied out (and the table freed) to be sorted.
+                write_dump(&mut counts.into_kmers(), k, &filter, &mut out)
+            }
+        })?
+    };
     output.commit()?;
     if let (false, Some(written)) = (args.quiet, written) {
         summary(args, &settings, (total, distinct, elapsed), written, start);
     }
     Ok(())
+}
+
+/// `dump`: the database's k-mers in k-mer order.
+fn dump(args: &DumpArgs) -> Result<(), Error> {
+    let filter = args.read.filter.filter()?;
+    let database = Database::open(&args.read.database)?;
+    let format = match (args.column, args.tab) {
+        (false, _) => DumpFormat::Fasta,
+        (true, false) => DumpFormat::Columns(b' '),
+        (true, true) => DumpFormat::Columns(b'\t'),
+    };
+    let mut output = Destination::create(args.read.output.as_deref())?;
+    let k = database.header().k;
+    output.write(|out| {
+        write_kmers(
+            database.iter(),
+            k,
+            &filter,
+            format,
+            &mut io::BufWriter::new(out),
+        )
+    })?;
+    output.commit()
+}
+
+/// `histo`: the histogram of the database's counts.
+fn histo(args: &HistoArgs) -> Result<(), Error> {
+    let buckets = Buckets::new(args.low, args.high, args.increment).map_err(Error::Usage)?;
+    let database = Database::open(&args.database)?;
+    let mut output = Destination::create(args.output.as_deref())?;
+    let all = Filter::default();
+    let mut histogram = Histogram::new(&all, buckets);
+    database.iter().for_each(|(_, count)| histogram.add(count));
+    output.write(|mut out| histogram.write(args.full, &mut out))?;
+    output.commit()
+}
+
+/// `query`: the counts of k-mers given on the command line, in a file, or on stdin.
+fn query(args: &QueryArgs) -> Result<(), Error> {
+    let database = Database::open(&args.database)?;
+    let k = database.header().k;
+    let parse = |mer: &str| {
+        let bases = mer.trim_end_matches('\r').as_bytes();
+        encode(bases).filter(|_| bases.len() == k).ok_or_else(|| {
+            Error::Usage(format!(
+                "'{mer}' is not a k-mer of this database (k = {k}: {k} of A, C, G and T)"
+            ))
+        })
+    };
+    // Every k-mer named is checked before anything is printed.
+    let mers = args
+        .mers
+        .iter()
+        .map(|mer| parse(mer))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut input = match &args.sequence {
+        Some(path) => {
+            let mut input = Input::new(
+                vec![Source::from_arg(path.clone())],
+                indicatif::ProgressBar::hidden(),
+            )?;
+            input.set_k(k);
+            Some(input)
+        }
+        None => None,
+    };
+    let mut output = Destination::create(args.output.as_deref())?;
+    // Errors of the sequence file and of stdin's lines are kept here: `write` takes I/O
+    // errors only.
+    let mut failure = None;
+    output.write(|out| {
+        let mut out = io::BufWriter::new(out);
+        let mut text = [0u8; floe_kmer::kmer::MAX_K];
+        let mut answer = |out: &mut dyn Write, kmer: u64| {
+            let (kmer, count) = database.count_of(kmer);
+            decode(kmer, k, &mut text);
+            out.write_all(&text[..k])?;
+            writeln!(out, " {count}")
+        };
+        for &kmer in &mers {
+            answer(&mut out, kmer)?;
+        }
+        if let Some(input) = &mut input {
+            let mut chunk = Vec::new();
+            loop {
+                match input.next_chunk(&mut chunk) {
+                    Ok(true) => {
+                        for kmer in Kmers::new(&chunk, k, false) {
+                            answer(&mut out, kmer)?;
+                        }
+                    }
+                    Ok(false) => break,
+                    Err(error) => {
+                        failure = Some(error);
+                        break;
+                    }
+                }
+            }
+        }
+        if args.interactive {
+            for line in io::stdin().lock().lines() {
+                let line = line?;
+                match parse(&line) {
+                    Ok(kmer) => writeln!(out, "{}", database.count_of(kmer).1)?,
+                    Err(error) => {
+                        failure = Some(error);
+                        break;
+                    }
+                }
+                // An interactive reader waits for each answer.
+                out.flush()?;
+            }
+        }
+        out.flush()?;
+        Ok(0)
+    })?;
+    match failure {
+        Some(error) => Err(error),
+        None => output.commit(),
+    }
+}
+
+/// `merge`: databases into one.
+fn merge(args: &MergeArgs) -> Result<(), Error> {
+    let filter = args.filter.filter()?;
+    let databases = args
+        .databases
+        .iter()
+        .map(|path| Database::open(path))
+        .collect::<Result<Vec<_>, _>>()?;
+    let combine = match (args.min, args.max) {
+        (true, _) => Combine::Min,
+        (_, true) => Combine::Max,
+        _ => Combine::Sum,
+    };
+    let mut output = Destination::create(Some(&args.output))?;
+    let provenance = Provenance::of_this_process();
+    output.write_file(|file| {
+        db::merge(
+            &databases,
+            combine,
+            |count| filter.keeps(count),
+            file,
+            provenance,
+        )
+    })?;
+    output.commit()
+}
+
+/// `stats`: `jellyfish stats`'s four numbers.
+fn stats(args: &StatsArgs) -> Result<(), Error> {
+    let filter = args.read.filter.filter()?;
+    let database = Database::open(&args.read.database)?;
+    let stats = Stats::of(database.iter().map(|(_, count)| count), &filter);
+    let mut output = Destination::create(args.read.output.as_deref())?;
+    output.write(|mut out| stats.write(&mut out).map(|()| 4))?;
+    output.commit()
+}
+
+/// `info`: where a database came from and what it holds.
+fn info(args: &InfoArgs) -> Result<(), Error> {
+    let database = Database::open(&args.database)?;
+    let header = database.header();
+    let made = &header.provenance;
+    let mut output = Destination::Stdout;
+    output.write(|out| {
+        writeln!(out, "command: {}", made.command)?;
+        writeln!(out, "where: {}", made.directory)?;
+        writeln!(out, "when: {} UTC", utc_date(made.created))?;
+        writeln!(out, "software: {}", made.software)?;
+        writeln!(
+            out,
+            "canonical: {}",
+            if header.canonical { "yes" } else { "no" }
+        )?;
+        writeln!(out, "k: {}", header.k)?;
+        writeln!(out, "distinct: {}", header.records)?;
+        writeln!(out, "total: {}", header.total)?;
+        writeln!(out, "max_count: {}", header.max_count)?;
+        writeln!(
+            out,
+            "format: floe-kmer database version {}, {} bytes a record ({} for the k-mer, {} for \
+             the count), checked",
+            db::VERSION,
+            header.record_bytes(),
+            header.key_bytes,
+            header.count_bytes
+        )?;
+        Ok(10)
+    })?;
+    Ok(())
+}
+
+/// `seconds` since 1970 as `YYYY-MM-DD HH:MM:SS` (UTC; the civil calendar from days, as in
+/// Howard Hinnant's `civil_from_days`).
+fn utc_date(seconds: u64) -> String {
+    let (days, rest) = ((seconds / 86_400) as i64, seconds % 86_400);
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z.rem_euclid(146_097);
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02} {:02}:{:02}:{:02}",
+        rest / 3600,
+        rest / 60 % 60,
+        rest % 60
+    )
 }
 
 /// The summary line on stderr.
@@ -284,86 +674,5 @@ impl TermLike for LogLines {
 
     fn flush(&self) -> io::Result<()> {
         io::stderr().flush()
-    }
-}
-
-/// Where the counts go: stdout, or a temporary file beside the output that is renamed to it
-/// once complete (so a failed count never leaves a partial output behind).
-enum Output {
-    Stdout,
-    File {
-        temporary: tempfile::NamedTempFile,
-        path: PathBuf,
-    },
-}
-
-impl Output {
-    fn create(path: Option<&Path>) -> Result<Output, Error> {
-        let Some(path) = path.filter(|p| p.as_os_str() != "-") else {
-            return Ok(Output::Stdout);
-        };
-        let usage = |why: String| {
-            Error::Usage(format!(
-                "cannot write the output '{}': {why}",
-                path.display()
-            ))
-        };
-        if path.is_dir() {
-            return Err(usage("it is a directory".to_owned()));
-        }
-        let dir = match path.parent() {
-            Some(dir) if !dir.as_os_str().is_empty() => dir,
-            _ => Path::new("."),
-        };
-        let mut builder = tempfile::Builder::new();
-        builder.prefix(".floe-kmer-");
-        #[cfg(unix)]
-        {
-            // The permissions of a file made by `>` (the umask applies), not tempfile's 0600.
-            use std::os::unix::fs::PermissionsExt;
-            builder.permissions(std::fs::Permissions::from_mode(0o644));
-        }
-        let temporary = builder.tempfile_in(dir).map_err(|e| usage(e.to_string()))?;
-        Ok(Output::File {
-            temporary,
-            path: path.to_owned(),
-        })
-    }
-
-    /// Writes through `write` (to the temporary file, which [`commit`](Self::commit) puts in
-    /// place). Returns what `write` returned, or `None` if stdout was closed by its reader
-    /// (`floe-kmer ... | head`): the reader wanted no more, which is no failure (as
-    /// ripgrep and the tools killed by SIGPIPE treat it).
-    fn write(
-        &mut self,
-        write: impl FnOnce(&mut dyn Write) -> io::Result<u64>,
-    ) -> Result<Option<u64>, Error> {
-        let failed = |e: io::Error| Error::Output(format!("writing the output failed: {e}"));
-        match self {
-            Output::Stdout => match write(&mut io::stdout().lock()) {
-                Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(None),
-                written => written.map(Some).map_err(failed),
-            },
-            Output::File { temporary, .. } => {
-                let written = write(temporary.as_file_mut()).map_err(failed)?;
-                // On disk before the rename, so a crash leaves the old file or the whole new
-                // one.
-                temporary.as_file().sync_all().map_err(failed)?;
-                Ok(Some(written))
-            }
-        }
-    }
-
-    /// Renames a file output into place (nothing for stdout).
-    fn commit(self) -> Result<(), Error> {
-        if let Output::File { temporary, path } = self {
-            temporary.persist(&path).map_err(|e| {
-                Error::Output(format!(
-                    "cannot rename the output into '{}': {e}",
-                    path.display()
-                ))
-            })?;
-        }
-        Ok(())
     }
 }

@@ -4,58 +4,11 @@
 mod common;
 
 use std::{
-    io::Write,
     path::{Path, PathBuf},
     process::{Command, Stdio},
 };
 
-use common::{naive_dump, Rng};
-
-/// What a run of the binary printed and returned.
-struct Ran {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn floe_kmer(args: &[&str], stdin: &[u8]) -> Ran {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_floe-kmer"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the binary runs");
-    // A run that fails before reading stdin closes it early: a broken pipe here is fine.
-    let _ = child.stdin.take().unwrap().write_all(stdin);
-    let out = child.wait_with_output().unwrap();
-    Ran {
-        code: out.status.code().expect("exited, not killed"),
-        stdout: String::from_utf8(out.stdout).unwrap(),
-        stderr: String::from_utf8(out.stderr).unwrap(),
-    }
-}
-
-/// Runs with `args` (paths as strings) and no stdin.
-fn run(args: &[&str]) -> Ran {
-    floe_kmer(args, b"")
-}
-
-fn write(dir: &Path, name: &str, data: &[u8]) -> PathBuf {
-    let path = dir.join(name);
-    std::fs::write(&path, data).unwrap();
-    path
-}
-
-fn gzip(data: &[u8]) -> Vec<u8> {
-    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), Default::default());
-    encoder.write_all(data).unwrap();
-    encoder.finish().unwrap()
-}
-
-fn text(path: &Path) -> &str {
-    path.to_str().unwrap()
-}
+use common::{floe_kmer, gzip, naive_dump, run, text, write, Rng};
 
 const FASTQ: &[u8] =
     b"@r1\nACGTACGTNNacgtac\n+\nIIIIIIIIIIIIIIII\n@r2\nGGGCCCATAT\n+r2\n@@@@@@@@@@\n";
@@ -229,7 +182,7 @@ fn the_output_file_appears_only_when_complete() {
     let dir = tempfile::tempdir().unwrap();
     let reads = write(dir.path(), "reads.fq", FASTQ);
     let out = dir.path().join("counts.txt");
-    let ran = run(&["count", "-m", "3", "-o", text(&out), text(&reads)]);
+    let ran = run(&["count", "-m", "3", "--text", "-o", text(&out), text(&reads)]);
     assert_eq!(ran.code, 0, "{}", ran.stderr);
     let stdout = run(&["count", "-m", "3", "-q", text(&reads)]).stdout;
     assert_eq!(std::fs::read_to_string(&out).unwrap(), stdout);

@@ -2,7 +2,12 @@
 //! strings, with nothing of floe-kmer's (no 2-bit codes, no parser, no table).
 #![allow(dead_code, reason = "each test file uses part of it")]
 
-use std::collections::HashMap;
+use std::{
+    collections::HashMap,
+    io::Write,
+    path::{Path, PathBuf},
+    process::{Command, Stdio},
+};
 
 /// The dump (`KMER COUNT` lines, sorted) of the k-mers of `sequences`: every window of `k`
 /// letters of `ACGT` (in either case, counted in upper case) that no other letter
@@ -74,4 +79,50 @@ impl Rng {
             .map(|_| alphabet[(self.next() % alphabet.len() as u64) as usize])
             .collect()
     }
+}
+
+/// What a run of the binary printed and returned.
+pub struct Ran {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+pub fn floe_kmer(args: &[&str], stdin: &[u8]) -> Ran {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_floe-kmer"))
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the binary runs");
+    // A run that fails before reading stdin closes it early: a broken pipe here is fine.
+    let _ = child.stdin.take().unwrap().write_all(stdin);
+    let out = child.wait_with_output().unwrap();
+    Ran {
+        code: out.status.code().expect("exited, not killed"),
+        stdout: String::from_utf8(out.stdout).unwrap(),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    }
+}
+
+/// Runs with `args` (paths as strings) and no stdin.
+pub fn run(args: &[&str]) -> Ran {
+    floe_kmer(args, b"")
+}
+
+pub fn write(dir: &Path, name: &str, data: &[u8]) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, data).unwrap();
+    path
+}
+
+pub fn gzip(data: &[u8]) -> Vec<u8> {
+    let mut encoder = flate2::write::GzEncoder::new(Vec::new(), Default::default());
+    encoder.write_all(data).unwrap();
+    encoder.finish().unwrap()
+}
+
+pub fn text(path: &Path) -> &str {
+    path.to_str().unwrap()
 }
