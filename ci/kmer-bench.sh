@@ -47,7 +47,7 @@ done
 
 cargo build --quiet --release -p floe-kmer
 floe_kmer="$PWD/target/release/floe-kmer"
-default_engines="batched unbatched"
+default_engines="compact batched unbatched"
 # The hook for the delegated engine: measured as soon as the binary offers it.
 if "$floe_kmer" count --help | grep -q delegated; then
     default_engines+=" delegated"

@@ -67,7 +67,7 @@ for name in reads_1 longreads; do
             jellyfish dump -c "$tmp/x.jf" | sort >"$tmp/jellyfish.txt"
             jellyfish histo "$tmp/x.jf" >"$tmp/jellyfish.histo"
             # Every engine's database, read back by dump and histo.
-            for engine in batched delegated; do
+            for engine in compact batched delegated; do
                 "$floe_kmer" count -q -m "$k" -t 2 $strand --engine "$engine" -o "$tmp/floe.fkdb" "$reads_dir/$name.fq.gz"
                 "$floe_kmer" dump -c "$tmp/floe.fkdb" >"$tmp/floe.txt"
                 "$floe_kmer" histo "$tmp/floe.fkdb" >"$tmp/floe.histo"

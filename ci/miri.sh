@@ -18,3 +18,5 @@ if [ "${FLOE_MIRI_SETUP_ONLY:-0}" = 1 ]; then
 fi
 cargo +nightly miri test -p floe --lib "$@"
 cargo +nightly miri test -p floe --features serde --lib journal:: "$@"
+# floe-kmer's compact table: its slots are a zeroed allocation shared by the counting threads.
+cargo +nightly miri test -p floe-kmer --lib count::compact "$@"

@@ -14,7 +14,7 @@ use floe_kmer::{
     db::{self, Combine, Database, Provenance},
     destination::Destination,
     kmer::{decode, encode, Kmers},
-    output::{write_dump, write_kmers, Buckets, DumpFormat, Filter, Histogram, Stats},
+    output::{write_kmers, Buckets, DumpFormat, Filter, Histogram, Stats},
     parse::{Input, Source},
     Error,
 };
@@ -101,7 +101,7 @@ struct CountArgs {
     #[arg(long, conflicts_with = "histo")]
     text: bool,
     /// How workers add to the table.
-    #[arg(long, value_enum, default_value_t = EngineKind::Batched)]
+    #[arg(long, value_enum, default_value_t = EngineKind::Compact)]
     engine: EngineKind,
     /// Write the histogram (`COUNT NUMBER_OF_KMERS` lines) instead of the k-mers.
     #[arg(long)]
@@ -300,6 +300,7 @@ fn run(args: &CountArgs) -> Result<(), Error> {
         usize::from,
     );
     let sources: Vec<Source> = args.files.iter().cloned().map(Source::from_arg).collect();
+    let bound = Input::distinct_bound(&sources).map(|b| usize::try_from(b).unwrap_or(usize::MAX));
     let total_bytes = Input::total_bytes(&sources);
     let progress = progress_bar(args, total_bytes);
     let input = Input::new(sources, progress.clone())?;
@@ -310,12 +311,18 @@ fn run(args: &CountArgs) -> Result<(), Error> {
         k,
         canonical: args.canonical,
         threads,
-        // A small input needs no table of a million k-mers (making one takes a while).
-        size_hint: args.size.unwrap_or_else(|| {
-            total_bytes.map_or(DEFAULT_SIZE, |bytes| {
-                usize::try_from(bytes).map_or(DEFAULT_SIZE, |b| b.clamp(1024, DEFAULT_SIZE))
-            })
-        }),
+        // A small input needs no table of a million k-mers (making one takes a while), and
+        // no table larger than its bases could fill, whatever -s says (the table grows if
+        // the hint was short).
+        size_hint: {
+            match (args.size, bound) {
+                (Some(size), Some(bound)) => size.min(bound.max(1024)),
+                (Some(size), None) => size,
+                (None, _) => total_bytes.map_or(DEFAULT_SIZE, |bytes| {
+                    usize::try_from(bytes).map_or(DEFAULT_SIZE, |b| b.clamp(1024, DEFAULT_SIZE))
+                }),
+            }
+        },
         engine: args.engine,
     };
     let counted = count(input, &settings);
@@ -323,19 +330,24 @@ fn run(args: &CountArgs) -> Result<(), Error> {
     let counts = counted?;
     let (total, distinct, elapsed) = (counts.total, counts.distinct(), counts.elapsed);
     let written = if database {
-        // Copied out (and the table freed) to be sorted.
-        let mut kmers = counts.into_kmers();
-        kmers.retain(|&(_, count)| filter.keeps(count));
-        kmers.sort_unstable_by_key(|&(kmer, _)| kmer);
-        let limit = kmers.iter().map(|&(_, count)| count).max().unwrap_or(0);
+        let mut limit = 0;
+        counts.for_each(|_, count| {
+            if filter.keeps(count) {
+                limit = limit.max(count);
+            }
+        });
         let provenance = Provenance::of_this_process();
         let header = output.write_file(|file| {
             let failed = |e: io::Error| Error::Output(format!("writing the database failed: {e}"));
             let mut writer =
                 db::Writer::new(file, k, args.canonical, limit, provenance).map_err(failed)?;
-            for &(kmer, count) in &kmers {
-                writer.push(kmer, count).map_err(failed)?;
-            }
+            counts
+                .for_each_sorted(k, |part| {
+                    part.iter()
+                        .filter(|&&(_, count)| filter.keeps(count))
+                        .try_for_each(|&(kmer, count)| writer.push(kmer, count))
+                })
+                .map_err(failed)?;
             writer.finish().map_err(failed)
         })?;
         Some(header.records)
@@ -348,8 +360,15 @@ fn run(args: &CountArgs) -> Result<(), Error> {
                 counts.for_each(|_, count| histogram.add(count));
                 histogram.write(false, &mut out)
             } else {
-                // Copied out (and the table freed) to be sorted.
-                write_dump(&mut counts.into_kmers(), k, &filter, &mut out)
+                let mut out = io::BufWriter::with_capacity(1 << 16, out);
+                let mut written = 0;
+                counts.for_each_sorted(k, |part| {
+                    let format = DumpFormat::Columns(b' ');
+                    written += write_kmers(part.iter().copied(), k, &filter, format, &mut out)?;
+                    Ok::<_, io::Error>(())
+                })?;
+                out.flush()?;
+                Ok(written)
             }
         })?
     };

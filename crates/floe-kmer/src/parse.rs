@@ -105,6 +105,28 @@ impl Source {
         }
     }
 
+    /// At most how many bases it holds, where that is known before reading: its size, for a
+    /// file or bytes that are not gzip (a gzip file may hold any number).
+    fn bases_bound(&self) -> Option<u64> {
+        let mut start = [0u8; 2];
+        let got = match self {
+            Source::Stdin => return None,
+            Source::Path(path) => {
+                let mut file = File::open(path).ok()?;
+                read_up_to(&mut file, &mut start).ok()?
+            }
+            Source::Bytes { data, .. } => {
+                let got = data.len().min(2);
+                start[..got].copy_from_slice(&data[..got]);
+                got
+            }
+        };
+        if start[..got] == [0x1f, 0x8b] {
+            return None;
+        }
+        self.len()
+    }
+
     /// Checks that it can be read, before any work is done: a missing or unreadable file, a
     /// directory, is the command line's mistake.
     fn check(&self) -> Result<(), Error> {
@@ -243,6 +265,12 @@ impl Input {
     /// before reading: the progress bar's length.
     pub fn total_bytes(sources: &[Source]) -> Option<u64> {
         sources.iter().map(Source::len).sum()
+    }
+
+    /// At most how many distinct k-mers the inputs can hold (no more than their bases), if
+    /// every input's size is known and none is gzip: a size hint past it only costs memory.
+    pub fn distinct_bound(sources: &[Source]) -> Option<u64> {
+        sources.iter().map(Source::bases_bound).sum()
     }
 
     /// Sets the k-mer length (1 to 32; default 1): a record cut between chunks is cut with an

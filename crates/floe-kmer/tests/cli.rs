@@ -133,7 +133,7 @@ fn more_threads_than_cores_and_both_engines_give_identical_output() {
     let one = run(&["count", "-m", "11", "-t", "1", "-q", text(&reads)]);
     assert_eq!(one.code, 0, "{}", one.stderr);
     assert!(one.stdout.lines().count() > 100_000);
-    for engine in ["batched", "unbatched", "delegated"] {
+    for engine in ["compact", "batched", "unbatched", "delegated"] {
         let four = run(&[
             "count",
             "-m",

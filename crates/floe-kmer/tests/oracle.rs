@@ -2,7 +2,7 @@
 //! random sequences with N, IUPAC codes, gaps and lowercase, empty records, both framings
 //! mixed in one file, CRLF, wrapped lines, several files, gzip in several members; counted
 //! with tiny chunks and reads (so records and lines are cut everywhere), on 1 to 3 threads,
-//! through both engines, for every k and both strands.
+//! through every engine, for every k and both strands.
 
 mod common;
 
@@ -91,6 +91,7 @@ fn run() -> impl Strategy<Value = Run> {
         any::<bool>(),
         1..=3usize,
         prop_oneof![
+            Just(EngineKind::Compact),
             Just(EngineKind::Batched),
             Just(EngineKind::Unbatched),
             Just(EngineKind::Delegated)
@@ -258,7 +259,11 @@ fn every_k_on_both_strands() {
                 k,
                 canonical,
                 threads: 2,
-                engine: EngineKind::Batched,
+                engine: if k % 2 == 0 {
+                    EngineKind::Compact
+                } else {
+                    EngineKind::Batched
+                },
                 chunk_bases: 97,
                 read_buffer: 13,
             };

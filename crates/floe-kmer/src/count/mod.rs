@@ -22,6 +22,7 @@
 //! counts. At the end the counts must add up to the k-mers the workers extracted; if they do
 //! not, the count fails with [`Error::Internal`] instead of printing wrong numbers.
 
+pub mod compact;
 pub mod delegated;
 pub mod shared;
 
@@ -94,6 +95,13 @@ pub trait Table: Send + Sync {
     /// Distinct k-mers.
     fn len(&self) -> usize;
 
+    /// Into how many parts [`Counts::for_each_sorted`] splits the k-mers: a pass over the
+    /// table per part, against a copy of a part's k-mers at a time. 1 (one copy of them all)
+    /// for a table that already costs far more than a copy, more for a compact one.
+    fn sorting_parts(&self) -> usize {
+        1
+    }
+
     /// Whether no k-mer was counted.
     fn is_empty(&self) -> bool {
         self.len() == 0
@@ -134,10 +142,14 @@ pub fn run_workers<S: Sink + Send>(sinks: Vec<S>, worker: &impl Worker) -> Resul
 /// The engines `--engine` chooses from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum EngineKind {
-    /// One shared floe map; each worker runs its k-mers as a batch of `fetch_add` requests,
-    /// the bins of the next ones prefetched while one runs. Fastest when the table is larger
-    /// than the caches (most real inputs): the DRAM misses of a batch overlap.
+    /// One shared table of floe-kmer's own, 8 bytes a slot (a k-mer's high bits implied by
+    /// its slot, see `count::compact`); each worker counts its k-mers in prefetched batches.
+    /// The fastest, at a quarter of the shared map's memory.
     #[default]
+    Compact,
+    /// One shared floe map; each worker runs its k-mers as a batch of `fetch_add` requests,
+    /// the bins of the next ones prefetched while one runs (floe's own batches, as the
+    /// DRAMHiT and DLHT papers count k-mers).
     Batched,
     /// One shared floe map; one `fetch_add` call per k-mer. The baseline the batches are
     /// measured against; as fast or faster while the table fits in the caches.
@@ -156,6 +168,7 @@ impl EngineKind {
             EngineKind::Batched => "batched",
             EngineKind::Unbatched => "unbatched",
             EngineKind::Delegated => "delegated",
+            EngineKind::Compact => "compact",
         }
     }
 }
@@ -194,6 +207,57 @@ impl Counts {
     /// Visits every distinct k-mer with its count, in no particular order.
     pub fn for_each(&self, mut visit: impl FnMut(u64, u64)) {
         self.table.for_each(&mut visit);
+    }
+
+    /// Visits every distinct k-mer of length `k` with its count, in increasing order of
+    /// k-mer, a sorted part at a time: the table's [`sorting_parts`](Table::sorting_parts)
+    /// parts (a copy of them all would cost 16 bytes a k-mer on top of the table).
+    ///
+    /// With more than one part, one pass over the table tallies the k-mers by their first
+    /// four bases; the tallies are grouped into ranges of about a part's share of the k-mers;
+    /// then each range is gathered in a pass of its own, sorted and visited.
+    ///
+    /// # Errors
+    /// The first of `visit`'s.
+    pub fn for_each_sorted<E>(
+        &self,
+        k: usize,
+        mut visit: impl FnMut(&[(u64, u64)]) -> Result<(), E>,
+    ) -> Result<(), E> {
+        let parts = self.table.sorting_parts().max(1);
+        let bucket_bits = if parts == 1 { 0 } else { (2 * k).min(8) };
+        let shift = 2 * k - bucket_bits;
+        let mut tallies = vec![0usize; 1 << bucket_bits];
+        if parts == 1 {
+            tallies[0] = self.distinct();
+        } else {
+            self.for_each(|kmer, _| tallies[(kmer >> shift) as usize] += 1);
+        }
+        let target = (self.distinct() / parts).max(1 << 16);
+        // The ranges of buckets: [start, end) with about `target` k-mers each.
+        let mut ranges = Vec::new();
+        let (mut start, mut held) = (0, 0);
+        for (bucket, &tally) in tallies.iter().enumerate() {
+            if held > 0 && held + tally > target {
+                ranges.push((start, bucket, held));
+                (start, held) = (bucket, 0);
+            }
+            held += tally;
+        }
+        ranges.push((start, tallies.len(), held));
+        let largest = ranges.iter().map(|&(_, _, held)| held).max().unwrap_or(0);
+        let mut part = Vec::with_capacity(largest);
+        for (start, end, _) in ranges {
+            part.clear();
+            self.for_each(|kmer, count| {
+                if (start..end).contains(&((kmer >> shift) as usize)) {
+                    part.push((kmer, count));
+                }
+            });
+            part.sort_unstable_by_key(|&(kmer, _)| kmer);
+            visit(&part)?;
+        }
+        Ok(())
     }
 
     /// Every distinct k-mer with its count, in no particular order ([`write_dump`] sorts
@@ -260,6 +324,11 @@ pub fn count(mut input: Input, settings: &Settings) -> Result<Counts, Error> {
         )?,
         EngineKind::Unbatched => run(
             shared::SharedMap::new(settings.size_hint, false)?,
+            threads,
+            &worker,
+        )?,
+        EngineKind::Compact => run(
+            compact::Compact::new(settings.k, settings.size_hint)?,
             threads,
             &worker,
         )?,
