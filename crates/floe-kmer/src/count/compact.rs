@@ -293,14 +293,14 @@ pub struct Compact {
 }
 
 impl Compact {
-    /// A table for `size_hint` distinct k-mers of length `k` (at most 3/4 full; it grows past
-    /// them on its own).
+    /// A table for `size_hint` distinct k-mers of length `k` (at most 9/10 full, the load
+    /// it grows at; it grows past them on its own).
     ///
     /// # Errors
     /// [`Error::Usage`] if a table of that size cannot be had (the hint is the command
     /// line's).
     pub fn new(k: usize, size_hint: usize) -> Result<Compact, Error> {
-        let slots = size_hint.saturating_add(size_hint / 3).max(1);
+        let slots = size_hint.saturating_add(size_hint / 9).max(1);
         let slot_bits = slots.next_power_of_two().trailing_zeros().min(48);
         let table = Slots::new(k, slot_bits, 1).map_err(|error| {
             Error::Usage(format!(
