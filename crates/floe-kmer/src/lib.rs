@@ -1,4 +1,5 @@
-//! floe-kmer: a k-mer counter on floe's concurrent map.
+//! floe-kmer: a k-mer counter, into a compact table of its own or floe's concurrent maps, with
+//! jellyfish's database workflow.
 //!
 //! Reading order: [`kmer`] (2-bit k-mers, reverse complements, rolling extraction),
 //! [`parse`] (FASTA/FASTQ, plain or gzip, cut into chunks the workers share), [`count`] (the

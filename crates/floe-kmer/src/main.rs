@@ -32,7 +32,7 @@ Exit status:
      file (a database), an output that cannot be created, a size hint (-s) larger than the
      memory, databases of different k to merge";
 
-/// Counts k-mers in FASTA and FASTQ files (plain or gzip) on floe's concurrent hash map.
+/// Counts k-mers in FASTA and FASTQ files (plain or gzip) into a database, and reads it back.
 #[derive(Parser, Debug)]
 #[command(name = "floe-kmer", version, about, after_help = EXIT_CODES)]
 struct Cli {

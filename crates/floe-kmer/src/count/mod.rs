@@ -3,14 +3,15 @@
 //! A count runs `threads` workers and no other thread, as jellyfish's `-t` means: each worker
 //! in turn takes the shared [`Input`]'s lock, parses the next chunk into its own buffer, lets
 //! go, rolls the chunk's k-mers into a batch of [`BATCH`] and hands full batches to its
-//! [`Sink`]. A sink is the worker's own handle on the engine: what it does with a batch (a
-//! prefetched batch of `fetch_add`s, one call per k-mer, or messages to the threads that own
-//! the k-mers) is the engine's business.
+//! [`Sink`]. A sink is the worker's own handle on the engine: what it does with a batch
+//! (prefetched compare-and-swaps into the compact table, a prefetched batch of `fetch_add`s,
+//! one call per k-mer, or messages to the threads that own the k-mers) is the engine's
+//! business.
 //!
 //! # Engines
 //! An [`Engine`] makes one sink per worker and runs the workers ([`Engine::run`]), then gives
-//! its table of counts ([`Engine::into_table`], a [`Table`]). `run` is handed the worker as a [`Worker`] whose
-//! `work` is generic over the sink type, so the engine may build whatever its sinks borrow
+//! its table of counts ([`Engine::into_table`], a [`Table`]). `run` is handed the worker as a
+//! [`Worker`] whose `work` is generic over the sink type, so the engine may build whatever its sinks borrow
 //! (a delegation set-up, per-thread queues) on its own stack, the sinks' loop is compiled
 //! for the sink type, and [`run_workers`] does the spawning and joining for every engine. To
 //! add an engine: a module beside [`shared`] with a type implementing [`Engine`] and its sink
