@@ -295,6 +295,9 @@ fn run(args: &CountArgs) -> Result<(), Error> {
     let start = Instant::now();
     let k = usize::from(args.k);
     let filter = args.filter.filter()?;
+    // Checked before counting: a bad --histo-high is the command line's mistake.
+    let buckets = Buckets::new(1, args.histo_high, 1)
+        .map_err(|why| Error::Usage(format!("--histo-high {}: {why}", args.histo_high)))?;
     let threads = args.threads.map_or_else(
         || std::thread::available_parallelism().map_or(1, usize::from),
         usize::from,
@@ -355,7 +358,6 @@ fn run(args: &CountArgs) -> Result<(), Error> {
         output.write(|mut out| {
             if args.histo {
                 // Tallied in the table itself: no copy of the k-mers.
-                let buckets = Buckets::new(1, args.histo_high, 1).map_err(io::Error::other)?;
                 let mut histogram = Histogram::new(&filter, buckets);
                 counts.for_each(|_, count| histogram.add(count));
                 histogram.write(false, &mut out)

@@ -241,6 +241,10 @@ fn usage_errors_exit_with_2() {
         (&["-m", "5", "-s", "lots"], "not a size"),
         (&["-m", "5", "--engine", "magic"], "invalid value 'magic'"),
         (&["-m", "5", "--histo-high", "5"], "--histo"),
+        (
+            &["-m", "5", "--histo", "--histo-high", "0"],
+            "--histo-high 0: the high count 0 is below the low count 1",
+        ),
         (&["-m", "5", "--frobnicate"], "unexpected argument"),
     ] {
         let mut all = vec!["count"];
