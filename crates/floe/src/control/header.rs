@@ -212,6 +212,36 @@ impl Header {
         SlotMask((self.0 ^ (self.0 >> 1)) & ALL_SLOTS_SPREAD)
     }
 
+    /// Nonzero unless the bin is `NoTransfer`, holds no `Shadow` slot and no taken link slot:
+    /// the bins the engine's fast write may write from one read of their primary line
+    /// (`raw`'s essay, "The fast write"). Bit tricks folded into one test.
+    #[inline(always)]
+    pub(crate) fn fast_write_blockers(self) -> u64 {
+        let state = self.0 & (0b11 << BIN_STATE_SHIFT);
+        state | self.occupied().and(SlotMask::LINKED).0 | self.shadow().0
+    }
+
+    /// The fast write's commit (`raw`'s essay): the first free primary slot made `Inserting`
+    /// and every `Inserting` slot made `Valid`, version bumped, as `with_published` of
+    /// `inserting()` then `with_slot` would make it (unit test), with the slot's index; `None`
+    /// if no primary slot is free. Bit tricks: the lowest free bit isolated, the publication
+    /// an xor.
+    #[inline(always)]
+    pub(crate) fn commit_first_free_primary(self) -> Option<(usize, Header)> {
+        let free = self.invalid().and(SlotMask::PRIMARY).0;
+        if free == 0 {
+            return None;
+        }
+        // Inserting = 0b01 on a free 0b00 slot: the isolated low bit itself.
+        let lowest = free & free.wrapping_neg();
+        let inserting = self.inserting().0;
+        let word = (self.0 ^ inserting ^ (inserting << 1)) | lowest;
+        Some((
+            lowest.trailing_zeros() as usize / 2,
+            Header(word.wrapping_add(1 << VERSION_SHIFT)),
+        ))
+    }
+
     /// Slots whose state is `Invalid` (free), in spread form.
     #[inline(always)]
     pub(crate) fn invalid(self) -> SlotMask {
@@ -385,6 +415,36 @@ impl Link {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The fast write's commit word equals the one the full path builds from
+    /// `with_published` and `with_slot`, for every state of the primary slots, with link
+    /// slots and bin states varied around them.
+    #[test]
+    fn fast_commit_matches_the_general_transitions() {
+        let states = [
+            SlotState::Invalid,
+            SlotState::Inserting,
+            SlotState::Valid,
+            SlotState::Shadow,
+        ];
+        for code in 0..64u64 {
+            for rest in [0u64, 0b01 << 6, 0b10 << 8 | 0b01 << 28, 0b11 << 30, 7 << 32] {
+                let mut header = Header(rest);
+                for slot in 0..PRIMARY_SLOTS {
+                    let state = states[((code >> (2 * slot)) & 3) as usize];
+                    header =
+                        Header(header.0 & !(0b11 << (2 * slot)) | (state as u64) << (2 * slot));
+                }
+                let expected = header.invalid().and(SlotMask::PRIMARY).first().map(|slot| {
+                    let made = header
+                        .with_published(header.inserting())
+                        .with_slot(slot, SlotState::Inserting);
+                    (slot, made)
+                });
+                assert_eq!(header.commit_first_free_primary(), expected, "{header:?}");
+            }
+        }
+    }
 
     #[test]
     fn transitions_bump_version_and_touch_one_slot() {

@@ -32,6 +32,29 @@ pub(crate) struct ShardedCounter {
     overflow: Box<[CachePadded<AtomicIsize>]>,
 }
 
+/// One thread's shard of a [`ShardedCounter`] (`ShardedCounter::shard`).
+pub(crate) struct Shard<'a> {
+    cell: &'a AtomicIsize,
+    /// Written by this thread only (module docs): a plain add; else an atomic one.
+    owned: bool,
+    /// A thread's owned shard must not be added to from another thread.
+    _not_send: core::marker::PhantomData<*const ()>,
+}
+
+impl Shard<'_> {
+    /// Add `n` to the count (Relaxed, as `ShardedCounter::add`).
+    #[inline(always)]
+    pub(crate) fn add(&self, n: isize) {
+        if self.owned {
+            // Only this thread writes this shard (module docs): a plain add.
+            self.cell
+                .store(self.cell.load(Ordering::Relaxed) + n, Ordering::Relaxed);
+        } else {
+            self.cell.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+}
+
 /// Hands out small indices, the lowest free one first, so indices stay dense.
 #[cfg_attr(loom, allow(dead_code))]
 struct IndexPool {
@@ -114,20 +137,28 @@ impl ShardedCounter {
     /// synchronisation does.
     #[inline]
     pub(crate) fn add(&self, n: isize) {
+        self.shard().add(n);
+    }
+
+    /// The calling thread's shard, to add to many times without looking up the thread's
+    /// index each time (a batch's inserts). Valid on this thread only (it is not `Send`).
+    #[inline]
+    pub(crate) fn shard(&self) -> Shard<'_> {
         #[cfg(not(loom))]
         let index = thread_index::current();
         #[cfg(loom)]
         let index: Option<usize> = None;
         match index {
-            Some(index) if index < self.owned.len() => {
-                // Only this thread writes this shard (module docs): a plain add.
-                let shard = &self.owned[index];
-                shard.store(shard.load(Ordering::Relaxed) + n, Ordering::Relaxed);
-            }
-            _ => {
-                let spread = index.unwrap_or(0) & (self.overflow.len() - 1);
-                self.overflow[spread].fetch_add(n, Ordering::Relaxed);
-            }
+            Some(index) if index < self.owned.len() => Shard {
+                cell: &self.owned[index],
+                owned: true,
+                _not_send: core::marker::PhantomData,
+            },
+            _ => Shard {
+                cell: &self.overflow[index.unwrap_or(0) & (self.overflow.len() - 1)],
+                owned: false,
+                _not_send: core::marker::PhantomData,
+            },
         }
     }
 

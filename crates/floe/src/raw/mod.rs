@@ -163,7 +163,37 @@
 //! of Get applies. (A bucket chained since, for a commit after our first load, changes the
 //! header.)
 //!
-//! //! ## Insert (DLHT §3.2.2, after CLHT, reordered)
+//! ## The fast write: an insert or a put from the primary line alone
+//!
+//! Batched and single writes (`insert`, `upsert`, `fetch_add`) first try `write_primary`,
+//! which the full paths below stand behind: load the header (`Acquire`); give up unless the
+//! bin is `NoTransfer`, holds no `Shadow` slot and no taken link slot
+//! (`Header::fast_write_blockers`, one test); read the primary line. A key lane that matches
+//! is a put: CAS that slot from the `(key, value)` read to `(key, f(value))`, which succeeds
+//! only on a slot holding the key at that instant (Put below; a torn read only fails it). No
+//! match, every `Inserting` slot's key lane written (not the dead key) and a primary slot
+//! free: commit the first free slot with the header CAS expecting the header loaded, which
+//! publishes the `Inserting` slots as the full path's commit does, then store the pair. Any
+//! other case, or a failed CAS, runs the full path from the start.
+//!
+//! Why that is Insert's steps 1-6: with no link slot taken and no shadow in the header, the
+//! primary line is the whole bin. A `Valid` slot's key was published by a Release CAS that
+//! our Acquire load read, after its publisher read the key written, so our line read sees
+//! the key or its retirement, never an older word; an `Inserting` slot that reads written is
+//! its incarnation's key for good (invariant 4), and one that reads the dead key makes us give
+//! up (step 2's wait); an `Invalid` slot gains a key only through a commit, which changes
+//! the header. So a successful CAS, which expects the header loaded, commits under a header
+//! with no copy of the key, exactly as step 5 after steps 1-2. The reads need no
+//! `fence(Acquire)` before the CAS, as a reader's second header load does: if the line read
+//! saw a slot store made after some commit `C` (and its `fence(Release)`), our CAS cannot
+//! precede `C` in the header's modification order, since `C` would then read from our
+//! Release CAS (or a later RMW of its release sequence), ordering our read before `C` and
+//! so before the store it saw; so `C` came first and our CAS, expecting a header from
+//! before `C` or after it, either fails or saw `C`'s slot `Inserting`. (The loom models run
+//! this path: weakening the Acquire header load, or dropping the unwritten-slot test, fails
+//! them.)
+//!
+//! ## Insert (DLHT §3.2.2, after CLHT, reordered)
 //!
 //! 1. Search the bin (validated, as a get). Found: return the present value.
 //! 2. For every `Inserting` slot of that header, load it: the dead key means an insert has
@@ -365,7 +395,7 @@ use crossbeam_utils::CachePadded;
 pub(crate) use self::alloc::memory_fits;
 use self::{
     alloc::TableMemory,
-    counter::ShardedCounter,
+    counter::{Shard, ShardedCounter},
     layout::{Bin, LinkBucket, Slot},
     loader::LineLoader,
     migrate::Migration,
@@ -979,6 +1009,13 @@ impl RawTable {
         unsafe { self.bins.get_unchecked(index) }
     }
 
+    /// The index of `bin`, one of this table's bins (`bin_of`).
+    #[inline(always)]
+    fn index_of(&self, bin: &Bin) -> usize {
+        debug_assert!(self.bins.as_ptr_range().contains(&(bin as *const Bin)));
+        (bin as *const Bin as usize - self.bins.as_ptr() as usize) / core::mem::size_of::<Bin>()
+    }
+
     /// Link buckets of the regular pool (without the transfer reserve).
     pub(crate) fn link_buckets(&self) -> usize {
         self.transfer_base
@@ -1257,6 +1294,68 @@ impl RawTable {
         (unsure == 0).then_some(found.then_some(value))
     }
 
+    /// The fast write (essay, "The fast write"): from one read of the bin's primary line,
+    /// insert `key -> init` into a free primary slot if the key is absent, or, if `UPDATE`,
+    /// replace a value `old` found there by `update(old)`. The previous value (`None`: the
+    /// key was inserted), or `None` where the full path must run (a moving, frozen or chained
+    /// bin, a shadow, an unwritten slot, no free primary slot, a lost race, or a present key
+    /// without `UPDATE`). The caller counts an inserted key in `len`.
+    #[inline(always)]
+    fn write_primary<P: LineLoader, const UPDATE: bool>(
+        &self,
+        loader: P,
+        bin_index: usize,
+        bin: &Bin,
+        key: u64,
+        init: u64,
+        update: &mut impl FnMut(u64) -> u64,
+    ) -> Option<Option<u64>> {
+        // Acquire: pairs with the Release commits and publications, as in `find`.
+        let header = Header(bin.header.load(Ordering::Acquire));
+        if header.fast_write_blockers() != 0 {
+            return None;
+        }
+        let line = loader.primary(bin);
+        let hits = line.match_word(key) & SlotMask::PRIMARY_KEY_LANES;
+        if hits != 0 {
+            if !UPDATE {
+                return None;
+            }
+            // A put (essay, Put): the CAS succeeds only on a slot holding the key at that
+            // instant, with the value read beside it (a torn read only fails the CAS).
+            let lane = hits.trailing_zeros() as usize;
+            let old = line.lane(lane + 1);
+            let new = update(old);
+            loader
+                .cas_slot(&bin.slots[(lane - 2) / 2], (key, old), (key, new))
+                .ok()?;
+            stats::line_read();
+            return Some(Some(old));
+        }
+        // Step 2 on the line already read: an `Inserting` slot still holding the dead key
+        // is unwritten (or retired, not yet freed); the full path waits for it.
+        let inserting_lanes = (header.inserting().0 << 2) as u8 & SlotMask::PRIMARY_KEY_LANES;
+        if line.match_word(self.dead.of(bin_index)) & inserting_lanes != 0 {
+            return None;
+        }
+        // The commit (Insert step 5), publishing the `Inserting` slots read written above,
+        // all of them primary (no link slot is taken in `header`).
+        let (slot, committed) = header.commit_first_free_primary()?;
+        // AcqRel as in the full path. No fence(Acquire) before it, unlike a reader's second
+        // header load: the CAS is a read-modify-write, and that is enough (essay).
+        bin.header
+            .compare_exchange(header.0, committed.0, Ordering::AcqRel, Ordering::Relaxed)
+            .ok()?;
+        self.crash_point();
+        // Pairs with the readers' fence(Acquire), as in the full path.
+        fence(Ordering::Release);
+        // The linearization point.
+        loader.store_slot(&bin.slots[slot], key, init);
+        self.crash_point();
+        stats::line_read();
+        Some(None)
+    }
+
     /// Gets of requests `0..n` through a lookahead ring `far` deep (`ring.rs`): `locate(i)`
     /// is request i's (hash, key word), `answer(i, value)` takes its answer. Compiled inside
     /// the backend's entry point, so a get costs no call and no reader announcement of its
@@ -1359,61 +1458,104 @@ impl RawTable {
             O: Fn(usize) -> WordOp,
             F: Fn(usize, u64) -> u64,
         {
-            /// Run request `i` on `bin`; `None` if it cannot run here.
+            /// Run request `i` on `bin`, counting the keys it inserts by the fast write in
+            /// `len`; `None` if it cannot run here.
             #[inline(always)]
             fn apply(
                 &self,
                 table: &RawTable,
+                len: &Shard<'_>,
                 i: usize,
-                bin: usize,
+                bin: &Bin,
                 hash: u64,
                 key: u64,
             ) -> Option<WordDone> {
                 let op = (self.op)(i);
                 if op == WordOp::Get {
-                    return table.get(self.loader, bin, key).ok().map(WordDone::Get);
+                    return table.get_in(self.loader, bin, key).ok().map(WordDone::Get);
                 }
                 table.pace_preparation(hash);
                 let writer = self.loader.writer();
+                let bin_index = table.index_of(bin);
+                // The fast write (essay) where it can answer, the full path where not.
+                let fast = match op {
+                    WordOp::Insert(value) => table.write_primary::<_, false>(
+                        writer,
+                        bin_index,
+                        bin,
+                        key,
+                        value,
+                        &mut |old| old,
+                    ),
+                    WordOp::Upsert(value) => table.write_primary::<_, true>(
+                        writer,
+                        bin_index,
+                        bin,
+                        key,
+                        value,
+                        &mut |_| value,
+                    ),
+                    WordOp::Add(delta) => table.write_primary::<_, true>(
+                        writer,
+                        bin_index,
+                        bin,
+                        key,
+                        delta,
+                        &mut |old| (self.add)(i, old),
+                    ),
+                    WordOp::Get | WordOp::Put(_) | WordOp::Remove => None,
+                };
+                if let Some(before) = fast {
+                    len.add(isize::from(before.is_none()));
+                    return Some(match op {
+                        WordOp::Insert(_) => WordDone::Insert(Inserted::New),
+                        WordOp::Upsert(_) => WordDone::Upsert(before),
+                        _ => WordDone::Add(before),
+                    });
+                }
                 let upserted = |result: Result<Result<Upserted, Full>, Moved>| match result {
                     Ok(Ok(Upserted::Done(before))) => Some(before),
                     _ => None,
                 };
                 Some(match op {
                     WordOp::Get => unreachable!("answered above"),
-                    WordOp::Insert(value) => match table.insert(writer, bin, key, value) {
-                        Ok(Ok(inserted)) => WordDone::Insert(inserted),
-                        _ => return None,
-                    },
-                    WordOp::Upsert(value) => WordDone::Upsert(upserted(table.upsert_with(
+                    WordOp::Insert(value) => {
+                        match table.insert_full::<_, false>(writer, bin_index, key, value) {
+                            Ok(Ok(inserted)) => WordDone::Insert(inserted),
+                            _ => return None,
+                        }
+                    }
+                    WordOp::Upsert(value) => WordDone::Upsert(upserted(table.upsert_full(
                         writer,
-                        bin,
+                        bin_index,
                         key,
                         value,
                         |_| value,
                     ))?),
-                    WordOp::Add(delta) => WordDone::Add(upserted(table.upsert_with(
+                    WordOp::Add(delta) => WordDone::Add(upserted(table.upsert_full(
                         writer,
-                        bin,
+                        bin_index,
                         key,
                         delta,
                         |old| (self.add)(i, old),
                     ))?),
                     WordOp::Put(value) => WordDone::Put(
                         table
-                            .update(writer, bin, key, |_| value)
+                            .update(writer, bin_index, key, |_| value)
                             .ok()?
                             .map(|(old, _)| old),
                     ),
-                    WordOp::Remove => WordDone::Remove(table.remove(writer, bin, key).ok()?),
+                    WordOp::Remove => WordDone::Remove(table.remove(writer, bin_index, key).ok()?),
                 })
             }
         }
         struct Stages<'t, P, L, O, F, A> {
             table: &'t RawTable,
+            /// The batch's thread's shard of `len`, looked up once.
+            len: Shard<'t>,
             requests: Requests<P, L, O, F, A>,
         }
-        impl<P, L, O, F, A> ring::Stages for Stages<'_, P, L, O, F, A>
+        impl<'t, P, L, O, F, A> ring::Stages for Stages<'t, P, L, O, F, A>
         where
             P: LineLoader,
             L: Fn(usize) -> (u64, u64),
@@ -1422,29 +1564,29 @@ impl RawTable {
             A: FnMut(usize, WordDone) -> bool,
         {
             /// The bin, the hash and the key word.
-            type Slot = (usize, u64, u64);
+            type Slot = (&'t Bin, u64, u64);
 
             #[inline(always)]
-            fn locate(&mut self, i: usize) -> (usize, u64, u64) {
+            fn locate(&mut self, i: usize) -> (&'t Bin, u64, u64) {
                 let (hash, key) = (self.requests.locate)(i);
-                (crate::hash::fastrange(hash, self.table.bins()), hash, key)
+                (self.table.bin_of(hash), hash, key)
             }
 
             #[inline(always)]
-            fn prefetch(&mut self, &(bin, _, _): &(usize, u64, u64)) {
-                self.table.prefetch_bin(bin);
+            fn prefetch(&mut self, &(bin, _, _): &(&'t Bin, u64, u64)) {
+                prefetch_far((bin as *const Bin).cast());
             }
 
             #[inline(always)]
-            fn chase(&mut self, &mut (bin, _, _): &mut (usize, u64, u64)) {
-                self.table.prefetch_chain(bin);
+            fn chase(&mut self, &mut (bin, _, _): &mut (&'t Bin, u64, u64)) {
+                self.table.chase(bin);
             }
 
             #[inline(always)]
-            fn run(&mut self, i: usize, (bin, hash, key): (usize, u64, u64)) -> Result<(), ()> {
+            fn run(&mut self, i: usize, (bin, hash, key): (&'t Bin, u64, u64)) -> Result<(), ()> {
                 let done = self
                     .requests
-                    .apply(self.table, i, bin, hash, key)
+                    .apply(self.table, &self.len, i, bin, hash, key)
                     .ok_or(())?;
                 if (self.requests.answer)(i, done) {
                     Ok(())
@@ -1456,6 +1598,7 @@ impl RawTable {
         }
         let mut stages = Stages {
             table: self,
+            len: self.len.shard(),
             requests: Requests {
                 loader,
                 locate,
@@ -1492,6 +1635,27 @@ impl RawTable {
     /// committed).
     #[inline(always)]
     pub(crate) fn insert_as<P: LineLoader, const SHADOW: bool>(
+        &self,
+        loader: P,
+        bin_index: usize,
+        key: u64,
+        value: u64,
+    ) -> Result<Result<Inserted, Full>, Moved> {
+        let bin = &self.bins[bin_index];
+        if !SHADOW
+            && self
+                .write_primary::<P, false>(loader, bin_index, bin, key, value, &mut |old| old)
+                .is_some()
+        {
+            self.len.increment();
+            return Ok(Ok(Inserted::New));
+        }
+        self.insert_full::<P, SHADOW>(loader, bin_index, key, value)
+    }
+
+    /// `insert_as` without the fast write: the essay's Insert steps.
+    #[inline(always)]
+    fn insert_full<P: LineLoader, const SHADOW: bool>(
         &self,
         loader: P,
         bin_index: usize,
@@ -1915,6 +2079,29 @@ impl RawTable {
     /// (the caller waits for it outside the operation and retries).
     #[inline(always)]
     pub(crate) fn upsert_with<P: LineLoader>(
+        &self,
+        loader: P,
+        bin_index: usize,
+        key: u64,
+        init: u64,
+        mut f: impl FnMut(u64) -> u64,
+    ) -> Result<Result<Upserted, Full>, Moved> {
+        let bin = &self.bins[bin_index];
+        if let Some(before) =
+            self.write_primary::<P, true>(loader, bin_index, bin, key, init, &mut f)
+        {
+            if before.is_none() {
+                self.len.increment();
+            }
+            return Ok(Ok(Upserted::Done(before)));
+        }
+        self.upsert_full(loader, bin_index, key, init, f)
+    }
+
+    /// `upsert_with` without the fast write: a search, then a put or the insert going on
+    /// from it.
+    #[inline(always)]
+    fn upsert_full<P: LineLoader>(
         &self,
         loader: P,
         bin_index: usize,
