@@ -23,7 +23,8 @@
 #            (`--maps floe-dense`: 0.45 GB where the default takes 1.1 GB and DRAMHiT 0.5 GB,
 #            which matters on hosts where a random line costs more the larger the array:
 #            BENCHMARKS.md, "DRAM speed"), and --workload fill --api batch (batched inserts of
-#            fresh keys into a table made for them, 23.5M of 31.3M), 2 threads; each with the
+#            fresh keys into a table made for them, 23.5M of 31.3M, faulted in when built as
+#            DRAMHiT's is: --populate on), 2 threads; each with the
 #            machine's random-line ceiling and the minimal table's insert (`insert, L2 64`, the
 #            ceiling's reference for what an insert costs with no protocol) measured in the same run.
 # Environment: ROUNDS (3), THREADS (2), OUT (results/dramhit: the raw outputs, runs.txt and
@@ -98,8 +99,10 @@ echo "CPU: $machine, $(nproc) cores; $rounds rounds, $threads threads" | tee "$o
 floe_run() {
     local workload="$1" keys="$2" map="${4:-floe}"
     local csv="$out/$map-$workload-$3.csv"
+    # --populate on: floe's table faulted in when built, as DRAMHiT writes its whole table
+    # when it allocates it, so both time their inserts and not first touches of fresh pages.
     "$bench" run --workload "$workload" --api batch --keys "$keys" --threads "$threads" \
-        --maps "$map" --repeat 1 --memory off --latency off --csv "$csv" \
+        --maps "$map" --repeat 1 --memory off --latency off --populate on --csv "$csv" \
         >"$out/$map-$workload-$3.log" 2>&1
     # mops (column 7) and the matching ceiling (the last column).
     awk -F, 'NR == 2 { print $7, $NF }' "$csv"

@@ -135,6 +135,11 @@ pub struct Common {
     /// Transparent huge pages for floe's table and the ceiling array.
     #[arg(long, value_enum, default_value = "on")]
     pub huge_pages: OnOff,
+    /// Fault floe's first table in when it is built (`Builder::populate`), as DRAMHiT writes
+    /// its whole table when allocating it: a fill then measures inserts, not first touches.
+    /// The peers' tables are faulted in by their first touches either way.
+    #[arg(long, value_enum, default_value = "off")]
+    pub populate: OnOff,
     /// Sample per-operation latency (one operation in 256) into HDR histograms.
     #[arg(long, value_enum, default_value = "on")]
     pub latency: OnOff,

@@ -1005,6 +1005,7 @@ mod tests {
                 hasher: AnyHash::default(),
                 backend: floe::Backend::Auto,
                 huge_pages: false,
+                populate: false,
                 churn: false,
                 resize: floe::ResizeMode::Incremental,
             },

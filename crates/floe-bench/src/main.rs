@@ -248,6 +248,7 @@ impl Common {
                 hasher: self.hash.hasher(),
                 backend: Backend::Auto,
                 huge_pages: self.huge_pages.on(),
+                populate: self.populate.on(),
                 churn: false,
                 resize: floe::ResizeMode::Incremental,
             },
@@ -271,7 +272,7 @@ fn measure_and_report(
     let machine = crate::machine::machine();
     println!("{machine}");
     println!(
-        "keys {} ({}), hash {}, {} repeat(s), {}, latency sampling {}, huge pages {}",
+        "keys {} ({}), hash {}, {} repeat(s), {}, latency sampling {}, huge pages {}{}",
         experiment.keys,
         keys::pretty_count(experiment.keys),
         experiment.hash_name,
@@ -286,6 +287,11 @@ fn measure_and_report(
             "on"
         } else {
             "off"
+        },
+        if experiment.recipe.populate {
+            ", floe's table populated when built"
+        } else {
+            ""
         },
     );
     let report = experiment.run(&workers).map_err(Failure::Run)?;
@@ -485,6 +491,7 @@ fn grow(args: &RunArgs) -> Result<(), Failure> {
             hasher: common.hash.hasher(),
             backend,
             huge_pages: common.huge_pages.on(),
+            populate: common.populate.on(),
             churn: false,
             resize: floe::ResizeMode::Incremental,
         },
@@ -655,6 +662,7 @@ fn bustle(args: BustleArgs) -> Result<(), Failure> {
             hasher: args.hash.hasher(),
             backend: Backend::Auto,
             huge_pages: true,
+            populate: false,
             churn: true,
             resize: floe::ResizeMode::Incremental,
         },
@@ -800,6 +808,7 @@ fn ceiling(args: CeilingArgs) -> Result<(), Failure> {
                 hasher: HashArg::Mix64.hasher(),
                 backend: Backend::Scalar,
                 huge_pages: args.huge_pages.on(),
+                populate: false,
                 churn: false,
                 resize: floe::ResizeMode::Incremental,
             }
@@ -843,6 +852,7 @@ fn probe(args: ProbeArgs) -> Result<(), Failure> {
         hasher: args.hash.hasher(),
         backend: Backend::Auto,
         huge_pages: true,
+        populate: false,
         churn: false,
         resize: floe::ResizeMode::Incremental,
     };

@@ -144,6 +144,8 @@ pub(crate) struct Config {
     pub(crate) bins_per_link: usize,
     pub(crate) backend: Backend,
     pub(crate) huge_pages: bool,
+    /// Fault the first table's memory in when the map is made (`Builder::populate`).
+    pub(crate) populate: bool,
     pub(crate) resize_mode: ResizeMode,
     /// Growth limit.
     pub(crate) max_bins: usize,
@@ -184,6 +186,7 @@ impl Default for Config {
             bins_per_link: DEFAULT_BINS_PER_LINK,
             backend: Backend::Auto,
             huge_pages: true,
+            populate: false,
             resize_mode: ResizeMode::Incremental,
             max_bins: usize::MAX,
             grow_ahead: usize::MAX,

@@ -270,6 +270,28 @@ impl<K, V, S, T> Builder<K, V, S, T> {
         self
     }
 
+    /// Fault the first table's memory in when the map is built (default off), so that the
+    /// inserts that fill a fresh map pay no page faults: the cost moves into `build`.
+    ///
+    /// A table's memory is mapped lazily; each page comes (zeroed) on its first touch, and on
+    /// a machine whose free memory is fragmented a huge page's first touch may wait for the
+    /// kernel to compact one. Turn this on for a map that will be filled at once and must
+    /// not stall while it is (a service's tail latency), or to measure inserts the way
+    /// DRAMHiT does (it writes its whole table when allocating it). Later tables are faulted in
+    /// ahead by [`grow_ahead`](Self::grow_ahead). A hint: a kernel that cannot populate
+    /// (before Linux 5.14) leaves the pages to their first touch. Persistent maps' tables are
+    /// files and are not affected.
+    ///
+    /// ```
+    /// let map = floe::FlatMap::<u64, u64>::builder().capacity(1 << 20).populate(true).build()?;
+    /// assert!(map.stats().allocated_bytes >= (1 << 20) * 16);
+    /// # Ok::<(), floe::Error>(())
+    /// ```
+    pub fn populate(mut self, populate: bool) -> Self {
+        self.config.populate = populate;
+        self
+    }
+
     /// Prepare each next table's memory ahead of its growth, if it takes at most `max_bytes`
     /// (default: no limit; 0 turns preparation off).
     ///

@@ -255,6 +255,38 @@ fn stats_describe_the_table() {
     assert_eq!(format!("{m:?}"), "{}");
 }
 
+/// A map whose table was faulted in when built (`populate`) is the map it would be without:
+/// same geometry, empty, and it fills, grows and answers alike, in both layouts and for `Map`.
+#[test]
+fn a_populated_map_is_an_ordinary_map() {
+    for layout in [floe::Layout::Bins, floe::Layout::Dense] {
+        let build = |populate: bool| {
+            FlatMap::<u64, u64>::builder()
+                .layout(layout)
+                .capacity(100_000)
+                .populate(populate)
+                .build()
+                .unwrap()
+        };
+        let (plain, populated) = (build(false), build(true));
+        assert_eq!(plain.stats(), populated.stats(), "{layout:?}");
+        assert!(populated.is_empty());
+        for key in 0..300_000u64 {
+            assert_eq!(populated.insert(key, key + 1), None);
+        }
+        assert_eq!(populated.len(), 300_000);
+        assert!((0..300_000u64).all(|key| populated.get(&key) == Some(key + 1)));
+    }
+    let map = floe::Map::<String, u64>::builder()
+        .capacity(10_000)
+        .populate(true)
+        .build()
+        .unwrap();
+    let pin = map.pin();
+    assert_eq!(pin.insert("a".to_string(), 1), None);
+    assert_eq!(pin.get("a"), Some(&1));
+}
+
 #[test]
 fn a_tiny_map_grows_to_hold_everything_and_frees_its_old_tables() {
     for mode in [ResizeMode::Incremental, ResizeMode::Blocking] {

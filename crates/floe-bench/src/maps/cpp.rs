@@ -468,6 +468,7 @@ mod tests {
             hasher: AnyHash::Mix64(1),
             backend: floe::Backend::Auto,
             huge_pages: false,
+            populate: false,
             churn: true,
             resize: floe::ResizeMode::Incremental,
         };

@@ -237,6 +237,8 @@ pub struct Recipe {
     pub hasher: AnyHash,
     pub backend: floe::Backend,
     pub huge_pages: bool,
+    /// Fault floe's first table in when it is built (`Builder::populate`; `--populate`).
+    pub populate: bool,
     /// The workloads insert and remove fresh keys in a full table (insert/remove churn).
     /// floe keeps a link bucket chained to its bin once used, so under churn every bin that
     /// ever holds 3 keys ends up with one (about 27% of bins at 1.75 keys per bin, Poisson):
@@ -278,6 +280,7 @@ impl Recipe {
                     .hasher(self.hasher)
                     .backend(self.backend)
                     .huge_pages(self.huge_pages)
+                    .populate(self.populate)
                     .resize_mode(self.resize)
                     .build()
                     .map_err(|e| format!("building floe's dense map: {e}"))
@@ -360,6 +363,7 @@ impl Recipe {
             .hasher(self.hasher)
             .backend(self.backend)
             .huge_pages(self.huge_pages)
+            .populate(self.populate)
             .bins_per_link(self.bins_per_link())
             .resize_mode(self.resize)
     }

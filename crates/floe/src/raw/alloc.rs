@@ -172,6 +172,16 @@ impl<T: ZeroInit> TableMemory<T> {
     pub(crate) fn huge_pages(&self) -> bool {
         matches!(&self.backing, Backing::Mapped(region) if region.huge)
     }
+
+    /// Fault a mapping of its own in now (`Region::populate`), so that first touches cost no
+    /// page fault later (`Builder::populate`); heap memory and parts of a file's mapping are
+    /// left as they are. `false` if the kernel could not.
+    pub(crate) fn populate(&self) -> bool {
+        match &self.backing {
+            Backing::Mapped(region) => region.populate(0, region.bytes),
+            Backing::Part(_) | Backing::Heap { .. } | Backing::Empty => true,
+        }
+    }
 }
 
 /// An anonymous private mapping of whole huge pages, aligned to a huge page, advised for
@@ -457,6 +467,10 @@ impl<T: ZeroInit> TableMemory<T> {
     pub(crate) fn huge_pages(&self) -> bool {
         false
     }
+
+    pub(crate) fn populate(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(loom)]
@@ -498,6 +512,37 @@ mod tests {
             assert_eq!(m.huge_pages(), huge);
             assert_eq!(m[lines - 1].0, [0; 8]);
         }
+    }
+
+    /// Pages of `m`'s mapping resident now, by `mincore`.
+    #[cfg(target_os = "linux")]
+    fn resident_pages(m: &TableMemory<Line>) -> usize {
+        let page = 4096;
+        let mut vec = vec![0u8; m.bytes().div_ceil(page)];
+        // SAFETY: the range is our live mapping (page aligned); `vec` has a byte per page.
+        let status =
+            unsafe { libc::mincore(m.as_ptr() as *mut libc::c_void, m.bytes(), vec.as_mut_ptr()) };
+        assert_eq!(status, 0);
+        vec.iter().filter(|&&byte| byte & 1 == 1).count()
+    }
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    #[cfg_attr(miri, ignore = "mmap is not modelled by Miri")]
+    fn populate_faults_a_whole_mapping_in_without_writing() {
+        let lines = 2 * HUGE_PAGE / 64;
+        let m = TableMemory::<Line>::zeroed(lines, false).unwrap();
+        let pages = m.bytes() / 4096;
+        assert!(
+            resident_pages(&m) < pages,
+            "a fresh mapping is faulted in lazily"
+        );
+        if !m.populate() {
+            // A kernel before 5.14: the hint is not available, nothing to check.
+            return;
+        }
+        assert_eq!(resident_pages(&m), pages);
+        assert!(m.iter().all(|l| l.0 == [0; 8]));
     }
 
     #[test]

@@ -711,6 +711,12 @@ impl DenseTable {
         self.stash.len()
     }
 
+    /// Fault the lines and their writer bytes in now (`Builder::populate`); `false` if the
+    /// kernel could not.
+    pub(crate) fn populate(&self) -> bool {
+        self.lines.populate() & self.meta.populate()
+    }
+
     /// Bytes of table memory: the lines, their writer bytes and the stash's lines.
     pub(crate) fn table_bytes(&self) -> usize {
         self.lines.bytes() + self.meta.bytes() + self.stash.bytes()

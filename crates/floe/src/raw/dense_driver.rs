@@ -559,6 +559,13 @@ impl DenseMap {
 
     /// The figures `FlatMap::stats` reports, for the dense layout (a line counts as a bin;
     /// no link pool).
+    /// Fault the current table's memory in (`Builder::populate`); `false` if the kernel
+    /// could not.
+    pub(crate) fn populate(&self) -> bool {
+        let guard = reclaim::enter();
+        self.tables.load(&guard).populate()
+    }
+
     pub(crate) fn stats(&self) -> Stats {
         let guard = reclaim::enter();
         let table = self.tables.load(&guard);

@@ -995,6 +995,13 @@ impl RawMap {
         self.load(&guard).allocated_bytes()
     }
 
+    /// Fault the current table's memory in (`Builder::populate`); `false` if the kernel
+    /// could not.
+    pub(crate) fn populate(&self) -> bool {
+        let guard = reclaim::enter();
+        self.load(&guard).populate()
+    }
+
     pub(crate) fn stats(&self) -> Stats {
         let guard = reclaim::enter();
         let table = self.load(&guard);

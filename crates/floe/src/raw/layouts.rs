@@ -72,6 +72,15 @@ impl Driver {
     /// As `Builder::build`; `InvalidConfig` for the default layout's sizing options (`bins`,
     /// `link_buckets`) on a dense map.
     pub(crate) fn new(config: &Config, rehash: Rehash<'_>) -> Result<Self, Error> {
+        let driver = Self::build(config, rehash)?;
+        if config.populate {
+            // A hint, as huge pages are: a kernel that cannot leaves first touches to fault.
+            let _ = driver.populate();
+        }
+        Ok(driver)
+    }
+
+    fn build(config: &Config, rehash: Rehash<'_>) -> Result<Self, Error> {
         match config.layout {
             Layout::Bins => RawMap::new(config, rehash).map(Driver::Bins),
             Layout::Dense => {
@@ -344,6 +353,11 @@ impl Driver {
 
     pub(crate) fn stats(&self) -> Stats {
         either!(self, map => map.stats())
+    }
+
+    /// Fault the current table's memory in (`Builder::populate`).
+    pub(crate) fn populate(&self) -> bool {
+        either!(self, map => map.populate())
     }
 
     pub(crate) fn for_each(&self, rehash: Rehash<'_>, visit: impl FnMut(u64, u64)) {

@@ -1052,6 +1052,11 @@ impl RawTable {
         self.bins.huge_pages()
     }
 
+    /// Fault the table's memory in now (`Builder::populate`); `false` if the kernel could not.
+    pub(crate) fn populate(&self) -> bool {
+        self.bins.populate() & self.links.populate()
+    }
+
     pub(crate) fn len(&self) -> usize {
         self.len.sum()
     }
