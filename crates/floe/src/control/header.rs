@@ -217,8 +217,11 @@ impl Header {
     /// (`raw`'s essay, "The fast write"). Bit tricks folded into one test.
     #[inline(always)]
     pub(crate) fn fast_write_blockers(self) -> u64 {
-        let state = self.0 & (0b11 << BIN_STATE_SHIFT);
-        state | self.occupied().and(SlotMask::LINKED).0 | self.shadow().0
+        // The bits above the primary slots' and below the version: the link slots' states
+        // (any but `Invalid` is nonzero) and the bin state (`NoTransfer` is zero).
+        const LINK_SLOTS_AND_BIN_STATE: u64 = ((1 << VERSION_SHIFT) - 1) & !0b11_1111;
+        let primary_shadows = self.shadow().and(SlotMask::PRIMARY).0;
+        (self.0 & LINK_SLOTS_AND_BIN_STATE) | primary_shadows
     }
 
     /// The fast write's commit (`raw`'s essay): the first free primary slot made `Inserting`
@@ -415,6 +418,35 @@ impl Link {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The fast write's blockers are nonzero exactly when the bin is not `NoTransfer`, a
+    /// slot is `Shadow`, or a link slot is taken, for every slot and bin state.
+    #[test]
+    fn fast_write_blockers_match_their_definition() {
+        let states = [
+            SlotState::Invalid,
+            SlotState::Inserting,
+            SlotState::Valid,
+            SlotState::Shadow,
+        ];
+        for slot in 0..SLOTS_PER_BIN {
+            for state in states {
+                for bin_state in 0..4u64 {
+                    for other in [0u64, 0b10, 0b01_0000] {
+                        let header = Header(
+                            (other | (state as u64) << (2 * slot))
+                                | bin_state << BIN_STATE_SHIFT
+                                | 9 << VERSION_SHIFT,
+                        );
+                        let blocked = header.bin_state() != BinState::NoTransfer
+                            || !header.shadow().is_empty()
+                            || !header.occupied().and(SlotMask::LINKED).is_empty();
+                        assert_eq!(header.fast_write_blockers() != 0, blocked, "{header:?}");
+                    }
+                }
+            }
+        }
+    }
 
     /// The fast write's commit word equals the one the full path builds from
     /// `with_published` and `with_slot`, for every state of the primary slots, with link
