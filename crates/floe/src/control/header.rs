@@ -419,16 +419,19 @@ impl Link {
 mod tests {
     use super::*;
 
+    /// Every slot state, in the order of their codes.
+    const ALL_STATES: [SlotState; 4] = [
+        SlotState::Invalid,
+        SlotState::Inserting,
+        SlotState::Valid,
+        SlotState::Shadow,
+    ];
+
     /// The fast write's blockers are nonzero exactly when the bin is not `NoTransfer`, a
     /// slot is `Shadow`, or a link slot is taken, for every slot and bin state.
     #[test]
     fn fast_write_blockers_match_their_definition() {
-        let states = [
-            SlotState::Invalid,
-            SlotState::Inserting,
-            SlotState::Valid,
-            SlotState::Shadow,
-        ];
+        let states = ALL_STATES;
         for slot in 0..SLOTS_PER_BIN {
             for state in states {
                 for bin_state in 0..4u64 {
@@ -453,12 +456,7 @@ mod tests {
     /// slots and bin states varied around them.
     #[test]
     fn fast_commit_matches_the_general_transitions() {
-        let states = [
-            SlotState::Invalid,
-            SlotState::Inserting,
-            SlotState::Valid,
-            SlotState::Shadow,
-        ];
+        let states = ALL_STATES;
         for code in 0..64u64 {
             for rest in [0u64, 0b01 << 6, 0b10 << 8 | 0b01 << 28, 0b11 << 30, 7 << 32] {
                 let mut header = Header(rest);
@@ -556,12 +554,7 @@ mod tests {
     fn masks_partition_the_slots() {
         // Every combination of states on a few slots: each slot is in exactly one of
         // valid / invalid / inserting / shadow.
-        let states = [
-            SlotState::Invalid,
-            SlotState::Inserting,
-            SlotState::Valid,
-            SlotState::Shadow,
-        ];
+        let states = ALL_STATES;
         for pattern in 0u32..4u32.pow(4) {
             let mut h = Header(0);
             for (i, slot) in [0usize, 3, 9, 14].into_iter().enumerate() {
