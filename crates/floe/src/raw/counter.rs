@@ -55,6 +55,27 @@ impl Shard<'_> {
     }
 }
 
+/// Where a write counts the keys it adds: the counter itself (the thread's shard looked up
+/// per add), or a [`Shard`] a batch looked up once.
+pub(crate) trait Count {
+    /// Add `n` to the count.
+    fn add(&self, n: isize);
+}
+
+impl Count for ShardedCounter {
+    #[inline(always)]
+    fn add(&self, n: isize) {
+        ShardedCounter::add(self, n);
+    }
+}
+
+impl Count for Shard<'_> {
+    #[inline(always)]
+    fn add(&self, n: isize) {
+        Shard::add(self, n);
+    }
+}
+
 /// Hands out small indices, the lowest free one first, so indices stay dense.
 #[cfg_attr(loom, allow(dead_code))]
 struct IndexPool {

@@ -395,7 +395,7 @@ use crossbeam_utils::CachePadded;
 pub(crate) use self::alloc::memory_fits;
 use self::{
     alloc::TableMemory,
-    counter::{Shard, ShardedCounter},
+    counter::{Count, Shard, ShardedCounter},
     layout::{Bin, LinkBucket, Slot},
     loader::LineLoader,
     migrate::Migration,
@@ -1463,8 +1463,8 @@ impl RawTable {
             O: Fn(usize) -> WordOp,
             F: Fn(usize, u64) -> u64,
         {
-            /// Run request `i` on `bin`, counting the keys it inserts by the fast write in
-            /// `len`; `None` if it cannot run here.
+            /// Run request `i` on `bin`, counting the keys it inserts in `len`; `None` if it
+            /// cannot run here.
             #[inline(always)]
             fn apply(
                 &self,
@@ -1482,42 +1482,6 @@ impl RawTable {
                 table.pace_preparation(hash);
                 let writer = self.loader.writer();
                 let bin_index = table.index_of(bin);
-                // The fast write (essay) where it can answer, the full path where not.
-                let fast = match op {
-                    WordOp::Insert(value) => table.write_primary::<_, false>(
-                        writer,
-                        bin_index,
-                        bin,
-                        key,
-                        value,
-                        &mut |old| old,
-                    ),
-                    WordOp::Upsert(value) => table.write_primary::<_, true>(
-                        writer,
-                        bin_index,
-                        bin,
-                        key,
-                        value,
-                        &mut |_| value,
-                    ),
-                    WordOp::Add(delta) => table.write_primary::<_, true>(
-                        writer,
-                        bin_index,
-                        bin,
-                        key,
-                        delta,
-                        &mut |old| (self.add)(i, old),
-                    ),
-                    WordOp::Get | WordOp::Put(_) | WordOp::Remove => None,
-                };
-                if let Some(before) = fast {
-                    len.add(isize::from(before.is_none()));
-                    return Some(match op {
-                        WordOp::Insert(_) => WordDone::Insert(Inserted::New),
-                        WordOp::Upsert(_) => WordDone::Upsert(before),
-                        _ => WordDone::Add(before),
-                    });
-                }
                 let upserted = |result: Result<Result<Upserted, Full>, Moved>| match result {
                     Ok(Ok(Upserted::Done(before))) => Some(before),
                     _ => None,
@@ -1525,24 +1489,26 @@ impl RawTable {
                 Some(match op {
                     WordOp::Get => unreachable!("answered above"),
                     WordOp::Insert(value) => {
-                        match table.insert_full::<_, false>(writer, bin_index, key, value) {
+                        match table.insert_counted::<_, false>(writer, bin_index, key, value, len) {
                             Ok(Ok(inserted)) => WordDone::Insert(inserted),
                             _ => return None,
                         }
                     }
-                    WordOp::Upsert(value) => WordDone::Upsert(upserted(table.upsert_full(
+                    WordOp::Upsert(value) => WordDone::Upsert(upserted(table.upsert_counted(
                         writer,
                         bin_index,
                         key,
                         value,
                         |_| value,
+                        len,
                     ))?),
-                    WordOp::Add(delta) => WordDone::Add(upserted(table.upsert_full(
+                    WordOp::Add(delta) => WordDone::Add(upserted(table.upsert_counted(
                         writer,
                         bin_index,
                         key,
                         delta,
                         |old| (self.add)(i, old),
+                        len,
                     ))?),
                     WordOp::Put(value) => WordDone::Put(
                         table
@@ -1646,29 +1612,31 @@ impl RawTable {
         key: u64,
         value: u64,
     ) -> Result<Result<Inserted, Full>, Moved> {
+        self.insert_counted::<P, SHADOW>(loader, bin_index, key, value, &self.len)
+    }
+
+    /// `insert_as`, counting a new key in `len`: the fast write where it can answer (a key
+    /// never shadows there), else the essay's Insert steps.
+    #[inline(always)]
+    fn insert_counted<P: LineLoader, const SHADOW: bool>(
+        &self,
+        loader: P,
+        bin_index: usize,
+        key: u64,
+        value: u64,
+        len: &impl Count,
+    ) -> Result<Result<Inserted, Full>, Moved> {
         let bin = &self.bins[bin_index];
         if !SHADOW
             && self
                 .write_primary::<P, false>(loader, bin_index, bin, key, value, &mut |old| old)
                 .is_some()
         {
-            self.len.increment();
+            len.add(1);
             return Ok(Ok(Inserted::New));
         }
-        self.insert_full::<P, SHADOW>(loader, bin_index, key, value)
-    }
-
-    /// `insert_as` without the fast write: the essay's Insert steps.
-    #[inline(always)]
-    fn insert_full<P: LineLoader, const SHADOW: bool>(
-        &self,
-        loader: P,
-        bin_index: usize,
-        key: u64,
-        value: u64,
-    ) -> Result<Result<Inserted, Full>, Moved> {
-        let search = self.find(loader, &self.bins[bin_index], key)?;
-        self.insert_searched::<P, SHADOW>(loader, bin_index, key, value, search)
+        let search = self.find(loader, bin, key)?;
+        self.insert_searched::<P, SHADOW>(loader, bin_index, key, value, search, len)
     }
 
     /// `insert_as` after its step 1 found the key absent in `first` (an upsert's search):
@@ -1681,6 +1649,7 @@ impl RawTable {
         key: u64,
         value: u64,
         first: Search,
+        len: &impl Count,
     ) -> Result<Result<Inserted, Full>, Moved> {
         let bin = &self.bins[bin_index];
         let mut first = Some(first);
@@ -1758,7 +1727,7 @@ impl RawTable {
             self.crash_point();
             if !SHADOW {
                 // A shadow key counts once it is committed (visible).
-                self.len.increment();
+                len.add(1);
             }
             return Ok(Ok(Inserted::New));
         }
@@ -2089,32 +2058,30 @@ impl RawTable {
         bin_index: usize,
         key: u64,
         init: u64,
-        mut f: impl FnMut(u64) -> u64,
+        f: impl FnMut(u64) -> u64,
     ) -> Result<Result<Upserted, Full>, Moved> {
-        let bin = &self.bins[bin_index];
-        if let Some(before) =
-            self.write_primary::<P, true>(loader, bin_index, bin, key, init, &mut f)
-        {
-            if before.is_none() {
-                self.len.increment();
-            }
-            return Ok(Ok(Upserted::Done(before)));
-        }
-        self.upsert_full(loader, bin_index, key, init, f)
+        self.upsert_counted(loader, bin_index, key, init, f, &self.len)
     }
 
-    /// `upsert_with` without the fast write: a search, then a put or the insert going on
-    /// from it.
+    /// `upsert_with`, counting a new key in `len`: the fast write where it can answer, else
+    /// a search, then a put or the insert going on from it.
     #[inline(always)]
-    fn upsert_full<P: LineLoader>(
+    fn upsert_counted<P: LineLoader>(
         &self,
         loader: P,
         bin_index: usize,
         key: u64,
         init: u64,
         mut f: impl FnMut(u64) -> u64,
+        len: &impl Count,
     ) -> Result<Result<Upserted, Full>, Moved> {
         let bin = &self.bins[bin_index];
+        if let Some(before) =
+            self.write_primary::<P, true>(loader, bin_index, bin, key, init, &mut f)
+        {
+            len.add(isize::from(before.is_none()));
+            return Ok(Ok(Upserted::Done(before)));
+        }
         loop {
             let search = self.find(loader, bin, key)?;
             match search.hit {
@@ -2125,7 +2092,9 @@ impl RawTable {
                 }
                 // The insert goes on from this search (one search for a new key, not two).
                 None => {
-                    match self.insert_searched::<P, false>(loader, bin_index, key, init, search)? {
+                    match self
+                        .insert_searched::<P, false>(loader, bin_index, key, init, search, len)?
+                    {
                         Ok(Inserted::New) => return Ok(Ok(Upserted::Done(None))),
                         Err(full) => return Ok(Err(full)),
                         // Someone inserted it meanwhile: update that copy.
