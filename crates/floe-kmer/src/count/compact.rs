@@ -39,6 +39,9 @@
 //! changed), moves every k-mer into a table of twice the slots, then retries its k-mers.
 //! The lock's release/acquire orders the move before every later batch.
 //!
+//! The loom model at the end of this file checks both halves (workers racing for one new
+//! k-mer's slot; a growth beside a worker counting), and fails with either weakened.
+//!
 //! # Memory
 //! The slots come zeroed from the allocator (a fresh mapping when large): pages cost memory
 //! once a k-mer lands in them, so a size hint (-s) larger than the input needs costs only the
@@ -46,10 +49,14 @@
 //! them).
 //! Growing holds the old and the new table at once (3/2 of the new one).
 
-use std::sync::{
-    atomic::{AtomicU64, Ordering::Relaxed},
-    RwLock,
-};
+use std::sync::atomic::Ordering::Relaxed;
+#[cfg(not(loom))]
+use std::sync::{atomic::AtomicU64, RwLock};
+
+// Under loom (`ci/loom.sh`, the model at the end of this file) the slots and the growth lock
+// are loom's, so that it explores the workers' interleavings.
+#[cfg(loom)]
+use loom::sync::{atomic::AtomicU64, RwLock};
 
 use floe::FlatMap;
 
@@ -61,12 +68,19 @@ const LINE_SLOTS: u64 = 8;
 const LINE_SLOT_BITS: u32 = 3;
 /// The lines a k-mer may look at before the table grows; the probe field has 5 bits and
 /// holds `line probe + 1`.
-pub const MAX_LINE_PROBES: u64 = 31;
+/// (Two under loom, whose model tables are one or two lines: every probe is a step it explores.)
+pub const MAX_LINE_PROBES: u64 = if cfg!(loom) { 2 } else { 31 };
 const PROBE_BITS: u32 = 5;
 /// The fewest slots a table has (unless 4^k lines are fewer): enough bits left for the
 /// count (at least 1 at k = 32 from 9 bits). Under Miri the least, so its tests grow the
-/// table with few k-mers.
-const MIN_SLOT_BITS: u32 = if cfg!(miri) { 9 } else { 12 };
+/// table with few k-mers; under loom one line (its model uses short k-mers).
+const MIN_SLOT_BITS: u32 = if cfg!(loom) {
+    LINE_SLOT_BITS
+} else if cfg!(miri) {
+    9
+} else {
+    12
+};
 /// K-mers whose slots are prefetched ahead of the one being counted.
 const PREFETCH_DISTANCE: usize = 16;
 
@@ -264,6 +278,7 @@ impl Slots {
 
 /// `len` zeroed slots, from `alloc_zeroed`: a large one is a fresh mapping whose pages the
 /// kernel provides (zeroed) once touched, so untouched slots cost no memory.
+#[cfg(not(loom))]
 fn zeroed_slots(len: usize) -> Result<Box<[AtomicU64]>, Error> {
     let layout = std::alloc::Layout::array::<AtomicU64>(len)
         .map_err(|_| Error::Table(floe::Error::CapacityOverflow))?;
@@ -282,6 +297,12 @@ fn zeroed_slots(len: usize) -> Result<Box<[AtomicU64]>, Error> {
     // `AtomicU64`s (which a `Box<[AtomicU64]>` of `len` frees with), and all zeroes is a valid
     // `AtomicU64`.
     Ok(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(base, len)) })
+}
+
+/// Loom's atomics cannot be made from zeroed memory: one by one (its tables are tiny).
+#[cfg(loom)]
+fn zeroed_slots(len: usize) -> Result<Box<[AtomicU64]>, Error> {
+    Ok((0..len).map(|_| AtomicU64::new(0)).collect())
 }
 
 /// The compact engine's table and overflow.
@@ -631,5 +652,102 @@ mod tests {
         let mut expected: Vec<_> = crowd.iter().map(|&kmer| (kmer, 2)).collect();
         expected.sort_unstable();
         assert_eq!(counts, expected);
+    }
+}
+
+#[cfg(all(test, loom))]
+mod model {
+    //! The concurrency argument of the module docs under loom (`ci/loom.sh`): workers racing
+    //! for one new k-mer's slot, and a growth while another worker counts. Each model fails
+    //! when the protocol is weakened (checked by hand): with the slot's compare-and-swap made
+    //! a load and a store (counts lost), with a worker that lost the race for a slot moving
+    //! on instead of re-reading it (a k-mer in two slots), and with the growth under the read
+    //! lock instead of the write lock (a count made in the old table after the move, lost).
+
+    use loom::{sync::Arc, thread};
+
+    use super::*;
+
+    /// Short k-mers: a one-line table (8 slots) has 43 count bits, so no count overflows.
+    const K: usize = 8;
+
+    fn sink(engine: &Compact) -> CompactSink<'_> {
+        CompactSink {
+            engine,
+            places: Vec::new(),
+            refused: Vec::new(),
+        }
+    }
+
+    /// The k-mers and counts of a finished count, sorted, each k-mer checked to be in one
+    /// slot only.
+    fn counts(engine: Arc<Compact>) -> Vec<(u64, u64)> {
+        let engine =
+            Arc::try_unwrap(engine).unwrap_or_else(|_| panic!("a worker still holds the engine"));
+        let mut counts = Vec::new();
+        engine
+            .into_table()
+            .for_each(&mut |kmer, count| counts.push((kmer, count)));
+        counts.sort_unstable();
+        assert!(
+            counts.windows(2).all(|pair| pair[0].0 != pair[1].0),
+            "a k-mer in two slots: {counts:?}"
+        );
+        counts
+    }
+
+    /// Runs `model` under loom and checks it explored more than one interleaving.
+    fn explore(model: impl Fn() + Sync + Send + 'static) {
+        let runs = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = std::sync::Arc::clone(&runs);
+        loom::model(move || {
+            counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            model();
+        });
+        let runs = runs.load(std::sync::atomic::Ordering::Relaxed);
+        assert!(
+            runs > 1,
+            "loom explored {runs} execution: the model is vacuous"
+        );
+    }
+
+    /// Two workers add the same new k-mer (one of them another k-mer too): it ends in one
+    /// slot with both counts.
+    #[test]
+    fn workers_racing_for_a_new_kmer_share_its_slot() {
+        explore(|| {
+            let engine = Arc::new(Compact::new(K, 1).unwrap());
+            assert_eq!(engine.slots(), 8);
+            let other = {
+                let engine = Arc::clone(&engine);
+                thread::spawn(move || sink(&engine).add(&[5, 9]).unwrap())
+            };
+            sink(&engine).add(&[5]).unwrap();
+            other.join().unwrap();
+            assert_eq!(counts(engine), [(5, 2), (9, 1)]);
+        });
+    }
+
+    /// A worker whose k-mer finds the table full grows it while another counts a k-mer
+    /// already in it: no count is lost to the move.
+    #[test]
+    fn a_growth_loses_no_count_made_beside_it() {
+        explore(|| {
+            let engine = Arc::new(Compact::new(K, 1).unwrap());
+            // Fill the one line (no other thread yet: nothing to interleave).
+            sink(&engine).add(&[0, 1, 2, 3, 4, 5, 6, 7]).unwrap();
+            assert_eq!(engine.slots(), 8);
+            let grower = {
+                let engine = Arc::clone(&engine);
+                thread::spawn(move || sink(&engine).add(&[100]).unwrap())
+            };
+            sink(&engine).add(&[3]).unwrap();
+            grower.join().unwrap();
+            assert!(engine.slots() > 8, "the table did not grow");
+            let mut expected: Vec<(u64, u64)> = (0..8).map(|kmer| (kmer, 1)).collect();
+            expected[3].1 = 2;
+            expected.push((100, 1));
+            assert_eq!(counts(engine), expected);
+        });
     }
 }
