@@ -111,6 +111,9 @@ impl Source {
         let mut start = [0u8; 2];
         let got = match self {
             Source::Stdin => return None,
+            // Only a regular file is looked into: opening a FIFO waits for its writer, and
+            // reading a pipe takes the bytes its real reading needs.
+            Source::Path(_) if self.len().is_none() => return None,
             Source::Path(path) => {
                 let mut file = File::open(path).ok()?;
                 read_up_to(&mut file, &mut start).ok()?
@@ -138,7 +141,23 @@ impl Source {
         if metadata.is_dir() {
             return Err(usage("it is a directory".to_owned()));
         }
-        File::open(path).map_err(|e| usage(e.to_string()))?;
+        if metadata.is_file() {
+            File::open(path).map_err(|e| usage(e.to_string()))?;
+            return Ok(());
+        }
+        // A FIFO, a pipe or a device is not opened to check: opening a FIFO waits for its
+        // writer, and closing it again leaves the writer without a reader. Its permission
+        // says as much.
+        #[cfg(unix)]
+        {
+            use std::os::unix::ffi::OsStrExt;
+            let name = std::ffi::CString::new(path.as_os_str().as_bytes())
+                .map_err(|_| usage("the name holds a NUL byte".to_owned()))?;
+            // SAFETY: a NUL-terminated path that lives across the call; access reads it only.
+            if unsafe { libc::access(name.as_ptr(), libc::R_OK) } != 0 {
+                return Err(usage(io::Error::last_os_error().to_string()));
+            }
+        }
         Ok(())
     }
 

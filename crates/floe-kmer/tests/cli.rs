@@ -110,6 +110,57 @@ fn gzip_stdin_crlf_and_lowercase_give_the_same_counts() {
     assert!(twice.stderr.contains("stdin ('-') is named more than once"));
 }
 
+/// A pipe or FIFO named as a file is read once, whole: nothing looks into it before the count
+/// (a look at its first bytes for gzip took them from the count, and opening a FIFO to look
+/// waited for a writer that had already gone).
+#[test]
+#[cfg(unix)]
+fn pipes_and_fifos_named_as_files_are_counted_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let fasta = b">a\nACGTTGCAAATTCCGG\n>b\nGATTACA\n";
+    let expected = naive_dump(&["ACGTTGCAAATTCCGG", "GATTACA"], 5, false);
+    let through_stdin = floe_kmer(&["count", "-m", "5", "-q", "/dev/stdin"], fasta);
+    assert_eq!(
+        (through_stdin.code, through_stdin.stdout.as_str()),
+        (0, expected.as_str()),
+        "{}",
+        through_stdin.stderr
+    );
+    let fifo = dir.path().join("reads.fifo");
+    common::mkfifo(&fifo);
+    for data in [fasta.to_vec(), gzip(fasta)] {
+        let writer = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || std::fs::write(fifo, data).unwrap())
+        };
+        let mut child = Command::new(env!("CARGO_BIN_EXE_floe-kmer"))
+            .args(["count", "-m", "5", "-q", text(&fifo)])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Bounded: a count that hangs on the FIFO fails the test instead of stalling it.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        while child.try_wait().unwrap().is_none() {
+            if std::time::Instant::now() > deadline {
+                child.kill().unwrap();
+                // Let the writer go.
+                let _ = std::fs::read(&fifo);
+                panic!("the count of a FIFO hung");
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let out = child.wait_with_output().unwrap();
+        writer.join().unwrap();
+        assert_eq!(
+            (out.status.code(), String::from_utf8(out.stdout).unwrap()),
+            (Some(0), expected.clone()),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 /// A FASTA file of 60 random records of up to 12,000 bases, some N (some 360 kB).
 fn random_fasta(dir: &Path) -> PathBuf {
     let mut rng = Rng(42);

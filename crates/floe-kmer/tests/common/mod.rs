@@ -117,6 +117,12 @@ pub fn write(dir: &Path, name: &str, data: &[u8]) -> PathBuf {
     path
 }
 
+/// A FIFO at `path` (`mkfifo`).
+pub fn mkfifo(path: &Path) {
+    let made = std::process::Command::new("mkfifo").arg(path).status();
+    assert!(made.unwrap().success(), "mkfifo {}", path.display());
+}
+
 pub fn gzip(data: &[u8]) -> Vec<u8> {
     let mut encoder = flate2::write::GzEncoder::new(Vec::new(), Default::default());
     encoder.write_all(data).unwrap();
