@@ -16,6 +16,16 @@ pub enum Error {
     /// The table refused a k-mer (out of memory, or a capped table full): the counts would be
     /// incomplete, so there are none.
     Table(floe::Error),
+    /// A table capped by a memory budget ([`count_within`]) would have had to grow past
+    /// its cap of `table_bytes`. A count in passes ([`passes`]) then splits the pass's
+    /// k-mers in two and counts each half on its own.
+    ///
+    /// [`count_within`]: crate::count::count_within
+    /// [`passes`]: crate::count::passes
+    OverBudget {
+        /// The most the table could take.
+        table_bytes: usize,
+    },
     /// Writing the counts failed.
     Output(String),
     /// A check of floe-kmer's own work failed (the counts do not add up to the k-mers read):
@@ -28,7 +38,11 @@ impl Error {
     pub fn exit_code(&self) -> u8 {
         match self {
             Error::Usage(_) => 2,
-            Error::Input(_) | Error::Table(_) | Error::Output(_) | Error::Internal(_) => 1,
+            Error::Input(_)
+            | Error::Table(_)
+            | Error::OverBudget { .. }
+            | Error::Output(_)
+            | Error::Internal(_) => 1,
         }
     }
 }
@@ -40,6 +54,11 @@ impl fmt::Display for Error {
                 f.write_str(message)
             }
             Error::Table(error) => write!(f, "the k-mer table cannot take more k-mers: {error}"),
+            Error::OverBudget { table_bytes } => write!(
+                f,
+                "the k-mer table would grow past {table_bytes} bytes, its share of the memory \
+                 budget"
+            ),
             Error::Internal(message) => write!(f, "internal error (a bug): {message}"),
         }
     }

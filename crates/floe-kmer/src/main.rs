@@ -10,7 +10,11 @@ use std::{
 
 use clap::{Parser, Subcommand};
 use floe_kmer::{
-    count::{count, EngineKind, Settings},
+    count::{
+        count,
+        passes::{count_in_passes, MIN_BUDGET},
+        Counts, EngineKind, Settings,
+    },
     db::{self, Combine, Database, Provenance},
     destination::Destination,
     kmer::{decode, encode, Kmers},
@@ -100,6 +104,14 @@ struct CountArgs {
     /// wrote before floe-kmer 0.2).
     #[arg(long, conflicts_with = "histo")]
     text: bool,
+    /// Count within this much memory (bytes, with an optional K, M or G suffix: 2^10, 2^20,
+    /// 2^30; at least 1M), as kmc's -m: the k-mers are counted in passes over ranges of them,
+    /// each pass reading the inputs again (they must be regular files) and writing its counts
+    /// out before the next begins (a database's passes go to a directory beside it, then
+    /// into it in order). The table takes at most two thirds of it; the input's buffers (a few
+    /// MiB) come on top. Compact engine only.
+    #[arg(long, value_name = "SIZE", value_parser = parse_memory)]
+    memory: Option<usize>,
     /// How workers add to the table.
     #[arg(long, value_enum, default_value_t = EngineKind::Compact)]
     engine: EngineKind,
@@ -272,6 +284,31 @@ fn parse_size(text: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("not a size: {text:?} (a number below 2^64, with k, M or G)"))
 }
 
+/// A number of bytes with an optional binary suffix: `64M` is 64 MiB.
+fn parse_memory(text: &str) -> Result<usize, String> {
+    let units = [
+        ("k", 1 << 10),
+        ("K", 1 << 10),
+        ("M", 1 << 20),
+        ("G", 1 << 30),
+    ];
+    let (digits, unit) = units
+        .iter()
+        .find_map(|&(suffix, unit)| Some((text.strip_suffix(suffix)?, unit)))
+        .unwrap_or((text, 1));
+    let bytes = digits
+        .parse::<usize>()
+        .ok()
+        .and_then(|value| value.checked_mul(unit))
+        .ok_or_else(|| format!("not a size in bytes: {text:?} (a number, with K, M or G)"))?;
+    if bytes < MIN_BUDGET {
+        return Err(format!(
+            "{text} is below the least a count takes (1M, {MIN_BUDGET} bytes)"
+        ));
+    }
+    Ok(bytes)
+}
+
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
         Command::Count(args) => run(&args),
@@ -306,7 +343,6 @@ fn run(args: &CountArgs) -> Result<(), Error> {
     let bound = Input::distinct_bound(&sources).map(|b| usize::try_from(b).unwrap_or(usize::MAX));
     let total_bytes = Input::total_bytes(&sources);
     let progress = progress_bar(args, total_bytes);
-    let input = Input::new(sources, progress.clone())?;
     // Made before counting, so an output that cannot be created fails at once.
     let mut output = Destination::create(args.output.as_deref())?;
     let database = matches!(output, Destination::File { .. }) && !args.text && !args.histo;
@@ -328,30 +364,27 @@ fn run(args: &CountArgs) -> Result<(), Error> {
         },
         engine: args.engine,
     };
+    if let Some(budget) = args.memory {
+        return run_in_passes(
+            args,
+            &settings,
+            &sources,
+            budget,
+            &mut output,
+            progress,
+            start,
+        )
+        .and_then(|()| output.commit());
+    }
+    let input = Input::new(sources, progress.clone())?;
     let counted = count(input, &settings);
     progress.finish_and_clear();
     let counts = counted?;
     let (total, distinct, elapsed) = (counts.total, counts.distinct(), counts.elapsed);
     let written = if database {
-        let mut limit = 0;
-        counts.for_each(|_, count| {
-            if filter.keeps(count) {
-                limit = limit.max(count);
-            }
-        });
         let provenance = Provenance::of_this_process();
         let header = output.write_file(|file| {
-            let failed = |e: io::Error| Error::Output(format!("writing the database failed: {e}"));
-            let mut writer =
-                db::Writer::new(file, k, args.canonical, limit, provenance).map_err(failed)?;
-            counts
-                .for_each_sorted(k, |part| {
-                    part.iter()
-                        .filter(|&&(_, count)| filter.keeps(count))
-                        .try_for_each(|&(kmer, count)| writer.push(kmer, count))
-                })
-                .map_err(failed)?;
-            writer.finish().map_err(failed)
+            write_database(file, &counts, k, args.canonical, &filter, provenance)
         })?;
         Some(header.records)
     } else {
@@ -377,6 +410,162 @@ fn run(args: &CountArgs) -> Result<(), Error> {
     output.commit()?;
     if let (false, Some(written)) = (args.quiet, written) {
         summary(args, &settings, (total, distinct, elapsed), written, start);
+    }
+    Ok(())
+}
+
+/// A count's k-mers that `filter` keeps, as a database.
+fn write_database(
+    file: &mut std::fs::File,
+    counts: &Counts,
+    k: usize,
+    canonical: bool,
+    filter: &Filter,
+    provenance: Provenance,
+) -> Result<db::Header, Error> {
+    let mut limit = 0;
+    counts.for_each(|_, count| {
+        if filter.keeps(count) {
+            limit = limit.max(count);
+        }
+    });
+    let failed = |e: io::Error| Error::Output(format!("writing the database failed: {e}"));
+    let mut writer = db::Writer::new(file, k, canonical, limit, provenance).map_err(failed)?;
+    counts
+        .for_each_sorted(k, |part| {
+            part.iter()
+                .filter(|&&(_, count)| filter.keeps(count))
+                .try_for_each(|&(kmer, count)| writer.push(kmer, count))
+        })
+        .map_err(failed)?;
+    writer.finish().map_err(failed)
+}
+
+/// `count --memory`: the count in passes (`count::passes`), each pass's counts written out
+/// before the next: a database's into a file of its own in a directory beside the output,
+/// the files' records copied into the output in order at the end; a dump's straight to the
+/// output (the passes come in k-mer order); a histogram's tallied.
+fn run_in_passes(
+    args: &CountArgs,
+    settings: &Settings,
+    sources: &[Source],
+    budget: usize,
+    output: &mut Destination,
+    progress: ProgressBar,
+    start: Instant,
+) -> Result<(), Error> {
+    let (k, canonical) = (settings.k, settings.canonical);
+    let filter = args.filter.filter()?;
+    let buckets = Buckets::new(1, args.histo_high, 1)
+        .map_err(|why| Error::Usage(format!("--histo-high {}: {why}", args.histo_high)))?;
+    let count = |each: &mut dyn FnMut(Counts) -> Result<(), Error>| {
+        let counted = count_in_passes(sources, settings, budget, &progress, |pass| {
+            each(pass.counts)
+        });
+        progress.finish_and_clear();
+        counted
+    };
+    let (summary, written) = match (&*output, args.text, args.histo) {
+        (Destination::File { path, .. }, false, false) => {
+            // The passes' databases, beside the output (as large as it, at most).
+            let beside = path.parent().filter(|dir| !dir.as_os_str().is_empty());
+            let spill = tempfile::Builder::new()
+                .prefix(".floe-kmer-passes")
+                .tempdir_in(beside.unwrap_or_else(|| std::path::Path::new(".")))
+                .map_err(|e| {
+                    Error::Usage(format!("cannot make a directory for the passes: {e}"))
+                })?;
+            let (mut files, mut limit) = (Vec::new(), 0);
+            let summary = count(&mut |counts| {
+                let path = spill.path().join(format!("pass-{}.fkdb", files.len()));
+                let mut file = std::fs::File::create(&path)
+                    .map_err(|e| Error::Output(format!("cannot create {}: {e}", path.display())))?;
+                let provenance = Provenance::of_this_process();
+                let pass = write_database(&mut file, &counts, k, canonical, &filter, provenance)?;
+                limit = limit.max(pass.max_count);
+                files.push(path);
+                Ok(())
+            })?;
+            // The passes' k-mers follow one another: their records, one pass after the other
+            // (each checked as it opens, and unmapped before the next, so that one pass's file
+            // at a time is in memory).
+            let provenance = Provenance::of_this_process();
+            let header = output.write_file(|file| {
+                let failed =
+                    |e: io::Error| Error::Output(format!("writing the database failed: {e}"));
+                let mut writer =
+                    db::Writer::new(file, k, canonical, limit, provenance).map_err(failed)?;
+                for path in &files {
+                    let pass = Database::open(path)?;
+                    pass.iter()
+                        .try_for_each(|(kmer, count)| writer.push(kmer, count))
+                        .map_err(failed)?;
+                }
+                writer.finish().map_err(failed)
+            })?;
+            (summary, header.records)
+        }
+        (_, _, true) => {
+            let mut histogram = Histogram::new(&filter, buckets);
+            let summary = count(&mut |counts| {
+                counts.for_each(|_, count| histogram.add(count));
+                Ok(())
+            })?;
+            let lines = output.write(|mut out| histogram.write(false, &mut out))?;
+            (summary, lines.unwrap_or(0))
+        }
+        (_, _, false) => {
+            // Counting errors wait here while `write` takes I/O errors only.
+            let mut failure = None;
+            let mut summary = None;
+            let written = output.write(|out| {
+                let mut out = io::BufWriter::with_capacity(1 << 16, out);
+                let mut written = 0;
+                let counted = count(&mut |counts| {
+                    counts
+                        .for_each_sorted(k, |part| {
+                            let format = DumpFormat::Columns(b' ');
+                            written +=
+                                write_kmers(part.iter().copied(), k, &filter, format, &mut out)?;
+                            Ok::<_, io::Error>(())
+                        })
+                        .map_err(|e| Error::Output(format!("writing the dump failed: {e}")))
+                });
+                match counted {
+                    Ok(counted) => summary = Some(counted),
+                    Err(error) => {
+                        failure = Some(error);
+                        return Err(io::Error::other("the count failed"));
+                    }
+                }
+                out.flush()?;
+                Ok(written)
+            });
+            if let Some(error) = failure {
+                return Err(error);
+            }
+            let written = written?;
+            (summary.expect("counted when written"), written.unwrap_or(0))
+        }
+    };
+    if !args.quiet {
+        let seconds = start.elapsed().as_secs_f64();
+        eprintln!(
+            "floe-kmer: {} {}{k}-mers, {} distinct, counted in {} passes within {budget} bytes \
+             ({} stopped at the budget and planned again; {} threads); {written} {} written, \
+             {seconds:.3} s in all",
+            summary.total,
+            if canonical { "canonical " } else { "" },
+            summary.distinct,
+            summary.passes,
+            summary.stopped,
+            settings.threads,
+            if args.histo {
+                "histogram lines"
+            } else {
+                "k-mers"
+            },
+        );
     }
     Ok(())
 }
@@ -639,9 +828,9 @@ fn progress_bar(args: &CountArgs, total: Option<u64>) -> ProgressBar {
     };
     let template = if total.is_some() {
         "{elapsed_precise} [{bar:30}] {binary_bytes}/{binary_total_bytes} read \
-         ({binary_bytes_per_sec}, {eta} left)"
+         ({binary_bytes_per_sec}, {eta} left) {msg}"
     } else {
-        "{elapsed_precise} {binary_bytes} read ({binary_bytes_per_sec})"
+        "{elapsed_precise} {binary_bytes} read ({binary_bytes_per_sec}) {msg}"
     };
     let style = ProgressStyle::with_template(template)
         .expect("the template is valid")

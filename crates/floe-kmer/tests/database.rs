@@ -288,11 +288,7 @@ fn damaged_truncated_missing_foreign_and_special_files_are_refused() {
         .contains("a jellyfish database?"));
     // Missing, a directory, a FIFO: the command line's mistake (2), and no wait on the FIFO.
     let fifo = dir.path().join("fifo.fkdb");
-    assert!(Command::new("mkfifo")
-        .arg(&fifo)
-        .status()
-        .unwrap()
-        .success());
+    common::mkfifo(&fifo);
     for (path, says) in [
         (dir.path().join("missing.fkdb"), "No such file"),
         (dir.path().to_owned(), "it is a directory"),
@@ -351,4 +347,121 @@ fn usage_errors_of_the_readers_exit_with_2() {
     let help = run(&["histo", "--help"]);
     assert_eq!(help.code, 0);
     assert!(help.stdout.contains("--high"), "{}", help.stdout);
+}
+
+#[test]
+fn a_count_within_a_memory_budget_answers_as_one_without() {
+    let dir = tempfile::tempdir().unwrap();
+    // 300k random bases (gzip, so the passes decompress again): about 300k distinct 21-mers,
+    // where --memory 1M leaves the table 2^16 slots (59k k-mers): several passes.
+    let mut rng = Rng(11 | 1 << 40);
+    let mut fasta = b">long\n".to_vec();
+    fasta.extend(rng.text(b"ACGT", 300_000));
+    fasta.extend_from_slice(b"\n>short\nACGTNNACGTACGTAAAAAAAAAAAAAAAAAAAAAAAAA\n");
+    let reads = write(dir.path(), "reads.fa.gz", &common::gzip(&fasta));
+    for canonical in [false, true] {
+        let strand: &[&str] = if canonical { &["-C"] } else { &[] };
+        let with = |extra: &[&str]| -> Vec<String> {
+            let mut args = vec!["count", "-m", "21"];
+            args.extend_from_slice(strand);
+            args.extend_from_slice(extra);
+            args.push(text(&reads));
+            args.into_iter().map(str::to_owned).collect()
+        };
+        fn strs(args: &[String]) -> Vec<&str> {
+            args.iter().map(String::as_str).collect()
+        }
+        let counted = |args: Vec<String>| ok(&strs(&args));
+        // The database: same records as one pass writes.
+        let (one, passes) = (dir.path().join("one.fkdb"), dir.path().join("passes.fkdb"));
+        counted(with(&["-q", "-o", text(&one)]));
+        let ran = run(&strs(&with(&["--memory", "1M", "-o", text(&passes)])));
+        assert_eq!(ran.code, 0, "{}", ran.stderr);
+        let passes_run: usize = ran
+            .stderr
+            .split(" passes within ")
+            .next()
+            .and_then(|head| head.rsplit(' ').next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no pass count in {:?}", ran.stderr));
+        assert!(passes_run > 1, "{}", ran.stderr);
+        let dump = |db: &Path| ok(&["dump", "-c", text(db)]);
+        assert_eq!(dump(&passes), dump(&one), "canonical: {canonical}");
+        let stats = |db: &Path| ok(&["stats", text(db)]);
+        assert_eq!(stats(&passes), stats(&one));
+        // Nothing left beside the output: the passes' directory is gone.
+        let left: Vec<_> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|name| name.starts_with('.'))
+            .collect();
+        assert!(left.is_empty(), "{left:?}");
+        // The text dump and the histogram, straight from the passes.
+        assert_eq!(
+            counted(with(&["-q", "--memory", "1M"])),
+            counted(with(&["-q"])),
+            "canonical: {canonical}"
+        );
+        assert_eq!(
+            counted(with(&["-q", "--histo", "--memory", "1M"])),
+            counted(with(&["-q", "--histo"]))
+        );
+        // -L and -U as without passes.
+        assert_eq!(
+            counted(with(&["-q", "-L", "2", "--memory", "2M"])),
+            counted(with(&["-q", "-L", "2"]))
+        );
+    }
+}
+
+#[test]
+fn a_memory_budget_refuses_what_it_cannot_read_twice_and_budgets_too_small() {
+    let dir = tempfile::tempdir().unwrap();
+    let (fasta, _) = reads(dir.path(), "reads.fa", 3);
+    let refused = |args: &[&str], stdin: &[u8], says: &str| {
+        let ran = floe_kmer(args, stdin);
+        assert_eq!(ran.code, 2, "{args:?}: {}", ran.stderr);
+        assert!(ran.stderr.contains(says), "{args:?}: {}", ran.stderr);
+        assert_eq!(ran.stdout, "");
+    };
+    refused(
+        &["count", "-m", "5", "--memory", "8M", "-"],
+        b">r\nACGTACGT\n",
+        "<stdin> can be read only once",
+    );
+    refused(
+        &["count", "-m", "5", "--memory", "1000", text(&fasta)],
+        b"",
+        "below the least a count takes",
+    );
+    refused(
+        &["count", "-m", "5", "--memory", "lots", text(&fasta)],
+        b"",
+        "not a size in bytes",
+    );
+    refused(
+        &[
+            "count",
+            "-m",
+            "5",
+            "--memory",
+            "8M",
+            "--engine",
+            "batched",
+            text(&fasta),
+        ],
+        b"",
+        "needs the compact engine",
+    );
+    #[cfg(unix)]
+    {
+        let fifo = dir.path().join("fifo");
+        common::mkfifo(&fifo);
+        // Refused before anything opens it (an open would wait for a writer).
+        refused(
+            &["count", "-m", "5", "--memory", "8M", text(&fifo)],
+            b"",
+            "can be read only once",
+        );
+    }
 }

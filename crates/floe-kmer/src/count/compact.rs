@@ -308,6 +308,8 @@ fn zeroed_slots(len: usize) -> Result<Box<[AtomicU64]>, Error> {
 /// The compact engine's table and overflow.
 pub struct Compact {
     k: usize,
+    /// The largest table it may grow to (log2 of its slots): a memory budget's cap.
+    max_slot_bits: u32,
     table: RwLock<Slots>,
     /// Counts past a slot's count field, per k-mer.
     overflow: FlatMap<u64, u64>,
@@ -321,8 +323,34 @@ impl Compact {
     /// [`Error::Usage`] if a table of that size cannot be had (the hint is the command
     /// line's).
     pub fn new(k: usize, size_hint: usize) -> Result<Compact, Error> {
+        Compact::within(k, size_hint, None)
+    }
+
+    /// As [`new`](Self::new), with a table of at most `max_table_bytes` (its slots, 8 bytes
+    /// each): a growth past it fails with [`Error::OverBudget`] instead.
+    ///
+    /// # Errors
+    /// As `new`, and [`Error::OverBudget`] if not even the smallest table fits.
+    pub fn within(
+        k: usize,
+        size_hint: usize,
+        max_table_bytes: Option<usize>,
+    ) -> Result<Compact, Error> {
+        let max_slot_bits = match max_table_bytes {
+            None => 48,
+            Some(bytes) => {
+                let slots = bytes / 8;
+                if slots < 1 << MIN_SLOT_BITS {
+                    return Err(Error::OverBudget { table_bytes: bytes });
+                }
+                slots.ilog2().min(48)
+            }
+        };
         let slots = size_hint.saturating_add(size_hint / 9).max(1);
-        let slot_bits = slots.next_power_of_two().trailing_zeros().min(48);
+        let slot_bits = slots
+            .next_power_of_two()
+            .trailing_zeros()
+            .min(max_slot_bits);
         let table = Slots::new(k, slot_bits, 1).map_err(|error| {
             Error::Usage(format!(
                 "cannot make a table for {size_hint} k-mers (the size hint, -s): {error}"
@@ -330,6 +358,7 @@ impl Compact {
         })?;
         Ok(Compact {
             k,
+            max_slot_bits,
             table: RwLock::new(table),
             overflow: FlatMap::new(),
         })
@@ -358,6 +387,11 @@ impl Compact {
                 return Err(Error::Internal(
                     "the k-mer table is full at 4^k lines".to_owned(),
                 ));
+            }
+            if bits > self.max_slot_bits {
+                return Err(Error::OverBudget {
+                    table_bytes: 8 << self.max_slot_bits,
+                });
             }
             let larger = Slots::new(self.k, bits, table.generation + 1)?;
             // The larger table's count field is wider (its remainder is shorter): a count

@@ -25,9 +25,11 @@
 
 pub mod compact;
 pub mod delegated;
+pub mod passes;
 pub mod shared;
 
 use std::{
+    ops::RangeInclusive,
     sync::{
         atomic::{AtomicBool, Ordering::Relaxed},
         Mutex,
@@ -301,21 +303,35 @@ impl std::fmt::Debug for Counts {
 /// # Errors
 /// [`Error::Usage`] if k is not in 1..=32; the input's errors (malformed, truncated,
 /// unreadable), or the engine's.
-pub fn count(mut input: Input, settings: &Settings) -> Result<Counts, Error> {
-    if !(1..=MAX_K).contains(&settings.k) {
+pub fn count(input: Input, settings: &Settings) -> Result<Counts, Error> {
+    count_within(input, settings, &Limits::default())
+}
+
+/// What one pass of a count in passes ([`passes`]) may count and spend.
+#[derive(Clone, Debug, Default)]
+pub struct Limits {
+    /// Count only the k-mers in this range (after canonicalizing); `None`: all.
+    pub kmers: Option<RangeInclusive<u64>>,
+    /// The most the table may take, in bytes (the compact engine only): past it the count
+    /// fails with [`Error::OverBudget`] instead of growing.
+    pub table_bytes: Option<usize>,
+}
+
+/// [`count`] within `limits`.
+///
+/// # Errors
+/// As [`count`]; [`Error::OverBudget`] if the table would have to grow past
+/// `limits.table_bytes`, and [`Error::Usage`] if a table cap is asked of an engine other than
+/// the compact one.
+pub fn count_within(input: Input, settings: &Settings, limits: &Limits) -> Result<Counts, Error> {
+    if limits.table_bytes.is_some() && settings.engine != EngineKind::Compact {
         return Err(Error::Usage(format!(
-            "k = {} is not in 1..=32 (a k-mer is packed in 64 bits)",
-            settings.k
+            "a memory budget needs the compact engine, not --engine {}",
+            settings.engine.name()
         )));
     }
-    input.set_k(settings.k);
     let start = Instant::now();
-    let worker = Extract {
-        input: Mutex::new(input),
-        k: settings.k,
-        canonical: settings.canonical,
-        stop: AtomicBool::new(false),
-    };
+    let worker = Extract::new(input, settings, limits.kmers.clone())?;
     let threads = settings.threads.max(1);
     let (total, table) = match settings.engine {
         EngineKind::Batched => run(
@@ -329,7 +345,7 @@ pub fn count(mut input: Input, settings: &Settings) -> Result<Counts, Error> {
             &worker,
         )?,
         EngineKind::Compact => run(
-            compact::Compact::new(settings.k, settings.size_hint)?,
+            compact::Compact::within(settings.k, settings.size_hint, limits.table_bytes)?,
             threads,
             &worker,
         )?,
@@ -354,6 +370,20 @@ pub fn count(mut input: Input, settings: &Settings) -> Result<Counts, Error> {
     })
 }
 
+/// Runs the counting workers over `input` with `sinks` (one per thread) instead of an
+/// engine's: every k-mer of the input (canonical ones with `settings.canonical`) goes to
+/// some sink. Returns the k-mers given.
+///
+/// # Errors
+/// As [`count`].
+pub(crate) fn extract_into<S: Sink + Send>(
+    input: Input,
+    settings: &Settings,
+    sinks: Vec<S>,
+) -> Result<u64, Error> {
+    run_workers(sinks, &Extract::new(input, settings, None)?)
+}
+
 /// Runs `engine` and takes its table.
 fn run(
     engine: impl Engine,
@@ -369,6 +399,8 @@ struct Extract {
     input: Mutex<Input>,
     k: usize,
     canonical: bool,
+    /// The k-mers to count (one pass of a count in passes); `None`: all.
+    kmers: Option<RangeInclusive<u64>>,
     /// Set by a worker that failed, so the others stop at their next chunk. Relaxed: it is
     /// only a hint to stop early; the error itself travels through the threads' join.
     stop: AtomicBool,
@@ -385,6 +417,29 @@ impl Worker for Extract {
 }
 
 impl Extract {
+    /// The workers' shared state for a count of `input` by `settings`, of the k-mers in
+    /// `kmers` only if given.
+    fn new(
+        mut input: Input,
+        settings: &Settings,
+        kmers: Option<RangeInclusive<u64>>,
+    ) -> Result<Extract, Error> {
+        if !(1..=MAX_K).contains(&settings.k) {
+            return Err(Error::Usage(format!(
+                "k = {} is not in 1..=32 (a k-mer is packed in 64 bits)",
+                settings.k
+            )));
+        }
+        input.set_k(settings.k);
+        Ok(Extract {
+            input: Mutex::new(input),
+            k: settings.k,
+            canonical: settings.canonical,
+            kmers,
+            stop: AtomicBool::new(false),
+        })
+    }
+
     fn extract(&self, sink: &mut impl Sink) -> Result<u64, Error> {
         let mut chunk = Vec::new();
         let mut batch = Vec::with_capacity(BATCH);
@@ -398,13 +453,23 @@ impl Extract {
             if !more {
                 break;
             }
-            for kmer in Kmers::new(&chunk, self.k, self.canonical) {
+            // The range's test only in a pass that has one (the common count has none).
+            let kmers = Kmers::new(&chunk, self.k, self.canonical);
+            let mut take = |kmer| {
                 batch.push(kmer);
                 if batch.len() == BATCH {
                     sink.add(&batch)?;
                     added += BATCH as u64;
                     batch.clear();
                 }
+                Ok::<_, Error>(())
+            };
+            match &self.kmers {
+                None => kmers.into_iter().try_for_each(&mut take)?,
+                Some(range) => kmers
+                    .into_iter()
+                    .filter(|kmer| range.contains(kmer))
+                    .try_for_each(&mut take)?,
             }
         }
         if !batch.is_empty() {
