@@ -33,7 +33,7 @@
 
 use std::{
     fs::File,
-    io::{self, Read},
+    io::{self, Read, Seek},
     ops::Range,
     path::PathBuf,
     sync::Arc,
@@ -105,10 +105,12 @@ impl Source {
         }
     }
 
-    /// At most how many bases it holds, where that is known before reading: its size, for a
-    /// file or bytes that are not gzip (a gzip file may hold any number).
+    /// About how many bases it holds at most, where that is known before reading: its size,
+    /// for a file or bytes that are not gzip; for gzip, the size its trailer gives (below).
+    /// Only a size hint is capped by it (a table sized short grows), so a guess that may be
+    /// low is allowed where one that may be far too high is not.
     fn bases_bound(&self) -> Option<u64> {
-        let mut start = [0u8; 2];
+        let (mut start, mut end) = ([0u8; 2], [0u8; 4]);
         let got = match self {
             Source::Stdin => return None,
             // Only a regular file is looked into: opening a FIFO waits for its writer, and
@@ -116,18 +118,30 @@ impl Source {
             Source::Path(_) if self.len().is_none() => return None,
             Source::Path(path) => {
                 let mut file = File::open(path).ok()?;
-                read_up_to(&mut file, &mut start).ok()?
+                let got = read_up_to(&mut file, &mut start).ok()?;
+                if file.seek(io::SeekFrom::End(-4)).is_ok() {
+                    read_up_to(&mut file, &mut end).ok()?;
+                }
+                got
             }
             Source::Bytes { data, .. } => {
                 let got = data.len().min(2);
                 start[..got].copy_from_slice(&data[..got]);
+                if let Some(tail) = data.len().checked_sub(4) {
+                    end.copy_from_slice(&data[tail..]);
+                }
                 got
             }
         };
-        if start[..got] == [0x1f, 0x8b] {
-            return None;
+        let len = self.len()?;
+        if start[..got] != [0x1f, 0x8b] {
+            return Some(len);
         }
-        self.len()
+        // gzip's last 4 bytes are the size of its last member's data, modulo 2^32 (RFC 1952):
+        // the whole file's for a file of one member under 4 GiB. A size below the compressed
+        // one has wrapped (or is one member of several, as bgzip writes): no bound.
+        let inflated = u64::from(u32::from_le_bytes(end));
+        (inflated >= len).then_some(inflated)
     }
 
     /// Checks that it can be read, before any work is done: a missing or unreadable file, a
@@ -916,6 +930,49 @@ mod tests {
         );
         assert!(error(b"\x7fELF\x02\x01").contains("starts with byte 0x7f"));
         assert!(error(b"\xfd7zXZ\x00\x00").contains("xz-compressed"));
+    }
+
+    #[test]
+    fn the_bases_bound_is_the_size_or_what_gzip_says_it_inflates_to() {
+        use std::io::Write;
+        let gzip = |part: &[u8]| {
+            let mut encoder = flate2::write::GzEncoder::new(Vec::new(), Default::default());
+            encoder.write_all(part).unwrap();
+            encoder.finish().unwrap()
+        };
+        let bytes = |data: Vec<u8>| Source::Bytes {
+            name: "test".to_owned(),
+            data: data.into(),
+        };
+        let plain = b">a\n"
+            .iter()
+            .chain(&[b'A'; 10_000])
+            .copied()
+            .collect::<Vec<u8>>();
+        assert_eq!(Input::distinct_bound(&[bytes(plain.clone())]), Some(10_003));
+        // One member: its trailer's size, far above the compressed one.
+        let packed = gzip(&plain);
+        assert!(packed.len() < 200);
+        assert_eq!(
+            Input::distinct_bound(&[bytes(packed.clone())]),
+            Some(10_003)
+        );
+        // The same in a file, read from its end.
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("reads.fa.gz");
+        std::fs::write(&path, &packed).unwrap();
+        assert_eq!(Input::distinct_bound(&[Source::Path(path)]), Some(10_003));
+        // Two members whose last is smaller than the whole compressed file: no bound (the
+        // trailer tells only the last member's size).
+        let mut two = packed.clone();
+        two.extend(gzip(b">b\nAC\n"));
+        assert_eq!(Input::distinct_bound(&[bytes(two)]), None);
+        // Sums over sources; stdin has none.
+        assert_eq!(
+            Input::distinct_bound(&[bytes(packed.clone()), bytes(plain)]),
+            Some(20_006)
+        );
+        assert_eq!(Input::distinct_bound(&[bytes(packed), Source::Stdin]), None);
     }
 
     #[test]
