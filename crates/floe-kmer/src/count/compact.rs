@@ -293,10 +293,33 @@ fn zeroed_slots(len: usize) -> Result<Box<[AtomicU64]>, Error> {
     if base.is_null() {
         return Err(failed);
     }
+    ask_for_huge_pages(base.cast(), layout.size());
     // SAFETY: `base` is a live allocation of the global allocator with the layout of `len`
     // `AtomicU64`s (which a `Box<[AtomicU64]>` of `len` frees with), and all zeroes is a valid
     // `AtomicU64`.
     Ok(unsafe { Box::from_raw(std::ptr::slice_from_raw_parts_mut(base, len)) })
+}
+
+/// Asks the kernel for huge pages under the table (`MADV_HUGEPAGE`, before its first touch):
+/// with 4 KiB pages a table of gigabytes costs a page walk per k-mer on top of its line, and
+/// a page fault per 4 KiB the first time. Where the kernel says no, the table works as it is.
+#[cfg(not(loom))]
+fn ask_for_huge_pages(base: *mut u8, bytes: usize) {
+    const HUGE: usize = 2 << 20;
+    #[cfg(target_os = "linux")]
+    {
+        // The whole huge pages inside the allocation (madvise takes page-aligned ranges).
+        let start = (base as usize).next_multiple_of(HUGE);
+        let end = (base as usize + bytes) / HUGE * HUGE;
+        if end > start {
+            // SAFETY: advice on memory this table owns; it changes no contents.
+            unsafe {
+                libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_HUGEPAGE);
+            }
+        }
+    }
+    #[cfg(not(target_os = "linux"))]
+    let _ = (base, bytes, HUGE);
 }
 
 /// Loom's atomics cannot be made from zeroed memory: one by one (its tables are tiny).
