@@ -176,6 +176,50 @@ fn random_fasta(dir: &Path) -> PathBuf {
     write(dir, "genome.fa", &fasta)
 }
 
+/// The sorted output of every engine at the k where a k-mer fills its 64 bits, and at the
+/// smallest: the shared maps' output (one sorted part) once shifted a k-mer by 64 bits at
+/// k = 32, which a release build wraps to no shift: every k-mer was dropped.
+#[test]
+fn every_engine_writes_every_kmer_at_k_1_and_32() {
+    let dir = tempfile::tempdir().unwrap();
+    let sequences = [
+        "ACGTACGTACGTACGTACGTACGTACGTACGTACGTACGTAAACCCGGGTTT",
+        "TTTTGCA",
+    ];
+    let fasta = write(
+        dir.path(),
+        "reads.fa",
+        b">a\nACGTACGTACGTACGTACGTACGTACGTACGTACGTACGTAAACCCGGGTTT\n>b\nTTTTGCA\n",
+    );
+    for k in ["1", "32"] {
+        let expected = naive_dump(&sequences, k.parse().unwrap(), false);
+        assert!(!expected.is_empty());
+        for engine in ["compact", "batched", "unbatched", "delegated"] {
+            let ran = run(&["count", "-m", k, "--engine", engine, "-q", text(&fasta)]);
+            assert_eq!(
+                (ran.code, ran.stdout.as_str()),
+                (0, expected.as_str()),
+                "{engine}, k = {k}"
+            );
+            let db = dir.path().join(format!("{engine}-{k}.fkdb"));
+            let ran = run(&[
+                "count",
+                "-m",
+                k,
+                "--engine",
+                engine,
+                "-q",
+                "-o",
+                text(&db),
+                text(&fasta),
+            ]);
+            assert_eq!(ran.code, 0, "{}", ran.stderr);
+            let dumped = run(&["dump", "-c", text(&db)]);
+            assert_eq!(dumped.stdout, expected, "{engine}, k = {k}, database");
+        }
+    }
+}
+
 #[test]
 fn more_threads_than_cores_and_both_engines_give_identical_output() {
     let dir = tempfile::tempdir().unwrap();

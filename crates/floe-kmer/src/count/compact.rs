@@ -252,10 +252,17 @@ impl Slots {
     }
 
     /// Every k-mer with its count in the slot (without the overflow).
-    fn for_each(&self, mut visit: impl FnMut(u64, u64)) {
+    fn for_each(&self, visit: impl FnMut(u64, u64)) {
+        self.for_each_in(0..self.slots().len(), visit);
+    }
+
+    /// As [`for_each`](Self::for_each), for the slots of `range` only.
+    fn for_each_in(&self, range: core::ops::Range<usize>, mut visit: impl FnMut(u64, u64)) {
         let line_mask = (1u64 << (self.slot_bits - LINE_SLOT_BITS)) - 1;
         let tag_bits = self.count_bits + PROBE_BITS;
-        for (index, slot) in self.slots().iter().enumerate() {
+        let first = range.start;
+        for (offset, slot) in self.slots()[range].iter().enumerate() {
+            let index = first + offset;
             let value = slot.load(Relaxed);
             if value == 0 {
                 continue;
@@ -555,8 +562,14 @@ struct CompactTable {
 
 impl Table for CompactTable {
     fn for_each(&self, visit: &mut dyn FnMut(u64, u64)) {
+        self.for_each_shard(0, 1, visit);
+    }
+
+    fn for_each_shard(&self, shard: usize, shards: usize, visit: &mut dyn FnMut(u64, u64)) {
+        let slots = self.table.slots().len();
+        let range = slots * shard / shards..slots * (shard + 1) / shards;
         let overflowed = !self.overflow.is_empty();
-        self.table.for_each(|kmer, count| {
+        self.table.for_each_in(range, |kmer, count| {
             let more = if overflowed && count == self.table.count_max {
                 self.overflow.get(&kmer).unwrap_or(0)
             } else {

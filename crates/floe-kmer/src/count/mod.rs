@@ -95,6 +95,16 @@ pub trait Table: Send + Sync {
     /// Visits every distinct k-mer with its count, in no particular order.
     fn for_each(&self, visit: &mut dyn FnMut(u64, u64));
 
+    /// Visits the k-mers of shard `shard` of `shards` (`shard < shards`): together the
+    /// shards visit every k-mer once, so threads may visit one each. By default shard 0 visits
+    /// them all.
+    fn for_each_shard(&self, shard: usize, shards: usize, visit: &mut dyn FnMut(u64, u64)) {
+        debug_assert!(shard < shards);
+        if shard == 0 {
+            self.for_each(visit);
+        }
+    }
+
     /// Distinct k-mers.
     fn len(&self) -> usize;
 
@@ -195,6 +205,9 @@ pub struct Settings {
 /// tallied without a second copy of every k-mer), and what it took.
 pub struct Counts {
     table: Box<dyn Table>,
+    /// The threads the count ran on, which [`for_each_sorted`](Self::for_each_sorted)'s
+    /// passes over the table use too.
+    threads: usize,
     /// The k-mers counted (the sum of the counts).
     pub total: u64,
     /// Time spent reading and counting.
@@ -230,11 +243,24 @@ impl Counts {
         let parts = self.table.sorting_parts().max(1);
         let bucket_bits = if parts == 1 { 0 } else { (2 * k).min(8) };
         let shift = 2 * k - bucket_bits;
-        let mut tallies = vec![0usize; 1 << bucket_bits];
-        if parts == 1 {
-            tallies[0] = self.distinct();
+        // A k-mer's bucket: its top `bucket_bits` bits (none at all: a shift by 64 at k = 32
+        // would wrap to no shift in a release build, which once dropped every k-mer).
+        let bucket = |kmer: u64| kmer.checked_shr(shift as u32).unwrap_or(0) as usize;
+        // Each shard's tally of each bucket (one pass on every thread): where each thread's
+        // k-mers of a part go in the part's vector.
+        let shard_tallies = if parts == 1 {
+            vec![vec![self.distinct()]]
         } else {
-            self.for_each(|kmer, _| tallies[(kmer >> shift) as usize] += 1);
+            let empty = vec![vec![0usize; 1 << bucket_bits]; self.threads.max(1)];
+            self.gather(empty, |tallies, kmer, _| {
+                tallies[bucket(kmer)] += 1;
+            })
+        };
+        let mut tallies = vec![0usize; 1 << bucket_bits];
+        for shard in &shard_tallies {
+            for (tally, add) in tallies.iter_mut().zip(shard) {
+                *tally += add;
+            }
         }
         let target = (self.distinct() / parts).max(1 << 16);
         // The ranges of buckets: [start, end) with about `target` k-mers each.
@@ -250,17 +276,63 @@ impl Counts {
         ranges.push((start, tallies.len(), held));
         let largest = ranges.iter().map(|&(_, _, held)| held).max().unwrap_or(0);
         let mut part = Vec::with_capacity(largest);
-        for (start, end, _) in ranges {
+        for (start, end, held) in ranges {
+            // Each thread writes its shard's k-mers of the part into its own stretch of it.
             part.clear();
-            self.for_each(|kmer, count| {
-                if (start..end).contains(&((kmer >> shift) as usize)) {
-                    part.push((kmer, count));
+            part.resize(held, (0u64, 0u64));
+            let mut rest = &mut part[..];
+            let mut stretches = Vec::with_capacity(shard_tallies.len());
+            for shard in &shard_tallies {
+                let (mine, after) = rest.split_at_mut(shard[start..end].iter().sum());
+                stretches.push((mine, 0usize));
+                rest = after;
+            }
+            let filled = self.gather(stretches, |(stretch, written), kmer, count| {
+                if (start..end).contains(&bucket(kmer)) {
+                    stretch[*written] = (kmer, count);
+                    *written += 1;
                 }
             });
+            debug_assert!(filled
+                .iter()
+                .all(|(stretch, written)| stretch.len() == *written));
             part.sort_unstable_by_key(|&(kmer, _)| kmer);
             visit(&part)?;
         }
         Ok(())
+    }
+
+    /// One pass over the table on `accumulators.len()` threads, each over its shard of the
+    /// table into its accumulator, which are returned.
+    fn gather<A: Send>(
+        &self,
+        accumulators: Vec<A>,
+        take: impl Fn(&mut A, u64, u64) + Sync,
+    ) -> Vec<A> {
+        let shards = accumulators.len();
+        let (table, take) = (&*self.table, &take);
+        thread::scope(|scope| {
+            let threads: Vec<_> = accumulators
+                .into_iter()
+                .enumerate()
+                .map(|(shard, mut acc)| {
+                    scope.spawn(move || {
+                        table.for_each_shard(shard, shards, &mut |kmer, count| {
+                            take(&mut acc, kmer, count)
+                        });
+                        acc
+                    })
+                })
+                .collect();
+            threads
+                .into_iter()
+                .map(|thread| {
+                    thread
+                        .join()
+                        .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+                })
+                .collect()
+        })
     }
 
     /// Every distinct k-mer with its count, in no particular order ([`write_dump`] sorts
@@ -365,6 +437,7 @@ pub fn count_within(input: Input, settings: &Settings, limits: &Limits) -> Resul
     }
     Ok(Counts {
         table,
+        threads,
         total,
         elapsed,
     })
