@@ -105,11 +105,11 @@ struct CountArgs {
     #[arg(long, conflicts_with = "histo")]
     text: bool,
     /// Count within this much memory (bytes, with an optional K, M or G suffix: 2^10, 2^20,
-    /// 2^30; at least 1M), as kmc's -m: the k-mers are counted in passes over ranges of them,
+    /// 2^30; at least 20M), as kmc's -m: the k-mers are counted in passes over ranges of them,
     /// each pass reading the inputs again (they must be regular files) and writing its counts
     /// out before the next begins (a database's passes go to a directory beside it, then
-    /// into it in order). The table takes at most two thirds of it; the input's buffers (a few
-    /// MiB) come on top. Compact engine only.
+    /// into it in order). 16 MiB of it are kept for the input's buffers and the
+    /// rest; the table takes two thirds of what is left. Compact engine only.
     #[arg(long, value_name = "SIZE", value_parser = parse_memory)]
     memory: Option<usize>,
     /// How workers add to the table.
@@ -303,7 +303,8 @@ fn parse_memory(text: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("not a size in bytes: {text:?} (a number, with K, M or G)"))?;
     if bytes < MIN_BUDGET {
         return Err(format!(
-            "{text} is below the least a count takes (1M, {MIN_BUDGET} bytes)"
+            "{text} is below the least a count takes ({}M)",
+            MIN_BUDGET >> 20
         ));
     }
     Ok(bytes)

@@ -353,7 +353,7 @@ fn usage_errors_of_the_readers_exit_with_2() {
 fn a_count_within_a_memory_budget_answers_as_one_without() {
     let dir = tempfile::tempdir().unwrap();
     // 300k random bases (gzip, so the passes decompress again): about 300k distinct 21-mers,
-    // where --memory 1M leaves the table 2^16 slots (59k k-mers): several passes.
+    // where --memory 20M leaves the table 2^18 slots (236k k-mers): several passes.
     let mut rng = Rng(11 | 1 << 40);
     let mut fasta = b">long\n".to_vec();
     fasta.extend(rng.text(b"ACGT", 300_000));
@@ -375,7 +375,7 @@ fn a_count_within_a_memory_budget_answers_as_one_without() {
         // The database: same records as one pass writes.
         let (one, passes) = (dir.path().join("one.fkdb"), dir.path().join("passes.fkdb"));
         counted(with(&["-q", "-o", text(&one)]));
-        let ran = run(&strs(&with(&["--memory", "1M", "-o", text(&passes)])));
+        let ran = run(&strs(&with(&["--memory", "20M", "-o", text(&passes)])));
         assert_eq!(ran.code, 0, "{}", ran.stderr);
         let passes_run: usize = ran
             .stderr
@@ -398,17 +398,17 @@ fn a_count_within_a_memory_budget_answers_as_one_without() {
         assert!(left.is_empty(), "{left:?}");
         // The text dump and the histogram, straight from the passes.
         assert_eq!(
-            counted(with(&["-q", "--memory", "1M"])),
+            counted(with(&["-q", "--memory", "20M"])),
             counted(with(&["-q"])),
             "canonical: {canonical}"
         );
         assert_eq!(
-            counted(with(&["-q", "--histo", "--memory", "1M"])),
+            counted(with(&["-q", "--histo", "--memory", "20M"])),
             counted(with(&["-q", "--histo"]))
         );
         // -L and -U as without passes.
         assert_eq!(
-            counted(with(&["-q", "-L", "2", "--memory", "2M"])),
+            counted(with(&["-q", "-L", "2", "--memory", "21M"])),
             counted(with(&["-q", "-L", "2"]))
         );
     }
@@ -425,7 +425,7 @@ fn a_memory_budget_refuses_what_it_cannot_read_twice_and_budgets_too_small() {
         assert_eq!(ran.stdout, "");
     };
     refused(
-        &["count", "-m", "5", "--memory", "8M", "-"],
+        &["count", "-m", "5", "--memory", "20M", "-"],
         b">r\nACGTACGT\n",
         "<stdin> can be read only once",
     );
@@ -445,7 +445,7 @@ fn a_memory_budget_refuses_what_it_cannot_read_twice_and_budgets_too_small() {
             "-m",
             "5",
             "--memory",
-            "8M",
+            "20M",
             "--engine",
             "batched",
             text(&fasta),
@@ -459,7 +459,7 @@ fn a_memory_budget_refuses_what_it_cannot_read_twice_and_budgets_too_small() {
         common::mkfifo(&fifo);
         // Refused before anything opens it (an open would wait for a writer).
         refused(
-            &["count", "-m", "5", "--memory", "8M", text(&fifo)],
+            &["count", "-m", "5", "--memory", "20M", text(&fifo)],
             b"",
             "can be read only once",
         );

@@ -23,12 +23,13 @@
 //! reads once and spills k-mers to disk instead).
 //!
 //! # The bound
-//! The table may take two thirds of the budget: a growth holds the old table beside the new
-//! one (1.5 times the new one's size), the most a table costs at any moment. What else a count
-//! holds is not in the budget: the input's buffers (a chunk per thread, a few MiB), the
-//! overflow map of counts past a slot's field (only k-mers counted that often), and the
-//! sorted copy the caller makes of one part of a pass (an eighth of its k-mers, 16 bytes
-//! each, at least 1 MiB).
+//! [`RESERVE`] of the budget is kept for what a count holds beside its table: the program,
+//! the input's buffers (a chunk per thread) and the sorted copy the caller makes of the
+//! first part of a pass (at least 1 MiB); measured, 12-14 MiB at 2 threads. The table may
+//! take two thirds of the rest: a growth holds the old table beside the new one (1.5 times
+//! the new one's size), the most a table costs at any moment (a pass's later sorted parts, an
+//! eighth of its k-mers at 16 bytes each, take less). Not counted: the overflow map of counts
+//! past a slot's field (only k-mers counted that often), and more threads' chunks.
 
 use std::ops::RangeInclusive;
 
@@ -41,9 +42,12 @@ use crate::{
     Error,
 };
 
-/// The least budget a count in passes takes: the smallest compact table, with room to grow
-/// once, and the buffers' usual share.
-pub const MIN_BUDGET: usize = 1 << 20;
+/// What a count in passes keeps of its budget for everything but its table (module docs).
+pub const RESERVE: usize = 16 << 20;
+
+/// The least budget a count in passes takes: the reserve and a table of 2^18 slots (2 MiB)
+/// with room to grow into.
+pub const MIN_BUDGET: usize = RESERVE + (4 << 20);
 
 /// One finished pass.
 pub struct Pass {
@@ -100,7 +104,7 @@ pub fn count_in_passes(
             once.name()
         )));
     }
-    let table_bytes = budget / 3 * 2;
+    let table_bytes = (budget - RESERVE) / 3 * 2;
     let limits = |kmers| Limits {
         kmers: Some(kmers),
         table_bytes: Some(table_bytes),
