@@ -273,14 +273,7 @@ fn parse_size(text: &str) -> Result<usize, String> {
         ("M", 1_000_000),
         ("G", 1_000_000_000),
     ];
-    let (digits, unit) = units
-        .iter()
-        .find_map(|&(suffix, unit)| Some((text.strip_suffix(suffix)?, unit)))
-        .unwrap_or((text, 1));
-    digits
-        .parse::<usize>()
-        .ok()
-        .and_then(|value| value.checked_mul(unit))
+    with_suffix(text, &units)
         .ok_or_else(|| format!("not a size: {text:?} (a number below 2^64, with k, M or G)"))
 }
 
@@ -292,14 +285,7 @@ fn parse_memory(text: &str) -> Result<usize, String> {
         ("M", 1 << 20),
         ("G", 1 << 30),
     ];
-    let (digits, unit) = units
-        .iter()
-        .find_map(|&(suffix, unit)| Some((text.strip_suffix(suffix)?, unit)))
-        .unwrap_or((text, 1));
-    let bytes = digits
-        .parse::<usize>()
-        .ok()
-        .and_then(|value| value.checked_mul(unit))
+    let bytes = with_suffix(text, &units)
         .ok_or_else(|| format!("not a size in bytes: {text:?} (a number, with K, M or G)"))?;
     if bytes < MIN_BUDGET {
         return Err(format!(
@@ -308,6 +294,16 @@ fn parse_memory(text: &str) -> Result<usize, String> {
         ));
     }
     Ok(bytes)
+}
+
+/// `text` as a number times the unit its suffix names (none: 1); `None` if it is not one or
+/// the product passes `usize`.
+fn with_suffix(text: &str, units: &[(&str, usize)]) -> Option<usize> {
+    let (digits, unit) = units
+        .iter()
+        .find_map(|&(suffix, unit)| Some((text.strip_suffix(suffix)?, unit)))
+        .unwrap_or((text, 1));
+    digits.parse::<usize>().ok()?.checked_mul(unit)
 }
 
 fn main() -> ExitCode {

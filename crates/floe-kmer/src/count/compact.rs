@@ -43,10 +43,10 @@
 //! k-mer's slot; a growth beside a worker counting), and fails with either weakened.
 //!
 //! # Memory
-//! The slots come zeroed from the allocator (a fresh mapping when large): pages cost memory
-//! once a k-mer lands in them, so a size hint (-s) larger than the input needs costs only the
-//! pages the k-mers touch (and `count` caps the hint at the input's bases where it knows
-//! them).
+//! The slots come zeroed from the allocator (a fresh mapping when large, on huge pages where
+//! the kernel grants them): pages cost memory once a k-mer lands in them, so a size hint (-s)
+//! larger than the input needs costs only the pages the k-mers touch, 2 MiB each on huge
+//! pages (and `count` caps the hint at the input's bases where it knows them).
 //! Growing holds the old and the new table at once (3/2 of the new one).
 
 use std::sync::atomic::Ordering::Relaxed;
@@ -313,7 +313,8 @@ fn zeroed_slots(len: usize) -> Result<Box<[AtomicU64]>, Error> {
 #[cfg(not(loom))]
 fn ask_for_huge_pages(base: *mut u8, bytes: usize) {
     const HUGE: usize = 2 << 20;
-    #[cfg(target_os = "linux")]
+    // Not under Miri, which has no madvise (its tables are small anyway).
+    #[cfg(all(target_os = "linux", not(miri)))]
     {
         // The whole huge pages inside the allocation (madvise takes page-aligned ranges).
         let start = (base as usize).next_multiple_of(HUGE);
@@ -325,7 +326,7 @@ fn ask_for_huge_pages(base: *mut u8, bytes: usize) {
             }
         }
     }
-    #[cfg(not(target_os = "linux"))]
+    #[cfg(not(all(target_os = "linux", not(miri))))]
     let _ = (base, bytes, HUGE);
 }
 

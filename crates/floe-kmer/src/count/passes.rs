@@ -76,8 +76,8 @@ pub struct Summary {
 ///
 /// # Errors
 /// [`Error::Usage`] if the budget is below [`MIN_BUDGET`], the engine is not the compact one,
-/// or an input is not a regular file (stdin, a FIFO: it cannot be read twice); the input's and the engine's errors;
-/// the first of `each`'s.
+/// or an input is not a regular file (stdin, a FIFO: it cannot be read twice); the input's
+/// and the engine's errors; the first of `each`'s.
 pub fn count_in_passes(
     sources: &[Source],
     settings: &Settings,
