@@ -5,8 +5,8 @@
 #
 # READS defaults to results/kmer-data/reads.fq, made by ci/kmer-data.sh when missing.
 # Environment: THREADS (2: -t for every tool), REPS (3 runs a measurement, the median
-# reported), KS ("15 21 31"), ENGINES (floe-kmer's --engine values; default batched and
-# unbatched, and delegated as soon as `floe-kmer count --help` lists it), VERIFY (1: after
+# reported), KS ("15 21 31"; up to 64), ENGINES (floe-kmer's --engine values; default
+# compact, batched, unbatched and delegated; above k = 32 compact only), VERIFY (1: after
 # the timings, check floe-kmer's counts against jellyfish's and kmc's for each k; 0 skips
 # it), OUT (results/kmer-bench: the table, bench.txt, and the raw times, runs.txt).
 #
@@ -104,6 +104,10 @@ for k in $ks; do
         sizes[$k$strand]=$size
         name="${strand:+ -C}"
         for engine in $engines; do
+            # floe's maps hold 8-byte keys: above k = 32 only the compact engine counts.
+            if ((k > 32)) && [ "$engine" != compact ]; then
+                continue
+            fi
             time_runs "$k" "floe-kmer$name $engine" "$kmers" \
                 "$floe_kmer" count -q -m "$k" -t "$threads" $strand -s "$size" --engine "$engine" -o "$tmp/floe.fkdb" "$reads"
         done

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # floe-kmer against jellyfish 2 on real reads: bowtie2's example reads (10,000 short reads)
-# and long reads, k = 15, 21 and 31, with and without -C, through the batched and the
-# delegated engine: every k-mer's count (`jellyfish dump -c | sort` against floe-kmer's
+# and long reads, k = 15, 21, 31, 41 and 63, with and without -C, through every engine
+# that counts the k (the compact one only above 32): every k-mer's count (`jellyfish dump -c | sort` against floe-kmer's
 # database read by `dump -c`) and the histogram (`jellyfish histo`) must be the same; so
 # must `query -s`, `stats`, a bucketed `histo -f` and the FASTA dump of both databases, and
 # the text `count --text` and `count --histo` write without one, and `merge` of the reads'
-# halves must equal `jellyfish merge`'s. kmc, on one case,
-# must agree with floe-kmer -C too. First, the crate's test against a naive counter on the
+# halves must equal `jellyfish merge`'s; above 32 a count within --memory must write the
+# same database. kmc, at k = 21 and 41, must agree with floe-kmer -C too. First, the crate's test against a naive counter on the
 # same reads (tests/real_data.rs, which skips where the reads are not installed, as on a
 # fresh machine's ci/test.sh). Installs (apt) what it needs and the benchmark's tools
 # (ci/kmer-bench.sh, ci/kmer-data.sh): jellyfish, kmc, bowtie2-examples, kleborate-examples,
@@ -60,14 +60,16 @@ check() { # name, then the two files that must be equal
 }
 
 for name in reads_1 longreads; do
-    for k in 15 21 31; do
+    for k in 15 21 31 41 63; do
+        engines="compact batched delegated"
+        ((k <= 32)) || engines=compact
         for strand in "" -C; do
             what="$name k=$k ${strand:-(both strands apart)}"
             jellyfish count -m "$k" -s 10M -t 2 $strand -o "$tmp/x.jf" "$tmp/$name.fq"
             jellyfish dump -c "$tmp/x.jf" | sort >"$tmp/jellyfish.txt"
             jellyfish histo "$tmp/x.jf" >"$tmp/jellyfish.histo"
             # Every engine's database, read back by dump and histo.
-            for engine in compact batched delegated; do
+            for engine in $engines; do
                 "$floe_kmer" count -q -m "$k" -t 2 $strand --engine "$engine" -o "$tmp/floe.fkdb" "$reads_dir/$name.fq.gz"
                 "$floe_kmer" dump -c "$tmp/floe.fkdb" >"$tmp/floe.txt"
                 "$floe_kmer" histo "$tmp/floe.fkdb" >"$tmp/floe.histo"
@@ -97,30 +99,41 @@ for name in reads_1 longreads; do
             jellyfish histo "$tmp/x.jf" >"$tmp/jellyfish.histo"
             check "$what: count --text" "$tmp/jellyfish.txt" "$tmp/floe.txt"
             check "$what: count --histo" "$tmp/jellyfish.histo" "$tmp/floe.histo"
+            if ((k > 32)); then
+                # Long k-mers within a budget: passes cut by their first 32 bases.
+                "$floe_kmer" count -q -m "$k" -t 2 $strand --memory 20M -o "$tmp/floe.fkdb" "$reads_dir/$name.fq.gz"
+                "$floe_kmer" dump -c "$tmp/floe.fkdb" >"$tmp/floe.txt"
+                check "$what: count --memory 20M" "$tmp/jellyfish.txt" "$tmp/floe.txt"
+            fi
         done
     done
 done
 
 # kmc counts canonical k-mers only; its dump is `KMER<tab>COUNT`, sorted with -s.
-mkdir "$tmp/kmc"
-kmc -hp -k21 -t2 -ci1 -cs4294967295 -fq "$tmp/reads_1.fq" "$tmp/kmc/out" "$tmp/kmc" >/dev/null
-kmc_tools -hp transform "$tmp/kmc/out" dump -s "$tmp/kmc.tsv" >/dev/null
-tr '\t' ' ' <"$tmp/kmc.tsv" >"$tmp/kmc.txt"
-"$floe_kmer" count -q -m 21 -t 2 -C --text -o "$tmp/floe.txt" "$reads_dir/reads_1.fq.gz"
-check "reads_1 k=21 -C: counts against kmc" "$tmp/kmc.txt" "$tmp/floe.txt"
+for k in 21 41; do
+    rm -rf "$tmp/kmc"
+    mkdir "$tmp/kmc"
+    kmc -hp -k$k -t2 -ci1 -cs4294967295 -fq "$tmp/reads_1.fq" "$tmp/kmc/out" "$tmp/kmc" >/dev/null
+    kmc_tools -hp transform "$tmp/kmc/out" dump -s "$tmp/kmc.tsv" >/dev/null
+    tr '\t' ' ' <"$tmp/kmc.tsv" >"$tmp/kmc.txt"
+    "$floe_kmer" count -q -m $k -t 2 -C --text -o "$tmp/floe.txt" "$reads_dir/reads_1.fq.gz"
+    check "reads_1 k=$k -C: counts against kmc" "$tmp/kmc.txt" "$tmp/floe.txt"
+done
 
 # merge, against jellyfish merge: the reads in two halves, each counted, merged.
 head -20000 "$tmp/reads_1.fq" >"$tmp/half_1.fq"
 tail -n +20001 "$tmp/reads_1.fq" >"$tmp/half_2.fq"
-for half in 1 2; do
-    jellyfish count -m 21 -s 10M -t 2 -C -o "$tmp/half_$half.jf" "$tmp/half_$half.fq"
-    "$floe_kmer" count -q -m 21 -t 2 -C -o "$tmp/half_$half.fkdb" "$tmp/half_$half.fq"
+for k in 21 41; do
+    for half in 1 2; do
+        jellyfish count -m $k -s 10M -t 2 -C -o "$tmp/half_$half.jf" "$tmp/half_$half.fq"
+        "$floe_kmer" count -q -m $k -t 2 -C -o "$tmp/half_$half.fkdb" "$tmp/half_$half.fq"
+    done
+    jellyfish merge -o "$tmp/merged.jf" "$tmp/half_1.jf" "$tmp/half_2.jf"
+    jellyfish dump -c "$tmp/merged.jf" | sort >"$tmp/jellyfish.txt"
+    "$floe_kmer" merge -o "$tmp/merged.fkdb" "$tmp/half_1.fkdb" "$tmp/half_2.fkdb"
+    "$floe_kmer" dump -c "$tmp/merged.fkdb" >"$tmp/floe.txt"
+    check "reads_1 in halves k=$k -C: merge" "$tmp/jellyfish.txt" "$tmp/floe.txt"
 done
-jellyfish merge -o "$tmp/merged.jf" "$tmp/half_1.jf" "$tmp/half_2.jf"
-jellyfish dump -c "$tmp/merged.jf" | sort >"$tmp/jellyfish.txt"
-"$floe_kmer" merge -o "$tmp/merged.fkdb" "$tmp/half_1.fkdb" "$tmp/half_2.fkdb"
-"$floe_kmer" dump -c "$tmp/merged.fkdb" >"$tmp/floe.txt"
-check "reads_1 in halves k=21 -C: merge" "$tmp/jellyfish.txt" "$tmp/floe.txt"
 
 if ((failed)); then
     echo "kmer.sh: floe-kmer disagrees with jellyfish or kmc" >&2

@@ -9,7 +9,7 @@
 //!      0     8  magic "FLOEKMDB"
 //!      8     4  format version (1)
 //!     12     4  header length H: where the records start (a multiple of 8)
-//!     16     1  k (1..=32)
+//!     16     1  k (1..=64)
 //!     17     1  canonical (0 or 1)
 //!     18     1  key bytes: ceil(2k / 8)
 //!     19     1  count bytes: 1..=8, enough for the largest count
@@ -174,7 +174,7 @@ pub struct Writer<W: Write + Seek> {
     provenance: Provenance,
     header_len: usize,
     crc: crc32fast::Hasher,
-    last: Option<u64>,
+    last: Option<u128>,
     records: u64,
     total: u64,
     max_count: u64,
@@ -188,7 +188,7 @@ impl<W: Write + Seek> Writer<W> {
     /// `out`'s.
     ///
     /// # Panics
-    /// If `k` is not in 1..=32.
+    /// If `k` is not in 1..=64.
     pub fn new(
         out: W,
         k: usize,
@@ -196,7 +196,7 @@ impl<W: Write + Seek> Writer<W> {
         count_limit: u64,
         provenance: Provenance,
     ) -> io::Result<Writer<W>> {
-        assert!((1..=MAX_K).contains(&k), "k = {k} is not in 1..=32");
+        assert!((1..=MAX_K).contains(&k), "k = {k} is not in 1..={MAX_K}");
         let mut writer = Writer {
             out: io::BufWriter::with_capacity(1 << 16, out),
             k,
@@ -223,9 +223,9 @@ impl<W: Write + Seek> Writer<W> {
     /// [`io::ErrorKind::InvalidInput`] if the k-mer is not above the last one or not below
     /// 4^k, the count is 0 or larger than the limit, or the counts' sum passes 2^64 (nothing
     /// that would make a database [`Database::open`] refuses is written); otherwise `out`'s.
-    pub fn push(&mut self, kmer: u64, count: u64) -> io::Result<()> {
+    pub fn push(&mut self, kmer: u128, count: u64) -> io::Result<()> {
         let invalid = |what: String| io::Error::new(io::ErrorKind::InvalidInput, what);
-        if self.last.is_some_and(|last| kmer <= last) || kmer > mask(self.k) {
+        if self.last.is_some_and(|last| kmer <= last) || kmer > mask::<u128>(self.k) {
             return Err(invalid(format!(
                 "k-mer {kmer:#x} out of order or longer than k = {}",
                 self.k
@@ -241,7 +241,7 @@ impl<W: Write + Seek> Writer<W> {
         self.last = Some(kmer);
         self.records += 1;
         self.max_count = self.max_count.max(count);
-        let mut record = [0u8; 16];
+        let mut record = [0u8; 24];
         record[..self.key_bytes].copy_from_slice(&kmer.to_le_bytes()[..self.key_bytes]);
         record[self.key_bytes..][..self.count_bytes]
             .copy_from_slice(&count.to_le_bytes()[..self.count_bytes]);
@@ -412,7 +412,7 @@ impl Database {
     /// # Panics
     /// If `index` is not below [`len`](Self::len).
     #[inline]
-    pub fn get(&self, index: usize) -> (u64, u64) {
+    pub fn get(&self, index: usize) -> (u128, u64) {
         let width = self.header.record_bytes();
         decode_record(
             &self.records()[index * width..][..width],
@@ -421,7 +421,7 @@ impl Database {
     }
 
     /// Every k-mer with its count, in increasing order of k-mer.
-    pub fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+    pub fn iter(&self) -> impl Iterator<Item = (u128, u64)> + '_ {
         let key_bytes = self.header.key_bytes;
         self.records()
             .chunks_exact(self.header.record_bytes())
@@ -431,7 +431,7 @@ impl Database {
     /// How often `kmer` was counted: in a canonical database, it and its reverse complement
     /// together. 0 for a k-mer never seen. Returns the k-mer as counted (the canonical form
     /// in a canonical database) with the count.
-    pub fn count_of(&self, kmer: u64) -> (u64, u64) {
+    pub fn count_of(&self, kmer: u128) -> (u128, u64) {
         let kmer = if self.header.canonical {
             canonical(kmer, self.header.k)
         } else {
@@ -458,7 +458,7 @@ impl Database {
         if crc32fast::hash(records) != stored {
             return Err("the records' checksum does not match (the file is damaged)".to_owned());
         }
-        let limit = mask(self.header.k);
+        let limit = mask::<u128>(self.header.k);
         let (mut last, mut total, mut max_count) = (None, 0u64, 0);
         for (index, (kmer, count)) in self.iter().enumerate() {
             let why = if kmer > limit {
@@ -504,10 +504,10 @@ fn open_regular(path: &Path) -> io::Result<File> {
 }
 
 #[inline]
-fn decode_record(record: &[u8], key_bytes: usize) -> (u64, u64) {
-    let mut word = [0u8; 8];
+fn decode_record(record: &[u8], key_bytes: usize) -> (u128, u64) {
+    let mut word = [0u8; 16];
     word[..key_bytes].copy_from_slice(&record[..key_bytes]);
-    let kmer = u64::from_le_bytes(word);
+    let kmer = u128::from_le_bytes(word);
     let mut word = [0u8; 8];
     word[..record.len() - key_bytes].copy_from_slice(&record[key_bytes..]);
     (kmer, u64::from_le_bytes(word))
@@ -721,7 +721,7 @@ mod tests {
         }
     }
 
-    fn write(path: &Path, k: usize, canonical: bool, kmers: &[(u64, u64)]) -> Header {
+    fn write(path: &Path, k: usize, canonical: bool, kmers: &[(u128, u64)]) -> Header {
         let limit = kmers.iter().map(|&(_, c)| c).max().unwrap_or(0);
         let file = File::create(path).unwrap();
         let mut writer = Writer::new(file, k, canonical, limit, provenance()).unwrap();
@@ -733,7 +733,10 @@ mod tests {
 
     #[test]
     fn widths_follow_k_and_the_largest_count() {
-        assert_eq!([1, 4, 5, 21, 31, 32].map(key_bytes), [1, 1, 2, 6, 8, 8]);
+        assert_eq!(
+            [1, 4, 5, 21, 31, 32, 33, 41, 64].map(key_bytes),
+            [1, 1, 2, 6, 8, 8, 9, 11, 16]
+        );
         assert_eq!(
             [0, 1, 255, 256, 65535, 65536, u64::MAX].map(count_bytes),
             [1, 1, 1, 2, 2, 3, 8]
@@ -747,8 +750,17 @@ mod tests {
             (3, vec![(0, 1), (5, 300), (63, 2)]),
             (
                 32,
-                vec![(1, 1), (u64::MAX - 1, u64::MAX - 10), (u64::MAX, 9)],
+                vec![
+                    (1, 1),
+                    (u64::MAX as u128 - 1, u64::MAX - 10),
+                    (u64::MAX.into(), 9),
+                ],
             ),
+            (
+                64,
+                vec![(7, 3), (1 << 100, 1), (u128::MAX - 1, 2), (u128::MAX, 4)],
+            ),
+            (41, vec![(1 << 81, 5)]),
             (21, vec![]),
         ] {
             let path = dir.path().join(format!("k{k}.fkdb"));
@@ -797,28 +809,36 @@ mod tests {
     fn every_damaged_byte_and_every_truncation_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("good.fkdb");
-        write(&path, 5, true, &[(1, 2), (40, 1), (1000, 70000)]);
-        let good = std::fs::read(&path).unwrap();
-        assert!(Database::open(&path).is_ok());
-        let bad = dir.path().join("bad.fkdb");
-        for at in 0..good.len() {
-            let mut damaged = good.clone();
-            damaged[at] ^= 0x10;
-            std::fs::write(&bad, &damaged).unwrap();
-            let error = Database::open(&bad).expect_err(&format!("byte {at} flipped"));
-            assert!(
-                matches!(&error, Error::Input(m) if m.contains("bad.fkdb")),
-                "{error}"
-            );
+        // Short k-mers, and long ones (11-byte keys) whose damage may fall in a key's high
+        // bytes.
+        let long = (1u128 << 81) | 5;
+        for (k, kmers) in [
+            (5, vec![(1, 2), (40, 1), (1000, 70000)]),
+            (41, vec![(3, 1), (1 << 70, 9), (long, 2)]),
+        ] {
+            write(&path, k, true, &kmers);
+            let good = std::fs::read(&path).unwrap();
+            assert!(Database::open(&path).is_ok());
+            let bad = dir.path().join("bad.fkdb");
+            for at in 0..good.len() {
+                let mut damaged = good.clone();
+                damaged[at] ^= 0x10;
+                std::fs::write(&bad, &damaged).unwrap();
+                let error = Database::open(&bad).expect_err(&format!("k = {k}: byte {at} flipped"));
+                assert!(
+                    matches!(&error, Error::Input(m) if m.contains("bad.fkdb")),
+                    "{error}"
+                );
+            }
+            for len in 0..good.len() {
+                std::fs::write(&bad, &good[..len]).unwrap();
+                assert!(Database::open(&bad).is_err(), "k = {k}: truncated to {len}");
+            }
+            let mut longer = good.clone();
+            longer.push(0);
+            std::fs::write(&bad, &longer).unwrap();
+            assert!(Database::open(&bad).is_err(), "k = {k}: a byte appended");
         }
-        for len in 0..good.len() {
-            std::fs::write(&bad, &good[..len]).unwrap();
-            assert!(Database::open(&bad).is_err(), "truncated to {len}");
-        }
-        let mut longer = good.clone();
-        longer.push(0);
-        std::fs::write(&bad, &longer).unwrap();
-        assert!(Database::open(&bad).is_err(), "a byte appended");
     }
 
     #[test]

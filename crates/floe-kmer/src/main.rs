@@ -13,7 +13,7 @@ use floe_kmer::{
     count::{
         count,
         passes::{count_in_passes, MIN_BUDGET},
-        Counts, EngineKind, Settings,
+        CountWord, Counts, EngineKind, Settings,
     },
     db::{self, Combine, Database, Provenance},
     destination::Destination,
@@ -31,10 +31,11 @@ Exit status:
      length, truncated or corrupt gzip...), a database is damaged, truncated or not
      floe-kmer's, reading or writing failed, or the table ran out of memory; nothing is
      written to the output file (it is only created, by a rename, once complete)
-  2  usage error: a bad flag or value (k outside 1..=32, no files, a k-mer to query of the
-     wrong length...), a file that does not exist, cannot be read or is not a regular
-     file (a database), an output that cannot be created, a size hint (-s) larger than the
-     memory, databases of different k to merge";
+  2  usage error: a bad flag or value (k outside 1..=64, or above 32 with an engine
+     other than the compact one, no files, a k-mer to query of the wrong length...),
+     a file that does not exist, cannot be read or is not a regular file (a database),
+     an output that cannot be created, a size hint (-s) larger than the memory,
+     databases of different k to merge";
 
 /// Counts k-mers in FASTA and FASTQ files (plain or gzip) into a database, and reads it back.
 #[derive(Parser, Debug)]
@@ -80,9 +81,9 @@ enum Command {
 
 #[derive(clap::Args, Debug)]
 struct CountArgs {
-    /// K-mer length, 1 to 32.
+    /// K-mer length, 1 to 64 (above 32 with the compact engine only).
     #[arg(short = 'm', long = "mer-len", value_name = "K",
-          value_parser = clap::value_parser!(u8).range(1..=32))]
+          value_parser = clap::value_parser!(u8).range(1..=64))]
     k: u8,
     /// Count each k-mer and its reverse complement together, under the smaller of the two
     /// (as jellyfish's -C; kmc counts this way).
@@ -341,8 +342,7 @@ fn run(args: &CountArgs) -> Result<(), Error> {
     let total_bytes = Input::total_bytes(&sources);
     let progress = progress_bar(args, total_bytes);
     // Made before counting, so an output that cannot be created fails at once.
-    let mut output = Destination::create(args.output.as_deref())?;
-    let database = matches!(output, Destination::File { .. }) && !args.text && !args.histo;
+    let output = Destination::create(args.output.as_deref())?;
     let settings = Settings {
         k,
         canonical: args.canonical,
@@ -361,10 +361,39 @@ fn run(args: &CountArgs) -> Result<(), Error> {
         },
         engine: args.engine,
     };
+    // The k-mers' word: counting is compiled for each.
+    let count_and_write = if k <= 32 {
+        count_and_write::<u64>
+    } else {
+        count_and_write::<u128>
+    };
+    count_and_write(
+        args,
+        &settings,
+        sources,
+        (filter, buckets),
+        output,
+        progress,
+        start,
+    )
+}
+
+/// `count`'s counting and writing, with k-mers packed in `W`.
+fn count_and_write<W: CountWord>(
+    args: &CountArgs,
+    settings: &Settings,
+    sources: Vec<Source>,
+    (filter, buckets): (Filter, Buckets),
+    mut output: Destination,
+    progress: ProgressBar,
+    start: Instant,
+) -> Result<(), Error> {
+    let k = settings.k;
+    let database = matches!(output, Destination::File { .. }) && !args.text && !args.histo;
     if let Some(budget) = args.memory {
-        return run_in_passes(
+        return run_in_passes::<W>(
             args,
-            &settings,
+            settings,
             &sources,
             budget,
             &mut output,
@@ -374,7 +403,7 @@ fn run(args: &CountArgs) -> Result<(), Error> {
         .and_then(|()| output.commit());
     }
     let input = Input::new(sources, progress.clone())?;
-    let counted = count(input, &settings);
+    let counted = count::<W>(input, settings);
     progress.finish_and_clear();
     let counts = counted?;
     let (total, distinct, elapsed) = (counts.total, counts.distinct(), counts.elapsed);
@@ -406,15 +435,15 @@ fn run(args: &CountArgs) -> Result<(), Error> {
     };
     output.commit()?;
     if let (false, Some(written)) = (args.quiet, written) {
-        summary(args, &settings, (total, distinct, elapsed), written, start);
+        summary(args, settings, (total, distinct, elapsed), written, start);
     }
     Ok(())
 }
 
 /// A count's k-mers that `filter` keeps, as a database.
-fn write_database(
+fn write_database<W: CountWord>(
     file: &mut std::fs::File,
-    counts: &Counts,
+    counts: &Counts<W>,
     k: usize,
     canonical: bool,
     filter: &Filter,
@@ -432,7 +461,7 @@ fn write_database(
         .for_each_sorted(k, |part| {
             part.iter()
                 .filter(|&&(_, count)| filter.keeps(count))
-                .try_for_each(|&(kmer, count)| writer.push(kmer, count))
+                .try_for_each(|&(kmer, count)| writer.push(kmer.into(), count))
         })
         .map_err(failed)?;
     writer.finish().map_err(failed)
@@ -442,7 +471,7 @@ fn write_database(
 /// before the next: a database's into a file of its own in a directory beside the output,
 /// the files' records copied into the output in order at the end; a dump's straight to the
 /// output (the passes come in k-mer order); a histogram's tallied.
-fn run_in_passes(
+fn run_in_passes<W: CountWord>(
     args: &CountArgs,
     settings: &Settings,
     sources: &[Source],
@@ -455,8 +484,8 @@ fn run_in_passes(
     let filter = args.filter.filter()?;
     let buckets = Buckets::new(1, args.histo_high, 1)
         .map_err(|why| Error::Usage(format!("--histo-high {}: {why}", args.histo_high)))?;
-    let count = |each: &mut dyn FnMut(Counts) -> Result<(), Error>| {
-        let counted = count_in_passes(sources, settings, budget, &progress, |pass| {
+    let count = |each: &mut dyn FnMut(Counts<W>) -> Result<(), Error>| {
+        let counted = count_in_passes::<W>(sources, settings, budget, &progress, |pass| {
             each(pass.counts)
         });
         progress.finish_and_clear();
@@ -638,7 +667,7 @@ fn query(args: &QueryArgs) -> Result<(), Error> {
     output.write(|out| {
         let mut out = io::BufWriter::new(out);
         let mut text = [0u8; floe_kmer::kmer::MAX_K];
-        let mut answer = |out: &mut dyn Write, kmer: u64| {
+        let mut answer = |out: &mut dyn Write, kmer: u128| {
             let (kmer, count) = database.count_of(kmer);
             decode(kmer, k, &mut text);
             out.write_all(&text[..k])?;
@@ -652,7 +681,7 @@ fn query(args: &QueryArgs) -> Result<(), Error> {
             loop {
                 match input.next_chunk(&mut chunk) {
                     Ok(true) => {
-                        for kmer in Kmers::new(&chunk, k, false) {
+                        for kmer in Kmers::<u128>::new(&chunk, k, false) {
                             answer(&mut out, kmer)?;
                         }
                     }

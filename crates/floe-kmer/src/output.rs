@@ -3,7 +3,7 @@
 
 use std::{collections::BTreeMap, io, io::Write};
 
-use crate::kmer::{decode, MAX_K};
+use crate::kmer::{decode, Word, MAX_K};
 
 /// The counts written: those from `lower` to `upper`, both included (jellyfish's `-L` and
 /// `-U`). The default keeps all.
@@ -47,15 +47,15 @@ pub enum DumpFormat {
 ///
 /// ```
 /// let mut out = Vec::new();
-/// let mut kmers = [(0b11_11, 1), (0b00_01, 3)];
+/// let mut kmers = [(0b11_11u64, 1), (0b00_01, 3)];
 /// floe_kmer::output::write_dump(&mut kmers, 2, &Default::default(), &mut out).unwrap();
 /// assert_eq!(out, b"AC 3\nTT 1\n");
 /// ```
 ///
 /// # Errors
 /// `out`'s.
-pub fn write_dump(
-    kmers: &mut [(u64, u64)],
+pub fn write_dump<W: Word>(
+    kmers: &mut [(W, u64)],
     k: usize,
     filter: &Filter,
     out: &mut impl Write,
@@ -78,21 +78,21 @@ pub fn write_dump(
 /// ```
 /// use floe_kmer::output::{write_kmers, DumpFormat};
 /// let mut out = Vec::new();
-/// write_kmers([(0b00_01, 3)].into_iter(), 2, &Default::default(), DumpFormat::Fasta, &mut out).unwrap();
+/// write_kmers([(0b00_01u64, 3)].into_iter(), 2, &Default::default(), DumpFormat::Fasta, &mut out).unwrap();
 /// assert_eq!(out, b">3\nAC\n");
 /// ```
 ///
 /// # Errors
 /// `out`'s.
-pub fn write_kmers(
-    kmers: impl Iterator<Item = (u64, u64)>,
+pub fn write_kmers<W: Word>(
+    kmers: impl Iterator<Item = (W, u64)>,
     k: usize,
     filter: &Filter,
     format: DumpFormat,
     out: &mut impl Write,
 ) -> io::Result<u64> {
     let mut out = io::BufWriter::with_capacity(1 << 16, out);
-    // One entry is at most 32 bases, 20 digits and three more bytes.
+    // One entry is at most 64 bases, 20 digits and three more bytes.
     let mut line = [0u8; MAX_K + 24];
     let mut digits = itoa::Buffer::new();
     let mut written = 0;
@@ -318,11 +318,13 @@ mod tests {
 
     #[test]
     fn the_dump_decodes_every_length_and_filters_counts() {
-        let long = encode(&[b'T'; 32]).unwrap();
-        let mut out = Vec::new();
-        write_dump(&mut [(long, u64::MAX)], 32, &Filter::default(), &mut out).unwrap();
-        assert_eq!(out, format!("{} {}\n", "T".repeat(32), u64::MAX).as_bytes());
-        let mut kmers = [(3, 4), (2, 3), (1, 2), (0, 1)];
+        for k in [32, 64] {
+            let long = encode(&vec![b'T'; k]).unwrap();
+            let mut out = Vec::new();
+            write_dump(&mut [(long, u64::MAX)], k, &Filter::default(), &mut out).unwrap();
+            assert_eq!(out, format!("{} {}\n", "T".repeat(k), u64::MAX).as_bytes());
+        }
+        let mut kmers = [(3u64, 4), (2, 3), (1, 2), (0, 1)];
         let mut out = Vec::new();
         let filter = Filter { lower: 2, upper: 3 };
         assert_eq!(write_dump(&mut kmers, 1, &filter, &mut out).unwrap(), 2);

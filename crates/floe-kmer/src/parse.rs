@@ -306,14 +306,14 @@ impl Input {
         sources.iter().map(Source::bases_bound).sum()
     }
 
-    /// Sets the k-mer length (1 to 32; default 1): a record cut between chunks is cut with an
+    /// Sets the k-mer length (1 to 64; default 1): a record cut between chunks is cut with an
     /// overlap of k - 1 codes. A count sets it before the first chunk; set it only to read
     /// chunks without counting.
     ///
     /// # Panics
-    /// If `k` is not in 1..=32.
+    /// If `k` is not in 1..=64.
     pub fn set_k(&mut self, k: usize) {
-        assert!((1..=MAX_K).contains(&k), "k = {k} is not in 1..=32");
+        assert!((1..=MAX_K).contains(&k), "k = {k} is not in 1..={MAX_K}");
         debug_assert!(self.current.is_none(), "set before reading");
         self.k = k;
     }

@@ -329,8 +329,12 @@ fn usage_errors_exit_with_2() {
     assert_eq!(ran.code, 2);
     assert!(ran.stderr.contains("it is a directory"), "{}", ran.stderr);
     for (args, says) in [
-        (&["-m", "0"][..], "0 is not in 1..=32"),
-        (&["-m", "33"], "33 is not in 1..=32"),
+        (&["-m", "0"][..], "0 is not in 1..=64"),
+        (&["-m", "65"], "65 is not in 1..=64"),
+        (
+            &["-m", "33", "--engine", "batched"],
+            "--engine batched counts k up to 32",
+        ),
         (&["-m", "x"], "invalid value 'x'"),
         (&["-m", "5", "-t", "0"], "0 is not in 1..=1024"),
         (&["-m", "5", "-s", "lots"], "not a size"),

@@ -53,7 +53,16 @@ fn ok(args: &[&str]) -> String {
 fn what_the_database_answers_is_what_counting_again_gives() {
     let dir = tempfile::tempdir().unwrap();
     let (fasta, sequences) = reads(dir.path(), "reads.fa", 7);
-    for (k, canonical) in [(3, false), (11, true), (32, true), (17, false)] {
+    // Long k-mers (33 to 64, counted in 128-bit words) as well as short ones.
+    for (k, canonical) in [
+        (3, false),
+        (11, true),
+        (32, true),
+        (17, false),
+        (33, false),
+        (47, true),
+        (64, true),
+    ] {
         let db = dir.path().join(format!("k{k}.fkdb"));
         count(&db, &k.to_string(), canonical, &[&fasta]);
         let expected = naive_dump(&sequences, k, canonical);
@@ -160,6 +169,37 @@ fn queries_answer_for_either_strand_from_arguments_files_and_stdin() {
     let ran = floe_kmer(&["query", "-i", text(&plain)], b"ACGT\nAC\n");
     assert_eq!(ran.code, 2);
     assert_eq!(ran.stdout, "2\n");
+    // A 40-mer, counted canonically: asked for as read and as its reverse complement.
+    let forty = "ACGTTGCAAGGCTTACCGATCGGATCCATGACTAGCATTT";
+    let reverse: String = forty
+        .bytes()
+        .rev()
+        .map(|b| match b {
+            b'A' => 'T',
+            b'C' => 'G',
+            b'G' => 'C',
+            _ => 'A',
+        })
+        .collect();
+    let long = write(
+        dir.path(),
+        "long.fa",
+        format!(">x\n{forty}\n>y\n{reverse}\n>z\n{forty}\n").as_bytes(),
+    );
+    let long_db = dir.path().join("long.fkdb");
+    count(&long_db, "40", true, &[&long]);
+    let smaller = forty.min(reverse.as_str());
+    assert_eq!(
+        ok(&["query", text(&long_db), forty, &reverse, &"A".repeat(40)]),
+        format!("{smaller} 3\n{smaller} 3\n{} 0\n", "A".repeat(40))
+    );
+    assert_eq!(
+        ok(&["query", "-s", text(&long), text(&long_db)]),
+        format!("{smaller} 3\n").repeat(3)
+    );
+    let ran = run(&["query", text(&long_db), &forty[..39]]);
+    assert_eq!(ran.code, 2);
+    assert!(ran.stderr.contains("k = 40"), "{}", ran.stderr);
 }
 
 #[test]
@@ -173,10 +213,18 @@ fn merging_adds_what_counting_the_files_together_gives() {
         dir.path().join("b"),
         dir.path().join("both"),
     );
+    // Long k-mers merge as short ones do.
+    count(&a, "45", false, &[&first]);
+    count(&b, "45", false, &[&second]);
+    let merged = dir.path().join("merged");
+    ok(&["merge", "-o", text(&merged), text(&a), text(&b)]);
+    assert_eq!(
+        ok(&["dump", "-c", text(&merged)]),
+        naive_dump(&sequences, 45, false)
+    );
     count(&a, "9", true, &[&first]);
     count(&b, "9", true, &[&second]);
     count(&both, "9", true, &[&first, &second]);
-    let merged = dir.path().join("merged");
     ok(&["merge", "-o", text(&merged), text(&a), text(&b)]);
     assert_eq!(
         ok(&["dump", "-c", text(&merged)]),
@@ -353,16 +401,17 @@ fn usage_errors_of_the_readers_exit_with_2() {
 fn a_count_within_a_memory_budget_answers_as_one_without() {
     let dir = tempfile::tempdir().unwrap();
     // 300k random bases (gzip, so the passes decompress again): about 300k distinct 21-mers,
-    // where --memory 20M leaves the table 2^18 slots (236k k-mers): several passes.
+    // where --memory 20M leaves the table 2^18 slots (236k k-mers): several passes; as many
+    // 41-mers, in 2^17 slots of 16 bytes.
     let mut rng = Rng(11 | 1 << 40);
     let mut fasta = b">long\n".to_vec();
     fasta.extend(rng.text(b"ACGT", 300_000));
     fasta.extend_from_slice(b"\n>short\nACGTNNACGTACGTAAAAAAAAAAAAAAAAAAAAAAAAA\n");
     let reads = write(dir.path(), "reads.fa.gz", &common::gzip(&fasta));
-    for canonical in [false, true] {
+    for (k, canonical) in [("21", false), ("21", true), ("41", true)] {
         let strand: &[&str] = if canonical { &["-C"] } else { &[] };
         let with = |extra: &[&str]| -> Vec<String> {
-            let mut args = vec!["count", "-m", "21"];
+            let mut args = vec!["count", "-m", k];
             args.extend_from_slice(strand);
             args.extend_from_slice(extra);
             args.push(text(&reads));
@@ -386,7 +435,7 @@ fn a_count_within_a_memory_budget_answers_as_one_without() {
             .unwrap_or_else(|| panic!("no pass count in {:?}", ran.stderr));
         assert!(passes_run > 1, "{}", ran.stderr);
         let dump = |db: &Path| ok(&["dump", "-c", text(db)]);
-        assert_eq!(dump(&passes), dump(&one), "canonical: {canonical}");
+        assert_eq!(dump(&passes), dump(&one), "k = {k}, canonical: {canonical}");
         let stats = |db: &Path| ok(&["stats", text(db)]);
         assert_eq!(stats(&passes), stats(&one));
         // Nothing left beside the output: the passes' directory is gone.

@@ -39,7 +39,7 @@ use std::{
 };
 
 use crate::{
-    kmer::{Kmers, MAX_K},
+    kmer::{prefix, Kmers, Word},
     parse::Input,
     Error,
 };
@@ -49,13 +49,14 @@ use crate::{
 /// (a call, a pin of the table) are spread thin, while the batch stays in the L1 cache.
 pub const BATCH: usize = 256;
 
-/// A worker's handle on an engine. Each worker owns one, on its own thread.
-pub trait Sink {
+/// A worker's handle on an engine, for k-mers packed in `W`. Each worker owns one, on its
+/// own thread.
+pub trait Sink<W: Word = u64> {
     /// Counts each k-mer of `kmers` once (it may do so later, by [`finish`](Sink::finish)).
     ///
     /// # Errors
     /// The engine could not count a k-mer; the worker stops and the count fails.
-    fn add(&mut self, kmers: &[u64]) -> Result<(), Error>;
+    fn add(&mut self, kmers: &[W]) -> Result<(), Error>;
 
     /// Called once, by the worker's thread, after its last `add`: when the input is exhausted,
     /// and also when the worker stops on an error (so an engine whose sinks wait for one
@@ -69,36 +70,36 @@ pub trait Sink {
 
 /// What runs on each worker thread: given the thread's sink, count until the input is
 /// exhausted; returns the k-mers added to the sink.
-pub trait Worker: Sync {
+pub trait Worker<W: Word = u64>: Sync {
     /// Runs the worker with `sink`.
     ///
     /// # Errors
     /// The input's or the sink's; the other workers stop soon after.
-    fn work<S: Sink>(&self, sink: &mut S) -> Result<u64, Error>;
+    fn work<S: Sink<W>>(&self, sink: &mut S) -> Result<u64, Error>;
 }
 
 /// A counting engine: the table and how workers reach it.
-pub trait Engine {
+pub trait Engine<W: Word = u64> {
     /// Runs `worker` on `threads` threads, each with its own sink (usually through
     /// [`run_workers`]). Returns the k-mers the workers added.
     ///
     /// # Errors
     /// The first worker's or sink's error.
-    fn run(&self, threads: usize, worker: &impl Worker) -> Result<u64, Error>;
+    fn run(&self, threads: usize, worker: &impl Worker<W>) -> Result<u64, Error>;
 
     /// The table of counts, once every worker has finished.
-    fn into_table(self) -> Box<dyn Table>;
+    fn into_table(self) -> Box<dyn Table<W>>;
 }
 
 /// A finished count's table: the k-mers and their counts where the engine keeps them.
-pub trait Table: Send + Sync {
+pub trait Table<W: Word = u64>: Send + Sync {
     /// Visits every distinct k-mer with its count, in no particular order.
-    fn for_each(&self, visit: &mut dyn FnMut(u64, u64));
+    fn for_each(&self, visit: &mut dyn FnMut(W, u64));
 
     /// Visits the k-mers of shard `shard` of `shards` (`shard < shards`): together the
     /// shards visit every k-mer once, so threads may visit one each. By default shard 0 visits
     /// them all.
-    fn for_each_shard(&self, shard: usize, shards: usize, visit: &mut dyn FnMut(u64, u64)) {
+    fn for_each_shard(&self, shard: usize, shards: usize, visit: &mut dyn FnMut(W, u64)) {
         debug_assert!(shard < shards);
         if shard == 0 {
             self.for_each(visit);
@@ -126,7 +127,10 @@ pub trait Table: Send + Sync {
 ///
 /// # Panics
 /// If a worker or sink panicked (the panic goes on).
-pub fn run_workers<S: Sink + Send>(sinks: Vec<S>, worker: &impl Worker) -> Result<u64, Error> {
+pub fn run_workers<W: Word, S: Sink<W> + Send>(
+    sinks: Vec<S>,
+    worker: &impl Worker<W>,
+) -> Result<u64, Error> {
     thread::scope(|scope| {
         let threads: Vec<_> = sinks
             .into_iter()
@@ -189,7 +193,8 @@ impl EngineKind {
 /// What to count and how.
 #[derive(Clone, Debug)]
 pub struct Settings {
-    /// K-mer length, 1 to 32.
+    /// K-mer length, 1 to 64 (to 32 in a `u64`, and with the engines other than the compact
+    /// one).
     pub k: usize,
     /// Count each k-mer together with its reverse complement, under the smaller of the two.
     pub canonical: bool,
@@ -203,8 +208,8 @@ pub struct Settings {
 
 /// A finished count: the table where the engine counted (not copied out, so a histogram is
 /// tallied without a second copy of every k-mer), and what it took.
-pub struct Counts {
-    table: Box<dyn Table>,
+pub struct Counts<W: Word = u64> {
+    table: Box<dyn Table<W>>,
     /// The threads the count ran on, which [`for_each_sorted`](Self::for_each_sorted)'s
     /// passes over the table use too.
     threads: usize,
@@ -214,14 +219,14 @@ pub struct Counts {
     pub elapsed: Duration,
 }
 
-impl Counts {
+impl<W: Word> Counts<W> {
     /// Distinct k-mers.
     pub fn distinct(&self) -> usize {
         self.table.len()
     }
 
     /// Visits every distinct k-mer with its count, in no particular order.
-    pub fn for_each(&self, mut visit: impl FnMut(u64, u64)) {
+    pub fn for_each(&self, mut visit: impl FnMut(W, u64)) {
         self.table.for_each(&mut visit);
     }
 
@@ -238,14 +243,21 @@ impl Counts {
     pub fn for_each_sorted<E>(
         &self,
         k: usize,
-        mut visit: impl FnMut(&[(u64, u64)]) -> Result<(), E>,
+        mut visit: impl FnMut(&[(W, u64)]) -> Result<(), E>,
     ) -> Result<(), E> {
         let parts = self.table.sorting_parts().max(1);
         let bucket_bits = if parts == 1 { 0 } else { (2 * k).min(8) };
-        let shift = 2 * k - bucket_bits;
-        // A k-mer's bucket: its top `bucket_bits` bits (none at all: a shift by 64 at k = 32
-        // would wrap to no shift in a release build, which once dropped every k-mer).
-        let bucket = |kmer: u64| kmer.checked_shr(shift as u32).unwrap_or(0) as usize;
+        let shift = (2 * k - bucket_bits) as u32;
+        // A k-mer's bucket: its top `bucket_bits` bits (none at all: a shift by the word's
+        // width at k = 32 or 64 would wrap to no shift in a release build, which once dropped
+        // every k-mer).
+        let bucket = |kmer: W| {
+            if shift >= W::BITS {
+                0
+            } else {
+                (kmer >> shift).low_u64() as usize
+            }
+        };
         // Each shard's tally of each bucket (one pass on every thread): where each thread's
         // k-mers of a part go in the part's vector.
         let shard_tallies = if parts == 1 {
@@ -279,7 +291,7 @@ impl Counts {
         for (start, end, held) in ranges {
             // Each thread writes its shard's k-mers of the part into its own stretch of it.
             part.clear();
-            part.resize(held, (0u64, 0u64));
+            part.resize(held, (W::ZERO, 0u64));
             let mut rest = &mut part[..];
             let mut stretches = Vec::with_capacity(shard_tallies.len());
             for shard in &shard_tallies {
@@ -307,7 +319,7 @@ impl Counts {
     fn gather<A: Send>(
         &self,
         accumulators: Vec<A>,
-        take: impl Fn(&mut A, u64, u64) + Sync,
+        take: impl Fn(&mut A, W, u64) + Sync,
     ) -> Vec<A> {
         let shards = accumulators.len();
         let (table, take) = (&*self.table, &take);
@@ -339,7 +351,7 @@ impl Counts {
     /// them); the table is freed once they are copied out.
     ///
     /// [`write_dump`]: crate::output::write_dump
-    pub fn into_kmers(self) -> Vec<(u64, u64)> {
+    pub fn into_kmers(self) -> Vec<(W, u64)> {
         let mut kmers = Vec::with_capacity(self.table.len());
         self.table
             .for_each(&mut |kmer, count| kmers.push((kmer, count)));
@@ -347,7 +359,7 @@ impl Counts {
     }
 }
 
-impl std::fmt::Debug for Counts {
+impl<W: Word> std::fmt::Debug for Counts<W> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Counts")
             .field("distinct", &self.distinct())
@@ -364,7 +376,8 @@ impl std::fmt::Debug for Counts {
 /// let source = Source::Bytes { name: "demo".into(), data: b">s\nACGTNacg\n".as_slice().into() };
 /// let input = Input::new(vec![source], indicatif::ProgressBar::hidden()).unwrap();
 /// let settings = Settings { k: 3, canonical: false, threads: 2, size_hint: 100, engine: EngineKind::Batched };
-/// let counts = count(input, &settings).unwrap();
+/// // k-mers of up to 32 bases in a `u64` (up to 64 in a `u128`).
+/// let counts = count::<u64>(input, &settings).unwrap();
 /// assert_eq!(counts.total, 3);
 /// let mut kmers = counts.into_kmers();
 /// kmers.sort();
@@ -373,16 +386,74 @@ impl std::fmt::Debug for Counts {
 /// ```
 ///
 /// # Errors
-/// [`Error::Usage`] if k is not in 1..=32; the input's errors (malformed, truncated,
-/// unreadable), or the engine's.
-pub fn count(input: Input, settings: &Settings) -> Result<Counts, Error> {
+/// [`Error::Usage`] if k is not in 1..=`W::MAX_K` (or above 32 with an engine other than
+/// the compact one); the input's errors (malformed, truncated, unreadable), or the engine's.
+pub fn count<W: CountWord>(input: Input, settings: &Settings) -> Result<Counts<W>, Error> {
     count_within(input, settings, &Limits::default())
+}
+
+/// A word the engines count in: the compact engine counts any, floe's maps (the other
+/// engines) hold 8-byte keys, so k-mers of `u64` only.
+pub trait CountWord: compact::Slot {
+    /// Runs the engine `kind` (not the compact one) over `worker`.
+    ///
+    /// # Errors
+    /// The engine's, and [`Error::Usage`] where it does not count this word.
+    fn run_floe_engine(
+        kind: EngineKind,
+        settings: &Settings,
+        worker: &impl Worker<Self>,
+    ) -> Result<(u64, Box<dyn Table<Self>>), Error>;
+}
+
+impl CountWord for u64 {
+    fn run_floe_engine(
+        kind: EngineKind,
+        settings: &Settings,
+        worker: &impl Worker<u64>,
+    ) -> Result<(u64, Box<dyn Table<u64>>), Error> {
+        let threads = settings.threads.max(1);
+        match kind {
+            EngineKind::Batched => run(
+                shared::SharedMap::new(settings.size_hint, true)?,
+                threads,
+                worker,
+            ),
+            EngineKind::Unbatched => run(
+                shared::SharedMap::new(settings.size_hint, false)?,
+                threads,
+                worker,
+            ),
+            EngineKind::Delegated => run(
+                delegated::Delegated::new(settings.size_hint, threads)?,
+                threads,
+                worker,
+            ),
+            EngineKind::Compact => unreachable!("the compact engine is run by count_within"),
+        }
+    }
+}
+
+impl CountWord for u128 {
+    fn run_floe_engine(
+        kind: EngineKind,
+        settings: &Settings,
+        _: &impl Worker<u128>,
+    ) -> Result<(u64, Box<dyn Table<u128>>), Error> {
+        Err(Error::Usage(format!(
+            "--engine {} counts k up to 32 (floe's maps hold 8-byte keys), not k = {}; the \
+             compact engine (the default) counts k up to 64",
+            kind.name(),
+            settings.k
+        )))
+    }
 }
 
 /// What one pass of a count in passes ([`passes`]) may count and spend.
 #[derive(Clone, Debug, Default)]
 pub struct Limits {
-    /// Count only the k-mers in this range (after canonicalizing); `None`: all.
+    /// Count only the k-mers whose [`prefix`] (the k-mer itself for k <= 32) is in this
+    /// range (after canonicalizing); `None`: all.
     pub kmers: Option<RangeInclusive<u64>>,
     /// The most the table may take, in bytes (the compact engine only): past it the count
     /// fails with [`Error::OverBudget`] instead of growing.
@@ -395,7 +466,11 @@ pub struct Limits {
 /// As [`count`]; [`Error::OverBudget`] if the table would have to grow past
 /// `limits.table_bytes`, and [`Error::Usage`] if a table cap is asked of an engine other than
 /// the compact one.
-pub fn count_within(input: Input, settings: &Settings, limits: &Limits) -> Result<Counts, Error> {
+pub fn count_within<W: CountWord>(
+    input: Input,
+    settings: &Settings,
+    limits: &Limits,
+) -> Result<Counts<W>, Error> {
     if limits.table_bytes.is_some() && settings.engine != EngineKind::Compact {
         return Err(Error::Usage(format!(
             "a memory budget needs the compact engine, not --engine {}",
@@ -406,26 +481,12 @@ pub fn count_within(input: Input, settings: &Settings, limits: &Limits) -> Resul
     let worker = Extract::new(input, settings, limits.kmers.clone())?;
     let threads = settings.threads.max(1);
     let (total, table) = match settings.engine {
-        EngineKind::Batched => run(
-            shared::SharedMap::new(settings.size_hint, true)?,
-            threads,
-            &worker,
-        )?,
-        EngineKind::Unbatched => run(
-            shared::SharedMap::new(settings.size_hint, false)?,
-            threads,
-            &worker,
-        )?,
         EngineKind::Compact => run(
-            compact::Compact::within(settings.k, settings.size_hint, limits.table_bytes)?,
+            compact::Compact::<W>::within(settings.k, settings.size_hint, limits.table_bytes)?,
             threads,
             &worker,
         )?,
-        EngineKind::Delegated => run(
-            delegated::Delegated::new(settings.size_hint, threads)?,
-            threads,
-            &worker,
-        )?,
+        other => W::run_floe_engine(other, settings, &worker)?,
     };
     let elapsed = start.elapsed();
     let mut sum = 0u64;
@@ -449,26 +510,26 @@ pub fn count_within(input: Input, settings: &Settings, limits: &Limits) -> Resul
 ///
 /// # Errors
 /// As [`count`].
-pub(crate) fn extract_into<S: Sink + Send>(
+pub(crate) fn extract_into<W: Word, S: Sink<W> + Send>(
     input: Input,
     settings: &Settings,
     sinks: Vec<S>,
 ) -> Result<u64, Error> {
-    run_workers(sinks, &Extract::new(input, settings, None)?)
+    run_workers(sinks, &Extract::<W>::new(input, settings, None)?)
 }
 
 /// Runs `engine` and takes its table.
-fn run(
-    engine: impl Engine,
+fn run<W: Word>(
+    engine: impl Engine<W>,
     threads: usize,
-    worker: &Extract,
-) -> Result<(u64, Box<dyn Table>), Error> {
+    worker: &impl Worker<W>,
+) -> Result<(u64, Box<dyn Table<W>>), Error> {
     let total = engine.run(threads, worker)?;
     Ok((total, engine.into_table()))
 }
 
 /// The worker: parse a chunk under the input's lock, extract its k-mers outside it.
-struct Extract {
+struct Extract<W> {
     input: Mutex<Input>,
     k: usize,
     canonical: bool,
@@ -477,10 +538,11 @@ struct Extract {
     /// Set by a worker that failed, so the others stop at their next chunk. Relaxed: it is
     /// only a hint to stop early; the error itself travels through the threads' join.
     stop: AtomicBool,
+    word: core::marker::PhantomData<fn() -> W>,
 }
 
-impl Worker for Extract {
-    fn work<S: Sink>(&self, sink: &mut S) -> Result<u64, Error> {
+impl<W: Word> Worker<W> for Extract<W> {
+    fn work<S: Sink<W>>(&self, sink: &mut S) -> Result<u64, Error> {
         let result = self.extract(sink);
         if result.is_err() {
             self.stop.store(true, Relaxed);
@@ -489,18 +551,20 @@ impl Worker for Extract {
     }
 }
 
-impl Extract {
-    /// The workers' shared state for a count of `input` by `settings`, of the k-mers in
-    /// `kmers` only if given.
+impl<W: Word> Extract<W> {
+    /// The workers' shared state for a count of `input` by `settings`, of the k-mers whose
+    /// prefixes are in `kmers` only if given.
     fn new(
         mut input: Input,
         settings: &Settings,
         kmers: Option<RangeInclusive<u64>>,
-    ) -> Result<Extract, Error> {
-        if !(1..=MAX_K).contains(&settings.k) {
+    ) -> Result<Extract<W>, Error> {
+        if !(1..=W::MAX_K).contains(&settings.k) {
             return Err(Error::Usage(format!(
-                "k = {} is not in 1..=32 (a k-mer is packed in 64 bits)",
-                settings.k
+                "k = {} is not in 1..={} (a k-mer is packed in {} bits)",
+                settings.k,
+                W::MAX_K,
+                W::BITS
             )));
         }
         input.set_k(settings.k);
@@ -510,10 +574,11 @@ impl Extract {
             canonical: settings.canonical,
             kmers,
             stop: AtomicBool::new(false),
+            word: core::marker::PhantomData,
         })
     }
 
-    fn extract(&self, sink: &mut impl Sink) -> Result<u64, Error> {
+    fn extract(&self, sink: &mut impl Sink<W>) -> Result<u64, Error> {
         let mut chunk = Vec::new();
         let mut batch = Vec::with_capacity(BATCH);
         let mut added = 0u64;
@@ -527,7 +592,7 @@ impl Extract {
                 break;
             }
             // The range's test only in a pass that has one (the common count has none).
-            let kmers = Kmers::new(&chunk, self.k, self.canonical);
+            let kmers = Kmers::<W>::new(&chunk, self.k, self.canonical);
             let mut take = |kmer| {
                 batch.push(kmer);
                 if batch.len() == BATCH {
@@ -541,7 +606,7 @@ impl Extract {
                 None => kmers.into_iter().try_for_each(&mut take)?,
                 Some(range) => kmers
                     .into_iter()
-                    .filter(|kmer| range.contains(kmer))
+                    .filter(|&kmer| range.contains(&prefix(kmer, self.k)))
                     .try_for_each(&mut take)?,
             }
         }
@@ -559,9 +624,12 @@ impl Extract {
 pub(crate) struct Numbers(pub(crate) u64);
 
 #[cfg(test)]
-impl Worker for Numbers {
-    fn work<S: Sink>(&self, sink: &mut S) -> Result<u64, Error> {
-        let kmers: Vec<u64> = (0..self.0).chain(0..self.0).collect();
+impl<W: Word> Worker<W> for Numbers {
+    fn work<S: Sink<W>>(&self, sink: &mut S) -> Result<u64, Error> {
+        let kmers: Vec<W> = (0..self.0)
+            .chain(0..self.0)
+            .map(|n| W::truncate(u128::from(n)))
+            .collect();
         for batch in kmers.chunks(100) {
             sink.add(batch)?;
         }
@@ -571,7 +639,7 @@ impl Worker for Numbers {
 
 /// A table's k-mers and counts, for the engines' tests.
 #[cfg(test)]
-pub(crate) fn table_kmers(table: &dyn Table) -> Vec<(u64, u64)> {
+pub(crate) fn table_kmers<W: Word>(table: &dyn Table<W>) -> Vec<(W, u64)> {
     let mut kmers = Vec::with_capacity(table.len());
     table.for_each(&mut |kmer, count| kmers.push((kmer, count)));
     kmers

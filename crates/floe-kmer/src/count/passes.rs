@@ -35,9 +35,9 @@ use std::ops::RangeInclusive;
 
 use indicatif::ProgressBar;
 
-use super::{count_within, Counts, Limits, Settings};
+use super::{count_within, CountWord, Counts, Limits, Settings};
 use crate::{
-    kmer::mask,
+    kmer::{last_prefix, prefix, Word},
     parse::{Input, Source},
     Error,
 };
@@ -50,11 +50,12 @@ pub const RESERVE: usize = 16 << 20;
 pub const MIN_BUDGET: usize = RESERVE + (4 << 20);
 
 /// One finished pass.
-pub struct Pass {
-    /// The k-mers it counted (a range of the k-mer space, after canonicalizing).
+pub struct Pass<W: Word = u64> {
+    /// The k-mers it counted: those whose [`prefix`] is in this range (after
+    /// canonicalizing).
     pub kmers: RangeInclusive<u64>,
     /// Its counts.
-    pub counts: Counts,
+    pub counts: Counts<W>,
 }
 
 /// What a count in passes did.
@@ -78,12 +79,12 @@ pub struct Summary {
 /// [`Error::Usage`] if the budget is below [`MIN_BUDGET`], the engine is not the compact one,
 /// or an input is not a regular file (stdin, a FIFO: it cannot be read twice); the input's
 /// and the engine's errors; the first of `each`'s.
-pub fn count_in_passes(
+pub fn count_in_passes<W: CountWord>(
     sources: &[Source],
     settings: &Settings,
     budget: usize,
     progress: &ProgressBar,
-    mut each: impl FnMut(Pass) -> Result<(), Error>,
+    mut each: impl FnMut(Pass<W>) -> Result<(), Error>,
 ) -> Result<Summary, Error> {
     if budget < MIN_BUDGET {
         return Err(Error::Usage(format!(
@@ -110,7 +111,8 @@ pub fn count_in_passes(
         table_bytes: Some(table_bytes),
     };
     let total_bytes = Input::total_bytes(sources);
-    let mut pending = first_ranges(settings, table_bytes);
+    let slot_bytes = size_of::<W>();
+    let mut pending = first_ranges(settings, table_bytes, slot_bytes);
     let mut summary = Summary::default();
     let mut planned = false;
     while let Some(kmers) = pending.pop() {
@@ -131,9 +133,9 @@ pub fn count_in_passes(
                 progress.set_position(0);
                 progress.set_message("estimating the passes");
                 let input = Input::new(sources.to_vec(), progress.clone())?;
-                let sketch = Sketch::of(input, settings)?;
-                let last = mask(settings.k);
-                let per_table = (table_bytes / 8).next_power_of_two() / 2;
+                let sketch = Sketch::of::<W>(input, settings)?;
+                let last = last_prefix(settings.k);
+                let per_table = (table_bytes / slot_bytes).next_power_of_two() / 2;
                 pending = sketch.plan(*kmers.start(), last, per_table as f64 * PLANNED_LOAD);
                 pending.reverse();
             }
@@ -173,11 +175,12 @@ const SKETCH_RANGE_BITS: u32 = 8;
 const SKETCH_REGISTER_BITS: u32 = 10;
 
 /// Distinct k-mers per range of the k-mer space (ranges by the top [`SKETCH_RANGE_BITS`]
-/// bits), estimated by a HyperLogLog per range (Flajolet, Fusy, Gandouet and Meunier, 2007):
+/// bits of their prefixes), estimated by a HyperLogLog per range (Flajolet, Fusy, Gandouet and Meunier, 2007):
 /// a k-mer's hash picks one of the range's registers, which keeps the most leading zeros seen
 /// in the rest of the hashes it was picked by. 256 KiB whatever the input.
 struct Sketch {
-    /// The k-mer's shift that leaves its range.
+    k: usize,
+    /// The k-mer's prefix's shift that leaves its range.
     shift: u32,
     /// Each range's registers, one after the other.
     registers: Vec<u8>,
@@ -185,16 +188,18 @@ struct Sketch {
 
 impl Sketch {
     fn new(k: usize) -> Sketch {
-        let range_bits = SKETCH_RANGE_BITS.min(2 * k as u32);
+        let prefix_bits = 2 * k.min(32) as u32;
+        let range_bits = SKETCH_RANGE_BITS.min(prefix_bits);
         Sketch {
-            shift: 2 * k as u32 - range_bits,
+            k,
+            shift: prefix_bits - range_bits,
             registers: vec![0; 1 << (range_bits + SKETCH_REGISTER_BITS)],
         }
     }
 
     /// The sketch of every k-mer of `input` (a pass of the counting workers, each with a
     /// sketch of its own, merged at the end).
-    fn of(input: Input, settings: &Settings) -> Result<Sketch, Error> {
+    fn of<W: Word>(input: Input, settings: &Settings) -> Result<Sketch, Error> {
         let merged = std::sync::Mutex::new(Sketch::new(settings.k));
         let sinks = (0..settings.threads.max(1))
             .map(|_| SketchSink {
@@ -202,23 +207,19 @@ impl Sketch {
                 merged: &merged,
             })
             .collect();
-        super::extract_into(input, settings, sinks)?;
+        super::extract_into::<W, _>(input, settings, sinks)?;
         Ok(merged.into_inner().unwrap_or_else(|e| e.into_inner()))
     }
 
     #[inline]
-    fn add(&mut self, kmer: u64) {
-        // splitmix64's finalizer: every bit of the k-mer moves every bit of the hash.
-        let mut hash = kmer ^ (kmer >> 30);
-        hash = hash.wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        hash ^= hash >> 27;
-        hash = hash.wrapping_mul(0x94d0_49bb_1331_11eb);
-        hash ^= hash >> 31;
+    fn add<W: Word>(&mut self, kmer: W) {
+        // Every bit of the k-mer moves every bit of the hash.
+        let hash = kmer.hash64();
         let register = (hash >> (64 - SKETCH_REGISTER_BITS)) as usize;
         let rank = ((hash << SKETCH_REGISTER_BITS) | 1 << (SKETCH_REGISTER_BITS - 1))
             .leading_zeros() as u8
             + 1;
-        let at = ((kmer >> self.shift) as usize) << SKETCH_REGISTER_BITS | register;
+        let at = ((prefix(kmer, self.k) >> self.shift) as usize) << SKETCH_REGISTER_BITS | register;
         self.registers[at] = self.registers[at].max(rank);
     }
 
@@ -244,7 +245,7 @@ impl Sketch {
         }
     }
 
-    /// Ranges of k-mers from `from` to `last` (k-mers below 4^k), each about `per_pass`
+    /// Ranges of prefixes from `from` to `last`, each about `per_pass`
     /// distinct k-mers by the estimates or a single range of the sketch, in increasing order.
     fn plan(&self, from: u64, last: u64, per_pass: f64) -> Vec<RangeInclusive<u64>> {
         let ranges = self.registers.len() >> SKETCH_REGISTER_BITS;
@@ -271,8 +272,8 @@ struct SketchSink<'m> {
     merged: &'m std::sync::Mutex<Sketch>,
 }
 
-impl super::Sink for SketchSink<'_> {
-    fn add(&mut self, kmers: &[u64]) -> Result<(), Error> {
+impl<W: Word> super::Sink<W> for SketchSink<'_> {
+    fn add(&mut self, kmers: &[W]) -> Result<(), Error> {
         for &kmer in kmers {
             self.sketch.add(kmer);
         }
@@ -303,18 +304,22 @@ fn cut(range: RangeInclusive<u64>, pieces: u64) -> Vec<RangeInclusive<u64>> {
         .collect()
 }
 
-/// The first passes' ranges, the lowest last (popped first): as many as tables of
-/// `table_bytes` the size hint needs, a power of two, cut where the k-mers are expected to
-/// fall evenly among them.
-fn first_ranges(settings: &Settings, table_bytes: usize) -> Vec<RangeInclusive<u64>> {
-    // The compact table's slots for the hint (9/10 full at most), 8 bytes each.
+/// The first passes' ranges of prefixes, the lowest last (popped first): as many as tables
+/// of `table_bytes` (of slots of `slot_bytes`) the size hint needs, a power of two, cut where
+/// the k-mers are expected to fall evenly among them.
+fn first_ranges(
+    settings: &Settings,
+    table_bytes: usize,
+    slot_bytes: usize,
+) -> Vec<RangeInclusive<u64>> {
+    // The compact table's slots for the hint (9/10 full at most).
     let hint = settings.size_hint as u128;
-    let needed = (hint + hint / 9).max(1).next_power_of_two() * 8;
+    let needed = (hint + hint / 9).max(1).next_power_of_two() * slot_bytes as u128;
     let parts = needed
         .div_ceil(table_bytes.max(1) as u128)
         .next_power_of_two()
         .min(1 << 16) as u64;
-    let last = mask(settings.k);
+    let last = last_prefix(settings.k);
     let space = u128::from(last) + 1;
     // Where the share `f` of the k-mers lies below: the k-mers themselves are uniform
     // enough for a first cut; a canonical one is the smaller of two uniform k-mers, below x
@@ -349,7 +354,7 @@ fn first_ranges(settings: &Settings, table_bytes: usize) -> Vec<RangeInclusive<u
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::count::EngineKind;
+    use crate::{count::EngineKind, kmer::mask};
 
     fn settings(k: usize, canonical: bool, size_hint: usize) -> Settings {
         Settings {
@@ -379,7 +384,7 @@ mod tests {
         assert!((sparse / 200.0 - 1.0).abs() < 0.1, "{sparse}");
         assert_eq!(sketch.estimate(4), 0.0);
         // Passes of 25k: range 3 alone (it cannot be cut below a range), the rest together.
-        let last = mask(k);
+        let last = mask::<u64>(k);
         let plan = sketch.plan(0, last, 25_000.0);
         assert_eq!(plan, [0..=(4 << shift) - 1, 4 << shift..=last]);
         // From the middle of range 3: the plan starts there.
@@ -410,10 +415,10 @@ mod tests {
             (1, false, 1 << 30, 1 << 20),
             (31, false, 10, 1 << 30),
         ] {
-            let mut ranges = first_ranges(&settings(k, canonical, hint), table_bytes);
+            let mut ranges = first_ranges(&settings(k, canonical, hint), table_bytes, 8);
             ranges.reverse();
             assert_eq!(*ranges[0].start(), 0);
-            assert_eq!(*ranges.last().unwrap().end(), mask(k));
+            assert_eq!(*ranges.last().unwrap().end(), last_prefix(k));
             for pair in ranges.windows(2) {
                 assert!(pair[0].start() <= pair[0].end());
                 assert_eq!(*pair[0].end() + 1, *pair[1].start(), "{ranges:?}");
@@ -424,9 +429,13 @@ mod tests {
         }
         // 100M k-mers: 2^27 slots of 8 bytes = 1 GiB, in tables of 64 MiB: 16 ranges.
         assert_eq!(
-            first_ranges(&settings(21, false, 100_000_000), 64 << 20).len(),
+            first_ranges(&settings(21, false, 100_000_000), 64 << 20, 8).len(),
             16
         );
+        // At k = 48 the prefixes are the first 32 bases, and slots are 16 bytes: 32 ranges.
+        let ranges = first_ranges(&settings(48, true, 100_000_000), 64 << 20, 16);
+        assert_eq!(ranges.len(), 32);
+        assert_eq!(*ranges[0].end(), u64::MAX);
     }
 
     fn reads(bases: usize, seed: u64) -> Vec<u8> {
@@ -442,32 +451,27 @@ mod tests {
         text
     }
 
-    fn sorted(counts: &Counts) -> Vec<(u64, u64)> {
+    fn sorted<W: Word>(counts: &Counts<W>) -> Vec<(W, u64)> {
         let mut kmers = Vec::new();
         counts.for_each(|kmer, count| kmers.push((kmer, count)));
         kmers.sort_unstable();
         kmers
     }
 
-    #[test]
-    #[cfg_attr(
-        miri,
-        ignore = "hundreds of thousands of k-mers: too slow to interpret"
-    )]
-    fn passes_count_what_one_count_does_within_the_budget() {
-        let data = reads(300_000, 7);
+    /// Counts `data`'s k-mers in one count and in passes within the least budget, in `W`.
+    fn passes_against_one_count<W: CountWord>(k: usize, data: &[u8]) {
         let source = Source::Bytes {
             name: "reads".into(),
-            data: data.as_slice().into(),
+            data: data.into(),
         };
         for canonical in [false, true] {
             // A hint far too small: the first cut is one range, which must split.
-            let settings = settings(15, canonical, 1000);
+            let settings = settings(k, canonical, 1000);
             let input = Input::new(vec![source.clone()], ProgressBar::hidden()).unwrap();
-            let whole = sorted(&super::super::count(input, &settings).unwrap());
+            let whole = sorted(&super::super::count::<W>(input, &settings).unwrap());
             let mut parts = Vec::new();
             let mut last_end = None;
-            let summary = count_in_passes(
+            let summary = count_in_passes::<W>(
                 std::slice::from_ref(&source),
                 &settings,
                 MIN_BUDGET,
@@ -476,15 +480,17 @@ mod tests {
                     assert_eq!(last_end.map_or(0, |end: u64| end + 1), *pass.kmers.start());
                     last_end = Some(*pass.kmers.end());
                     let counted = sorted(&pass.counts);
-                    assert!(counted.iter().all(|(kmer, _)| pass.kmers.contains(kmer)));
+                    assert!(counted
+                        .iter()
+                        .all(|&(kmer, _)| pass.kmers.contains(&prefix(kmer, k))));
                     parts.extend(counted);
                     Ok(())
                 },
             )
             .unwrap();
-            assert_eq!(last_end, Some(mask(15)));
+            assert_eq!(last_end, Some(last_prefix(k)));
             assert!(summary.stopped > 0 && summary.passes > 1, "{summary:?}");
-            assert_eq!(parts, whole, "canonical: {canonical}");
+            assert_eq!(parts, whole, "k = {k}, canonical: {canonical}");
             assert_eq!(summary.distinct as usize, whole.len());
             assert_eq!(
                 summary.total,
@@ -494,13 +500,24 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(
+        miri,
+        ignore = "hundreds of thousands of k-mers: too slow to interpret"
+    )]
+    fn passes_count_what_one_count_does_within_the_budget() {
+        passes_against_one_count::<u64>(15, &reads(300_000, 7));
+        // Long k-mers, cut by their first 32 bases.
+        passes_against_one_count::<u128>(40, &reads(300_000, 8));
+    }
+
+    #[test]
     fn budgets_too_small_stdin_and_other_engines_are_usage_errors() {
         let source = Source::Bytes {
             name: "reads".into(),
             data: b">r\nACGT\n".as_slice().into(),
         };
         let run = |sources: &[Source], settings: &Settings, budget| {
-            count_in_passes(
+            count_in_passes::<u64>(
                 sources,
                 settings,
                 budget,

@@ -132,3 +132,33 @@ pub fn gzip(data: &[u8]) -> Vec<u8> {
 pub fn text(path: &Path) -> &str {
     path.to_str().unwrap()
 }
+
+/// floe-kmer's dump (`KMER COUNT` lines, sorted) of `input` counted by `settings`, in the word
+/// its k needs (`u64` up to 32, `u128` above); and the k-mers counted.
+pub fn floe_dump(
+    input: floe_kmer::parse::Input,
+    settings: &floe_kmer::count::Settings,
+) -> (Vec<u8>, u64) {
+    if settings.k <= 32 {
+        dump_as::<u64>(input, settings)
+    } else {
+        dump_as::<u128>(input, settings)
+    }
+}
+
+fn dump_as<W: floe_kmer::count::CountWord>(
+    input: floe_kmer::parse::Input,
+    settings: &floe_kmer::count::Settings,
+) -> (Vec<u8>, u64) {
+    let counts = floe_kmer::count::count::<W>(input, settings).unwrap();
+    let total = counts.total;
+    let mut dump = Vec::new();
+    floe_kmer::output::write_dump(
+        &mut counts.into_kmers(),
+        settings.k,
+        &Default::default(),
+        &mut dump,
+    )
+    .unwrap();
+    (dump, total)
+}
