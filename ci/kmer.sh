@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # floe-kmer against jellyfish 2 on real reads: bowtie2's example reads (10,000 short reads)
-# and long reads, k = 15, 21, 31, 41 and 63, with and without -C, through every engine
-# that counts the k (the compact one only above 32): every k-mer's count (`jellyfish dump -c | sort` against floe-kmer's
+# and long reads, k = 15, 21 and 31 (and 41 and 63 on the short reads), with and without
+# -C, through every engine that counts the k (the compact one only above 32): every k-mer's count (`jellyfish dump -c | sort` against floe-kmer's
 # database read by `dump -c`) and the histogram (`jellyfish histo`) must be the same; so
 # must `query -s`, `stats`, a bucketed `histo -f` and the FASTA dump of both databases, and
 # the text `count --text` and `count --histo` write without one, and `merge` of the reads'
@@ -60,7 +60,10 @@ check() { # name, then the two files that must be equal
 }
 
 for name in reads_1 longreads; do
-    for k in 15 21 31 41 63; do
+    # Long k on the short reads only (the debug build's time: CI's 30 minutes).
+    ks="15 21 31"
+    [ "$name" = reads_1 ] && ks+=" 41 63"
+    for k in $ks; do
         engines="compact batched delegated"
         ((k <= 32)) || engines=compact
         for strand in "" -C; do

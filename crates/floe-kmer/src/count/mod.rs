@@ -206,6 +206,9 @@ pub struct Settings {
     pub engine: EngineKind,
 }
 
+/// Where a thread writes its k-mers of one bucket of a sorted part, and how many it wrote.
+type Stretch<'p, W> = (&'p mut [(W, u64)], usize);
+
 /// A finished count: the table where the engine counted (not copied out, so a histogram is
 /// tallied without a second copy of every k-mer), and what it took.
 pub struct Counts<W: Word = u64> {
@@ -235,8 +238,10 @@ impl<W: Word> Counts<W> {
     /// parts (a copy of them all would cost 16 bytes a k-mer on top of the table).
     ///
     /// With more than one part, one pass over the table tallies the k-mers by their first
-    /// four bases; the tallies are grouped into ranges of about a part's share of the k-mers;
-    /// then each range is gathered in a pass of its own, sorted and visited.
+    /// four bases (buckets); the tallies are grouped into ranges of about a part's share of
+    /// the k-mers; then each range is gathered in a pass of its own (each thread placing its
+    /// shard's k-mers by bucket, where the tallies say), its buckets sorted on every thread,
+    /// and visited.
     ///
     /// # Errors
     /// The first of `visit`'s.
@@ -289,29 +294,71 @@ impl<W: Word> Counts<W> {
         let largest = ranges.iter().map(|&(_, _, held)| held).max().unwrap_or(0);
         let mut part = Vec::with_capacity(largest);
         for (start, end, held) in ranges {
-            // Each thread writes its shard's k-mers of the part into its own stretch of it.
             part.clear();
             part.resize(held, (W::ZERO, 0u64));
+            // Where each thread writes its shard's k-mers of each bucket: bucket after bucket,
+            // each bucket's stretch shard after shard, so that a bucket is one run of the
+            // part, sorted on its own.
             let mut rest = &mut part[..];
-            let mut stretches = Vec::with_capacity(shard_tallies.len());
-            for shard in &shard_tallies {
-                let (mine, after) = rest.split_at_mut(shard[start..end].iter().sum());
-                stretches.push((mine, 0usize));
-                rest = after;
+            let mut places: Vec<Vec<Stretch<'_, W>>> = (0..shard_tallies.len())
+                .map(|_| Vec::with_capacity(end - start))
+                .collect();
+            for bucket in start..end {
+                for (shard, tally) in shard_tallies.iter().enumerate() {
+                    let (mine, after) = std::mem::take(&mut rest).split_at_mut(tally[bucket]);
+                    places[shard].push((mine, 0usize));
+                    rest = after;
+                }
             }
-            let filled = self.gather(stretches, |(stretch, written), kmer, count| {
-                if (start..end).contains(&bucket(kmer)) {
+            let filled = self.gather(places, |places, kmer, count| {
+                let at = bucket(kmer).wrapping_sub(start);
+                if let Some((stretch, written)) = places.get_mut(at) {
                     stretch[*written] = (kmer, count);
                     *written += 1;
                 }
             });
             debug_assert!(filled
                 .iter()
-                .all(|(stretch, written)| stretch.len() == *written));
-            part.sort_unstable_by_key(|&(kmer, _)| kmer);
+                .flatten()
+                .all(|(s, written)| s.len() == *written));
+            drop(filled);
+            self.sort_buckets(&mut part, &tallies[start..end]);
             visit(&part)?;
         }
         Ok(())
+    }
+
+    /// Sorts `part`, made of runs of k-mers of `buckets[i]` each (the k-mers of a run all
+    /// below the next run's), by sorting the runs on the count's threads: a thread takes
+    /// consecutive runs of about its share of the k-mers.
+    fn sort_buckets(&self, part: &mut [(W, u64)], buckets: &[usize]) {
+        let threads = self.threads.max(1);
+        if threads == 1 || buckets.len() == 1 {
+            part.sort_unstable_by_key(|&(kmer, _)| kmer);
+            return;
+        }
+        let share = part.len().div_ceil(threads).max(1);
+        let mut groups: Vec<Vec<&mut [(W, u64)]>> = vec![Vec::new()];
+        let (mut rest, mut held) = (part, 0);
+        for &tally in buckets {
+            if held >= share {
+                groups.push(Vec::new());
+                held = 0;
+            }
+            let (run, after) = std::mem::take(&mut rest).split_at_mut(tally);
+            groups.last_mut().expect("one group at least").push(run);
+            held += tally;
+            rest = after;
+        }
+        thread::scope(|scope| {
+            for group in groups {
+                scope.spawn(move || {
+                    for run in group {
+                        run.sort_unstable_by_key(|&(kmer, _)| kmer);
+                    }
+                });
+            }
+        });
     }
 
     /// One pass over the table on `accumulators.len()` threads, each over its shard of the

@@ -6,7 +6,9 @@
 //! input again and counts only the k-mers of one range, into a compact table capped at its
 //! share of the budget ([`Limits::table_bytes`]); the caller takes each pass's counts
 //! (writes them out, to disk) before the next pass makes its table. The ranges follow one
-//! another upwards, so the passes' sorted k-mers, one after the other, are sorted.
+//! another upwards, so the passes' sorted k-mers, one after the other, are sorted. (K-mers
+//! longer than 32 bases are cut by their first 32: the ranges are of [`prefix`]es, which
+//! keep the k-mers' order.)
 //!
 //! How many passes: the size hint (distinct k-mers expected) says how large one table for all
 //! of them would be; the k-mer space is cut into that many tables' worth, a power of two, by
@@ -175,7 +177,8 @@ const SKETCH_RANGE_BITS: u32 = 8;
 const SKETCH_REGISTER_BITS: u32 = 10;
 
 /// Distinct k-mers per range of the k-mer space (ranges by the top [`SKETCH_RANGE_BITS`]
-/// bits of their prefixes), estimated by a HyperLogLog per range (Flajolet, Fusy, Gandouet and Meunier, 2007):
+/// bits of their prefixes), estimated by a HyperLogLog per range (Flajolet, Fusy, Gandouet
+/// and Meunier, 2007):
 /// a k-mer's hash picks one of the range's registers, which keeps the most leading zeros seen
 /// in the rest of the hashes it was picked by. 256 KiB whatever the input.
 struct Sketch {
