@@ -442,11 +442,12 @@ pub fn count<W: CountWord>(input: Input, settings: &Settings) -> Result<Counts<W
 /// A word the engines count in: the compact engine counts any, floe's maps (the other
 /// engines) hold 8-byte keys, so k-mers of `u64` only.
 pub trait CountWord: compact::Slot {
-    /// Runs the engine `kind` (not the compact one) over `worker`.
+    /// Runs the engine `kind` over `worker` (`count_within` runs the compact one itself,
+    /// within its limits).
     ///
     /// # Errors
     /// The engine's, and [`Error::Usage`] where it does not count this word.
-    fn run_floe_engine(
+    fn run_engine(
         kind: EngineKind,
         settings: &Settings,
         worker: &impl Worker<Self>,
@@ -454,7 +455,7 @@ pub trait CountWord: compact::Slot {
 }
 
 impl CountWord for u64 {
-    fn run_floe_engine(
+    fn run_engine(
         kind: EngineKind,
         settings: &Settings,
         worker: &impl Worker<u64>,
@@ -476,17 +477,25 @@ impl CountWord for u64 {
                 threads,
                 worker,
             ),
-            EngineKind::Compact => unreachable!("the compact engine is run by count_within"),
+            EngineKind::Compact => run(
+                compact::Compact::<u64>::new(settings.k, settings.size_hint)?,
+                threads,
+                worker,
+            ),
         }
     }
 }
 
 impl CountWord for u128 {
-    fn run_floe_engine(
+    fn run_engine(
         kind: EngineKind,
         settings: &Settings,
-        _: &impl Worker<u128>,
+        worker: &impl Worker<u128>,
     ) -> Result<(u64, Box<dyn Table<u128>>), Error> {
+        if kind == EngineKind::Compact {
+            let engine = compact::Compact::<u128>::new(settings.k, settings.size_hint)?;
+            return run(engine, settings.threads.max(1), worker);
+        }
         Err(Error::Usage(format!(
             "--engine {} counts k up to 32 (floe's maps hold 8-byte keys), not k = {}; the \
              compact engine (the default) counts k up to 64",
@@ -533,7 +542,7 @@ pub fn count_within<W: CountWord>(
             threads,
             &worker,
         )?,
-        other => W::run_floe_engine(other, settings, &worker)?,
+        other => W::run_engine(other, settings, &worker)?,
     };
     let elapsed = start.elapsed();
     let mut sum = 0u64;
