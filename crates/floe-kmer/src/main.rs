@@ -395,7 +395,7 @@ fn count_and_write<W: CountWord>(
             args,
             settings,
             &sources,
-            budget,
+            (budget, filter, buckets),
             &mut output,
             progress,
             start,
@@ -475,15 +475,12 @@ fn run_in_passes<W: CountWord>(
     args: &CountArgs,
     settings: &Settings,
     sources: &[Source],
-    budget: usize,
+    (budget, filter, buckets): (usize, Filter, Buckets),
     output: &mut Destination,
     progress: ProgressBar,
     start: Instant,
 ) -> Result<(), Error> {
     let (k, canonical) = (settings.k, settings.canonical);
-    let filter = args.filter.filter()?;
-    let buckets = Buckets::new(1, args.histo_high, 1)
-        .map_err(|why| Error::Usage(format!("--histo-high {}: {why}", args.histo_high)))?;
     let count = |each: &mut dyn FnMut(Counts<W>) -> Result<(), Error>| {
         let counted = count_in_passes::<W>(sources, settings, budget, &progress, |pass| {
             each(pass.counts)
