@@ -1404,14 +1404,20 @@ impl RawMap {
             swept.bad_links = sweeper.links(&current, true).cut;
             current.set_len(block.keys as usize);
         } else if let Some(next) = &next {
-            // Both tables' links first (a rebuilt move chains buckets in `next`), then the
-            // moves a crash interrupted, then each table's bins.
-            swept.bad_links = sweeper.links(&current, true).cut + sweeper.links(next, true).cut;
+            // Both tables' links first (a rebuilt move chains buckets in `next`, first those
+            // a power loss left chained nowhere), then the moves a crash interrupted, then
+            // each table's bins.
+            let next_chained = sweeper.links(next, true);
+            sweeper.unchained(next, next_chained);
+            swept.bad_links = sweeper.links(&current, true).cut + next_chained.cut;
             let moves = sweeper
                 .moves(&current, next, block.group as usize)
                 .map_err(|error| {
                     Error::storage(StorageError::from_io("sync a table file", error))
                 })?;
+            if moves.unplaced > 0 {
+                return damaged("an interrupted move's keys do not fit the bins they move into");
+            }
             swept.add(moves);
             let (new, old) = (sweeper.bins(next, true), sweeper.bins(&current, true));
             next.set_len(new.keys);

@@ -89,7 +89,10 @@
 //! ends with a *transfer reserve* of `4/3` of the old pool, taken from its own cursor; regular
 //! inserts take from the part before it. Transfers can never run out (a shrink sizes the
 //! reserve from the frozen groups' exact demand); should the argument fail, a transfer takes
-//! from the regular pool before it gives up.
+//! from the regular pool before it gives up. A power loss can keep a later new bin's link
+//! word but not an earlier one's, leaving buckets below the reserve's cursor chained nowhere;
+//! the recovery hands those back to the transfers (`recover.rs`), so the argument holds
+//! across it.
 //!
 //! # Power loss during a move
 //!
@@ -718,17 +721,29 @@ impl RawTable {
     /// bin's `DoneTransfer` CAS. A `Shadow` is placed as a shadow of `key` (`value` unused),
     /// under this table's shadow key for the bin.
     pub(super) fn place(&self, index: usize, key: u64, value: u64, state: SlotState) -> Placed {
+        self.try_place(index, key, value, state).expect(
+            "a new bin receives the keys of one old bin or group (at most 15), and the \
+             reserve covers the old pool's demand",
+        )
+    }
+
+    /// [`place`](Self::place), or `None` if the bin has no free slot or no link bucket is
+    /// left for it (only in a damaged file, which a recovery refuses).
+    pub(super) fn try_place(
+        &self,
+        index: usize,
+        key: u64,
+        value: u64,
+        state: SlotState,
+    ) -> Option<Placed> {
         let bin = &self.bins[index];
         let header = Header(bin.header.load(Ordering::Relaxed));
-        let slot = header
-            .invalid()
-            .first()
-            .expect("a new bin receives the keys of one old bin or group: at most 15");
+        let slot = header.invalid().first()?;
         if let (Some(bucket), _) = crate::control::header::slot_place(slot) {
             let link = Link(bin.link.load(Ordering::Relaxed));
             if link.bucket(bucket).is_none() {
                 let width = Link::field_width(bucket);
-                let taken = self.take_for_transfer(width);
+                let taken = self.take_for_transfer(width)?;
                 for line in &self.links[taken..taken + width] {
                     self.fill_taken(&line.slots, self.dead_key(index));
                 }
@@ -743,7 +758,7 @@ impl RawTable {
         }
         bin.header
             .store(header.with_slot(slot, state).0, Ordering::Relaxed);
-        Placed { bin: index, slot }
+        Some(Placed { bin: index, slot })
     }
 
     /// Give a key `place`d in this (new) table a newer value (a put reached the old slot
@@ -767,20 +782,21 @@ impl RawTable {
         );
     }
 
-    /// `width` consecutive link buckets for a transfer: from the transfer reserve, or, should
-    /// the reserve's argument fail (module docs), from the regular pool.
-    fn take_for_transfer(&self, width: usize) -> usize {
+    /// `width` consecutive link buckets for a transfer: from the transfer reserve; should the
+    /// reserve's argument fail (module docs), from buckets a recovery found unchained, then
+    /// from the regular pool; `None` if none is left.
+    fn take_for_transfer(&self, width: usize) -> Option<usize> {
         let taken = self.transfer_next.fetch_add(width, Ordering::Relaxed);
         let index = self.transfer_base + taken;
         if index + width <= self.links.len() {
-            return index;
+            return Some(index);
+        }
+        #[cfg(not(loom))]
+        if let Some(index) = self.take_unchained(width) {
+            return Some(index);
         }
         let regular = self.next_link.fetch_add(width, Ordering::Relaxed);
-        assert!(
-            regular + width <= self.transfer_base,
-            "a transfer found no link bucket left (the reserve covers the old pool's demand)"
-        );
-        regular
+        (regular + width <= self.transfer_base).then_some(regular)
     }
 }
 

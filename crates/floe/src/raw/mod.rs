@@ -658,6 +658,11 @@ pub(crate) struct RawTable {
     transfer_base: usize,
     /// Cursor into the transfer reserve.
     transfer_next: CachePadded<AtomicUsize>,
+    /// Runs of link buckets below the pool cursors that no bin chains, which its transfers
+    /// take before the regular pool: found by the recovery of a table a migration was filling
+    /// (`recover.rs`, "Link buckets a power loss unchained"); empty otherwise.
+    #[cfg(not(loom))]
+    unchained: std::sync::Mutex<Vec<core::ops::Range<usize>>>,
     /// The migration out of this table.
     pub(crate) migration: Migration<RawTable>,
     /// Tables of the map alive (a statistic: decremented when this table is dropped).
@@ -781,6 +786,8 @@ impl RawTable {
             next_link: CachePadded::new(AtomicUsize::new(0)),
             transfer_base: geometry.link_buckets,
             transfer_next: CachePadded::new(AtomicUsize::new(0)),
+            #[cfg(not(loom))]
+            unchained: std::sync::Mutex::new(Vec::new()),
             migration: Migration::new(),
             alive,
             links_lost: AtomicUsize::new(0),
@@ -2411,6 +2418,12 @@ impl Drop for RawTable {
 /// tests and models pick bins directly, so no hasher is involved.
 #[cfg(test)]
 fn test_table(bins: usize, links: usize) -> RawTable {
+    test_table_with_reserve(bins, links, 0)
+}
+
+/// [`test_table`] with a transfer reserve of `reserve` link buckets after its pool.
+#[cfg(test)]
+fn test_table_with_reserve(bins: usize, links: usize, reserve: usize) -> RawTable {
     let dead = DeadKeys {
         primary: u64::MAX,
         primary_bin: 0,
@@ -2426,7 +2439,7 @@ fn test_table(bins: usize, links: usize) -> RawTable {
         Geometry {
             bins,
             link_buckets: links,
-            transfer_reserve: 0,
+            transfer_reserve: reserve,
             huge_pages: false,
         },
         dead,

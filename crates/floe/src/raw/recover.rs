@@ -60,6 +60,20 @@
 //! Zero is the dead key of every bin but the one key 0 hashes to, and there such a line would
 //! read as key 0 with value 0: recovery frees its slots (`in_unwritten_line`).
 //!
+//! # Link buckets a power loss unchained
+//!
+//! A move chains link buckets in the new table from the transfer reserve's cursor, so a
+//! later new bin holds a later bucket. A power loss can keep the later bin's line and lose the
+//! earlier one's: the earlier buckets are then below the cursor (which recovery sets past the
+//! largest chained bucket) and chained nowhere, and the rebuild of the earlier bin's move
+//! needs as many again. Were they left, every power loss during a move would spend reserve
+//! that its argument (`migrate.rs`, "Link buckets") counted once, and a shrink, whose reserve
+//! is its exact demand, would run out. So recovery lists the buckets below the cursors of a
+//! migration's new table that no bin chains (`Sweeper::unchained`), and transfers take from
+//! that list before the regular pool: a move rebuilt or finished after a power loss takes no
+//! more buckets than one never interrupted. Should a damaged file still leave a key of an
+//! interrupted move no slot or bucket, the open refuses the map and marks nothing done.
+//!
 //! Recovery runs before any thread can reach the tables, so it uses plain stores.
 //!
 //! # In parallel
@@ -75,11 +89,13 @@
 //! sweep makes of that bucket depends on which bin's thread gets to it first, as on one
 //! thread it depends on the bins' order, and every access is atomic, so it is a damaged map
 //! settled one way or another, never a data race. The pool cursors take the largest chained
-//! bucket any chunk saw; a move that needs a bucket takes it with an atomic add.
+//! bucket any chunk saw; a move that needs a bucket takes it with an atomic add (or, from the
+//! buckets found unchained, under a lock).
 
 use std::{
     collections::{HashMap, HashSet},
     ops::Range,
+    sync::PoisonError,
 };
 
 use super::{
@@ -95,7 +111,7 @@ use crate::{
         header::{slot_place, BinState, Header, Link, SlotMask, SlotState},
     },
     hash::fastrange,
-    sync::{AtomicUsize, Ordering},
+    sync::{AtomicU64, AtomicUsize, Ordering},
 };
 
 /// What a recovery sweep found.
@@ -113,6 +129,9 @@ pub(crate) struct Swept {
     pub(crate) rebuilt: usize,
     /// Free slots holding something other than the dead key (left by a power loss), cleared.
     pub(crate) stale: usize,
+    /// Keys of an interrupted move that found no free slot or link bucket in their new bin
+    /// (only in a damaged file: the open refuses it).
+    pub(crate) unplaced: usize,
 }
 
 impl Swept {
@@ -123,6 +142,7 @@ impl Swept {
         self.bad_links += other.bad_links;
         self.rebuilt += other.rebuilt;
         self.stale += other.stale;
+        self.unplaced += other.unplaced;
     }
 }
 
@@ -181,6 +201,10 @@ impl Tally for BinStates {
             *mine += theirs;
         }
     }
+}
+
+impl Tally for () {
+    fn add(&mut self, (): ()) {}
 }
 
 impl<A: Tally, B: Tally> Tally for (A, B) {
@@ -305,6 +329,35 @@ impl Sweeper {
         chained
     }
 
+    /// After [`links`](Self::links) over the table a migration was filling (`chained`, what
+    /// it found): list the link buckets below its cursors that no bin chains, for its
+    /// transfers to take first (module docs, "Link buckets a power loss unchained").
+    pub(crate) fn unchained(&self, table: &RawTable, chained: Chained) {
+        let marks: Vec<AtomicU64> = (0..table.links.len().div_ceil(64))
+            .map(|_| AtomicU64::new(0))
+            .collect();
+        self.run(table.bins(), CHUNK_BINS, &|range, _| {
+            table.mark_chained(range, &marks);
+        });
+        let chained_at = |bucket: usize| {
+            // Relaxed: the sweep's threads were joined.
+            marks[bucket / 64].load(Ordering::Relaxed) & (1 << (bucket % 64)) != 0
+        };
+        let mut runs: Vec<Range<usize>> = Vec::new();
+        let below_cursors = (0..chained.regular_end)
+            .chain(table.transfer_base..table.transfer_base + chained.reserve_end);
+        for bucket in below_cursors.filter(|&bucket| !chained_at(bucket)) {
+            match runs.last_mut() {
+                Some(run) if run.end == bucket => run.end += 1,
+                _ => runs.push(bucket..bucket + 1),
+            }
+        }
+        *table
+            .unchained
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = runs;
+    }
+
     /// `recover_bins` over the whole table.
     pub(crate) fn bins(&self, table: &RawTable, write: bool) -> Swept {
         self.run(table.bins(), CHUNK_BINS, &|range, rehash| {
@@ -326,7 +379,9 @@ impl Sweeper {
         let swept = self.run(groups, chunk, &|range, rehash| {
             table.recover_moves(next, group, range, rehash)
         });
-        if swept.rebuilt > 0 {
+        // A key left unplaced: the open refuses the map, and no old bin may be marked done
+        // (its slots hold the only copy of that key).
+        if swept.rebuilt > 0 && swept.unplaced == 0 {
             next.crash_point();
             next.sync_file()?;
             next.crash_point();
@@ -394,6 +449,35 @@ impl RawTable {
             }
         }
         chained
+    }
+
+    /// Set in `marks` (a bit per link bucket) the buckets bins `range` chain. Run after
+    /// `recover_links` cut the links that name buckets outside the pool.
+    fn mark_chained(&self, range: Range<usize>, marks: &[AtomicU64]) {
+        for bin in &self.bins[range] {
+            let link = Link(bin.link.load(Ordering::Relaxed));
+            for bucket in 0..2 {
+                let Some(first) = link.bucket(bucket) else {
+                    continue;
+                };
+                for taken in first..(first + Link::field_width(bucket)).min(self.links.len()) {
+                    // Relaxed: read after the sweep's threads are joined.
+                    marks[taken / 64].fetch_or(1 << (taken % 64), Ordering::Relaxed);
+                }
+            }
+        }
+    }
+
+    /// `width` consecutive link buckets from those a recovery found unchained
+    /// ([`Sweeper::unchained`]), or `None`. Only a transfer takes them, after the reserve.
+    pub(super) fn take_unchained(&self, width: usize) -> Option<usize> {
+        let mut runs = self
+            .unchained
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let run = runs.iter_mut().find(|run| run.len() >= width)?;
+        run.start += width;
+        Some(run.start - width)
     }
 
     /// Set the pool cursors past every chained bucket (what `recover_links` found over every
@@ -670,7 +754,9 @@ impl RawTable {
             for (key, value) in live {
                 let bin = fastrange(rehash(key), next.bins());
                 if targets.contains(&bin) {
-                    next.place(bin, key, value, SlotState::Valid);
+                    if next.try_place(bin, key, value, SlotState::Valid).is_none() {
+                        swept.unplaced += 1;
+                    }
                 } else {
                     swept.misplaced += 1;
                 }
@@ -828,5 +914,122 @@ impl RawTable {
     /// The table file's generation, for a persistent table.
     pub(crate) fn file_gen(&self) -> Option<u64> {
         self.file.as_ref().map(|file| file.gen)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{loader::ScalarLoader, test_table_with_reserve};
+    use super::*;
+    use crate::raw::Inserted;
+
+    const P: ScalarLoader = ScalarLoader;
+
+    /// Two threads, each hashing a key to itself.
+    const SWEEPER: Sweeper = Sweeper {
+        loader: Loader::Scalar(ScalarLoader),
+        threads: 2,
+        seed: 0,
+        with_rehash: |_, body| body(&|key| key),
+    };
+
+    /// The `k`th test key of bin `bin` of a table of four bins, under the identity hash
+    /// (`fastrange` of it is `bin`, and `bin / 2` in a table of two).
+    fn key(bin: usize, k: u64) -> u64 {
+        ((bin as u64) << 62) | (k + 1)
+    }
+
+    /// A shrink of four bins into two (groups of two) whose transfer `place`d every key and
+    /// retired none: old bins 0 and 1 hold 15 keys (new bin 0 needs all three link lines,
+    /// chained first: buckets 0 to 2 of the reserve), old bin 2 holds 4 (new bin 1 needs
+    /// one, bucket 3). Then the power fails: every old bin reached the disk claimed, and of
+    /// the new bins only bin 1's line. The keys.
+    fn shrink_cut_by_power_loss(old: &RawTable, next: &RawTable) -> Vec<u64> {
+        let mut keys = Vec::new();
+        for (bin, count) in [(0, 8), (1, 7), (2, 4)] {
+            for k in 0..count {
+                let key = key(bin, k);
+                assert_eq!(old.insert(P, bin, key, key ^ 7).unwrap(), Ok(Inserted::New));
+                keys.push(key);
+            }
+        }
+        for &key in &keys {
+            next.place(fastrange(key, 2), key, key ^ 7, SlotState::Valid);
+        }
+        assert_eq!(
+            next.transfer_used(),
+            4,
+            "bin 0 took buckets 0 to 2, bin 1 bucket 3"
+        );
+        next.bins[0].header.store(0, Ordering::Relaxed);
+        next.bins[0].link.store(0, Ordering::Relaxed);
+        for bin in old.bins.iter() {
+            let header = Header(bin.header.load(Ordering::Relaxed));
+            bin.header.store(
+                header.with_bin_state(BinState::InTransfer).0,
+                Ordering::Relaxed,
+            );
+        }
+        keys
+    }
+
+    /// The recovered reserve cursor stands past bucket 3, so buckets 0 to 2 are chained
+    /// nowhere: the recovery must take them to place new bin 0's keys again. (Before, it found
+    /// the reserve spent and no regular pool, and panicked: seen once in CI, in
+    /// `tests/persist.rs`' power losses during a shrink.)
+    #[test]
+    fn an_interrupted_move_reuses_link_buckets_a_power_loss_unchained() {
+        let (old, next) = (
+            test_table_with_reserve(4, 8, 0),
+            test_table_with_reserve(2, 0, 4),
+        );
+        let keys = shrink_cut_by_power_loss(&old, &next);
+        let chained = SWEEPER.links(&next, true);
+        SWEEPER.unchained(&next, chained);
+        assert_eq!(
+            next.unchained.lock().unwrap().as_slice(),
+            &[Range { start: 0, end: 3 }],
+            "buckets 0 to 2"
+        );
+        let swept = SWEEPER.moves(&old, &next, 2).unwrap();
+        assert_eq!((swept.rebuilt, swept.misplaced, swept.unplaced), (2, 0, 0));
+        for &key in &keys {
+            assert_eq!(
+                next.get(P, fastrange(key, 2), key).unwrap(),
+                Some(key ^ 7),
+                "key {key:#x}"
+            );
+        }
+        let found = SWEEPER.bins(&next, true);
+        assert_eq!((found.keys, found.freed, found.stale), (keys.len(), 0, 0));
+        next.set_len(found.keys);
+        assert_eq!(next.check_invariants(), keys.len());
+        assert!(next.unchained.lock().unwrap().iter().all(Range::is_empty));
+        for bin in 0..4 {
+            assert_eq!(old.move_state(bin / 2 * 2, 2), MoveState::Done);
+        }
+    }
+
+    /// The same image without the list of unchained buckets (as a damaged file can leave a
+    /// move no room): the keys that find no bucket are counted, the open refuses the map, and
+    /// no old bin is marked done, so their only copies stay where they are.
+    #[test]
+    fn a_move_left_no_room_is_refused_and_not_marked_done() {
+        let (old, next) = (
+            test_table_with_reserve(4, 8, 0),
+            test_table_with_reserve(2, 0, 4),
+        );
+        let keys = shrink_cut_by_power_loss(&old, &next);
+        SWEEPER.links(&next, true);
+        let swept = SWEEPER.moves(&old, &next, 2).unwrap();
+        assert!(swept.unplaced > 0, "{swept:?}");
+        assert_eq!(old.move_state(0, 2), MoveState::Interrupted);
+        for &key in &keys {
+            let mut held = false;
+            old.held_slots(fastrange(key, 4), |slot_key, value| {
+                held |= slot_key == key && value == key ^ 7;
+            });
+            assert!(held, "key {key:#x} left its old slot");
+        }
     }
 }
