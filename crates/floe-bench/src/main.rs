@@ -108,7 +108,7 @@ fn main() -> ExitCode {
             ycsb::YcsbError::Usage(m) => Failure::Usage(m),
             ycsb::YcsbError::Run(m) => Failure::Run(m),
         }),
-        Some(Command::Server(args)) => server_load::main(args).map_err(Failure::Run),
+        Some(Command::Server(args)) => server(&args).map_err(Failure::Run),
         Some(Command::Recovery(args)) => recovery::main(args).map_err(Failure::Run),
         Some(Command::Skew(args)) => skew::main(args).map_err(Failure::Run),
         Some(Command::Dense(args)) => dense::check(&args)
@@ -859,4 +859,20 @@ fn probe(args: ProbeArgs) -> Result<(), Failure> {
     let bytes = experiment::memory_probe(args.map, &recipe, args.keys).map_err(Failure::Run)?;
     println!("rss_growth_bytes={bytes}");
     Ok(())
+}
+
+/// `floe-bench server`: one of its modes (cache-aside, hit ratios, warm restart, or the
+/// default load), each in its own module over `server_load`'s launcher and client.
+fn server(args: &server_load::ServerArgs) -> Result<(), String> {
+    server_load::prepare(args)?;
+    let cpu = machine::machine().cpu;
+    if args.cache_aside {
+        server_load::cache_aside(args, &cpu)
+    } else if args.hit_ratio {
+        hit_ratio::run(args, &args.traces, &cpu)
+    } else if args.warm_restart {
+        warm_restart::run(args, &cpu)
+    } else {
+        server_load::main(args, &cpu)
+    }
 }

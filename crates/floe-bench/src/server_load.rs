@@ -611,7 +611,9 @@ fn drive(address: SocketAddr, load: &Load<'_>) -> io::Result<Measured> {
     Ok(measured)
 }
 
-pub fn main(args: ServerArgs) -> Result<(), String> {
+/// Check `floe-bench server`'s flags and pin this process (the load generator) if asked:
+/// what every mode of the subcommand does first (`main.rs` picks the mode).
+pub(crate) fn prepare(args: &ServerArgs) -> Result<(), String> {
     if args.servers.is_empty()
         || args.value_bytes.is_empty()
         || args.multiget.is_empty()
@@ -637,16 +639,11 @@ pub fn main(args: ServerArgs) -> Result<(), String> {
             core_affinity::set_for_current(core);
         }
     }
-    let cpu = crate::machine::machine().cpu;
-    if args.cache_aside {
-        return cache_aside(&args, &cpu);
-    }
-    if args.hit_ratio {
-        return crate::hit_ratio::run(&args, &args.traces, &cpu);
-    }
-    if args.warm_restart {
-        return crate::warm_restart::run(&args, &cpu);
-    }
+    Ok(())
+}
+
+/// The load mode: throughput and latency of each server under the mixes asked for.
+pub(crate) fn main(args: &ServerArgs, cpu: &str) -> Result<(), String> {
     println!(
         "# floe-bench server: {} keys of 20 bytes, {:.0}% gets, {} connections x {} pipelined requests, servers -t {} -m {}{}, {} s per run, median of {}; CPU {cpu}",
         args.keys,
@@ -664,7 +661,7 @@ pub fn main(args: ServerArgs) -> Result<(), String> {
         let servers: Vec<Running> = args
             .servers
             .iter()
-            .map(|name| start_server(name, &args, args.memory_mb, &[]))
+            .map(|name| start_server(name, args, args.memory_mb, &[]))
             .collect::<Result<_, _>>()?;
         for server in &servers {
             preload(server.address, args.keys, bytes)
@@ -678,7 +675,7 @@ pub fn main(args: ServerArgs) -> Result<(), String> {
                 for round in 0..args.repeat {
                     for (s, server) in servers.iter().enumerate() {
                         let load = Load {
-                            args: &args,
+                            args,
                             keys: args.keys,
                             value: vec![b'w'; bytes],
                             multiget,
@@ -740,7 +737,7 @@ pub fn main(args: ServerArgs) -> Result<(), String> {
 }
 
 /// Hit ratio under eviction: items of `--keys` keys take twice `-m`.
-fn cache_aside(args: &ServerArgs, cpu: &str) -> Result<(), String> {
+pub(crate) fn cache_aside(args: &ServerArgs, cpu: &str) -> Result<(), String> {
     println!(
         "# floe-bench server --cache-aside: get, set on a miss; {} requests per server (hit ratio of the second half); -m {} MiB; key space twice -m; CPU {cpu}",
         args.requests, args.memory_mb

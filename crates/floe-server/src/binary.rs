@@ -11,9 +11,10 @@
 //! `Value too large` and discarded as it arrives.
 
 use crate::{
-    cache::{Counter, Deleted, Delta, Item, Session, StoreMode, Stored, MAX_KEY_LEN},
+    cache::{Counter, Deleted, Delta, Item, Session, StoreMode, Stored},
     detail::{self, Op},
-    text::{Served, LOOKUP_BATCH, VERSION},
+    protocol::{MAX_KEY_LEN, VERSION},
+    text::{Served, LOOKUP_BATCH},
 };
 
 const HEADER: usize = 24;

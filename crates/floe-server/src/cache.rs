@@ -102,16 +102,13 @@ use floe::{
     hash::DefaultHashBuilder, Compute, Insert, Map, MapRef, MapRequest, MapResponse, Operation,
 };
 
-use crate::persist::{Kind, Record, Replayed, Restore, Store, StoreError, StoreOptions};
+use crate::{
+    persist::{Kind, Record, Replayed, Restore, Store, StoreError, StoreOptions},
+    protocol::REALTIME_MAXDELTA,
+};
 
 /// A key, shared by the map entry and the eviction queue's node.
 pub type Key = Arc<[u8]>;
-
-/// The longest key memcached accepts.
-pub const MAX_KEY_LEN: usize = 250;
-
-/// Expiry times above this many seconds are absolute Unix times (memcached's 30 days).
-pub const REALTIME_MAXDELTA: i64 = 60 * 60 * 24 * 30;
 
 /// Bytes the allocator takes for a request of `n` bytes (glibc's malloc: an 8-byte header,
 /// 16-byte granules, 32 bytes at least).

@@ -11,7 +11,8 @@ use core::sync::atomic::{AtomicBool, Ordering};
 use crate::{
     binary,
     cache::Worker,
-    text::{self, TextState, MAX_GET_LINE},
+    protocol::MAX_GET_LINE,
+    text::{self, TextState},
 };
 
 /// Capacity an idle connection keeps of each of its buffers, input and output

@@ -5,7 +5,7 @@
 //! [`binary`] (its binary protocol), [`connection`] (a connection's unanswered input),
 //! [`server`] (one mio event loop per worker thread, connections, back-pressure),
 //! [`stats`], [`detail`] (per-prefix counts) and [`crawler`] (`lru_crawler`), [`persist`] (warm restarts: journals and snapshots, `-e`), then `main.rs`
-//! (flags).
+//! (flags). [`protocol`] holds memcached's limits and version string, which they share.
 
 pub mod binary;
 pub mod cache;
@@ -14,6 +14,7 @@ pub mod crawler;
 pub mod detail;
 pub mod log;
 pub mod persist;
+pub mod protocol;
 pub mod server;
 pub mod stats;
 pub mod text;

@@ -303,7 +303,7 @@ impl<'a> Record<'a> {
         let u64_at = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
         let key_len = u16_at(6) as usize;
         let data_len = u32_at(8) as usize;
-        if key_len > crate::cache::MAX_KEY_LEN {
+        if key_len > crate::protocol::MAX_KEY_LEN {
             return Err("a key longer than 250 bytes");
         }
         let len = RECORD_HEADER + key_len + data_len;

@@ -10,7 +10,7 @@
 //! [`OUTPUT_LOW_WATER`], the requests left waiting first. A client that sends and never
 //! reads therefore holds at most that much output (plus one value) and its socket
 //! buffers, whatever it asked for, and stalls no one else. Input is bounded by the longest
-//! request: a line limit (`text::MAX_LINE`, `text::MAX_GET_LINE`) and `-I` for a data
+//! request: a line limit (`protocol::MAX_LINE`, `protocol::MAX_GET_LINE`) and `-I` for a data
 //! block; a larger value's data is discarded as it arrives, never buffered whole.
 
 use std::{

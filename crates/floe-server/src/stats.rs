@@ -161,7 +161,7 @@ fn general(out: &mut Vec<u8>, cache: &Cache) {
     stat(out, "pid", std::process::id());
     stat(out, "uptime", now.saturating_sub(2));
     stat(out, "time", cache.process_started() + now as i64);
-    stat(out, "version", crate::text::VERSION);
+    stat(out, "version", crate::protocol::VERSION);
     stat(out, "pointer_size", usize::BITS);
     stat(out, "rusage_user", user);
     stat(out, "rusage_system", system);

@@ -24,22 +24,14 @@
 use base64::{engine::general_purpose::STANDARD as BASE64, Engine as _};
 
 use crate::{
-    cache::{
-        Counter, Deleted, Delta, Item, MetaStore, Session, StoreMode, Stored, Tombstone,
-        MAX_KEY_LEN,
-    },
+    cache::{Counter, Deleted, Delta, Item, MetaStore, Session, StoreMode, Stored, Tombstone},
     detail::{self, Op},
+    protocol::{MAX_GET_LINE, MAX_KEY_LEN, MAX_LINE, VERSION},
 };
 
 // A metadump answered in part keeps its 64-bit index position where a get line keeps its
 // byte offset (`TextState::resume_at`, a usize).
 const _: () = assert!(usize::BITS == 64, "floe-server needs a 64-bit usize");
-
-/// The longest command line (without its data block) other than the get commands.
-pub const MAX_LINE: usize = 8 << 10;
-
-/// The longest get / gets / gat / gats / mg line (about 1,000 keys of 250 bytes).
-pub const MAX_GET_LINE: usize = 256 << 10;
 
 /// The most tokens a non-get command line may have (memcached's `MAX_TOKENS`).
 const MAX_TOKENS: usize = 24;
@@ -47,10 +39,6 @@ const MAX_TOKENS: usize = 24;
 /// The most keys looked up in one batch: enough for the batch's prefetching to pay, few
 /// enough that a batch cut short by the output's room wastes little.
 pub const LOOKUP_BATCH: usize = 64;
-
-/// The version string clients see; the `1.6` prefix makes version-sniffing clients treat
-/// the server as a memcached 1.6.
-pub const VERSION: &str = concat!("1.6.99-floe-", env!("CARGO_PKG_VERSION"));
 
 /// What `serve` did with the input.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

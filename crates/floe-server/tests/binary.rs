@@ -229,7 +229,7 @@ fn stores_with_cas_and_counters() {
     s.write_all(&request(0x0b, &[], &[], &[], 18, 0)).unwrap();
     assert_eq!(
         response(&mut s).value,
-        floe_server::text::VERSION.as_bytes()
+        floe_server::protocol::VERSION.as_bytes()
     );
     s.write_all(&request(0x10, &[], &[], &[], 19, 0)).unwrap();
     let mut stats = 0;

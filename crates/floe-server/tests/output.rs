@@ -199,7 +199,7 @@ fn output_stays_bounded_whatever_is_asked() {
         one_line.extend_from_slice(b" big");
     }
     one_line.extend_from_slice(b"\r\n");
-    assert!(one_line.len() <= floe_server::text::MAX_GET_LINE);
+    assert!(one_line.len() <= floe_server::protocol::MAX_GET_LINE);
     let mut line_hog = connect(port);
     line_hog.write_all(&one_line).unwrap();
     server.watch(baseline, Duration::from_millis(500), "one long get line");

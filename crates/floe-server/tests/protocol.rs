@@ -735,13 +735,13 @@ fn stats_and_misc_commands() {
     let mut c = Client::connect(&running);
     c.roundtrip(
         b"version\r\n",
-        format!("VERSION {}\r\n", floe_server::text::VERSION).as_bytes(),
+        format!("VERSION {}\r\n", floe_server::protocol::VERSION).as_bytes(),
     );
     c.roundtrip(
         b"verbosity 1\r\nverbosity 0 noreply\r\nverbosity noreply\r\nverbosity x\r\nverbosity 1 2 3\r\nversion a b\r\n",
         format!(
             "OK\r\nCLIENT_ERROR bad command line format\r\nERROR\r\nVERSION {}\r\n",
-            floe_server::text::VERSION
+            floe_server::protocol::VERSION
         )
         .as_bytes(),
     );

@@ -48,6 +48,21 @@
 
 use core::hash::{BuildHasher, Hasher};
 
+/// A facade's hash function on key words, as the engine sees it: used only to place keys in
+/// a new table (a growth, a shrink, a recovery), so it is a reference to a closure and the
+/// engine is compiled once whatever the key and hasher types.
+pub(crate) type Rehash<'a> = &'a dyn Fn(u64) -> u64;
+
+/// splitmix64's finalizer: every output bit depends on every input bit. The engine's unit
+/// tests hash key words with it, choosing neither the facade's hasher nor a bin.
+#[cfg(test)]
+pub(crate) fn splitmix(key: u64) -> u64 {
+    let mut x = key.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
 /// The default hasher.
 pub type DefaultHashBuilder = Mix64;
 

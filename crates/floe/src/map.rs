@@ -628,7 +628,7 @@ impl<K: InlineKey, V: Inline, S: crate::hash::PersistentHasher> Builder<K, V, S>
 #[cfg(not(loom))]
 fn with_seeded<S: crate::hash::PersistentHasher>(
     seed: u64,
-    body: &mut dyn FnMut(crate::raw::driver::Rehash<'_>),
+    body: &mut dyn FnMut(crate::hash::Rehash<'_>),
 ) {
     let hasher = S::from_seed(seed);
     body(&|word| hasher.hash_one(word));

@@ -2195,13 +2195,7 @@ pub(super) mod tests {
     use super::*;
     use crate::raw::loader::ScalarLoader;
 
-    /// splitmix64's finalizer: every output bit depends on every input bit.
-    pub(crate) fn mixed(key: u64) -> u64 {
-        let mut x = key.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        x ^ (x >> 31)
-    }
+    use crate::hash::splitmix as mixed;
 
     fn insert(
         t: &DenseTable,

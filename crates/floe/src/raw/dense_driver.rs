@@ -26,12 +26,12 @@
 //! where the last refresh put it, and must not make inserts refresh for ever (it doubles the table
 //! instead). `reserve` and `shrink_to_fit` migrate to the size they need the same way.
 
+use crate::hash::Rehash;
 use std::sync::Arc;
 
 use super::{
     dense::{Action, DenseTable, Refused, GROW_AT_PER_MILLE, LINE_SLOTS},
     dispatch::Loader,
-    driver::Rehash,
     gate::WriterGate,
     lifecycle::{turn_to_help, Tables, READER_HELP_EVERY},
     migrate::Next,
@@ -859,7 +859,7 @@ mod tests {
     use std::sync::atomic::Ordering;
 
     use super::*;
-    use crate::raw::dense::tests::mixed;
+    use crate::hash::splitmix as mixed;
 
     /// A map of the dense layout over `hash`, starting at 4 lines, growing without limit.
     fn small(hash: &dyn Fn(u64) -> u64) -> DenseMap {

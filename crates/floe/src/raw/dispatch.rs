@@ -221,7 +221,7 @@ macro_rules! simd_entries {
                 raw: &RawTable,
                 p: $loader,
                 range: core::ops::Range<usize>,
-                rehash: crate::raw::driver::Rehash<'_>,
+                rehash: crate::hash::Rehash<'_>,
                 write: bool,
             ) -> crate::raw::Swept {
                 raw.recover_bins(p, range, rehash, write)

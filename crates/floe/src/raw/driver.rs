@@ -14,6 +14,7 @@
 //! and one load of the current pointer); then growth (`grow`, `help`, `complete`), whose
 //! per-bin protocol and argument are in `migrate.rs`; then the whole-map operations.
 
+use crate::hash::Rehash;
 use std::sync::Arc;
 
 use super::{
@@ -46,9 +47,6 @@ use crate::{
 /// Bins per step of an iterator ([`RawMap::walk_run`]): a few pages of table, so a step's
 /// buffer stays small and a step never holds back reclamation for long.
 pub(crate) const WALK_CHUNK_BINS: usize = 64;
-
-/// A facade's hash function on key words (used only to place keys in a new table).
-pub(crate) type Rehash<'a> = &'a dyn Fn(u64) -> u64;
 
 impl Table for RawTable {
     fn migration(&self) -> &Migration<Self> {

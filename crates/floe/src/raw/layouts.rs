@@ -11,9 +11,10 @@
 
 use super::{
     dense_driver::{lines_for, DenseMap, DensePinned},
-    driver::{Pinned, RawMap, Rehash},
+    driver::{Pinned, RawMap},
     Inserted, Mismatch, Stopped, WordDone, WordOp,
 };
+use crate::hash::Rehash;
 use crate::{
     config::{Backend, Config, Layout, Stats},
     error::Error,

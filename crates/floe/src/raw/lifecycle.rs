@@ -8,7 +8,8 @@
 //! migration's bookkeeping (the successor, the chunk counters) is `migrate::Migration`, also
 //! shared.
 
-use super::{driver::Rehash, migrate::Migration};
+use super::migrate::Migration;
+use crate::hash::Rehash;
 use crate::{
     config::ResizeMode,
     reclaim::{Collector, ReadGuard, Reclaim},

@@ -92,6 +92,7 @@
 //! bucket any chunk saw; a move that needs a bucket takes it with an atomic add (or, from the
 //! buckets found unchained, under a lock).
 
+use crate::hash::Rehash;
 use std::{
     collections::{HashMap, HashSet},
     ops::Range,
@@ -100,7 +101,6 @@ use std::{
 
 use super::{
     dispatch::{dispatch, Loader},
-    driver::Rehash,
     layout::{Bin, LinkBucket},
     loader::LineLoader,
     prefetch_line, RawTable,

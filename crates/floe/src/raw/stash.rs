@@ -362,7 +362,7 @@ impl Stash {
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
-    use crate::raw::dense::tests::mixed;
+    use crate::hash::splitmix as mixed;
 
     #[test]
     fn keys_go_in_and_out_of_their_lines_then_the_list() {
