@@ -13,7 +13,7 @@ if [ "$#" -eq 0 ]; then
     cargo test --release -p floe --lib --target-dir target/loom reclaim::model
     # The delegation section queue (src/delegate/queue.rs).
     cargo test --release -p floe --lib --target-dir target/loom delegate::queue::model
-    # The dense layout's headerless get against every write (src/raw/dense.rs).
+    # The dense layout's headerless get against every write (src/raw/dense/mod.rs).
     cargo test --release -p floe --lib --target-dir target/loom raw::dense::model
     # The default layout's crowd read before a growth (src/raw/mod.rs, `keys_of_bin`).
     cargo test --release -p floe --lib --target-dir target/loom raw::model

@@ -76,7 +76,7 @@ pub enum Durability {
     Process,
     /// As `Process`, and every operation (reads too) writes the cache lines of its bin back
     /// to memory (`clwb`, else `clflushopt`, else `clflush`) and fences before it returns, in
-    /// the order SEPH §3.3 argues (`src/raw/writeback.rs`), and a growth writes each copied
+    /// the order SEPH §3.3 argues (`src/raw/persist/writeback.rs`), and a growth writes each copied
     /// key back before it retires the old slot. *Only meaningful on a DAX or CXL mapping*
     /// (persistent memory), where the CPU caches are the only volatile layer: there a power
     /// loss keeps every operation that returned, without checkpoints. On an ordinary file
@@ -151,7 +151,7 @@ pub(crate) struct Config {
     pub(crate) max_bins: usize,
     /// The most bytes a map prepares ahead for its next growth (`raw/prepare.rs`); 0: none.
     pub(crate) grow_ahead: usize,
-    /// Threads a persistent map's recovery sweeps with (`raw/recover.rs`); 0: one a core.
+    /// Threads a persistent map's recovery sweeps with (`raw/persist/recover.rs`); 0: one a core.
     pub(crate) recovery_threads: usize,
     /// What a persistent map's operations make durable before they return.
     pub(crate) durability: Durability,

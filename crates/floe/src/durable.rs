@@ -1,6 +1,6 @@
 //! The durable layer under every on-disk format floe keeps: the persistent `FlatMap` (table
-//! files and a superblock, `raw/store.rs`), the journaled `PersistentMap` (`journal.rs`) and
-//! `floe-server -e` (journals and snapshots, `floe-server/src/persist.rs`). Each format keeps
+//! files and a superblock, `raw/persist/store.rs`), the journaled `PersistentMap`
+//! (`journal.rs`) and `floe-server -e` (journals and snapshots, `floe-server/src/persist.rs`). Each format keeps
 //! its own records and its own promises; what they share is here, written once:
 //!
 //! - **Files are opened as regular files or not at all** ([`open_regular`], [`read_regular`]):
@@ -54,7 +54,8 @@ use std::{
 pub(crate) const FLAT_MAP: &str = "FlatMap";
 pub(crate) const PERSISTENT_MAP: &str = "PersistentMap";
 
-/// The file that makes a directory a persistent `FlatMap`'s: its superblock (`raw/store.rs`).
+/// The file that makes a directory a persistent `FlatMap`'s: its superblock
+/// (`raw/persist/store.rs`).
 pub(crate) const FLAT_MAP_MARKER: &str = "floe.super";
 
 /// The file that makes a directory a `PersistentMap`'s: its meta file (`journal.rs`).

@@ -79,7 +79,7 @@ pub fn fastrange(hash: u64, n: usize) -> usize {
 }
 
 /// 4096 words spread over the whole 64-bit range (multiples of an odd constant), where the
-/// dense layout looks for its empty keys (`raw::dense::EmptyKeys`, `raw::stash`): even the
+/// dense layout looks for its empty keys (`raw::dense::EmptyKeys`, `raw::dense::stash`): even the
 /// identity hash sends them to every line.
 pub(crate) fn spread_words() -> impl Iterator<Item = u64> + Clone {
     (1..=4096u64).map(|i| i.wrapping_mul(P1))

@@ -66,7 +66,7 @@ use memmap2::MmapRaw;
 use crate::{
     durable::{self, Listed, Manifest, ManifestError},
     error::{Error, StorageErrorKind},
-    raw::store::{create_reserved, io_error, io_error_at, Store},
+    raw::persist::store::{create_reserved, io_error, io_error_at, Store},
 };
 
 /// Bumped whenever the meaning of a byte in the files changes.

@@ -613,7 +613,7 @@ impl<K: InlineKey, V: Inline, S: crate::hash::PersistentHasher> Builder<K, V, S>
             None => {
                 crate::durable::refuse_orphans(
                     dir,
-                    crate::raw::store::is_own_file,
+                    crate::raw::persist::store::is_own_file,
                     "table files without their superblock: a damaged map, or a creation a crash interrupted (remove them to start anew)",
                 )
                 .map_err(|error| Error::storage(error).at(dir))?;

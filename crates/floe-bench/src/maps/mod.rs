@@ -74,7 +74,7 @@ pub enum MapKind {
     FloeUnprepared,
     /// floe's FlatMap with `Layout::Dense`: headerless lines of four slots, a home and one
     /// alternative line per key, grown at about 80% of its bytes holding keys and values
-    /// (`floe/src/raw/dense.rs`). Built for `--keys` keys, its first table's trigger is a
+    /// (`floe/src/raw/dense/mod.rs`). Built for `--keys` keys, its first table's trigger is a
     /// little above them (churn workloads add at most a few keys in flight per thread).
     FloeDense,
     /// floe's FlatMap kept in files (`Builder::build_persistent`): its tables are shared

@@ -143,7 +143,7 @@ impl<T: ZeroInit> TableMemory<T> {
     /// holds: a file mapping written by an earlier table of the same layout, or fresh zeroes.
     /// Every bit pattern is a valid bin or link bucket (atomics and plain words), so any
     /// content is sound to read; whether it is a consistent table is recovery's business
-    /// (`recover.rs`). `None` if they do not fit.
+    /// (`persist/recover.rs`). `None` if they do not fit.
     pub(crate) fn in_region_at(region: Arc<Region>, offset: usize, len: usize) -> Option<Self> {
         let bytes = len.checked_mul(core::mem::size_of::<T>())?;
         if bytes == 0 || !offset.is_multiple_of(64) || offset.checked_add(bytes)? > region.bytes {

@@ -30,9 +30,11 @@ use super::{
 };
 #[cfg(not(loom))]
 use super::{
-    recover::{Sweeper, WithRehash},
-    store::{Store, Superblock, TableRecord},
-    writeback::Writeback,
+    persist::{
+        recover::{Sweeper, WithRehash},
+        store::{Store, Superblock, TableRecord},
+        writeback::Writeback,
+    },
     Swept,
 };
 use crate::{
@@ -90,7 +92,7 @@ pub(crate) struct RawMap {
     preparer: Arc<Preparer>,
     /// Writers pass it; a strongly consistent snapshot closes it (`gate.rs`).
     gate: WriterGate,
-    /// A persistent map's directory (`store.rs`); `None` for a map in memory.
+    /// A persistent map's directory (`persist/store.rs`); `None` for a map in memory.
     #[cfg(not(loom))]
     store: Option<Arc<Store>>,
 }
@@ -254,7 +256,7 @@ impl RawMap {
         let table = pinned.table();
         let mut answered = 0;
         // A table that writes back its lines takes the gets one by one (each writes back the
-        // lines it read, `writeback.rs` 3); the batch path has no place for that.
+        // lines it read, `persist/writeback.rs` 3); the batch path has no place for that.
         if table.migrating_into().is_none() && !table.writes_back() {
             match dispatch!(loader, table, get_batch(n, far, &locate, &mut answer)) {
                 Ok(()) => return,
@@ -893,8 +895,8 @@ impl RawMap {
         #[cfg(not(loom))]
         if self.store.is_some() {
             // A persistent map's growth names its new table in the superblock before moving
-            // into it and copies before it retires (`store.rs`, `recover.rs`); the shared
-            // growth does both, and is finished here at once. (Moving every bin with plain
+            // into it and copies before it retires (`persist/store.rs`, `persist/recover.rs`); the
+            // shared growth does both, and is finished here at once. (Moving every bin with plain
             // stores and freeing the old table, as below, left the superblock naming a table
             // whose keys had moved: found by `a_local_map_of_a_persistent_map_grows_persistently`.)
             {
@@ -1261,13 +1263,13 @@ fn follow<R>(
         match op(table, bin) {
             Ok(result) => {
                 // Before it returns, a `Durability::Flush` operation's lines are on the media
-                // (`writeback.rs`, 2 and 3).
+                // (`persist/writeback.rs`, 2 and 3).
                 table.write_back_bin(bin);
                 return result;
             }
             Err(Moved) => {
                 // The bin's `DoneTransfer` (and its moved slots) on the media before anything
-                // this operation does in the next table can be (`writeback.rs`, 5).
+                // this operation does in the next table can be (`persist/writeback.rs`, 5).
                 table.write_back_bin(bin);
                 table = moved_on(table);
             }
@@ -1275,8 +1277,9 @@ fn follow<R>(
     }
 }
 
-/// The persistent map's side of the driver (`store.rs`, `recover.rs`): recording tables in the
-/// superblock as they are born and retired, opening and recovering, checkpoints and closing.
+/// The persistent map's side of the driver (`persist/store.rs`, `persist/recover.rs`): recording
+/// tables in the superblock as they are born and retired, opening and recovering, checkpoints and
+/// closing.
 #[cfg(not(loom))]
 impl RawMap {
     /// A new persistent map in `dir`, whose superblock says `block` (identity and options; the

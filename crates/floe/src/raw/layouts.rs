@@ -1,5 +1,5 @@
 //! The driver of the layout a map was built with: the default layout's (`driver.rs`,
-//! `RawMap`: DLHT bins with link buckets) or the dense one's (`dense_driver.rs`, `DenseMap`:
+//! `RawMap`: DLHT bins with link buckets) or the dense one's (`dense/driver.rs`, `DenseMap`:
 //! headerless lines, a home and an alternative per key). The facades hold a [`Driver`] and
 //! call it as they would either; each call is one match on the layout, which a map never
 //! changes (the branch predicts perfectly), then the layout's own code.
@@ -10,7 +10,7 @@
 //! Single-thread (`LocalMap`) writes take the dense layout's shared path.
 
 use super::{
-    dense_driver::{lines_for, DenseMap, DensePinned},
+    dense::driver::{lines_for, DenseMap, DensePinned},
     driver::{Pinned, RawMap},
     Inserted, Mismatch, Stopped, WordDone, WordOp,
 };

@@ -3,7 +3,7 @@
 //! replaced, freed once no reader can be on them (`reclaim.rs`).
 //!
 //! Each layout's table says how it moves a chunk of itself into its successor ([`Table`]);
-//! its driver (`driver.rs` for the default layout, `dense_driver.rs` for the dense one) runs
+//! its driver (`driver.rs` for the default layout, `dense/driver.rs` for the dense one) runs
 //! operations, starts growths and shrinks, and calls this for the rest of the life cycle. The
 //! migration's bookkeeping (the successor, the chunk counters) is `migrate::Migration`, also
 //! shared.
@@ -20,7 +20,7 @@ use crate::{
 pub(crate) const READER_HELP_EVERY: u32 = 16;
 
 /// The default layout's writes help a growth on one call in this many (per thread; see
-/// `help_writing`; the dense layout's help on every call, `dense_driver.rs`). Under loom,
+/// `help_writing`; the dense layout's help on every call, `dense/driver.rs`). Under loom,
 /// every write: the models then explore a helper in every write, as before the pacing.
 #[cfg(not(loom))]
 pub(crate) const WRITER_HELP_EVERY: u32 = 4;

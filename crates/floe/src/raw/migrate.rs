@@ -25,7 +25,7 @@
 //!    slot by `(moved key, key)` with a 16-byte CAS (DLHT's *transfer key*: here the bin's
 //!    moved key, `DeadKeys::moved_of`, which hashes elsewhere, so no search ever matches it,
 //!    and is no bin's dead or shadow key; with the key kept in the value word it tells a
-//!    persistent map's recovery which key went where, see `recover.rs`). A put that changed
+//!    persistent map's recovery which key went where, see `persist/recover.rs`). A put that changed
 //!    the value first fails the CAS: the placed copy takes the new value and the CAS is
 //!    retried; a delete that retired the key first (its slot then holds the dead key) fails it
 //!    for good: the placed copy is taken out again. So no put is lost in the old table (one
@@ -91,7 +91,7 @@
 //! reserve from the frozen groups' exact demand); should the argument fail, a transfer takes
 //! from the regular pool before it gives up. A power loss can keep a later new bin's link
 //! word but not an earlier one's, leaving buckets below the reserve's cursor chained nowhere;
-//! the recovery hands those back to the transfers (`recover.rs`), so the argument holds
+//! the recovery hands those back to the transfers (`persist/recover.rs`), so the argument holds
 //! across it.
 //!
 //! # Power loss during a move
@@ -111,10 +111,10 @@
 //! and sync that too before the bin is published (a done bin's new bins are the truth for
 //! recovery, and the copy would bring the key back). A bin moved out of order (by an insert that found it full) is a
 //! chunk of its own, synced alone. What the disk may hold
-//! otherwise, recovery settles (`recover.rs`): a claim that did not reach it, copies of keys
-//! not retired, a publish without the retires in a link bucket's page. On tmpfs a power loss
+//! otherwise, recovery settles (`persist/recover.rs`): a claim that did not reach it, copies of
+//! keys not retired, a publish without the retires in a link bucket's page. On tmpfs a power loss
 //! keeps nothing, so none of this runs there; at `Durability::Flush` each copy is written back
-//! line by line instead (`writeback.rs`, 4).
+//! line by line instead (`persist/writeback.rs`, 4).
 //!
 //! The passes hold a chunk's bins `InTransfer` for an `msync`: an operation on one of them
 //! waits that long (a device write, tens of microseconds to milliseconds), the price of a
@@ -153,7 +153,7 @@ const READY: usize = 2;
 
 /// The migration out of a table (held by the old table): its successor and the chunk
 /// counters, the same for every layout (`T` is the table type; the dense layout's is in
-/// `dense.rs`).
+/// `dense/mod.rs`).
 pub(crate) struct Migration<T> {
     /// Old bins per new bin: 1 when growing; `g` when shrinking `g` times.
     group: AtomicUsize,
@@ -581,7 +581,7 @@ impl RawTable {
         let (key, mut value) = (copy.key, copy.value);
         loop {
             // `Durability::Flush`: the copy (as last rewritten) is on the media before the
-            // retire can be (`writeback.rs`, 4).
+            // retire can be (`persist/writeback.rs`, 4).
             next.write_back_bin(copy.placed.bin);
             match slot_ref.compare_exchange((key, value), (moved_key, key)) {
                 Ok(()) => {

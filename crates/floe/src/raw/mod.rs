@@ -14,11 +14,14 @@
 //! Reading order: this essay, `control::header` (the words), `layout.rs` (the lines),
 //! `loader.rs` (how a backend reads a line), the code below in the order of the essay, then
 //! `migrate.rs` (moving bins between tables), `driver.rs` (one map's tables over time) and
-//! `local.rs` (the same protocols for a table one thread owns: plain stores). `dense.rs` is
-//! a second layout (headerless lines, a home and an alternative line per key) with its own
-//! essay, and `dense_driver.rs` its driver; both drivers run the table life cycle of
-//! `lifecycle.rs` (current table, finishing a migration, retiring). The facades hold a
-//! driver of either layout (`layouts.rs`, chosen by `Builder::layout`).
+//! `local.rs` (the same protocols for a table one thread owns: plain stores). The folder
+//! `dense/` is a second layout (headerless lines, a home and an alternative line per key):
+//! `dense/mod.rs` its table and essay, `dense/stash.rs` the keys that fit in no line,
+//! `dense/driver.rs` its driver. Both drivers run the table life cycle of `lifecycle.rs`
+//! (current table, finishing a migration, retiring); the facades hold a driver of either
+//! layout (`layouts.rs`, chosen by `Builder::layout`). The folder `persist/` is the
+//! persistence engine (`persist/mod.rs` gives its reading order): table files and the
+//! superblock, write-backs at `Durability::Flush`, and the recovery of a crashed map.
 //!
 //! ## Layers
 //!
@@ -29,33 +32,35 @@
 //!        |
 //!  raw/layouts.rs (Driver)                    the driver of the map's layout, one match
 //!        |
-//!  raw/driver.rs (RawMap),                    runners, when and how to grow, per layout
-//!  raw/dense_driver.rs (DenseMap)
-//!        |
-//!  raw/lifecycle.rs (Tables), gate.rs         the current table, migration end, retiring;
-//!                                             the snapshot gate writers pass
+//!  raw/driver.rs (RawMap),                    runners, when and how to grow, per layout;
+//!  raw/dense/driver.rs (DenseMap)             opening a persistent map
+//!        |                  \
+//!  raw/lifecycle.rs (Tables), gate.rs,        the current table, migration end, retiring;
+//!  raw/persist/recover.rs (Sweeper)           the snapshot gate writers pass; recovery
 //!        |            \
 //!  raw/dispatch.rs     reclaim.rs             backend chosen once; when old tables are freed
 //!        |
 //!  raw/mod.rs (RawTable), migrate.rs,         one table: bin protocols, moving bins out,
-//!  raw/local.rs, raw/dense.rs (DenseTable)    the same for a table one thread owns; the
+//!  local.rs; raw/dense/mod.rs (DenseTable)    the same for a table one thread owns; the
 //!                                             dense layout's table (its own essay)
 //!        |
-//!  raw/stash.rs (Stash)                       a dense table's keys that fit in no line
+//!  raw/dense/stash.rs (Stash),                a dense table's keys that fit in no line;
+//!  raw/persist/store.rs, writeback.rs         table files, the superblock, write-backs
 //!        |
 //!  raw/loader.rs, layout.rs, alloc.rs,        reading lines, the memory, its allocation,
 //!  prepare.rs                                 a next table's memory made ready ahead
 //!        |
 //!  control/ (header words, SIMD groups)       bit tricks, no memory
 //!        |
-//!  sync.rs, config.rs, error.rs, inline.rs    atomics, options and reports, errors, word traits
+//!  sync.rs, config.rs, error.rs, inline.rs,   atomics, options and reports, errors, word
+//!  hash.rs                                    traits, hashing (`Rehash`, `fastrange`)
 //! ```
 //!
 //! Everything from the driver down works on 64-bit words and is compiled once, whatever the
 //! key, value and hasher types: a facade converts, hashes, and passes the driver its hash
 //! function for the keys a growth moves. A new facade (a map for any key, a set, a C ABI) is
-//! another shell over `Driver` (either layout's driver); batches and the pipeline reach a facade only through the
-//! `BatchTarget` trait.
+//! another shell over `Driver` (either layout's driver); batches and the pipeline reach a
+//! facade only through the `BatchTarget` trait.
 //!
 //! ## Terminology
 //!
@@ -357,7 +362,6 @@
 mod alloc;
 mod counter;
 pub(crate) mod dense;
-pub(crate) mod dense_driver;
 pub(crate) mod dispatch;
 pub(crate) mod driver;
 pub(crate) mod gate;
@@ -368,20 +372,16 @@ pub(crate) mod loader;
 mod local;
 pub(crate) use local::{IF_ABSENT, IF_PRESENT, UPSERT};
 pub(crate) mod migrate;
-pub(crate) mod prepare;
 #[cfg(not(loom))]
-mod recover;
+pub(crate) mod persist;
+pub(crate) mod prepare;
 pub(crate) mod ring;
-pub(crate) mod stash;
 pub(crate) mod stats;
 #[cfg(not(loom))]
-pub(crate) mod store;
-#[cfg(not(loom))]
-pub(crate) mod writeback;
-#[cfg(not(loom))]
-pub(crate) use self::{
+pub(crate) use self::persist::{
     recover::Swept,
     store::{Identity, Store, Superblock, FORMAT_VERSION},
+    writeback,
 };
 #[cfg(loom)]
 pub(crate) const FORMAT_VERSION: u32 = 1;
@@ -551,7 +551,7 @@ pub(crate) struct DeadKeys {
     shadow_at_fallback: u64,
     /// The moved key of every bin but `moved_bin` (the one it hashes to): a slot a growth
     /// moved holds `(moved key, key)` (`migrate.rs`). Neither a dead nor a shadow key of any
-    /// bin, so recovery tells a moved slot from a deleted one (`recover.rs`).
+    /// bin, so recovery tells a moved slot from a deleted one (`persist/recover.rs`).
     moved: u64,
     moved_bin: usize,
     /// The moved key of `moved_bin`: none of the others, not hashing there.
@@ -660,7 +660,7 @@ pub(crate) struct RawTable {
     transfer_next: CachePadded<AtomicUsize>,
     /// Runs of link buckets below the pool cursors that no bin chains, which its transfers
     /// take before the regular pool: found by the recovery of a table a migration was filling
-    /// (`recover.rs`, "Link buckets a power loss unchained"); empty otherwise.
+    /// (`persist/recover.rs`, "Link buckets a power loss unchained"); empty otherwise.
     #[cfg(not(loom))]
     unchained: std::sync::Mutex<Vec<core::ops::Range<usize>>>,
     /// The migration out of this table.
@@ -674,11 +674,11 @@ pub(crate) struct RawTable {
     /// Prepares this table's successor ahead of its growth (`prepare.rs`); `None` when nothing is
     /// prepared (`Builder::grow_ahead(0)`, a capped map, loom and Miri).
     ahead: Option<Ahead>,
-    /// A persistent map's table: its generation (file name, `store.rs`) and mapping.
+    /// A persistent map's table: its generation (file name, `persist/store.rs`) and mapping.
     #[cfg(not(loom))]
     file: Option<TableFile>,
     /// `Durability::Flush`: how every operation writes its bin's lines back before it returns
-    /// (`writeback.rs`); `None` for every other table.
+    /// (`persist/writeback.rs`); `None` for every other table.
     #[cfg(not(loom))]
     writeback: Option<writeback::Writeback>,
     /// A growth into this table syncs each chunk's copies before it retires their old slots
@@ -696,9 +696,9 @@ pub(crate) struct RawTable {
 pub(crate) enum TableSource {
     /// Zeroed memory of its own, or memory prepared ahead (`prepare.rs`).
     Fresh(Option<Prepared>),
-    /// A persistent map's table file, mapped (`store.rs`): bins at its start, the pool after
-    /// them. `fresh`: the file was just created (all zeroes); otherwise it holds a table a
-    /// crashed or closed process left, which `recover.rs` settles before anyone uses it.
+    /// A persistent map's table file, mapped (`persist/store.rs`): bins at its start, the pool
+    /// after them. `fresh`: the file was just created (all zeroes); otherwise it holds a table a
+    /// crashed or closed process left, which `persist/recover.rs` settles before anyone uses it.
     /// `writeback`: the map's `Durability::Flush` write-back, if it has that level;
     /// `ordered_moves`: whether a growth into it orders its moves (`Store::orders_moves`).
     #[cfg(not(loom))]
@@ -851,8 +851,8 @@ impl RawTable {
         }
     }
 
-    /// `Durability::Flush` (`writeback.rs`): write back the lines of bin `index` (its own and
-    /// each chained link bucket's) and fence, so what they hold now is on the media when this
+    /// `Durability::Flush` (`persist/writeback.rs`): write back the lines of bin `index` (its own
+    /// and each chained link bucket's) and fence, so what they hold now is on the media when this
     /// returns. Nothing for every other table (one predictable branch).
     #[inline(always)]
     pub(crate) fn write_back_bin(&self, index: usize) {

@@ -11,12 +11,12 @@
 //! `clflush`) and the write-back is fenced (`sfence`). SEPH §3.3 persists each slot it CASes
 //! before its insert returns; this level does the same for every operation of floe's, in
 //! this order (the protocols are in `mod.rs` and `migrate.rs`, what recovery makes of each
-//! intermediate state in `recover.rs`):
+//! intermediate state in `persist/recover.rs`):
 //!
 //! 1. An operation runs its protocol unchanged (commit, store, publish; retire, free; CAS).
 //!    Any line may be evicted between two of its steps, so the media may hold any of the
 //!    states a process crash could leave, line by line: a bin's header line from one instant
-//!    and its link bucket's line from another. `recover.rs` settles each such mix as it
+//!    and its link bucket's line from another. `persist/recover.rs` settles each such mix as it
 //!    settles a crash (an insert whose slot is written but whose header is not committed has a
 //!    stale slot, cleared; a committed slot whose key did not reach the media holds the dead
 //!    key, freed), so none of these states needs ordering: the operation is still in flight,
@@ -38,7 +38,7 @@
 //!    moved word (`migrate.rs`). Between the two it writes back the new bin's lines and fences:
 //!    were the retire on the media without the copy, recovery would find a moved slot and no
 //!    copy, and the key would be gone. With the copy written back first, every combination the
-//!    media can hold after it is one recovery rebuilds (`recover.rs`, the moves: a real key
+//!    media can hold after it is one recovery rebuilds (`persist/recover.rs`, the moves: a real key
 //!    in the old slot is its newest value, a moved word takes the copy). A put that races the
 //!    retire rewrites the copy; the write-back is repeated before the retire is tried again.
 //!    A delete that retires the key first makes the mover take the copy out, and that is

@@ -1,9 +1,9 @@
-//! The dense layout's driver: one map's dense tables over time (`dense.rs` for a table).
+//! The dense layout's driver: one map's dense tables over time (`dense/mod.rs` for a table).
 //!
 //! The life cycle is the default layout's (`lifecycle.rs`: the current table, helping and
 //! finishing a migration, making the next table current, retiring the old one; gets help as
 //! the default layout's do, writes on every call, `modify`); what differs is what a migration
-//! is (`dense.rs`, Migration: lines moved one at a time, a key's writes going to the next
+//! is (`dense/mod.rs`, Migration: lines moved one at a time, a key's writes going to the next
 //! table once both its lines are moved, gets that check two writer bytes while a table
 //! migrates) and when one starts (below).
 //!
@@ -11,26 +11,27 @@
 //!
 //! An insert that finds no room starts a migration: `Full`, both lines full and, below the trigger
 //! ([`GROW_AT_PER_MILLE`]), no displacement found room and the stash was full (its limit,
-//! `dense.rs`, The stash), or, at the trigger in a table that may grow (`DenseTable::growing`: not
-//! a fixed map's, not one at the size limit), both lines full (no displacement is tried past it:
-//! left to fill on, tables reached 94% of their slots before a search failed, every insert of the
-//! last stretch paying long chains). Its next table has twice the lines, unless the table is below
-//! its trigger and has *aged*: a quarter of its keys (estimated from a sample of lines) live in
-//! their alternatives, against 17% after inserts alone. Churn does that (keys pushed into their
-//! alternatives, nothing moving them back, `dense.rs`, Known limits), and a move into a fresh table
-//! of the same size puts every key in its home first again. A table that has not aged and runs out
-//! of room below its trigger is crowded (keys whose lines coincide), and a larger table separates
-//! them. A key whose two lines hold only keys of its own hash is refused with `HashCollisions`
-//! instead: no table would separate them. A refresh also needs the share to have grown by
-//! [`AGED_SINCE`] since the table became current: a crowd of keys that no refresh separates stays
-//! where the last refresh put it, and must not make inserts refresh for ever (it doubles the table
-//! instead). `reserve` and `shrink_to_fit` migrate to the size they need the same way.
+//! `dense/mod.rs`, The stash), or, at the trigger in a table that may grow (`DenseTable::growing`:
+//! not a fixed map's, not one at the size limit), both lines full (no displacement is tried past
+//! it: left to fill on, tables reached 94% of their slots before a search failed, every insert of
+//! the last stretch paying long chains). Its next table has twice the lines, unless the table is
+//! below its trigger and has *aged*: a quarter of its keys (estimated from a sample of lines) live
+//! in their alternatives, against 17% after inserts alone. Churn does that (keys pushed into their
+//! alternatives, nothing moving them back, `dense/mod.rs`, Known limits), and a move into a fresh
+//! table of the same size puts every key in its home first again. A table that has not aged and
+//! runs out of room below its trigger is crowded (keys whose lines coincide), and a larger table
+//! separates them. A key whose two lines hold only keys of its own hash is refused with
+//! `HashCollisions` instead: no table would separate them. A refresh also needs the share to have
+//! grown by [`AGED_SINCE`] since the table became current: a crowd of keys that no refresh
+//! separates stays where the last refresh put it, and must not make inserts refresh for ever (it
+//! doubles the table instead). `reserve` and `shrink_to_fit` migrate to the size they need the same
+//! way.
 
 use crate::hash::Rehash;
 use std::sync::Arc;
 
-use super::{
-    dense::{Action, DenseTable, Refused, GROW_AT_PER_MILLE, LINE_SLOTS},
+use super::{Action, DenseTable, Refused, GROW_AT_PER_MILLE, LINE_SLOTS};
+use crate::raw::{
     dispatch::Loader,
     gate::WriterGate,
     lifecycle::{turn_to_help, Tables, READER_HELP_EVERY},
@@ -267,7 +268,7 @@ impl DenseMap {
         Ok(inserted.unwrap_or(Inserted::Shadowed))
     }
 
-    /// Shadow-insert the key (`dense.rs`, Shadow inserts: taken but hidden, its value kept
+    /// Shadow-insert the key (`dense/mod.rs`, Shadow inserts: taken but hidden, its value kept
     /// by the caller) if it is absent and not shadowed.
     pub(crate) fn insert_shadow(
         &self,
@@ -441,7 +442,7 @@ impl DenseMap {
     }
 
     // -----------------------------------------------------------------------------------------
-    // Walks (`dense.rs`, Walks)
+    // Walks (`dense/mod.rs`, Walks)
     // -----------------------------------------------------------------------------------------
 
     /// The current table, once no migration runs out of it.
@@ -464,7 +465,7 @@ impl DenseMap {
         let table = self.settled(&guard, rehash);
         let _walking = table.start_walk();
         // Keys met whose other line the walk has not reached yet: one removed and inserted
-        // again into that line meanwhile is passed over there (`dense.rs`, Walks). Likewise
+        // again into that line meanwhile is passed over there (`dense/mod.rs`, Walks). Likewise
         // the stashed keys, met first, in every line.
         let mut ahead = std::collections::HashSet::new();
         let mut stashed = std::collections::HashSet::new();
@@ -1098,7 +1099,7 @@ mod tests {
     }
 
     /// A key removed after the walk read it and inserted again into its other line, which
-    /// the walk reaches later, is met once (`dense.rs`, Walks): here the visitor itself
+    /// the walk reaches later, is met once (`dense/mod.rs`, Walks): here the visitor itself
     /// removes `w` from its full home, fills the slot with another key and inserts `w` again,
     /// into its alternative. Fails if `for_each` forgets the keys it met.
     #[test]

@@ -12,7 +12,8 @@
 //! moment it is made, and a process that dies (panic, abort, SIGKILL) loses none of it. What
 //! the engine's protocols guarantee in memory at every instant, a committed insert never
 //! abandoned, a retire a single CAS, a move that copies before it retires, is then what the
-//! files hold at the instant of a crash; `recover.rs` turns any such instant back into a map.
+//! files hold at the instant of a crash; `persist/recover.rs` turns any such instant back into a
+//! map.
 //!
 //! The superblock changes only at a table's birth and death (creation, a growth or shrink
 //! starting and completing, a checkpoint, a clean close). Each change writes a whole new
@@ -29,10 +30,8 @@ use std::{
     sync::{Arc, Mutex, MutexGuard},
 };
 
-use super::{
-    alloc::{Region, HUGE_PAGE},
-    writeback::Writeback,
-};
+use super::writeback::Writeback;
+use crate::raw::alloc::{Region, HUGE_PAGE};
 use crate::{
     durable::{self, DirLock, LockError},
     error::{Error, StorageError, StorageErrorKind},
@@ -243,7 +242,7 @@ pub(crate) struct Store {
     /// Holds the directory's lock until dropped.
     _lock: DirLock,
     block: Mutex<Superblock>,
-    /// `Durability::Flush`: the write-back every table of the map uses (`writeback.rs`).
+    /// `Durability::Flush`: the write-back every table of the map uses (`persist/writeback.rs`).
     writeback: Option<Writeback>,
     /// The directory is on a file system whose files outlive a power loss (not tmpfs or
     /// ramfs): growths there order their moves (`migrate.rs`, "Power loss during a move").

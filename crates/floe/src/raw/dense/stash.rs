@@ -1,8 +1,8 @@
 //! The dense layout's stash: the few keys that found no room in either of their two lines.
 //!
-//! A dense table (`dense.rs`) keeps a key in its home line or its alternative. Filled to its
+//! A dense table (`dense/mod.rs`) keeps a key in its home line or its alternative. Filled to its
 //! trigger, about one insert in 55 million finds both full with nothing to displace (two
-//! lines of keys living in their alternatives: `dense.rs`, Known limits); with nowhere else
+//! lines of keys living in their alternatives: `dense/mod.rs`, Known limits); with nowhere else
 //! to put it, the map doubled its table for one key (measured: a population of 2^26 keys
 //! into a map whose tables were sized for them ended in a table twice too large). The stash
 //! is that somewhere: 16 lines of four slots beside the table, which gets read without a
@@ -17,13 +17,13 @@
 //! - **Empty slots**: as in a table line, a word no key of that line can be: 0 for every
 //!   line but the stash line of 0's own hash, which gets another word ([`Stash::empty_of`]).
 //! - **Who writes**: a key's entry is written only by a thread holding the key's home line
-//!   lock (`dense.rs`), so a writer that finds its key here updates the value in place;
+//!   lock (`dense/mod.rs`), so a writer that finds its key here updates the value in place;
 //!   taking and freeing slots and changing `occupied` is serialized by `list`'s mutex, since
 //!   one stash line holds keys of many homes.
 //!
 //! # Why a get is right
 //!
-//! With `dense.rs` (Get): a key stashed is counted in its home's spill count, so its home
+//! With `dense/mod.rs` (Get): a key stashed is counted in its home's spill count, so its home
 //! has no clean empty slot and a get reads both its lines and then the stash. An insert here
 //! sets its line's bit (a Release read-modify-write) before it stores the key (Release); a
 //! get loads the bits (Acquire) before it reads the line. An entry never moves while its key
@@ -33,7 +33,7 @@
 //! together). A get that loads the bits before an insert sets them linearizes its miss at
 //! that load, before the insert's store. The list is read under its mutex.
 //!
-//! What the loom models check (`dense.rs`, `model`): a get racing a stash insert sees the key
+//! What the loom models check (`dense/mod.rs`, `model`): a get racing a stash insert sees the key
 //! absent then present, never the reverse; a get racing a remove in the home of a stashed key
 //! finds it, and fails if stashing does not raise the home's spill count (checked by
 //! mutation). Weakening `occupied`'s Acquire and Release to Relaxed fails no model: loom has
@@ -42,7 +42,7 @@
 //! the lock its writers share). They are there for the hardware's order of the get's loads,
 //! as the table lines' are, and cost nothing on x86.
 
-use super::{alloc::TableMemory, layout::LinkBucket};
+use crate::raw::{alloc::TableMemory, layout::LinkBucket};
 use crate::{
     // A stash line is a link bucket: four slots.
     control::header::LINK_SLOTS as LINE_SLOTS,
@@ -77,7 +77,7 @@ pub(crate) struct Stash {
     /// The keys that found no slot in their stash line (moves only), and the mutex that
     /// serializes every change of the stash's slots and bits.
     list: Mutex<Vec<(u64, u64)>>,
-    /// Open shadow inserts (`dense.rs`, Shadow inserts) that a migration moved in and found
+    /// Open shadow inserts (`dense/mod.rs`, Shadow inserts) that a migration moved in and found
     /// no room for, as the list's keys: their keys. Gets never read them; a writer reads and
     /// changes a key's entry under the key's home lock, as a stashed key's.
     shadows: Mutex<Vec<u64>>,

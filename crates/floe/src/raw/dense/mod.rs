@@ -13,8 +13,8 @@
 //!
 //! Reading order: this essay (the model first: it says what the protocols buy), the line and key
 //! helpers, `get`, `modify` (every write), `displace`, shadows (`resolve_shadow`), the migration,
-//! then the tests and the loom models at the bottom; `stash.rs` for the few keys that fit in
-//! neither line. `dense_driver.rs` runs a map of these tables over time (when to migrate,
+//! then the tests and the loom models at the bottom; `dense/stash.rs` for the few keys that fit in
+//! neither line. `dense/driver.rs` runs a map of these tables over time (when to migrate,
 //! following keys into the next table) on the life cycle every layout shares (`lifecycle.rs`).
 //!
 //! ## The layout
@@ -84,7 +84,7 @@
 //! A hit is linearized at the load of the slot that matched (its value is the key's value then:
 //! puts store key and value together). For a miss: if the key was present throughout the get, it
 //! was one incarnation, in one slot; if that slot is in the home line the get read it, and if it is
-//! in the alternative (or the stash: `stash.rs` has its part) the get read it too, unless it
+//! in the alternative (or the stash: `dense/stash.rs` has its part) the get read it too, unless it
 //! stopped at a clean empty slot, which (3) forbids. A displacement could only move the key from
 //! the home slot (read first) to the alternative (read second): a get that read the freed home slot
 //! has synchronized with its `Release` store through its acquire load, so it sees the copy. So some
@@ -139,7 +139,7 @@
 //! ## Migration: moving into a next table, of any size
 //!
 //! A migration copies every line's keys into a *next* table (larger, smaller, or of the same
-//! size: `dense_driver.rs` says when). Moving a line: lock it, insert each of its keys into the
+//! size: `dense/driver.rs` says when). Moving a line: lock it, insert each of its keys into the
 //! next table (an ordinary insert there, whose search for room may cover the whole table; a key
 //! it still cannot place goes to the next table's stash, below), then set the moved bit
 //! with the Release store that unlocks the line. Nobody writes a moved line again (`lock`
@@ -178,7 +178,7 @@
 //! further (measured on 2^24 lines; no search depth helps). Growing the table for that key
 //! doubled a map that was sized for its keys (a population of 2^26 keys ended in a table
 //! twice too large, at 0.27 of its bytes holding keys instead of 0.81). So such a key goes
-//! to the table's *stash* (`stash.rs`): 16 lines of four slots, a key's stash line chosen by
+//! to the table's *stash* (`dense/stash.rs`): 16 lines of four slots, a key's stash line chosen by
 //! its hash, read by gets without a lock after both lines missed, and a list under a mutex
 //! behind them for moves only. A stashed key counts in its home's spill count, so its home
 //! never looks clean (fact 3) and a get that reaches the stash has read both lines; one
@@ -295,7 +295,7 @@
 //!   a grown table prepares its successor (without, a growth's writes stopped for up to 98 ms
 //!   and 46 intervals of 50 ms went without an insert; with, none did).
 
-use super::{
+use crate::raw::{
     alloc::{TableMemory, ZeroInit},
     counter::ShardedCounter,
     dispatch::Loader,
@@ -304,9 +304,7 @@ use super::{
     loader::LineLoader,
     migrate::{AbortOnUnwind, Migration, Next},
     prepare::{Ahead, Prepared},
-    ring,
-    stash::{Place, Stash},
-    stats, Moved,
+    ring, stats, Moved,
 };
 use crate::{
     control::group::Group,
@@ -319,6 +317,11 @@ use crate::{
     },
 };
 use crossbeam_utils::CachePadded;
+
+use self::stash::{Place, Stash};
+
+pub(crate) mod driver;
+pub(crate) mod stash;
 
 /// Slots per line.
 pub(crate) const LINE_SLOTS: usize = 4;
@@ -520,7 +523,7 @@ pub(crate) struct DenseTable {
     /// The migration out of this table.
     migration: Migration<DenseTable>,
     /// [`away_share`](Self::away_share) when the table became current (`f64` bits; 0 for
-    /// a first table): `dense_driver.rs` refreshes a table only once it has aged since.
+    /// a first table): `dense/driver.rs` refreshes a table only once it has aged since.
     settled_away: AtomicU64,
     /// Keys that found no room in either of their lines (module docs, The stash): read by
     /// gets after both lines missed. On a line of its own: gets load its word of bits.
@@ -861,7 +864,7 @@ impl DenseTable {
             crate::sync::compiler_fence(Ordering::Acquire);
             match self.probe(p, alt, key, migrating) {
                 Probe::Hit(value) => return Some(value),
-                // One load of the stash's bits while nothing is stashed (`stash.rs`).
+                // One load of the stash's bits while nothing is stashed (`dense/stash.rs`).
                 Probe::Miss { .. } => return self.stash.get(hash, key),
                 Probe::Changed => continue,
             }

@@ -1,5 +1,5 @@
 //! Recovery: turning the table files a crashed process left into a map (persistent maps,
-//! `store.rs`).
+//! `persist/store.rs`).
 //!
 //! # What a crash can leave
 //!
@@ -99,7 +99,7 @@ use std::{
     sync::PoisonError,
 };
 
-use super::{
+use crate::raw::{
     dispatch::{dispatch, Loader},
     layout::{Bin, LinkBucket},
     loader::LineLoader,
@@ -470,7 +470,7 @@ impl RawTable {
 
     /// `width` consecutive link buckets from those a recovery found unchained
     /// ([`Sweeper::unchained`]), or `None`. Only a transfer takes them, after the reserve.
-    pub(super) fn take_unchained(&self, width: usize) -> Option<usize> {
+    pub(in crate::raw) fn take_unchained(&self, width: usize) -> Option<usize> {
         let mut runs = self
             .unchained
             .lock()
@@ -861,7 +861,7 @@ impl RawTable {
                 #[cfg(feature = "crash-points")]
                 super::writeback::log::synced(
                     file.gen,
-                    (0..file.region.bytes()).step_by(super::alloc::PAGE),
+                    (0..file.region.bytes()).step_by(crate::raw::alloc::PAGE),
                     |offset| file.region.page_words(offset),
                 );
                 file.region.sync()
@@ -919,9 +919,9 @@ impl RawTable {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{loader::ScalarLoader, test_table_with_reserve};
     use super::*;
     use crate::raw::Inserted;
+    use crate::raw::{loader::ScalarLoader, test_table_with_reserve};
 
     const P: ScalarLoader = ScalarLoader;
 
