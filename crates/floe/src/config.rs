@@ -2,7 +2,7 @@
 //! built with, the sizes the engine derives from them, and the statistics it reports. Plain
 //! data, no behaviour beyond the sizing rules.
 
-/// How a map moves its keys when it grows (see `src/raw/migrate.rs`).
+/// How a map moves its keys when it grows (see `src/raw/bins/migrate.rs`).
 ///
 /// Either way, operations on bins not being moved carry on, an operation usually waits at
 /// most for the one bin it needs (the crate docs, "Waiting", list the exceptions), every

@@ -51,7 +51,7 @@
 //! call and its return, and all threads agree on the order. `len`, `clear` and `for_each` look
 //! at the whole table and are not atomic snapshots (see their docs); [`FlatMap::snapshot`]
 //! is one, at the price of pausing the writers for a walk of the table. The design notes at the
-//! top of the engine (`src/raw/mod.rs`) give each protocol's argument; `tests/` checks them
+//! top of the engine (`src/raw/bins/mod.rs`) give each protocol's argument; `tests/` checks them
 //! with loom models, a per-key linearizability checker under stress, and differential tests
 //! against `std::collections::HashMap`.
 //!
@@ -71,7 +71,7 @@
 //! [`FlatMap::shrink_to_fit`] moves the keys into fewer bins after many removals (inserts
 //! pause while it runs); [`Builder::max_bins`] caps the growth, and a capped map answers an
 //! insert that finds no room with [`Error::Full`], changing nothing. The protocols and their
-//! argument are in `src/raw/migrate.rs`.
+//! argument are in `src/raw/bins/migrate.rs`.
 //!
 //! Tail latency while growing: a new table's pages are zeroed by the kernel on first touch
 //! (in a virtual machine, first backed by the host, which can cost 4-5 ms per 2 MiB huge

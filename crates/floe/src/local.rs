@@ -2,7 +2,7 @@
 //!
 //! A thin shell over the same driver and layout: reads take the shared paths (they have no
 //! read-modify-write to skip), writes take `&mut self` and the driver's single-thread paths
-//! (`raw/local.rs`), where every commit, retire and chaining CAS is a plain store and growth
+//! (`raw/bins/local.rs`), where every commit, retire and chaining CAS is a plain store and growth
 //! moves the table in one pass with plain stores. A `FlatMap` becomes a `LocalMap` and back
 //! without copying (`From`, [`LocalMap::into_shared`]): fill a table on one thread, then share
 //! it.

@@ -1,6 +1,6 @@
 //! [`FlatMap`]: the typed facade for keys and values that fit in 8 bytes.
 //!
-//! A thin shell over the table driver (`raw::driver::RawMap`): it converts keys and values to
+//! A thin shell over the table driver (`raw::bins::driver::RawMap`): it converts keys and values to
 //! words ([`InlineKey`], [`Inline`]), hashes them with the map's hasher, and hands the driver
 //! the hasher as a function for the keys a growth moves. Everything that is not about types
 //! (running operations, growth, reclamation, whole-map walks) is the driver's.
@@ -386,8 +386,8 @@ impl<K: InlineKey, V: Inline, S: crate::hash::PersistentHasher> Builder<K, V, S>
     }
 
     /// What a persistent map of these types records about itself.
-    fn identity(&self) -> crate::raw::Identity {
-        crate::raw::Identity {
+    fn identity(&self) -> crate::raw::persist::store::Identity {
+        crate::raw::persist::store::Identity {
             key: type_tag::<K>(),
             value: type_tag::<V>(),
             hasher: name_tag(S::NAME),
@@ -427,7 +427,7 @@ impl<K: InlineKey, V: Inline, S: crate::hash::PersistentHasher> Builder<K, V, S>
     }
 
     fn create_in(self, dir: &std::path::Path) -> Result<FlatMap<K, V, S>, Error> {
-        let block = crate::raw::Superblock {
+        let block = crate::raw::persist::store::Superblock {
             identity: self.identity(),
             bins_per_link: self.config.bins_per_link as u64,
             max_bins: self.config.max_bins as u64,
@@ -441,7 +441,7 @@ impl<K: InlineKey, V: Inline, S: crate::hash::PersistentHasher> Builder<K, V, S>
             table_checksum: 0,
         };
         self.refuse_dense()?;
-        let raw = Driver::Bins(crate::raw::driver::RawMap::create_persistent(
+        let raw = Driver::Bins(crate::raw::bins::driver::RawMap::create_persistent(
             &self.config,
             dir,
             block,
@@ -525,7 +525,7 @@ impl<K: InlineKey, V: Inline, S: crate::hash::PersistentHasher> Builder<K, V, S>
             return Err(Error::storage(StorageErrorKind::Unsupported));
         }
         self.refuse_dense()?;
-        let (store, block) = crate::raw::Store::open(dir)?;
+        let (store, block) = crate::raw::persist::store::Store::open(dir)?;
         let ours = self.identity();
         let mismatch = if block.identity.key != ours.key {
             Some("key")
@@ -541,7 +541,7 @@ impl<K: InlineKey, V: Inline, S: crate::hash::PersistentHasher> Builder<K, V, S>
         }
         let hasher = S::from_seed(block.identity.seed);
         let clean = block.clean;
-        let (raw, swept) = crate::raw::driver::RawMap::open_persistent(
+        let (raw, swept) = crate::raw::bins::driver::RawMap::open_persistent(
             &self.config,
             store,
             block,

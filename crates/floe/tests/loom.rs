@@ -401,7 +401,7 @@ fn remove_and_reinsert_racing_a_put_of_the_same_key() {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Growth: one bin transfer racing a put, a remove and an insert (src/raw/migrate.rs).
+// Growth: one bin transfer racing a put, a remove and an insert (src/raw/bins/migrate.rs).
 // ---------------------------------------------------------------------------------------------
 
 #[test]

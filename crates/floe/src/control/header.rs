@@ -19,7 +19,7 @@
 //! the keys of `Inserting` and `Valid` slots (`searchable`); see the engine essay for why an
 //! insert's slot is searchable before its key is written. Step 2 of an insert looks into the
 //! slots whose low bit is set (`Inserting` and `Shadow`: `unconfirmed`). Bin states: `NoTransfer = 0`, `InTransfer = 1`,
-//! `DoneTransfer = 2` (the resize protocol, DLHT §3.2.5; see `raw::migrate`), `Frozen = 3`
+//! `DoneTransfer = 2` (the resize protocol, DLHT §3.2.5; see `raw::bins::migrate`), `Frozen = 3`
 //! (a shrink about to move the bin).
 //!
 //! # Slot masks in "spread" form
@@ -69,11 +69,11 @@ pub(crate) enum SlotState {
     /// `(shadow key, key)`, then a key present to inserts (which find it taken) and hidden
     /// from gets, puts, removes and walks, until a commit, an abort or a move claims it (slot
     /// CAS to the dead key); a commit then goes `-> Inserting` and writes `(key, value)`, an
-    /// abort `-> Invalid` (see Shadow inserts in `raw/mod.rs`).
+    /// abort `-> Invalid` (see Shadow inserts in `raw/bins/mod.rs`).
     Shadow = 0b11,
 }
 
-/// The state of a bin with respect to a resize (`raw::migrate`).
+/// The state of a bin with respect to a resize (`raw::bins::migrate`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u64)]
 pub(crate) enum BinState {
@@ -84,7 +84,7 @@ pub(crate) enum BinState {
     /// The bin has been copied; operate on the next table.
     DoneTransfer = 2,
     /// A shrink is about to move the bin: reads, puts and deletes go on, inserts wait (so the
-    /// bin's key count can only fall until it is moved; `raw::migrate`).
+    /// bin's key count can only fall until it is moved; `raw::bins::migrate`).
     Frozen = 3,
 }
 

@@ -223,7 +223,7 @@ macro_rules! simd_entries {
                 range: core::ops::Range<usize>,
                 rehash: crate::hash::Rehash<'_>,
                 write: bool,
-            ) -> crate::raw::Swept {
+            ) -> crate::raw::persist::recover::Swept {
                 raw.recover_bins(p, range, rehash, write)
             }
         }

@@ -10,8 +10,8 @@
 //! Single-thread (`LocalMap`) writes take the dense layout's shared path.
 
 use super::{
+    bins::driver::{Pinned, RawMap},
     dense::driver::{lines_for, DenseMap, DensePinned},
-    driver::{Pinned, RawMap},
     Inserted, Mismatch, Stopped, WordDone, WordOp,
 };
 use crate::hash::Rehash;
@@ -273,7 +273,7 @@ impl Driver {
         either!(self, map => map.settle_local(rehash))
     }
 
-    /// A single-thread write as `MODE` says (`raw/local.rs`); the dense layout takes its
+    /// A single-thread write as `MODE` says (`raw/bins/local.rs`); the dense layout takes its
     /// shared path.
     #[inline(always)]
     pub(crate) fn write_local<const MODE: u8>(
@@ -283,7 +283,7 @@ impl Driver {
         value: u64,
         rehash: Rehash<'_>,
     ) -> Result<Option<u64>, Error> {
-        use super::local::{IF_ABSENT, IF_PRESENT};
+        use super::{IF_ABSENT, IF_PRESENT};
         match self {
             Driver::Bins(raw) => raw.write_local::<MODE>(hash, word, value, rehash),
             Driver::Dense(map) => {

@@ -5,15 +5,15 @@
 //! Each layout's table says how it moves a chunk of itself into its successor ([`Table`]);
 //! its driver (`driver.rs` for the default layout, `dense/driver.rs` for the dense one) runs
 //! operations, starts growths and shrinks, and calls this for the rest of the life cycle. The
-//! migration's bookkeeping (the successor, the chunk counters) is `migrate::Migration`, also
-//! shared.
+//! migration's bookkeeping (the successor, the chunk counters) is [`Migration`], also shared.
 
-use super::migrate::Migration;
+use crossbeam_utils::CachePadded;
+
 use crate::hash::Rehash;
 use crate::{
     config::ResizeMode,
     reclaim::{Collector, ReadGuard, Reclaim},
-    sync::{AtomicPtr, Ordering},
+    sync::{spin, AtomicPtr, AtomicUsize, Ordering},
 };
 
 /// Gets help a growth on one call in this many (per thread; see `run_reading`).
@@ -211,5 +211,154 @@ impl<T: Table> Drop for Tables<T> {
             }
             drop(Box::from_raw(current));
         }
+    }
+}
+
+/// `Migration::state` values.
+const IDLE: usize = 0;
+const ALLOCATING: usize = 1;
+const READY: usize = 2;
+
+/// The migration out of a table (held by the old table): its successor and the chunk
+/// counters, the same for every layout (`T` is the table type: `RawTable` or `DenseTable`).
+/// How a layout moves its bins or lines is its own (`migrate.rs`, `dense/mod.rs`).
+pub(crate) struct Migration<T> {
+    /// Old bins per new bin: 1 when growing; `g` when shrinking `g` times.
+    group: AtomicUsize,
+    /// `IDLE`, `ALLOCATING` (one thread is allocating the next table) or `READY`.
+    state: AtomicUsize,
+    /// The next table, set once before `state` becomes `READY`.
+    next: AtomicPtr<T>,
+    /// Next chunk to hand out. Padded (as `finished`): every operation reads the table's
+    /// header fields, which must not share a line with counters the helpers hammer.
+    claimed: CachePadded<AtomicUsize>,
+    /// Chunks completed.
+    finished: CachePadded<AtomicUsize>,
+}
+
+/// What [`Migration::next_table`] found.
+pub(crate) enum Next<'a, T> {
+    /// No migration has started.
+    Idle,
+    /// The caller won the right to allocate the next table: it must call
+    /// [`Migration::install`] or [`Migration::abandon`].
+    Allocate,
+    /// The next table.
+    Ready(&'a T),
+}
+
+impl<T> Migration<T> {
+    pub(crate) fn new() -> Self {
+        Migration {
+            group: AtomicUsize::new(1),
+            state: AtomicUsize::new(IDLE),
+            next: AtomicPtr::new(core::ptr::null_mut()),
+            claimed: CachePadded::new(AtomicUsize::new(0)),
+            finished: CachePadded::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// Whether the migration has started (its next table is installed). Acquire: as `next`.
+    #[inline(always)]
+    pub(crate) fn is_ready(&self) -> bool {
+        self.state.load(Ordering::Acquire) == READY
+    }
+
+    /// The table the owner is migrating into, if the migration has started. Acquire: pairs
+    /// with the Release in `install`, so the new table's fields are visible.
+    #[inline(always)]
+    pub(crate) fn next(&self) -> Option<&T> {
+        if !self.is_ready() {
+            return None;
+        }
+        // SAFETY: set (non-null) before `state` became READY and never changed after; the
+        // table it points to lives at least as long as its predecessor is reachable (the map
+        // frees a table's successor only after the table itself, see `RawMap`'s reclaimer).
+        Some(unsafe { &*self.next.load(Ordering::Acquire) })
+    }
+
+    /// The next table, waiting out another thread's allocation; or the right to allocate it
+    /// (`start` = true asks for it when no migration has started).
+    pub(crate) fn next_table(&self, start: bool) -> Next<'_, T> {
+        loop {
+            match self.state.load(Ordering::Acquire) {
+                READY => {
+                    return Next::Ready(self.next().expect("state is READY"));
+                }
+                IDLE if !start => return Next::Idle,
+                IDLE => {
+                    if self
+                        .state
+                        .compare_exchange(IDLE, ALLOCATING, Ordering::Acquire, Ordering::Acquire)
+                        .is_ok()
+                    {
+                        return Next::Allocate;
+                    }
+                }
+                _ => spin(),
+            }
+        }
+    }
+
+    /// Publish `next` as the successor (after `next_table` returned `Allocate`); `group` old
+    /// bins go to each of its bins (1 when growing).
+    pub(crate) fn install(&self, next: *mut T, group: usize) {
+        self.group.store(group, Ordering::Relaxed);
+        self.next.store(next, Ordering::Release);
+        // Release: the new table (and the pointer above) are visible to whoever sees READY.
+        self.state.store(READY, Ordering::Release);
+    }
+
+    /// Give the allocation right back (the allocation failed).
+    pub(crate) fn abandon(&self) {
+        self.state.store(IDLE, Ordering::Release);
+    }
+
+    /// The successor pointer as published (from `Box::into_raw`), for the map's drop and for
+    /// making it current.
+    pub(crate) fn next_ptr(&self) -> *mut T {
+        if self.state.load(Ordering::Acquire) == READY {
+            self.next.load(Ordering::Acquire)
+        } else {
+            core::ptr::null_mut()
+        }
+    }
+
+    /// Old bins (or lines) per new one.
+    pub(crate) fn group(&self) -> usize {
+        self.group.load(Ordering::Relaxed)
+    }
+
+    /// The next chunk to move, of `chunks`, or `None` when all are handed out.
+    pub(crate) fn claim_chunk(&self, chunks: usize) -> Option<usize> {
+        let chunk = self.claimed.fetch_add(1, Ordering::Relaxed);
+        (chunk < chunks).then_some(chunk)
+    }
+
+    /// Count a claimed chunk moved; whether it was the last of `chunks` (the caller then makes
+    /// the next table current and retires the old one).
+    pub(crate) fn finish_chunk(&self, chunks: usize) -> bool {
+        // AcqRel: the chunk counter is a release sequence; the thread that finishes the last
+        // chunk acquires every transfer's writes before it makes the next table current.
+        self.finished.fetch_add(1, Ordering::AcqRel) + 1 == chunks
+    }
+
+    /// Whether all of `chunks` are moved.
+    pub(crate) fn done(&self, chunks: usize) -> bool {
+        self.finished.load(Ordering::Acquire) >= chunks
+    }
+}
+
+/// Aborts the process if dropped during a panic (see "Panics during a move"); forgotten on
+/// success.
+pub(crate) struct AbortOnUnwind;
+
+impl Drop for AbortOnUnwind {
+    fn drop(&mut self) {
+        eprintln!(
+            "floe: a panic while moving a bin or line to a new table (in the map's hasher?) \
+             would leave it locked and every thread that needs it waiting forever; aborting"
+        );
+        std::process::abort();
     }
 }

@@ -34,8 +34,7 @@ use super::{Action, DenseTable, Refused, GROW_AT_PER_MILLE, LINE_SLOTS};
 use crate::raw::{
     dispatch::Loader,
     gate::WriterGate,
-    lifecycle::{turn_to_help, Tables, READER_HELP_EVERY},
-    migrate::Next,
+    lifecycle::{turn_to_help, Next, Tables, READER_HELP_EVERY},
     prepare::{Ahead, Plan, Preparer},
     Inserted, Mismatch, Moved,
 };

@@ -2,7 +2,7 @@
 //!
 //! # Design
 //!
-//! The default layout (`raw/mod.rs`) spends 16 of a bin's 64 bytes on its header and link
+//! The default layout (`raw/bins/mod.rs`) spends 16 of a bin's 64 bytes on its header and link
 //! words and grows while most bins hold two or three keys: 41-44% of its table bytes hold
 //! keys and values at the growth trigger (BENCHMARKS, "floe at its growth trigger"). This
 //! layout gives every byte of a line to slots and moves the writers' state out of the line,
@@ -300,9 +300,8 @@ use crate::raw::{
     counter::ShardedCounter,
     dispatch::Loader,
     layout::LinkBucket,
-    lifecycle::Table,
+    lifecycle::{AbortOnUnwind, Migration, Next, Table},
     loader::LineLoader,
-    migrate::{AbortOnUnwind, Migration, Next},
     prepare::{Ahead, Prepared},
     ring, stats, Moved,
 };

@@ -6,7 +6,7 @@
 //! written back to the media before it returns), then [`recover`] (the sweeps an open runs
 //! over a crashed map's tables; its essay says what a crash or a power loss can leave and why
 //! each rule of the sweep keeps every operation that returned). The protocols themselves are
-//! the engine's (`raw/mod.rs`, `migrate.rs`): persistence adds only where their words are
+//! the engine's (`raw/bins/mod.rs`, `raw/bins/migrate.rs`): persistence adds only where their words are
 //! kept, the order in which a growth syncs its moves, and the recovery.
 
 pub(crate) mod recover;

@@ -921,7 +921,7 @@ impl RawTable {
 mod tests {
     use super::*;
     use crate::raw::Inserted;
-    use crate::raw::{loader::ScalarLoader, test_table_with_reserve};
+    use crate::raw::{bins::test_table_with_reserve, loader::ScalarLoader};
 
     const P: ScalarLoader = ScalarLoader;
 

@@ -3,7 +3,7 @@
 //! A table that one thread owns outright needs none of the bin protocols' read-modify-writes:
 //! nobody can race a commit, a retire or a chaining, so each becomes a plain load and store
 //! of the same words (`Relaxed` atomics: the same `mov` as a plain access on x86). The layout,
-//! the states and the invariants of the essay in `raw/mod.rs` are unchanged, so a table can go
+//! the states and the invariants of the essay in `raw/bins/mod.rs` are unchanged, so a table can go
 //! from shared use to single-thread use and back (`LocalMap::from(FlatMap)`,
 //! `LocalMap::into_shared`) without being rebuilt:
 //!

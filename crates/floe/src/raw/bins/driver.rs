@@ -17,25 +17,25 @@
 use crate::hash::Rehash;
 use std::sync::Arc;
 
-use super::{
+#[cfg(not(loom))]
+use crate::raw::persist::{
+    recover::{Sweeper, Swept, WithRehash},
+    store::{Store, Superblock, TableRecord},
+    writeback::Writeback,
+};
+use crate::raw::{
+    bins::migrate::CHUNK_BINS,
     dispatch::{dispatch, Loader},
     gate::WriterGate,
-    lifecycle::{growth_factor, turn_to_help, Table, Tables, READER_HELP_EVERY, WRITER_HELP_EVERY},
+    lifecycle::{
+        growth_factor, turn_to_help, Migration, Next, Table, Tables, READER_HELP_EVERY,
+        WRITER_HELP_EVERY,
+    },
     loader::ScalarLoader,
     memory_fits,
-    migrate::{Migration, Next, CHUNK_BINS},
     prepare::{Ahead, Plan, Prepared, Preparer},
     BinSnapshot, DeadKeys, Full, Geometry, Inserted, Mismatch, Moved, RawTable, Stopped,
     TableSource, Upserted, WordDone, WordOp,
-};
-#[cfg(not(loom))]
-use super::{
-    persist::{
-        recover::{Sweeper, WithRehash},
-        store::{Store, Superblock, TableRecord},
-        writeback::Writeback,
-    },
-    Swept,
 };
 use crate::{
     config::{Backend, Config, ResizeMode, Stats, TARGET_KEYS_PER_BIN_X4},
@@ -814,7 +814,7 @@ impl RawMap {
     }
 
     // -----------------------------------------------------------------------------------------
-    // Single-thread operations (`LocalMap`, `raw/local.rs`): `&mut self`, so no other thread
+    // Single-thread operations (`LocalMap`, `raw/bins/local.rs`): `&mut self`, so no other thread
     // is inside the map, no reader announcement is needed and a replaced table is freed at once
     // -----------------------------------------------------------------------------------------
 
