@@ -156,7 +156,8 @@ pub enum Api {
     Pipeline,
     /// The harness's floor, for all-get workloads on floe: `Batch::get_many` over the prebuilt
     /// keys, 2048 per call, checking only each call's number of hits (no per-answer check).
-    /// `--api batch` must come within 10% of it (BENCHMARKS, issue 12 part 4).
+    /// `--api batch` must come within 10% of it (BENCHMARKS.md, "DRAM speed";
+    /// the log `results/history/BENCHMARKS-log-2026-11.md` has issue 12 part 4).
     Bare,
 }
 

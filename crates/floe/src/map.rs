@@ -317,7 +317,8 @@ impl<K, V, S, T> Builder<K, V, S, T> {
     /// prepare, from 80% of their trigger's keys, done by 95%: without it, a population of
     /// 2^26 keys went 2.3 s (46 intervals of 50 ms) without completing an insert, at its
     /// last growths; with it, none, but the population ran 7-27% slower in paired runs
-    /// (`BENCHMARKS.md`, "The dense layout, fifth part").
+    /// (the benchmark log, `results/history/BENCHMARKS-log-2026-11.md`, "The dense layout, fifth
+    /// part").
     pub fn grow_ahead(mut self, max_bytes: usize) -> Self {
         self.config.grow_ahead = max_bytes;
         self

@@ -202,8 +202,9 @@
 //! fill every non-empty bin holds one. That is why the SIMD loaders read slot by slot:
 //! with a line read that promised atomicity only per 8 bytes, every get that hit such a slot
 //! had to read it again, and that re-read (a branch no predictor learns, plus portable-atomic's
-//! dispatched call) made cache-resident gets about 1.4x slower (BENCHMARKS, issue 12). The
-//! remaining cost of leaving a slot `Inserting`: an insert into the bin reads it in step 2
+//! dispatched call) made cache-resident gets about 1.4x slower (the benchmark log,
+//! `results/history/BENCHMARKS-log-2026-11.md`, issue 12). The remaining cost of leaving a
+//! slot `Inserting`: an insert into the bin reads it in step 2
 //! (the line is already in L1), and step 2 also waits for a slot whose key a delete has
 //! retired but not yet freed (two instructions of that delete's thread).
 //!

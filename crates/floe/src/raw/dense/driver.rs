@@ -221,7 +221,8 @@ impl DenseMap {
         // ends four times sooner, so fewer writes meet a key with one line moved and move the
         // other, a random line, themselves. Measured in a population of 2^26 keys (Intel
         // Xeon, 2 threads, three pairs of runs): 3-12% more inserts a second, and fewer
-        // inserts over 1 us, 8 us and 1 ms (BENCHMARKS, "The dense layout, fifth part").
+        // inserts over 1 us, 8 us and 1 ms (the benchmark log,
+        // `results/history/BENCHMARKS-log-2026-11.md`, "The dense layout, fifth part").
         if let Some(next) = table.migrating_into() {
             self.help_slow(table, next, rehash);
         } else {

@@ -282,7 +282,8 @@
 //!   full, or the table at its trigger) answers `Full` to the driver, which then grows (or
 //!   refreshes) the table a little earlier than it would have.
 //! - A growing map fills more slowly than the default layout's (population 0.70-0.85x in
-//!   `floe-bench dense`, BENCHMARKS "The dense layout", fifth to seventh parts), though a
+//!   `floe-bench dense`, BENCHMARKS "The dense layout"; the log
+//!   `results/history/BENCHMARKS-log-2026-11.md` has its fifth to seventh parts), though a
 //!   table filled without growing fills faster: every key is moved once per doubling (the
 //!   default layout grows fourfold below 64M bins: a third of the moves and of the fresh
 //!   memory), a move costs 100-180 ns a key, mostly the next table's fresh lines, and a

@@ -382,7 +382,7 @@ impl Store {
     /// as [`Error::Storage`] by the growth that wanted the table, and the map stays as it was.
     /// What it costs: on a disk file system a metadata update; on tmpfs the pages themselves,
     /// allocated and zeroed here rather than at each first touch (a 2.6 GiB table: about 2 s
-    /// more to build, `BENCHMARKS.md`).
+    /// more to build: the benchmark log, `results/history/BENCHMARKS-log-2026-11.md`).
     pub(crate) fn create_table(&self, record: &TableRecord) -> Result<Arc<Region>, Error> {
         let bytes = record.file_bytes().ok_or(Error::CapacityOverflow)?;
         let path = self.table_path(record.gen);
