@@ -16,7 +16,7 @@ if [ "$#" -eq 0 ]; then
     # The dense layout's headerless get against every write (src/raw/dense/mod.rs).
     cargo test --release -p floe --lib --target-dir target/loom raw::dense::model
     # The default layout's crowd read before a growth (src/raw/bins/mod.rs, `keys_of_bin`).
-    cargo test --release -p floe --lib --target-dir target/loom raw::model
+    cargo test --release -p floe --lib --target-dir target/loom raw::bins::model
     # floe-kmer's compact counting table: slots claimed by CAS, growth under the write lock
     # (crates/floe-kmer/src/count/compact.rs).
     cargo test --release -p floe-kmer --lib --target-dir target/loom count::compact::model

@@ -12,7 +12,7 @@
 //!
 //! Then `population`: `--repeat` times, which layout goes first alternating, a map of each layout
 //! built for [`POPULATION_START`] keys is filled with all `--keys` keys, growing on the way (the
-//! dense one by migrations, `floe/src/raw/dense_driver.rs`); the median rate, and the space at the
+//! dense one by migrations, `floe/src/raw/dense/driver.rs`); the median rate, and the space at the
 //! end. Each population runs in a process of its own (`dense-population-child`): filled in this
 //! one, a map met the state the other layout's maps left (its freed memory, which a VM's host
 //! may still back or may have taken back), and the default layout's runs ranged over 3x (2.6 to

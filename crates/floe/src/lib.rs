@@ -76,7 +76,7 @@
 //! Tail latency while growing: a new table's pages are zeroed by the kernel on first touch
 //! (in a virtual machine, first backed by the host, which can cost 4-5 ms per 2 MiB huge
 //! page), and a growth's moves write all over the new table at once, which showed as seconds
-//! of near-stopped inserts in `BENCHMARKS.md`. So a table past the load it is sized for has
+//! of near-stopped inserts (the benchmark log, `results/history/`). So a table past the load it is sized for has
 //! its writes fault the next table in ahead, a page now and then ([`Builder::grow_ahead`], on
 //! by default; "Tails while growing" in `BENCHMARKS.md` has what it gains and costs). Where
 //! no single operation may wait a huge page's fault, build the map with
@@ -129,8 +129,10 @@
 //! geometry and the hash), missing, truncated, not regular files (a FIFO is refused, not waited on)
 //! or locked by another process are refused with an [`Error::Storage`] that says which and names
 //! the file or directory ([`StorageError::path`]; the operating system's error, where it refused,
-//! is the [`source`](std::error::Error::source)), and a refused open never writes ([`durable`] is
-//! the layer every format stands on). The hasher must be a [`hash::PersistentHasher`] (its seed is
+//! is the [`source`](std::error::Error::source)), and an open these checks refuse never writes (a
+//! crashed map's sweep can still meet a move it cannot rebuild, and refuses the map after
+//! settling what it could: `src/raw/persist/recover.rs`; [`durable`] is the layer every format
+//! stands on). The hasher must be a [`hash::PersistentHasher`] (its seed is
 //! stored). A persistent map does not prepare its next table ahead ([`Builder::grow_ahead`]). The
 //! directory is itself locked (`flock` on the directory, so no file removed from it lets a second
 //! process in) while a map has it open; a process that ignores the lock and truncates a table file

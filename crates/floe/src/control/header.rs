@@ -11,13 +11,13 @@
 //!
 //! Slot `s` (0..15) owns bits `2s..2s+2`; the bin state owns bits 30..32; the version is
 //! bumped by every header CAS, so two equal header words mean "nothing happened in this bin
-//! in between" (up to 2^32 wrap-around, see the engine essay).
+//! in between" (up to 2^32 wrap-around, see the default layout's essay, `raw/bins/mod.rs`).
 //!
 //! Slot states: `Invalid = 0b00` (free), `Inserting = 0b01` (taken by one committed insert,
 //! whose key is being written), `Valid = 0b10` (holds a live key), `Shadow = 0b11` (a shadow
 //! insert's key: present to inserts, hidden from everything else, DLHT §3.2.2). Searches match
-//! the keys of `Inserting` and `Valid` slots (`searchable`); see the engine essay for why an
-//! insert's slot is searchable before its key is written. Step 2 of an insert looks into the
+//! the keys of `Inserting` and `Valid` slots (`searchable`); see the default layout's essay
+//! (`raw/bins/mod.rs`) for why an insert's slot is searchable before its key is written. Step 2 of an insert looks into the
 //! slots whose low bit is set (`Inserting` and `Shadow`: `unconfirmed`). Bin states: `NoTransfer = 0`, `InTransfer = 1`,
 //! `DoneTransfer = 2` (the resize protocol, DLHT §3.2.5; see `raw::bins::migrate`), `Frozen = 3`
 //! (a shrink about to move the bin).

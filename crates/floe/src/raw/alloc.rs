@@ -310,7 +310,7 @@ impl Region {
 
     /// [`sync`](Self::sync) for the bytes `range` only, widened to whole 4 KiB pages (the
     /// unit the kernel writes back): a growth's ordered moves sync the lines they wrote
-    /// before they retire the old slots (`migrate.rs`, "Power loss during a move").
+    /// before they retire the old slots (`bins/migrate.rs`, "Power loss during a move").
     pub(crate) fn sync_range(&self, range: core::ops::Range<usize>) -> std::io::Result<()> {
         let start = range.start / PAGE * PAGE;
         let end = range.end.min(self.bytes).next_multiple_of(PAGE);

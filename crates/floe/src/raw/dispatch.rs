@@ -223,7 +223,7 @@ macro_rules! simd_entries {
                 range: core::ops::Range<usize>,
                 rehash: crate::hash::Rehash<'_>,
                 write: bool,
-            ) -> crate::raw::persist::recover::Swept {
+            ) -> crate::raw::Swept {
                 raw.recover_bins(p, range, rehash, write)
             }
         }

@@ -1,4 +1,4 @@
-//! The driver of the layout a map was built with: the default layout's (`driver.rs`,
+//! The driver of the layout a map was built with: the default layout's (`bins/driver.rs`,
 //! `RawMap`: DLHT bins with link buckets) or the dense one's (`dense/driver.rs`, `DenseMap`:
 //! headerless lines, a home and an alternative per key). The facades hold a [`Driver`] and
 //! call it as they would either; each call is one match on the layout, which a map never
@@ -14,10 +14,10 @@ use super::{
     dense::driver::{lines_for, DenseMap, DensePinned},
     Inserted, Mismatch, Stopped, WordDone, WordOp,
 };
-use crate::hash::Rehash;
 use crate::{
     config::{Backend, Config, Layout, Stats},
     error::Error,
+    hash::Rehash,
 };
 
 /// One map's driver, of its layout (module docs).

@@ -3,15 +3,15 @@
 //! replaced, freed once no reader can be on them (`reclaim.rs`).
 //!
 //! Each layout's table says how it moves a chunk of itself into its successor ([`Table`]);
-//! its driver (`driver.rs` for the default layout, `dense/driver.rs` for the dense one) runs
+//! its driver (`bins/driver.rs` for the default layout, `dense/driver.rs` for the dense one) runs
 //! operations, starts growths and shrinks, and calls this for the rest of the life cycle. The
 //! migration's bookkeeping (the successor, the chunk counters) is [`Migration`], also shared.
 
 use crossbeam_utils::CachePadded;
 
-use crate::hash::Rehash;
 use crate::{
     config::ResizeMode,
+    hash::Rehash,
     reclaim::{Collector, ReadGuard, Reclaim},
     sync::{spin, AtomicPtr, AtomicUsize, Ordering},
 };
@@ -221,7 +221,7 @@ const READY: usize = 2;
 
 /// The migration out of a table (held by the old table): its successor and the chunk
 /// counters, the same for every layout (`T` is the table type: `RawTable` or `DenseTable`).
-/// How a layout moves its bins or lines is its own (`migrate.rs`, `dense/mod.rs`).
+/// How a layout moves its bins or lines is its own (`bins/migrate.rs`, `dense/mod.rs`).
 pub(crate) struct Migration<T> {
     /// Old bins per new bin: 1 when growing; `g` when shrinking `g` times.
     group: AtomicUsize,
@@ -349,8 +349,8 @@ impl<T> Migration<T> {
     }
 }
 
-/// Aborts the process if dropped during a panic (see "Panics during a move"); forgotten on
-/// success.
+/// Aborts the process if dropped during a panic (`bins/migrate.rs`, "Panics during a move");
+/// forgotten on success.
 pub(crate) struct AbortOnUnwind;
 
 impl Drop for AbortOnUnwind {

@@ -8,7 +8,7 @@
 //! dense layout (`dense/`) keeps a key in its home line or one alternative, with headerless
 //! lines; its essay opens `dense/mod.rs`. Each layout has a table (its protocols), a
 //! migration (moving its bins or lines into a successor while operations go on) and a driver
-//! (one map's tables over time); `lifecycle.rs` is the life cycle both drivers share and
+//! (one map's tables over time); `lifecycle.rs` is the life cycle both share and
 //! `layouts.rs` the one driver a facade holds. The persistence engine (`persist/`) keeps a
 //! default-layout table in a file and recovers it after a crash.
 //!
@@ -17,8 +17,10 @@
 //! `bins/migrate.rs`, `bins/driver.rs`, `bins/local.rs`); `dense/mod.rs` (the second layout),
 //! `dense/stash.rs`, `dense/driver.rs`; `lifecycle.rs` and `layouts.rs`; `persist/mod.rs`
 //! (its reading order).
-//! Shared below the tables: `outcome.rs` (what operations answer), `prefetch.rs`, `loader.rs`,
-//! `layout.rs`, `alloc.rs`, `prepare.rs`, `counter.rs`, `ring.rs` (the batches' lookahead).
+//! Beside them: `dispatch.rs` (the backend chosen once, and each operation compiled for it),
+//! `gate.rs` (the snapshot gate), `stats.rs` (line counting). Shared below the tables:
+//! `outcome.rs` (what operations answer), `prefetch.rs`, `loader.rs`, `layout.rs`,
+//! `alloc.rs`, `prepare.rs`, `counter.rs`, `ring.rs` (the batches' lookahead).
 //!
 //! ## Layers
 //!
@@ -32,8 +34,7 @@
 //!  raw/bins/driver.rs (RawMap),               runners, when and how to grow, per layout;
 //!  raw/dense/driver.rs (DenseMap)             opening a persistent map
 //!        |                  \
-//!  raw/lifecycle.rs (Tables, Migration),      the current table, migration bookkeeping and
-//!  gate.rs; raw/persist/recover.rs (Sweeper)  end, retiring; the snapshot gate; recovery
+//!  gate.rs, raw/persist/recover.rs (Sweeper)  the snapshot gate writers pass; recovery
 //!        |            \
 //!  raw/dispatch.rs     reclaim.rs             backend chosen once; when old tables are freed
 //!        |
@@ -44,8 +45,9 @@
 //!  raw/dense/stash.rs (Stash),                a dense table's keys that fit in no line;
 //!  raw/persist/store.rs, writeback.rs         table files, the superblock, write-backs
 //!        |
-//!  raw/outcome.rs, prefetch.rs, loader.rs,    what operations answer, prefetches, reading
-//!  layout.rs, alloc.rs, prepare.rs, ring.rs   lines, the memory and its allocation, a next
+//!  raw/lifecycle.rs (Tables, Migration),      the current table, a migration's bookkeeping
+//!  outcome.rs, prefetch.rs, loader.rs,        and end, retiring; what operations answer,
+//!  layout.rs, alloc.rs, prepare.rs, ring.rs   prefetches, reading lines, the memory, a next
 //!                                             table made ready ahead, the lookahead ring
 //!        |
 //!  control/ (header words, SIMD groups)       bit tricks, no memory
@@ -84,6 +86,8 @@ pub(crate) use self::persist::store::FORMAT_VERSION;
 #[cfg(loom)]
 pub(crate) const FORMAT_VERSION: u32 = 1;
 
+#[cfg(not(loom))]
+pub(crate) use self::outcome::Swept;
 pub(crate) use self::{
     alloc::memory_fits,
     bins::{BinSnapshot, DeadKeys, Geometry, RawTable, TableSource, IF_ABSENT, IF_PRESENT, UPSERT},

@@ -1,6 +1,7 @@
 //! What the engine's operations answer, the same for both layouts: the words a driver turns
 //! into a facade's results (`Inserted`, `Mismatch`...) and the reasons an operation stops
-//! (`Moved`: retry in the next table; `Full`: no room, grow).
+//! (`Moved`: retry in the next table; `Full`: no room, grow), and what a recovery sweep of a
+//! persistent table found (`Swept`, `raw/persist/recover.rs`).
 
 /// The key's bin has been moved to the next table (`migrate`): retry there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -80,4 +81,38 @@ pub(crate) enum Mismatch {
     Absent,
     /// The key is present with this value.
     Value(u64),
+}
+
+/// What a recovery sweep found.
+#[cfg(not(loom))]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Swept {
+    /// Live keys kept.
+    pub(crate) keys: usize,
+    /// Slots an interrupted insert, delete or shadow held, freed.
+    pub(crate) freed: usize,
+    /// Keys that do not hash to the bin they were found in (a damaged file), dropped.
+    pub(crate) misplaced: usize,
+    /// Link words naming buckets outside the pool (a damaged file), cut.
+    pub(crate) bad_links: usize,
+    /// Moves rebuilt (old bins or shrink groups left `InTransfer`).
+    pub(crate) rebuilt: usize,
+    /// Free slots holding something other than the dead key (left by a power loss), cleared.
+    pub(crate) stale: usize,
+    /// Keys of an interrupted move that found no free slot or link bucket in their new bin
+    /// (only in a damaged file: the open refuses it).
+    pub(crate) unplaced: usize,
+}
+
+#[cfg(not(loom))]
+impl Swept {
+    pub(crate) fn add(&mut self, other: Swept) {
+        self.keys += other.keys;
+        self.freed += other.freed;
+        self.misplaced += other.misplaced;
+        self.bad_links += other.bad_links;
+        self.rebuilt += other.rebuilt;
+        self.stale += other.stale;
+        self.unplaced += other.unplaced;
+    }
 }

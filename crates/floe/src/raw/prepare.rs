@@ -52,7 +52,7 @@
 //! may run before, during or after the growth takes its region, beside the table's own
 //! stores, and no ordering is needed between them (the counters here are Relaxed; who holds
 //! the regions is decided under the preparer's mutex). The table made in prepared regions is
-//! published as every new table is (`migrate.rs`); what it reads there is zero or what its own
+//! published as every new table is (`bins/migrate.rs`); what it reads there is zero or what its own
 //! writers stored. A step in flight keeps its regions mapped through its own `Arc`, so a
 //! discarded preparation is unmapped only after its last step returns.
 //!

@@ -14,15 +14,16 @@
 //! and one load of the current pointer); then growth (`grow`, `help`, `complete`), whose
 //! per-bin protocol and argument are in `migrate.rs`; then the whole-map operations.
 
-use crate::hash::Rehash;
 use std::sync::Arc;
 
 #[cfg(not(loom))]
 use crate::raw::persist::{
-    recover::{Sweeper, Swept, WithRehash},
+    recover::{Sweeper, WithRehash},
     store::{Store, Superblock, TableRecord},
     writeback::Writeback,
 };
+#[cfg(not(loom))]
+use crate::raw::Swept;
 use crate::raw::{
     bins::migrate::CHUNK_BINS,
     dispatch::{dispatch, Loader},
@@ -41,6 +42,7 @@ use crate::{
     config::{Backend, Config, ResizeMode, Stats, TARGET_KEYS_PER_BIN_X4},
     control::header::{BinState, SLOTS_PER_BIN},
     error::{Error, StorageError, StorageErrorKind},
+    hash::Rehash,
     hash::{fastrange, fastrange_hashes},
     reclaim::{self, ReadGuard, Reclaim},
     sync::stat::{AtomicUsize as StatCounter, Ordering as StatOrdering},

@@ -174,7 +174,11 @@ impl RawTable {
 
     /// Link buckets taken from the transfer reserve (by the migration that filled this table).
     pub(crate) fn transfer_used(&self) -> usize {
-        self.transfer_next.load(Ordering::Relaxed)
+        // The cursor runs past the reserve's end when a transfer finds it spent and takes
+        // elsewhere (`take_for_transfer`).
+        self.transfer_next
+            .load(Ordering::Relaxed)
+            .min(self.transfer_reserve())
     }
 
     /// Old bins per chunk of the migration: [`ORDERED_CHUNK_BINS`] when its new table orders
@@ -650,6 +654,24 @@ impl RawTable {
             header.with_slot(placed.slot, SlotState::Invalid).0,
             Ordering::Relaxed,
         );
+    }
+
+    /// `width` consecutive link buckets from those a recovery found unchained
+    /// (`persist/recover.rs`, `Sweeper::unchained`), or `None`. Only a transfer takes them, after the reserve.
+    #[cfg(not(loom))]
+    fn take_unchained(&self, width: usize) -> Option<usize> {
+        let mut runs = self
+            .unchained
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // The shortest run that fits: a single bucket taken from a run of two would leave a
+        // pair's demand two runs of one.
+        let run = runs
+            .iter_mut()
+            .filter(|run| run.len() >= width)
+            .min_by_key(|run| run.len())?;
+        run.start += width;
+        Some(run.start - width)
     }
 
     /// `width` consecutive link buckets for a transfer: from the transfer reserve; should the

@@ -872,7 +872,7 @@ impl RawTable {
         self.next_link
             .load(Ordering::Relaxed)
             .min(self.transfer_base)
-            + self.transfer_next.load(Ordering::Relaxed)
+            + self.transfer_used()
     }
 
     pub(crate) fn links_lost(&self) -> usize {
@@ -2251,7 +2251,7 @@ impl Drop for RawTable {
 /// A table whose dead keys are `u64::MAX` (for every bin but 0) and `u64::MAX - 1` (bin 0);
 /// tests and models pick bins directly, so no hasher is involved.
 #[cfg(test)]
-pub(in crate::raw) fn test_table(bins: usize, links: usize) -> RawTable {
+fn test_table(bins: usize, links: usize) -> RawTable {
     test_table_with_reserve(bins, links, 0)
 }
 
@@ -2578,7 +2578,8 @@ mod model {
         thread,
     };
 
-    use super::{loader::ScalarLoader, test_table, *};
+    use super::{test_table, *};
+    use crate::raw::loader::ScalarLoader;
 
     const P: ScalarLoader = ScalarLoader;
 

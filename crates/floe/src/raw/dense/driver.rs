@@ -27,7 +27,6 @@
 //! doubles the table instead). `reserve` and `shrink_to_fit` migrate to the size they need the same
 //! way.
 
-use crate::hash::Rehash;
 use std::sync::Arc;
 
 use super::{Action, DenseTable, Refused, GROW_AT_PER_MILLE, LINE_SLOTS};
@@ -41,6 +40,7 @@ use crate::raw::{
 use crate::{
     config::{Backend, ResizeMode, Stats},
     error::Error,
+    hash::Rehash,
     reclaim::{self, ReadGuard},
     sync::stat::{AtomicUsize as StatUsize, Ordering as StatOrdering},
 };

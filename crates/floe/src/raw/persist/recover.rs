@@ -6,8 +6,8 @@
 //! A persistent table is a shared file mapping, so at the instant a process dies its files
 //! hold exactly what its threads had stored; each 16-byte slot and each 8-byte word was
 //! written whole (aligned atomic stores), so nothing is torn below that. What can be half done
-//! is a protocol, stopped between two of its steps. Step by step (the essay in `mod.rs` and
-//! `migrate.rs`), a slot of a bin that is not being moved can be:
+//! is a protocol, stopped between two of its steps. Step by step (the essays in
+//! `bins/mod.rs` and `bins/migrate.rs`), a slot of a bin that is not being moved can be:
 //!
 //! | header state | slot holds        | left by                                  | recovery  |
 //! |--------------|-------------------|------------------------------------------|-----------|
@@ -67,12 +67,20 @@
 //! earlier one's: the earlier buckets are then below the cursor (which recovery sets past the
 //! largest chained bucket) and chained nowhere, and the rebuild of the earlier bin's move
 //! needs as many again. Were they left, every power loss during a move would spend reserve
-//! that its argument (`migrate.rs`, "Link buckets") counted once, and a shrink, whose reserve
-//! is its exact demand, would run out. So recovery lists the buckets below the cursors of a
-//! migration's new table that no bin chains (`Sweeper::unchained`), and transfers take from
-//! that list before the regular pool: a move rebuilt or finished after a power loss takes no
-//! more buckets than one never interrupted. Should a damaged file still leave a key of an
-//! interrupted move no slot or bucket, the open refuses the map and marks nothing done.
+//! that its argument (`bins/migrate.rs`, "Link buckets") counted once, and a shrink, whose
+//! reserve is its exact demand, would run out. So recovery lists the buckets below the
+//! cursors of a migration's new table that no bin chains (`Sweeper::unchained`), and
+//! transfers take from that list (the shortest run that fits) before the regular pool. Its
+//! mirror is a new bin whose line survived and whose link bucket's line did not: the slots
+//! the header says are taken there hold nothing, and the rebuild frees them before it places
+//! the old bins' keys (`recover_moves`), so it chains no bucket the move did not. Should a
+//! damaged file still leave a key of an interrupted move no slot or bucket, the open refuses
+//! the map (`Corrupt`) and marks no old bin done, so the old slots keep the only copies; what
+//! the sweep had settled by then stays written (a refused open writes nothing only when the
+//! refusal comes from the checks before the sweep), and a later open settles the same way
+//! and refuses again. Not covered: the moves of groups no thread had claimed, which the open
+//! finishes as a running migration does; a damaged file that leaves those no bucket stops
+//! the process there (`place`), as it would a map in memory.
 //!
 //! Recovery runs before any thread can reach the tables, so it uses plain stores.
 //!
@@ -84,15 +92,14 @@
 //! each with a hasher of its own (built from the seed in the superblock), and adds up what
 //! they found; on an undamaged file the map (its keys and values) and the report are the same
 //! on any number of threads (each bin, its buckets and its new bins are written by the one
-//! thread sweeping its chunk; only which reserve bucket a rebuilt move chains may differ). Two bins share a
-//! link bucket only in a damaged file (every bucket is chained to one bin): there, what the
+//! thread sweeping its chunk; only which reserve bucket a rebuilt move chains may differ).
+//! Two bins share a link bucket only in a damaged file (every bucket is chained to one bin): there, what the
 //! sweep makes of that bucket depends on which bin's thread gets to it first, as on one
 //! thread it depends on the bins' order, and every access is atomic, so it is a damaged map
 //! settled one way or another, never a data race. The pool cursors take the largest chained
 //! bucket any chunk saw; a move that needs a bucket takes it with an atomic add (or, from the
 //! buckets found unchained, under a lock).
 
-use crate::hash::Rehash;
 use std::{
     collections::{HashMap, HashSet},
     ops::Range,
@@ -103,7 +110,7 @@ use crate::raw::{
     dispatch::{dispatch, Loader},
     layout::{Bin, LinkBucket},
     loader::LineLoader,
-    prefetch_line, RawTable,
+    prefetch_line, RawTable, Swept,
 };
 use crate::{
     control::{
@@ -111,40 +118,9 @@ use crate::{
         header::{slot_place, BinState, Header, Link, SlotMask, SlotState},
     },
     hash::fastrange,
+    hash::Rehash,
     sync::{AtomicU64, AtomicUsize, Ordering},
 };
-
-/// What a recovery sweep found.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Swept {
-    /// Live keys kept.
-    pub(crate) keys: usize,
-    /// Slots an interrupted insert, delete or shadow held, freed.
-    pub(crate) freed: usize,
-    /// Keys that do not hash to the bin they were found in (a damaged file), dropped.
-    pub(crate) misplaced: usize,
-    /// Link words naming buckets outside the pool (a damaged file), cut.
-    pub(crate) bad_links: usize,
-    /// Moves rebuilt (old bins or shrink groups left `InTransfer`).
-    pub(crate) rebuilt: usize,
-    /// Free slots holding something other than the dead key (left by a power loss), cleared.
-    pub(crate) stale: usize,
-    /// Keys of an interrupted move that found no free slot or link bucket in their new bin
-    /// (only in a damaged file: the open refuses it).
-    pub(crate) unplaced: usize,
-}
-
-impl Swept {
-    pub(crate) fn add(&mut self, other: Swept) {
-        self.keys += other.keys;
-        self.freed += other.freed;
-        self.misplaced += other.misplaced;
-        self.bad_links += other.bad_links;
-        self.rebuilt += other.rebuilt;
-        self.stale += other.stale;
-        self.unplaced += other.unplaced;
-    }
-}
 
 /// What [`RawTable::recover_links`] found in a range of bins: link words cut, and how far the
 /// chained buckets reach into each part of the pool (the cursors start past them).
@@ -468,18 +444,6 @@ impl RawTable {
         }
     }
 
-    /// `width` consecutive link buckets from those a recovery found unchained
-    /// ([`Sweeper::unchained`]), or `None`. Only a transfer takes them, after the reserve.
-    pub(in crate::raw) fn take_unchained(&self, width: usize) -> Option<usize> {
-        let mut runs = self
-            .unchained
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        let run = runs.iter_mut().find(|run| run.len() >= width)?;
-        run.start += width;
-        Some(run.start - width)
-    }
-
     /// Set the pool cursors past every chained bucket (what `recover_links` found over every
     /// bin).
     pub(crate) fn set_link_cursors(&self, chained: Chained) {
@@ -711,39 +675,45 @@ impl RawTable {
             // old bin already done, stays as it is (never rewritten, so a power loss during
             // this recovery cannot take the only copy of a moved key); a copy of a live key
             // takes the old slot's value; anything else (a copy whose key a delete retired,
-            // a duplicate, a key from elsewhere) is freed.
+            // a duplicate, a key from elsewhere) is freed. So is a slot that holds no key at
+            // all (a shadow, whose owner died with the process; one whose bucket is not
+            // chained or whose line never reached the disk; one holding a dead or shadow
+            // word): the bin sweep would free it later, and freed now it takes a live key
+            // below instead of making the rebuild chain a link bucket the move never needed.
             for target in targets.clone() {
                 let bin = &next.bins[target];
                 let (dead, shadow_key) = (next.dead.of(target), next.dead.shadow_of(target));
                 let header = Header(bin.header.load(Ordering::Relaxed));
                 for slot in header.occupied().iter() {
-                    if header.slot(slot) == SlotState::Shadow
-                        || !next.slot_chained(bin, slot)
-                        || next.in_unwritten_line(bin, slot)
-                    {
-                        continue;
-                    }
-                    let slot_ref = next.slot(bin, slot);
-                    let (key, value) = slot_ref.load();
-                    if key == dead || key == shadow_key {
-                        continue;
-                    }
-                    let home = fastrange(rehash(key), self.bins());
-                    let keep = if !members.contains(&home) {
-                        swept.misplaced += 1;
-                        false
-                    } else if state(home) == BinState::DoneTransfer || moved.remove(&key) {
-                        true
-                    } else if let Some(newest) = live.remove(&key) {
-                        if newest != value {
-                            slot_ref.store(key, newest);
-                        }
-                        true
+                    let chained = next.slot_chained(bin, slot);
+                    let holds_a_word = header.slot(slot) != SlotState::Shadow
+                        && chained
+                        && !next.in_unwritten_line(bin, slot);
+                    let (key, value) = if holds_a_word {
+                        next.slot(bin, slot).load()
                     } else {
-                        false
+                        (dead, dead)
+                    };
+                    let keep = key != dead && key != shadow_key && {
+                        let home = fastrange(rehash(key), self.bins());
+                        if !members.contains(&home) {
+                            swept.misplaced += 1;
+                            false
+                        } else if state(home) == BinState::DoneTransfer || moved.remove(&key) {
+                            true
+                        } else if let Some(newest) = live.remove(&key) {
+                            if newest != value {
+                                next.slot(bin, slot).store(key, newest);
+                            }
+                            true
+                        } else {
+                            false
+                        }
                     };
                     if !keep {
-                        slot_ref.store(dead, dead);
+                        if chained {
+                            next.slot(bin, slot).store(dead, dead);
+                        }
                         let now = Header(bin.header.load(Ordering::Relaxed));
                         bin.header
                             .store(now.with_slot(slot, SlotState::Invalid).0, Ordering::Relaxed);
@@ -925,7 +895,8 @@ mod tests {
 
     const P: ScalarLoader = ScalarLoader;
 
-    /// Two threads, each hashing a key to itself.
+    /// Each thread hashing a key to itself. (These tables are one chunk each, so one thread
+    /// sweeps them whatever `threads` says.)
     const SWEEPER: Sweeper = Sweeper {
         loader: Loader::Scalar(ScalarLoader),
         threads: 2,
@@ -943,7 +914,8 @@ mod tests {
     /// retired none: old bins 0 and 1 hold 15 keys (new bin 0 needs all three link lines,
     /// chained first: buckets 0 to 2 of the reserve), old bin 2 holds 4 (new bin 1 needs
     /// one, bucket 3). Then the power fails: every old bin reached the disk claimed, and of
-    /// the new bins only bin 1's line. The keys.
+    /// the new bins only bin 1's line (bin 0's reads as zeroes: its header, link word and
+    /// slots) and the link buckets' lines. The keys.
     fn shrink_cut_by_power_loss(old: &RawTable, next: &RawTable) -> Vec<u64> {
         let mut keys = Vec::new();
         for (bin, count) in [(0, 8), (1, 7), (2, 4)] {
@@ -963,14 +935,23 @@ mod tests {
         );
         next.bins[0].header.store(0, Ordering::Relaxed);
         next.bins[0].link.store(0, Ordering::Relaxed);
-        for bin in old.bins.iter() {
+        for slot in 0..crate::control::header::PRIMARY_SLOTS {
+            next.slot(&next.bins[0], slot).store(0, 0);
+        }
+        claim_every_bin(old);
+        keys
+    }
+
+    /// Mark every bin of `table` claimed by a move (`InTransfer`), as a move's claims that
+    /// reached the disk leave them.
+    fn claim_every_bin(table: &RawTable) {
+        for bin in table.bins.iter() {
             let header = Header(bin.header.load(Ordering::Relaxed));
             bin.header.store(
                 header.with_bin_state(BinState::InTransfer).0,
                 Ordering::Relaxed,
             );
         }
-        keys
     }
 
     /// The recovered reserve cursor stands past bucket 3, so buckets 0 to 2 are chained
@@ -1024,6 +1005,7 @@ mod tests {
         let swept = SWEEPER.moves(&old, &next, 2).unwrap();
         assert!(swept.unplaced > 0, "{swept:?}");
         assert_eq!(old.move_state(0, 2), MoveState::Interrupted);
+        assert_eq!(old.move_state(2, 2), MoveState::Interrupted);
         for &key in &keys {
             let mut held = false;
             old.held_slots(fastrange(key, 4), |slot_key, value| {
@@ -1031,5 +1013,48 @@ mod tests {
             });
             assert!(held, "key {key:#x} left its old slot");
         }
+    }
+
+    /// A shrink of four bins into two whose transfer placed the six keys of old bins 0 and 1
+    /// in new bin 0 (three in its line, three in its one link bucket, the reserve's only
+    /// bucket; the other group is empty), then a power
+    /// loss that kept the bin's line (its header, link word and three copies) and lost the
+    /// bucket's (zeroes). Its three slots hold no key: freed, they take the three keys again,
+    /// and the rebuild needs no bucket. (Left occupied, the keys wanted a pair of buckets the
+    /// table does not have, and a map a power loss had not damaged was refused.)
+    #[test]
+    fn a_rebuilt_move_frees_slots_whose_line_never_reached_the_disk() {
+        let (old, next) = (
+            test_table_with_reserve(4, 8, 0),
+            test_table_with_reserve(2, 0, 1),
+        );
+        let keys: Vec<u64> = (0..2)
+            .flat_map(|bin| (0..3).map(move |k| key(bin, k)))
+            .collect();
+        for &key in &keys {
+            let bin = fastrange(key, 4);
+            assert_eq!(old.insert(P, bin, key, key ^ 7).unwrap(), Ok(Inserted::New));
+            next.place(0, key, key ^ 7, SlotState::Valid);
+        }
+        assert_eq!(next.transfer_used(), 1);
+        for slot in next.links[0].slots.iter() {
+            slot.store(0, 0);
+        }
+        claim_every_bin(&old);
+        SWEEPER.unchained(&next, SWEEPER.links(&next, true));
+        let swept = SWEEPER.moves(&old, &next, 2).unwrap();
+        assert_eq!((swept.rebuilt, swept.unplaced), (2, 0), "{swept:?}");
+        let found = SWEEPER.bins(&next, true);
+        assert_eq!(found.keys, keys.len());
+        next.set_len(found.keys);
+        for &key in &keys {
+            assert_eq!(next.get(P, 0, key).unwrap(), Some(key ^ 7), "key {key:#x}");
+        }
+        assert_eq!(next.check_invariants(), keys.len());
+        assert_eq!(
+            next.link_buckets_used(),
+            1,
+            "no bucket beyond the reserve's one"
+        );
     }
 }

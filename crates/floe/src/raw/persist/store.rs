@@ -245,7 +245,7 @@ pub(crate) struct Store {
     /// `Durability::Flush`: the write-back every table of the map uses (`persist/writeback.rs`).
     writeback: Option<Writeback>,
     /// The directory is on a file system whose files outlive a power loss (not tmpfs or
-    /// ramfs): growths there order their moves (`migrate.rs`, "Power loss during a move").
+    /// ramfs): growths there order their moves (`bins/migrate.rs`, "Power loss during a move").
     durable_medium: bool,
 }
 
@@ -343,7 +343,7 @@ impl Store {
     }
 
     /// Whether a growth must sync each chunk's copies before it retires their old slots
-    /// (`migrate.rs`, "Power loss during a move"): on a file system that survives a power
+    /// (`bins/migrate.rs`, "Power loss during a move"): on a file system that survives a power
     /// loss, at `Durability::Process` (at `Flush` each copy is written back line by line).
     pub(crate) fn orders_moves(&self) -> bool {
         self.writeback.is_none() && self.durable_medium

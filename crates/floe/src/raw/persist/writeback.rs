@@ -10,8 +10,8 @@
 //! evicted, at a time nobody chooses, or when it is written back (`clwb`, `clflushopt`,
 //! `clflush`) and the write-back is fenced (`sfence`). SEPH §3.3 persists each slot it CASes
 //! before its insert returns; this level does the same for every operation of floe's, in
-//! this order (the protocols are in `mod.rs` and `migrate.rs`, what recovery makes of each
-//! intermediate state in `persist/recover.rs`):
+//! this order (the protocols are in `bins/mod.rs` and `bins/migrate.rs`, what recovery makes
+//! of each intermediate state in `persist/recover.rs`):
 //!
 //! 1. An operation runs its protocol unchanged (commit, store, publish; retire, free; CAS).
 //!    Any line may be evicted between two of its steps, so the media may hold any of the
