@@ -14,7 +14,7 @@
 //! state it had, never to a mix of two.
 //!
 //! **Sequence numbers follow the map's order of writes to a key.** A write takes its number
-//! inside its `compute` decision or `remove_if` test (`cache.rs`, `sequenced`), that is
+//! inside its `compute` decision or `remove_if` test (`cache/session.rs`, `sequenced`), that is
 //! after it read the item it replaces; if its swap then fails, the decision runs again and
 //! takes a new number. Let W1 then W2 be two successful writes of one key in the map's order.
 //! W2's successful decision read W1's result (W2's swap succeeded against it), which W1
@@ -33,7 +33,7 @@
 //! into an absent key reads that clock after its publication ([`Store::removed_after`]). If a
 //! removal stood for a larger number than the insert's, the insert journals what the key holds
 //! then (its own item, or one that replaced it) again, as a copy under a new number taken in a
-//! decision that read it (`Session::inserted` in `cache.rs`), in its own session, before it
+//! decision that read it (`Session::inserted` in `cache/session.rs`), in its own session, before it
 //! replies. Why that suffices: let R be the removal that the insert I follows in the key's
 //! order. R raised the clock before its linearization (the engine's retire or the value word's
 //! swap, both release RMWs), which I's insert read with acquire (it found the key absent), so

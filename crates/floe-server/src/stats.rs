@@ -301,7 +301,7 @@ fn general(out: &mut Vec<u8>, cache: &Cache) {
     stat(out, "lru_bumps_dropped", 0);
     // floe-server's own.
     counters(out, &["outofmemory"]);
-    // The small queue's share of the queued bytes, in thousandths (cache.rs, "The split
+    // The small queue's share of the queued bytes, in thousandths (cache/mod.rs, "The split
     // adapts").
     stat(out, "small_queue_permille", cache.small_queue_share());
     stat(out, "index_bytes", cache.index_bytes());

@@ -705,7 +705,7 @@ fn linearizable_end(ops: &[Shared], restored: Option<&[u8]>) -> Result<(), Strin
 /// are the key's last two. Rounds for about 12 s, or `FLOE_SERVER_SHARED_KILL_ROUNDS` of them
 /// (`FLOE_SERVER_KILL_SEED` seeds the kill instants and the writers).
 ///
-/// Checked by mutation: with `cache.rs` taking a store's, an incr's or a delete's number
+/// Checked by mutation: with `cache/session.rs` taking a store's, an incr's or a delete's number
 /// before its `compute` or `remove_if` (so a retried decision kept an older number), this
 /// failed within its first three rounds in 25 runs of 25, mostly in the first. The groups of
 /// 1 ms and the reads as a writer leaves one are what make it sharp: with 5 ms groups and no
