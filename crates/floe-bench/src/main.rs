@@ -16,14 +16,24 @@
 //!
 //! # Layers
 //!
-//! Arrows point down only; each module uses only those below it.
+//! Arrows point down only; each module uses only those below it. Every module of the crate
+//! is on this map.
 //!
 //! ```text
-//! main.rs          subcommands: arguments -> experiments -> reports on disk
-//! args.rs          every flag (clap), and flags -> the bench's own types
-//! experiment.rs    one configuration run in full    growth.rs  timelines while maps grow
-//! plot.rs          the scaling chart                 simd/      the layout lab (own layers)
-//! space.rs         speed against space (plot --space)
+//! main.rs          subcommands: arguments -> experiments -> reports on disk; picks the
+//!                  `server` subcommand's mode
+//! args.rs          the command line (clap): the flags of the suite, `run`, `sweep`,
+//!                  `bustle`, `plot`, `ceiling` and `probe`; every other subcommand's flags
+//!                  live beside it (`ServerArgs` in server_load.rs, `JoinArgs` in join.rs...)
+//! subcommands      experiment.rs (one configuration, the default suite), growth.rs
+//!                  (timelines while maps grow), bustle_run.rs (conc-map-bench's driver),
+//!                  cache.rs (floe::Cache against moka, quick_cache, scc), dense.rs (the two
+//!                  layouts), join.rs (hash joins), oltp.rs (Smallbank, TATP), recovery.rs
+//!                  (a persistent map after a crash), sizes.rs and ycsb.rs (maps of byte
+//!                  strings), skew.rs (delegation under skew), simd/ (the layout lab, own
+//!                  layers); hit_ratio.rs and warm_restart.rs (server modes) over
+//!                  server_load.rs (floe-server and memcached: launcher, client, load mode)
+//! plot.rs  bars.rs  space.rs   the charts: scaling, the suite's bars, speed against space
 //! report.rs        rows, the report Envelope (schema, time, machine), JSON/CSV/tables
 //! ceiling.rs       the machine's random-line ceiling, on the same harness
 //! measure.rs       the harness: pinned workers, timed loops, checked answers, latency

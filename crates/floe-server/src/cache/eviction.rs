@@ -1,5 +1,6 @@
-//! S3-FIFO's queues (the design is in the module docs of `cache`): queue nodes, the small
-//! and main FIFOs of a shard, the ghosts of keys evicted, and the split's bounds. The
+//! S3-FIFO's queues (the design is in the module docs of `cache`): queue nodes and what one
+//! is charged, the small and main FIFOs of a shard, the ghosts of keys evicted, and the
+//! split's bounds. The
 //! eviction steps themselves are a session's (`session.rs`), which holds the map and the
 //! counters they touch.
 
@@ -192,7 +193,7 @@ impl Ghost {
 }
 
 /// The small queue's share of the queued bytes, in thousandths: where it starts (S3-FIFO's
-/// 10%), and its bounds and step (see "The split adapts" in the module's docs).
+/// 10%), and its bounds and step (see "The split adapts" in `cache/mod.rs`).
 pub(super) const SMALL_SHARE_START: u32 = 100;
 pub(super) const SMALL_SHARE_MIN: u32 = 10;
 pub(super) const SMALL_SHARE_MAX: u32 = 990;

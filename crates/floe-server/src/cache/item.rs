@@ -1,6 +1,6 @@
 //! Items and what they are charged: one cached value with its client flags, CAS unique,
-//! expiry and read marks; the bytes `-m` counts for it and its queue node; what each write
-//! command answers.
+//! expiry and read marks; the bytes `-m` counts for it (its queue node's are in
+//! `eviction.rs`); what each write command answers.
 
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
 use std::sync::Arc;
@@ -27,7 +27,7 @@ pub fn item_charge(value_len: usize) -> usize {
 }
 
 /// Bytes a key of `key_len` bytes takes (`Arc<[u8]>`: two counts and the bytes).
-pub fn key_allocation(key_len: usize) -> usize {
+pub(super) fn key_allocation(key_len: usize) -> usize {
     allocation(2 * size_of::<usize>() + key_len)
 }
 

@@ -93,8 +93,8 @@
 //!
 //! Reading order: this essay, then [`item`] (what an item holds and is charged), [`counters`],
 //! [`eviction`] (the queues' data), [`shared`] (the [`Cache`] every worker shares: settings,
-//! clock, charges, expiry, flush, the sweep), [`session`] (a worker's operations and the
-//! eviction steps a store takes) and [`open`] (a persistent cache's open and restore).
+//! clock, charges, expiry, flush, the sweep), [`session`] (workers, a worker's operations
+//! and the eviction steps a store takes) and [`open`] (a persistent cache's open and restore).
 //! Arrows point down that list only; this index re-exports what the protocols use.
 
 pub mod counters;

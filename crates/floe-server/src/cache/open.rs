@@ -1,15 +1,12 @@
-//! Opening a persistent cache (`-e`): its store, the restore that runs in the background
-//! while the server serves, and the workers that replay it.
+//! Opening a persistent cache (`-e`): its store, and the restore that runs in the background
+//! while the server serves (on workers of its own, which replay the records).
 
 use core::sync::atomic::Ordering;
 use std::{sync::Arc, time::Instant};
 
 use floe::hash::DefaultHashBuilder;
 
-use super::{
-    session::Worker,
-    shared::{Cache, Clock, OpenError, Settings},
-};
+use super::shared::{Cache, Clock, OpenError, Settings};
 use crate::persist::{Replayed, Restore, Store, StoreError, StoreOptions};
 
 impl Cache {
@@ -93,7 +90,7 @@ impl Cache {
     /// Restore replay's items, split over one thread per worker, each filling its own
     /// eviction queue (nothing else touches the queues meanwhile: only writes evict, and they
     /// wait). Returns how many were restored.
-    pub(super) fn restore(self: &Arc<Self>, restore: &Restore<'_>) -> usize {
+    fn restore(self: &Arc<Self>, restore: &Restore<'_>) -> usize {
         // One growth up front rather than one per doubling while the items go in (best
         // effort: a map that cannot reserve grows as it fills).
         let _ = self.map.reserve(restore.items.len());
@@ -122,16 +119,5 @@ impl Cache {
                 .map(|thread| thread.join().expect("a restore thread panicked"))
                 .sum()
         })
-    }
-
-    /// A worker: the per-thread context every operation runs in. `id` picks its eviction
-    /// queue and counters: make one worker per id in `0..settings().workers` (the counters
-    /// of an id are written by one thread).
-    pub fn worker(self: &Arc<Self>, id: usize) -> Worker {
-        Worker {
-            cache: Arc::clone(self),
-            id: id % self.settings.workers,
-            journal: Vec::new(),
-        }
     }
 }

@@ -14,7 +14,7 @@ use super::{
         SMALL_SHARE_MIN, SMALL_SHARE_STEP,
     },
     item::*,
-    shared::{too_large, unlink, Cache},
+    shared::{too_large, Cache},
 };
 use crate::persist::{Kind, Record, Store};
 
@@ -68,10 +68,10 @@ struct Published {
 
 /// A worker thread's handle on the cache.
 pub struct Worker {
-    pub(super) cache: Arc<Cache>,
-    pub(super) id: usize,
+    cache: Arc<Cache>,
+    id: usize,
     /// Records of the current session's writes, written to the journal when it ends.
-    pub(super) journal: Vec<u8>,
+    journal: Vec<u8>,
 }
 
 impl Worker {
@@ -381,7 +381,7 @@ impl<'w> Session<'w> {
     /// for this workload: a key evicted unread from small and asked for again says small is
     /// too short (its items leave before their first read), one evicted from main says main
     /// is. Each moves the small queue's share by `SMALL_SHARE_STEP` (see "The split adapts"
-    /// in the module's docs). A shard busy with an eviction is not waited for: its ghosts
+    /// in `cache/mod.rs`). A shard busy with an eviction is not waited for: its ghosts
     /// are skipped this time.
     pub fn missed(&self, key: &[u8]) {
         let cache = self.cache;
@@ -1139,6 +1139,46 @@ impl<'w> Session<'w> {
                 charge: charge as u32,
             },
         );
+    }
+}
+
+impl Cache {
+    /// A worker: the per-thread context every operation runs in. `id` picks its eviction
+    /// queue and counters: make one worker per id in `0..settings().workers` (the counters
+    /// of an id are written by one thread).
+    pub fn worker(self: &Arc<Self>, id: usize) -> Worker {
+        Worker {
+            cache: Arc::clone(self),
+            id: id % self.settings.workers,
+            journal: Vec::new(),
+        }
+    }
+}
+
+/// Unlink the item a read found invalid at `now` (`key`'s, with CAS unique `cas`) if it is
+/// still there and still invalid at `now`; uncharges it. The unique alone does not name that
+/// item: a `touch` publishes a copy with the same unique and a new expiry, and one whose
+/// session began before the reader's (an earlier `now`) may have found the item valid and
+/// answered TOUCHED; that copy stays unless it too is invalid at the reader's time.
+fn unlink(
+    map: &MapRef<'_, Key, Item, DefaultHashBuilder>,
+    cache: &Cache,
+    key: &[u8],
+    cas: u64,
+    now: u32,
+) -> bool {
+    match map.remove_if(key, |item| {
+        cache.removing_if(
+            key,
+            item,
+            item.cas == cas && cache.validity(item, now).is_err(),
+        )
+    }) {
+        Some(item) => {
+            cache.used.fetch_sub(item.charge(), Ordering::Relaxed);
+            true
+        }
+        None => false,
     }
 }
 

@@ -10,7 +10,7 @@ use std::{
 };
 
 use crossbeam_utils::CachePadded;
-use floe::{hash::DefaultHashBuilder, Map, MapRef};
+use floe::{hash::DefaultHashBuilder, Map};
 
 use super::{
     counters::{Counter, Counters, COUNTERS},
@@ -87,7 +87,7 @@ pub struct Cache {
     memory_limit: AtomicUsize,
     pub(super) queues: Box<[CachePadded<Mutex<Queues>>]>,
     /// The small queue's target share of the queued bytes, in thousandths (adapted by
-    /// [`Session::missed`]).
+    /// `Session::missed`).
     pub(super) small_share: AtomicU32,
     /// One set per worker, and one last for the housekeeping sweep (`count_housekeeping`).
     pub(super) counters: Box<[CachePadded<Counters>]>,
@@ -661,33 +661,6 @@ impl Cache {
             self.note_removal(key, item.seq);
         }
         remove
-    }
-}
-
-/// Unlink the item a read found invalid at `now` (`key`'s, with CAS unique `cas`) if it is
-/// still there and still invalid at `now`; uncharges it. The unique alone does not name that
-/// item: a `touch` publishes a copy with the same unique and a new expiry, and one whose
-/// session began before the reader's (an earlier `now`) may have found the item valid and
-/// answered TOUCHED; that copy stays unless it too is invalid at the reader's time.
-pub(super) fn unlink(
-    map: &MapRef<'_, Key, Item, DefaultHashBuilder>,
-    cache: &Cache,
-    key: &[u8],
-    cas: u64,
-    now: u32,
-) -> bool {
-    match map.remove_if(key, |item| {
-        cache.removing_if(
-            key,
-            item,
-            item.cas == cas && cache.validity(item, now).is_err(),
-        )
-    }) {
-        Some(item) => {
-            cache.used.fetch_sub(item.charge(), Ordering::Relaxed);
-            true
-        }
-        None => false,
     }
 }
 
