@@ -1419,7 +1419,9 @@ impl RawMap {
                     Error::storage(StorageError::from_io("sync a table file", error))
                 })?;
             if moves.unplaced > 0 {
-                return damaged("an interrupted move's keys do not fit the bins they move into");
+                return damaged(
+                    "the moves a crash interrupted do not fit the table they move into",
+                );
             }
             swept.add(moves);
             let (new, old) = (sweeper.bins(next, true), sweeper.bins(&current, true));

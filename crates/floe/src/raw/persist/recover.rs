@@ -78,9 +78,11 @@
 //! the map (`Corrupt`) and marks no old bin done, so the old slots keep the only copies; what
 //! the sweep had settled by then stays written (a refused open writes nothing only when the
 //! refusal comes from the checks before the sweep), and a later open settles the same way
-//! and refuses again. Not covered: the moves of groups no thread had claimed, which the open
-//! finishes as a running migration does; a damaged file that leaves those no bucket stops
-//! the process there (`place`), as it would a map in memory.
+//! and refuses again. The groups no thread had claimed are moved afterwards by the migration
+//! the open finishes, as a running migration moves them, and that cannot fail half way: so
+//! the sweep counts the buckets their new bins may chain (each new bin's keys from the group,
+//! less the buckets it kept chained) and the open refuses the map unless the table has them
+//! (`has_transfer_room`, a lower bound on what transfers can take).
 //!
 //! Recovery runs before any thread can reach the tables, so it uses plain stores.
 //!
@@ -115,7 +117,10 @@ use crate::raw::{
 use crate::{
     control::{
         group::Group,
-        header::{slot_place, BinState, Header, Link, SlotMask, SlotState},
+        header::{
+            slot_place, BinState, Header, Link, SlotMask, SlotState, LINK_SLOTS, PRIMARY_SLOTS,
+            SLOTS_PER_BIN,
+        },
     },
     hash::fastrange,
     hash::Rehash,
@@ -352,9 +357,14 @@ impl Sweeper {
     ) -> std::io::Result<Swept> {
         let groups = table.bins() / group;
         let chunk = (CHUNK_BINS / group).max(1);
-        let swept = self.run(groups, chunk, &|range, rehash| {
+        let mut swept = self.run(groups, chunk, &|range, rehash| {
             table.recover_moves(next, group, range, rehash)
         });
+        // The groups no thread had claimed are moved by the migration the open finishes,
+        // which cannot fail half way: the link buckets it may chain must be there.
+        if !next.has_transfer_room(swept.links_wanted) {
+            swept.unplaced += 1;
+        }
         // A key left unplaced: the open refuses the map, and no old bin may be marked done
         // (its slots hold the only copy of that key).
         if swept.rebuilt > 0 && swept.unplaced == 0 {
@@ -442,6 +452,28 @@ impl RawTable {
                 }
             }
         }
+    }
+
+    /// Whether transfers can surely take `wanted` more link buckets (`take_for_transfer`):
+    /// from the reserve alone, exactly (a cursor wastes nothing while the demand fits), or
+    /// counting the reserve and the regular pool less one bucket each (a pair that finds one
+    /// left skips it) and only the even part of each unchained run.
+    pub(crate) fn has_transfer_room(&self, wanted: usize) -> bool {
+        let reserve = self.transfer_reserve() - self.transfer_used();
+        if wanted <= reserve {
+            return true;
+        }
+        let regular = self
+            .transfer_base
+            .saturating_sub(self.next_link.load(Ordering::Relaxed));
+        let runs: usize = self
+            .unchained
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|run| run.len() / 2 * 2)
+            .sum();
+        wanted <= reserve.saturating_sub(1) + regular.saturating_sub(1) + runs
     }
 
     /// Set the pool cursors past every chained bucket (what `recover_links` found over every
@@ -627,6 +659,7 @@ impl RawTable {
         rehash: Rehash<'_>,
     ) -> Swept {
         let mut swept = Swept::default();
+        let mut keys_of: Vec<usize> = Vec::new();
         for first in groups.map(|index| index * group) {
             let members = first..first + group;
             let targets = self.targets_of(first, group, next);
@@ -639,9 +672,41 @@ impl RawTable {
                     // `DoneTransfer` durable first, or, at `Process`, returned after the
                     // last checkpoint). The migration the open finishes moves the group
                     // again, into emptied bins. Untouched bins are left unwritten.
-                    for target in targets {
+                    for target in targets.clone() {
                         if next.bins[target].header.load(Ordering::Relaxed) != 0 {
                             next.reset_bin(target);
+                        }
+                    }
+                    // What that migration will chain here: each new bin's keys from this
+                    // group (an upper bound: the bin sweep may still drop some), less the
+                    // buckets the new bin kept chained. `moves` checks the table has them,
+                    // so that a damaged file is refused rather than stop the migration.
+                    keys_of.clear();
+                    keys_of.resize(targets.len(), 0);
+                    for member in members.clone() {
+                        let (dead, shadow_key) =
+                            (self.dead.of(member), self.dead.shadow_of(member));
+                        self.held_slots(member, |key, _| {
+                            if key != dead && key != shadow_key {
+                                let bin = fastrange(rehash(key), next.bins());
+                                if let Some(keys) = bin
+                                    .checked_sub(targets.start)
+                                    .and_then(|at| keys_of.get_mut(at))
+                                {
+                                    *keys += 1;
+                                }
+                            }
+                        });
+                    }
+                    for (target, &keys) in targets.zip(&keys_of) {
+                        let link = Link(next.bins[target].link.load(Ordering::Relaxed));
+                        swept.unplaced += keys.saturating_sub(SLOTS_PER_BIN);
+                        for (bucket, first_slot) in
+                            [(0, PRIMARY_SLOTS), (1, PRIMARY_SLOTS + LINK_SLOTS)]
+                        {
+                            if keys > first_slot && link.bucket(bucket).is_none() {
+                                swept.links_wanted += Link::field_width(bucket);
+                            }
                         }
                     }
                     continue;
@@ -1056,5 +1121,39 @@ mod tests {
             1,
             "no bucket beyond the reserve's one"
         );
+    }
+
+    /// A shrink of four bins into two that no thread had claimed when the process died, in a
+    /// file whose new table has no link bucket at all (damaged: a shrink sizes its reserve
+    /// from the groups' demand): the migration the open finishes would need a bucket for old
+    /// bins 0 and 1's eight keys and stop the process. The sweep counts what it may chain,
+    /// finds the table without it, and reports the group unplaced (the open refuses the map);
+    /// with the bucket there, it does not.
+    #[test]
+    fn moves_left_to_finish_are_checked_for_link_buckets() {
+        for reserve in [0, 3] {
+            let (old, next) = (
+                test_table_with_reserve(4, 8, 0),
+                test_table_with_reserve(2, 0, reserve),
+            );
+            for (bin, count) in [(0, 4), (1, 4), (2, 2)] {
+                for k in 0..count {
+                    let key = key(bin, k);
+                    assert_eq!(old.insert(P, bin, key, key).unwrap(), Ok(Inserted::New));
+                }
+            }
+            SWEEPER.unchained(&next, SWEEPER.links(&next, true));
+            let swept = SWEEPER.moves(&old, &next, 2).unwrap();
+            assert_eq!(swept.rebuilt, 0);
+            assert_eq!(
+                swept.links_wanted, 3,
+                "new bin 0: eight keys, three link lines"
+            );
+            assert_eq!(
+                swept.unplaced > 0,
+                reserve < 3,
+                "reserve {reserve}: {swept:?}"
+            );
+        }
     }
 }
