@@ -7,6 +7,8 @@
 
 use core::{hash::BuildHasher, marker::PhantomData};
 
+#[cfg(not(loom))]
+use crate::raw::bins::driver::RawMap;
 use crate::{
     config::{Backend, Config, Layout, ResizeMode, Stats},
     error::{Error, OrRaise, StorageErrorKind},
@@ -428,24 +430,11 @@ impl<K: InlineKey, V: Inline, S: crate::hash::PersistentHasher> Builder<K, V, S>
     }
 
     fn create_in(self, dir: &std::path::Path) -> Result<FlatMap<K, V, S>, Error> {
-        let block = crate::raw::persist::store::Superblock {
-            identity: self.identity(),
-            bins_per_link: self.config.bins_per_link as u64,
-            max_bins: self.config.max_bins as u64,
-            last_gen: 0,
-            current: Default::default(),
-            next: Default::default(),
-            group: 0,
-            checkpoints: 0,
-            clean: false,
-            keys: 0,
-            table_checksum: 0,
-        };
         self.refuse_dense()?;
-        let raw = Driver::Bins(crate::raw::bins::driver::RawMap::create_persistent(
+        let raw = Driver::Bins(RawMap::create_persistent(
             &self.config,
             dir,
-            block,
+            self.identity(),
             &|word| self.hasher.hash_one(word),
         )?);
         Ok(FlatMap {
@@ -526,26 +515,12 @@ impl<K: InlineKey, V: Inline, S: crate::hash::PersistentHasher> Builder<K, V, S>
             return Err(Error::storage(StorageErrorKind::Unsupported));
         }
         self.refuse_dense()?;
-        let (store, block) = crate::raw::persist::store::Store::open(dir)?;
-        let ours = self.identity();
-        let mismatch = if block.identity.key != ours.key {
-            Some("key")
-        } else if block.identity.value != ours.value {
-            Some("value")
-        } else if block.identity.hasher != ours.hasher {
-            Some("hasher")
-        } else {
-            None
-        };
-        if let Some(which) = mismatch {
-            return Err(Error::storage(StorageErrorKind::TypeMismatch(which)));
-        }
-        let hasher = S::from_seed(block.identity.seed);
-        let clean = block.clean;
-        let (raw, swept) = crate::raw::bins::driver::RawMap::open_persistent(
+        let opening = RawMap::open_store(dir, self.identity())?;
+        let hasher = S::from_seed(opening.seed());
+        let clean = opening.was_closed_cleanly();
+        let (raw, swept) = RawMap::open_persistent(
             &self.config,
-            store,
-            block,
+            opening,
             &|word| hasher.hash_one(word),
             with_seeded::<S>,
         )?;

@@ -19,7 +19,7 @@ use std::sync::Arc;
 #[cfg(not(loom))]
 use crate::raw::persist::{
     recover::{Sweeper, WithRehash},
-    store::{Store, Superblock, TableRecord},
+    store::{Identity, Store, Superblock, TableRecord},
     writeback::Writeback,
 };
 #[cfg(not(loom))]
@@ -1221,6 +1221,29 @@ impl RawMap {
     }
 }
 
+/// A persistent map's directory, locked, and its superblock read and checked against the
+/// facade's types: what [`RawMap::open_store`] hands the facade between the two steps of an
+/// open. The facade sees only what it needs (the seed, whether the map was closed cleanly),
+/// never the on-disk records.
+#[cfg(not(loom))]
+pub(crate) struct Opening {
+    store: Store,
+    block: Superblock,
+}
+
+#[cfg(not(loom))]
+impl Opening {
+    /// The seed the map's hasher was made with.
+    pub(crate) fn seed(&self) -> u64 {
+        self.block.identity.seed
+    }
+
+    /// Whether the map was closed cleanly (its open only checks it, and repairs nothing).
+    pub(crate) fn was_closed_cleanly(&self) -> bool {
+        self.block.clean
+    }
+}
+
 /// A map with an announcement held: batches prefetch many keys under one.
 pub(crate) struct Pinned<'m> {
     map: &'m RawMap,
@@ -1292,15 +1315,51 @@ impl RawMap {
     pub(crate) fn create_persistent(
         config: &Config,
         dir: &std::path::Path,
-        block: Superblock,
+        identity: Identity,
         rehash: Rehash<'_>,
     ) -> Result<Self, Error> {
         if cfg!(miri) {
             return Err(Error::storage(StorageErrorKind::Unsupported));
         }
+        let block = Superblock {
+            identity,
+            bins_per_link: config.bins_per_link as u64,
+            max_bins: config.max_bins as u64,
+            last_gen: 0,
+            current: Default::default(),
+            next: Default::default(),
+            group: 0,
+            checkpoints: 0,
+            clean: false,
+            keys: 0,
+            table_checksum: 0,
+        };
         let mut store = Store::create(dir, block)?;
         store.set_writeback(writeback_of(config)?);
         Self::build(config, rehash, Some(Arc::new(store)))
+    }
+
+    /// The first step of opening the persistent map in `dir`: lock it and read its
+    /// superblock, refused ([`StorageErrorKind::TypeMismatch`]) unless it was made for the
+    /// key, value and hasher types of `identity` (whose seed is not compared: the file's is
+    /// the map's). The facade builds its hasher from [`Opening::seed`], then calls
+    /// [`open_persistent`](Self::open_persistent).
+    pub(crate) fn open_store(dir: &std::path::Path, identity: Identity) -> Result<Opening, Error> {
+        let (store, block) = Store::open(dir)?;
+        let found = block.identity;
+        let mismatch = if found.key != identity.key {
+            Some("key")
+        } else if found.value != identity.value {
+            Some("value")
+        } else if found.hasher != identity.hasher {
+            Some("hasher")
+        } else {
+            None
+        };
+        match mismatch {
+            Some(which) => Err(Error::storage(StorageErrorKind::TypeMismatch(which))),
+            None => Ok(Opening { store, block }),
+        }
     }
 
     /// Open the persistent map `store` holds (its superblock `block`, checked by the caller
@@ -1315,11 +1374,11 @@ impl RawMap {
     /// is refused unchanged.
     pub(crate) fn open_persistent(
         config: &Config,
-        mut store: Store,
-        block: Superblock,
+        opening: Opening,
         rehash: Rehash<'_>,
         with_rehash: WithRehash,
     ) -> Result<(Self, Swept), Error> {
+        let Opening { mut store, block } = opening;
         let loader =
             Loader::new(config.backend).ok_or(Error::UnsupportedBackend(config.backend))?;
         store.set_writeback(writeback_of(config)?);
