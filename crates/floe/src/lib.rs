@@ -233,6 +233,7 @@
 #![warn(missing_docs)]
 
 mod any_batch;
+mod any_entry;
 mod any_map;
 mod atomic_counter;
 pub mod batch;
@@ -260,6 +261,7 @@ mod traits;
 
 pub use crate::{
     any_batch::{MapBatch, MapPipeline, MapRequest, MapResponse},
+    any_entry::{MapEntry, MapEntryModify},
     any_map::{
         Compute, Map, MapIntoIter, MapIter, MapRef, MapShadow, Namespace, Operation, OwnedMapRef,
     },
