@@ -5,7 +5,7 @@
 //! holds its shard's). Here the entry holds only the key: each call that ends a chain is one
 //! of the map's own lock-free steps (a get, an insert if absent, or a `compute`), so it is
 //! linearizable as those are, and answers what the map held at that step. What differs from
-//! std follows from that: `and_modify` takes `Fn(&V) -> V` (a new value made from the old one,
+//! std follows from that: `and_modify` takes `FnMut(&V) -> V` (a new value made from the old one,
 //! which may run again if another thread changes the key meanwhile) rather than
 //! `FnOnce(&mut V)`, and a value made for an absent key may be dropped unused if another
 //! thread inserts the key first.
@@ -21,8 +21,12 @@ use crate::{
 
 impl<'m, K: Hash + Eq, V, S: BuildHasher, G: Guard> MapRef<'m, K, V, S, G> {
     /// The entry of `key`, for std's `entry` chains: `or_insert`, `or_insert_with`,
-    /// `or_default`, `and_modify(..).or_insert(..)`. Each chain ends in one lock-free step
-    /// on the map (the module docs of `any_entry.rs` say how it differs from std's).
+    /// `or_default`, `and_modify(..).or_insert(..)`. The entry holds the key, not its slot:
+    /// each chain ends in one lock-free step on the map (a get, an insert if absent, or a
+    /// [`compute`](Self::compute)), linearizable as those are, and answers what the map held
+    /// at that step. So, unlike std's, `and_modify` makes a new value from `&V` and may run
+    /// again if another thread changes the key meanwhile, and a value made for an absent key
+    /// may be dropped unused if another thread inserts it first.
     ///
     /// ```
     /// let map = floe::Map::<String, u32>::new();
@@ -83,7 +87,7 @@ impl<'r, 'm, K: Hash + Eq, V, S: BuildHasher, G: Guard> MapEntry<'r, 'm, K, V, S
             return present;
         }
         let value = make(&self.key);
-        self.map.get_or_insert(self.key, value)
+        self.map.try_insert_or_get(self.key, || value).or_raise()
     }
 
     /// The key's value, inserting `V::default()` first if the key is absent.

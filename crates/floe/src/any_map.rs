@@ -1386,6 +1386,14 @@ impl<K: Hash + Eq, V, S: BuildHasher, G: Guard> MapRef<'_, K, V, S, G> {
         if let Some(present) = self.get(&key) {
             return Ok(present);
         }
+        self.try_insert_or_get(key, make)
+    }
+
+    /// Insert `make()` if `key` is absent (`make` runs at most once: a value that lost a
+    /// race is offered again); the key's value either way. The second half of
+    /// [`try_get_or_insert_with`](Self::try_get_or_insert_with), for a caller that has
+    /// just found the key absent.
+    pub(crate) fn try_insert_or_get(&self, key: K, make: impl FnOnce() -> V) -> Result<&V, Error> {
         let mut make = Some(make);
         let outcome = self.try_compute_returning(key, |present, returned| match present {
             // A pointer, not a reference: `decide`'s argument cannot outlive the call, but

@@ -100,12 +100,9 @@ pub(crate) struct Swept {
     /// Free slots holding something other than the dead key (left by a power loss), cleared.
     pub(crate) stale: usize,
     /// Keys of an interrupted move that found no free slot or link bucket in their new bin,
-    /// or moves left to the finishing migration that would find none (only in a damaged
-    /// file: the open refuses it).
+    /// and link buckets the finishing migration's moves will need that the table does not
+    /// have (only in a damaged file: the open refuses it).
     pub(crate) unplaced: usize,
-    /// Link buckets the moves of groups no thread had claimed may chain when the open
-    /// finishes the migration.
-    pub(crate) links_wanted: usize,
 }
 
 #[cfg(not(loom))]
@@ -118,6 +115,5 @@ impl Swept {
         self.rebuilt += other.rebuilt;
         self.stale += other.stale;
         self.unplaced += other.unplaced;
-        self.links_wanted += other.links_wanted;
     }
 }

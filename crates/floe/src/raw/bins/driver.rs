@@ -1307,8 +1307,8 @@ fn follow<R>(
 /// closing.
 #[cfg(not(loom))]
 impl RawMap {
-    /// A new persistent map in `dir`, whose superblock says `block` (identity and options; the
-    /// tables are filled in here).
+    /// A new persistent map in `dir`, made for the key, value and hasher of `identity`: its
+    /// superblock records those and `config`'s options, and the tables as they are made.
     ///
     /// # Errors
     /// As [`new`](Self::new), and [`Error::Storage`] for the files.
@@ -1362,11 +1362,12 @@ impl RawMap {
         }
     }
 
-    /// Open the persistent map `store` holds (its superblock `block`, checked by the caller
-    /// against the facade's types), recovering its tables if it was not closed cleanly, and
-    /// finishing a growth or shrink a crash interrupted. What recovery found is returned.
-    /// The sweep runs on `config.recovery_threads` threads, each hashing with its own hasher
-    /// (`with_rehash`, from the seed in `block`); `rehash` serves this thread afterwards.
+    /// Open the persistent map of `opening` ([`open_store`](Self::open_store): its directory
+    /// locked and its superblock checked against the facade's types), recovering its tables
+    /// if it was not closed cleanly, and finishing a growth or shrink a crash interrupted.
+    /// What recovery found is returned. The sweep runs on `config.recovery_threads` threads,
+    /// each hashing with its own hasher (`with_rehash`, from the map's seed); `rehash` serves
+    /// this thread afterwards.
     ///
     /// # Errors
     /// [`Error::Storage`] for files that are missing, damaged or do not match the superblock;

@@ -614,15 +614,8 @@ impl RawTable {
         let header = Header(bin.header.load(Ordering::Relaxed));
         let slot = header.invalid().first()?;
         if let (Some(bucket), _) = crate::control::header::slot_place(slot) {
-            let link = Link(bin.link.load(Ordering::Relaxed));
-            if link.bucket(bucket).is_none() {
-                let width = Link::field_width(bucket);
-                let taken = self.take_for_transfer(width)?;
-                for line in &self.links[taken..taken + width] {
-                    self.fill_taken(&line.slots, self.dead_key(index));
-                }
-                bin.link
-                    .store(link.with_bucket(bucket, taken as u32).0, Ordering::Relaxed);
+            if !self.chain_for_transfer(index, bucket) {
+                return None;
             }
         }
         if state == SlotState::Shadow {
@@ -633,6 +626,27 @@ impl RawTable {
         bin.header
             .store(header.with_slot(slot, state).0, Ordering::Relaxed);
         Some(Placed { bin: index, slot })
+    }
+
+    /// Chain link bucket `bucket` (0: the single one, 1: the pair) to bin `index` of this
+    /// (new) table if it is not chained yet, taking it as a transfer does
+    /// (`take_for_transfer`); `false` if none is left. Plain stores, as `place`.
+    pub(in crate::raw) fn chain_for_transfer(&self, index: usize, bucket: usize) -> bool {
+        let bin = &self.bins[index];
+        let link = Link(bin.link.load(Ordering::Relaxed));
+        if link.bucket(bucket).is_some() {
+            return true;
+        }
+        let width = Link::field_width(bucket);
+        let Some(taken) = self.take_for_transfer(width) else {
+            return false;
+        };
+        for line in &self.links[taken..taken + width] {
+            self.fill_taken(&line.slots, self.dead_key(index));
+        }
+        bin.link
+            .store(link.with_bucket(bucket, taken as u32).0, Ordering::Relaxed);
+        true
     }
 
     /// Give a key `place`d in this (new) table a newer value (a put reached the old slot

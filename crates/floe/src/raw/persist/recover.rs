@@ -80,9 +80,9 @@
 //! refusal comes from the checks before the sweep), and a later open settles the same way
 //! and refuses again. The groups no thread had claimed are moved afterwards by the migration
 //! the open finishes, as a running migration moves them, and that cannot fail half way: so
-//! the sweep counts the buckets their new bins may chain (each new bin's keys from the group,
-//! less the buckets it kept chained) and the open refuses the map unless the table has them
-//! (`has_transfer_room`, a lower bound on what transfers can take).
+//! the sweep chains to their new bins the link buckets that migration will need (by each new
+//! bin's keys from the group; `chain_for_transfer`, from the same places a transfer takes
+//! them), and a bucket it cannot have refuses the open as an unplaced key does.
 //!
 //! Recovery runs before any thread can reach the tables, so it uses plain stores.
 //!
@@ -357,14 +357,9 @@ impl Sweeper {
     ) -> std::io::Result<Swept> {
         let groups = table.bins() / group;
         let chunk = (CHUNK_BINS / group).max(1);
-        let mut swept = self.run(groups, chunk, &|range, rehash| {
+        let swept = self.run(groups, chunk, &|range, rehash| {
             table.recover_moves(next, group, range, rehash)
         });
-        // The groups no thread had claimed are moved by the migration the open finishes,
-        // which cannot fail half way: the link buckets it may chain must be there.
-        if !next.has_transfer_room(swept.links_wanted) {
-            swept.unplaced += 1;
-        }
         // A key left unplaced: the open refuses the map, and no old bin may be marked done
         // (its slots hold the only copy of that key).
         if swept.rebuilt > 0 && swept.unplaced == 0 {
@@ -452,28 +447,6 @@ impl RawTable {
                 }
             }
         }
-    }
-
-    /// Whether transfers can surely take `wanted` more link buckets (`take_for_transfer`):
-    /// from the reserve alone, exactly (a cursor wastes nothing while the demand fits), or
-    /// counting the reserve and the regular pool less one bucket each (a pair that finds one
-    /// left skips it) and only the even part of each unchained run.
-    pub(crate) fn has_transfer_room(&self, wanted: usize) -> bool {
-        let reserve = self.transfer_reserve() - self.transfer_used();
-        if wanted <= reserve {
-            return true;
-        }
-        let regular = self
-            .transfer_base
-            .saturating_sub(self.next_link.load(Ordering::Relaxed));
-        let runs: usize = self
-            .unchained
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .map(|run| run.len() / 2 * 2)
-            .sum();
-        wanted <= reserve.saturating_sub(1) + regular.saturating_sub(1) + runs
     }
 
     /// Set the pool cursors past every chained bucket (what `recover_links` found over every
@@ -671,16 +644,29 @@ impl RawTable {
                     // relied on (one that went on into a new bin made the old bin's
                     // `DoneTransfer` durable first, or, at `Process`, returned after the
                     // last checkpoint). The migration the open finishes moves the group
-                    // again, into emptied bins. Untouched bins are left unwritten.
+                    // again, into emptied bins. Empty new bins are left unwritten.
                     for target in targets.clone() {
                         if next.bins[target].header.load(Ordering::Relaxed) != 0 {
                             next.reset_bin(target);
                         }
                     }
-                    // What that migration will chain here: each new bin's keys from this
-                    // group (an upper bound: the bin sweep may still drop some), less the
-                    // buckets the new bin kept chained. `moves` checks the table has them,
-                    // so that a damaged file is refused rather than stop the migration.
+                    // That migration cannot fail half way, so the link buckets it will need
+                    // are chained to the new bins now, where a failure refuses the open
+                    // (`unplaced`): for each new bin, by its keys from this group (an upper
+                    // bound; the bin sweeps before the migration drop shadows and words
+                    // that are no key). A group too small to need one is not hashed.
+                    let occupied: usize = members
+                        .clone()
+                        .map(|member| {
+                            Header(self.bins[member].header.load(Ordering::Relaxed))
+                                .occupied()
+                                .iter()
+                                .count()
+                        })
+                        .sum();
+                    if occupied <= PRIMARY_SLOTS {
+                        continue;
+                    }
                     keys_of.clear();
                     keys_of.resize(targets.len(), 0);
                     for member in members.clone() {
@@ -699,13 +685,12 @@ impl RawTable {
                         });
                     }
                     for (target, &keys) in targets.zip(&keys_of) {
-                        let link = Link(next.bins[target].link.load(Ordering::Relaxed));
                         swept.unplaced += keys.saturating_sub(SLOTS_PER_BIN);
                         for (bucket, first_slot) in
                             [(0, PRIMARY_SLOTS), (1, PRIMARY_SLOTS + LINK_SLOTS)]
                         {
-                            if keys > first_slot && link.bucket(bucket).is_none() {
-                                swept.links_wanted += Link::field_width(bucket);
+                            if keys > first_slot && !next.chain_for_transfer(target, bucket) {
+                                swept.unplaced += 1;
                             }
                         }
                     }
@@ -1123,37 +1108,55 @@ mod tests {
         );
     }
 
-    /// A shrink of four bins into two that no thread had claimed when the process died, in a
-    /// file whose new table has no link bucket at all (damaged: a shrink sizes its reserve
-    /// from the groups' demand): the migration the open finishes would need a bucket for old
-    /// bins 0 and 1's eight keys and stop the process. The sweep counts what it may chain,
-    /// finds the table without it, and reports the group unplaced (the open refuses the map);
-    /// with the bucket there, it does not.
+    /// A shrink of four bins into two that no thread had claimed when the process died: the
+    /// migration the open finishes will move both groups, and a move cannot fail half way,
+    /// so the sweep chains the link buckets their new bins will need, by their keys (three
+    /// fit a bin's line; a fourth needs the single bucket, an eighth the pair too), and
+    /// reports those it cannot have (the open refuses the map). With `spare`, the regular
+    /// pool's two buckets are the second chained to new bin 1 and the first chained nowhere
+    /// (a power loss lost its bin's line): it is taken.
     #[test]
-    fn moves_left_to_finish_are_checked_for_link_buckets() {
-        for reserve in [0, 3] {
+    fn moves_left_to_finish_get_their_link_buckets_first() {
+        for (keys, regular, reserve, spare, refused, chained) in [
+            ([3, 3], 0, 0, false, false, [0, 0]),
+            ([4, 3], 0, 0, false, true, [0, 0]),
+            ([4, 3], 2, 0, true, false, [1, 1]),
+            ([7, 4], 0, 2, false, false, [1, 1]),
+            ([8, 4], 0, 3, false, true, [0, 0]),
+            ([8, 4], 0, 4, false, false, [3, 1]),
+            ([8, 8], 0, 4, false, true, [0, 0]),
+        ] {
+            let case = format!("keys {keys:?}, regular {regular}, reserve {reserve}");
             let (old, next) = (
                 test_table_with_reserve(4, 8, 0),
-                test_table_with_reserve(2, 0, reserve),
+                test_table_with_reserve(2, regular, reserve),
             );
-            for (bin, count) in [(0, 4), (1, 4), (2, 2)] {
+            for (group, count) in keys.into_iter().enumerate() {
                 for k in 0..count {
+                    // Split between the group's two old bins.
+                    let bin = 2 * group + k as usize % 2;
                     let key = key(bin, k);
                     assert_eq!(old.insert(P, bin, key, key).unwrap(), Ok(Inserted::New));
                 }
             }
+            if spare {
+                next.bins[1]
+                    .link
+                    .store(Link(0).with_bucket(0, 1).0, Ordering::Relaxed);
+            }
             SWEEPER.unchained(&next, SWEEPER.links(&next, true));
             let swept = SWEEPER.moves(&old, &next, 2).unwrap();
-            assert_eq!(swept.rebuilt, 0);
-            assert_eq!(
-                swept.links_wanted, 3,
-                "new bin 0: eight keys, three link lines"
-            );
-            assert_eq!(
-                swept.unplaced > 0,
-                reserve < 3,
-                "reserve {reserve}: {swept:?}"
-            );
+            assert_eq!(swept.rebuilt, 0, "{case}");
+            assert_eq!(swept.unplaced > 0, refused, "{case}: {swept:?}");
+            if refused {
+                continue;
+            }
+            for (bin, lines) in chained.into_iter().enumerate() {
+                let link = Link(next.bins[bin].link.load(Ordering::Relaxed));
+                let have = usize::from(link.bucket(0).is_some())
+                    + 2 * usize::from(link.bucket(1).is_some());
+                assert_eq!(have, lines, "{case}: new bin {bin}");
+            }
         }
     }
 }
