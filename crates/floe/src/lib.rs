@@ -73,15 +73,14 @@
 //! insert that finds no room with [`Error::Full`], changing nothing. The protocols and their
 //! argument are in `src/raw/bins/migrate.rs`.
 //!
-//! Tail latency while growing: a new table's pages are zeroed by the kernel on first touch
-//! (in a virtual machine, first backed by the host, which can cost 4-5 ms per 2 MiB huge
-//! page), and a growth's moves write all over the new table at once, which showed as seconds
-//! of near-stopped inserts (the benchmark log, `results/history/`). So a table past the load it is sized for has
-//! its writes fault the next table in ahead, a page now and then ([`Builder::grow_ahead`], on
-//! by default; "Tails while growing" in `BENCHMARKS.md` has what it gains and costs). Where
-//! no single operation may wait a huge page's fault, build the map with
-//! [`Builder::huge_pages`]`(false)` (measured on an earlier machine: max 4.2 ms instead of
-//! 37 ms, at 0.85x the throughput).
+//! Tail latency while growing: a new table's pages are zeroed by the kernel on first touch (in a
+//! virtual machine, first backed by the host, which can cost 4-5 ms per 2 MiB huge page), and a
+//! growth's moves write all over the new table at once, which showed as seconds of near-stopped
+//! inserts (the benchmark log, `results/history/`). So a table past the load it is sized for has
+//! its writes fault the next table in ahead, a page now and then ([`Builder::grow_ahead`], on by
+//! default; "Tails while growing" in `BENCHMARKS.md` has what it gains and costs). Where no single
+//! operation may wait a huge page's fault, build the map with [`Builder::huge_pages`]`(false)`
+//! (measured on an earlier machine: max 4.2 ms instead of 37 ms, at 0.85x the throughput).
 //!
 //! # Persistence
 //!
@@ -119,27 +118,27 @@
 //!    by line); a simulator that keeps only written-back lines checks it. On an ordinary file
 //!    this level costs the write-backs and keeps no more than the default.
 //!
-//! Opening after a crash sweeps the tables once: inserts stopped between their commit and
-//! store are undone, deletes between their retire and free completed, open shadow inserts
-//! aborted, pool cursors and the key count recounted, and an interrupted growth's moves
-//! rebuilt and the growth finished (`src/raw/persist/recover.rs` argues each case). The sweep
-//! runs on one thread per core ([`Builder::recovery_threads`]), and gives the same map on any
-//! number. Files made for other key, value or hasher types, by another format version, damaged (a
-//! checksummed superblock; bin states, link words and keys checked against the superblock, the
-//! geometry and the hash), missing, truncated, not regular files (a FIFO is refused, not waited on)
-//! or locked by another process are refused with an [`Error::Storage`] that says which and names
-//! the file or directory ([`StorageError::path`]; the operating system's error, where it refused,
-//! is the [`source`](std::error::Error::source)), and an open these checks refuse never writes (a
-//! crashed map's sweep can still meet a move it cannot rebuild, and refuses the map after
-//! settling what it could: `src/raw/persist/recover.rs`; [`durable`] is the layer every format
-//! stands on). The hasher must be a [`hash::PersistentHasher`] (its seed is
-//! stored). A persistent map does not prepare its next table ahead ([`Builder::grow_ahead`]). The
-//! directory is itself locked (`flock` on the directory, so no file removed from it lets a second
-//! process in) while a map has it open; a process that ignores the lock and truncates a table file
-//! under an open map makes that map's next touch of the lost pages fault (SIGBUS), as with any
-//! shared mapping. A table file's blocks are reserved when it is created, so a full device (or
-//! quota, or `RLIMIT_FSIZE`) is an [`Error::Storage`] from the insert whose growth wanted the new
-//! table, and the map carries on at its size, not a SIGBUS on a later store.
+//! Opening after a crash sweeps the tables once: inserts stopped between their commit and store are
+//! undone, deletes between their retire and free completed, open shadow inserts aborted, pool
+//! cursors and the key count recounted, and an interrupted growth's moves rebuilt and the growth
+//! finished (`src/raw/persist/recover.rs` argues each case). The sweep runs on one thread per core
+//! ([`Builder::recovery_threads`]), and gives the same map on any number. Files made for other key,
+//! value or hasher types, by another format version, damaged (a checksummed superblock; bin states,
+//! link words and keys checked against the superblock, the geometry and the hash), missing,
+//! truncated, not regular files (a FIFO is refused, not waited on) or locked by another process are
+//! refused with an [`Error::Storage`] that says which and names the file or directory
+//! ([`StorageError::path`]; the operating system's error, where it refused, is the
+//! [`source`](std::error::Error::source)), and an open these checks refuse never writes (a crashed
+//! map's sweep can still meet a move it cannot rebuild, and refuses the map after settling what it
+//! could: `src/raw/persist/recover.rs`; [`durable`] is the layer every format stands on). The
+//! hasher must be a [`hash::PersistentHasher`] (its seed is stored). A persistent map does not
+//! prepare its next table ahead ([`Builder::grow_ahead`]). The directory is itself locked (`flock`
+//! on the directory, so no file removed from it lets a second process in) while a map has it open;
+//! a process that ignores the lock and truncates a table file under an open map makes that map's
+//! next touch of the lost pages fault (SIGBUS), as with any shared mapping. A table file's blocks
+//! are reserved when it is created, so a full device (or quota, or `RLIMIT_FSIZE`) is an
+//! [`Error::Storage`] from the insert whose growth wanted the new table, and the map carries on at
+//! its size, not a SIGBUS on a later store.
 //!
 //! Where the files live decides the speed (BENCHMARKS, "Persistent maps"): on tmpfs mounted
 //! with `huge=always` the map runs within a few percent of one in memory and survives process
