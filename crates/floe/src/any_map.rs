@@ -3,7 +3,7 @@
 //! # Design
 //!
 //! A key and its value live in one heap [`Entry`] outside the table. The engine (the same
-//! driver of either layout as under [`FlatMap`](crate::FlatMap), `raw/layouts.rs`) stores,
+//! driver of either layout as under [`FlatMap`](crate::FlatMap), `raw/driver.rs`) stores,
 //! per entry, two words:
 //!
 //! - **key word** = the key's full 64-bit hash under the map's hasher. A miss costs one bin
@@ -88,7 +88,10 @@ use crate::{
     error::{Error, OrRaise},
     hash::DefaultHashBuilder,
     map::{Builder, ForMap, Insert, Taken},
-    raw::{layouts::Driver, ring, Inserted, Mismatch},
+    raw::{
+        driver::{Driver, TableDriver},
+        ring, Inserted, Mismatch,
+    },
     sync::stat::{AtomicIsize, Ordering},
 };
 

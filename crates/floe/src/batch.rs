@@ -29,15 +29,17 @@ use core::{fmt, hash::BuildHasher};
 
 use crate::{
     raw::{
-        layouts::PinnedDriver,
+        driver::{PinnedDriver, TableDriver},
         ring::{self, Stages, Stream},
         Inserted, Stopped, WordDone, WordOp,
     },
     Counter, Error, FlatMap, Inline, InlineKey, Insert,
 };
 
-/// What batches and the pipeline need of a map: every facade implements it, and nothing here
-/// reaches into a facade past it.
+/// What batches and the pipeline need of a map: nothing here reaches into a facade past it.
+/// `FlatMap` implements it (the sets batch through their `FlatMap`); `Map`'s batches are
+/// `any_batch.rs`, on the same ring, since a `Map` request reads a second line (its entry)
+/// whose address is known only once the bin has arrived.
 pub(crate) trait BatchTarget {
     /// The facade's key type.
     type Key: Copy;

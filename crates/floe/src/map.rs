@@ -14,7 +14,10 @@ use crate::{
     error::{Error, OrRaise, StorageErrorKind},
     hash::DefaultHashBuilder,
     inline::{Counter, Inline, InlineKey},
-    raw::{layouts::Driver, Full, Inserted, Mismatch},
+    raw::{
+        driver::{Driver, TableDriver},
+        Full, Inserted, Mismatch,
+    },
 };
 
 /// The outcome of [`FlatMap::insert_new`] and `MapRef::insert_new`: whether the key went in or
@@ -790,7 +793,8 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     #[inline]
     pub fn get(&self, key: &K) -> Option<V> {
         let (hash, word) = self.locate(*key);
-        self.get_at(hash, word)
+        // Not through `get_at`: the hot path is one frame less deep (`raw/driver.rs`).
+        self.raw.get(hash, word, &self.rehash()).map(V::from_word)
     }
 
     /// Whether `key` is present.

@@ -16,7 +16,7 @@ use crate::{
     sync::{spin, AtomicPtr, AtomicUsize, Ordering},
 };
 
-/// Gets help a growth on one call in this many (per thread; see `run_reading`).
+/// Gets help a growth on one call in this many (per thread; see `Lifecycle::help_reading`).
 pub(crate) const READER_HELP_EVERY: u32 = 16;
 
 /// The default layout's writes help a growth on one call in this many (per thread; see
@@ -73,6 +73,70 @@ pub(crate) trait Table: Reclaim + Sized {
 
     /// Whether every chunk has been moved.
     fn migration_done(&self) -> bool;
+}
+
+/// A layout's driver as the life cycle sees it: its tables, its resize mode, and what it
+/// does when a migration's last chunk is moved ([`complete`](Self::complete)). The steps of
+/// helping and finishing a migration are then the same for every layout, written once here.
+pub(crate) trait Lifecycle {
+    /// The layout's table.
+    type Table: Table;
+
+    /// The map's tables.
+    fn tables(&self) -> &Tables<Self::Table>;
+
+    /// How the map's writes help a migration.
+    fn resize_mode(&self) -> ResizeMode;
+
+    /// The last chunk of `table`'s migration is moved: make `next` current and retire
+    /// `table` ([`Tables::replace`]), with what the layout does around it. Called once, by
+    /// the thread that moved the last chunk.
+    fn complete(&self, table: &Self::Table, next: &Self::Table);
+
+    /// An operation's share of `table`'s migration into `next` ([`Tables::help`]): one chunk,
+    /// or all that is left in blocking mode. Out of line: most operations meet no migration.
+    #[cold]
+    #[inline(never)]
+    fn help_slow(&self, table: &Self::Table, next: &Self::Table, rehash: Rehash<'_>) {
+        self.tables()
+            .help(self.resize_mode(), table, next, rehash, |table, next| {
+                self.complete(table, next)
+            });
+    }
+
+    /// Move every chunk still unclaimed, then wait until the others' chunks are done and
+    /// `next` is current ([`Tables::finish_migration`]).
+    fn finish_migration(&self, table: &Self::Table, next: &Self::Table, rehash: Rehash<'_>) {
+        self.tables()
+            .finish_migration(table, next, rehash, |table, next| {
+                self.complete(table, next)
+            });
+    }
+
+    /// A get's share of a migration out of `table`: a chunk on one call in
+    /// [`READER_HELP_EVERY`] per thread, so a migration still finishes while only gets run
+    /// and a read-mostly workload does not pay a chunk on every get (measured: gets fell
+    /// below half their steady rate for seconds when each helped).
+    #[inline(always)]
+    fn help_reading(&self, table: &Self::Table, rehash: Rehash<'_>) {
+        if let Some(next) = table.migration().next() {
+            if turn_to_help(READER_HELP_EVERY) {
+                self.help_slow(table, next, rehash);
+            }
+        }
+    }
+
+    /// The current table with no migration out of it: finishes one if needed (walks and
+    /// whole-map operations start from a settled table).
+    fn settled<'g>(&'g self, guard: &'g ReadGuard<'_>, rehash: Rehash<'_>) -> &'g Self::Table {
+        loop {
+            let table = self.tables().load(guard);
+            match table.migration().next() {
+                None => return table,
+                Some(next) => self.finish_migration(table, next, rehash),
+            }
+        }
+    }
 }
 
 /// A map's current table and its retired predecessors.

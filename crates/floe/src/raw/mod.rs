@@ -9,13 +9,14 @@
 //! lines; its essay opens `dense/mod.rs`. Each layout has a table (its protocols), a
 //! migration (moving its bins or lines into a successor while operations go on) and a driver
 //! (one map's tables over time); `lifecycle.rs` is the life cycle both share and
-//! `layouts.rs` the one driver a facade holds. The persistence engine (`persist/`) keeps a
+//! `driver.rs` the driver contract both drivers implement (`TableDriver`, with a list of the
+//! steps to add an operation) and the one driver a facade holds. The persistence engine (`persist/`) keeps a
 //! default-layout table in a file and recovers it after a crash.
 //!
 //! Reading order: this essay; then `bins/mod.rs` (the default layout's essay and table, with
 //! its own reading order: `control::header`, `layout.rs`, `loader.rs`, the table,
 //! `bins/migrate.rs`, `bins/driver.rs`, `bins/local.rs`); `dense/mod.rs` (the second layout),
-//! `dense/stash.rs`, `dense/driver.rs`; `lifecycle.rs` and `layouts.rs`; `persist/mod.rs`
+//! `dense/stash.rs`, `dense/driver.rs`; `lifecycle.rs` and `driver.rs`; `persist/mod.rs`
 //! (its reading order).
 //! Beside them: `dispatch.rs` (the backend chosen once, and each operation compiled for it),
 //! `gate.rs` (the snapshot gate), `stats.rs` (line counting). Shared below the tables:
@@ -29,7 +30,7 @@
 //! ```text
 //!  map.rs, any_map.rs, local.rs, batch.rs    typed facades: words in, types out
 //!        |
-//!  raw/layouts.rs (Driver)                    the driver of the map's layout, one match
+//!  raw/driver.rs (TableDriver, Driver)        the contract; the map's layout, one match
 //!        |
 //!  raw/bins/driver.rs (RawMap),               runners, when and how to grow, per layout;
 //!  raw/dense/driver.rs (DenseMap)             opening a persistent map
@@ -59,17 +60,19 @@
 //! Everything from the driver down works on 64-bit words and is compiled once, whatever the
 //! key, value and hasher types: a facade converts, hashes, and passes the driver its hash
 //! function for the keys a growth moves. A new facade (a map for any key, a set, a C ABI) is
-//! another shell over `Driver` (either layout's driver); batches and the pipeline reach a
-//! facade only through the `BatchTarget` trait.
+//! another shell over `Driver` (either layout's driver). `FlatMap`'s batches and pipeline
+//! (`batch.rs`) reach it only through the `BatchTarget` trait; `Map`'s (`any_batch.rs`) are
+//! their own, on the same lookahead ring (`ring.rs`): a `Map` request reads a second line,
+//! its entry, whose address is known only once the bin has arrived.
 
 mod alloc;
 pub(crate) mod bins;
 mod counter;
 pub(crate) mod dense;
 pub(crate) mod dispatch;
+pub(crate) mod driver;
 pub(crate) mod gate;
 pub(crate) mod layout;
-pub(crate) mod layouts;
 pub(crate) mod lifecycle;
 pub(crate) mod loader;
 mod outcome;

@@ -9,10 +9,14 @@
 //! facades a program has; the facades pass their hash function as `&dyn Fn(u64) -> u64`
 //! ([`Rehash`]), which only a growth calls (once per key moved).
 //!
-//! Reading order: the operation runners (`run`, `run_reading`, `run_growing`), which show
-//! what an operation costs when no growth is running (a reader announcement, `reclaim.rs`,
-//! and one load of the current pointer); then growth (`grow`, `help`, `complete`), whose
-//! per-bin protocol and argument are in `migrate.rs`; then the whole-map operations.
+//! It implements the driver contract (`raw/driver.rs`, `TableDriver`: each operation's
+//! promise is stated there) and the life cycle's hooks (`lifecycle.rs`, `Lifecycle`).
+//!
+//! Reading order: the operation runners (`run`, `run_growing`; `get` is written out, with
+//! the `follow!` loop), which show what an operation costs when no growth is running (a
+//! reader announcement, `reclaim.rs`, and one load of the current pointer); then growth
+//! (`grow`, `help_writing`, `complete` in `impl Lifecycle`), whose per-bin protocol and
+//! argument are in `migrate.rs`; then `impl TableDriver`, the operations themselves.
 
 use std::sync::Arc;
 
@@ -27,10 +31,10 @@ use crate::raw::Swept;
 use crate::raw::{
     bins::migrate::CHUNK_BINS,
     dispatch::{dispatch, Loader},
+    driver::TableDriver,
     gate::WriterGate,
     lifecycle::{
-        growth_factor, turn_to_help, Migration, Next, Table, Tables, READER_HELP_EVERY,
-        WRITER_HELP_EVERY,
+        growth_factor, turn_to_help, Lifecycle, Migration, Next, Table, Tables, WRITER_HELP_EVERY,
     },
     loader::ScalarLoader,
     memory_fits,
@@ -51,6 +55,35 @@ use crate::{
 /// Bins per step of an iterator ([`RawMap::walk_run`]): a few pages of table, so a step's
 /// buffer stays small and a step never holds back reclamation for long.
 pub(crate) const WALK_CHUNK_BINS: usize = 64;
+
+/// Run `$op` (an expression of the table `$t` and the key's bin `$bin` there, answering
+/// `Result<R, Moved>`) on the key's bin of `$table`, following the key into the next table
+/// while its bin moves; `R`. A macro, not a function taking a closure: the operation's code
+/// stays in its caller's frame (a get reaches the table's code in five frames).
+macro_rules! follow {
+    ($table:expr, $hash:expr, |$t:ident, $bin:ident| $op:expr) => {{
+        let mut $t: &RawTable = $table;
+        let hash: u64 = $hash;
+        loop {
+            let $bin = fastrange(hash, $t.bins());
+            match $op {
+                Ok(result) => {
+                    // Before it returns, a `Durability::Flush` operation's lines are on the
+                    // media (`persist/writeback.rs`, 2 and 3).
+                    $t.write_back_bin($bin);
+                    break result;
+                }
+                Err(Moved) => {
+                    // The bin's `DoneTransfer` (and its moved slots) on the media before
+                    // anything this operation does in the next table can be
+                    // (`persist/writeback.rs`, 5).
+                    $t.write_back_bin($bin);
+                    $t = moved_on($t);
+                }
+            }
+        }
+    }};
+}
 
 impl Table for RawTable {
     fn migration(&self) -> &Migration<Self> {
@@ -224,217 +257,6 @@ impl RawMap {
         })
     }
 
-    /// The backend in use (never `Auto`).
-    pub(crate) fn backend(&self) -> Backend {
-        self.loader.backend()
-    }
-
-    // -----------------------------------------------------------------------------------------
-    // Single-key operations on located keys (`hash` of the key word `word`)
-    // -----------------------------------------------------------------------------------------
-
-    #[inline(always)]
-    pub(crate) fn get(&self, hash: u64, word: u64, rehash: Rehash<'_>) -> Option<u64> {
-        let loader = self.loader;
-        self.run_reading(hash, rehash, |table, bin| {
-            dispatch!(loader, table, get(bin, word))
-        })
-    }
-
-    /// Gets of requests `0..n` (`locate(i)`: request i's hash and key word; `answer(i, value)`
-    /// takes its answer) through a lookahead ring `far` deep: one reader announcement and one
-    /// backend call for them all while no growth runs; one by one (each following its key,
-    /// helping the growth) from where a moved bin is found.
-    pub(crate) fn get_batch(
-        &self,
-        n: usize,
-        far: usize,
-        locate: impl Fn(usize) -> (u64, u64),
-        mut answer: impl FnMut(usize, Option<u64>),
-        rehash: Rehash<'_>,
-    ) {
-        let loader = self.loader;
-        let pinned = self.pin();
-        let table = pinned.table();
-        let mut answered = 0;
-        // A table that writes back its lines takes the gets one by one (each writes back the
-        // lines it read, `persist/writeback.rs` 3); the batch path has no place for that.
-        if table.migrating_into().is_none() && !table.writes_back() {
-            match dispatch!(loader, table, get_batch(n, far, &locate, &mut answer)) {
-                Ok(()) => return,
-                Err(moved) => answered = moved,
-            }
-        }
-        for i in answered..n {
-            let (hash, word) = locate(i);
-            answer(i, self.get(hash, word, rehash));
-        }
-    }
-
-    /// Requests `0..n` of a batch through the engine's batch loop on the current table
-    /// (`RawTable::run_batch`: one backend call, in order, a lookahead ring `far` deep);
-    /// `None` when the table cannot take one (it is migrating, or writes its lines back),
-    /// and the caller runs the requests one by one.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn run_batch(
-        &self,
-        n: usize,
-        far: usize,
-        locate: impl Fn(usize) -> (u64, u64),
-        op: impl Fn(usize) -> WordOp,
-        add: impl Fn(usize, u64) -> u64,
-        mut answer: impl FnMut(usize, WordDone) -> bool,
-    ) -> Option<Result<(), Stopped>> {
-        let loader = self.loader;
-        // The writers' gate, held for the batch (nested in the caller's when it holds one).
-        let guard = self.enter_writer();
-        let table = match self.fixed_table() {
-            Some(table) => table,
-            None => self.load(&guard),
-        };
-        if table.migrating_into().is_some() || table.writes_back() {
-            return None;
-        }
-        Some(dispatch!(
-            loader,
-            table,
-            run_batch(n, far, &locate, &op, &add, &mut answer)
-        ))
-    }
-
-    #[inline(always)]
-    pub(crate) fn insert(
-        &self,
-        hash: u64,
-        word: u64,
-        value: u64,
-        rehash: Rehash<'_>,
-    ) -> Result<Inserted, Error> {
-        let loader = self.loader;
-        self.run_growing(hash, rehash, |table, bin| {
-            dispatch!(loader, table, insert(bin, word, value))
-        })
-    }
-
-    /// Insert `init` if absent, else replace the value `v` by `f(v)`; the previous value.
-    #[inline(always)]
-    pub(crate) fn upsert_with(
-        &self,
-        hash: u64,
-        word: u64,
-        init: u64,
-        mut f: impl FnMut(u64) -> u64,
-        rehash: Rehash<'_>,
-    ) -> Result<Option<u64>, Error> {
-        let loader = self.loader;
-        loop {
-            let upserted = self.run_growing(hash, rehash, |table, bin| {
-                dispatch!(loader, table, upsert_with(bin, word, init, &mut f))
-            })?;
-            match upserted {
-                Upserted::Done(previous) => return Ok(previous),
-                // An open shadow holds the key: wait for its commit or abort outside the
-                // operation, so a snapshot (which waits for operations in progress, and
-                // holds back the resolution as a write) is never waited on by us.
-                Upserted::Shadowed => crate::sync::spin(),
-            }
-        }
-    }
-
-    /// Replace a present value `v` by `f(v)`: `(old, new)`, or `None` if absent.
-    #[inline(always)]
-    pub(crate) fn update(
-        &self,
-        hash: u64,
-        word: u64,
-        mut f: impl FnMut(u64) -> u64,
-        rehash: Rehash<'_>,
-    ) -> Option<(u64, u64)> {
-        let loader = self.loader;
-        self.run(hash, rehash, |table, bin| {
-            dispatch!(loader, table, update(bin, word, &mut f))
-        })
-    }
-
-    #[inline(always)]
-    pub(crate) fn compare_exchange(
-        &self,
-        hash: u64,
-        word: u64,
-        current: u64,
-        new: u64,
-        rehash: Rehash<'_>,
-    ) -> Result<u64, Mismatch> {
-        let loader = self.loader;
-        self.run(hash, rehash, |table, bin| {
-            dispatch!(loader, table, compare_exchange(bin, word, current, new))
-        })
-    }
-
-    #[inline(always)]
-    pub(crate) fn remove(&self, hash: u64, word: u64, rehash: Rehash<'_>) -> Option<u64> {
-        let loader = self.loader;
-        self.run(hash, rehash, |table, bin| {
-            dispatch!(loader, table, remove(bin, word))
-        })
-    }
-
-    /// Shadow-insert `word` (hidden, its value kept by the caller), if `word` is absent and
-    /// not shadowed (the essay's Shadow inserts). Runs with the scalar loader: shadow
-    /// operations are the lock manager's path, not the hot one, and need no entry point per
-    /// backend.
-    pub(crate) fn insert_shadow(
-        &self,
-        hash: u64,
-        word: u64,
-        rehash: Rehash<'_>,
-    ) -> Result<Inserted, Error> {
-        self.run_growing(hash, rehash, |table, bin| {
-            table.insert_as::<_, true>(ScalarLoader, bin, word, 0)
-        })
-    }
-
-    /// Commit (`commit` is `Some(value)`: make `word -> value` visible) or abort the shadow
-    /// insert of `word`; whether there was one.
-    pub(crate) fn resolve_shadow(
-        &self,
-        hash: u64,
-        word: u64,
-        commit: Option<u64>,
-        rehash: Rehash<'_>,
-    ) -> bool {
-        self.run(hash, rehash, |table, bin| {
-            table.resolve_shadow(ScalarLoader, bin, word, commit)
-        })
-    }
-
-    /// Remove `word` if its value satisfies `accept` (see `RawTable::remove_if`).
-    #[inline(always)]
-    pub(crate) fn remove_if(
-        &self,
-        hash: u64,
-        word: u64,
-        mut accept: impl FnMut(u64) -> bool,
-        rehash: Rehash<'_>,
-    ) -> Result<u64, Mismatch> {
-        let loader = self.loader;
-        self.run(hash, rehash, |table, bin| {
-            dispatch!(loader, table, remove_if(bin, word, &mut accept))
-        })
-    }
-
-    /// Start loading the bin of `hash` in the current table.
-    #[inline(always)]
-    pub(crate) fn prefetch(&self, hash: u64) {
-        self.pin().prefetch_bin(hash);
-    }
-
-    /// Start loading the link buckets of the bin of `hash`; whether it has any.
-    #[inline(always)]
-    pub(crate) fn prefetch_chain(&self, hash: u64) -> bool {
-        self.pin().prefetch_chain(hash)
-    }
-
     // -----------------------------------------------------------------------------------------
     // Runners
     // -----------------------------------------------------------------------------------------
@@ -446,12 +268,12 @@ impl RawMap {
         &self,
         hash: u64,
         rehash: Rehash<'_>,
-        op: impl FnMut(&RawTable, usize) -> Result<R, Moved>,
+        mut op: impl FnMut(&RawTable, usize) -> Result<R, Moved>,
     ) -> R {
         let guard = self.enter_writer();
         let table = self.load(&guard);
         self.help_writing(table, hash, rehash);
-        follow(table, hash, op)
+        follow!(table, hash, |table, bin| op(table, bin))
     }
 
     /// Enter a writing operation: announced (also on a fixed map, whose reads skip it) and past
@@ -459,30 +281,6 @@ impl RawMap {
     #[inline(always)]
     fn enter_writer(&self) -> ReadGuard<'static> {
         self.gate.enter()
-    }
-
-    /// As [`run`](Self::run) for gets, which help a growth on one call in
-    /// [`READER_HELP_EVERY`] per thread: a growth still finishes while only gets run, and a
-    /// read-mostly workload does not pay a chunk move on every get while the map grows
-    /// (measured: gets fell below half their steady rate for seconds when each helped).
-    #[inline(always)]
-    fn run_reading<R>(
-        &self,
-        hash: u64,
-        rehash: Rehash<'_>,
-        op: impl FnMut(&RawTable, usize) -> Result<R, Moved>,
-    ) -> R {
-        if let Some(table) = self.fixed_table() {
-            return follow(table, hash, op);
-        }
-        let guard = reclaim::enter();
-        let table = self.load(&guard);
-        if let Some(next) = table.migrating_into() {
-            if turn_to_help(READER_HELP_EVERY) {
-                self.help_slow(table, next, rehash);
-            }
-        }
-        follow(table, hash, op)
     }
 
     /// As [`run`](Self::run) for operations that may insert: a full bin or link pool grows the
@@ -546,17 +344,6 @@ impl RawMap {
         self.tables.load(guard)
     }
 
-    /// The current table with no growth in progress: finishes one if needed.
-    fn settled<'g>(&'g self, guard: &'g ReadGuard<'_>, rehash: Rehash<'_>) -> &'g RawTable {
-        loop {
-            let table = self.load(guard);
-            match table.migrating_into() {
-                None => return table,
-                Some(next) => self.finish_migration(table, next, rehash),
-            }
-        }
-    }
-
     /// As [`pin`](Self::pin), for a batch with writes: the announcement is a writer's, past
     /// the snapshot gate (the batch's requests are then nested writers in it).
     #[inline(always)]
@@ -605,40 +392,6 @@ impl RawMap {
         } else {
             table.pace_preparation(hash);
         }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn help_slow(&self, table: &RawTable, next: &RawTable, rehash: Rehash<'_>) {
-        self.tables
-            .help(self.resize_mode, table, next, rehash, |table, next| {
-                self.complete(table, next)
-            });
-    }
-
-    /// Move every chunk still unclaimed, then wait until the others' chunks are done.
-    fn finish_migration(&self, table: &RawTable, next: &RawTable, rehash: Rehash<'_>) {
-        self.tables
-            .finish_migration(table, next, rehash, |table, next| {
-                self.complete(table, next)
-            });
-    }
-
-    /// The last chunk is done: make `next` current and retire `table`.
-    fn complete(&self, table: &RawTable, next: &RawTable) {
-        debug_assert!(core::ptr::eq(table.next_ptr(), next));
-        // A persistent map names `next` current in its superblock first, while nobody can
-        // start a migration out of it yet (a table migrates only once it is current).
-        table.crash_point();
-        #[cfg(not(loom))]
-        let recorded = self.record_completed(next);
-        self.preparer.discard_unless_from(next.bins());
-        #[cfg(not(loom))]
-        if let (true, Some(store), Some(gen)) = (recorded, &self.store, table.file_gen()) {
-            // The superblock no longer names it; its mapping lives until the table is freed.
-            store.remove_table(gen);
-        }
-        self.tables.replace(table);
     }
 
     /// `table` (current, or the successor of the current table) found a bin or the link pool
@@ -828,60 +581,6 @@ impl RawMap {
         unsafe { self.tables.load_unguarded() }
     }
 
-    /// Finish a growth in progress and abort the shadows left open by shared use (see
-    /// `LocalMap::from`); the number aborted. Called when the map enters single-thread use.
-    pub(crate) fn settle_local(&mut self, rehash: Rehash<'_>) -> usize {
-        {
-            let guard = reclaim::enter();
-            self.settled(&guard, rehash);
-        }
-        self.owned_table().settle_local()
-    }
-
-    /// Write `word -> value` as `MODE` says (see `RawTable::write_local`), growing the map
-    /// when an insert needs room.
-    #[inline(always)]
-    pub(crate) fn write_local<const MODE: u8>(
-        &mut self,
-        hash: u64,
-        word: u64,
-        value: u64,
-        rehash: Rehash<'_>,
-    ) -> Result<Option<u64>, Error> {
-        let loader = self.loader;
-        loop {
-            let table = self.owned_table();
-            if table.migrating_into().is_some() {
-                // A growth started through `LocalMap::as_shared`: finish it first.
-                self.settle_local(rehash);
-                continue;
-            }
-            let bin = fastrange(hash, table.bins());
-            match dispatch!(loader, table, write_local::<MODE>(bin, word, value)) {
-                Ok(before) => {
-                    table.write_back_bin(bin);
-                    return Ok(before);
-                }
-                Err(full) => self.grow_local(bin, full, hash, rehash)?,
-            }
-        }
-    }
-
-    /// Remove `word`, returning its value.
-    #[inline(always)]
-    pub(crate) fn remove_local(&mut self, hash: u64, word: u64, rehash: Rehash<'_>) -> Option<u64> {
-        let loader = self.loader;
-        if self.owned_table().migrating_into().is_some() {
-            // A growth started through `LocalMap::as_shared`: finish it first.
-            self.settle_local(rehash);
-        }
-        let table = self.owned_table();
-        let bin = fastrange(hash, table.bins());
-        let removed = dispatch!(loader, table, remove_local(bin, word));
-        table.write_back_bin(bin);
-        removed
-    }
-
     /// Grow for a key hashed to `hash` that found its `bin` (or the link pool) full: every
     /// bin moved at once with plain stores, the old table freed. Refuses as `grow` does
     /// (`separable`, `max_bins`).
@@ -930,141 +629,8 @@ impl RawMap {
     }
 
     // -----------------------------------------------------------------------------------------
-    // Whole-map operations
+    // Whole-map helpers (the operations are in `impl TableDriver` below)
     // -----------------------------------------------------------------------------------------
-
-    /// Remove every key that `keep(key, value)` does not keep (see `FlatMap::clear` for what
-    /// concurrent callers see), handing each removed key's value to `taken` (the any-key map
-    /// retires its entries there, and keeps the words that hold open shadow inserts).
-    pub(crate) fn clear(
-        &self,
-        rehash: Rehash<'_>,
-        keep: &dyn Fn(u64, u64) -> bool,
-        mut taken: impl FnMut(u64),
-    ) {
-        // Emptied, the map will not grow soon: give back what was prepared for it.
-        self.preparer.discard();
-        let guard = self.enter_writer();
-        let table = self.settled(&guard, rehash);
-        self.walk_hashes(
-            table,
-            0..=u64::MAX,
-            rehash,
-            &mut |table, snapshot, wanted| {
-                table.clear_snapshot(snapshot, wanted, keep, |key, removed| {
-                    // Lost (changed since the snapshot): remove it wherever it is now (once:
-                    // the walk never comes back to this key's hashes).
-                    let removed = removed.or_else(|| {
-                        self.remove_if(rehash(key), key, |now| !keep(key, now), rehash)
-                            .ok()
-                    });
-                    if let Some(value) = removed {
-                        taken(value);
-                    }
-                });
-            },
-        );
-    }
-
-    /// Visit every `(key, value)` word pair as of one instant (see `FlatMap::snapshot`):
-    /// writers are paused (they wait at `enter_writer`), the ones inside operations are waited
-    /// for, the table is walked (gets and the moves of a growth go on meanwhile; neither
-    /// changes what is present), and the writers resume. Linearized at the end of the wait:
-    /// from then until the resume, nothing present changes. `false` (nothing visited) if the
-    /// calling thread is inside an operation of any floe map, which the wait would wait for.
-    #[cfg(not(loom))]
-    pub(crate) fn snapshot(&self, rehash: Rehash<'_>, visit: impl FnMut(u64, u64)) -> bool {
-        self.gate.snapshot(|| self.for_each(rehash, visit))
-    }
-
-    /// Keys present (see `FlatMap::len`).
-    pub(crate) fn len(&self) -> usize {
-        let guard = reclaim::enter();
-        let table = self.load(&guard);
-        // During a migration the keys are split between the two tables.
-        table.len() + table.migrating_into().map_or(0, RawTable::len)
-    }
-
-    /// Slots of the current table.
-    pub(crate) fn capacity(&self) -> usize {
-        let guard = reclaim::enter();
-        self.load(&guard).capacity()
-    }
-
-    /// Bytes of the current table (for the batches' prefetch decision).
-    pub(crate) fn table_bytes(&self) -> usize {
-        let guard = reclaim::enter();
-        self.load(&guard).allocated_bytes()
-    }
-
-    /// Fault the current table's memory in (`Builder::populate`); `false` if the kernel
-    /// could not.
-    pub(crate) fn populate(&self) -> bool {
-        let guard = reclaim::enter();
-        self.load(&guard).populate()
-    }
-
-    pub(crate) fn stats(&self) -> Stats {
-        let guard = reclaim::enter();
-        let table = self.load(&guard);
-        Stats {
-            bins: table.bins(),
-            link_buckets: table.link_buckets(),
-            link_buckets_used: table.link_buckets_used(),
-            link_buckets_lost: table.links_lost(),
-            allocated_bytes: table.allocated_bytes()
-                + table.migrating_into().map_or(0, RawTable::allocated_bytes),
-            huge_pages: table.huge_pages(),
-            migrating: table.migrating_into().is_some(),
-            live_tables: self.alive.load(StatOrdering::Relaxed),
-            prepared_bytes: self.preparer.held_bytes(),
-            prepared_growths: self.preparer.taken(),
-            stashed: 0,
-        }
-    }
-
-    /// Visit every `(key, value)` word pair (see `FlatMap::for_each`).
-    pub(crate) fn for_each(&self, rehash: Rehash<'_>, mut visit: impl FnMut(u64, u64)) {
-        let guard = reclaim::enter();
-        let table = self.settled(&guard, rehash);
-        self.walk_hashes(table, 0..=u64::MAX, rehash, &mut |_, snapshot, wanted| {
-            for &(_, key, value) in snapshot.entries() {
-                if wanted(key) {
-                    visit(key, value);
-                }
-            }
-        });
-    }
-
-    /// Visit the `(key, value)` pairs whose hashes lie in the run of about [`WALK_CHUNK_BINS`]
-    /// bins of the current table that starts at hash `start`; the start of the next run, or
-    /// `None` after the last. An iterator's step: calls for successive runs visit every key
-    /// present throughout exactly once (each hash lies in exactly one run, and within a run
-    /// the argument of [`walk_hashes`](Self::walk_hashes) holds), across growths and shrinks
-    /// between or during the calls. A call never finishes a growth; at most it waits out the
-    /// transfer of one bin it reads.
-    pub(crate) fn walk_run(
-        &self,
-        start: u64,
-        rehash: Rehash<'_>,
-        mut visit: impl FnMut(u64, u64),
-    ) -> Option<u64> {
-        let guard = reclaim::enter();
-        let table = self.load(&guard);
-        let bins = table.bins();
-        let last_bin = fastrange(start, bins)
-            .saturating_add(WALK_CHUNK_BINS - 1)
-            .min(bins - 1);
-        let end = *fastrange_hashes(last_bin, bins).end();
-        self.walk_hashes(table, start..=end, rehash, &mut |_, snapshot, wanted| {
-            for &(_, key, value) in snapshot.entries() {
-                if wanted(key) {
-                    visit(key, value);
-                }
-            }
-        });
-        end.checked_add(1)
-    }
 
     /// Visit, as validated snapshots, the bins of `table` that hold the hashes `hashes`, each
     /// with a filter (`wanted`, by key) for the keys whose hash is in the range; a bin that
@@ -1109,15 +675,6 @@ impl RawMap {
         }
     }
 
-    /// Room for `additional` more keys than the table holds now (see `FlatMap::reserve`).
-    pub(crate) fn reserve(&self, additional: usize, rehash: Rehash<'_>) -> Result<(), Error> {
-        let keys = self
-            .len()
-            .checked_add(additional)
-            .ok_or(Error::CapacityOverflow)?;
-        self.reserve_keys(keys, rehash)
-    }
-
     /// Grow, doing the whole move, until the current table has room for `keys` keys at the
     /// usual load (see `FlatMap::reserve`).
     pub(crate) fn reserve_keys(&self, keys: usize, rehash: Rehash<'_>) -> Result<(), Error> {
@@ -1139,10 +696,459 @@ impl RawMap {
             self.finish_migration(table, next, rehash);
         }
     }
+}
+
+impl Lifecycle for RawMap {
+    type Table = RawTable;
+
+    fn tables(&self) -> &Tables<RawTable> {
+        &self.tables
+    }
+
+    fn resize_mode(&self) -> ResizeMode {
+        self.resize_mode
+    }
+
+    /// The last chunk is done: make `next` current and retire `table`.
+    fn complete(&self, table: &RawTable, next: &RawTable) {
+        debug_assert!(core::ptr::eq(table.next_ptr(), next));
+        // A persistent map names `next` current in its superblock first, while nobody can
+        // start a migration out of it yet (a table migrates only once it is current).
+        table.crash_point();
+        #[cfg(not(loom))]
+        let recorded = self.record_completed(next);
+        self.preparer.discard_unless_from(next.bins());
+        #[cfg(not(loom))]
+        if let (true, Some(store), Some(gen)) = (recorded, &self.store, table.file_gen()) {
+            // The superblock no longer names it; its mapping lives until the table is freed.
+            store.remove_table(gen);
+        }
+        self.tables.replace(table);
+    }
+}
+
+impl TableDriver for RawMap {
+    /// The backend in use (never `Auto`).
+    fn backend(&self) -> Backend {
+        self.loader.backend()
+    }
+
+    #[inline(always)]
+    fn get(&self, hash: u64, word: u64, rehash: Rehash<'_>) -> Option<u64> {
+        // Written out (no runner, no closure): a get is the hot path, and a reader meets the
+        // table's code five frames down from the facade (`FlatMap::get`, `Driver::get`, this,
+        // the backend's entry point, `RawTable::get`).
+        let loader = self.loader;
+        if let Some(table) = self.fixed_table() {
+            return follow!(table, hash, |table, bin| dispatch!(
+                loader,
+                table,
+                get(bin, word)
+            ));
+        }
+        let guard = reclaim::enter();
+        let table = self.load(&guard);
+        self.help_reading(table, rehash);
+        follow!(table, hash, |table, bin| dispatch!(
+            loader,
+            table,
+            get(bin, word)
+        ))
+    }
+
+    /// Gets of requests `0..n` (`locate(i)`: request i's hash and key word; `answer(i, value)`
+    /// takes its answer) through a lookahead ring `far` deep: one reader announcement and one
+    /// backend call for them all while no growth runs; one by one (each following its key,
+    /// helping the growth) from where a moved bin is found.
+    fn get_batch(
+        &self,
+        n: usize,
+        far: usize,
+        locate: impl Fn(usize) -> (u64, u64),
+        mut answer: impl FnMut(usize, Option<u64>),
+        rehash: Rehash<'_>,
+    ) {
+        let loader = self.loader;
+        let pinned = self.pin();
+        let table = pinned.table();
+        let mut answered = 0;
+        // A table that writes back its lines takes the gets one by one (each writes back the
+        // lines it read, `persist/writeback.rs` 3); the batch path has no place for that.
+        if table.migrating_into().is_none() && !table.writes_back() {
+            match dispatch!(loader, table, get_batch(n, far, &locate, &mut answer)) {
+                Ok(()) => return,
+                Err(moved) => answered = moved,
+            }
+        }
+        for i in answered..n {
+            let (hash, word) = locate(i);
+            answer(i, self.get(hash, word, rehash));
+        }
+    }
+
+    /// Requests `0..n` of a batch through the engine's batch loop on the current table
+    /// (`RawTable::run_batch`: one backend call, in order, a lookahead ring `far` deep);
+    /// `None` when the table cannot take one (it is migrating, or writes its lines back),
+    /// and the caller runs the requests one by one.
+    #[allow(clippy::too_many_arguments)]
+    fn run_batch(
+        &self,
+        n: usize,
+        far: usize,
+        locate: impl Fn(usize) -> (u64, u64),
+        op: impl Fn(usize) -> WordOp,
+        add: impl Fn(usize, u64) -> u64,
+        mut answer: impl FnMut(usize, WordDone) -> bool,
+    ) -> Option<Result<(), Stopped>> {
+        let loader = self.loader;
+        // The writers' gate, held for the batch (nested in the caller's when it holds one).
+        let guard = self.enter_writer();
+        let table = match self.fixed_table() {
+            Some(table) => table,
+            None => self.load(&guard),
+        };
+        if table.migrating_into().is_some() || table.writes_back() {
+            return None;
+        }
+        Some(dispatch!(
+            loader,
+            table,
+            run_batch(n, far, &locate, &op, &add, &mut answer)
+        ))
+    }
+
+    #[inline(always)]
+    fn insert(
+        &self,
+        hash: u64,
+        word: u64,
+        value: u64,
+        rehash: Rehash<'_>,
+    ) -> Result<Inserted, Error> {
+        let loader = self.loader;
+        self.run_growing(hash, rehash, |table, bin| {
+            dispatch!(loader, table, insert(bin, word, value))
+        })
+    }
+
+    /// Insert `init` if absent, else replace the value `v` by `f(v)`; the previous value.
+    #[inline(always)]
+    fn upsert_with(
+        &self,
+        hash: u64,
+        word: u64,
+        init: u64,
+        mut f: impl FnMut(u64) -> u64,
+        rehash: Rehash<'_>,
+    ) -> Result<Option<u64>, Error> {
+        let loader = self.loader;
+        loop {
+            let upserted = self.run_growing(hash, rehash, |table, bin| {
+                dispatch!(loader, table, upsert_with(bin, word, init, &mut f))
+            })?;
+            match upserted {
+                Upserted::Done(previous) => return Ok(previous),
+                // An open shadow holds the key: wait for its commit or abort outside the
+                // operation, so a snapshot (which waits for operations in progress, and
+                // holds back the resolution as a write) is never waited on by us.
+                Upserted::Shadowed => crate::sync::spin(),
+            }
+        }
+    }
+
+    /// Replace a present value `v` by `f(v)`: `(old, new)`, or `None` if absent.
+    #[inline(always)]
+    fn update(
+        &self,
+        hash: u64,
+        word: u64,
+        mut f: impl FnMut(u64) -> u64,
+        rehash: Rehash<'_>,
+    ) -> Option<(u64, u64)> {
+        let loader = self.loader;
+        self.run(hash, rehash, |table, bin| {
+            dispatch!(loader, table, update(bin, word, &mut f))
+        })
+    }
+
+    #[inline(always)]
+    fn compare_exchange(
+        &self,
+        hash: u64,
+        word: u64,
+        current: u64,
+        new: u64,
+        rehash: Rehash<'_>,
+    ) -> Result<u64, Mismatch> {
+        let loader = self.loader;
+        self.run(hash, rehash, |table, bin| {
+            dispatch!(loader, table, compare_exchange(bin, word, current, new))
+        })
+    }
+
+    #[inline(always)]
+    fn remove(&self, hash: u64, word: u64, rehash: Rehash<'_>) -> Option<u64> {
+        let loader = self.loader;
+        self.run(hash, rehash, |table, bin| {
+            dispatch!(loader, table, remove(bin, word))
+        })
+    }
+
+    /// Shadow-insert `word` (hidden, its value kept by the caller), if `word` is absent and
+    /// not shadowed (the essay's Shadow inserts). Runs with the scalar loader: shadow
+    /// operations are the lock manager's path, not the hot one, and need no entry point per
+    /// backend.
+    fn insert_shadow(&self, hash: u64, word: u64, rehash: Rehash<'_>) -> Result<Inserted, Error> {
+        self.run_growing(hash, rehash, |table, bin| {
+            table.insert_as::<_, true>(ScalarLoader, bin, word, 0)
+        })
+    }
+
+    /// Commit (`commit` is `Some(value)`: make `word -> value` visible) or abort the shadow
+    /// insert of `word`; whether there was one.
+    fn resolve_shadow(
+        &self,
+        hash: u64,
+        word: u64,
+        commit: Option<u64>,
+        rehash: Rehash<'_>,
+    ) -> bool {
+        self.run(hash, rehash, |table, bin| {
+            table.resolve_shadow(ScalarLoader, bin, word, commit)
+        })
+    }
+
+    /// Remove `word` if its value satisfies `accept` (see `RawTable::remove_if`).
+    #[inline(always)]
+    fn remove_if(
+        &self,
+        hash: u64,
+        word: u64,
+        mut accept: impl FnMut(u64) -> bool,
+        rehash: Rehash<'_>,
+    ) -> Result<u64, Mismatch> {
+        let loader = self.loader;
+        self.run(hash, rehash, |table, bin| {
+            dispatch!(loader, table, remove_if(bin, word, &mut accept))
+        })
+    }
+
+    /// Start loading the bin of `hash` in the current table.
+    #[inline(always)]
+    fn prefetch(&self, hash: u64) {
+        self.pin().prefetch_bin(hash);
+    }
+
+    /// Start loading the link buckets of the bin of `hash`; whether it has any.
+    #[inline(always)]
+    fn prefetch_chain(&self, hash: u64) -> bool {
+        self.pin().prefetch_chain(hash)
+    }
+
+    /// Finish a growth in progress and abort the shadows left open by shared use (see
+    /// `LocalMap::from`); the number aborted. Called when the map enters single-thread use.
+    fn settle_local(&mut self, rehash: Rehash<'_>) -> usize {
+        {
+            let guard = reclaim::enter();
+            self.settled(&guard, rehash);
+        }
+        self.owned_table().settle_local()
+    }
+
+    /// Write `word -> value` as `MODE` says (see `RawTable::write_local`), growing the map
+    /// when an insert needs room.
+    #[inline(always)]
+    fn write_local<const MODE: u8>(
+        &mut self,
+        hash: u64,
+        word: u64,
+        value: u64,
+        rehash: Rehash<'_>,
+    ) -> Result<Option<u64>, Error> {
+        let loader = self.loader;
+        loop {
+            let table = self.owned_table();
+            if table.migrating_into().is_some() {
+                // A growth started through `LocalMap::as_shared`: finish it first.
+                self.settle_local(rehash);
+                continue;
+            }
+            let bin = fastrange(hash, table.bins());
+            match dispatch!(loader, table, write_local::<MODE>(bin, word, value)) {
+                Ok(before) => {
+                    table.write_back_bin(bin);
+                    return Ok(before);
+                }
+                Err(full) => self.grow_local(bin, full, hash, rehash)?,
+            }
+        }
+    }
+
+    /// Remove `word`, returning its value.
+    #[inline(always)]
+    fn remove_local(&mut self, hash: u64, word: u64, rehash: Rehash<'_>) -> Option<u64> {
+        let loader = self.loader;
+        if self.owned_table().migrating_into().is_some() {
+            // A growth started through `LocalMap::as_shared`: finish it first.
+            self.settle_local(rehash);
+        }
+        let table = self.owned_table();
+        let bin = fastrange(hash, table.bins());
+        let removed = dispatch!(loader, table, remove_local(bin, word));
+        table.write_back_bin(bin);
+        removed
+    }
+
+    /// Remove every key that `keep(key, value)` does not keep (see `FlatMap::clear` for what
+    /// concurrent callers see), handing each removed key's value to `taken` (the any-key map
+    /// retires its entries there, and keeps the words that hold open shadow inserts).
+    fn clear(
+        &self,
+        rehash: Rehash<'_>,
+        keep: &dyn Fn(u64, u64) -> bool,
+        mut taken: impl FnMut(u64),
+    ) {
+        // Emptied, the map will not grow soon: give back what was prepared for it.
+        self.preparer.discard();
+        let guard = self.enter_writer();
+        let table = self.settled(&guard, rehash);
+        self.walk_hashes(
+            table,
+            0..=u64::MAX,
+            rehash,
+            &mut |table, snapshot, wanted| {
+                table.clear_snapshot(snapshot, wanted, keep, |key, removed| {
+                    // Lost (changed since the snapshot): remove it wherever it is now (once:
+                    // the walk never comes back to this key's hashes).
+                    let removed = removed.or_else(|| {
+                        self.remove_if(rehash(key), key, |now| !keep(key, now), rehash)
+                            .ok()
+                    });
+                    if let Some(value) = removed {
+                        taken(value);
+                    }
+                });
+            },
+        );
+    }
+
+    /// Visit every `(key, value)` word pair as of one instant (see `FlatMap::snapshot`):
+    /// writers are paused (they wait at `enter_writer`), the ones inside operations are waited
+    /// for, the table is walked (gets and the moves of a growth go on meanwhile; neither
+    /// changes what is present), and the writers resume. Linearized at the end of the wait:
+    /// from then until the resume, nothing present changes. `InsideOperation` (nothing
+    /// visited) if the calling thread is inside an operation of any floe map, which the wait
+    /// would wait for.
+    #[cfg(not(loom))]
+    fn snapshot(&self, rehash: Rehash<'_>, visit: impl FnMut(u64, u64)) -> Result<(), Error> {
+        if self.gate.snapshot(|| self.for_each(rehash, visit)) {
+            Ok(())
+        } else {
+            Err(Error::InsideOperation)
+        }
+    }
+
+    /// Keys present (see `FlatMap::len`).
+    fn len(&self) -> usize {
+        let guard = reclaim::enter();
+        let table = self.load(&guard);
+        // During a migration the keys are split between the two tables.
+        table.len() + table.migrating_into().map_or(0, RawTable::len)
+    }
+
+    /// Slots of the current table.
+    fn capacity(&self) -> usize {
+        let guard = reclaim::enter();
+        self.load(&guard).capacity()
+    }
+
+    /// Bytes of the current table (for the batches' prefetch decision).
+    fn table_bytes(&self) -> usize {
+        let guard = reclaim::enter();
+        self.load(&guard).allocated_bytes()
+    }
+
+    /// Fault the current table's memory in (`Builder::populate`); `false` if the kernel
+    /// could not.
+    fn populate(&self) -> bool {
+        let guard = reclaim::enter();
+        self.load(&guard).populate()
+    }
+
+    fn stats(&self) -> Stats {
+        let guard = reclaim::enter();
+        let table = self.load(&guard);
+        Stats {
+            bins: table.bins(),
+            link_buckets: table.link_buckets(),
+            link_buckets_used: table.link_buckets_used(),
+            link_buckets_lost: table.links_lost(),
+            allocated_bytes: table.allocated_bytes()
+                + table.migrating_into().map_or(0, RawTable::allocated_bytes),
+            huge_pages: table.huge_pages(),
+            migrating: table.migrating_into().is_some(),
+            live_tables: self.alive.load(StatOrdering::Relaxed),
+            prepared_bytes: self.preparer.held_bytes(),
+            prepared_growths: self.preparer.taken(),
+            stashed: 0,
+        }
+    }
+
+    /// Visit every `(key, value)` word pair (see `FlatMap::for_each`).
+    fn for_each(&self, rehash: Rehash<'_>, mut visit: impl FnMut(u64, u64)) {
+        let guard = reclaim::enter();
+        let table = self.settled(&guard, rehash);
+        self.walk_hashes(table, 0..=u64::MAX, rehash, &mut |_, snapshot, wanted| {
+            for &(_, key, value) in snapshot.entries() {
+                if wanted(key) {
+                    visit(key, value);
+                }
+            }
+        });
+    }
+
+    /// Visit the `(key, value)` pairs whose hashes lie in the run of about [`WALK_CHUNK_BINS`]
+    /// bins of the current table that starts at hash `start`; the start of the next run, or
+    /// `None` after the last. An iterator's step: calls for successive runs visit every key
+    /// present throughout exactly once (each hash lies in exactly one run, and within a run
+    /// the argument of [`walk_hashes`](Self::walk_hashes) holds), across growths and shrinks
+    /// between or during the calls. A call never finishes a growth; at most it waits out the
+    /// transfer of one bin it reads.
+    fn walk_run(
+        &self,
+        start: u64,
+        rehash: Rehash<'_>,
+        mut visit: impl FnMut(u64, u64),
+    ) -> Option<u64> {
+        let guard = reclaim::enter();
+        let table = self.load(&guard);
+        let bins = table.bins();
+        let last_bin = fastrange(start, bins)
+            .saturating_add(WALK_CHUNK_BINS - 1)
+            .min(bins - 1);
+        let end = *fastrange_hashes(last_bin, bins).end();
+        self.walk_hashes(table, start..=end, rehash, &mut |_, snapshot, wanted| {
+            for &(_, key, value) in snapshot.entries() {
+                if wanted(key) {
+                    visit(key, value);
+                }
+            }
+        });
+        end.checked_add(1)
+    }
+
+    /// Room for `additional` more keys than the table holds now (see `FlatMap::reserve`).
+    fn reserve(&self, additional: usize, rehash: Rehash<'_>) -> Result<(), Error> {
+        let keys = self
+            .len()
+            .checked_add(additional)
+            .ok_or(Error::CapacityOverflow)?;
+        self.reserve_keys(keys, rehash)
+    }
 
     /// Move the keys into a table with 2 to 32 times fewer bins if they fit it (see
     /// `FlatMap::shrink_to_fit`); whether it shrank.
-    pub(crate) fn shrink_to_fit(&self, rehash: Rehash<'_>) -> Result<bool, Error> {
+    fn shrink_to_fit(&self, rehash: Rehash<'_>) -> Result<bool, Error> {
         if self.fixed {
             return Ok(false);
         }
@@ -1215,9 +1221,80 @@ impl RawMap {
     }
 
     /// Check the engine's invariants on a quiescent map (for tests); the live keys.
-    pub(crate) fn check_invariants(&self, rehash: Rehash<'_>) -> usize {
+    fn check_invariants(&self, rehash: Rehash<'_>) -> usize {
         let guard = reclaim::enter();
         self.settled(&guard, rehash).check_invariants()
+    }
+
+    #[cfg(not(loom))]
+    /// Whether the map lives in files.
+    fn is_persistent(&self) -> bool {
+        self.store.is_some()
+    }
+
+    #[cfg(not(loom))]
+    /// Make every operation that returned before this call durable against a power loss or
+    /// kernel crash: sync the tables' files, then count the checkpoint in the superblock.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] if a sync or the superblock write failed.
+    fn checkpoint(&self) -> Result<(), Error> {
+        let Some(store) = &self.store else {
+            return Ok(());
+        };
+        let guard = reclaim::enter();
+        let table = self.load(&guard);
+        let sync = |table: &RawTable| {
+            table.sync_file().map_err(|error| {
+                Error::storage(StorageError::from_io("sync a table file", error)).at(store.dir())
+            })
+        };
+        sync(table)?;
+        if let Some(next) = table.migrating_into() {
+            sync(next)?;
+        }
+        // A growth's sync of its copies that failed (`migrate.rs`, "Power loss during a
+        // move"): the moves went on, so the disk may not hold what this checkpoint would
+        // promise.
+        for table in [Some(table), table.migrating_into()].into_iter().flatten() {
+            if let Some(error) = table.take_move_sync_failure() {
+                return Err(Error::storage(StorageError::from_io(
+                    "sync the keys a growth moved",
+                    error,
+                ))
+                .at(store.dir()));
+            }
+        }
+        store.record(|block| block.checkpoints += 1)
+    }
+
+    #[cfg(not(loom))]
+    /// Close a persistent map: sync its table and mark the superblock clean with its key
+    /// count, unless a growth or shrink is half done (the next open finishes it).
+    fn close(&mut self) -> Result<(), Error> {
+        let Some(store) = &self.store else {
+            return Ok(());
+        };
+        let current = self.tables.current_ptr();
+        // SAFETY: `&mut self`: no operation is running; the table lives as long as the map.
+        let table = unsafe { &*current };
+        if table.migrating_into().is_some() {
+            return Ok(());
+        }
+        table.sync_file().map_err(|error| {
+            Error::storage(StorageError::from_io("sync a table file", error)).at(store.dir())
+        })?;
+        let keys = table.len() as u64;
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let table_checksum = table.file_checksum(threads).unwrap_or(0);
+        store.record(|block| {
+            block.clean = true;
+            block.keys = keys;
+            block.table_checksum = table_checksum;
+        })?;
+        // Closed: the lock goes with the store, and a later drop has nothing left to do.
+        self.store = None;
+        Ok(())
     }
 }
 
@@ -1273,32 +1350,6 @@ impl Pinned<'_> {
     pub(crate) fn prefetch_chain(&self, hash: u64) -> bool {
         let table = self.table();
         table.prefetch_chain(fastrange(hash, table.bins()))
-    }
-}
-
-/// Run `op` on the key's bin of `table`, following the key while its bin moves.
-#[inline(always)]
-fn follow<R>(
-    mut table: &RawTable,
-    hash: u64,
-    mut op: impl FnMut(&RawTable, usize) -> Result<R, Moved>,
-) -> R {
-    loop {
-        let bin = fastrange(hash, table.bins());
-        match op(table, bin) {
-            Ok(result) => {
-                // Before it returns, a `Durability::Flush` operation's lines are on the media
-                // (`persist/writeback.rs`, 2 and 3).
-                table.write_back_bin(bin);
-                return result;
-            }
-            Err(Moved) => {
-                // The bin's `DoneTransfer` (and its moved slots) on the media before anything
-                // this operation does in the next table can be (`persist/writeback.rs`, 5).
-                table.write_back_bin(bin);
-                table = moved_on(table);
-            }
-        }
     }
 }
 
@@ -1573,74 +1624,6 @@ impl RawMap {
         });
         next.crash_point();
         recorded.is_ok()
-    }
-
-    /// Whether the map lives in files.
-    pub(crate) fn is_persistent(&self) -> bool {
-        self.store.is_some()
-    }
-
-    /// Make every operation that returned before this call durable against a power loss or
-    /// kernel crash: sync the tables' files, then count the checkpoint in the superblock.
-    ///
-    /// # Errors
-    /// [`Error::Storage`] if a sync or the superblock write failed.
-    pub(crate) fn checkpoint(&self) -> Result<(), Error> {
-        let Some(store) = &self.store else {
-            return Ok(());
-        };
-        let guard = reclaim::enter();
-        let table = self.load(&guard);
-        let sync = |table: &RawTable| {
-            table.sync_file().map_err(|error| {
-                Error::storage(StorageError::from_io("sync a table file", error)).at(store.dir())
-            })
-        };
-        sync(table)?;
-        if let Some(next) = table.migrating_into() {
-            sync(next)?;
-        }
-        // A growth's sync of its copies that failed (`migrate.rs`, "Power loss during a
-        // move"): the moves went on, so the disk may not hold what this checkpoint would
-        // promise.
-        for table in [Some(table), table.migrating_into()].into_iter().flatten() {
-            if let Some(error) = table.take_move_sync_failure() {
-                return Err(Error::storage(StorageError::from_io(
-                    "sync the keys a growth moved",
-                    error,
-                ))
-                .at(store.dir()));
-            }
-        }
-        store.record(|block| block.checkpoints += 1)
-    }
-
-    /// Close a persistent map: sync its table and mark the superblock clean with its key
-    /// count, unless a growth or shrink is half done (the next open finishes it).
-    pub(crate) fn close(&mut self) -> Result<(), Error> {
-        let Some(store) = &self.store else {
-            return Ok(());
-        };
-        let current = self.tables.current_ptr();
-        // SAFETY: `&mut self`: no operation is running; the table lives as long as the map.
-        let table = unsafe { &*current };
-        if table.migrating_into().is_some() {
-            return Ok(());
-        }
-        table.sync_file().map_err(|error| {
-            Error::storage(StorageError::from_io("sync a table file", error)).at(store.dir())
-        })?;
-        let keys = table.len() as u64;
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let table_checksum = table.file_checksum(threads).unwrap_or(0);
-        store.record(|block| {
-            block.clean = true;
-            block.keys = keys;
-            block.table_checksum = table_checksum;
-        })?;
-        // Closed: the lock goes with the store, and a later drop has nothing left to do.
-        self.store = None;
-        Ok(())
     }
 }
 

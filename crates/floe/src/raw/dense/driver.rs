@@ -32,10 +32,11 @@ use std::sync::Arc;
 use super::{Action, DenseTable, Refused, GROW_AT_PER_MILLE, LINE_SLOTS};
 use crate::raw::{
     dispatch::Loader,
+    driver::TableDriver,
     gate::WriterGate,
-    lifecycle::{turn_to_help, Next, Tables, READER_HELP_EVERY},
+    lifecycle::{Lifecycle, Next, Tables},
     prepare::{Ahead, Plan, Preparer},
-    Inserted, Mismatch, Moved,
+    Inserted, Mismatch, Moved, Stopped, WordDone, WordOp, IF_ABSENT, IF_PRESENT,
 };
 use crate::{
     config::{Backend, ResizeMode, Stats},
@@ -152,54 +153,6 @@ impl DenseMap {
         })
     }
 
-    /// The backend in use (never `Auto`).
-    pub(crate) fn backend(&self) -> Backend {
-        self.loader.backend()
-    }
-
-    /// The value of the key word `key` (hashed to `hash`).
-    #[inline]
-    pub(crate) fn get(&self, hash: u64, key: u64, rehash: Rehash<'_>) -> Option<u64> {
-        let guard = reclaim::enter();
-        let mut table = self.tables.load(&guard);
-        if let Some(next) = table.migrating_into() {
-            if turn_to_help(READER_HELP_EVERY) {
-                self.help_slow(table, next, rehash);
-            }
-        }
-        loop {
-            match table.get_with(self.loader, hash, key) {
-                Ok(answer) => return answer,
-                Err(Moved) => table = moved_on(table),
-            }
-        }
-    }
-
-    /// Gets of requests `0..n` (`locate(i)`: hash and key word; `answer(i, value)` takes the
-    /// answer) through a lookahead ring `far` deep: one announcement and one backend call for
-    /// them all; one by one from the first whose lines have moved.
-    pub(crate) fn get_batch(
-        &self,
-        n: usize,
-        far: usize,
-        locate: impl Fn(usize) -> (u64, u64),
-        mut answer: impl FnMut(usize, Option<u64>),
-        rehash: Rehash<'_>,
-    ) {
-        let answered = {
-            let guard = reclaim::enter();
-            let table = self.tables.load(&guard);
-            match table.get_batch_with(self.loader, n, far, &locate, &mut answer) {
-                Ok(()) => return,
-                Err(moved) => moved,
-            }
-        };
-        for i in answered..n {
-            let (hash, key) = locate(i);
-            answer(i, self.get(hash, key, rehash));
-        }
-    }
-
     /// Look the key up and do what `decide` says (`DenseTable::modify`), following it into
     /// the next table while the map migrates and starting a migration when there is no room.
     /// `Ok(Err(Shadowed))` if `decide` asked to store an absent key that an open shadow
@@ -249,143 +202,8 @@ impl DenseMap {
     }
 
     // -----------------------------------------------------------------------------------------
-    // The map operations, as `modify` decisions
+    // Helpers of the map operations (`impl TableDriver` below: writes are `modify` decisions)
     // -----------------------------------------------------------------------------------------
-
-    /// Insert `value` if the key is absent.
-    #[inline]
-    pub(crate) fn insert(
-        &self,
-        hash: u64,
-        key: u64,
-        value: u64,
-        rehash: Rehash<'_>,
-    ) -> Result<Inserted, Error> {
-        let inserted = self.modify(hash, key, rehash, |current| match current {
-            Some(present) => (Action::Keep, Inserted::Exists(present)),
-            None => (Action::Store(value), Inserted::New),
-        })?;
-        Ok(inserted.unwrap_or(Inserted::Shadowed))
-    }
-
-    /// Shadow-insert the key (`dense/mod.rs`, Shadow inserts: taken but hidden, its value kept
-    /// by the caller) if it is absent and not shadowed.
-    pub(crate) fn insert_shadow(
-        &self,
-        hash: u64,
-        key: u64,
-        rehash: Rehash<'_>,
-    ) -> Result<Inserted, Error> {
-        let inserted = self.modify(hash, key, rehash, |current| match current {
-            Some(present) => (Action::Keep, Inserted::Exists(present)),
-            None => (Action::Shadow, Inserted::New),
-        })?;
-        Ok(inserted.unwrap_or(Inserted::Shadowed))
-    }
-
-    /// Commit (`commit` is `Some(value)`: make the key present with it) or abort the shadow
-    /// insert of the key; whether there was one. Follows the shadow into the next table as
-    /// a write follows its key (`modify`).
-    pub(crate) fn resolve_shadow(
-        &self,
-        hash: u64,
-        key: u64,
-        commit: Option<u64>,
-        rehash: Rehash<'_>,
-    ) -> bool {
-        let guard = self.gate.enter();
-        let mut table = self.tables.load(&guard);
-        if let Some(next) = table.migrating_into() {
-            self.help_slow(table, next, rehash);
-        }
-        loop {
-            match table.resolve_shadow(hash, key, commit) {
-                Ok(found) => return found,
-                Err(Moved) => {
-                    let next = moved_on(table);
-                    table.move_lines_of(hash, next, rehash);
-                    table = next;
-                }
-            }
-        }
-    }
-
-    /// Insert `init` if absent, else replace the value `v` by `f(v)`; the previous value.
-    #[inline]
-    pub(crate) fn upsert_with(
-        &self,
-        hash: u64,
-        key: u64,
-        init: u64,
-        mut f: impl FnMut(u64) -> u64,
-        rehash: Rehash<'_>,
-    ) -> Result<Option<u64>, Error> {
-        loop {
-            let upserted = self.modify(hash, key, rehash, |current| {
-                (Action::Store(current.map_or(init, &mut f)), current)
-            })?;
-            match upserted {
-                Ok(previous) => return Ok(previous),
-                // An open shadow holds the key: wait for its commit or abort outside the
-                // write, as the default layout's upserts do (`RawMap::upsert_with`), so a
-                // snapshot, which waits for writes in progress, is never waited on by us.
-                Err(Shadowed) => crate::sync::spin(),
-            }
-        }
-    }
-
-    /// Replace a present value `v` by `f(v)`: `(old, new)`, or `None` if absent.
-    #[inline]
-    pub(crate) fn update(
-        &self,
-        hash: u64,
-        key: u64,
-        mut f: impl FnMut(u64) -> u64,
-        rehash: Rehash<'_>,
-    ) -> Option<(u64, u64)> {
-        in_place(self.modify(hash, key, rehash, |current| match current {
-            Some(old) => {
-                let new = f(old);
-                (Action::Store(new), Some((old, new)))
-            }
-            None => (Action::Keep, None),
-        }))
-    }
-
-    /// Replace the value by `new` if it is `current`: the value, or why not.
-    #[inline]
-    pub(crate) fn compare_exchange(
-        &self,
-        hash: u64,
-        key: u64,
-        current: u64,
-        new: u64,
-        rehash: Rehash<'_>,
-    ) -> Result<u64, Mismatch> {
-        self.remove_or_replace(hash, key, rehash, |value| {
-            (value == current).then_some(Action::Store(new))
-        })
-    }
-
-    /// Remove the key; its value.
-    #[inline]
-    pub(crate) fn remove(&self, hash: u64, key: u64, rehash: Rehash<'_>) -> Option<u64> {
-        in_place(self.modify(hash, key, rehash, Action::remove))
-    }
-
-    /// Remove the key if `accept` takes its value: the value, or why not.
-    #[inline]
-    pub(crate) fn remove_if(
-        &self,
-        hash: u64,
-        key: u64,
-        mut accept: impl FnMut(u64) -> bool,
-        rehash: Rehash<'_>,
-    ) -> Result<u64, Mismatch> {
-        self.remove_or_replace(hash, key, rehash, |value| {
-            accept(value).then_some(Action::Remove)
-        })
-    }
 
     /// Carry out on a present key what `act` says of its value (`None`: nothing, a
     /// `Mismatch`); never an insert.
@@ -404,13 +222,6 @@ impl DenseMap {
                 None => (Action::Keep, Err(Mismatch::Value(value))),
             },
         }))
-    }
-
-    /// Start loading the key's home line in the current table.
-    #[inline(always)]
-    pub(crate) fn prefetch(&self, hash: u64) {
-        let guard = reclaim::enter();
-        self.tables.load(&guard).prefetch(hash);
     }
 
     /// The current table pinned for a batch: prefetches of many keys share one announcement.
@@ -432,117 +243,13 @@ impl DenseMap {
         }
     }
 
-    /// Visit every `(key, value)` pair as of one instant (`RawMap::snapshot`, `gate.rs`):
-    /// writers wait at the gate while the table is walked (gets and the moves of a migration
-    /// go on; neither changes what is present). `false` (nothing visited) if the calling
-    /// thread is inside an operation of a floe map.
-    #[cfg(not(loom))]
-    pub(crate) fn snapshot(&self, rehash: Rehash<'_>, visit: impl FnMut(u64, u64)) -> bool {
-        self.gate.snapshot(|| self.for_each(rehash, visit))
-    }
-
     // -----------------------------------------------------------------------------------------
-    // Walks (`dense/mod.rs`, Walks)
+    // Single-thread use
     // -----------------------------------------------------------------------------------------
-
-    /// The current table, once no migration runs out of it.
-    fn settled<'g>(&'g self, guard: &'g ReadGuard<'_>, rehash: Rehash<'_>) -> &'g DenseTable {
-        loop {
-            let table = self.tables.load(guard);
-            match table.migrating_into() {
-                None => return table,
-                Some(next) => self.finish_migration(table, next, rehash),
-            }
-        }
-    }
-
-    /// Visit every `(key, value)` pair: a key present throughout is visited once, with a
-    /// value it had during the walk; one inserted or removed meanwhile at most once. A
-    /// migration in progress is finished first; one that starts meanwhile is followed (the
-    /// keys of moved lines are looked up).
-    pub(crate) fn for_each(&self, rehash: Rehash<'_>, mut visit: impl FnMut(u64, u64)) {
-        let guard = reclaim::enter();
-        let table = self.settled(&guard, rehash);
-        let _walking = table.start_walk();
-        // Keys met whose other line the walk has not reached yet: one removed and inserted
-        // again into that line meanwhile is passed over there (`dense/mod.rs`, Walks). Likewise
-        // the stashed keys, met first, in every line.
-        let mut ahead = std::collections::HashSet::new();
-        let mut stashed = std::collections::HashSet::new();
-        table.walk(rehash, &mut |key, value, line| {
-            if line == usize::MAX {
-                if !stashed.insert(key) {
-                    return;
-                }
-            } else if !stashed.is_empty() && stashed.contains(&key) {
-                // (The emptiness test spares every key a hash while nothing is stashed.)
-                return;
-            } else {
-                let (home, alt) = table.lines_of(rehash(key));
-                let other = if line == home { alt } else { home };
-                if other > line {
-                    ahead.insert(key);
-                } else if ahead.remove(&key) {
-                    return;
-                }
-            }
-            if let Some(value) = value.or_else(|| self.get(rehash(key), key, rehash)) {
-                visit(key, value);
-            }
-        });
-    }
-
-    /// Remove every key that `keep(key, value)` does not keep, handing each removed value to
-    /// `taken`: each key the walk meets (`for_each`) is removed by a `remove_if`, so a key
-    /// written meanwhile is removed only if its value then is not kept. The walk runs with
-    /// the writers held at the gate (`gate.rs`; the removals are nested writers, which pass
-    /// it): no key is removed, inserted again into its other line and met a second time, so
-    /// each key is removed at most once, all at one instant. From inside an operation of a
-    /// floe map (which the gate would wait for) the walk runs without the gate.
-    pub(crate) fn clear(
-        &self,
-        rehash: Rehash<'_>,
-        keep: &dyn Fn(u64, u64) -> bool,
-        mut taken: impl FnMut(u64),
-    ) {
-        let mut clear = || {
-            self.for_each(rehash, |key, value| {
-                if keep(key, value) {
-                    return;
-                }
-                if let Ok(removed) = self.remove_if(rehash(key), key, |now| !keep(key, now), rehash)
-                {
-                    taken(removed);
-                }
-            });
-        };
-        #[cfg(not(loom))]
-        let walked = self.gate.snapshot(&mut clear);
-        #[cfg(loom)]
-        let walked = false;
-        if !walked {
-            clear();
-        }
-        // Emptied, the map will not grow soon: give back what was prepared for it.
-        if self.len() == 0 {
-            self.preparer.discard();
-        }
-    }
-
-    /// Finish a migration in progress and abort the shadow inserts left open by shared use
-    /// (`LocalMap::from`: owning the map, no handle is alive to resolve them); how many.
-    pub(crate) fn settle_local(&mut self, rehash: Rehash<'_>) -> usize {
-        let guard = reclaim::enter();
-        let table = self.settled(&guard, rehash);
-        match table.abort_shadows(rehash) {
-            Ok(aborted) => aborted,
-            Err(Moved) => unreachable!("no other thread is in an owned map to migrate it"),
-        }
-    }
 
     /// Abort an open shadow insert of the key, leaked by shared use of a map now owned
     /// (`LocalMap`'s writes): one load while the table holds no shadow.
-    pub(crate) fn abort_leaked_shadow(&mut self, hash: u64, key: u64, rehash: Rehash<'_>) {
+    fn abort_leaked_shadow(&mut self, hash: u64, key: u64, rehash: Rehash<'_>) {
         // SAFETY: `&mut self`: no other thread is in the map to replace the table.
         let table = unsafe { self.tables.load_unguarded() };
         // A migration that shared use left running: the shadow may be in the next table.
@@ -551,69 +258,9 @@ impl DenseMap {
         }
     }
 
-    /// Check the current table's invariants (`DenseTable::check_invariants`) on a quiescent
-    /// map, after finishing a migration; the number of keys.
-    pub(crate) fn check_invariants(&self, rehash: Rehash<'_>) -> usize {
-        let guard = reclaim::enter();
-        self.settled(&guard, rehash).check_invariants(rehash).len()
-    }
-
-    /// The figures `FlatMap::stats` reports, for the dense layout (a line counts as a bin;
-    /// no link pool).
-    /// Fault the current table's memory in (`Builder::populate`); `false` if the kernel
-    /// could not.
-    pub(crate) fn populate(&self) -> bool {
-        let guard = reclaim::enter();
-        self.tables.load(&guard).populate()
-    }
-
-    pub(crate) fn stats(&self) -> Stats {
-        let guard = reclaim::enter();
-        let table = self.tables.load(&guard);
-        let next = table.migrating_into();
-        Stats {
-            bins: table.lines(),
-            link_buckets: 0,
-            link_buckets_used: 0,
-            link_buckets_lost: 0,
-            allocated_bytes: table.table_bytes() + next.map_or(0, DenseTable::table_bytes),
-            huge_pages: self.huge_pages,
-            migrating: next.is_some(),
-            live_tables: self.alive.load(StatOrdering::Relaxed),
-            prepared_bytes: self.preparer.held_bytes(),
-            prepared_growths: self.preparer.taken(),
-            stashed: table.stashed(),
-        }
-    }
-
     // -----------------------------------------------------------------------------------------
     // Migrations
     // -----------------------------------------------------------------------------------------
-
-    #[cold]
-    #[inline(never)]
-    fn help_slow(&self, table: &DenseTable, next: &DenseTable, rehash: Rehash<'_>) {
-        self.tables
-            .help(self.resize_mode, table, next, rehash, |table, next| {
-                self.complete(table, next)
-            });
-    }
-
-    fn finish_migration(&self, table: &DenseTable, next: &DenseTable, rehash: Rehash<'_>) {
-        self.tables
-            .finish_migration(table, next, rehash, |table, next| {
-                self.complete(table, next)
-            });
-    }
-
-    /// The last chunk is moved: `next` takes users' inserts without limit, and replaces
-    /// `table`.
-    fn complete(&self, table: &DenseTable, next: &DenseTable) {
-        next.open_to_inserts();
-        self.tables.replace(table);
-        // A preparation for another table's successor will not be used.
-        self.preparer.discard_unless_from(next.lines());
-    }
 
     /// How `table`, made by a growth, prepares its successor (twice its lines, if the map
     /// may grow that far): from 80% of its trigger's keys, whole by 95%.
@@ -739,11 +386,358 @@ impl DenseMap {
         }
     }
 
+    // -----------------------------------------------------------------------------------------
+    // Whole-map figures
+    // -----------------------------------------------------------------------------------------
+
+    fn lines(&self) -> usize {
+        let guard = reclaim::enter();
+        let table = self.tables.load(&guard);
+        table.migrating_into().unwrap_or(table).lines()
+    }
+
+    /// Slots taken by keys and open shadows (`DenseTable::occupied`): what sizing counts.
+    fn occupied(&self) -> usize {
+        let guard = reclaim::enter();
+        let table = self.tables.load(&guard);
+        table.occupied() + table.migrating_into().map_or(0, DenseTable::occupied)
+    }
+}
+
+impl Lifecycle for DenseMap {
+    type Table = DenseTable;
+
+    fn tables(&self) -> &Tables<DenseTable> {
+        &self.tables
+    }
+
+    fn resize_mode(&self) -> ResizeMode {
+        self.resize_mode
+    }
+
+    /// The last chunk is moved: `next` takes users' inserts without limit, and replaces
+    /// `table`.
+    fn complete(&self, table: &DenseTable, next: &DenseTable) {
+        next.open_to_inserts();
+        self.tables.replace(table);
+        // A preparation for another table's successor will not be used.
+        self.preparer.discard_unless_from(next.lines());
+    }
+}
+
+impl TableDriver for DenseMap {
+    /// The backend in use (never `Auto`).
+    fn backend(&self) -> Backend {
+        self.loader.backend()
+    }
+
+    /// The value of the key word `key` (hashed to `hash`).
+    #[inline]
+    fn get(&self, hash: u64, key: u64, rehash: Rehash<'_>) -> Option<u64> {
+        let guard = reclaim::enter();
+        let mut table = self.tables.load(&guard);
+        self.help_reading(table, rehash);
+        loop {
+            match table.get_with(self.loader, hash, key) {
+                Ok(answer) => return answer,
+                Err(Moved) => table = moved_on(table),
+            }
+        }
+    }
+
+    /// Gets of requests `0..n` (`locate(i)`: hash and key word; `answer(i, value)` takes the
+    /// answer) through a lookahead ring `far` deep: one announcement and one backend call for
+    /// them all; one by one from the first whose lines have moved.
+    fn get_batch(
+        &self,
+        n: usize,
+        far: usize,
+        locate: impl Fn(usize) -> (u64, u64),
+        mut answer: impl FnMut(usize, Option<u64>),
+        rehash: Rehash<'_>,
+    ) {
+        let answered = {
+            let guard = reclaim::enter();
+            let table = self.tables.load(&guard);
+            match table.get_batch_with(self.loader, n, far, &locate, &mut answer) {
+                Ok(()) => return,
+                Err(moved) => moved,
+            }
+        };
+        for i in answered..n {
+            let (hash, key) = locate(i);
+            answer(i, self.get(hash, key, rehash));
+        }
+    }
+
+    /// Insert `value` if the key is absent.
+    #[inline]
+    fn insert(
+        &self,
+        hash: u64,
+        key: u64,
+        value: u64,
+        rehash: Rehash<'_>,
+    ) -> Result<Inserted, Error> {
+        let inserted = self.modify(hash, key, rehash, |current| match current {
+            Some(present) => (Action::Keep, Inserted::Exists(present)),
+            None => (Action::Store(value), Inserted::New),
+        })?;
+        Ok(inserted.unwrap_or(Inserted::Shadowed))
+    }
+
+    /// Shadow-insert the key (`dense/mod.rs`, Shadow inserts: taken but hidden, its value kept
+    /// by the caller) if it is absent and not shadowed.
+    fn insert_shadow(&self, hash: u64, key: u64, rehash: Rehash<'_>) -> Result<Inserted, Error> {
+        let inserted = self.modify(hash, key, rehash, |current| match current {
+            Some(present) => (Action::Keep, Inserted::Exists(present)),
+            None => (Action::Shadow, Inserted::New),
+        })?;
+        Ok(inserted.unwrap_or(Inserted::Shadowed))
+    }
+
+    /// Commit (`commit` is `Some(value)`: make the key present with it) or abort the shadow
+    /// insert of the key; whether there was one. Follows the shadow into the next table as
+    /// a write follows its key (`modify`).
+    fn resolve_shadow(&self, hash: u64, key: u64, commit: Option<u64>, rehash: Rehash<'_>) -> bool {
+        let guard = self.gate.enter();
+        let mut table = self.tables.load(&guard);
+        if let Some(next) = table.migrating_into() {
+            self.help_slow(table, next, rehash);
+        }
+        loop {
+            match table.resolve_shadow(hash, key, commit) {
+                Ok(found) => return found,
+                Err(Moved) => {
+                    let next = moved_on(table);
+                    table.move_lines_of(hash, next, rehash);
+                    table = next;
+                }
+            }
+        }
+    }
+
+    /// Insert `init` if absent, else replace the value `v` by `f(v)`; the previous value.
+    #[inline]
+    fn upsert_with(
+        &self,
+        hash: u64,
+        key: u64,
+        init: u64,
+        mut f: impl FnMut(u64) -> u64,
+        rehash: Rehash<'_>,
+    ) -> Result<Option<u64>, Error> {
+        loop {
+            let upserted = self.modify(hash, key, rehash, |current| {
+                (Action::Store(current.map_or(init, &mut f)), current)
+            })?;
+            match upserted {
+                Ok(previous) => return Ok(previous),
+                // An open shadow holds the key: wait for its commit or abort outside the
+                // write, as the default layout's upserts do (`RawMap::upsert_with`), so a
+                // snapshot, which waits for writes in progress, is never waited on by us.
+                Err(Shadowed) => crate::sync::spin(),
+            }
+        }
+    }
+
+    /// Replace a present value `v` by `f(v)`: `(old, new)`, or `None` if absent.
+    #[inline]
+    fn update(
+        &self,
+        hash: u64,
+        key: u64,
+        mut f: impl FnMut(u64) -> u64,
+        rehash: Rehash<'_>,
+    ) -> Option<(u64, u64)> {
+        in_place(self.modify(hash, key, rehash, |current| match current {
+            Some(old) => {
+                let new = f(old);
+                (Action::Store(new), Some((old, new)))
+            }
+            None => (Action::Keep, None),
+        }))
+    }
+
+    /// Replace the value by `new` if it is `current`: the value, or why not.
+    #[inline]
+    fn compare_exchange(
+        &self,
+        hash: u64,
+        key: u64,
+        current: u64,
+        new: u64,
+        rehash: Rehash<'_>,
+    ) -> Result<u64, Mismatch> {
+        self.remove_or_replace(hash, key, rehash, |value| {
+            (value == current).then_some(Action::Store(new))
+        })
+    }
+
+    /// Remove the key; its value.
+    #[inline]
+    fn remove(&self, hash: u64, key: u64, rehash: Rehash<'_>) -> Option<u64> {
+        in_place(self.modify(hash, key, rehash, Action::remove))
+    }
+
+    /// Remove the key if `accept` takes its value: the value, or why not.
+    #[inline]
+    fn remove_if(
+        &self,
+        hash: u64,
+        key: u64,
+        mut accept: impl FnMut(u64) -> bool,
+        rehash: Rehash<'_>,
+    ) -> Result<u64, Mismatch> {
+        self.remove_or_replace(hash, key, rehash, |value| {
+            accept(value).then_some(Action::Remove)
+        })
+    }
+
+    /// Start loading the key's home line in the current table.
+    #[inline(always)]
+    fn prefetch(&self, hash: u64) {
+        let guard = reclaim::enter();
+        self.tables.load(&guard).prefetch(hash);
+    }
+
+    /// Visit every `(key, value)` pair as of one instant (`RawMap::snapshot`, `gate.rs`):
+    /// writers wait at the gate while the table is walked (gets and the moves of a migration
+    /// go on; neither changes what is present). `InsideOperation` (nothing visited) if the
+    /// calling thread is inside an operation of a floe map.
+    #[cfg(not(loom))]
+    fn snapshot(&self, rehash: Rehash<'_>, visit: impl FnMut(u64, u64)) -> Result<(), Error> {
+        if self.gate.snapshot(|| self.for_each(rehash, visit)) {
+            Ok(())
+        } else {
+            Err(Error::InsideOperation)
+        }
+    }
+
+    /// Visit every `(key, value)` pair: a key present throughout is visited once, with a
+    /// value it had during the walk; one inserted or removed meanwhile at most once. A
+    /// migration in progress is finished first; one that starts meanwhile is followed (the
+    /// keys of moved lines are looked up).
+    fn for_each(&self, rehash: Rehash<'_>, mut visit: impl FnMut(u64, u64)) {
+        let guard = reclaim::enter();
+        let table = self.settled(&guard, rehash);
+        let _walking = table.start_walk();
+        // Keys met whose other line the walk has not reached yet: one removed and inserted
+        // again into that line meanwhile is passed over there (`dense/mod.rs`, Walks). Likewise
+        // the stashed keys, met first, in every line.
+        let mut ahead = std::collections::HashSet::new();
+        let mut stashed = std::collections::HashSet::new();
+        table.walk(rehash, &mut |key, value, line| {
+            if line == usize::MAX {
+                if !stashed.insert(key) {
+                    return;
+                }
+            } else if !stashed.is_empty() && stashed.contains(&key) {
+                // (The emptiness test spares every key a hash while nothing is stashed.)
+                return;
+            } else {
+                let (home, alt) = table.lines_of(rehash(key));
+                let other = if line == home { alt } else { home };
+                if other > line {
+                    ahead.insert(key);
+                } else if ahead.remove(&key) {
+                    return;
+                }
+            }
+            if let Some(value) = value.or_else(|| self.get(rehash(key), key, rehash)) {
+                visit(key, value);
+            }
+        });
+    }
+
+    /// Remove every key that `keep(key, value)` does not keep, handing each removed value to
+    /// `taken`: each key the walk meets (`for_each`) is removed by a `remove_if`, so a key
+    /// written meanwhile is removed only if its value then is not kept. The walk runs with
+    /// the writers held at the gate (`gate.rs`; the removals are nested writers, which pass
+    /// it): no key is removed, inserted again into its other line and met a second time, so
+    /// each key is removed at most once, all at one instant. From inside an operation of a
+    /// floe map (which the gate would wait for) the walk runs without the gate.
+    fn clear(
+        &self,
+        rehash: Rehash<'_>,
+        keep: &dyn Fn(u64, u64) -> bool,
+        mut taken: impl FnMut(u64),
+    ) {
+        let mut clear = || {
+            self.for_each(rehash, |key, value| {
+                if keep(key, value) {
+                    return;
+                }
+                if let Ok(removed) = self.remove_if(rehash(key), key, |now| !keep(key, now), rehash)
+                {
+                    taken(removed);
+                }
+            });
+        };
+        #[cfg(not(loom))]
+        let walked = self.gate.snapshot(&mut clear);
+        #[cfg(loom)]
+        let walked = false;
+        if !walked {
+            clear();
+        }
+        // Emptied, the map will not grow soon: give back what was prepared for it.
+        if self.len() == 0 {
+            self.preparer.discard();
+        }
+    }
+
+    /// Finish a migration in progress and abort the shadow inserts left open by shared use
+    /// (`LocalMap::from`: owning the map, no handle is alive to resolve them); how many.
+    fn settle_local(&mut self, rehash: Rehash<'_>) -> usize {
+        let guard = reclaim::enter();
+        let table = self.settled(&guard, rehash);
+        match table.abort_shadows(rehash) {
+            Ok(aborted) => aborted,
+            Err(Moved) => unreachable!("no other thread is in an owned map to migrate it"),
+        }
+    }
+
+    /// Check the current table's invariants (`DenseTable::check_invariants`) on a quiescent
+    /// map, after finishing a migration; the number of keys.
+    fn check_invariants(&self, rehash: Rehash<'_>) -> usize {
+        let guard = reclaim::enter();
+        self.settled(&guard, rehash).check_invariants(rehash).len()
+    }
+
+    /// The figures `FlatMap::stats` reports, for the dense layout (a line counts as a bin;
+    /// no link pool).
+    /// Fault the current table's memory in (`Builder::populate`); `false` if the kernel
+    /// could not.
+    fn populate(&self) -> bool {
+        let guard = reclaim::enter();
+        self.tables.load(&guard).populate()
+    }
+
+    fn stats(&self) -> Stats {
+        let guard = reclaim::enter();
+        let table = self.tables.load(&guard);
+        let next = table.migrating_into();
+        Stats {
+            bins: table.lines(),
+            link_buckets: 0,
+            link_buckets_used: 0,
+            link_buckets_lost: 0,
+            allocated_bytes: table.table_bytes() + next.map_or(0, DenseTable::table_bytes),
+            huge_pages: self.huge_pages,
+            migrating: next.is_some(),
+            live_tables: self.alive.load(StatOrdering::Relaxed),
+            prepared_bytes: self.preparer.held_bytes(),
+            prepared_growths: self.preparer.taken(),
+            stashed: table.stashed(),
+        }
+    }
+
     /// Make room for `additional` more keys than the map holds (a larger table at once).
     ///
     /// # Errors
     /// `CapacityOverflow` (also past `max_keys`), `AllocationFailed`.
-    pub(crate) fn reserve(&self, additional: usize, rehash: Rehash<'_>) -> Result<(), Error> {
+    fn reserve(&self, additional: usize, rehash: Rehash<'_>) -> Result<(), Error> {
         let wanted = self
             .occupied()
             .checked_add(additional)
@@ -764,7 +758,7 @@ impl DenseMap {
     ///
     /// # Errors
     /// `AllocationFailed`.
-    pub(crate) fn shrink_to_fit(&self, rehash: Rehash<'_>) -> Result<bool, Error> {
+    fn shrink_to_fit(&self, rehash: Rehash<'_>) -> Result<bool, Error> {
         if self.fixed {
             return Ok(false);
         }
@@ -776,42 +770,110 @@ impl DenseMap {
         Ok(true)
     }
 
-    // -----------------------------------------------------------------------------------------
-    // Whole-map figures
-    // -----------------------------------------------------------------------------------------
-
-    fn lines(&self) -> usize {
-        let guard = reclaim::enter();
-        let table = self.tables.load(&guard);
-        table.migrating_into().unwrap_or(table).lines()
-    }
-
     /// Keys stored (a snapshot of counters: approximate while writes or a migration run).
-    pub(crate) fn len(&self) -> usize {
+    fn len(&self) -> usize {
         let guard = reclaim::enter();
         let table = self.tables.load(&guard);
         table.len() + table.migrating_into().map_or(0, DenseTable::len)
     }
 
-    /// Slots taken by keys and open shadows (`DenseTable::occupied`): what sizing counts.
-    fn occupied(&self) -> usize {
-        let guard = reclaim::enter();
-        let table = self.tables.load(&guard);
-        table.occupied() + table.migrating_into().map_or(0, DenseTable::occupied)
-    }
-
     /// Keys the current table holds at its trigger (where the map grows).
-    pub(crate) fn capacity(&self) -> usize {
+    fn capacity(&self) -> usize {
         let guard = reclaim::enter();
         let table = self.tables.load(&guard);
         table.migrating_into().unwrap_or(table).trigger_keys()
     }
 
     /// Bytes of table memory (both tables while migrating).
-    pub(crate) fn table_bytes(&self) -> usize {
+    fn table_bytes(&self) -> usize {
         let guard = reclaim::enter();
         let table = self.tables.load(&guard);
         table.table_bytes() + table.migrating_into().map_or(0, DenseTable::table_bytes)
+    }
+
+    /// No engine batch loop: the batch runs its requests one by one.
+    #[allow(clippy::too_many_arguments)]
+    fn run_batch(
+        &self,
+        _n: usize,
+        _far: usize,
+        _locate: impl Fn(usize) -> (u64, u64),
+        _op: impl Fn(usize) -> WordOp,
+        _add: impl Fn(usize, u64) -> u64,
+        _answer: impl FnMut(usize, WordDone) -> bool,
+    ) -> Option<Result<(), Stopped>> {
+        None
+    }
+
+    /// A key's second line is read only for keys away from home, which a lookup cannot tell
+    /// before its first line has arrived: nothing to load ahead.
+    fn prefetch_chain(&self, _hash: u64) -> bool {
+        false
+    }
+
+    /// One step: every pair, read as `for_each` reads them. A dense map's keys are not
+    /// ordered by hash in its lines (a key away from home sits in a line its hash does not
+    /// order), so there are no runs of hashes to walk one at a time.
+    fn walk_run(
+        &self,
+        _start: u64,
+        rehash: Rehash<'_>,
+        visit: impl FnMut(u64, u64),
+    ) -> Option<u64> {
+        self.for_each(rehash, visit);
+        None
+    }
+
+    /// A dense map is never kept in files (persistence is the default layout's).
+    #[cfg(not(loom))]
+    fn is_persistent(&self) -> bool {
+        false
+    }
+
+    /// Nothing to sync: a dense map lives in memory.
+    #[cfg(not(loom))]
+    fn checkpoint(&self) -> Result<(), Error> {
+        Ok(())
+    }
+
+    /// The shared path's write (the dense layout has no single-thread one), after aborting a
+    /// shadow of the key leaked by shared use.
+    #[inline(always)]
+    fn write_local<const MODE: u8>(
+        &mut self,
+        hash: u64,
+        key: u64,
+        value: u64,
+        rehash: Rehash<'_>,
+    ) -> Result<Option<u64>, Error> {
+        // A shadow of the key leaked through `LocalMap::as_shared` would make the insert
+        // refuse and the upsert wait for ever; owned, the map has no handle that could
+        // resolve it: aborted, as the default layout's local writes do.
+        self.abort_leaked_shadow(hash, key, rehash);
+        match MODE {
+            IF_ABSENT => self
+                .insert(hash, key, value, rehash)
+                .map(|inserted| match inserted {
+                    Inserted::Exists(present) => Some(present),
+                    Inserted::New | Inserted::Shadowed => None,
+                }),
+            IF_PRESENT => Ok(self
+                .update(hash, key, |_| value, rehash)
+                .map(|(old, _)| old)),
+            _ => self.upsert_with(hash, key, value, |_| value, rehash),
+        }
+    }
+
+    /// The shared path's remove.
+    #[inline(always)]
+    fn remove_local(&mut self, hash: u64, key: u64, rehash: Rehash<'_>) -> Option<u64> {
+        self.remove(hash, key, rehash)
+    }
+
+    /// Nothing to record: a dense map lives in memory.
+    #[cfg(not(loom))]
+    fn close(&mut self) -> Result<(), Error> {
+        Ok(())
     }
 }
 
