@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Debug assertions stay on: some models rely on the engine's own invariant checks.
-export RUSTFLAGS="--cfg loom -C debug-assertions=on ${RUSTFLAGS:-}"
+export RUSTFLAGS="--cfg floe_loom -C debug-assertions=on ${RUSTFLAGS:-}"
 export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}"
 # A separate target dir so the loom build does not invalidate the normal one.
 cargo test --release -p floe --test loom --target-dir target/loom "$@"

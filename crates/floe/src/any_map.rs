@@ -387,9 +387,9 @@ fn prefetch_target(value_word: u64) {
 /// Back off while an open shadow insert holds a key an operation must wait for (its owner
 /// may hold it for a whole transaction: give the core away).
 fn wait_for_shadow() {
-    #[cfg(not(loom))]
+    #[cfg(not(floe_loom))]
     std::thread::yield_now();
-    #[cfg(loom)]
+    #[cfg(floe_loom)]
     crate::sync::spin();
 }
 
@@ -552,7 +552,7 @@ impl<K: Hash + Eq, V> Map<K, V> {
     }
 }
 
-#[cfg(all(feature = "serde", unix, not(loom)))]
+#[cfg(all(feature = "serde", unix, not(floe_loom)))]
 impl<K, V, S> Builder<K, V, S, ForMap> {
     /// The same settings for a map whose values are `V2` (a facade storing its own wrapper).
     pub(crate) fn with_value<V2>(self) -> Builder<K, V2, S, ForMap> {
@@ -1825,7 +1825,7 @@ impl<K: Hash + Eq, V, S: BuildHasher, G: Guard> MapRef<'_, K, V, S, G> {
     /// # Errors
     /// As `FlatMap::snapshot`: [`Error::InsideOperation`] from inside an operation of a floe
     /// map on this thread.
-    #[cfg(not(loom))]
+    #[cfg(not(floe_loom))]
     pub fn snapshot(&self) -> Result<Vec<(&K, &V)>, Error> {
         let mut words = Vec::with_capacity(self.map.len());
         self.map
@@ -1925,7 +1925,7 @@ impl<K: Hash + Eq, V, S: BuildHasher, G: Guard> MapRef<'_, K, V, S, G> {
 impl<K, V, S, G: Guard> MapRef<'_, K, V, S, G> {
     /// Drop `object` once no guard of this map that is active now remains (so nothing read
     /// under one can still point into it).
-    #[cfg(all(feature = "serde", unix, not(loom)))]
+    #[cfg(all(feature = "serde", unix, not(floe_loom)))]
     pub(crate) fn retire_later<T>(&self, object: Box<T>) {
         unsafe fn reclaim<T>(object: *mut T, _: &seize::Collector) {
             // SAFETY: made by `Box::into_raw` below and retired once.

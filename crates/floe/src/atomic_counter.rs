@@ -143,7 +143,7 @@ where
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(floe_loom)))]
 mod tests {
     use core::sync::atomic::{AtomicI32, AtomicU64};
 

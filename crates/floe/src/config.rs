@@ -168,7 +168,7 @@ pub(crate) struct Config {
 impl Config {
     /// Threads a recovery sweep runs on: as set, or one per core the process may use.
     // Persistence is compiled out of loom models.
-    #[cfg_attr(loom, allow(dead_code))]
+    #[cfg_attr(floe_loom, allow(dead_code))]
     pub(crate) fn recovery_threads(&self) -> usize {
         match self.recovery_threads {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),

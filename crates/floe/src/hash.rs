@@ -55,7 +55,7 @@ pub(crate) type Rehash<'a> = &'a dyn Fn(u64) -> u64;
 
 /// splitmix64's finalizer: every output bit depends on every input bit. The engine's unit
 /// tests hash key words with it, choosing neither the facade's hasher nor a bin.
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(floe_loom)))]
 pub(crate) fn splitmix(key: u64) -> u64 {
     let mut x = key.wrapping_add(0x9e37_79b9_7f4a_7c15);
     x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);

@@ -236,21 +236,21 @@ mod any_entry;
 mod any_map;
 mod atomic_counter;
 pub mod batch;
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 mod cache;
 mod config;
 mod control;
 pub mod delegate;
-#[cfg(all(unix, not(loom)))]
+#[cfg(all(unix, not(floe_loom)))]
 pub mod durable;
 mod error;
 pub mod hash;
 mod inline;
-#[cfg(all(feature = "serde", unix, not(loom)))]
+#[cfg(all(feature = "serde", unix, not(floe_loom)))]
 mod journal;
 pub mod local;
 mod map;
-#[cfg(all(feature = "serde", unix, not(loom)))]
+#[cfg(all(feature = "serde", unix, not(floe_loom)))]
 mod persistent_map;
 mod raw;
 mod reclaim;
@@ -278,13 +278,13 @@ pub use crate::{
     set::{FlatSet, Set, SetRef},
 };
 
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 pub use crate::cache::{Cache, CacheBuilder, CacheStats, Expiry, RemovalCause};
 
-#[cfg(all(feature = "serde", unix, not(loom)))]
+#[cfg(all(feature = "serde", unix, not(floe_loom)))]
 pub use crate::persistent_map::{MapRecovery, PersistentMap, PersistentRef};
 
-#[cfg(all(feature = "crash-points", not(loom)))]
+#[cfg(all(feature = "crash-points", not(floe_loom)))]
 pub use crate::sync::crash_points_reached;
 
 /// The README's examples, compiled and run as doctests.

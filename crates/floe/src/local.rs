@@ -308,7 +308,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher + Default> FromIterator<(K, V)> for
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(floe_loom)))]
 mod tests {
     use super::*;
     use crate::Error;

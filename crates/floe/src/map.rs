@@ -7,7 +7,7 @@
 
 use core::{hash::BuildHasher, marker::PhantomData};
 
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 use crate::raw::bins::driver::RawMap;
 use crate::{
     config::{Backend, Config, Layout, ResizeMode, Stats},
@@ -183,7 +183,7 @@ impl<K, V, T> Builder<K, V, DefaultHashBuilder, T> {
 }
 
 impl<K, V, S, T> Builder<K, V, S, T> {
-    #[cfg(all(feature = "serde", unix, not(loom)))]
+    #[cfg(all(feature = "serde", unix, not(floe_loom)))]
     pub(crate) fn from_parts(config: Config, hasher: S) -> Self {
         Self {
             config,
@@ -381,7 +381,7 @@ pub struct Recovery {
     pub damaged: usize,
 }
 
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 impl<K: InlineKey, V: Inline, S: crate::hash::PersistentHasher> Builder<K, V, S> {
     /// Persistence is the default layout's (the dense one has no files).
     fn refuse_dense(&self) -> Result<(), Error> {
@@ -604,7 +604,7 @@ impl<K: InlineKey, V: Inline, S: crate::hash::PersistentHasher> Builder<K, V, S>
 
 /// Run `body` with the hash function of an `S` seeded with `seed`: each recovery thread's own
 /// hasher (`raw::WithRehash`), so that `S` need not be `Sync`.
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 fn with_seeded<S: crate::hash::PersistentHasher>(
     seed: u64,
     body: &mut dyn FnMut(crate::hash::Rehash<'_>),
@@ -614,20 +614,20 @@ fn with_seeded<S: crate::hash::PersistentHasher>(
 }
 
 /// A tag for a type in a persistent map's superblock: its size and name.
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 fn type_tag<T>() -> u64 {
     name_tag(core::any::type_name::<T>()) ^ (core::mem::size_of::<T>() as u64).rotate_left(56)
 }
 
 /// FNV-1a of a name (stable across builds, unlike std's hashers).
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 fn name_tag(name: &str) -> u64 {
     name.bytes().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
         (hash ^ u64::from(byte)).wrapping_mul(0x0000_0100_0000_01b3)
     })
 }
 
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 impl<K: InlineKey, V: Inline, S: crate::hash::PersistentHasher + Default> FlatMap<K, V, S> {
     /// Open the persistent map in `dir` with the default backend ([`Builder::open`], which
     /// also reports what recovery found).
@@ -751,9 +751,9 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// [`Error::Storage`] if a file could not be synced, or if a growth's sync of the keys it
     /// moved failed since the last checkpoint (the growth went on; the disk may lack them).
     pub fn checkpoint(&self) -> Result<(), Error> {
-        #[cfg(not(loom))]
+        #[cfg(not(floe_loom))]
         return self.raw.checkpoint();
-        #[cfg(loom)]
+        #[cfg(floe_loom)]
         Ok(())
     }
 
@@ -765,9 +765,9 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// [`Error::Storage`] if the files could not be synced; the map is closed anyway, and the
     /// next open recovers it as after a crash.
     pub fn close(mut self) -> Result<(), Error> {
-        #[cfg(not(loom))]
+        #[cfg(not(floe_loom))]
         return self.raw.close();
-        #[cfg(loom)]
+        #[cfg(floe_loom)]
         {
             let _ = &mut self;
             Ok(())
@@ -776,9 +776,9 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
 
     /// Whether the map lives in files ([`Builder::build_persistent`]).
     pub fn is_persistent(&self) -> bool {
-        #[cfg(not(loom))]
+        #[cfg(not(floe_loom))]
         return self.raw.is_persistent();
-        #[cfg(loom)]
+        #[cfg(floe_loom)]
         false
     }
 
@@ -1093,7 +1093,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// # Errors
     /// [`Error::InsideOperation`] if called from inside an operation of a floe map on this
     /// thread (an `update` closure, a `for_each` visitor): the snapshot would wait for it.
-    #[cfg(not(loom))]
+    #[cfg(not(floe_loom))]
     pub fn snapshot(&self) -> Result<Vec<(K, V)>, Error> {
         let mut pairs = Vec::with_capacity(self.len());
         self.raw.snapshot(&self.rehash(), |key, value| {

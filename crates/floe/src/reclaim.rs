@@ -59,7 +59,7 @@
 //! maps; they leave them as quickly. A slot is a 128-byte line per thread that ever used a
 //! growable map, reused by later threads, never freed.
 
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 use core::cell::{Cell, RefCell};
 
 use crossbeam_utils::CachePadded;
@@ -74,7 +74,7 @@ pub(crate) struct ReaderSlot {
     owned: AtomicBool,
     /// The owning thread retired a table during its current operation (only the owner
     /// touches it: checked when the operation ends).
-    #[cfg_attr(loom, allow(dead_code))]
+    #[cfg_attr(floe_loom, allow(dead_code))]
     retiring: AtomicBool,
     /// The registry's next slot (set once, before the slot is published).
     next: *const ReaderSlot,
@@ -135,7 +135,7 @@ impl Drop for ReadGuard<'_> {
             // Release: the operation's reads of the table happen before a retiring thread
             // that reads this value (Acquire, `quiescent`) frees it.
             slot.seq.store(leave, Ordering::Release);
-            #[cfg(not(loom))]
+            #[cfg(not(floe_loom))]
             if slot.retiring.load(Ordering::Relaxed) {
                 flush_retired(slot);
             }
@@ -149,14 +149,14 @@ pub(crate) struct Registry {
 }
 
 impl Registry {
-    #[cfg(not(loom))]
+    #[cfg(not(floe_loom))]
     pub(crate) const fn new() -> Self {
         Registry {
             head: AtomicPtr::new(core::ptr::null_mut()),
         }
     }
 
-    #[cfg(loom)]
+    #[cfg(floe_loom)]
     pub(crate) fn new() -> Self {
         Registry {
             head: AtomicPtr::new(core::ptr::null_mut()),
@@ -243,7 +243,7 @@ impl Registry {
 /// fence otherwise (module docs).
 #[inline(always)]
 fn light_barrier() {
-    #[cfg(all(target_os = "linux", not(miri), not(loom)))]
+    #[cfg(all(target_os = "linux", not(miri), not(floe_loom)))]
     if heavy::AVAILABLE.load(Ordering::Relaxed) {
         crate::sync::compiler_fence(Ordering::SeqCst);
         return;
@@ -253,7 +253,7 @@ fn light_barrier() {
 
 /// The retiring side (module docs).
 fn heavy_barrier() {
-    #[cfg(all(target_os = "linux", not(miri), not(loom)))]
+    #[cfg(all(target_os = "linux", not(miri), not(floe_loom)))]
     if heavy::AVAILABLE.load(Ordering::Relaxed) {
         heavy::membarrier();
         return;
@@ -261,7 +261,7 @@ fn heavy_barrier() {
     crate::sync::fence(Ordering::SeqCst);
 }
 
-#[cfg(all(target_os = "linux", not(miri), not(loom)))]
+#[cfg(all(target_os = "linux", not(miri), not(floe_loom)))]
 mod heavy {
     //! `membarrier(2)`, registered once per process.
 
@@ -305,16 +305,16 @@ mod heavy {
 
 /// Decide the barriers (before the first map is built).
 pub(crate) fn init() {
-    #[cfg(all(target_os = "linux", not(miri), not(loom)))]
+    #[cfg(all(target_os = "linux", not(miri), not(floe_loom)))]
     heavy::init();
 }
 
 // The calling thread's slot and its retired tables ---------------------------------------------
 
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 static REGISTRY: Registry = Registry::new();
 
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 std::thread_local! {
     /// This thread's slot; null until its first operation on a growable map.
     static LOCAL: Cell<*const ReaderSlot> = const { Cell::new(core::ptr::null()) };
@@ -328,13 +328,13 @@ std::thread_local! {
     };
 }
 
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 struct SlotOwner {
     slot: Cell<*const ReaderSlot>,
     retired: RefCell<Vec<Retired>>,
 }
 
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 impl Drop for SlotOwner {
     fn drop(&mut self) {
         // Tables still waiting: wait for their readers here (only where no `floe-reclaim`
@@ -353,7 +353,7 @@ impl Drop for SlotOwner {
 }
 
 /// Whether the calling thread is inside an operation.
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 pub(crate) fn inside_operation() -> bool {
     let own = LOCAL.with(Cell::get);
     // SAFETY: a registry slot (never freed) that this thread owns.
@@ -365,7 +365,7 @@ pub(crate) fn inside_operation() -> bool {
 /// the heavy barrier below sees it, by the argument of a reader that starts after a retirement
 /// and sees the new table, and every earlier one is waited for. The caller must not be inside
 /// an operation itself ([`inside_operation`]): it would wait for itself.
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 pub(crate) fn wait_for_operations() {
     heavy_barrier();
     let mut active = REGISTRY.active();
@@ -382,7 +382,7 @@ pub(crate) fn wait_for_operations() {
 }
 
 /// Enter an operation on the calling thread (see the module docs).
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 #[inline(always)]
 pub(crate) fn enter() -> ReadGuard<'static> {
     let slot = LOCAL.with(Cell::get);
@@ -395,7 +395,7 @@ pub(crate) fn enter() -> ReadGuard<'static> {
     slot.enter()
 }
 
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 #[cold]
 #[inline(never)]
 fn register() -> &'static ReaderSlot {
@@ -414,12 +414,12 @@ fn register() -> &'static ReaderSlot {
 pub(crate) trait Reclaim: Send + Sync + 'static {
     /// Bytes of table memory (large tables are unmapped on a thread of their own; not under
     /// Miri or loom, which free every table where it is retired).
-    #[cfg_attr(any(miri, loom), allow(dead_code))]
+    #[cfg_attr(any(miri, floe_loom), allow(dead_code))]
     fn allocated_bytes(&self) -> usize;
 }
 
 /// A replaced table and the readers it waits for.
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 struct Retired {
     /// From `Box::into_raw`; made a `Box` again only to be freed (the retiring thread still
     /// holds references to the table while it is retired, which a `Box` would claim to be
@@ -432,15 +432,15 @@ struct Retired {
 
 // SAFETY: the table is shared by the map's threads anyway (tables are `Sync`, a `Reclaim`
 // bound), and only the thread holding the `Retired` frees it; the slots are `Sync`.
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 unsafe impl Send for Retired {}
 
 /// Retires tables (module docs, "Freeing"). Stateless: a retired table waits in the list of
 /// the thread that retired it, or with a `floe-reclaim` thread, not in the map.
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 pub(crate) struct Collector(());
 
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 impl Collector {
     pub(crate) fn new() -> Self {
         init();
@@ -484,7 +484,7 @@ impl Collector {
 
 /// The calling thread's outermost operation ended with tables it retired waiting: free those
 /// whose readers have all moved on, hand the others to a `floe-reclaim` thread.
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 #[cold]
 #[inline(never)]
 fn flush_retired(slot: &ReaderSlot) {
@@ -505,7 +505,7 @@ fn flush_retired(slot: &ReaderSlot) {
 /// Wait for `retired`'s readers on a thread of its own; where none can be started (or under
 /// Miri, which would report it as leaked), in this thread's list, retried when its next
 /// operation ends and at the latest when it exits.
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 fn hand_off(retired: Retired) {
     #[cfg(not(miri))]
     let retired = {
@@ -544,7 +544,7 @@ fn hand_off(retired: Retired) {
 }
 
 /// Wait until every reader `retired` waits for has moved on, then free its table.
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 fn reap(mut retired: Retired) {
     let mut pause = std::time::Duration::from_micros(1);
     while !Registry::quiescent(&mut retired.waits) {
@@ -556,7 +556,7 @@ fn reap(mut retired: Retired) {
 }
 
 /// Tables at least this large are unmapped on a thread of their own (`free_table`).
-#[cfg(not(any(loom, miri)))]
+#[cfg(not(any(floe_loom, miri)))]
 const FREE_ASIDE_BYTES: usize = 64 << 20;
 
 /// Drop a table nobody can reach. Unmapping a table of gigabytes takes tens of milliseconds,
@@ -568,7 +568,7 @@ const FREE_ASIDE_BYTES: usize = 64 << 20;
 /// # Safety
 /// `table` came from `Box::into_raw` of a `Box<T>`, is freed once, and no thread can reach it
 /// any more.
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 unsafe fn free_table<T: Reclaim>(table: *mut ()) {
     // SAFETY: caller's contract.
     let table = unsafe { Box::from_raw(table.cast::<T>()) };
@@ -584,10 +584,10 @@ unsafe fn free_table<T: Reclaim>(table: *mut ()) {
 }
 
 /// Retired tables, kept to the end of a model: each with the function that frees it.
-#[cfg(loom)]
+#[cfg(floe_loom)]
 pub(crate) struct Collector(std::sync::Mutex<Vec<(usize, unsafe fn(usize))>>);
 
-#[cfg(loom)]
+#[cfg(floe_loom)]
 impl Collector {
     pub(crate) fn new() -> Self {
         Collector(std::sync::Mutex::new(Vec::new()))
@@ -606,7 +606,7 @@ impl Collector {
     }
 }
 
-#[cfg(loom)]
+#[cfg(floe_loom)]
 impl Drop for Collector {
     fn drop(&mut self) {
         for &(table, free) in self.0.lock().unwrap().iter() {
@@ -618,7 +618,7 @@ impl Drop for Collector {
 }
 
 /// Under loom the map's operations announce nothing (its models keep every table to the end).
-#[cfg(loom)]
+#[cfg(floe_loom)]
 #[inline(always)]
 pub(crate) fn enter() -> ReadGuard<'static> {
     ReadGuard {
@@ -627,7 +627,7 @@ pub(crate) fn enter() -> ReadGuard<'static> {
     }
 }
 
-#[cfg(all(test, loom))]
+#[cfg(all(test, floe_loom))]
 mod model {
     //! The announcement protocol under loom (`ci/loom.sh`), with the fence barriers (loom has
     //! no `membarrier`; the fence version is the weaker argument, module docs).

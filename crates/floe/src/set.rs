@@ -132,7 +132,7 @@ impl<K: InlineKey, S: BuildHasher> FlatSet<K, S> {
     ///
     /// # Errors
     /// As [`FlatMap::snapshot`].
-    #[cfg(not(loom))]
+    #[cfg(not(floe_loom))]
     pub fn snapshot(&self) -> Result<Vec<K>, Error> {
         Ok(self.map.snapshot()?.into_iter().map(|(k, ())| k).collect())
     }

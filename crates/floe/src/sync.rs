@@ -1,7 +1,10 @@
 //! The one place that imports atomics.
 //!
-//! Under `cfg(loom)` every atomic the engine uses comes from loom, so the loom models in
-//! `tests/loom.rs` explore the real protocol code. loom has no 128-bit atomic; the shim below
+//! Under `cfg(floe_loom)` every atomic the engine uses comes from loom, so the loom models in
+//! `tests/loom.rs` explore the real protocol code. The cfg is floe's own (`--cfg floe_loom`,
+//! `ci/loom.sh`), as crossbeam's is `crossbeam_loom`: a program that builds its own loom
+//! models with `--cfg loom` gets floe as it ships, not floe on loom's atomics (which panic
+//! outside a loom model). loom has no 128-bit atomic; the shim below
 //! models one faithfully: the slot's words live in an append-only list of versions and a loom
 //! atomic holds the index of the current one, so a load, a store and a CAS of the whole slot
 //! are one loom atomic access each, with the orderings the engine asks for (loom explores the
@@ -12,14 +15,14 @@
 //! and `RawTable::confirm` (a key newer than its value) exist to catch. The SIMD loaders
 //! read whole slots atomically; the models check the protocols against weaker reads.
 
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 #[cfg_attr(miri, allow(unused_imports))]
 pub(crate) use core::sync::atomic::{
     compiler_fence, fence, AtomicBool, AtomicIsize, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize,
     Ordering,
 };
 
-#[cfg(loom)]
+#[cfg(floe_loom)]
 pub(crate) use loom::sync::atomic::{
     fence, AtomicBool, AtomicIsize, AtomicPtr, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
@@ -30,29 +33,29 @@ pub(crate) use loom::sync::atomic::{
 pub(crate) mod stat {
     pub(crate) use std::sync::atomic::{AtomicBool, AtomicIsize, AtomicUsize, Ordering};
 }
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 pub(crate) use portable_atomic::AtomicU128;
 
-/// A mutex for rare slow paths (the dense layout's stash): loom's under `cfg(loom)`, so a
+/// A mutex for rare slow paths (the dense layout's stash): loom's under `cfg(floe_loom)`, so a
 /// model whose threads contend for it is scheduled rather than blocked.
-#[cfg(loom)]
+#[cfg(floe_loom)]
 pub(crate) use loom::sync::{Mutex, MutexGuard};
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 pub(crate) use std::sync::{Mutex, MutexGuard};
 
 /// A cell the delegation queues' message slots live in (`delegate::queue`): loom's under
-/// `cfg(loom)`, which reports a read and a write of one slot that no ordering separates as a
+/// `cfg(floe_loom)`, which reports a read and a write of one slot that no ordering separates as a
 /// data race (how the queue's model catches a weakened ordering); otherwise a thin wrapper over
 /// `core::cell::UnsafeCell` with loom's closure interface, which compiles to the bare pointer.
-#[cfg(loom)]
+#[cfg(floe_loom)]
 pub(crate) use loom::cell::UnsafeCell;
 
-/// See the `cfg(loom)` twin above.
-#[cfg(not(loom))]
+/// See the `cfg(floe_loom)` twin above.
+#[cfg(not(floe_loom))]
 #[derive(Debug)]
 pub(crate) struct UnsafeCell<T>(core::cell::UnsafeCell<T>);
 
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 impl<T> UnsafeCell<T> {
     pub(crate) const fn new(value: T) -> Self {
         UnsafeCell(core::cell::UnsafeCell::new(value))
@@ -75,9 +78,9 @@ impl<T> UnsafeCell<T> {
 /// thread being waited for.
 #[inline]
 pub(crate) fn spin() {
-    #[cfg(loom)]
+    #[cfg(floe_loom)]
     loom::thread::yield_now();
-    #[cfg(not(loom))]
+    #[cfg(not(floe_loom))]
     core::hint::spin_loop();
 }
 
@@ -85,14 +88,14 @@ pub(crate) fn spin() {
 /// the current one named by a loom atomic index. The list is a plain (not loom) mutex: loom
 /// runs one thread at a time, so it never blocks, and it carries no ordering of its own (a
 /// version's words never change once appended; the index carries every ordering).
-#[cfg(loom)]
+#[cfg(floe_loom)]
 #[derive(Debug)]
 pub(crate) struct AtomicU128 {
     current: loom::sync::atomic::AtomicUsize,
     versions: std::sync::Mutex<Vec<u128>>,
 }
 
-#[cfg(loom)]
+#[cfg(floe_loom)]
 impl AtomicU128 {
     pub(crate) fn new(v: u128) -> Self {
         Self {
@@ -162,13 +165,13 @@ impl AtomicU128 {
 /// persistence tests): the process aborts, as a crash would, at the `FLOE_CRASH_AT`-th point
 /// reached, counting from 1. Without the feature there are no crash points
 /// (`RawTable::crash_point` compiles to nothing).
-#[cfg(all(feature = "crash-points", not(loom)))]
+#[cfg(all(feature = "crash-points", not(floe_loom)))]
 #[inline(always)]
 pub(crate) fn crash_point() {
     crash::reached();
 }
 
-#[cfg(all(feature = "crash-points", not(loom)))]
+#[cfg(all(feature = "crash-points", not(floe_loom)))]
 mod crash {
     use std::sync::{
         atomic::{AtomicU64, Ordering},
@@ -200,7 +203,7 @@ mod crash {
 }
 
 /// Crash points reached so far (feature `crash-points`).
-#[cfg(all(feature = "crash-points", not(loom)))]
+#[cfg(all(feature = "crash-points", not(floe_loom)))]
 #[doc(hidden)]
 pub fn crash_points_reached() -> u64 {
     crash::reached_so_far()

@@ -923,7 +923,7 @@ fn dense_maps_answer_what_they_do_not_offer_with_errors() {
         "the map's layout does not offer persistence"
     );
     assert_eq!(m.check_invariants(), stored.len());
-    #[cfg(not(loom))]
+    #[cfg(not(floe_loom))]
     {
         let dir = std::env::temp_dir().join(format!("floe-dense-refused-{}", std::process::id()));
         assert!(matches!(

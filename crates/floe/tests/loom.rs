@@ -1,7 +1,7 @@
 //! loom models of the bin protocols: every interleaving (up to the preemption bound) of two or
 //! three threads on one bin. Run with `ci/loom.sh`:
-//! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release -p floe --test loom`.
-#![cfg(loom)]
+//! `RUSTFLAGS="--cfg floe_loom" LOOM_MAX_PREEMPTIONS=2 cargo test --release -p floe --test loom`.
+#![cfg(floe_loom)]
 
 use std::{
     hash::{BuildHasher, Hasher},

@@ -59,13 +59,13 @@
 //! Growing holds the old and the new table at once (3/2 of the new one).
 
 use std::sync::atomic::Ordering::Relaxed;
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 use std::sync::{atomic::AtomicU64, RwLock};
 
 // Under loom (`ci/loom.sh`, the model at the end of this file) the 8-byte slots and the
 // growth lock are loom's, so that it explores the workers' interleavings (its models count
 // short k-mers; loom has no 16-byte atomic).
-#[cfg(loom)]
+#[cfg(floe_loom)]
 use loom::sync::{atomic::AtomicU64, RwLock};
 
 use floe::FlatMap;
@@ -90,7 +90,7 @@ pub trait Slot: Word + core::ops::Add<Output = Self> {
     /// `MUL_2`'s inverse modulo 2^BITS.
     const INV_2: Self;
     /// A slot holding 0 (loom's atomics cannot be made from zeroed memory).
-    #[cfg(loom)]
+    #[cfg(floe_loom)]
     fn empty() -> Self::Atomic;
     /// The slot's value (`Relaxed`: see the module docs).
     fn load(slot: &Self::Atomic) -> Self;
@@ -135,7 +135,7 @@ impl Slot for u64 {
     const INV_1: u64 = inverse_64(Self::MUL_1);
     const INV_2: u64 = inverse_64(Self::MUL_2);
 
-    #[cfg(loom)]
+    #[cfg(floe_loom)]
     fn empty() -> AtomicU64 {
         AtomicU64::new(0)
     }
@@ -167,7 +167,7 @@ impl Slot for u128 {
     const INV_1: u128 = inverse_128(Self::MUL_1);
     const INV_2: u128 = inverse_128(Self::MUL_2);
 
-    #[cfg(loom)]
+    #[cfg(floe_loom)]
     fn empty() -> AtomicU128 {
         AtomicU128::new(0)
     }
@@ -191,14 +191,14 @@ impl Slot for u128 {
 /// The lines a k-mer may look at before the table grows; the probe field has 5 bits and
 /// holds `line probe + 1`.
 /// (Two under loom, whose model tables are one or two lines: every probe is a step it explores.)
-pub const MAX_LINE_PROBES: u64 = if cfg!(loom) { 2 } else { 31 };
+pub const MAX_LINE_PROBES: u64 = if cfg!(floe_loom) { 2 } else { 31 };
 const PROBE_BITS: u32 = 5;
 
 /// The fewest slots a table of `W` has (unless 4^k lines are fewer): enough bits left for
 /// the count (at least 1 at k = 32 and 64 from 9 bits). Under Miri the least, so its tests
 /// grow the table with few k-mers; under loom one line (its model uses short k-mers).
 const fn min_slot_bits<W: Slot>() -> u32 {
-    if cfg!(loom) {
+    if cfg!(floe_loom) {
         W::LINE_SLOT_BITS
     } else if cfg!(miri) {
         9
@@ -461,7 +461,7 @@ impl<W: Slot> Slots<W> {
 
 /// `len` zeroed slots, from `alloc_zeroed`: a large one is a fresh mapping whose pages the
 /// kernel provides (zeroed) once touched, so untouched slots cost no memory.
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 fn zeroed_slots<W: Slot>(len: usize) -> Result<Box<[W::Atomic]>, Error> {
     let layout = std::alloc::Layout::array::<W::Atomic>(len)
         .map_err(|_| Error::Table(floe::Error::CapacityOverflow))?;
@@ -487,7 +487,7 @@ fn zeroed_slots<W: Slot>(len: usize) -> Result<Box<[W::Atomic]>, Error> {
 /// Asks the kernel for huge pages under the table (`MADV_HUGEPAGE`, before its first touch):
 /// with 4 KiB pages a table of gigabytes costs a page walk per k-mer on top of its line, and
 /// a page fault per 4 KiB the first time. Where the kernel says no, the table works as it is.
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 fn ask_for_huge_pages(base: *mut u8, bytes: usize) {
     const HUGE: usize = 2 << 20;
     // Not under Miri, which has no madvise (its tables are small anyway).
@@ -508,7 +508,7 @@ fn ask_for_huge_pages(base: *mut u8, bytes: usize) {
 }
 
 /// Loom's atomics cannot be made from zeroed memory: one by one (its tables are tiny).
-#[cfg(loom)]
+#[cfg(floe_loom)]
 fn zeroed_slots<W: Slot>(len: usize) -> Result<Box<[W::Atomic]>, Error> {
     Ok((0..len).map(|_| W::empty()).collect())
 }
@@ -956,7 +956,7 @@ mod tests {
     }
 }
 
-#[cfg(all(test, loom))]
+#[cfg(all(test, floe_loom))]
 mod model {
     //! The concurrency argument of the module docs under loom (`ci/loom.sh`): workers racing
     //! for one new k-mer's slot, and a growth while another worker counts. Each model fails

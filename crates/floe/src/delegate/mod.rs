@@ -924,7 +924,7 @@ fn receive<V>(
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(floe_loom)))]
 mod tests {
     //! The handles' plumbing on one thread (Miri runs these: the rings' pointers into the
     //! map's vectors, the slots' cells, the serving lock handed between handles).

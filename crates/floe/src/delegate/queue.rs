@@ -304,7 +304,7 @@ impl<M: Copy> Consumer<M> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(floe_loom)))]
 mod tests {
     use super::*;
 
@@ -393,7 +393,7 @@ mod tests {
     }
 }
 
-#[cfg(all(test, loom))]
+#[cfg(all(test, floe_loom))]
 mod model {
     //! The queue under loom (`ci/loom.sh`): a producer and a consumer on two threads, a ring
     //! small enough to wrap. loom checks every interleaving and the stale values each load may

@@ -12,16 +12,16 @@
 //! loom's atomics cannot be conjured from zeroed memory.
 
 use core::ops::Deref;
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 use core::ptr::NonNull;
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 use std::sync::Arc;
 
 /// The size and alignment of a transparent huge page on x86-64.
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 pub(crate) const HUGE_PAGE: usize = 2 << 20;
 /// The kernel's base page: the unit a file mapping's dirty memory is written back in.
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 pub(crate) const PAGE: usize = 4096;
 
 /// Whether a table of `bytes` can be had: refuse what the machine cannot hold, instead of
@@ -62,19 +62,19 @@ pub(crate) fn memory_fits(bytes: usize, written: bool) -> bool {
 /// Implementors guarantee that zeroed memory of `size_of::<Self>()` bytes is a valid `Self`.
 pub(crate) unsafe trait ZeroInit: Sized {
     /// The same value built normally (what loom models use).
-    #[cfg(loom)]
+    #[cfg(floe_loom)]
     fn new_zeroed() -> Self;
 }
 
 /// An owned array of `T`s, zero-initialised.
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 pub(crate) struct TableMemory<T> {
     ptr: NonNull<T>,
     len: usize,
     backing: Backing,
 }
 
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 enum Backing {
     /// A mapping of its own, or one made ready ahead of time (`prepare.rs`), which may be
     /// shared with the thread still faulting it in.
@@ -90,13 +90,13 @@ enum Backing {
 
 // SAFETY: `TableMemory` owns its allocation like a `Box<[T]>`; sending or sharing it is as safe
 // as sending or sharing the `T`s.
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 unsafe impl<T: Send> Send for TableMemory<T> {}
 // SAFETY: as above: shared access only hands out `&T`.
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 unsafe impl<T: Sync> Sync for TableMemory<T> {}
 
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 impl<T: ZeroInit> TableMemory<T> {
     /// Allocate `len` zeroed elements. Returns `None` if the size overflows or the memory
     /// cannot be had. `huge_pages` asks the kernel for transparent huge pages (only for
@@ -188,7 +188,7 @@ impl<T: ZeroInit> TableMemory<T> {
 /// transparent huge pages or against them, and unmapped when dropped. Fresh, it reads as zero
 /// and costs nothing until touched; [`populate`](Self::populate) faults parts of it in
 /// without writing them.
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 pub(crate) struct Region {
     base: *mut libc::c_void,
     bytes: usize,
@@ -197,14 +197,14 @@ pub(crate) struct Region {
 
 // SAFETY: a `Region` is an address range and its size; it hands out no references itself
 // (`TableMemory` does, under its own rules), and unmapping it on drop is valid from any thread.
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 unsafe impl Send for Region {}
 // SAFETY: as above; `populate` only asks the kernel to fault pages in, which never changes
 // their contents and may race with any access.
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 unsafe impl Sync for Region {}
 
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 impl Region {
     /// Map at least `bytes` (rounded up to whole huge pages). `None` if the size overflows or
     /// the kernel refuses.
@@ -407,7 +407,7 @@ impl Region {
     }
 }
 
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 impl Drop for Region {
     fn drop(&mut self) {
         // SAFETY: `base`/`bytes` is exactly the mapping kept in `map`, unmapped once, here.
@@ -417,7 +417,7 @@ impl Drop for Region {
     }
 }
 
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 impl<T> Deref for TableMemory<T> {
     type Target = [T];
 
@@ -430,7 +430,7 @@ impl<T> Deref for TableMemory<T> {
     }
 }
 
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 impl<T> Drop for TableMemory<T> {
     fn drop(&mut self) {
         // The elements are atomics and plain data: no destructors to run.
@@ -447,12 +447,12 @@ impl<T> Drop for TableMemory<T> {
 }
 
 /// Under loom: a boxed slice of freshly built values.
-#[cfg(loom)]
+#[cfg(floe_loom)]
 pub(crate) struct TableMemory<T> {
     items: Box<[T]>,
 }
 
-#[cfg(loom)]
+#[cfg(floe_loom)]
 impl<T: ZeroInit> TableMemory<T> {
     pub(crate) fn zeroed(len: usize, _huge_pages: bool) -> Option<Self> {
         Some(Self {
@@ -473,7 +473,7 @@ impl<T: ZeroInit> TableMemory<T> {
     }
 }
 
-#[cfg(loom)]
+#[cfg(floe_loom)]
 impl<T> Deref for TableMemory<T> {
     type Target = [T];
 
@@ -482,7 +482,7 @@ impl<T> Deref for TableMemory<T> {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(floe_loom)))]
 mod tests {
     use super::*;
 

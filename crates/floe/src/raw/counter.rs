@@ -77,13 +77,13 @@ impl Count for Shard<'_> {
 }
 
 /// Hands out small indices, the lowest free one first, so indices stay dense.
-#[cfg_attr(loom, allow(dead_code))]
+#[cfg_attr(floe_loom, allow(dead_code))]
 struct IndexPool {
     /// Indices given back, and the next never-used index.
     free: std::sync::Mutex<(BinaryHeap<Reverse<usize>>, usize)>,
 }
 
-#[cfg_attr(loom, allow(dead_code))]
+#[cfg_attr(floe_loom, allow(dead_code))]
 impl IndexPool {
     const fn new() -> Self {
         Self {
@@ -114,7 +114,7 @@ impl IndexPool {
 }
 
 /// The calling thread's index (module docs).
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 mod thread_index {
     use super::IndexPool;
 
@@ -165,9 +165,9 @@ impl ShardedCounter {
     /// index each time (a batch's inserts). Valid on this thread only (it is not `Send`).
     #[inline]
     pub(crate) fn shard(&self) -> Shard<'_> {
-        #[cfg(not(loom))]
+        #[cfg(not(floe_loom))]
         let index = thread_index::current();
-        #[cfg(loom)]
+        #[cfg(floe_loom)]
         let index: Option<usize> = None;
         match index {
             Some(index) if index < self.owned.len() => Shard {
@@ -206,7 +206,7 @@ impl ShardedCounter {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(floe_loom)))]
 mod tests {
     use super::*;
 

@@ -32,9 +32,9 @@ impl Backend {
     /// choose. For benchmarks that report why `Auto` chose what it did.
     #[doc(hidden)]
     pub fn calibration() -> Vec<(Backend, f64)> {
-        #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+        #[cfg(all(target_arch = "x86_64", not(miri), not(floe_loom)))]
         return calibrate().map_or_else(Vec::new, |c| c.nanos_per_get);
-        #[cfg(not(all(target_arch = "x86_64", not(miri), not(loom))))]
+        #[cfg(not(all(target_arch = "x86_64", not(miri), not(floe_loom))))]
         Vec::new()
     }
 }
@@ -43,15 +43,15 @@ impl Backend {
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Loader {
     Scalar(ScalarLoader),
-    #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+    #[cfg(all(target_arch = "x86_64", not(miri), not(floe_loom)))]
     Avx2(crate::raw::loader::Avx2Loader),
-    #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+    #[cfg(all(target_arch = "x86_64", not(miri), not(floe_loom)))]
     Avx512(crate::raw::loader::Avx512Loader),
 }
 
 impl Loader {
     pub(crate) fn new(backend: Backend) -> Option<Self> {
-        #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+        #[cfg(all(target_arch = "x86_64", not(miri), not(floe_loom)))]
         {
             use crate::raw::loader::{Avx2Loader, Avx512Loader};
             match backend {
@@ -61,7 +61,7 @@ impl Loader {
                 Backend::Avx512 => Avx512Loader::new().map(Loader::Avx512),
             }
         }
-        #[cfg(not(all(target_arch = "x86_64", not(miri), not(loom))))]
+        #[cfg(not(all(target_arch = "x86_64", not(miri), not(floe_loom))))]
         match backend {
             Backend::Auto | Backend::Scalar => Some(Loader::Scalar(ScalarLoader)),
             Backend::Avx2 | Backend::Avx512 => None,
@@ -71,9 +71,9 @@ impl Loader {
     pub(crate) fn backend(self) -> Backend {
         match self {
             Loader::Scalar(_) => Backend::Scalar,
-            #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+            #[cfg(all(target_arch = "x86_64", not(miri), not(floe_loom)))]
             Loader::Avx2(_) => Backend::Avx2,
-            #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+            #[cfg(all(target_arch = "x86_64", not(miri), not(floe_loom)))]
             Loader::Avx512(_) => Backend::Avx512,
         }
     }
@@ -82,7 +82,7 @@ impl Loader {
 /// Entry points compiled with each SIMD feature enabled, so the whole operation (not just the
 /// match) is compiled for it and the backend's `#[inline(always)]` methods inline into it.
 /// `$writer` turns the read loader into the one write operations use (see [`Backend::Avx512`]).
-#[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+#[cfg(all(target_arch = "x86_64", not(miri), not(floe_loom)))]
 macro_rules! simd_entries {
     ($module:ident, $feature:literal, $loader:ty, $writer:path) => {
         pub(crate) mod $module {
@@ -230,14 +230,14 @@ macro_rules! simd_entries {
     };
 }
 
-#[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+#[cfg(all(target_arch = "x86_64", not(miri), not(floe_loom)))]
 simd_entries!(
     avx2_entries,
     "avx2",
     crate::raw::loader::Avx2Loader,
     core::convert::identity
 );
-#[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+#[cfg(all(target_arch = "x86_64", not(miri), not(floe_loom)))]
 simd_entries!(
     avx512_entries,
     "avx512f,avx2",
@@ -264,12 +264,12 @@ macro_rules! dispatch {
             $crate::raw::dispatch::Loader::Scalar(p) => $crate::raw::dispatch::scalar_entry(
                 || raw.$op $(::<_, { $mode }>)? (p, $($arg),*),
             ),
-            #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+            #[cfg(all(target_arch = "x86_64", not(miri), not(floe_loom)))]
             // SAFETY: the loader token proves the CPU supports AVX2.
             $crate::raw::dispatch::Loader::Avx2(p) => unsafe {
                 $crate::raw::dispatch::avx2_entries::$op $(::<{ $mode }>)? (raw, p, $($arg),*)
             },
-            #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+            #[cfg(all(target_arch = "x86_64", not(miri), not(floe_loom)))]
             // SAFETY: the loader token proves the CPU supports AVX-512F.
             $crate::raw::dispatch::Loader::Avx512(p) => unsafe {
                 $crate::raw::dispatch::avx512_entries::$op $(::<{ $mode }>)? (raw, p, $($arg),*)
@@ -284,7 +284,7 @@ pub(crate) use dispatch;
 /// the CPU, not on the feature list: on the Intel hosts AVX-512 matching ran floe's gets ~1.8x
 /// scalar, while the AMD hosts' layout-lab runs put some wide kernels below scalar
 /// (`BENCHMARKS.md`, "The SIMD choice per CPU"), so it is measured rather than assumed.
-#[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+#[cfg(all(target_arch = "x86_64", not(miri), not(floe_loom)))]
 fn calibrated() -> Backend {
     static CHOICE: std::sync::OnceLock<Backend> = std::sync::OnceLock::new();
     *CHOICE.get_or_init(|| calibrate().map_or(Backend::Scalar, |c| c.choice))
@@ -292,7 +292,7 @@ fn calibrated() -> Backend {
 
 /// What [`calibrate`] measured: nanoseconds per get of each supported backend (best of its
 /// rounds), and the choice.
-#[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+#[cfg(all(target_arch = "x86_64", not(miri), not(floe_loom)))]
 #[derive(Clone, Debug)]
 pub(crate) struct Calibration {
     pub(crate) nanos_per_get: Vec<(Backend, f64)>,
@@ -303,7 +303,7 @@ pub(crate) struct Calibration {
 /// backend the CPU has, interleaved over several rounds, and pick the fastest; a wider backend must
 /// win by 2% to be chosen over a narrower one (within that, the difference is noise). About a
 /// millisecond. `None` if the table cannot be had.
-#[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+#[cfg(all(target_arch = "x86_64", not(miri), not(floe_loom)))]
 pub(crate) fn calibrate() -> Option<Calibration> {
     use std::{hint::black_box, sync::Arc, time::Instant};
 
@@ -380,7 +380,7 @@ pub(crate) fn calibrate() -> Option<Calibration> {
     })
 }
 
-#[cfg(all(test, target_arch = "x86_64", not(miri), not(loom)))]
+#[cfg(all(test, target_arch = "x86_64", not(miri), not(floe_loom)))]
 mod tests {
     use super::*;
 

@@ -234,7 +234,7 @@ contract! {
         /// # Errors
         /// `InsideOperation` if the calling thread is inside an operation of a floe map
         /// (which the wait for writers would wait for): nothing visited.
-        #[cfg(not(loom))]
+        #[cfg(not(floe_loom))]
         fn snapshot(rehash: Rehash<'_>, visit: impl FnMut(u64, u64)) -> Result<(), Error>;
 
         /// Keys present (exact when no write runs; see `FlatMap::len`).
@@ -278,7 +278,7 @@ contract! {
         fn check_invariants(rehash: Rehash<'_>) -> usize;
 
         /// Whether the map is kept in files.
-        #[cfg(not(loom))]
+        #[cfg(not(floe_loom))]
         fn is_persistent() -> bool;
 
         /// Make every operation that returned durable against a power loss (a map in memory:
@@ -286,7 +286,7 @@ contract! {
         ///
         /// # Errors
         /// `Storage` if a file could not be synced.
-        #[cfg(not(loom))]
+        #[cfg(not(floe_loom))]
         fn checkpoint() -> Result<(), Error>;
     }
     owned {
@@ -313,7 +313,7 @@ contract! {
         ///
         /// # Errors
         /// `Storage` if the sync or the record failed.
-        #[cfg(not(loom))]
+        #[cfg(not(floe_loom))]
         fn close() -> Result<(), Error>;
     }
 }

@@ -59,7 +59,7 @@ impl WriterGate {
     /// panics). Linearized at the end of the wait: from then until the gate opens, nothing
     /// present changes. `false` (and `walk` not run) if the calling thread is inside an
     /// operation of any floe map, which the wait would wait for.
-    #[cfg(not(loom))]
+    #[cfg(not(floe_loom))]
     pub(crate) fn snapshot(&self, walk: impl FnOnce()) -> bool {
         // Checked first: a thread inside an operation could otherwise wait below for a
         // snapshot that waits for it.

@@ -45,16 +45,16 @@ impl Slot {
     /// (the lock's Acquire).
     #[inline(always)]
     pub(crate) unsafe fn load_exclusive(&self) -> (u64, u64) {
-        #[cfg(loom)]
+        #[cfg(floe_loom)]
         return self.load();
-        #[cfg(not(loom))]
+        #[cfg(not(floe_loom))]
         // SAFETY: the pointer is the slot's own, aligned and live for `&self`; the caller
         // rules out a concurrent write, so this non-atomic read races with nothing.
         unpack(unsafe { core::ptr::read(self.0.as_ptr()) })
     }
 
     /// `load_lanes` with Acquire loads (loom models of `raw::dense`).
-    #[cfg(loom)]
+    #[cfg(floe_loom)]
     #[inline(always)]
     pub(crate) fn load_lanes_acquire(&self, value_first: bool) -> (u64, u64) {
         unpack(self.0.load_halves(Ordering::Acquire, value_first))
@@ -63,7 +63,7 @@ impl Slot {
     /// `(key, value)` read as two lanes, the value first if `value_first`, as a line read that
     /// is not one atomic access per slot may (loom models only: the scalar loader reads lines
     /// with this under loom, see `sync.rs` and `loader.rs`).
-    #[cfg(loom)]
+    #[cfg(floe_loom)]
     #[inline(always)]
     pub(crate) fn load_lanes(&self, value_first: bool) -> (u64, u64) {
         unpack(self.0.load_halves(Ordering::Relaxed, value_first))
@@ -102,7 +102,7 @@ impl Slot {
             .map_err(unpack)
     }
 
-    #[cfg(loom)]
+    #[cfg(floe_loom)]
     fn new() -> Self {
         Slot(AtomicU128::new(0))
     }
@@ -130,7 +130,7 @@ pub(crate) struct LinkBucket {
 // The SIMD backends read a bin as eight 8-byte lanes and rely on this exact placement: header
 // in lane 0, link in lane 1, slot `s`'s key in lane 2 + 2s and its value in lane 3 + 2s; and
 // on a link bucket's slot `j` key in lane 2j.
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 const _: () = {
     assert!(core::mem::size_of::<Bin>() == 64 && core::mem::align_of::<Bin>() == 64);
     assert!(core::mem::size_of::<LinkBucket>() == 64 && core::mem::align_of::<LinkBucket>() == 64);
@@ -147,7 +147,7 @@ const _: () = {
 // SAFETY: a zeroed bin is header 0 (version 0, NoTransfer, every slot Invalid), link 0 (nothing
 // chained) and zero slots; atomics are valid for any bit pattern.
 unsafe impl ZeroInit for Bin {
-    #[cfg(loom)]
+    #[cfg(floe_loom)]
     fn new_zeroed() -> Self {
         Bin {
             header: AtomicU64::new(0),
@@ -159,7 +159,7 @@ unsafe impl ZeroInit for Bin {
 
 // SAFETY: four zeroed slots; atomics are valid for any bit pattern.
 unsafe impl ZeroInit for LinkBucket {
-    #[cfg(loom)]
+    #[cfg(floe_loom)]
     fn new_zeroed() -> Self {
         LinkBucket {
             slots: [Slot::new(), Slot::new(), Slot::new(), Slot::new()],

@@ -22,9 +22,9 @@ pub(crate) const READER_HELP_EVERY: u32 = 16;
 /// The default layout's writes help a growth on one call in this many (per thread; see
 /// `help_writing`; the dense layout's help on every call, `dense/driver.rs`). Under loom,
 /// every write: the models then explore a helper in every write, as before the pacing.
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 pub(crate) const WRITER_HELP_EVERY: u32 = 4;
-#[cfg(loom)]
+#[cfg(floe_loom)]
 pub(crate) const WRITER_HELP_EVERY: u32 = 1;
 
 /// Whether this operation is the one in `every` of its thread that helps a growth (one count
@@ -34,11 +34,11 @@ pub(crate) fn turn_to_help(every: u32) -> bool {
     // Under loom a thread-local of loom's, which starts afresh in every execution (a std one
     // would carry its count from one execution to the next and make the model
     // nondeterministic).
-    #[cfg(loom)]
+    #[cfg(floe_loom)]
     loom::thread_local! {
         static OPERATIONS: core::cell::Cell<u32> = core::cell::Cell::new(0);
     }
-    #[cfg(not(loom))]
+    #[cfg(not(floe_loom))]
     std::thread_local! {
         static OPERATIONS: core::cell::Cell<u32> = const { core::cell::Cell::new(0) };
     }
@@ -180,7 +180,7 @@ impl<T: Table> Tables<T> {
     }
 
     /// The current table's pointer (for a persistent map's close).
-    #[cfg_attr(loom, allow(dead_code))]
+    #[cfg_attr(floe_loom, allow(dead_code))]
     pub(crate) fn current_ptr(&self) -> *mut T {
         self.current.load(Ordering::Acquire)
     }

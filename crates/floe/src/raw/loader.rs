@@ -6,7 +6,7 @@
 //! loads (one per slot) joined into vector registers. Loaders are zero-sized tokens: a SIMD token exists only after the
 //! CPU was checked for its feature, which is what makes calling its loads sound.
 
-#[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+#[cfg(all(target_arch = "x86_64", not(miri), not(floe_loom)))]
 use crate::control::group::{avx2::Avx2Line, avx512::Avx512Line};
 use crate::control::group::{scalar::ScalarLine, Group};
 
@@ -76,9 +76,9 @@ pub(crate) struct ScalarLoader;
 /// value (which `confirm` must reject) by using slot 1.
 #[inline(always)]
 fn lanes(slot: &super::layout::Slot, index: usize) -> (u64, u64) {
-    #[cfg(loom)]
+    #[cfg(floe_loom)]
     return slot.load_lanes(index % 2 == 1);
-    #[cfg(not(loom))]
+    #[cfg(not(floe_loom))]
     {
         let _ = index;
         slot.load()
@@ -88,9 +88,9 @@ fn lanes(slot: &super::layout::Slot, index: usize) -> (u64, u64) {
 /// `lanes` with Acquire loads.
 #[inline(always)]
 fn lanes_acquire(slot: &super::layout::Slot, index: usize) -> (u64, u64) {
-    #[cfg(loom)]
+    #[cfg(floe_loom)]
     return slot.load_lanes_acquire(index % 2 == 1);
-    #[cfg(not(loom))]
+    #[cfg(not(floe_loom))]
     {
         let _ = index;
         slot.load_acquire()
@@ -105,7 +105,7 @@ impl LineLoader for ScalarLoader {
     fn writer(self) -> ScalarLoader {
         self
     }
-    const ATOMIC_SLOTS: bool = cfg!(not(loom));
+    const ATOMIC_SLOTS: bool = cfg!(not(floe_loom));
 
     #[inline(always)]
     fn link_acquire(self, bucket: &LinkBucket) -> ScalarLine {
@@ -137,18 +137,18 @@ impl LineLoader for ScalarLoader {
 }
 
 /// The AVX2 loader. Only constructible on a CPU with AVX2.
-#[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+#[cfg(all(target_arch = "x86_64", not(miri), not(floe_loom)))]
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Avx2Loader(());
 
-#[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+#[cfg(all(target_arch = "x86_64", not(miri), not(floe_loom)))]
 impl Avx2Loader {
     pub(crate) fn new() -> Option<Self> {
         std::is_x86_feature_detected!("avx2").then_some(Self(()))
     }
 }
 
-#[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+#[cfg(all(target_arch = "x86_64", not(miri), not(floe_loom)))]
 impl LineLoader for Avx2Loader {
     type Line = Avx2Line;
     type Writer = Avx2Loader;
@@ -192,11 +192,11 @@ impl LineLoader for Avx2Loader {
 }
 
 /// The AVX-512 loader. Only constructible on a CPU with AVX-512F and AVX2.
-#[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+#[cfg(all(target_arch = "x86_64", not(miri), not(floe_loom)))]
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Avx512Loader(Avx2Loader);
 
-#[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+#[cfg(all(target_arch = "x86_64", not(miri), not(floe_loom)))]
 impl Avx512Loader {
     pub(crate) fn new() -> Option<Self> {
         let avx2 = Avx2Loader::new()?;
@@ -204,7 +204,7 @@ impl Avx512Loader {
     }
 }
 
-#[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+#[cfg(all(target_arch = "x86_64", not(miri), not(floe_loom)))]
 impl LineLoader for Avx512Loader {
     type Line = Avx512Line;
     // AVX2: see `Backend::Avx512` for the measurement.
@@ -254,7 +254,7 @@ impl LineLoader for Avx512Loader {
 /// model; without `nomem` each block is a compiler barrier for memory, and on x86 a `vmovdqa`
 /// load is an acquire load, a store a release store and `lock cmpxchg16b` a full barrier, so
 /// each is at least as strong as the `Slot` method it stands for.
-#[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+#[cfg(all(target_arch = "x86_64", not(miri), not(floe_loom)))]
 mod simd_slot {
     use core::arch::asm;
 
@@ -340,7 +340,7 @@ mod simd_slot {
     }
 }
 
-#[cfg(all(test, target_arch = "x86_64", not(miri), not(loom)))]
+#[cfg(all(test, target_arch = "x86_64", not(miri), not(floe_loom)))]
 mod tests {
     use super::*;
     use crate::raw::alloc::TableMemory;

@@ -76,7 +76,7 @@ pub(crate) mod layout;
 pub(crate) mod lifecycle;
 pub(crate) mod loader;
 mod outcome;
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 pub(crate) mod persist;
 mod prefetch;
 pub(crate) mod prepare;
@@ -84,12 +84,12 @@ pub(crate) mod ring;
 pub(crate) mod stats;
 // The persistent format's version, for storage errors' messages (a constant under loom,
 // which builds no persistence).
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 pub(crate) use self::persist::store::FORMAT_VERSION;
-#[cfg(loom)]
+#[cfg(floe_loom)]
 pub(crate) const FORMAT_VERSION: u32 = 1;
 
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 pub(crate) use self::outcome::Swept;
 pub(crate) use self::{
     alloc::memory_fits,

@@ -84,7 +84,7 @@ pub(crate) enum Mismatch {
 }
 
 /// What a recovery sweep found.
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Swept {
     /// Live keys kept.
@@ -105,7 +105,7 @@ pub(crate) struct Swept {
     pub(crate) unplaced: usize,
 }
 
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 impl Swept {
     pub(crate) fn add(&mut self, other: Swept) {
         self.keys += other.keys;

@@ -76,9 +76,9 @@
 
 use std::sync::Arc;
 
-#[cfg(not(any(loom, miri)))]
+#[cfg(not(any(floe_loom, miri)))]
 pub(crate) use self::real::*;
-#[cfg(any(loom, miri))]
+#[cfg(any(floe_loom, miri))]
 pub(crate) use self::stub::*;
 
 /// A table starts preparing its successor once it holds more than this many keys per bin, in
@@ -196,7 +196,7 @@ impl Ahead {
     }
 }
 
-#[cfg(not(any(loom, miri)))]
+#[cfg(not(any(floe_loom, miri)))]
 mod real {
     use std::sync::{
         atomic::{AtomicUsize, Ordering},
@@ -489,7 +489,7 @@ mod real {
 }
 
 /// Under loom and Miri: nothing is ever prepared.
-#[cfg(any(loom, miri))]
+#[cfg(any(floe_loom, miri))]
 mod stub {
     use super::Plan;
 

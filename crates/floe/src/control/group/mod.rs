@@ -12,9 +12,9 @@
 //! Which backend a map uses is decided once, when it is built (`crate::Backend`), never per
 //! probe.
 
-#[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+#[cfg(all(target_arch = "x86_64", not(miri), not(floe_loom)))]
 pub(crate) mod avx2;
-#[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+#[cfg(all(target_arch = "x86_64", not(miri), not(floe_loom)))]
 pub(crate) mod avx512;
 pub(crate) mod scalar;
 

@@ -20,13 +20,13 @@
 
 use std::sync::Arc;
 
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 use crate::raw::persist::{
     recover::{Sweeper, WithRehash},
     store::{Identity, Store, Superblock, TableRecord},
     writeback::Writeback,
 };
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 use crate::raw::Swept;
 use crate::raw::{
     bins::migrate::CHUNK_BINS,
@@ -128,7 +128,7 @@ pub(crate) struct RawMap {
     /// Writers pass it; a strongly consistent snapshot closes it (`gate.rs`).
     gate: WriterGate,
     /// A persistent map's directory (`persist/store.rs`); `None` for a map in memory.
-    #[cfg(not(loom))]
+    #[cfg(not(floe_loom))]
     store: Option<Arc<Store>>,
 }
 
@@ -137,7 +137,7 @@ impl Drop for RawMap {
         self.preparer.discard();
         // A persistent map closes cleanly: its tables synced, its superblock marked clean
         // (a failure only means the next open sweeps the tables).
-        #[cfg(not(loom))]
+        #[cfg(not(floe_loom))]
         let _ = self.close();
         // The tables go with `tables`.
     }
@@ -159,8 +159,8 @@ impl RawMap {
     fn build(
         config: &Config,
         rehash: Rehash<'_>,
-        #[cfg(not(loom))] store: Option<Arc<Store>>,
-        #[cfg(loom)] _store: Option<()>,
+        #[cfg(not(floe_loom))] store: Option<Arc<Store>>,
+        #[cfg(floe_loom)] _store: Option<()>,
     ) -> Result<Self, Error> {
         if config.bins_per_link == 0 {
             return Err(Error::InvalidConfig("bins_per_link must be at least 1"));
@@ -195,13 +195,13 @@ impl RawMap {
             Loader::new(config.backend).ok_or(Error::UnsupportedBackend(config.backend))?;
         let alive = Arc::new(StatCounter::new(0));
         // A persistent map's tables are files; memory prepared ahead is anonymous.
-        #[cfg(not(loom))]
+        #[cfg(not(floe_loom))]
         let grow_ahead = if store.is_some() {
             0
         } else {
             config.grow_ahead
         };
-        #[cfg(loom)]
+        #[cfg(floe_loom)]
         let grow_ahead = config.grow_ahead;
         let preparer = Arc::new(Preparer::new(grow_ahead));
         // Like every table, it prepares its successor only past the load it is sized for
@@ -227,10 +227,10 @@ impl RawMap {
             false,
             None,
             ahead,
-            #[cfg(not(loom))]
+            #[cfg(not(floe_loom))]
             store.as_deref(),
         )?;
-        #[cfg(not(loom))]
+        #[cfg(not(floe_loom))]
         if let Some(store) = &store {
             // SAFETY: just allocated, reachable only from here.
             let record = record_of(unsafe { &*first });
@@ -252,7 +252,7 @@ impl RawMap {
             alive,
             preparer,
             gate: WriterGate::new(),
-            #[cfg(not(loom))]
+            #[cfg(not(floe_loom))]
             store,
         })
     }
@@ -547,7 +547,7 @@ impl RawMap {
             true,
             prepared,
             ahead,
-            #[cfg(not(loom))]
+            #[cfg(not(floe_loom))]
             self.store.as_deref(),
         )
     }
@@ -593,7 +593,7 @@ impl RawMap {
         hash: u64,
         rehash: Rehash<'_>,
     ) -> Result<(), Error> {
-        #[cfg(not(loom))]
+        #[cfg(not(floe_loom))]
         if self.store.is_some() {
             // A persistent map's growth names its new table in the superblock before moving
             // into it and copies before it retires (`persist/store.rs`, `persist/recover.rs`); the
@@ -715,10 +715,10 @@ impl Lifecycle for RawMap {
         // A persistent map names `next` current in its superblock first, while nobody can
         // start a migration out of it yet (a table migrates only once it is current).
         table.crash_point();
-        #[cfg(not(loom))]
+        #[cfg(not(floe_loom))]
         let recorded = self.record_completed(next);
         self.preparer.discard_unless_from(next.bins());
-        #[cfg(not(loom))]
+        #[cfg(not(floe_loom))]
         if let (true, Some(store), Some(gen)) = (recorded, &self.store, table.file_gen()) {
             // The superblock no longer names it; its mapping lives until the table is freed.
             store.remove_table(gen);
@@ -1039,7 +1039,7 @@ impl TableDriver for RawMap {
     /// from then until the resume, nothing present changes. `InsideOperation` (nothing
     /// visited) if the calling thread is inside an operation of any floe map, which the wait
     /// would wait for.
-    #[cfg(not(loom))]
+    #[cfg(not(floe_loom))]
     fn snapshot(&self, rehash: Rehash<'_>, visit: impl FnMut(u64, u64)) -> Result<(), Error> {
         if self.gate.snapshot(|| self.for_each(rehash, visit)) {
             Ok(())
@@ -1202,7 +1202,7 @@ impl TableDriver for RawMap {
             true,
             None,
             self.ahead_for(bins, links_regular, links),
-            #[cfg(not(loom))]
+            #[cfg(not(floe_loom))]
             self.store.as_deref(),
         )
         .and_then(|next| self.record_next(table, next, group))
@@ -1226,13 +1226,13 @@ impl TableDriver for RawMap {
         self.settled(&guard, rehash).check_invariants()
     }
 
-    #[cfg(not(loom))]
+    #[cfg(not(floe_loom))]
     /// Whether the map lives in files.
     fn is_persistent(&self) -> bool {
         self.store.is_some()
     }
 
-    #[cfg(not(loom))]
+    #[cfg(not(floe_loom))]
     /// Make every operation that returned before this call durable against a power loss or
     /// kernel crash: sync the tables' files, then count the checkpoint in the superblock.
     ///
@@ -1268,7 +1268,7 @@ impl TableDriver for RawMap {
         store.record(|block| block.checkpoints += 1)
     }
 
-    #[cfg(not(loom))]
+    #[cfg(not(floe_loom))]
     /// Close a persistent map: sync its table and mark the superblock clean with its key
     /// count, unless a growth or shrink is half done (the next open finishes it).
     fn close(&mut self) -> Result<(), Error> {
@@ -1302,13 +1302,13 @@ impl TableDriver for RawMap {
 /// facade's types: what [`RawMap::open_store`] hands the facade between the two steps of an
 /// open. The facade sees only what it needs (the seed, whether the map was closed cleanly),
 /// never the on-disk records.
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 pub(crate) struct Opening {
     store: Store,
     block: Superblock,
 }
 
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 impl Opening {
     /// The seed the map's hasher was made with.
     pub(crate) fn seed(&self) -> u64 {
@@ -1356,7 +1356,7 @@ impl Pinned<'_> {
 /// The persistent map's side of the driver (`persist/store.rs`, `persist/recover.rs`): recording
 /// tables in the superblock as they are born and retired, opening and recovering, checkpoints and
 /// closing.
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 impl RawMap {
     /// A new persistent map in `dir`, made for the key, value and hasher of `identity`: its
     /// superblock records those and `config`'s options, and the tables as they are made.
@@ -1629,7 +1629,7 @@ impl RawMap {
 
 /// The write-back a persistent map of `config` gives its tables: none for
 /// `Durability::Process`, this CPU's for `Flush` (refused where there is none).
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 fn writeback_of(config: &Config) -> Result<Option<Writeback>, Error> {
     use crate::config::Durability;
     match config.durability {
@@ -1641,7 +1641,7 @@ fn writeback_of(config: &Config) -> Result<Option<Writeback>, Error> {
 }
 
 /// A table's record for the superblock (a persistent table).
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 fn record_of(table: &RawTable) -> TableRecord {
     TableRecord {
         gen: table.file_gen().unwrap_or(0),
@@ -1651,7 +1651,7 @@ fn record_of(table: &RawTable) -> TableRecord {
     }
 }
 
-#[cfg(loom)]
+#[cfg(floe_loom)]
 impl RawMap {
     fn record_next(
         &self,
@@ -1683,7 +1683,7 @@ fn allocate(
     written: bool,
     prepared: Option<Prepared>,
     ahead: Option<Ahead>,
-    #[cfg(not(loom))] store: Option<&Store>,
+    #[cfg(not(floe_loom))] store: Option<&Store>,
 ) -> Result<*mut RawTable, Error> {
     let bytes = bins
         .checked_add(link_buckets)
@@ -1695,9 +1695,9 @@ fn allocate(
         return Err(Error::CapacityOverflow);
     }
     // Prepared memory is had already (and counted as used by the figures `memory_fits` reads).
-    #[cfg(not(loom))]
+    #[cfg(not(floe_loom))]
     let in_file = store.is_some();
-    #[cfg(loom)]
+    #[cfg(floe_loom)]
     let in_file = false;
     if prepared.is_none() && !in_file && !memory_fits(bytes, written) {
         return Err(Error::AllocationFailed { bytes });
@@ -1709,7 +1709,7 @@ fn allocate(
         transfer_reserve: reserve,
         huge_pages,
     };
-    #[cfg(not(loom))]
+    #[cfg(not(floe_loom))]
     let source = match store {
         Some(store) => {
             let record = TableRecord {
@@ -1733,7 +1733,7 @@ fn allocate(
         }
         None => TableSource::Fresh(prepared),
     };
-    #[cfg(loom)]
+    #[cfg(floe_loom)]
     let source = TableSource::Fresh(prepared);
     let raw = RawTable::new(geometry, dead, Arc::clone(alive), source, ahead)
         .ok_or(Error::AllocationFailed { bytes })?;
@@ -1790,7 +1790,7 @@ fn moved_on(table: &RawTable) -> &RawTable {
         .expect("a bin is moved only after its table's successor is installed")
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(floe_loom)))]
 mod tests {
     //! Growth, shrink and reclamation on tables small enough for Miri (`ci/miri.sh`), which
     //! checks the raw pointer work of replacing and freeing tables.

@@ -672,7 +672,7 @@ impl RawTable {
 
     /// `width` consecutive link buckets from those a recovery found unchained
     /// (`persist/recover.rs`, `Sweeper::unchained`), or `None`. Only a transfer takes them, after the reserve.
-    #[cfg(not(loom))]
+    #[cfg(not(floe_loom))]
     fn take_unchained(&self, width: usize) -> Option<usize> {
         let mut runs = self
             .unchained
@@ -697,7 +697,7 @@ impl RawTable {
         if index + width <= self.links.len() {
             return Some(index);
         }
-        #[cfg(not(loom))]
+        #[cfg(not(floe_loom))]
         if let Some(index) = self.take_unchained(width) {
             return Some(index);
         }

@@ -325,7 +325,7 @@ use std::sync::Arc;
 
 use crossbeam_utils::CachePadded;
 
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 use super::{alloc, persist::writeback};
 use super::{
     alloc::TableMemory,
@@ -495,7 +495,7 @@ pub(crate) struct RawTable {
     /// Runs of link buckets below the pool cursors that no bin chains, which its transfers
     /// take before the regular pool: found by the recovery of a table a migration was filling
     /// (`persist/recover.rs`, "Link buckets a power loss unchained"); empty otherwise.
-    #[cfg(not(loom))]
+    #[cfg(not(floe_loom))]
     pub(in crate::raw) unchained: std::sync::Mutex<Vec<core::ops::Range<usize>>>,
     /// The migration out of this table.
     pub(crate) migration: Migration<RawTable>,
@@ -509,20 +509,20 @@ pub(crate) struct RawTable {
     /// prepared (`Builder::grow_ahead(0)`, a capped map, loom and Miri).
     ahead: Option<Ahead>,
     /// A persistent map's table: its generation (file name, `persist/store.rs`) and mapping.
-    #[cfg(not(loom))]
+    #[cfg(not(floe_loom))]
     pub(in crate::raw) file: Option<TableFile>,
     /// `Durability::Flush`: how every operation writes its bin's lines back before it returns
     /// (`persist/writeback.rs`); `None` for every other table.
-    #[cfg(not(loom))]
+    #[cfg(not(floe_loom))]
     writeback: Option<writeback::Writeback>,
     /// A growth into this table syncs each chunk's copies before it retires their old slots
     /// (a persistent table on a disk at `Durability::Process`; `migrate.rs`, "Power loss
     /// during a move").
-    #[cfg(not(loom))]
+    #[cfg(not(floe_loom))]
     ordered_moves: bool,
     /// The error number of a sync of ordered moves that failed (0: none): the next
     /// checkpoint reports it.
-    #[cfg(not(loom))]
+    #[cfg(not(floe_loom))]
     move_sync_failed: std::sync::atomic::AtomicI32,
 }
 
@@ -535,7 +535,7 @@ pub(crate) enum TableSource {
     /// crashed or closed process left, which `persist/recover.rs` settles before anyone uses it.
     /// `writeback`: the map's `Durability::Flush` write-back, if it has that level;
     /// `ordered_moves`: whether a growth into it orders its moves (`Store::orders_moves`).
-    #[cfg(not(loom))]
+    #[cfg(not(floe_loom))]
     File {
         gen: u64,
         region: Arc<alloc::Region>,
@@ -546,7 +546,7 @@ pub(crate) enum TableSource {
 }
 
 /// A persistent map's table file (see [`TableSource::File`]).
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 pub(crate) struct TableFile {
     pub(crate) gen: u64,
     pub(in crate::raw) region: Arc<alloc::Region>,
@@ -576,7 +576,7 @@ impl RawTable {
             return None;
         }
         let mut fresh = true;
-        #[cfg(not(loom))]
+        #[cfg(not(floe_loom))]
         let (mut file, mut flush, mut ordered) = (None, None, false);
         let (bins, links) = match source {
             TableSource::Fresh(prepared) => {
@@ -588,7 +588,7 @@ impl RawTable {
                     ),
                 }
             }
-            #[cfg(not(loom))]
+            #[cfg(not(floe_loom))]
             TableSource::File {
                 gen,
                 region,
@@ -620,7 +620,7 @@ impl RawTable {
             next_link: CachePadded::new(AtomicUsize::new(0)),
             transfer_base: geometry.link_buckets,
             transfer_next: CachePadded::new(AtomicUsize::new(0)),
-            #[cfg(not(loom))]
+            #[cfg(not(floe_loom))]
             unchained: std::sync::Mutex::new(Vec::new()),
             migration: Migration::new(),
             alive,
@@ -628,13 +628,13 @@ impl RawTable {
             len: ShardedCounter::new(),
             dead,
             ahead,
-            #[cfg(not(loom))]
+            #[cfg(not(floe_loom))]
             file,
-            #[cfg(not(loom))]
+            #[cfg(not(floe_loom))]
             writeback: flush,
-            #[cfg(not(loom))]
+            #[cfg(not(floe_loom))]
             ordered_moves: ordered,
-            #[cfg(not(loom))]
+            #[cfg(not(floe_loom))]
             move_sync_failed: std::sync::atomic::AtomicI32::new(0),
         };
         // Invariant 2: free slots hold their bin's dead key. Zeroed memory holds 0, the dead
@@ -679,7 +679,7 @@ impl RawTable {
     /// shift the numbering.
     #[inline(always)]
     pub(crate) fn crash_point(&self) {
-        #[cfg(all(feature = "crash-points", not(loom)))]
+        #[cfg(all(feature = "crash-points", not(floe_loom)))]
         if self.file.is_some() {
             crate::sync::crash_point();
         }
@@ -690,11 +690,11 @@ impl RawTable {
     /// returns. Nothing for every other table (one predictable branch).
     #[inline(always)]
     pub(crate) fn write_back_bin(&self, index: usize) {
-        #[cfg(not(loom))]
+        #[cfg(not(floe_loom))]
         if let Some(writeback) = self.writeback {
             self.write_back_lines(writeback, index);
         }
-        #[cfg(loom)]
+        #[cfg(floe_loom)]
         let _ = index;
     }
 
@@ -702,9 +702,9 @@ impl RawTable {
     /// move").
     #[inline(always)]
     pub(crate) fn orders_moves(&self) -> bool {
-        #[cfg(not(loom))]
+        #[cfg(not(floe_loom))]
         return self.ordered_moves;
-        #[cfg(loom)]
+        #[cfg(floe_loom)]
         false
     }
 
@@ -714,7 +714,7 @@ impl RawTable {
     /// next checkpoint reports it (until one succeeds, no power-loss promise holds anyway).
     #[cold]
     pub(crate) fn sync_bins(&self, bins: core::ops::Range<usize>) {
-        #[cfg(not(loom))]
+        #[cfg(not(floe_loom))]
         if let Some(file) = &self.file {
             use alloc::PAGE;
             if bins.is_empty() {
@@ -750,14 +750,14 @@ impl RawTable {
                 }
             }
         }
-        #[cfg(loom)]
+        #[cfg(floe_loom)]
         let _ = bins;
     }
 
     /// The error of a sync of ordered moves into this table that failed since the last call
     /// (which clears it).
     pub(crate) fn take_move_sync_failure(&self) -> Option<std::io::Error> {
-        #[cfg(not(loom))]
+        #[cfg(not(floe_loom))]
         return match self
             .move_sync_failed
             .swap(0, std::sync::atomic::Ordering::Relaxed)
@@ -765,21 +765,21 @@ impl RawTable {
             0 => None,
             errno => Some(std::io::Error::from_raw_os_error(errno)),
         };
-        #[cfg(loom)]
+        #[cfg(floe_loom)]
         None
     }
 
     /// Whether operations on this table write their lines back (`Durability::Flush`).
     pub(crate) fn writes_back(&self) -> bool {
-        #[cfg(not(loom))]
+        #[cfg(not(floe_loom))]
         return self.writeback.is_some();
-        #[cfg(loom)]
+        #[cfg(floe_loom)]
         false
     }
 
     /// Cold and out of line: the branch to it is the whole cost `Durability::Process` pays
     /// (the hot paths keep their code size and registers).
-    #[cfg(not(loom))]
+    #[cfg(not(floe_loom))]
     #[cold]
     #[inline(never)]
     fn write_back_lines(&self, writeback: writeback::Writeback, index: usize) {
@@ -813,7 +813,7 @@ impl RawTable {
     /// Write back the line at `line` (a bin or link bucket of this table); under the
     /// `crash-points` feature, log it with its content (`contents`, read before the write-back,
     /// so the log never holds a store the write-back may have missed).
-    #[cfg(not(loom))]
+    #[cfg(not(floe_loom))]
     #[inline(always)]
     fn write_back_line(
         &self,
@@ -2288,7 +2288,7 @@ pub(in crate::raw) fn test_table_with_reserve(
     .unwrap()
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(floe_loom)))]
 mod tests {
     use super::{test_table as table, *};
     use crate::raw::loader::ScalarLoader;
@@ -2568,7 +2568,7 @@ mod tests {
     }
 }
 
-#[cfg(all(test, loom))]
+#[cfg(all(test, floe_loom))]
 mod model {
     use loom::{
         sync::{

@@ -605,7 +605,7 @@ impl TableDriver for DenseMap {
     /// writers wait at the gate while the table is walked (gets and the moves of a migration
     /// go on; neither changes what is present). `InsideOperation` (nothing visited) if the
     /// calling thread is inside an operation of a floe map.
-    #[cfg(not(loom))]
+    #[cfg(not(floe_loom))]
     fn snapshot(&self, rehash: Rehash<'_>, visit: impl FnMut(u64, u64)) -> Result<(), Error> {
         if self.gate.snapshot(|| self.for_each(rehash, visit)) {
             Ok(())
@@ -674,9 +674,9 @@ impl TableDriver for DenseMap {
                 }
             });
         };
-        #[cfg(not(loom))]
+        #[cfg(not(floe_loom))]
         let walked = self.gate.snapshot(&mut clear);
-        #[cfg(loom)]
+        #[cfg(floe_loom)]
         let walked = false;
         if !walked {
             clear();
@@ -825,13 +825,13 @@ impl TableDriver for DenseMap {
     }
 
     /// A dense map is never kept in files (persistence is the default layout's).
-    #[cfg(not(loom))]
+    #[cfg(not(floe_loom))]
     fn is_persistent(&self) -> bool {
         false
     }
 
     /// Nothing to sync: a dense map lives in memory.
-    #[cfg(not(loom))]
+    #[cfg(not(floe_loom))]
     fn checkpoint(&self) -> Result<(), Error> {
         Ok(())
     }
@@ -871,7 +871,7 @@ impl TableDriver for DenseMap {
     }
 
     /// Nothing to record: a dense map lives in memory.
-    #[cfg(not(loom))]
+    #[cfg(not(floe_loom))]
     fn close(&mut self) -> Result<(), Error> {
         Ok(())
     }
@@ -913,7 +913,7 @@ fn moved_on(table: &DenseTable) -> &DenseTable {
         .expect("a line is moved only after its table's successor is installed")
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(floe_loom)))]
 mod tests {
     use std::collections::HashMap;
 

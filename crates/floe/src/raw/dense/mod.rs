@@ -362,7 +362,7 @@ const SPILL_SATURATED: u8 = 31;
 // SAFETY: a zeroed byte is an unlocked line that has spilled nothing; atomics are valid for any
 // bit pattern.
 unsafe impl ZeroInit for LineMeta {
-    #[cfg(loom)]
+    #[cfg(floe_loom)]
     fn new_zeroed() -> Self {
         LineMeta(AtomicU8::new(0))
     }
@@ -726,7 +726,7 @@ impl DenseTable {
     }
 
     /// Whether the table holds as many keys as its growth trigger.
-    #[cfg(all(test, not(loom)))]
+    #[cfg(all(test, not(floe_loom)))]
     pub(crate) fn at_trigger(&self) -> bool {
         self.len() * 1000 >= self.nlines * LINE_SLOTS * GROW_AT_PER_MILLE
     }
@@ -813,7 +813,7 @@ impl DenseTable {
         let answer = self.search(p, hash, home, alt, key, migrating);
         if migrating {
             // The lines' loads were Acquire (`search`): the writer bytes are read after them.
-            #[cfg(not(loom))]
+            #[cfg(not(floe_loom))]
             crate::sync::compiler_fence(Ordering::Acquire);
             if self.is_moved(home) && self.is_moved(alt) {
                 return Err(Moved);
@@ -845,7 +845,7 @@ impl DenseTable {
                     // displacement freed it, shows a line that never was. A miss found in
                     // a second read (of a line now in the cache) is sound (module docs,
                     // Get: a torn read). The compiler fence keeps the two reads apart.
-                    #[cfg(not(loom))]
+                    #[cfg(not(floe_loom))]
                     crate::sync::compiler_fence(Ordering::Acquire);
                     match self.probe_again(p, home, key, true) {
                         Probe::Hit(value) => return Some(value),
@@ -860,7 +860,7 @@ impl DenseTable {
             // key's copy (fact 2 of the essay). The SIMD loaders' loads are acquire loads on
             // x86 (every load is); the compiler fence keeps the compiler from hoisting the
             // alternative's loads above them.
-            #[cfg(not(loom))]
+            #[cfg(not(floe_loom))]
             crate::sync::compiler_fence(Ordering::Acquire);
             match self.probe(p, alt, key, migrating) {
                 Probe::Hit(value) => return Some(value),
@@ -962,10 +962,10 @@ impl DenseTable {
         match loader {
             Loader::Scalar(p) => self.get(p, hash, key),
             // SAFETY: the loader exists only on CPUs with the entry point's features.
-            #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+            #[cfg(all(target_arch = "x86_64", not(miri), not(floe_loom)))]
             Loader::Avx2(p) => unsafe { simd::get_avx2(self, p, hash, key) },
             // SAFETY: as above.
-            #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+            #[cfg(all(target_arch = "x86_64", not(miri), not(floe_loom)))]
             Loader::Avx512(p) => unsafe { simd::get_avx512(self, p, hash, key) },
         }
     }
@@ -982,10 +982,10 @@ impl DenseTable {
         match loader {
             Loader::Scalar(p) => self.get_batch(p, n, far, locate, answer),
             // SAFETY: the loader exists only on CPUs with the entry point's features.
-            #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+            #[cfg(all(target_arch = "x86_64", not(miri), not(floe_loom)))]
             Loader::Avx2(p) => unsafe { simd::get_batch_avx2(self, p, n, far, locate, answer) },
             // SAFETY: as above.
-            #[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+            #[cfg(all(target_arch = "x86_64", not(miri), not(floe_loom)))]
             Loader::Avx512(p) => unsafe { simd::get_batch_avx512(self, p, n, far, locate, answer) },
         }
     }
@@ -1696,7 +1696,7 @@ impl DenseTable {
                 .slots
                 .each_ref()
                 .map(|slot| slot.load_acquire());
-            #[cfg(not(loom))]
+            #[cfg(not(floe_loom))]
             crate::sync::compiler_fence(Ordering::Acquire);
             let moved = self.is_moved(line);
             let shadow = self.empty.shadow_of(line);
@@ -2082,7 +2082,7 @@ impl Reclaim for DenseTable {
 
 /// Reads compiled with each SIMD feature enabled, so the loaders' `#[inline(always)]` loads
 /// and compares inline into them (as `dispatch.rs` does for the default layout).
-#[cfg(all(target_arch = "x86_64", not(miri), not(loom)))]
+#[cfg(all(target_arch = "x86_64", not(miri), not(floe_loom)))]
 mod simd {
     use super::DenseTable;
     use crate::raw::loader::{Avx2Loader, Avx512Loader};
@@ -2189,7 +2189,7 @@ fn lines_of(hash: u64, n: usize) -> (usize, usize) {
     (home, alt)
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(floe_loom)))]
 pub(super) mod tests {
     use std::collections::HashMap;
 
@@ -2615,7 +2615,7 @@ pub(super) mod tests {
 /// exploring when a spawned thread's first atomic access is a load followed by a store to the
 /// same atomic (tokio-rs/loom#392), which every write under a line lock is. Each model also
 /// checks that it explored more than one execution and the outcomes it should reach.
-#[cfg(all(test, loom))]
+#[cfg(all(test, floe_loom))]
 mod model {
     use std::{
         collections::BTreeSet,

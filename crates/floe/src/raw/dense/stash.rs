@@ -51,10 +51,10 @@ use crate::{
 };
 
 /// Lines of slots a get can read without a lock.
-#[cfg(not(loom))]
+#[cfg(not(floe_loom))]
 const LINES: usize = 16;
 /// Two lines in loom models: fewer atomics to explore, the same protocol.
-#[cfg(loom)]
+#[cfg(floe_loom)]
 const LINES: usize = 2;
 
 /// The bit of `occupied` that says the list may hold a key.
@@ -359,7 +359,7 @@ impl Stash {
     }
 }
 
-#[cfg(all(test, not(loom)))]
+#[cfg(all(test, not(floe_loom)))]
 mod tests {
     use super::*;
     use crate::hash::splitmix as mixed;
