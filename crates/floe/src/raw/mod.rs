@@ -19,7 +19,8 @@
 //! `dense/stash.rs`, `dense/driver.rs`; `lifecycle.rs` and `driver.rs`; `persist/mod.rs`
 //! (its reading order).
 //! Beside them: `dispatch.rs` (the backend chosen once, and each operation compiled for it),
-//! `gate.rs` (the snapshot gate), `stats.rs` (line counting). Shared below the tables:
+//! `gate.rs` (the snapshot gate), `stats.rs` (line counting), `backing.rs` (a table's file,
+//! the one place the default layout's table meets persistence). Shared below the tables:
 //! `outcome.rs` (what operations answer), `prefetch.rs`, `loader.rs`, `layout.rs`,
 //! `alloc.rs`, `prepare.rs`, `counter.rs`, `ring.rs` (the batches' lookahead).
 //!
@@ -44,6 +45,9 @@
 //!                                             dense layout's table (its own essay)
 //!        |
 //!  raw/dense/stash.rs (Stash),                a dense table's keys that fit in no line;
+//!  raw/backing.rs (Backing)                   what a table keeps of its file (a zero-sized
+//!                                             twin under loom, which builds no files)
+//!        |
 //!  raw/persist/store.rs, writeback.rs         table files, the superblock, write-backs
 //!        |
 //!  raw/lifecycle.rs (Tables, Migration),      the current table, a migration's bookkeeping
@@ -66,6 +70,7 @@
 //! its entry, whose address is known only once the bin has arrived.
 
 mod alloc;
+mod backing;
 pub(crate) mod bins;
 mod counter;
 pub(crate) mod dense;

@@ -1257,7 +1257,7 @@ impl TableDriver for RawMap {
         // move"): the moves went on, so the disk may not hold what this checkpoint would
         // promise.
         for table in [Some(table), table.migrating_into()].into_iter().flatten() {
-            if let Some(error) = table.take_move_sync_failure() {
+            if let Some(error) = table.backing.take_sync_failure() {
                 return Err(Error::storage(StorageError::from_io(
                     "sync the keys a growth moved",
                     error,

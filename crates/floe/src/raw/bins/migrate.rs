@@ -670,24 +670,6 @@ impl RawTable {
         );
     }
 
-    /// `width` consecutive link buckets from those a recovery found unchained
-    /// (`persist/recover.rs`, `Sweeper::unchained`), or `None`. Only a transfer takes them, after the reserve.
-    #[cfg(not(floe_loom))]
-    fn take_unchained(&self, width: usize) -> Option<usize> {
-        let mut runs = self
-            .unchained
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        // The shortest run that fits: a single bucket taken from a run of two would leave a
-        // pair's demand two runs of one.
-        let run = runs
-            .iter_mut()
-            .filter(|run| run.len() >= width)
-            .min_by_key(|run| run.len())?;
-        run.start += width;
-        Some(run.start - width)
-    }
-
     /// `width` consecutive link buckets for a transfer: from the transfer reserve; should the
     /// reserve's argument fail (module docs), from buckets a recovery found unchained, then
     /// from the regular pool; `None` if none is left.
@@ -697,8 +679,7 @@ impl RawTable {
         if index + width <= self.links.len() {
             return Some(index);
         }
-        #[cfg(not(floe_loom))]
-        if let Some(index) = self.take_unchained(width) {
+        if let Some(index) = self.backing.take_unchained(width) {
             return Some(index);
         }
         let regular = self.next_link.fetch_add(width, Ordering::Relaxed);

@@ -326,9 +326,10 @@ use std::sync::Arc;
 use crossbeam_utils::CachePadded;
 
 #[cfg(not(floe_loom))]
-use super::{alloc, persist::writeback};
+use super::{alloc, backing::TableFile};
 use super::{
     alloc::TableMemory,
+    backing::{Backing, Writeback},
     counter::{Count, Shard, ShardedCounter},
     layout::{Bin, LinkBucket, Slot},
     lifecycle::Migration,
@@ -492,11 +493,6 @@ pub(crate) struct RawTable {
     pub(in crate::raw) transfer_base: usize,
     /// Cursor into the transfer reserve.
     pub(in crate::raw) transfer_next: CachePadded<AtomicUsize>,
-    /// Runs of link buckets below the pool cursors that no bin chains, which its transfers
-    /// take before the regular pool: found by the recovery of a table a migration was filling
-    /// (`persist/recover.rs`, "Link buckets a power loss unchained"); empty otherwise.
-    #[cfg(not(floe_loom))]
-    pub(in crate::raw) unchained: std::sync::Mutex<Vec<core::ops::Range<usize>>>,
     /// The migration out of this table.
     pub(crate) migration: Migration<RawTable>,
     /// Tables of the map alive (a statistic: decremented when this table is dropped).
@@ -508,22 +504,9 @@ pub(crate) struct RawTable {
     /// Prepares this table's successor ahead of its growth (`prepare.rs`); `None` when nothing is
     /// prepared (`Builder::grow_ahead(0)`, a capped map, loom and Miri).
     ahead: Option<Ahead>,
-    /// A persistent map's table: its generation (file name, `persist/store.rs`) and mapping.
-    #[cfg(not(floe_loom))]
-    pub(in crate::raw) file: Option<TableFile>,
-    /// `Durability::Flush`: how every operation writes its bin's lines back before it returns
-    /// (`persist/writeback.rs`); `None` for every other table.
-    #[cfg(not(floe_loom))]
-    writeback: Option<writeback::Writeback>,
-    /// A growth into this table syncs each chunk's copies before it retires their old slots
-    /// (a persistent table on a disk at `Durability::Process`; `migrate.rs`, "Power loss
-    /// during a move").
-    #[cfg(not(floe_loom))]
-    ordered_moves: bool,
-    /// The error number of a sync of ordered moves that failed (0: none): the next
-    /// checkpoint reports it.
-    #[cfg(not(floe_loom))]
-    move_sync_failed: std::sync::atomic::AtomicI32,
+    /// A persistent map's table file, its write-back and ordered moves; nothing for a table
+    /// in memory (`raw/backing.rs`).
+    pub(in crate::raw) backing: Backing,
 }
 
 /// Where a table's memory comes from.
@@ -540,16 +523,9 @@ pub(crate) enum TableSource {
         gen: u64,
         region: Arc<alloc::Region>,
         fresh: bool,
-        writeback: Option<writeback::Writeback>,
+        writeback: Option<Writeback>,
         ordered_moves: bool,
     },
-}
-
-/// A persistent map's table file (see [`TableSource::File`]).
-#[cfg(not(floe_loom))]
-pub(crate) struct TableFile {
-    pub(crate) gen: u64,
-    pub(in crate::raw) region: Arc<alloc::Region>,
 }
 
 impl RawTable {
@@ -575,18 +551,18 @@ impl RawTable {
         if links >= u32::MAX as usize {
             return None;
         }
-        let mut fresh = true;
-        #[cfg(not(floe_loom))]
-        let (mut file, mut flush, mut ordered) = (None, None, false);
-        let (bins, links) = match source {
+        // `fresh`: zeroed memory, not a file holding another process's table.
+        let (bins, links, backing, fresh) = match source {
             TableSource::Fresh(prepared) => {
-                match prepared.and_then(|p| p.into_memory(geometry.bins, links)) {
+                let (bins, links) = match prepared.and_then(|p| p.into_memory(geometry.bins, links))
+                {
                     Some(memory) => memory,
                     None => (
                         TableMemory::zeroed(geometry.bins, geometry.huge_pages)?,
                         TableMemory::zeroed(links, geometry.huge_pages)?,
                     ),
-                }
+                };
+                (bins, links, Backing::in_memory(), true)
             }
             #[cfg(not(floe_loom))]
             TableSource::File {
@@ -596,21 +572,15 @@ impl RawTable {
                 writeback,
                 ordered_moves,
             } => {
-                fresh = created;
-                flush = writeback;
-                ordered = ordered_moves;
                 let bin_bytes = geometry.bins.checked_mul(64)?;
                 let pool = if links == 0 {
                     TableMemory::zeroed(0, false)?
                 } else {
                     TableMemory::in_region_at(Arc::clone(&region), bin_bytes, links)?
                 };
-                let memory = (
-                    TableMemory::in_region_at(Arc::clone(&region), 0, geometry.bins)?,
-                    pool,
-                );
-                file = Some(TableFile { gen, region });
-                memory
+                let bins = TableMemory::in_region_at(Arc::clone(&region), 0, geometry.bins)?;
+                let backing = Backing::file(TableFile { gen, region }, writeback, ordered_moves);
+                (bins, pool, backing, created)
             }
         };
         alive.fetch_add(1, StdOrdering::Relaxed);
@@ -620,22 +590,13 @@ impl RawTable {
             next_link: CachePadded::new(AtomicUsize::new(0)),
             transfer_base: geometry.link_buckets,
             transfer_next: CachePadded::new(AtomicUsize::new(0)),
-            #[cfg(not(floe_loom))]
-            unchained: std::sync::Mutex::new(Vec::new()),
             migration: Migration::new(),
             alive,
             links_lost: AtomicUsize::new(0),
             len: ShardedCounter::new(),
             dead,
             ahead,
-            #[cfg(not(floe_loom))]
-            file,
-            #[cfg(not(floe_loom))]
-            writeback: flush,
-            #[cfg(not(floe_loom))]
-            ordered_moves: ordered,
-            #[cfg(not(floe_loom))]
-            move_sync_failed: std::sync::atomic::AtomicI32::new(0),
+            backing,
         };
         // Invariant 2: free slots hold their bin's dead key. Zeroed memory holds 0, the dead
         // key of every bin but `primary_bin` when `primary` is 0 (as the map chooses it). A
@@ -680,7 +641,7 @@ impl RawTable {
     #[inline(always)]
     pub(crate) fn crash_point(&self) {
         #[cfg(all(feature = "crash-points", not(floe_loom)))]
-        if self.file.is_some() {
+        if self.backing.is_file() {
             crate::sync::crash_point();
         }
     }
@@ -690,22 +651,16 @@ impl RawTable {
     /// returns. Nothing for every other table (one predictable branch).
     #[inline(always)]
     pub(crate) fn write_back_bin(&self, index: usize) {
-        #[cfg(not(floe_loom))]
-        if let Some(writeback) = self.writeback {
+        if let Some(writeback) = self.backing.writeback() {
             self.write_back_lines(writeback, index);
         }
-        #[cfg(floe_loom)]
-        let _ = index;
     }
 
     /// Whether a growth into this table orders its moves (`migrate.rs`, "Power loss during a
     /// move").
     #[inline(always)]
     pub(crate) fn orders_moves(&self) -> bool {
-        #[cfg(not(floe_loom))]
-        return self.ordered_moves;
-        #[cfg(floe_loom)]
-        false
+        self.backing.orders_moves()
     }
 
     /// Ordered moves: sync the lines of bins `bins` of this (new) table and of every link
@@ -714,75 +669,37 @@ impl RawTable {
     /// next checkpoint reports it (until one succeeds, no power-loss promise holds anyway).
     #[cold]
     pub(crate) fn sync_bins(&self, bins: core::ops::Range<usize>) {
-        #[cfg(not(floe_loom))]
-        if let Some(file) = &self.file {
-            use alloc::PAGE;
-            if bins.is_empty() {
-                return;
-            }
-            let pool = 64 * self.bins();
-            let mut pages: Vec<usize> =
-                (bins.start * 64 / PAGE..=(bins.end * 64 - 1) / PAGE).collect();
-            for bin in &self.bins[bins] {
-                // Relaxed: this thread chained the buckets of the bins it moved (only the mover
-                // writes a new bin before its old bin is done). A bin in the range that another
-                // thread is moving may be chaining meanwhile: its pages are that thread's to
-                // sync, and syncing some of them here too only costs their writes.
-                let link = Link(bin.link.load(Ordering::Relaxed));
-                for bucket in 0..3 {
-                    if let Some(at) = link.bucket(bucket).filter(|&at| at < self.links.len()) {
-                        pages.push((pool + 64 * at) / PAGE);
-                    }
-                }
-            }
-            pages.sort_unstable();
-            pages.dedup();
-            for run in pages.chunk_by(|a, b| b == &(a + 1)) {
-                let (first, last) = (run[0], run[run.len() - 1]);
-                #[cfg(feature = "crash-points")]
-                writeback::log::synced(file.gen, run.iter().map(|page| page * PAGE), |offset| {
-                    file.region.page_words(offset)
-                });
-                if let Err(error) = file.region.sync_range(first * PAGE..(last + 1) * PAGE) {
-                    let errno = error.raw_os_error().unwrap_or(libc::EIO);
-                    self.move_sync_failed
-                        .store(errno, std::sync::atomic::Ordering::Relaxed);
+        if !self.backing.is_file() || bins.is_empty() {
+            return;
+        }
+        let pool = 64 * self.bins();
+        let mut lines = Vec::with_capacity(1 + 3 * bins.len());
+        lines.push(bins.start * 64..bins.end * 64);
+        for bin in &self.bins[bins] {
+            // Relaxed: this thread chained the buckets of the bins it moved (only the mover
+            // writes a new bin before its old bin is done). A bin in the range that another
+            // thread is moving may be chaining meanwhile: its lines are that thread's to sync,
+            // and syncing some of them here too only costs their writes.
+            let link = Link(bin.link.load(Ordering::Relaxed));
+            for bucket in 0..3 {
+                if let Some(at) = link.bucket(bucket).filter(|&at| at < self.links.len()) {
+                    lines.push(pool + 64 * at..pool + 64 * (at + 1));
                 }
             }
         }
-        #[cfg(floe_loom)]
-        let _ = bins;
-    }
-
-    /// The error of a sync of ordered moves into this table that failed since the last call
-    /// (which clears it).
-    pub(crate) fn take_move_sync_failure(&self) -> Option<std::io::Error> {
-        #[cfg(not(floe_loom))]
-        return match self
-            .move_sync_failed
-            .swap(0, std::sync::atomic::Ordering::Relaxed)
-        {
-            0 => None,
-            errno => Some(std::io::Error::from_raw_os_error(errno)),
-        };
-        #[cfg(floe_loom)]
-        None
+        self.backing.sync_ranges(lines);
     }
 
     /// Whether operations on this table write their lines back (`Durability::Flush`).
     pub(crate) fn writes_back(&self) -> bool {
-        #[cfg(not(floe_loom))]
-        return self.writeback.is_some();
-        #[cfg(floe_loom)]
-        false
+        self.backing.writeback().is_some()
     }
 
     /// Cold and out of line: the branch to it is the whole cost `Durability::Process` pays
     /// (the hot paths keep their code size and registers).
-    #[cfg(not(floe_loom))]
     #[cold]
     #[inline(never)]
-    fn write_back_lines(&self, writeback: writeback::Writeback, index: usize) {
+    fn write_back_lines(&self, writeback: Writeback, index: usize) {
         let bin = &self.bins[index];
         // Relaxed: this thread's own chaining, and any chaining it read (with Acquire) while
         // searching, are visible to it by coherence; a bucket chained by another thread since
@@ -810,23 +727,16 @@ impl RawTable {
         writeback.fence();
     }
 
-    /// Write back the line at `line` (a bin or link bucket of this table); under the
-    /// `crash-points` feature, log it with its content (`contents`, read before the write-back,
-    /// so the log never holds a store the write-back may have missed).
-    #[cfg(not(floe_loom))]
+    /// Write back the line at `line` (a bin or link bucket of this table), logged with its
+    /// content under the `crash-points` feature (`Backing::log_written_back`).
     #[inline(always)]
     fn write_back_line(
         &self,
-        writeback: writeback::Writeback,
+        writeback: Writeback,
         line: *const u8,
         contents: impl FnOnce() -> [u64; 8],
     ) {
-        #[cfg(feature = "crash-points")]
-        if let Some(file) = &self.file {
-            writeback::log::written_back(file.gen, file.region.offset_of(line), contents);
-        }
-        #[cfg(not(feature = "crash-points"))]
-        let _ = contents;
+        self.backing.log_written_back(line, contents);
         writeback.line(line);
     }
 

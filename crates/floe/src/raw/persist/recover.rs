@@ -334,6 +334,7 @@ impl Sweeper {
             }
         }
         *table
+            .backing
             .unchained
             .lock()
             .unwrap_or_else(PoisonError::into_inner) = runs;
@@ -876,7 +877,7 @@ impl RawTable {
 
     /// Write the table's dirty pages to its file and wait (a persistent table; others: no-op).
     pub(crate) fn sync_file(&self) -> std::io::Result<()> {
-        match &self.file {
+        match self.backing.table_file() {
             Some(file) => {
                 #[cfg(feature = "crash-points")]
                 super::writeback::log::synced(
@@ -897,7 +898,7 @@ impl RawTable {
     /// thread uses the table (a close, or an open before the map is handed out).
     pub(crate) fn file_checksum(&self, threads: usize) -> Option<u64> {
         const PIECE: usize = 1 << 20;
-        let file = self.file.as_ref()?;
+        let file = self.backing.table_file()?;
         let bytes = file.region.bytes();
         let pieces = bytes.div_ceil(PIECE);
         let next = AtomicUsize::new(0);
@@ -933,7 +934,7 @@ impl RawTable {
 
     /// The table file's generation, for a persistent table.
     pub(crate) fn file_gen(&self) -> Option<u64> {
-        self.file.as_ref().map(|file| file.gen)
+        self.backing.table_file().map(|file| file.gen)
     }
 }
 
@@ -1018,7 +1019,7 @@ mod tests {
         let chained = SWEEPER.links(&next, true);
         SWEEPER.unchained(&next, chained);
         assert_eq!(
-            next.unchained.lock().unwrap().as_slice(),
+            next.backing.unchained.lock().unwrap().as_slice(),
             &[Range { start: 0, end: 3 }],
             "buckets 0 to 2"
         );
@@ -1035,7 +1036,13 @@ mod tests {
         assert_eq!((found.keys, found.freed, found.stale), (keys.len(), 0, 0));
         next.set_len(found.keys);
         assert_eq!(next.check_invariants(), keys.len());
-        assert!(next.unchained.lock().unwrap().iter().all(Range::is_empty));
+        assert!(next
+            .backing
+            .unchained
+            .lock()
+            .unwrap()
+            .iter()
+            .all(Range::is_empty));
         for bin in 0..4 {
             assert_eq!(old.move_state(bin / 2 * 2, 2), MoveState::Done);
         }
