@@ -11,9 +11,15 @@ use std::{
 };
 
 use bustle::{Collection, CollectionHandle, Measurement, Mix};
+use clap::Args;
+use floe::Backend;
 
 use crate::{
+    args::{runnable, Failure, HashArg},
+    keys,
+    keys::parse_count,
     maps::{BenchMap, MapKind, Recipe, Visit},
+    measure::Workers,
     workload::{value_of, Workload},
 };
 
@@ -196,4 +202,109 @@ pub fn table(rows: &[Row]) -> String {
         );
     }
     out
+}
+
+#[derive(Args, Debug)]
+pub struct BustleArgs {
+    /// The mixes (readheavy, exchange, rapidgrow).
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "readheavy,exchange,rapidgrow"
+    )]
+    pub workloads: Vec<Workload>,
+    /// Maps, comma separated.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        default_value = "floe,papaya,scc,dashmap"
+    )]
+    pub maps: Vec<MapKind>,
+    /// Thread counts, comma separated [default: 1 and all cores; the suite: all cores].
+    #[arg(long, value_delimiter = ',')]
+    pub threads: Vec<usize>,
+    /// The table's initial capacity, a power of two (bustle's `initial_capacity_log2`); the
+    /// operations are `--operations` times this.
+    #[arg(long, default_value = "2^24", value_parser = parse_count)]
+    pub keys: u64,
+    /// Operations as a multiple of --keys (bustle's `operations`).
+    #[arg(long, default_value_t = 1.0)]
+    pub operations: f64,
+    /// Repeats (median, min and max reported).
+    #[arg(long, default_value_t = 3)]
+    pub repeat: usize,
+    /// Hash function, for every map [default: ahash, as conc-map-bench].
+    #[arg(long, value_enum, default_value = "ahash")]
+    pub hash: HashArg,
+}
+
+/// `floe-bench bustle`: the mixes of `args` through bustle.
+pub fn main(args: BustleArgs) -> Result<(), Failure> {
+    if !args.keys.is_power_of_two() || args.keys < 64 {
+        return Err(Failure::Usage(format!(
+            "--keys: bustle takes a power of two of at least 64, not {}",
+            args.keys
+        )));
+    }
+    if args.repeat == 0 || !args.operations.is_finite() || args.operations <= 0.0 {
+        return Err(Failure::Usage(
+            "--repeat and --operations must be positive".into(),
+        ));
+    }
+    if let Some(w) = args.workloads.iter().find(|w| w.bustle_mix().is_none()) {
+        return Err(Failure::Usage(format!(
+            "--workloads: {} is not a conc-map-bench mix (readheavy, exchange, rapidgrow)",
+            w.name()
+        )));
+    }
+    let cores = Workers::new().cores();
+    let threads = if args.threads.is_empty() {
+        let mut t = vec![1, cores];
+        t.dedup();
+        t
+    } else {
+        args.threads.clone()
+    };
+    if let Some(&t) = threads.iter().find(|&&t| t == 0) {
+        return Err(Failure::Usage(format!("--threads: {t} threads")));
+    }
+    if let Some(m) = args.maps.iter().find(|m| !m.concurrent()) {
+        if threads.iter().any(|&t| t > 1) {
+            return Err(Failure::Usage(format!(
+                "--maps: {} runs on one thread only",
+                m.name()
+            )));
+        }
+    }
+    let plan = Plan {
+        workloads: args.workloads.clone(),
+        maps: runnable(&args.maps)?,
+        threads,
+        capacity_log2: args.keys.trailing_zeros() as u8,
+        operations: args.operations,
+        repeat: args.repeat,
+        recipe: Recipe {
+            capacity: args.keys as usize,
+            hasher: args.hash.hasher(),
+            backend: Backend::Auto,
+            huge_pages: true,
+            populate: false,
+            churn: true,
+            resize: floe::ResizeMode::Incremental,
+        },
+    };
+    println!("{}", crate::machine::machine());
+    println!(
+        "bustle 0.5: capacity {} ({}), operations {}x, hash {}, {} repeat(s)",
+        args.keys,
+        keys::pretty_count(args.keys),
+        args.operations,
+        args.hash.name(),
+        args.repeat
+    );
+    let rows = run(&plan, |m| eprintln!("  {m}")).map_err(Failure::Run)?;
+    println!("\n{}", table(&rows));
+    Ok(())
 }

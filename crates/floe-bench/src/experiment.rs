@@ -16,9 +16,14 @@ use std::{
 
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use clap::Args;
+use floe::Backend;
+
 use crate::{
+    args::{Failure, HashArg},
     ceiling::{Ceiling, Figures},
     dist::Dist,
+    keys::parse_count,
     maps::{BenchMap, MapKind, Recipe, Visit},
     measure::{prefill, timed, Api, Mode, Stop, Summary, Workers},
     report::{CeilingReport, Report, Row},
@@ -537,4 +542,31 @@ impl Visit for MeasureMap<'_> {
         }
         Ok(rows)
     }
+}
+
+#[derive(Args, Debug)]
+/// The flags of `memory_probe`'s child (`floe-bench memory-probe`).
+pub struct ProbeArgs {
+    #[arg(long, value_enum)]
+    pub map: MapKind,
+    #[arg(long, value_parser = parse_count)]
+    pub keys: u64,
+    #[arg(long, value_enum, default_value = "mix64")]
+    pub hash: HashArg,
+}
+
+/// `memory_probe`'s child: fill one map in this process and print its RSS growth.
+pub fn probe_main(args: ProbeArgs) -> Result<(), Failure> {
+    let recipe = Recipe {
+        capacity: args.keys as usize,
+        hasher: args.hash.hasher(),
+        backend: Backend::Auto,
+        huge_pages: true,
+        populate: false,
+        churn: false,
+        resize: floe::ResizeMode::Incremental,
+    };
+    let bytes = memory_probe(args.map, &recipe, args.keys).map_err(Failure::Run)?;
+    println!("rss_growth_bytes={bytes}");
+    Ok(())
 }

@@ -983,6 +983,18 @@ pub fn svg(report: &Report, title: &str) -> String {
     svg.finish()
 }
 
+/// A growth chart's title: the workload, its keys and the slots it started from.
+pub fn title(report: &Report) -> String {
+    report.rows.first().map_or_else(String::new, |row| {
+        format!(
+            "{}: {} keys from {} slots",
+            row.workload.name(),
+            crate::keys::pretty_count(row.keys),
+            crate::keys::pretty_count(row.initial_slots as u64)
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

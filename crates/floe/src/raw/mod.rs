@@ -8,16 +8,17 @@
 //! dense layout (`dense/`) keeps a key in its home line or one alternative, with headerless
 //! lines; its essay opens `dense/mod.rs`. Each layout has a table (its protocols), a
 //! migration (moving its bins or lines into a successor while operations go on) and a driver
-//! (one map's tables over time); `lifecycle.rs` is the life cycle both share and
-//! `driver.rs` the driver contract both drivers implement (`TableDriver`, with a list of the
-//! steps to add an operation) and the one driver a facade holds. The persistence engine (`persist/`) keeps a
-//! default-layout table in a file and recovers it after a crash.
+//! (one map's tables over time); `lifecycle.rs` is the life cycle both share,
+//! `contract.rs` the driver contract both drivers implement (`TableDriver`, with the steps
+//! to add an operation) and `driver.rs` the one driver a facade holds (`Driver`). The
+//! persistence engine (`persist/`) keeps a default-layout table in a file and recovers it
+//! after a crash.
 //!
 //! Reading order: this essay; then `bins/mod.rs` (the default layout's essay and table, with
 //! its own reading order: `control::header`, `layout.rs`, `loader.rs`, the table,
-//! `bins/migrate.rs`, `bins/driver.rs`, `bins/local.rs`); `dense/mod.rs` (the second layout),
-//! `dense/stash.rs`, `dense/driver.rs`; `lifecycle.rs` and `driver.rs`; `persist/mod.rs`
-//! (its reading order).
+//! `bins/batch.rs`, `bins/walk.rs`, `bins/migrate.rs`, `bins/driver.rs`, `bins/local.rs`);
+//! `dense/mod.rs` (the second layout), `dense/stash.rs`, `dense/driver.rs`; `lifecycle.rs`,
+//! `contract.rs` and `driver.rs`; `persist/mod.rs` (its reading order).
 //! Beside them: `dispatch.rs` (the backend chosen once, and each operation compiled for it),
 //! `gate.rs` (the snapshot gate), `stats.rs` (line counting), `backing.rs` (a table's file,
 //! the one place the default layout's table meets persistence). Shared below the tables:
@@ -31,18 +32,21 @@
 //! ```text
 //!  map.rs, any_map.rs, local.rs, batch.rs    typed facades: words in, types out
 //!        |
-//!  raw/driver.rs (TableDriver, Driver)        the contract; the map's layout, one match
+//!  raw/driver.rs (Driver)                     the map's layout, one match a call
 //!        |
 //!  raw/bins/driver.rs (RawMap),               runners, when and how to grow, per layout;
 //!  raw/dense/driver.rs (DenseMap)             opening a persistent map
-//!        |                  \
+//!        |
+//!  raw/contract.rs (TableDriver)              what every driver does, each operation's promise
+//!        |
 //!  gate.rs, raw/persist/recover.rs (Sweeper)  the snapshot gate writers pass; recovery
 //!        |            \
 //!  raw/dispatch.rs     reclaim.rs             backend chosen once; when old tables are freed
 //!        |
-//!  raw/bins/mod.rs (RawTable), bins/migrate,  one table: bin protocols, moving bins out,
-//!  bins/local; raw/dense/mod.rs (DenseTable)  the same for a table one thread owns; the
-//!                                             dense layout's table (its own essay)
+//!  raw/bins/mod.rs (RawTable), bins/batch,    one table: bin protocols, batch loops, walks,
+//!  bins/walk, bins/migrate, bins/local;       moving bins out, the same for a table one
+//!  raw/dense/mod.rs (DenseTable)              thread owns; the dense layout's table (its own
+//!                                             essay)
 //!        |
 //!  raw/dense/stash.rs (Stash),                a dense table's keys that fit in no line;
 //!  raw/backing.rs (Backing)                   what a table keeps of its file (a zero-sized
@@ -72,6 +76,7 @@
 mod alloc;
 mod backing;
 pub(crate) mod bins;
+pub(crate) mod contract;
 mod counter;
 pub(crate) mod dense;
 pub(crate) mod dispatch;

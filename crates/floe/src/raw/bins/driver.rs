@@ -9,7 +9,7 @@
 //! facades a program has; the facades pass their hash function as `&dyn Fn(u64) -> u64`
 //! ([`Rehash`]), which only a growth calls (once per key moved).
 //!
-//! It implements the driver contract (`raw/driver.rs`, `TableDriver`: each operation's
+//! It implements the driver contract (`raw/contract.rs`, `TableDriver`: each operation's
 //! promise is stated there) and the life cycle's hooks (`lifecycle.rs`, `Lifecycle`).
 //!
 //! Reading order: the operation runners (`run`, `run_growing`; `get` is written out, with
@@ -30,8 +30,8 @@ use crate::raw::persist::{
 use crate::raw::Swept;
 use crate::raw::{
     bins::migrate::CHUNK_BINS,
+    contract::TableDriver,
     dispatch::{dispatch, Loader},
-    driver::TableDriver,
     gate::WriterGate,
     lifecycle::{
         growth_factor, turn_to_help, Lifecycle, Migration, Next, Table, Tables, WRITER_HELP_EVERY,

@@ -31,8 +31,8 @@ use std::sync::Arc;
 
 use super::{Action, DenseTable, Refused, GROW_AT_PER_MILLE, LINE_SLOTS};
 use crate::raw::{
+    contract::TableDriver,
     dispatch::Loader,
-    driver::TableDriver,
     gate::WriterGate,
     lifecycle::{Lifecycle, Next, Tables},
     prepare::{Ahead, Plan, Preparer},
