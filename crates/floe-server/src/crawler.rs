@@ -2,7 +2,8 @@
 //!
 //! memcached's LRU crawler walks its LRUs in the background, freeing expired items, and
 //! answers `lru_crawler metadump` with a line per item. floe-server's equivalent is the
-//! housekeeping thread's sweep ([`Cache::reclaim_expired`], every 5 s): `enable` and
+//! housekeeping thread's sweep ([`Cache::reclaim_expired`], every 5 s: expired items
+//! unlinked, the queue nodes of deleted items buried): `enable` and
 //! `disable` start and stop its sweeps, `crawl` asks for one now, and `metadump` lists the
 //! items. `sleep` and `tocrawl` are taken and reported in `stats settings` (memcached's
 //! pause between items and items per class per run); the sweep does not use them: it holds

@@ -20,6 +20,10 @@ pub(super) const MAX_PASSED_OVER: usize = 64;
 /// this many keys, and a pin of the map only while it checks them.
 pub(super) const SWEEP_SLICE: usize = 256;
 
+/// Nodes beyond the index's items below which the housekeeping pass does not look for stale
+/// nodes to bury (`Cache::reclaim_expired`): a few deletes' nodes wait for eviction.
+pub(super) const STALE_NODES_WORTH_A_PASS: usize = 1024;
+
 /// A queue node: names the item whose `node` is `id`, under `key`. A node that no item
 /// names any more (its item was removed) is stale.
 pub(super) struct Node {
@@ -70,9 +74,9 @@ impl Fifo {
         self.popped + self.nodes.len() as u64
     }
 
-    /// Copy the keys and ids of up to [`SWEEP_SLICE`] nodes at positions `from..end` (those
-    /// still there) into `into`; returns the position to go on from.
-    pub(super) fn copy_slice(&self, from: u64, end: u64, into: &mut Vec<(Key, u64)>) -> u64 {
+    /// Copy the positions, keys and ids of up to [`SWEEP_SLICE`] nodes at positions
+    /// `from..end` (those still there) into `into`; returns the position to go on from.
+    pub(super) fn copy_slice(&self, from: u64, end: u64, into: &mut Vec<(u64, Key, u64)>) -> u64 {
         let start = from.max(self.popped);
         let stop = end.min(self.end());
         if start >= stop {
@@ -83,9 +87,29 @@ impl Fifo {
         into.extend(
             self.nodes
                 .range(first..last)
-                .map(|node| (node.key.clone(), node.id)),
+                .enumerate()
+                .map(|(i, node)| (start + i as u64, node.key.clone(), node.id)),
         );
         self.popped + last as u64
+    }
+
+    /// Bury the node at `position` if it is still there and still `id` (its item is gone):
+    /// its key is dropped (the shared empty key takes its place, `Node::charged`) and its
+    /// charge no longer counts in the queue's bytes. Returns the bytes freed (the key's
+    /// allocation, for the caller to uncharge), `None` if the node left the queue meanwhile or
+    /// is buried already. The slot itself stays until it reaches the head, so the positions of
+    /// the nodes behind it do not move (the sweep's positions stay valid).
+    pub(super) fn bury(&mut self, position: u64, id: u64) -> Option<usize> {
+        let index = usize::try_from(position.checked_sub(self.popped)?).ok()?;
+        let node = self.nodes.get_mut(index)?;
+        if node.id != id || node.key.is_empty() {
+            return None;
+        }
+        let freed = key_allocation(node.key.len());
+        node.key = buried_key();
+        self.bytes -= node.charge as usize;
+        node.charge = 0;
+        Some(freed)
     }
 }
 
@@ -213,4 +237,23 @@ pub(super) fn lock(queues: &Mutex<Queues>) -> MutexGuard<'_, Queues> {
 /// another (and took over its node) has a key of its own, charged to it (`Item::key_charged`).
 pub fn node_charge(key_len: usize) -> usize {
     size_of::<Node>() + key_allocation(key_len)
+}
+
+impl Node {
+    /// What the node is charged against `-m` now: [`node_charge`] of its key, or its slot
+    /// alone once buried (`Fifo::bury`).
+    pub(super) fn charged(&self) -> usize {
+        if self.key.is_empty() {
+            size_of::<Node>()
+        } else {
+            node_charge(self.key.len())
+        }
+    }
+}
+
+/// The key a buried node holds: one empty key shared by all (cloning it allocates nothing;
+/// memcached keys are never empty, so no item has it).
+fn buried_key() -> Key {
+    static EMPTY: std::sync::OnceLock<Key> = std::sync::OnceLock::new();
+    EMPTY.get_or_init(|| Key::from(&[][..])).clone()
 }

@@ -72,9 +72,13 @@
 //! beside memcached on the traces of `floe-bench server --hit-ratio` (BENCHMARKS.md). The
 //! share is one number for the cache (a relaxed atomic), read at each eviction step.
 //!
-//! FIXME: with eviction on, the stale nodes deletes leave behind (a node and a key's
-//! allocation each) are freed only when they reach a queue's head; until then they count
-//! against `-m`, and a workload of many deletes may evict live items before them.
+//! **Stale nodes.** A delete leaves its item's node behind (a node and a key's allocation);
+//! eviction frees it when it reaches a queue's head, and until then it counts against `-m`,
+//! so after many deletes a store could evict live items at the head before the stale nodes
+//! behind them. The housekeeping pass ([`Cache::reclaim_expired`], every few seconds) buries
+//! them once the queues hold more nodes than the index holds items by more than an eighth:
+//! each stale node's key is dropped and uncharged, and only its slot (32 bytes) waits for
+//! the head.
 //!
 //! **Persistence** (`-e DIR`, `persist.rs`). Each write takes a sequence number inside its
 //! decision (`sequenced`) and, once published, appends the whole new item to its session's

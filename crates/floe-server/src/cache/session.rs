@@ -1122,9 +1122,7 @@ impl<'w> Session<'w> {
 
     /// Uncharge a node leaving its queue.
     fn free_node(&self, node: &Node) {
-        self.cache
-            .used
-            .fetch_sub(node_charge(node.key.len()), Ordering::Relaxed);
+        self.cache.used.fetch_sub(node.charged(), Ordering::Relaxed);
     }
 
     /// Queue a newly stored item for eviction: main if its key was evicted recently. Its

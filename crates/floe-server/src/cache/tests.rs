@@ -310,3 +310,82 @@ fn overtaken_insert_restores_as(
     let _ = std::fs::remove_dir_all(&copy);
     restored
 }
+
+/// Deletes leave their queue nodes behind; the housekeeping pass buries them (their keys
+/// dropped and uncharged), so stores after many deletes find room without evicting the live
+/// items queued ahead of the stale nodes. Without the burial, the stale nodes' keys (272
+/// bytes each here, 1.2 MB in all) would push the cache past its 1 MiB and evict the live
+/// items at the queue's head first.
+#[test]
+fn stale_nodes_of_deletes_are_buried_and_evict_nothing_live() {
+    let cache = Arc::new(
+        Cache::with_manual_clock(Settings {
+            workers: 1,
+            memory_limit: 1 << 20,
+            max_item_size: 64 << 10,
+            ..Settings::default()
+        })
+        .expect("cache"),
+    );
+    let mut worker = cache.worker(0);
+    let mut session = worker.session();
+    let value = [b'v'; 100];
+    for i in 0..500u32 {
+        let stored = session.store(
+            StoreMode::Set,
+            format!("live{i}").as_bytes(),
+            0,
+            0,
+            &value,
+            None,
+        );
+        assert!(matches!(stored, Stored::Stored(_)), "{stored:?}");
+    }
+    let live_bytes = cache.bytes();
+    let long = "x".repeat(210);
+    let mut buried_slots = 0;
+    for round in 0..3u32 {
+        for i in 0..1500u32 {
+            let key = format!("{long}{round}-{i}");
+            let stored = session.store(StoreMode::Set, key.as_bytes(), 0, 0, &value, None);
+            assert!(matches!(stored, Stored::Stored(_)), "{stored:?}");
+            assert_eq!(session.delete(key.as_bytes(), None), Deleted::Deleted);
+        }
+        // What the deletes left: a node and its key each, on top of the live items.
+        let stale = 1500 * node_charge(long.len() + 6);
+        assert!(
+            cache.bytes() >= live_bytes + stale - 1500 * 16,
+            "round {round}"
+        );
+        assert_eq!(cache.reclaim_expired(), 0, "nothing expires");
+        buried_slots += 1500 * core::mem::size_of::<Node>();
+        assert_eq!(
+            cache.bytes(),
+            live_bytes + buried_slots,
+            "round {round}: keys uncharged"
+        );
+    }
+    let evicted = (0..500u32)
+        .filter(|i| session.peek(format!("live{i}").as_bytes()).is_none())
+        .count();
+    assert_eq!(evicted, 0, "live items evicted for stale nodes");
+}
+
+/// A few deletes' nodes (fewer than `STALE_NODES_WORTH_A_PASS` beyond the items) are left to
+/// eviction: the pass does not walk the queues for them.
+#[test]
+fn a_few_stale_nodes_are_left_to_eviction() {
+    let cache = two_worker_cache();
+    let mut worker = cache.worker(0);
+    let mut session = worker.session();
+    for i in 0..500u32 {
+        let key = format!("k{i}");
+        session.store(StoreMode::Set, key.as_bytes(), 0, 0, b"v", None);
+        if i % 5 == 0 {
+            assert_eq!(session.delete(key.as_bytes(), None), Deleted::Deleted);
+        }
+    }
+    let before = cache.bytes();
+    assert_eq!(cache.reclaim_expired(), 0);
+    assert_eq!(cache.bytes(), before);
+}
