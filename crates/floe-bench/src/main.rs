@@ -25,14 +25,16 @@
 //! subcommands      each with its flags beside it: suite.rs (the default suite) over run.rs
 //!                  (`run`, `sweep`: the experiment the shared flags describe, measured and
 //!                  reported), replot.rs (`plot`), ceiling_run.rs (`ceiling`), bustle_run.rs
-//!                  (conc-map-bench's driver), growth.rs (timelines while maps grow),
-//!                  cache.rs (floe::Cache against moka, quick_cache, scc), dense.rs (the two
-//!                  layouts), join.rs (hash joins), oltp.rs (Smallbank, TATP), recovery.rs
-//!                  (a persistent map after a crash), sizes.rs and ycsb.rs (maps of byte
-//!                  strings), skew.rs (delegation under skew), simd/ (the layout lab, own
-//!                  layers); hit_ratio.rs and warm_restart.rs (server modes) over
-//!                  server_load.rs (floe-server and memcached: launcher, client, load mode)
-//! experiment.rs    one configuration's measurement (and the memory probe's child)
+//!                  (conc-map-bench's driver), cache.rs (floe::Cache against moka,
+//!                  quick_cache, scc), dense.rs (the two layouts), join.rs (hash joins),
+//!                  oltp.rs (Smallbank, TATP), recovery.rs (a persistent map after a crash),
+//!                  sizes.rs and ycsb.rs (maps of byte strings), skew.rs (delegation under
+//!                  skew), simd/ (the layout lab, own layers); hit_ratio.rs and
+//!                  warm_restart.rs (server modes) over server_load.rs (floe-server and
+//!                  memcached: launcher, client, load mode)
+//! experiment.rs    one configuration's measurement (and the memory probe's child);
+//! growth.rs        timelines while maps grow (`run --workload population|grow-read`, and
+//!                  `plot` of their reports)
 //! plot.rs  bars.rs  space.rs   the charts: scaling, the suite's bars, speed against space
 //! report.rs        rows, the report Envelope (schema, time, machine), JSON/CSV/tables
 //! args.rs          the flags the measuring subcommands share (`Common`, hash, backends),

@@ -793,7 +793,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     #[inline]
     pub fn get(&self, key: &K) -> Option<V> {
         let (hash, word) = self.locate(*key);
-        // Not through `get_at`: the hot path is one frame less deep (`raw/contract.rs`).
+        // Not through `get_at`: the hot path is one frame less deep (`RawMap::get`).
         self.raw.get(hash, word, &self.rehash()).map(V::from_word)
     }
 

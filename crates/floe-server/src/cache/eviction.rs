@@ -46,6 +46,8 @@ pub(super) struct Fifo {
     pub(super) nodes: VecDeque<Node>,
     pub(super) bytes: usize,
     pub(super) popped: u64,
+    /// Nodes buried (`bury`) and not yet popped.
+    pub(super) buried: usize,
 }
 
 impl Fifo {
@@ -66,6 +68,9 @@ impl Fifo {
         let node = self.nodes.pop_front()?;
         self.bytes -= node.charge as usize;
         self.popped += 1;
+        if node.key.is_empty() {
+            self.buried -= 1;
+        }
         Some(node)
     }
 
@@ -94,11 +99,13 @@ impl Fifo {
     }
 
     /// Bury the node at `position` if it is still there and still `id` (its item is gone):
-    /// its key is dropped (the shared empty key takes its place, `Node::charged`) and its
-    /// charge no longer counts in the queue's bytes. Returns the bytes freed (the key's
-    /// allocation, for the caller to uncharge), `None` if the node left the queue meanwhile or
-    /// is buried already. The slot itself stays until it reaches the head, so the positions of
-    /// the nodes behind it do not move (the sweep's positions stay valid).
+    /// its key is dropped (the shared empty key takes its place, `Node::charged`) and the
+    /// queue's bytes count its slot alone, as `-m` does (the small/main split still sees the
+    /// slots a queue holds, so a small queue of buried slots is still drained first). Returns
+    /// the bytes freed (the key's allocation, for the caller to uncharge), `None` if the node
+    /// left the queue meanwhile or is buried already. The slot itself stays until it reaches
+    /// the head, so the positions of the nodes behind it do not move (the sweep's positions
+    /// stay valid).
     pub(super) fn bury(&mut self, position: u64, id: u64) -> Option<usize> {
         let index = usize::try_from(position.checked_sub(self.popped)?).ok()?;
         let node = self.nodes.get_mut(index)?;
@@ -107,8 +114,10 @@ impl Fifo {
         }
         let freed = key_allocation(node.key.len());
         node.key = buried_key();
-        self.bytes -= node.charge as usize;
-        node.charge = 0;
+        let slot = size_of::<Node>();
+        self.bytes = self.bytes - node.charge as usize + slot;
+        node.charge = slot as u32;
+        self.buried += 1;
         Some(freed)
     }
 }
@@ -136,6 +145,10 @@ impl Queues {
     /// Queue a new item's node (its key hashing to `hash`): in main if the ghost remembers
     /// the key (it was evicted from small not long ago), else in small.
     pub(super) fn push(&mut self, hash: u64, node: Node) {
+        debug_assert!(
+            !node.key.is_empty(),
+            "memcached keys are never empty: an empty key marks a buried node"
+        );
         if self.ghost.take(hash) {
             self.main.push_back(node);
         } else {

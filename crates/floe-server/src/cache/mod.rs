@@ -31,7 +31,8 @@
 //! **Memory.** `-m` bounds the bytes charged, which are the bytes allocated: each item is
 //! charged its map entry and its value's allocation (`item_charge`), each eviction queue
 //! node its slot and its key's allocation (`node_charge`: a node outlives its item until
-//! it reaches the head of its queue, and keeps the key alive meanwhile). An
+//! it reaches the head of its queue, and keeps the key alive meanwhile, unless the
+//! housekeeping pass buries it first: then only its slot is left, and charged). An
 //! item's charge is added when it is published and subtracted when it is unlinked (by the
 //! write that replaced or removed it), not when its memory is freed (a deferred free happens
 //! a few operations later); the map's own table is reported apart (`index_bytes` in

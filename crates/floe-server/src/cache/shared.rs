@@ -651,17 +651,18 @@ impl Cache {
         unlinked
     }
 
-    /// Whether the queues hold enough nodes beyond the index's items for a pass to bury them
-    /// (`reclaim_expired`): more than an eighth of the items, and at least
+    /// Whether the queues hold enough nodes beyond the index's items (buried ones not
+    /// counted) for a pass to bury them (`reclaim_expired`): more than an eighth of the items,
+    /// and at least
     /// [`STALE_NODES_WORTH_A_PASS`]. Each shard's lock is taken for a moment to read its
     /// lengths.
-    fn stale_nodes_worth_a_pass(&self) -> bool {
+    pub(super) fn stale_nodes_worth_a_pass(&self) -> bool {
         let queued: usize = self
             .queues
             .iter()
             .map(|shard| {
                 let queues = lock(shard);
-                queues.small.len() + queues.main.len()
+                queues.small.len() + queues.main.len() - queues.small.buried - queues.main.buried
             })
             .sum();
         let items = self.map.len();

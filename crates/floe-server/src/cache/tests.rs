@@ -311,14 +311,9 @@ fn overtaken_insert_restores_as(
     restored
 }
 
-/// Deletes leave their queue nodes behind; the housekeeping pass buries them (their keys
-/// dropped and uncharged), so stores after many deletes find room without evicting the live
-/// items queued ahead of the stale nodes. Without the burial, the stale nodes' keys (272
-/// bytes each here, 1.2 MB in all) would push the cache past its 1 MiB and evict the live
-/// items at the queue's head first.
-#[test]
-fn stale_nodes_of_deletes_are_buried_and_evict_nothing_live() {
-    let cache = Arc::new(
+/// A cache of one worker, 1 MiB, on the manual clock.
+fn one_worker_cache() -> Arc<Cache> {
+    Arc::new(
         Cache::with_manual_clock(Settings {
             workers: 1,
             memory_limit: 1 << 20,
@@ -326,49 +321,134 @@ fn stale_nodes_of_deletes_are_buried_and_evict_nothing_live() {
             ..Settings::default()
         })
         .expect("cache"),
+    )
+}
+
+/// Store `key` with a 100-byte value (expiring `ttl` seconds from now, 0 for never) and
+/// delete it if `delete`; the bytes its queue node stays charged (`node_charge`) when it is
+/// deleted.
+fn store_then(session: &mut Session<'_>, key: &str, ttl: i64, delete: bool) -> usize {
+    let exptime = session.cache().server_time(ttl, session.now());
+    let stored = session.store(
+        StoreMode::Set,
+        key.as_bytes(),
+        0,
+        exptime,
+        &[b'v'; 100],
+        None,
     );
+    assert!(matches!(stored, Stored::Stored(_)), "{stored:?}");
+    if delete {
+        assert_eq!(session.delete(key.as_bytes(), None), Deleted::Deleted);
+    }
+    node_charge(key.len())
+}
+
+/// What `-m` should count for the items present: each item's charge and its node's (no
+/// item here took over another's node).
+fn charged_for_items(cache: &Cache) -> usize {
+    let mut total = 0;
+    cache.for_each_item(usize::MAX, |key, item| {
+        total += item.charge() + node_charge(key.len());
+        true
+    });
+    total
+}
+
+/// Deletes leave their queue nodes behind; the housekeeping pass buries them (their keys
+/// dropped and uncharged), so stores after many deletes find room without evicting the live
+/// items queued ahead of the stale nodes. Without the burial, the stale nodes' keys (272
+/// bytes each here, 1.2 MB in all) would push the cache past its 1 MiB and evict the live
+/// items at the queue's head first. A burial-only pass counts no crawler run.
+#[test]
+fn stale_nodes_of_deletes_are_buried_and_evict_nothing_live() {
+    let cache = one_worker_cache();
     let mut worker = cache.worker(0);
     let mut session = worker.session();
-    let value = [b'v'; 100];
     for i in 0..500u32 {
-        let stored = session.store(
-            StoreMode::Set,
-            format!("live{i}").as_bytes(),
-            0,
-            0,
-            &value,
-            None,
-        );
-        assert!(matches!(stored, Stored::Stored(_)), "{stored:?}");
+        store_then(&mut session, &format!("live{i}"), 0, false);
     }
     let live_bytes = cache.bytes();
+    assert_eq!(live_bytes, charged_for_items(&cache));
     let long = "x".repeat(210);
+    let slot = core::mem::size_of::<Node>();
     let mut buried_slots = 0;
     for round in 0..3u32 {
-        for i in 0..1500u32 {
-            let key = format!("{long}{round}-{i}");
-            let stored = session.store(StoreMode::Set, key.as_bytes(), 0, 0, &value, None);
-            assert!(matches!(stored, Stored::Stored(_)), "{stored:?}");
-            assert_eq!(session.delete(key.as_bytes(), None), Deleted::Deleted);
-        }
-        // What the deletes left: a node and its key each, on top of the live items.
-        let stale = 1500 * node_charge(long.len() + 6);
-        assert!(
-            cache.bytes() >= live_bytes + stale - 1500 * 16,
-            "round {round}"
-        );
+        let before = cache.bytes();
+        let stale: usize = (0..1500u32)
+            .map(|i| store_then(&mut session, &format!("{long}{round}-{i}"), 0, true))
+            .sum();
+        // What the deletes left: a node and its key each, on top of what was there.
+        assert_eq!(cache.bytes(), before + stale, "round {round}");
         assert_eq!(cache.reclaim_expired(), 0, "nothing expires");
-        buried_slots += 1500 * core::mem::size_of::<Node>();
+        buried_slots += 1500 * slot;
         assert_eq!(
             cache.bytes(),
             live_bytes + buried_slots,
-            "round {round}: keys uncharged"
+            "round {round}: keys uncharged, slots still charged"
         );
     }
     let evicted = (0..500u32)
         .filter(|i| session.peek(format!("live{i}").as_bytes()).is_none())
         .count();
     assert_eq!(evicted, 0, "live items evicted for stale nodes");
+    assert_eq!(
+        cache.counter(Counter::CrawlerStarts),
+        0,
+        "no crawler run counted"
+    );
+    // Everything is buried: the next pass has nothing to look for.
+    assert!(!cache.stale_nodes_worth_a_pass());
+}
+
+/// Buried nodes that reach a queue's head are freed with their slot's charge, and the split
+/// still drains a small queue that holds only buried slots: once evictions have run past
+/// them, `-m` counts exactly the items present and their nodes.
+#[test]
+fn buried_nodes_reaching_the_head_free_their_slots() {
+    let cache = one_worker_cache();
+    let mut worker = cache.worker(0);
+    let mut session = worker.session();
+    for i in 0..2000u32 {
+        store_then(&mut session, &format!("gone{i}"), 0, true);
+    }
+    assert_eq!(cache.reclaim_expired(), 0);
+    assert_eq!(cache.bytes(), 2000 * core::mem::size_of::<Node>());
+    // 2 MB of live items into 1 MiB: evictions reach every buried node, then live items.
+    for i in 0..8000u32 {
+        store_then(&mut session, &format!("live{i}"), 0, false);
+    }
+    assert!(session.peek(b"live0").is_none(), "evictions ran");
+    assert_eq!(cache.bytes(), charged_for_items(&cache));
+}
+
+/// One pass unlinks the expired items and buries the nodes deletes left, and counts one
+/// crawler run; the nodes of the items it unlinked are buried by the next pass.
+#[test]
+fn expiry_and_burial_share_a_pass() {
+    let cache = one_worker_cache();
+    let mut worker = cache.worker(0);
+    let mut session = worker.session();
+    let mut expiring = 0;
+    for i in 0..300u32 {
+        expiring += store_then(&mut session, &format!("brief{i}"), 10, false);
+    }
+    for i in 0..1500u32 {
+        store_then(&mut session, &format!("gone{i}"), 0, true);
+    }
+    cache.advance_clock(11);
+    let slot = core::mem::size_of::<Node>();
+    assert_eq!(cache.reclaim_expired(), 300);
+    assert_eq!(cache.counter(Counter::CrawlerStarts), 1);
+    assert_eq!(cache.counter(Counter::CrawlerReclaimed), 300);
+    assert_eq!(
+        cache.bytes(),
+        1500 * slot + expiring,
+        "expired items' nodes still charged"
+    );
+    // 300 stale nodes beyond no items: below the threshold, left to eviction.
+    assert_eq!(cache.reclaim_expired(), 0);
+    assert_eq!(cache.bytes(), 1500 * slot + expiring);
 }
 
 /// A few deletes' nodes (fewer than `STALE_NODES_WORTH_A_PASS` beyond the items) are left to
@@ -379,11 +459,7 @@ fn a_few_stale_nodes_are_left_to_eviction() {
     let mut worker = cache.worker(0);
     let mut session = worker.session();
     for i in 0..500u32 {
-        let key = format!("k{i}");
-        session.store(StoreMode::Set, key.as_bytes(), 0, 0, b"v", None);
-        if i % 5 == 0 {
-            assert_eq!(session.delete(key.as_bytes(), None), Deleted::Deleted);
-        }
+        store_then(&mut session, &format!("k{i}"), 0, i % 5 == 0);
     }
     let before = cache.bytes();
     assert_eq!(cache.reclaim_expired(), 0);

@@ -1,12 +1,14 @@
 //! A table's backing: what a default-layout table keeps of a persistent map's file, or
 //! nothing for a table in memory. The table asks it the few questions persistence adds to
 //! the engine (is there a file, does every operation write its lines back, does a growth
-//! order its moves, sync these bytes) and never reaches past it into the file.
+//! order its moves, sync these bytes) and never reaches past it into the file; only the
+//! persistence engine does (`persist/`: the file's mapping, the runs of link buckets a
+//! recovery found unchained).
 //!
 //! Under `floe_loom`, which builds no persistence, [`Backing`] is a zero-sized twin with the
-//! same methods answering "in memory", and [`Writeback`] an empty enum, as `sync.rs` swaps the
-//! atomics: the engine's code is the same in both builds, with no `cfg` of its own, and the
-//! branches on a file are dead code the compiler drops.
+//! methods the engine calls in both builds, answering "in memory", and [`Writeback`] an
+//! empty enum, as `sync.rs` swaps the atomics: the engine's code is the same in both builds,
+//! with no `cfg` of its own, and the branches on a file are dead code the compiler drops.
 
 #[cfg(not(floe_loom))]
 pub(crate) use self::file::{Backing, TableFile, Writeback};
@@ -147,8 +149,8 @@ mod file {
                 });
                 if let Err(error) = file.region.sync_range(first * PAGE..(last + 1) * PAGE) {
                     let errno = error.raw_os_error().unwrap_or(libc::EIO);
-                    // Relaxed: a report for the next checkpoint, which reads it after the
-                    // growth that synced (it waits for the migration).
+                    // Relaxed: a report, not a synchronization: a checkpoint racing the growth
+                    // may miss it, and the next one reports it.
                     self.move_sync_failed.store(errno, Ordering::Relaxed);
                 }
             }
@@ -163,9 +165,10 @@ mod file {
             }
         }
 
-        /// `width` consecutive link buckets from the runs a recovery found unchained, or
-        /// `None`. The shortest run that fits: a single bucket taken from a run of two would
-        /// leave a pair's demand two runs of one.
+        /// `width` consecutive link buckets from the runs a recovery found unchained
+        /// (`persist/recover.rs`, `Sweeper::unchained`), or `None`. Only a transfer takes
+        /// them, after the reserve. The shortest run that fits: a single bucket taken from a
+        /// run of two would leave a pair's demand two runs of one.
         pub(crate) fn take_unchained(&self, width: usize) -> Option<usize> {
             let mut runs = self
                 .unchained

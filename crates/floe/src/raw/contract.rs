@@ -191,10 +191,12 @@ macro_rules! driver_contract {
                 /// Keys present (exact when no write runs; see `FlatMap::len`).
                 fn len() -> usize;
 
-                /// Slots of the current table.
+                /// The current table's size (`FlatMap::capacity`: the default layout's slots,
+                /// the dense layout's keys at its growth trigger).
                 fn capacity() -> usize;
 
-                /// Bytes of the current table (the batches' prefetch decision).
+                /// Bytes of the map's tables (the batches' prefetch decision; the dense layout
+                /// counts both tables while it migrates).
                 fn table_bytes() -> usize;
 
                 /// The map's figures (`FlatMap::stats`).

@@ -4,7 +4,9 @@
 //!
 //! Each layout's table says how it moves a chunk of itself into its successor ([`Table`]);
 //! its driver (`bins/driver.rs` for the default layout, `dense/driver.rs` for the dense one) runs
-//! operations, starts growths and shrinks, and calls this for the rest of the life cycle. The
+//! operations, starts growths and shrinks, and implements [`Lifecycle`] (its tables, its resize
+//! mode, what completing a migration does), which helps and finishes migrations the same way
+//! for both. The
 //! migration's bookkeeping (the successor, the chunk counters) is [`Migration`], also shared.
 
 use crossbeam_utils::CachePadded;

@@ -50,7 +50,7 @@
 //!        |
 //!  raw/dense/stash.rs (Stash),                a dense table's keys that fit in no line;
 //!  raw/backing.rs (Backing)                   what a table keeps of its file (a zero-sized
-//!                                             twin under loom, which builds no files)
+//!                                             twin under `floe_loom`, which builds no files)
 //!        |
 //!  raw/persist/store.rs, writeback.rs         table files, the superblock, write-backs
 //!        |

@@ -11,6 +11,7 @@ use crate::raw::{
     counter::Shard, layout::Bin, loader::LineLoader, prefetch_far, ring, Full, Moved, Stopped,
     Upserted, WordDone, WordOp,
 };
+
 impl RawTable {
     /// Gets of requests `0..n` through a lookahead ring `far` deep (`ring.rs`): `locate(i)`
     /// is request i's (hash, key word), `answer(i, value)` takes its answer. Compiled inside

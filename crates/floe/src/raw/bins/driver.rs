@@ -310,13 +310,13 @@ impl RawMap {
             let bin = fastrange(hash, table.bins());
             match op(table, bin) {
                 Ok(Ok(result)) => {
-                    // As in `follow`: the operation's lines are on the media before it returns.
+                    // As in `follow!`: the operation's lines are on the media before it returns.
                     table.write_back_bin(bin);
                     return Ok(result);
                 }
                 Ok(Err(full)) => {
                     let next = self.grow(table, bin, full, hash, rehash, &guard)?;
-                    // As in `follow`: the moved bin's state on the media first.
+                    // As in `follow!`: the moved bin's state on the media first.
                     table.write_back_bin(bin);
                     table = next;
                 }
@@ -569,12 +569,14 @@ impl RawMap {
     }
 
     // -----------------------------------------------------------------------------------------
-    // Single-thread operations (`LocalMap`, `raw/bins/local.rs`): `&mut self`, so no other thread
-    // is inside the map, no reader announcement is needed and a replaced table is freed at once
+    // Single-thread helpers (`LocalMap`, `raw/bins/local.rs`; the operations are in `impl
+    // TableDriver`): `&mut self`, so no other thread is inside the map, no reader announcement
+    // is needed and a replaced table is freed at once
     // -----------------------------------------------------------------------------------------
 
-    /// The current table, for the `&mut self` methods below only (a shared caller must
-    /// announce itself: `load`).
+    /// The current table, for the `&mut self` methods only (`grow_local`, and `settle_local`,
+    /// `write_local`, `remove_local` in `impl TableDriver`; a shared caller must announce
+    /// itself: `load`).
     fn owned_table(&self) -> &RawTable {
         // SAFETY: the caller holds `&mut self`: no other thread is in the map to replace or
         // free the table while the borrow lives.
@@ -1226,18 +1228,18 @@ impl TableDriver for RawMap {
         self.settled(&guard, rehash).check_invariants()
     }
 
-    #[cfg(not(floe_loom))]
     /// Whether the map lives in files.
+    #[cfg(not(floe_loom))]
     fn is_persistent(&self) -> bool {
         self.store.is_some()
     }
 
-    #[cfg(not(floe_loom))]
     /// Make every operation that returned before this call durable against a power loss or
     /// kernel crash: sync the tables' files, then count the checkpoint in the superblock.
     ///
     /// # Errors
     /// [`Error::Storage`] if a sync or the superblock write failed.
+    #[cfg(not(floe_loom))]
     fn checkpoint(&self) -> Result<(), Error> {
         let Some(store) = &self.store else {
             return Ok(());
@@ -1268,9 +1270,9 @@ impl TableDriver for RawMap {
         store.record(|block| block.checkpoints += 1)
     }
 
-    #[cfg(not(floe_loom))]
     /// Close a persistent map: sync its table and mark the superblock clean with its key
     /// count, unless a growth or shrink is half done (the next open finishes it).
+    #[cfg(not(floe_loom))]
     fn close(&mut self) -> Result<(), Error> {
         let Some(store) = &self.store else {
             return Ok(());

@@ -14,6 +14,7 @@ use crate::{
     raw::layout::Bin,
     sync::{fence, spin, Ordering},
 };
+
 impl RawTable {
     /// Remove the keys of `snapshot` that `wanted` accepts, each as `remove` would: retire
     /// it with a CAS on the pair the snapshot saw, then free its slot. A CAS fails when the

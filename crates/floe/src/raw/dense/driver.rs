@@ -705,8 +705,6 @@ impl TableDriver for DenseMap {
         self.settled(&guard, rehash).check_invariants(rehash).len()
     }
 
-    /// The figures `FlatMap::stats` reports, for the dense layout (a line counts as a bin;
-    /// no link pool).
     /// Fault the current table's memory in (`Builder::populate`); `false` if the kernel
     /// could not.
     fn populate(&self) -> bool {
@@ -714,6 +712,8 @@ impl TableDriver for DenseMap {
         self.tables.load(&guard).populate()
     }
 
+    /// The figures `FlatMap::stats` reports, for the dense layout (a line counts as a bin;
+    /// no link pool).
     fn stats(&self) -> Stats {
         let guard = reclaim::enter();
         let table = self.tables.load(&guard);
@@ -792,6 +792,7 @@ impl TableDriver for DenseMap {
     }
 
     /// No engine batch loop: the batch runs its requests one by one.
+    #[inline(always)]
     #[allow(clippy::too_many_arguments)]
     fn run_batch(
         &self,
@@ -807,6 +808,7 @@ impl TableDriver for DenseMap {
 
     /// A key's second line is read only for keys away from home, which a lookup cannot tell
     /// before its first line has arrived: nothing to load ahead.
+    #[inline(always)]
     fn prefetch_chain(&self, _hash: u64) -> bool {
         false
     }
