@@ -17,8 +17,9 @@
 //! Reading order: this essay; then `bins/mod.rs` (the default layout's essay and table, with
 //! its own reading order: `control::header`, `layout.rs`, `loader.rs`, the table,
 //! `bins/batch.rs`, `bins/walk.rs`, `bins/migrate.rs`, `bins/driver.rs`, `bins/local.rs`);
-//! `dense/mod.rs` (the second layout), `dense/stash.rs`, `dense/driver.rs`; `lifecycle.rs`,
-//! `contract.rs` and `driver.rs`; `persist/mod.rs` (its reading order).
+//! `dense/mod.rs` (the second layout), `dense/walk.rs`, `dense/migrate.rs`, `dense/stash.rs`,
+//! `dense/driver.rs`; `lifecycle.rs`, `contract.rs` and `driver.rs`; `persist/mod.rs` (its
+//! reading order).
 //! Beside them: `dispatch.rs` (the backend chosen once, and each operation compiled for it),
 //! `gate.rs` (the snapshot gate), `stats.rs` (line counting), `backing.rs` (a table's file,
 //! the one place the default layout's table meets persistence). Shared below the tables:
@@ -45,8 +46,8 @@
 //!        |
 //!  raw/bins/mod.rs (RawTable), bins/batch,    one table: bin protocols, batch loops, walks,
 //!  bins/walk, bins/migrate, bins/local;       moving bins out, the same for a table one
-//!  raw/dense/mod.rs (DenseTable)              thread owns; the dense layout's table (its own
-//!                                             essay)
+//!  raw/dense/mod.rs (DenseTable), dense/walk, thread owns; the dense layout's table (its own
+//!  dense/migrate                              essay), its walks and migration
 //!        |
 //!  raw/dense/stash.rs (Stash),                a dense table's keys that fit in no line;
 //!  raw/backing.rs (Backing)                   what a table keeps of its file (a zero-sized

@@ -12,9 +12,10 @@
 //! metadata line each.
 //!
 //! Reading order: this essay (the model first: it says what the protocols buy), the line and key
-//! helpers, `get`, `modify` (every write), `displace`, shadows (`resolve_shadow`), the migration,
-//! then the tests and the loom models at the bottom; `dense/stash.rs` for the few keys that fit in
-//! neither line. `dense/driver.rs` runs a map of these tables over time (when to migrate,
+//! helpers, `get`, `modify` (every write), `displace`, shadows (`resolve_shadow`), then
+//! `dense/walk.rs` (walks held off displacements), `dense/migrate.rs` (moving lines into a
+//! next table), the tests and the loom models at the bottom of this file; `dense/stash.rs`
+//! for the few keys that fit in neither line. `dense/driver.rs` runs a map of these tables over time (when to migrate,
 //! following keys into the next table) on the life cycle every layout shares (`lifecycle.rs`).
 //!
 //! ## The layout
@@ -301,7 +302,7 @@ use crate::raw::{
     counter::ShardedCounter,
     dispatch::Loader,
     layout::LinkBucket,
-    lifecycle::{AbortOnUnwind, Migration, Next, Table},
+    lifecycle::{Migration, Table},
     loader::LineLoader,
     prepare::{Ahead, Prepared},
     ring, stats, Moved,
@@ -321,7 +322,9 @@ use crossbeam_utils::CachePadded;
 use self::stash::{Place, Stash};
 
 pub(crate) mod driver;
+mod migrate;
 pub(crate) mod stash;
+mod walk;
 
 /// Slots per line.
 pub(crate) const LINE_SLOTS: usize = 4;
@@ -1615,434 +1618,6 @@ impl DenseTable {
     }
 }
 
-/// A displacement in progress (`DenseTable::enter_displacement`); ends on drop.
-struct Displacing<'t>(&'t AtomicUsize);
-
-impl Drop for Displacing<'_> {
-    fn drop(&mut self) {
-        // Release: the displacement's stores happen before a walk that waited for it.
-        self.0.fetch_sub(1, Ordering::Release);
-    }
-}
-
-/// A walk of a table in progress (`DenseTable::start_walk`): displacements wait until drop.
-pub(crate) struct Walking<'t>(&'t AtomicUsize);
-
-impl Drop for Walking<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-
-impl DenseTable {
-    // ---- walks (module docs, Walks) ----
-
-    /// Announce a displacement, unless a walk runs (`None`: the write answers `Full`).
-    fn enter_displacement(&self) -> Option<Displacing<'_>> {
-        // Dekker, with the walk's read a read-modify-write (module docs, Walks): our AcqRel
-        // increment, then this Acquire load of `walkers`, against `start_walk`'s AcqRel
-        // increment of `walkers`, then AcqRel RMW read of `displacing`. An RMW reads the
-        // value just before it in its variable's modification order. If the walk's read
-        // comes before our increment in that order, our increment reads from it (Release
-        // to Acquire): the walk's increment happens before this load, which sees it. If
-        // after, the walk's read sees our increment (or the Release decrement that ends
-        // our displacement, whose stores the walk then sees). (Two SeqCst loads would do on
-        // the hardware; loom does not model SeqCst loads, and the RMW costs a walk once.)
-        self.displacing.fetch_add(1, Ordering::AcqRel);
-        let displacing = Displacing(&self.displacing);
-        if self.walkers.load(Ordering::Acquire) > 0 {
-            return None;
-        }
-        Some(displacing)
-    }
-
-    /// Hold displacements off this table until the returned guard drops; waits for the ones
-    /// in progress (module docs, Walks).
-    pub(crate) fn start_walk(&self) -> Walking<'_> {
-        // AcqRel: see `enter_displacement`. The RMW reads of `displacing` acquire: they
-        // pair with the Release end of a displacement waited for, whose stores the walk
-        // then sees, and release, for a displacer's increment that reads from them.
-        self.walkers.fetch_add(1, Ordering::AcqRel);
-        let walking = Walking(&self.walkers);
-        while self.displacing.fetch_add(0, Ordering::AcqRel) > 0 {
-            spin();
-        }
-        walking
-    }
-
-    /// Visit every key of the table (a walk must be started, `start_walk`): `visit(key,
-    /// Some(value), line)` for a key read in a line not moved, `visit(key, None, line)` for a
-    /// key of a moved line or a stashed key whose home is moved, whose value is the next
-    /// table's to answer (module docs, Walks). The stash comes first, its keys with `line`
-    /// `usize::MAX`.
-    pub(crate) fn walk(
-        &self,
-        rehash: &dyn Fn(u64) -> u64,
-        visit: &mut dyn FnMut(u64, Option<u64>, usize),
-    ) {
-        debug_assert!(
-            self.walkers.load(Ordering::Relaxed) > 0,
-            "walk without start_walk"
-        );
-        self.stash.for_each(|key, value| {
-            // The stash's loads were Acquire: the writer byte is read after them.
-            let moved = self.is_moved(self.lines_of(rehash(key)).0);
-            visit(key, (!moved).then_some(value), usize::MAX);
-        });
-        for line in 0..self.nlines {
-            // Acquire loads: each pairs with the Release store that put its key there, and
-            // orders the writer byte's load after them.
-            let slots = self.lines[line]
-                .slots
-                .each_ref()
-                .map(|slot| slot.load_acquire());
-            #[cfg(not(floe_loom))]
-            crate::sync::compiler_fence(Ordering::Acquire);
-            let moved = self.is_moved(line);
-            let shadow = self.empty.shadow_of(line);
-            for (at, &(key, value)) in slots.iter().enumerate() {
-                // The four loads are four instants: a key removed and inserted again into a
-                // later slot of this line between them shows twice (module docs, Walks).
-                // Either value was its value during the walk; it is visited once.
-                let again = slots[..at].iter().any(|&(earlier, _)| earlier == key);
-                if !self.is_empty_key(line, key) && key != shadow && !again {
-                    visit(key, (!moved).then_some(value), line);
-                }
-            }
-        }
-    }
-
-    /// The table's keys and values, after checking (panicking where one fails) that each key is in
-    /// its home, its alternative or the stash, once (`Stash::check_invariants`); that each line's
-    /// spill count counts its keys elsewhere, and a line with keys elsewhere has no clean empty
-    /// slot; that no line is left locked, and the key count. Open shadow inserts count as keys
-    /// in those checks (and in none of the keys), and their count is checked. For tests, on a
-    /// quiescent table.
-    pub(crate) fn check_invariants(
-        &self,
-        hash: &dyn Fn(u64) -> u64,
-    ) -> std::collections::HashMap<u64, u64> {
-        let t = self;
-        let mut contents = std::collections::HashMap::new();
-        let mut shadows = std::collections::HashSet::new();
-        let mut spilled = vec![0usize; t.nlines];
-        for line in 0..t.nlines {
-            for slot in &t.lines[line].slots {
-                let (stored, value) = slot.load();
-                if t.is_empty_key(line, stored) {
-                    assert_eq!(value, 0, "an empty slot of line {line} holds a value");
-                    continue;
-                }
-                let shadow = stored == t.empty.shadow_of(line);
-                let key = if shadow { value } else { stored };
-                let (home, alt) = t.lines_of(hash(key));
-                assert!(
-                    line == home || line == alt,
-                    "key {key} in line {line}, not its own"
-                );
-                if line == alt {
-                    spilled[home] += 1;
-                }
-                if shadow {
-                    assert!(shadows.insert(key), "shadow of {key} twice");
-                } else {
-                    assert!(contents.insert(key, value).is_none(), "key {key} twice");
-                }
-            }
-        }
-        for (key, value) in t.stash.check_invariants(hash) {
-            spilled[t.lines_of(hash(key)).0] += 1;
-            assert!(contents.insert(key, value).is_none(), "key {key} twice");
-        }
-        for key in t.stash.shadow_keys() {
-            spilled[t.lines_of(hash(key)).0] += 1;
-            assert!(shadows.insert(key), "shadow of {key} twice");
-        }
-        assert_eq!(
-            t.shadows.load(Ordering::Relaxed),
-            shadows.len(),
-            "shadows counted"
-        );
-        if let Some(key) = shadows.iter().find(|key| contents.contains_key(key)) {
-            panic!("key {key} present and shadowed");
-        }
-        for (line, &count) in spilled.iter().enumerate() {
-            let meta = t.meta[line].0.load(Ordering::Relaxed);
-            assert_eq!(meta & LOCKED, 0, "line {line} left locked");
-            let recorded = usize::from(meta >> SPILL_SHIFT);
-            if recorded == usize::from(SPILL_SATURATED) {
-                assert!(count <= recorded || recorded == usize::from(SPILL_SATURATED));
-            } else {
-                assert_eq!(recorded, count, "line {line}'s spill count");
-            }
-            if count > 0 {
-                let clean = t.empty.clean_of(line);
-                assert!(
-                    t.lines[line].slots.iter().all(|s| s.load().0 != clean),
-                    "line {line} has keys in their alternatives and a clean empty slot"
-                );
-            }
-        }
-        assert_eq!(t.len(), contents.len());
-        contents
-    }
-
-    // ---- migration (module docs, Migration) ----
-
-    /// The table this one is migrating into, if the migration has started.
-    #[inline(always)]
-    pub(crate) fn migrating_into(&self) -> Option<&DenseTable> {
-        self.migration.next()
-    }
-
-    /// As [`Migration::next_table`].
-    pub(crate) fn next_table(&self, start: bool) -> Next<'_, DenseTable> {
-        self.migration.next_table(start)
-    }
-
-    /// Publish `next` (new and empty) as this table's successor, after `next_table` answered
-    /// `Allocate`. Users may insert into it as many new keys as keep it at or below its
-    /// trigger once every key of this table has arrived.
-    pub(crate) fn install_next(&self, next: Box<DenseTable>) -> &DenseTable {
-        let room = next.trigger_keys().saturating_sub(self.occupied());
-        next.room.store(room, Ordering::Relaxed);
-        let next = Box::into_raw(next);
-        self.migration.install(next, 1);
-        // SAFETY: just published; freed only after this table (the map's reclaimer).
-        unsafe { &*next }
-    }
-
-    /// How much this table's keys have moved into their alternatives since it became
-    /// current: the growth in [`away_share`](Self::away_share).
-    pub(crate) fn aging(&self) -> f64 {
-        self.away_share() - f64::from_bits(self.settled_away.load(Ordering::Relaxed))
-    }
-
-    /// The share of keys living in their alternatives, estimated from up to 1024 lines
-    /// spread over the table (their spill counts against the keys they hold): about 0.17 at
-    /// the trigger after inserts alone (module docs, the model), more once churn has aged the
-    /// lines. Read without locks: an estimate.
-    pub(crate) fn away_share(&self) -> f64 {
-        let samples = self.nlines.min(1024);
-        let (mut away, mut keys) = (0usize, 0usize);
-        for i in 0..samples {
-            let line = i * self.nlines / samples;
-            away += usize::from(self.meta[line].0.load(Ordering::Relaxed) >> SPILL_SHIFT);
-            keys += self.lines[line]
-                .slots
-                .iter()
-                .filter(|slot| !self.is_empty_key(line, slot.load().0))
-                .count();
-        }
-        away as f64 / keys.max(1) as f64
-    }
-
-    /// Whether both of the key's lines are full of keys with its hash: no table would
-    /// separate another such key from them. Read under both lines' locks, so at one
-    /// instant: read without them, a key displaced from the home to the alternative between
-    /// the two lines' reads counted twice, and seven such keys passed for eight (an insert
-    /// then answered `HashCollisions` with room in its home). `false` if a line has been
-    /// moved (the caller's growth goes on in the next table).
-    pub(crate) fn crowded_by_hash(&self, hash: u64, key: u64, rehash: &dyn Fn(u64) -> u64) -> bool {
-        let (home, alt) = self.lines_of(hash);
-        let Ok(_held) = self.lock_pair(home, alt) else {
-            return false;
-        };
-        [home, alt].into_iter().all(|line| {
-            (0..LINE_SLOTS).all(|slot| {
-                let (stored, value) = self.load_locked(line, slot);
-                // An open shadow holds its key in the value word (module docs, Shadow
-                // inserts): it crowds the line as its key will.
-                let stored = if stored == self.empty.shadow_of(line) {
-                    value
-                } else {
-                    stored
-                };
-                !self.is_empty_key(line, stored) && stored != key && rehash(stored) == hash
-            })
-        })
-    }
-
-    /// As [`Migration::abandon`].
-    pub(crate) fn abandon_allocation(&self) {
-        self.migration.abandon();
-    }
-
-    /// This table is current now (its predecessor's migration is done): users' inserts are
-    /// no longer limited.
-    pub(crate) fn open_to_inserts(&self) {
-        self.room.store(usize::MAX, Ordering::Relaxed);
-        // Relaxed: an estimate for a heuristic (see `aging`).
-        self.settled_away
-            .store(self.away_share().to_bits(), Ordering::Relaxed);
-    }
-
-    /// Keys at the growth trigger.
-    pub(crate) fn trigger_keys(&self) -> usize {
-        // In u128: a table's slot count times 820 may not fit a usize on 32-bit targets.
-        ((self.nlines * LINE_SLOTS) as u128 * GROW_AT_PER_MILLE as u128 / 1000) as usize
-    }
-
-    fn chunks(&self) -> usize {
-        self.nlines.div_ceil(CHUNK_LINES)
-    }
-
-    /// Whether every line has been moved.
-    pub(crate) fn migration_done(&self) -> bool {
-        self.migration.done(self.chunks())
-    }
-
-    /// Claim and move one chunk of lines into `next`: `None` if none was left to claim,
-    /// `Some(true)` if it was the last to finish (the caller then makes `next` current and
-    /// retires this table), `Some(false)` otherwise. A line another thread is moving is
-    /// waited for, so a finished chunk's lines are all moved.
-    pub(crate) fn help_one_chunk(
-        &self,
-        next: &DenseTable,
-        rehash: &dyn Fn(u64) -> u64,
-    ) -> Option<bool> {
-        let chunks = self.chunks();
-        let chunk = self.migration.claim_chunk(chunks)?;
-        let end = ((chunk + 1) * CHUNK_LINES).min(self.nlines);
-        for line in chunk * CHUNK_LINES..end {
-            self.move_line(line, next, rehash);
-        }
-        Some(self.migration.finish_chunk(chunks))
-    }
-
-    /// A writer's help: move both of the key's lines (if nobody has yet), after which the
-    /// key is the next table's to write (module docs, Migration).
-    pub(crate) fn move_lines_of(&self, hash: u64, next: &DenseTable, rehash: &dyn Fn(u64) -> u64) {
-        let (home, alt) = self.lines_of(hash);
-        self.move_line(home, next, rehash);
-        self.move_line(alt, next, rehash);
-    }
-
-    /// Copy every key of `line` into `next`, then mark it moved (one Release store, which
-    /// also unlocks it); or wait until the thread moving it has done so.
-    fn move_line(&self, line: usize, next: &DenseTable, rehash: &dyn Fn(u64) -> u64) {
-        self.prefetch_line(line);
-        let Ok(mut held) = self.lock(line) else {
-            return;
-        };
-        // A panicking hasher would leave the line locked for ever.
-        let abort = AbortOnUnwind;
-        // The keys' lines in `next` are all requested before the first is written, so their
-        // misses overlap (after a doubling, a home key goes to one of two adjacent lines, an
-        // away key anywhere). An open shadow insert moves as one.
-        let mut entries = [(0u64, 0u64, Action::Keep); LINE_SLOTS];
-        let mut taken = 0;
-        let shadow = self.empty.shadow_of(line);
-        for slot in 0..LINE_SLOTS {
-            let (stored, value) = self.load_locked(line, slot);
-            let (key, action) = if stored == shadow {
-                (value, Action::Shadow)
-            } else if !self.is_empty_key(line, stored) {
-                (stored, Action::Store(value))
-            } else {
-                continue;
-            };
-            let hash = rehash(key);
-            next.prefetch_for_lock(fastrange(hash, next.nlines));
-            entries[taken] = (hash, key, action);
-            taken += 1;
-        }
-        // Keys moved, which `len` counts (shadows are not).
-        let mut moved = 0isize;
-        for &(hash, key, action) in &entries[..taken] {
-            next.place_moved(hash, key, action, rehash);
-            moved += isize::from(action != Action::Shadow);
-        }
-        // The line's stashed keys and shadows (counted in its spill count), under its lock
-        // as their writers are.
-        if held.spill() > 0 && self.stash.len() > 0 {
-            self.stash.for_each(|key, value| {
-                let hash = rehash(key);
-                if self.lines_of(hash).0 == line {
-                    next.place_moved(hash, key, Action::Store(value), rehash);
-                    moved += 1;
-                }
-            });
-        }
-        if held.spill() > 0 && self.shadows.load(Ordering::Relaxed) > 0 {
-            for key in self.stash.shadow_keys() {
-                let hash = rehash(key);
-                if self.lines_of(hash).0 == line {
-                    next.place_moved(hash, key, Action::Shadow, rehash);
-                }
-            }
-        }
-        core::mem::forget(abort);
-        // The keys are counted in `next` now; this table counts those not yet moved.
-        self.len.add(-moved);
-        // Release (the unlock in `Held::drop`): pairs with the Acquire loads of the writer
-        // byte in `is_moved` and `lock`, which then see the copies in `next`.
-        held.value |= MOVED;
-    }
-
-    /// Stash a moved key (`Action::Store`) or shadow (`Action::Shadow`) that found no room
-    /// (a key in its stash line, else the stash's list; a shadow in the stash's shadows: a
-    /// move cannot fail), unless its home has a free slot again (then `false`: the caller
-    /// tries again). Under the home's lock: the home is full, so it has no clean empty slot,
-    /// and its raised spill count keeps it so (fact 3).
-    #[cold]
-    #[inline(never)]
-    fn stash_moved(&self, hash: u64, key: u64, action: Action) -> bool {
-        let (home, _) = self.lines_of(hash);
-        let Ok(mut held) = self.lock(home) else {
-            unreachable!("a table being filled is not migrating");
-        };
-        if self.free_slot(home).is_some() {
-            return false;
-        }
-        held.add_spill();
-        if let Action::Store(value) = action {
-            self.stash.insert(hash, key, value, true);
-            self.len.increment();
-        } else {
-            self.stash.add_shadow(key);
-            self.shadows.fetch_add(1, Ordering::Relaxed);
-        }
-        true
-    }
-
-    /// Store a key (`Action::Store`) or an open shadow insert (`Action::Shadow`) moved from
-    /// the previous table. It is not here yet (nobody writes a key into the table being
-    /// filled before both its old lines are moved, and a line is moved once), so this is an
-    /// insert; its search for room may cover the whole table.
-    fn place_moved(&self, hash: u64, key: u64, action: Action, rehash: &dyn Fn(u64) -> u64) {
-        // Most keys find their home with room: no search for the key, one lock.
-        {
-            let (home, _) = self.lines_of(hash);
-            self.prefetch_line(home);
-            let Ok(_held) = self.lock(home) else {
-                unreachable!("a table being filled is not migrating");
-            };
-            if let Some(slot) = self.free_slot(home) {
-                match action {
-                    Action::Store(value) => self.place(home, slot, key, value),
-                    _ => self.place_shadow(home, slot, key),
-                }
-                return;
-            }
-        }
-        loop {
-            match self.modify_as(Writer::Move, hash, key, rehash, |_| (action, ())) {
-                Ok(Ok(())) => return,
-                // No chain of moves home -> alternative makes room.
-                Ok(Err(Refused::Full)) => {
-                    if self.stash_moved(hash, key, action) {
-                        return;
-                    }
-                }
-                Ok(Err(Refused::Shadowed)) | Err(Moved) => {
-                    unreachable!("a table being filled is not migrating and gets each key once")
-                }
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 impl DenseTable {
     /// `find_locked` for tests whose only writer is the caller: atomic loads, no lock.
@@ -2196,7 +1771,7 @@ pub(super) mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::raw::loader::ScalarLoader;
+    use crate::raw::{lifecycle::Next, loader::ScalarLoader};
 
     use crate::hash::splitmix as mixed;
 
@@ -2625,7 +2200,7 @@ mod model {
     use loom::{sync::Arc, thread};
 
     use super::*;
-    use crate::raw::loader::ScalarLoader;
+    use crate::raw::{lifecycle::Next, loader::ScalarLoader};
 
     fn id(key: u64) -> u64 {
         key
