@@ -18,6 +18,19 @@ fn every_counter_is_listed_once() {
     assert_eq!(names.len(), COUNTERS.len());
 }
 
+/// A cache of one worker, 1 MiB, on the manual clock.
+fn one_worker_cache() -> Arc<Cache> {
+    Arc::new(
+        Cache::with_manual_clock(Settings {
+            workers: 1,
+            memory_limit: 1 << 20,
+            max_item_size: 64 << 10,
+            ..Settings::default()
+        })
+        .expect("cache"),
+    )
+}
+
 /// A cache of two workers on the manual clock.
 fn two_worker_cache() -> Arc<Cache> {
     Arc::new(
@@ -34,15 +47,7 @@ fn two_worker_cache() -> Arc<Cache> {
 /// misses a key evicted from main shrinks it; a key never stored moves nothing.
 #[test]
 fn misses_of_recently_evicted_keys_move_the_split() {
-    let cache = Arc::new(
-        Cache::with_manual_clock(Settings {
-            workers: 1,
-            memory_limit: 1 << 20,
-            max_item_size: 64 << 10,
-            ..Settings::default()
-        })
-        .expect("cache"),
-    );
+    let cache = one_worker_cache();
     let mut worker = cache.worker(0);
     let share = || cache.small_share.load(Ordering::Relaxed);
     assert_eq!(share(), SMALL_SHARE_START);
@@ -309,19 +314,6 @@ fn overtaken_insert_restores_as(
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&copy);
     restored
-}
-
-/// A cache of one worker, 1 MiB, on the manual clock.
-fn one_worker_cache() -> Arc<Cache> {
-    Arc::new(
-        Cache::with_manual_clock(Settings {
-            workers: 1,
-            memory_limit: 1 << 20,
-            max_item_size: 64 << 10,
-            ..Settings::default()
-        })
-        .expect("cache"),
-    )
 }
 
 /// Store `key` with a 100-byte value (expiring `ttl` seconds from now, 0 for never) and

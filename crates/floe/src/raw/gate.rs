@@ -57,14 +57,17 @@ impl WriterGate {
 
     /// Close the gate, wait for the writers inside, run `walk`, open the gate (also if `walk`
     /// panics). Linearized at the end of the wait: from then until the gate opens, nothing
-    /// present changes. `false` (and `walk` not run) if the calling thread is inside an
-    /// operation of any floe map, which the wait would wait for.
+    /// present changes.
+    ///
+    /// # Errors
+    /// `InsideOperation` (and `walk` not run) if the calling thread is inside an operation of
+    /// any floe map, which the wait would wait for.
     #[cfg(not(floe_loom))]
-    pub(crate) fn snapshot(&self, walk: impl FnOnce()) -> bool {
+    pub(crate) fn snapshot(&self, walk: impl FnOnce()) -> Result<(), crate::error::Error> {
         // Checked first: a thread inside an operation could otherwise wait below for a
         // snapshot that waits for it.
         if reclaim::inside_operation() {
-            return false;
+            return Err(crate::error::Error::InsideOperation);
         }
         // One snapshot at a time: the flag is taken like a lock (writers only read it);
         // Acquire pairs with the previous snapshot's Release reopening.
@@ -86,6 +89,6 @@ impl WriterGate {
         let _reopen = Reopen(&self.paused);
         reclaim::wait_for_operations();
         walk();
-        true
+        Ok(())
     }
 }

@@ -1043,11 +1043,7 @@ impl TableDriver for RawMap {
     /// would wait for.
     #[cfg(not(floe_loom))]
     fn snapshot(&self, rehash: Rehash<'_>, visit: impl FnMut(u64, u64)) -> Result<(), Error> {
-        if self.gate.snapshot(|| self.for_each(rehash, visit)) {
-            Ok(())
-        } else {
-            Err(Error::InsideOperation)
-        }
+        self.gate.snapshot(|| self.for_each(rehash, visit))
     }
 
     /// Keys present (see `FlatMap::len`).

@@ -390,17 +390,29 @@ impl DenseMap {
     // Whole-map figures
     // -----------------------------------------------------------------------------------------
 
-    fn lines(&self) -> usize {
+    /// `figure` of the newest table: the one being filled while a migration runs, else the
+    /// current one.
+    fn of_newest(&self, figure: impl Fn(&DenseTable) -> usize) -> usize {
         let guard = reclaim::enter();
         let table = self.tables.load(&guard);
-        table.migrating_into().unwrap_or(table).lines()
+        figure(table.migrating_into().unwrap_or(table))
+    }
+
+    /// `figure` summed over the current table and the one it migrates into, if any (keys are
+    /// split between them while a migration runs).
+    fn of_both(&self, figure: impl Fn(&DenseTable) -> usize) -> usize {
+        let guard = reclaim::enter();
+        let table = self.tables.load(&guard);
+        figure(table) + table.migrating_into().map_or(0, figure)
+    }
+
+    fn lines(&self) -> usize {
+        self.of_newest(DenseTable::lines)
     }
 
     /// Slots taken by keys and open shadows (`DenseTable::occupied`): what sizing counts.
     fn occupied(&self) -> usize {
-        let guard = reclaim::enter();
-        let table = self.tables.load(&guard);
-        table.occupied() + table.migrating_into().map_or(0, DenseTable::occupied)
+        self.of_both(DenseTable::occupied)
     }
 }
 
@@ -607,11 +619,7 @@ impl TableDriver for DenseMap {
     /// calling thread is inside an operation of a floe map.
     #[cfg(not(floe_loom))]
     fn snapshot(&self, rehash: Rehash<'_>, visit: impl FnMut(u64, u64)) -> Result<(), Error> {
-        if self.gate.snapshot(|| self.for_each(rehash, visit)) {
-            Ok(())
-        } else {
-            Err(Error::InsideOperation)
-        }
+        self.gate.snapshot(|| self.for_each(rehash, visit))
     }
 
     /// Visit every `(key, value)` pair: a key present throughout is visited once, with a
@@ -675,7 +683,7 @@ impl TableDriver for DenseMap {
             });
         };
         #[cfg(not(floe_loom))]
-        let walked = self.gate.snapshot(&mut clear);
+        let walked = self.gate.snapshot(&mut clear).is_ok();
         #[cfg(floe_loom)]
         let walked = false;
         if !walked {
@@ -772,23 +780,17 @@ impl TableDriver for DenseMap {
 
     /// Keys stored (a snapshot of counters: approximate while writes or a migration run).
     fn len(&self) -> usize {
-        let guard = reclaim::enter();
-        let table = self.tables.load(&guard);
-        table.len() + table.migrating_into().map_or(0, DenseTable::len)
+        self.of_both(DenseTable::len)
     }
 
     /// Keys the current table holds at its trigger (where the map grows).
     fn capacity(&self) -> usize {
-        let guard = reclaim::enter();
-        let table = self.tables.load(&guard);
-        table.migrating_into().unwrap_or(table).trigger_keys()
+        self.of_newest(DenseTable::trigger_keys)
     }
 
     /// Bytes of table memory (both tables while migrating).
     fn table_bytes(&self) -> usize {
-        let guard = reclaim::enter();
-        let table = self.tables.load(&guard);
-        table.table_bytes() + table.migrating_into().map_or(0, DenseTable::table_bytes)
+        self.of_both(DenseTable::table_bytes)
     }
 
     /// No engine batch loop: the batch runs its requests one by one.
