@@ -72,7 +72,7 @@ def tool(port, *args):
             capture_output=True, timeout=60, check=True,
         )
     except subprocess.TimeoutExpired as hung:
-        # Seen twice (2026-11-28) and not reproduced in three runs after: say which server
+        # Seen three times (2026-11-28, -29; memcached each time named since): say which server
         # and how far the tool got, so the next occurrence names its culprit.
         partial = (hung.stdout or b"")[-400:].decode(errors="replace")
         sys.exit(f"tools.py: memcached-tool {' '.join(args)} against the server on port "
@@ -170,15 +170,21 @@ def script(conn):
     return [b"".join(sorted(r.splitlines(True))) if r.startswith(b"PREFIX") else r for r in replies]
 
 
-def metadump(conn):
-    """`lru_crawler metadump all` as {key: (exp, fetch)}."""
+def crawler_dump(conn):
+    """`lru_crawler metadump all`, once the crawler takes it: memcached answers BUSY while
+    the crawl asked for by `script` runs, and "lru crawler disabled" until the crawler thread
+    `script` re-enabled has started again (floe-server answers at once)."""
     for _ in range(100):
         reply = dump_request(conn, b"lru_crawler metadump all\r\n").decode()
-        # memcached: BUSY while the crawl asked for by `script` runs, and "lru crawler
-        # disabled" until the crawler thread `script` re-enabled has started again.
         if not reply.startswith(("BUSY", "CLIENT_ERROR lru crawler disabled")):
             break
         time.sleep(0.1)
+    return reply
+
+
+def metadump(conn):
+    """`lru_crawler metadump all` as {key: (exp, fetch)}."""
+    reply = crawler_dump(conn)
     # memcached ends each item's line with a bare newline, as floe-server does.
     check("\r" not in reply[:-5], f"metadump lines end with a bare newline: {reply[:200]!r}")
     lines = [l for l in reply.replace("\r\n", "\n").split("\n") if l]
@@ -212,6 +218,10 @@ def main():
             }
             fill(conn)
             display = tool(port, "display")
+            # `memcached-tool keys` is a metadump read until END; against memcached it hung
+            # three times (2026-11-28, -29, no output at all), most likely on a BUSY answer
+            # while memcached's crawler was still busy: wait until the crawler takes a dump.
+            crawler_dump(conn)
             keys = tool(port, "keys")
             tool_stats = tool(port, "stats")
             tool_settings = tool(port, "settings")
