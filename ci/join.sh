@@ -4,11 +4,22 @@
 # ROUNDS rounds; prints the medians and floe-batched's ratio to DuckDB per join. DuckDB (and
 # numpy) come from PyPI into a virtual environment of their own (installed when missing).
 #
+# With ETH_DIR set, each round also runs ETH's joins (Balkesen et al., the code DRAMHiT's
+# repository carries as lib/eth_hashjoin: mars-research/vldb13-eth-hashjoin, a copy you fetch;
+# floe does not vendor it): its radix join (PRO) and its no-partitioning join (NPO, with its
+# prefetching), inner joins that count matches, on relations of the same shape it generates
+# itself (R's keys are 1..|R| shuffled, S's drawn uniformly or by zipf from them; its hash is
+# the key's low bits, which such dense keys make collision-free). It is built in
+# target/eth-hashjoin from a copy of ETH_DIR, as workload A asks (--enable-key8B: 16-byte
+# tuples; --enable-prefetch-npj), with its own radix defaults (2 passes, 18 bits) and
+# -O3 -march=native; libnuma-dev is installed when missing (as root).
+#
 # Usage: bash ci/join.sh [floe-bench join flags...]   e.g. --build 2^25 (workload A's |R|)
 # Environment: ROUNDS (3), THREADS (all cores), OUT (results/join: raw outputs and
 # summary.txt), JOIN_VENV (target/join-venv), FLOE_BENCH (a floe-bench binary; default: built
-# here in release). The relations are written once to $OUT/tables (16 bytes a tuple: at
-# --build 2^25 that is 9 GiB; removed at the end).
+# here in release), ETH_DIR (unset: no ETH joins). The relations are written once to
+# $OUT/tables (16 bytes a tuple: at --build 2^25 that is 9 GiB; removed at the end); ETH's
+# radix join holds its relations twice (17 GiB of memory at |R| = 2^25).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source ci/retry.sh
@@ -27,6 +38,78 @@ if [ -z "$bench" ]; then
     cargo build --release -q -p floe-bench
     bench=target/release/floe-bench
 fi
+eth=""
+if [ -n "${ETH_DIR:-}" ]; then
+    if [ ! -f "$ETH_DIR/src/no_partitioning_join.c" ] || [ ! -x "$ETH_DIR/configure" ]; then
+        echo "join.sh: ETH_DIR=$ETH_DIR is not a copy of vldb13-eth-hashjoin (no src/no_partitioning_join.c or configure)" >&2
+        exit 2
+    fi
+    eth=target/eth-hashjoin/src/mchashjoins
+    if [ ! -x "$eth" ]; then
+        if ! dpkg -s libnuma-dev >/dev/null 2>&1; then
+            echo "join.sh: installing libnuma-dev (ETH's joins link it)"
+            apt-get install -y -q libnuma-dev >/dev/null || {
+                echo "join.sh: apt-get install failed; updating the package lists and trying once more"
+                apt-get update -q >/dev/null
+                apt-get install -y -q libnuma-dev >/dev/null
+            }
+        fi
+        echo "join.sh: building ETH's joins in target/eth-hashjoin"
+        rm -rf target/eth-hashjoin
+        mkdir -p target/eth-hashjoin
+        cp -a "$ETH_DIR/." target/eth-hashjoin/
+        (
+            cd target/eth-hashjoin
+            if [ -f Makefile ]; then make distclean >/dev/null 2>&1 || true; fi
+            ./configure --enable-key8B --enable-prefetch-npj >configure.log 2>&1 ||
+                { tail -20 configure.log; exit 1; }
+            # main.c prints NUM_PASSES and NUM_RADIX_BITS without including prj_params.h: name
+            # its defaults here; libnuma goes after the objects that use it.
+            make -j"$(nproc)" CFLAGS="-O3 -march=native -DNUM_PASSES=2 -DNUM_RADIX_BITS=18" \
+                LIBS="-lpthread -lm -lnuma" >make.log 2>&1 || { tail -20 make.log; exit 1; }
+        )
+    fi
+fi
+# ETH's inner joins on relations of floe-bench's shape (round 1's header line gives |R|, |S|
+# and S's distribution): rows "round eth-pro|eth-npo inner Mtuples/s".
+eth_round() {
+    local round="$1" shape r s dist skew=()
+    shape="$(grep -m1 '^join: ' "$out/floe-1.txt")"
+    r="$(echo "$shape" | sed -n 's/.*|R| = \([0-9]*\) (\([0-9]*\) distinct.*/\1 \2/p')"
+    s="$(echo "$shape" | sed -n 's/.*|S| = \([0-9]*\) (\([^,]*\), \([0-9.]*\)% absent.*/\1 \2 \3/p')"
+    read -r r_size r_distinct <<<"$r"
+    read -r s_size dist absent <<<"$s"
+    if [ "$r_size" != "$r_distinct" ] || [ "$absent" != "0.0" ]; then
+        echo "join.sh: ETH's joins skipped: they take unique build keys and no absent probe keys" >&2
+        return
+    fi
+    case "$dist" in
+    uniform) ;;
+    zipf:*) skew=(--skew="${dist#zipf:}") ;;
+    *)
+        echo "join.sh: ETH's joins skipped: S drawn by $dist (ETH draws uniformly or by zipf)" >&2
+        return
+        ;;
+    esac
+    for algo in PRO NPO; do
+        local log="$out/eth-$algo-$round.txt"
+        (cd "$(dirname "$eth")" && ./mchashjoins -a "$algo" -n "$threads" -r "$r_size" \
+            -s "$s_size" "${skew[@]}") >"$log" 2>&1
+        local matches usecs
+        matches="$(sed -n 's/.*Results = \([0-9]*\)\..*/\1/p' "$log")"
+        # The line after the header that names TOTAL-TIME-USECS: PRO prints comma-separated
+        # figures (the sixth), NPO whitespace-separated ones (the first).
+        usecs="$(awk 'found { if (index($0, ",")) { split($0, f, ", *"); print f[6] } else print $1; exit }
+            /TOTAL-TIME-USECS/ { found = 1 }' "$log")"
+        if [ "$matches" != "$s_size" ] || [ -z "$usecs" ]; then
+            echo "join.sh: ETH's $algo gave $matches matches (expected $s_size) or no time; see $log" >&2
+            exit 1
+        fi
+        awk -v round="$round" -v algo="$(echo "$algo" | tr 'A-Z' 'a-z')" -v n="$((r_size + s_size))" \
+            -v us="$usecs" 'BEGIN { printf "%s eth-%s inner %.1f\n", round, algo, n / us }' |
+            tee -a "$out/runs.txt"
+    done
+}
 tables="$out/tables"
 trap 'rm -rf "$tables"' EXIT
 : >"$out/runs.txt"
@@ -39,6 +122,7 @@ for round in $(seq 1 "$rounds"); do
         "$out/floe-$round.txt" >>"$out/runs.txt"
     "$venv/bin/python" crates/floe-bench/scripts/join_duckdb.py "$tables" "$threads" 1 \
         | tee "$out/duckdb-$round.txt" | awk -v r="$round" '{print r, $1, $2, $4}' >>"$out/runs.txt"
+    if [ -n "$eth" ]; then eth_round "$round"; fi
 done
 {
     echo "medians over $rounds rounds, Mtuples/s ((|R| + |S|) / time), $threads threads"
@@ -52,6 +136,13 @@ done
         d="$(awk -v j="$join" '$1 == "duckdb" && $2 == j {print $3}' "$out/medians.txt")"
         if [ -n "$f" ] && [ -n "$d" ]; then
             echo "$join: floe-batched $f, DuckDB $d: floe/DuckDB $(awk -v a="$f" -v b="$d" 'BEGIN {printf "%.2f", a / b}')x"
+        fi
+    done
+    f="$(awk '$1 == "floe-batched" && $2 == "inner" {print $3}' "$out/medians.txt")"
+    for algo in pro npo; do
+        e="$(awk -v a="eth-$algo" '$1 == a {print $3}' "$out/medians.txt")"
+        if [ -n "$f" ] && [ -n "$e" ]; then
+            echo "inner: floe-batched $f, ETH's ${algo^^} $e: floe/ETH-${algo^^} $(awk -v a="$f" -v b="$e" 'BEGIN {printf "%.2f", a / b}')x"
         fi
     done
 } | tee "$out/summary.txt"

@@ -2,7 +2,8 @@
 //! "Main-memory hash joins on multi-core CPUs": 16-byte tuples, a build relation R and a
 //! probe relation S sixteen times its size, every S key a foreign key into R) on floe, beside
 //! a radix-partitioned join over hashbrown tables, in one run. `ci/join.sh` runs DuckDB on the
-//! same tables (`--dump`).
+//! same tables (`--dump`) and, given a copy of their code, ETH's radix and no-partitioning
+//! joins on relations of the same shape.
 //!
 //! **Relations.** Columnar, as a column store holds them: R has `--build` tuples over
 //! `--build / --duplicates` distinct keys (each key on `--duplicates` tuples, spread through
