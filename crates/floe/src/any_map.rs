@@ -1175,7 +1175,7 @@ impl<K: Hash + Eq, V, S: BuildHasher, G: Guard> MapRef<'_, K, V, S, G> {
             self.map.raw.get_batch(
                 keys.len(),
                 far,
-                |i| self.locate(key(&keys[i])),
+                ring::LocateWith(|i| self.locate(key(&keys[i]))),
                 |i, word| words[i] = word,
                 &bin_hash,
             );

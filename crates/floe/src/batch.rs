@@ -30,7 +30,7 @@ use core::{fmt, hash::BuildHasher};
 use crate::{
     raw::{
         driver::{PinnedDriver, TableDriver},
-        ring::{self, Stages, Stream},
+        ring::{self, Locate, Stages, Stream},
         Inserted, Stopped, WordDone, WordOp,
     },
     Counter, Error, FlatMap, Inline, InlineKey, Insert,
@@ -61,7 +61,7 @@ pub(crate) trait BatchTarget {
         &self,
         n: usize,
         far: usize,
-        locate: impl Fn(usize) -> (u64, u64),
+        locate: impl Locate,
         answer: impl FnMut(usize, Option<u64>),
     );
 }
@@ -350,7 +350,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> BatchTarget for FlatMap<K, V, S> {
         &self,
         n: usize,
         far: usize,
-        locate: impl Fn(usize) -> (u64, u64),
+        locate: impl Locate,
         answer: impl FnMut(usize, Option<u64>),
     ) {
         FlatMap::get_batch_at(self, n, far, locate, answer);
@@ -486,7 +486,11 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Batch<'m, K, V, S> {
             let batch = map.raw().run_batch(
                 rest.len(),
                 depth,
-                |i| BatchTarget::locate(map, rest[i].key()),
+                KeysOf {
+                    map,
+                    keys: rest,
+                    key: Request::key,
+                },
                 |i| rest[i].word_op(),
                 |i, old| rest[i].added_to(old),
                 |i, done| {
@@ -567,10 +571,29 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Batch<'m, K, V, S> {
             map,
             keys.len(),
             self.effective_depth(),
-            |i| BatchTarget::locate(map, keys[i]),
+            KeysOf {
+                map,
+                keys,
+                key: |key: &K| *key,
+            },
             |i, word| values[i] = word.map(V::from_word),
         );
         Ok(())
+    }
+}
+
+/// The keys of a slice (of keys, or of requests) as the engine's batch loops locate them: the
+/// key's hash computed inside the loop, whatever the hasher (`ring::Locate`).
+struct KeysOf<'a, M, T, F> {
+    map: &'a M,
+    keys: &'a [T],
+    key: F,
+}
+
+impl<M: BatchTarget, T, F: Fn(&T) -> M::Key> Locate for KeysOf<'_, M, T, F> {
+    #[inline(always)]
+    fn locate(&self, i: usize) -> (u64, u64) {
+        self.map.locate((self.key)(&self.keys[i]))
     }
 }
 

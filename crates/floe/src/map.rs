@@ -16,6 +16,7 @@ use crate::{
     inline::{Counter, Inline, InlineKey},
     raw::{
         driver::{Driver, TableDriver},
+        ring::Locate,
         Full, Inserted, Mismatch,
     },
 };
@@ -1499,7 +1500,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
         &self,
         n: usize,
         far: usize,
-        locate: impl Fn(usize) -> (u64, u64),
+        locate: impl Locate,
         answer: impl FnMut(usize, Option<u64>),
     ) {
         self.raw.get_batch(n, far, locate, answer, &self.rehash());

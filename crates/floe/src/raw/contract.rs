@@ -63,7 +63,7 @@ macro_rules! driver_contract {
                 fn get_batch(
                     n: usize,
                     far: usize,
-                    locate: impl Fn(usize) -> (u64, u64),
+                    locate: impl crate::raw::ring::Locate,
                     answer: impl FnMut(usize, Option<u64>),
                     rehash: Rehash<'_>,
                 );
@@ -78,7 +78,7 @@ macro_rules! driver_contract {
                 fn run_batch(
                     n: usize,
                     far: usize,
-                    locate: impl Fn(usize) -> (u64, u64),
+                    locate: impl crate::raw::ring::Locate,
                     op: impl Fn(usize) -> WordOp,
                     add: impl Fn(usize, u64) -> u64,
                     answer: impl FnMut(usize, WordDone) -> bool,

@@ -107,7 +107,7 @@ macro_rules! simd_entries {
                 p: $loader,
                 n: usize,
                 far: usize,
-                locate: impl Fn(usize) -> (u64, u64),
+                locate: impl crate::raw::ring::Locate,
                 answer: impl FnMut(usize, Option<u64>),
             ) -> Result<(), usize> {
                 raw.get_batch(p, n, far, locate, answer)
@@ -120,7 +120,7 @@ macro_rules! simd_entries {
                 p: $loader,
                 n: usize,
                 far: usize,
-                locate: impl Fn(usize) -> (u64, u64),
+                locate: impl crate::raw::ring::Locate,
                 op: impl Fn(usize) -> crate::raw::WordOp,
                 add: impl Fn(usize, u64) -> u64,
                 answer: impl FnMut(usize, crate::raw::WordDone) -> bool,
@@ -307,6 +307,8 @@ pub(crate) struct Calibration {
 pub(crate) fn calibrate() -> Option<Calibration> {
     use std::{hint::black_box, sync::Arc, time::Instant};
 
+    use super::ring::LocateWith;
+
     use super::{
         loader::{Avx2Loader, Avx512Loader},
         DeadKeys, Geometry, RawTable,
@@ -356,7 +358,7 @@ pub(crate) fn calibrate() -> Option<Calibration> {
         for (loader, best) in candidates.iter().zip(&mut best) {
             let start = Instant::now();
             let mut found = 0u64;
-            let locate = |i: usize| black_box(located[i]);
+            let locate = LocateWith(|i: usize| black_box(located[i]));
             let answer = |_, value: Option<u64>| found = found.wrapping_add(value.unwrap_or(1));
             let _ = dispatch!(*loader, &table, get_batch(located.len(), 0, locate, answer));
             black_box(found);

@@ -54,6 +54,34 @@ pub(crate) const MAX_DEPTH: usize = RING;
 const RING: usize = 128;
 const MASK: usize = RING - 1;
 
+/// Where request `i` of a batch lives: its key's hash and word. The engine's batch loops
+/// call it once a request, inside the backend's entry point (compiled for its SIMD feature):
+/// an implementation whose method is `#[inline(always)]` is compiled into that loop whatever
+/// the hasher's size, where a closure is inlined only if the compiler judges its body small,
+/// and a hasher chosen at run time (or a keyed or byte-wise one) then costs every request a
+/// call and spills the loop's registers around it (BENCHMARKS.md, "DRAM speed").
+pub(crate) trait Locate {
+    /// Request `i`'s (hash, key word).
+    fn locate(&self, i: usize) -> (u64, u64);
+}
+
+impl<L: Locate + ?Sized> Locate for &L {
+    #[inline(always)]
+    fn locate(&self, i: usize) -> (u64, u64) {
+        (**self).locate(i)
+    }
+}
+
+/// A closure as a [`Locate`], for callers whose locating is small or not on a hot path.
+pub(crate) struct LocateWith<F>(pub(crate) F);
+
+impl<F: Fn(usize) -> (u64, u64)> Locate for LocateWith<F> {
+    #[inline(always)]
+    fn locate(&self, i: usize) -> (u64, u64) {
+        (self.0)(i)
+    }
+}
+
 /// What a ring does to its requests (module docs). Everything is `#[inline(always)]` in the
 /// implementations: the ring is compiled into each caller, SIMD entry points included.
 pub(crate) trait Stages {

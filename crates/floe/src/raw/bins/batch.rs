@@ -8,8 +8,12 @@
 
 use super::RawTable;
 use crate::raw::{
-    counter::Shard, layout::Bin, loader::LineLoader, prefetch_far, ring, Full, Moved, Stopped,
-    Upserted, WordDone, WordOp,
+    counter::Shard,
+    layout::Bin,
+    loader::LineLoader,
+    prefetch_far,
+    ring::{self, Locate},
+    Full, Moved, Stopped, Upserted, WordDone, WordOp,
 };
 
 impl RawTable {
@@ -24,7 +28,7 @@ impl RawTable {
         loader: P,
         n: usize,
         far: usize,
-        locate: impl Fn(usize) -> (u64, u64),
+        locate: impl Locate,
         answer: impl FnMut(usize, Option<u64>),
     ) -> Result<(), usize> {
         struct Gets<'t, P, L, A> {
@@ -36,14 +40,14 @@ impl RawTable {
         impl<'t, P, L, A> ring::Stages for Gets<'t, P, L, A>
         where
             P: LineLoader,
-            L: Fn(usize) -> (u64, u64),
+            L: Locate,
             A: FnMut(usize, Option<u64>),
         {
             type Slot = (&'t Bin, u64);
 
             #[inline(always)]
             fn locate(&mut self, i: usize) -> (&'t Bin, u64) {
-                let (hash, key) = (self.locate)(i);
+                let (hash, key) = self.locate.locate(i);
                 (self.table.bin_of(hash), key)
             }
 
@@ -95,7 +99,7 @@ impl RawTable {
         loader: P,
         n: usize,
         far: usize,
-        locate: impl Fn(usize) -> (u64, u64),
+        locate: impl Locate,
         op: impl Fn(usize) -> WordOp,
         add: impl Fn(usize, u64) -> u64,
         answer: impl FnMut(usize, WordDone) -> bool,
@@ -181,7 +185,7 @@ impl RawTable {
         impl<'t, P, L, O, F, A> ring::Stages for Stages<'t, P, L, O, F, A>
         where
             P: LineLoader,
-            L: Fn(usize) -> (u64, u64),
+            L: Locate,
             O: Fn(usize) -> WordOp,
             F: Fn(usize, u64) -> u64,
             A: FnMut(usize, WordDone) -> bool,
@@ -191,7 +195,7 @@ impl RawTable {
 
             #[inline(always)]
             fn locate(&mut self, i: usize) -> (&'t Bin, u64, u64) {
-                let (hash, key) = (self.requests.locate)(i);
+                let (hash, key) = self.requests.locate.locate(i);
                 (self.table.bin_of(hash), hash, key)
             }
 

@@ -39,6 +39,7 @@ use crate::raw::{
     loader::ScalarLoader,
     memory_fits,
     prepare::{Ahead, Plan, Prepared, Preparer},
+    ring::Locate,
     BinSnapshot, DeadKeys, Full, Geometry, Inserted, Mismatch, Moved, RawTable, Stopped,
     TableSource, Upserted, WordDone, WordOp,
 };
@@ -766,7 +767,7 @@ impl TableDriver for RawMap {
         &self,
         n: usize,
         far: usize,
-        locate: impl Fn(usize) -> (u64, u64),
+        locate: impl Locate,
         mut answer: impl FnMut(usize, Option<u64>),
         rehash: Rehash<'_>,
     ) {
@@ -783,7 +784,7 @@ impl TableDriver for RawMap {
             }
         }
         for i in answered..n {
-            let (hash, word) = locate(i);
+            let (hash, word) = locate.locate(i);
             answer(i, self.get(hash, word, rehash));
         }
     }
@@ -797,7 +798,7 @@ impl TableDriver for RawMap {
         &self,
         n: usize,
         far: usize,
-        locate: impl Fn(usize) -> (u64, u64),
+        locate: impl Locate,
         op: impl Fn(usize) -> WordOp,
         add: impl Fn(usize, u64) -> u64,
         mut answer: impl FnMut(usize, WordDone) -> bool,

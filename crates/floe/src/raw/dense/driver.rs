@@ -36,6 +36,7 @@ use crate::raw::{
     gate::WriterGate,
     lifecycle::{Lifecycle, Next, Tables},
     prepare::{Ahead, Plan, Preparer},
+    ring::Locate,
     Inserted, Mismatch, Moved, Stopped, WordDone, WordOp, IF_ABSENT, IF_PRESENT,
 };
 use crate::{
@@ -464,7 +465,7 @@ impl TableDriver for DenseMap {
         &self,
         n: usize,
         far: usize,
-        locate: impl Fn(usize) -> (u64, u64),
+        locate: impl Locate,
         mut answer: impl FnMut(usize, Option<u64>),
         rehash: Rehash<'_>,
     ) {
@@ -477,7 +478,7 @@ impl TableDriver for DenseMap {
             }
         };
         for i in answered..n {
-            let (hash, key) = locate(i);
+            let (hash, key) = locate.locate(i);
             answer(i, self.get(hash, key, rehash));
         }
     }
@@ -800,7 +801,7 @@ impl TableDriver for DenseMap {
         &self,
         _n: usize,
         _far: usize,
-        _locate: impl Fn(usize) -> (u64, u64),
+        _locate: impl Locate,
         _op: impl Fn(usize) -> WordOp,
         _add: impl Fn(usize, u64) -> u64,
         _answer: impl FnMut(usize, WordDone) -> bool,
@@ -1041,7 +1042,7 @@ mod tests {
         map.get_batch(
             keys as usize,
             4,
-            |i| (hash(i as u64), i as u64),
+            crate::raw::ring::LocateWith(|i| (hash(i as u64), i as u64)),
             |i, answer| out[i] = answer,
             hash,
         );

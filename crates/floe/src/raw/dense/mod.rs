@@ -305,7 +305,8 @@ use crate::raw::{
     lifecycle::{Migration, Table},
     loader::LineLoader,
     prepare::{Ahead, Prepared},
-    ring, stats, Moved,
+    ring::{self, Locate},
+    stats, Moved,
 };
 use crate::{
     control::group::Group,
@@ -895,7 +896,7 @@ impl DenseTable {
         p: L,
         n: usize,
         far: usize,
-        locate: impl Fn(usize) -> (u64, u64),
+        locate: impl Locate,
         answer: impl FnMut(usize, Option<u64>),
     ) -> Result<(), usize> {
         struct Gets<'t, L, F, A> {
@@ -907,7 +908,7 @@ impl DenseTable {
         impl<L, F, A> ring::Stages for Gets<'_, L, F, A>
         where
             L: LineLoader,
-            F: Fn(usize) -> (u64, u64),
+            F: Locate,
             A: FnMut(usize, Option<u64>),
         {
             /// The key's hash and word.
@@ -915,7 +916,7 @@ impl DenseTable {
 
             #[inline(always)]
             fn locate(&mut self, i: usize) -> (u64, u64) {
-                (self.locate)(i)
+                self.locate.locate(i)
             }
 
             #[inline(always)]
@@ -979,7 +980,7 @@ impl DenseTable {
         loader: Loader,
         n: usize,
         far: usize,
-        locate: impl Fn(usize) -> (u64, u64),
+        locate: impl Locate,
         answer: impl FnMut(usize, Option<u64>),
     ) -> Result<(), usize> {
         match loader {
@@ -1682,7 +1683,7 @@ mod simd {
                 p: $loader,
                 n: usize,
                 far: usize,
-                locate: impl Fn(usize) -> (u64, u64),
+                locate: impl crate::raw::ring::Locate,
                 answer: impl FnMut(usize, Option<u64>),
             ) -> Result<(), usize> {
                 t.get_batch(p, n, far, locate, answer)
