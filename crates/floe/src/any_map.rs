@@ -95,6 +95,29 @@ use crate::{
     sync::stat::{AtomicIsize, Ordering},
 };
 
+/// A chunk of `get_many`'s keys as the engine's batch loop locates them (`ring::Locate`):
+/// hashed inside the loop, whatever the hasher, rather than through a closure the compiler
+/// may leave out of line.
+struct HashedKeys<'a, S, T, F, Q: ?Sized> {
+    hasher: &'a S,
+    keys: &'a [T],
+    key: F,
+    borrowed: PhantomData<fn(&T) -> &Q>,
+}
+
+impl<S, T, F, Q> ring::Locate for HashedKeys<'_, S, T, F, Q>
+where
+    S: BuildHasher,
+    F: Fn(&T) -> &Q,
+    Q: Hash + ?Sized,
+{
+    #[inline(always)]
+    fn locate(&self, i: usize) -> (u64, u64) {
+        let word = self.hasher.hash_one((self.key)(&self.keys[i]));
+        (bin_hash(word), word)
+    }
+}
+
 /// One key and its value, at a stable address. Aligned to 8 so that its address never has
 /// the low bits a value word uses as tags (`COLLIDED`, `SHADOW`; an `Entry<u8, ()>` would
 /// otherwise have alignment 1, and an `Entry<(), ()>` no allocation at all, at address 1).
@@ -1175,7 +1198,12 @@ impl<K: Hash + Eq, V, S: BuildHasher, G: Guard> MapRef<'_, K, V, S, G> {
             self.map.raw.get_batch(
                 keys.len(),
                 far,
-                ring::LocateWith(|i| self.locate(key(&keys[i]))),
+                HashedKeys {
+                    hasher: &self.map.hasher,
+                    keys,
+                    key: &key,
+                    borrowed: PhantomData,
+                },
                 |i, word| words[i] = word,
                 &bin_hash,
             );
