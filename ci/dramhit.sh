@@ -108,8 +108,9 @@ floe_run() {
     "$bench" run --workload "$workload" --api "$api" --keys "$keys" --threads "$threads" \
         --maps "$map" --repeat 1 --memory off --latency off --populate on --csv "$csv" \
         >"$out/$name.log" 2>&1
-    # mops (column 7) and the matching ceiling (the last column).
-    awk -F, 'NR == 2 { print $7, $NF }' "$csv"
+    # mops (column 7) and the matching ceiling (the last column) of the run's last row: a
+    # bare run times the batch loop first and the bare one after it (two rows).
+    awk -F, 'NR > 1 { row = $7 " " $NF } END { print row }' "$csv"
 }
 # The minimal table's insert at this thread count: the last column of the ceiling table's row.
 minimal_insert() {

@@ -96,8 +96,8 @@ use crate::{
 };
 
 /// A chunk of `get_many`'s keys as the engine's batch loop locates them (`ring::Locate`):
-/// hashed inside the loop, whatever the hasher, rather than through a closure the compiler
-/// may leave out of line.
+/// their hashing compiled into the loop rather than behind a closure the compiler may leave
+/// out of line.
 struct HashedKeys<'a, S, T, F, Q: ?Sized> {
     hasher: &'a S,
     keys: &'a [T],
@@ -113,9 +113,16 @@ where
 {
     #[inline(always)]
     fn locate(&self, i: usize) -> (u64, u64) {
-        let word = self.hasher.hash_one((self.key)(&self.keys[i]));
-        (bin_hash(word), word)
+        locate_with(self.hasher, (self.key)(&self.keys[i]))
     }
+}
+
+/// A key's (bin hash, hash word) under `hasher`: the engine finds its bin by the first and
+/// compares the second.
+#[inline(always)]
+fn locate_with<S: BuildHasher, Q: Hash + ?Sized>(hasher: &S, key: &Q) -> (u64, u64) {
+    let word = hasher.hash_one(key);
+    (bin_hash(word), word)
 }
 
 /// One key and its value, at a stable address. Aligned to 8 so that its address never has
@@ -993,8 +1000,7 @@ impl<K: Hash + Eq, V, S: BuildHasher, G: Guard> MapRef<'_, K, V, S, G> {
     /// The key's hash word and the engine's placement hash.
     #[inline(always)]
     fn locate<Q: Hash + ?Sized>(&self, key: &Q) -> (u64, u64) {
-        let word = self.map.hasher.hash_one(key);
-        (bin_hash(word), word)
+        locate_with(&self.map.hasher, key)
     }
 
     /// The hash word of `key` (the engine's key word).

@@ -483,14 +483,15 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Batch<'m, K, V, S> {
         let mut start = 0;
         while start < requests.len() {
             let rest = &requests[start..];
+            let located = KeysOf {
+                map,
+                keys: rest,
+                key: Request::key,
+            };
             let batch = map.raw().run_batch(
                 rest.len(),
                 depth,
-                KeysOf {
-                    map,
-                    keys: rest,
-                    key: Request::key,
-                },
+                &located,
                 |i| rest[i].word_op(),
                 |i, old| rest[i].added_to(old),
                 |i, done| {
@@ -506,7 +507,7 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Batch<'m, K, V, S> {
                 Some(Err(Stopped { at, ran: true })) => return start + at + 1,
                 Some(Err(Stopped { at, ran: false })) => {
                     let i = start + at;
-                    let (hash, word) = BatchTarget::locate(map, requests[i].key());
+                    let (hash, word) = located.locate(at);
                     let response = BatchTarget::execute_at(map, hash, word, requests[i]);
                     let stop = settings.stops_at(response.is_failure());
                     each(i, response);
@@ -583,7 +584,7 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Batch<'m, K, V, S> {
 }
 
 /// The keys of a slice (of keys, or of requests) as the engine's batch loops locate them: the
-/// key's hash computed inside the loop, whatever the hasher (`ring::Locate`).
+/// key's hashing compiled into the loop (`ring::Locate`).
 struct KeysOf<'a, M, T, F> {
     map: &'a M,
     keys: &'a [T],

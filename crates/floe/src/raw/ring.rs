@@ -54,12 +54,15 @@ pub(crate) const MAX_DEPTH: usize = RING;
 const RING: usize = 128;
 const MASK: usize = RING - 1;
 
-/// Where request `i` of a batch lives: its key's hash and word. The engine's batch loops
-/// call it once a request, inside the backend's entry point (compiled for its SIMD feature):
-/// an implementation whose method is `#[inline(always)]` is compiled into that loop whatever
-/// the hasher's size, where a closure is inlined only if the compiler judges its body small,
-/// and a hasher chosen at run time (or a keyed or byte-wise one) then costs every request a
-/// call and spills the loop's registers around it (BENCHMARKS.md, "DRAM speed").
+/// Where request `i` of a batch lives: its key's hash and word. The engine's batch loops call
+/// it as each request enters their ring, inside the backend's entry point (compiled for its
+/// SIMD feature), and may call it again for a request (the one-by-one path after a growth
+/// stopped the ring starts again at the first unanswered one): it must give the same answer
+/// each time. An implementation's `#[inline(always)]` method is compiled into that loop, with
+/// the hasher's `hash_one` as far as the hasher's own attributes let it inline, where a
+/// closure is inlined only if the compiler judges its whole body small: with a hasher chosen
+/// at run time (or a keyed or byte-wise one) every request then paid a call and the loop
+/// spilled its registers around it (BENCHMARKS.md, "DRAM speed").
 pub(crate) trait Locate {
     /// Request `i`'s (hash, key word).
     fn locate(&self, i: usize) -> (u64, u64);

@@ -899,16 +899,16 @@ impl DenseTable {
         locate: impl Locate,
         answer: impl FnMut(usize, Option<u64>),
     ) -> Result<(), usize> {
-        struct Gets<'t, L, F, A> {
+        struct Gets<'t, L, K, A> {
             table: &'t DenseTable,
             p: L,
-            locate: F,
+            locate: K,
             answer: A,
         }
-        impl<L, F, A> ring::Stages for Gets<'_, L, F, A>
+        impl<L, K, A> ring::Stages for Gets<'_, L, K, A>
         where
             L: LineLoader,
-            F: Locate,
+            K: Locate,
             A: FnMut(usize, Option<u64>),
         {
             /// The key's hash and word.
