@@ -33,6 +33,7 @@
 # summary.txt), FLOE_BENCH (a floe-bench binary; default: built here in release).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source ci/apt.sh
 
 if [ $# -ne 1 ] || [ ! -f "$1/CMakeLists.txt" ]; then
     echo "usage: bash ci/dramhit.sh DRAMHIT_DIR (a copy of mars-research/DRAMHiT with its submodules)" >&2
@@ -57,14 +58,7 @@ for pkg in cmake g++ libboost-program-options-dev libnuma-dev libcapstone-dev li
 done
 if [ ${#need[@]} -gt 0 ]; then
     echo "dramhit.sh: installing ${need[*]}"
-    if ! apt-get install -y -q "${need[@]}" >/dev/null; then
-        echo "dramhit.sh: apt-get install failed; updating the package lists and trying once more"
-        apt-get update -q >/dev/null
-        apt-get install -y -q "${need[@]}" >/dev/null || {
-            echo "dramhit.sh: could not install ${need[*]}" >&2
-            exit 1
-        }
-    fi
+    apt_install "${need[@]}" >/dev/null
 fi
 
 # The TSC rate in MHz (DRAMHiT converts its cycle counts with it).

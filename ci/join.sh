@@ -24,7 +24,7 @@ set -euo pipefail
 # ETH_DIR as given, relative to where the script was started.
 if [ -n "${ETH_DIR:-}" ]; then ETH_DIR="$(cd "$ETH_DIR" 2>/dev/null && pwd || echo "$ETH_DIR")"; fi
 cd "$(dirname "$0")/.."
-source ci/retry.sh
+source ci/apt.sh
 rounds="${ROUNDS:-3}"
 threads="${THREADS:-$(nproc)}"
 out="${OUT:-results/join}"
@@ -52,11 +52,7 @@ if [ -n "${ETH_DIR:-}" ]; then
     if [ ! -x "$eth" ] || [ "$(cat target/eth-hashjoin.recipe 2>/dev/null)" != "$recipe" ]; then
         if ! dpkg -s libnuma-dev >/dev/null 2>&1; then
             echo "join.sh: installing libnuma-dev (ETH's joins link it)"
-            apt-get install -y -q libnuma-dev >/dev/null || {
-                echo "join.sh: apt-get install failed; updating the package lists and trying once more"
-                apt-get update -q >/dev/null
-                apt-get install -y -q libnuma-dev >/dev/null
-            }
+            apt_install libnuma-dev >/dev/null
         fi
         echo "join.sh: building ETH's joins in target/eth-hashjoin"
         rm -rf target/eth-hashjoin
