@@ -7,8 +7,11 @@
 //! [`Cache::missed`] (how the policy adapts), [`Cache::get_or_load`] (one loader per key).
 //!
 //! **Entries.** Each key's value lives in one entry of a `Map<K, Slot<V>>`, beside the marks
-//! eviction and expiry read: a 2-bit access frequency, the last access time (only when the
-//! entry has a time to idle), its deadline, its weight, and the id of its eviction queue node.
+//! eviction and expiry read: a 2-bit access frequency and the id of its eviction queue node
+//! (one word), its weight, and, only for an entry that expires, a box with its deadline and
+//! last access time (16 bytes beside the value, and a 24-byte box for an entry that expires:
+//! the deadlines in every entry made a 16-byte key with a boxed value an 80-byte entry, 48
+//! now).
 //! A get is the map's lock-free get followed by relaxed stores of the marks: it takes no lock
 //! and moves nothing, which is what lets reads scale (an LRU moves the entry on every hit,
 //! under a lock or through a buffer replayed later, as moka does). A lost mark costs an entry
@@ -45,7 +48,7 @@
 //! step of the split.
 //!
 //! **Queues are sharded by key hash**, each behind a mutex taken only by inserts of new keys
-//! and by eviction, never by a get. A node names its key by hash and its entry by id (24
+//! and by eviction, never by a get. A node names its key by hash and its entry by id (16
 //! bytes, whatever the key; no clone of the key per insert): eviction finds the entry among
 //! those of the hash's slot (`MapRef::find_by_word`; a slot holds several keys only when
 //! their 64-bit hashes collide) by id, then removes that key's entry only if it still carries
@@ -53,7 +56,12 @@
 //! one node and keeps its place; a node whose entry was removed is stale and is freed when it
 //! reaches the head, or by a sweep of its shard when stale nodes outnumber live ones two to
 //! one (checked every 64 nodes queued there), so remove-heavy use keeps the queues bounded.
-//! Ids come from one counter in blocks of 1024 a thread.
+//! Ids come from one counter in blocks of 1024 a thread and keep its low 30 bits (so a slot
+//! holds its id and its read count in one word): they wrap after 2^30 new keys. A wrapped id
+//! can only matter if a stale node and a newer entry of the same key (the same 64-bit hash)
+//! carry ids 2^30 apart, and then the node names that entry: it may evict it or move it on
+//! early, a policy slip, never a wrong answer or a wrong weight (the one write that unlinks
+//! an entry subtracts its weight, whichever node led to it).
 //!
 //! **Weight** is one signed counter: each entry's weight is added when it is published and
 //! subtracted by the one write that unlinks it (the replace or the removal), so it never
@@ -91,7 +99,7 @@ use core::{
     borrow::Borrow,
     fmt,
     hash::{BuildHasher, Hash},
-    sync::atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering},
+    sync::atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering},
     time::Duration,
 };
 use std::{
@@ -208,6 +216,11 @@ const RUN_PER_DOUBLING: u64 = 16;
 /// Queue node ids a thread takes from the shared counter at a time.
 const ID_BLOCK: u64 = 1024;
 
+/// Node ids are the counter's low 30 bits (they wrap; module docs, "Queues"); a slot keeps
+/// its read count above them.
+const ID_BITS: u32 = 30;
+const ID_MASK: u32 = (1 << ID_BITS) - 1;
+
 /// Entries a thread retires before the index's collector frees them: every insert into a
 /// full cache retires one (the entry evicted), and each batch costs a `membarrier`.
 const RECLAIM_BATCH: usize = 512;
@@ -217,25 +230,69 @@ const RECLAIM_BATCH: usize = 512;
 const GHOST_SLOTS_MIN: usize = 1 << 12;
 const GHOST_SLOTS_MAX: usize = 1 << 24;
 
-/// One key's entry: its value and the marks eviction and expiry read.
+/// One key's entry: its value and the marks eviction and expiry read. 32 bytes beside the
+/// value (an entry of a 16-byte key and a boxed value is one 48-byte allocation): the
+/// deadlines of an entry that expires sit in a box of their own, so entries that never
+/// expire do not carry them.
 struct Slot<V> {
     value: V,
-    /// Names the queue node that stands for this key (handed on by a replace).
-    id: u64,
+    /// The id of the queue node that stands for this key in the low [`ID_BITS`] (handed on
+    /// by a replace; never changes in one slot) and, above them, the reads since the entry
+    /// last passed a queue's head, at most 3 (S3-FIFO's 2 bits).
+    marks: AtomicU32,
+    weight: u32,
+    /// `None` if the entry never expires.
+    timing: Option<Box<Timing>>,
+}
+
+/// When an entry expires.
+struct Timing {
     /// Time-to-live deadline, in the clock's milliseconds; [`NEVER`] if none.
     deadline: u64,
     /// Last read (or insert), in the clock's milliseconds; read only if `idle_ms != 0`.
     accessed: AtomicU64,
     /// Time to idle in milliseconds; 0 if none (an idle time of 0 ms is stored as 1).
     idle_ms: u32,
-    weight: u32,
-    /// Reads since the entry last passed a queue's head, at most 3 (S3-FIFO's 2 bits).
-    freq: AtomicU8,
+}
+
+impl Timing {
+    fn expired(&self, now: u64) -> bool {
+        now >= self.deadline
+            || (self.idle_ms != 0
+                && now >= self.accessed.load(Ordering::Relaxed) + u64::from(self.idle_ms))
+    }
 }
 
 impl<V> Slot<V> {
+    fn new(value: V, id: u32, freq: u32, weight: u32, timing: Option<Box<Timing>>) -> Self {
+        debug_assert!(id <= ID_MASK && freq <= 3);
+        Slot {
+            value,
+            marks: AtomicU32::new(id | freq << ID_BITS),
+            weight,
+            timing,
+        }
+    }
+
+    /// The id of the node that stands for this entry.
+    fn id(&self) -> u32 {
+        self.marks.load(Ordering::Relaxed) & ID_MASK
+    }
+
+    /// Reads since the entry last passed a queue's head (0 to 3).
+    fn freq(&self) -> u32 {
+        self.marks.load(Ordering::Relaxed) >> ID_BITS
+    }
+
+    /// Relaxed: a hint (module docs). The id bits are rewritten unchanged, so a racing
+    /// store can lose a count, never change the id.
+    fn set_freq(&self, freq: u32) {
+        self.marks
+            .store(self.id() | freq << ID_BITS, Ordering::Relaxed);
+    }
+
     fn expires(&self) -> bool {
-        self.deadline != NEVER || self.idle_ms != 0
+        self.timing.is_some()
     }
 
     /// Not expired by the clock's time now (read only if the entry expires at all).
@@ -244,28 +301,30 @@ impl<V> Slot<V> {
     }
 
     fn expired(&self, now: u64) -> bool {
-        now >= self.deadline
-            || (self.idle_ms != 0
-                && now >= self.accessed.load(Ordering::Relaxed) + u64::from(self.idle_ms))
+        self.timing
+            .as_ref()
+            .is_some_and(|timing| timing.expired(now))
     }
 
     /// Mark a read (relaxed: hints for eviction and idle expiry, see the module docs).
     fn touch(&self, now: u64) {
-        let freq = self.freq.load(Ordering::Relaxed);
-        if freq < 3 {
-            self.freq.store(freq + 1, Ordering::Relaxed);
+        let marks = self.marks.load(Ordering::Relaxed);
+        if marks >> ID_BITS < 3 {
+            self.marks.store(marks + (1 << ID_BITS), Ordering::Relaxed);
         }
-        if self.idle_ms != 0 && self.accessed.load(Ordering::Relaxed) != now {
-            self.accessed.store(now, Ordering::Relaxed);
+        if let Some(timing) = &self.timing {
+            if timing.idle_ms != 0 && timing.accessed.load(Ordering::Relaxed) != now {
+                timing.accessed.store(now, Ordering::Relaxed);
+            }
         }
     }
 }
 
 /// A queue node: stands for the entry whose `id` it carries, under the key of hash `hash`
-/// (the hash, not a copy of the key: 24 bytes whatever the key, and no clone per insert).
+/// (the hash, not a copy of the key: 16 bytes whatever the key, and no clone per insert).
 struct Node {
     hash: u64,
-    id: u64,
+    id: u32,
     /// The entry's weight when the node was last queued (for the queues' shares).
     weight: u32,
 }
@@ -734,7 +793,7 @@ impl<K, V, S> Cache<K, V, S> {
 }
 
 /// A queue node id never given before (in any cache: ids come in blocks from one counter).
-fn fresh_id() -> u64 {
+fn fresh_id() -> u32 {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     std::thread_local! {
         static BLOCK: core::cell::Cell<(u64, u64)> = const { core::cell::Cell::new((0, 0)) };
@@ -746,7 +805,7 @@ fn fresh_id() -> u64 {
             end = next + ID_BLOCK;
         }
         block.set((next + 1, end));
-        next
+        (next & u64::from(ID_MASK)) as u32
     })
 }
 
@@ -846,8 +905,8 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
             return Some(slot);
         }
         // Only this entry, and only if still expired (a read may have renewed its idle time).
-        let id = slot.id;
-        let gone = map.remove_entry_if(key, |slot| slot.id == id && slot.expired(now));
+        let id = slot.id();
+        let gone = map.remove_entry_if(key, |slot| slot.id() == id && slot.expired(now));
         if let Some((key, gone)) = gone {
             self.unlinked(gone, RemovalCause::Expired);
             self.tell(key, &gone.value, RemovalCause::Expired);
@@ -893,54 +952,48 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
     ) -> Option<&'g V> {
         let weight = self.weigher.as_ref().map_or(1, |weigh| weigh(&key, &value));
         let expires = expiry != Expiry::NEVER;
-        let now = if expires { self.clock.now() } else { 0 };
-        let deadline = expiry
-            .time_to_live
-            .map_or(NEVER, |ttl| now.saturating_add(millis(ttl)));
-        let idle_ms = expiry
-            .time_to_idle
-            .map_or(0, |tti| millis(tti).clamp(1, u64::from(u32::MAX)) as u32);
+        let timing = expires.then(|| {
+            let now = self.clock.now();
+            Box::new(Timing {
+                deadline: expiry
+                    .time_to_live
+                    .map_or(NEVER, |ttl| now.saturating_add(millis(ttl))),
+                accessed: AtomicU64::new(now),
+                idle_ms: expiry
+                    .time_to_idle
+                    .map_or(0, |tti| millis(tti).clamp(1, u64::from(u32::MAX)) as u32),
+            })
+        });
         let hash = self.hash(&key);
-        let mut value = Some(value);
+        let mut first = Some((value, timing));
         // The id the last attempt stored, and the fresh one a first insert takes (kept across
         // attempts; a key removed between attempts gets the fresh id, never the old entry's,
         // whose node may still be queued).
         let mut id = 0;
-        let mut fresh = 0;
+        let mut fresh = None;
         let made = map.try_compute_returning(key, |old, returned: Option<Slot<V>>| {
-            let value = returned
-                .map(|slot| slot.value)
-                .or_else(|| value.take())
+            let (value, timing) = returned
+                .map(|slot| (slot.value, slot.timing))
+                .or_else(|| first.take())
                 .expect("each attempt gets the value back from the one before");
             // A replace keeps the node (so the key's place in the queue) and counts as a read.
             let freq = match old {
                 Some(old) => {
-                    id = old.id;
-                    (old.freq.load(Ordering::Relaxed) + 1).min(3)
+                    id = old.id();
+                    (old.freq() + 1).min(3)
                 }
                 None => {
-                    if fresh == 0 {
-                        fresh = fresh_id();
-                    }
-                    id = fresh;
+                    id = *fresh.get_or_insert_with(fresh_id);
                     0
                 }
             };
-            Operation::<_, ()>::Insert(Slot {
-                value,
-                id,
-                deadline,
-                accessed: AtomicU64::new(now),
-                idle_ms,
-                weight,
-                freq: AtomicU8::new(freq),
-            })
+            Operation::<_, ()>::Insert(Slot::new(value, id, freq, weight, timing))
         });
         let old = match made {
             Ok(Compute::Inserted(slot)) => {
                 self.charge(i64::from(weight));
                 self.count(INSERTIONS, 1);
-                self.enqueue(map, hash, weight, slot.id);
+                self.enqueue(map, hash, weight, slot.id());
                 None
             }
             Ok(Compute::Updated { old, new: _ }) => {
@@ -948,7 +1001,7 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
                 let live = old.is_live(&self.clock);
                 if self.listener.is_some() {
                     // The key as the new entry holds it (the caller's moved into it).
-                    if let Some((key, _)) = map.find_by_word(hash, |_, slot| slot.id == id) {
+                    if let Some((key, _)) = map.find_by_word(hash, |_, slot| slot.id() == id) {
                         self.tell(key, &old.value, RemovalCause::Replaced);
                     }
                 }
@@ -975,7 +1028,7 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
         &self,
         map: &MapRef<'_, K, Slot<V>, S>,
         hash: u64,
-        id: u64,
+        id: u32,
         cause: RemovalCause,
         mut accept: impl FnMut(&Slot<V>) -> bool,
     ) -> bool {
@@ -994,13 +1047,13 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
         &self,
         map: &'g MapRef<'_, K, Slot<V>, S>,
         hash: u64,
-        id: u64,
+        id: u32,
         accept: impl FnMut(&Slot<V>) -> bool,
     ) -> Option<(&'g K, &'g Slot<V>)> {
         // The node names its key by hash: find the entry (and so the key) first, then remove
         // that key's entry if it still is the node's (a replace keeps the id, so "the node's
         // entry" may be a newer value: `accept` judges the one removed).
-        let (key, _) = map.find_by_word(hash, |_, slot| slot.id == id)?;
+        let (key, _) = map.find_by_word(hash, |_, slot| slot.id() == id)?;
         Self::take_entry(map, hash, key, id, accept)
     }
 
@@ -1010,15 +1063,19 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
         map: &'g MapRef<'_, K, Slot<V>, S>,
         hash: u64,
         key: &K,
-        id: u64,
+        id: u32,
         mut accept: impl FnMut(&Slot<V>) -> bool,
     ) -> Option<(&'g K, &'g Slot<V>)> {
-        map.remove_entry_if_by(hash, |k| k == key, |_, slot| slot.id == id && accept(slot))
+        map.remove_entry_if_by(
+            hash,
+            |k| k == key,
+            |_, slot| slot.id() == id && accept(slot),
+        )
     }
 
     /// Queue a new key's node (main if its key left the small queue lately); sweeps the shard
     /// now and then if stale nodes pile up.
-    fn enqueue(&self, map: &MapRef<'_, K, Slot<V>, S>, hash: u64, weight: u32, id: u64) {
+    fn enqueue(&self, map: &MapRef<'_, K, Slot<V>, S>, hash: u64, weight: u32, id: u32) {
         let small = !self.ghosts.get().is_some_and(|ghosts| ghosts.take(hash));
         let mut queues = self.lock_queues(self.shard_of(hash));
         queues.push(small, Node { hash, id, weight });
@@ -1051,7 +1108,7 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
 
     /// Whether the node names a present entry.
     fn is_live(map: &MapRef<'_, K, Slot<V>, S>, node: &Node) -> bool {
-        map.find_by_word(node.hash, |_, slot| slot.id == node.id)
+        map.find_by_word(node.hash, |_, slot| slot.id() == node.id)
             .is_some()
     }
 
@@ -1105,16 +1162,15 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
                 return false;
             };
             let id = node.id;
-            let Some((key, slot)) = map.find_by_word(node.hash, |_, slot| slot.id == id) else {
+            let Some((key, slot)) = map.find_by_word(node.hash, |_, slot| slot.id() == id) else {
                 // Stale: its entry was removed (and uncharged) already.
                 return true;
             };
             let now = if slot.expires() { self.clock.now() } else { 0 };
             let expired = slot.expires() && slot.expired(now);
-            let freq = slot.freq.load(Ordering::Relaxed);
+            let freq = slot.freq();
             if !expired && freq > 0 {
-                slot.freq
-                    .store(if from_small { 0 } else { freq - 1 }, Ordering::Relaxed);
+                slot.set_freq(if from_small { 0 } else { freq - 1 });
                 node.weight = slot.weight;
                 queues.push(false, node);
                 continue;
@@ -1130,7 +1186,7 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
                 if expired {
                     slot.expired(now)
                 } else {
-                    slot.freq.load(Ordering::Relaxed) == 0
+                    slot.freq() == 0
                 }
             });
             match gone {
@@ -1195,7 +1251,7 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
         let mut purged = 0;
         for shard in 0..self.queues.len() {
             // The shard's nodes are copied out so that no lock is held while removing.
-            let nodes: Vec<(u64, u64)> = {
+            let nodes: Vec<(u64, u32)> = {
                 let queues = self.lock_queues(shard);
                 queues
                     .small
@@ -1640,5 +1696,29 @@ mod tests {
     fn is_send_and_sync() {
         fn shared<T: Send + Sync>() {}
         shared::<Cache<String, Vec<u8>>>();
+    }
+
+    /// What an entry costs beside its key and value (the memory figure in BENCHMARKS.md,
+    /// "floe::Cache"): the marks, the weight and the expiry box's pointer; a node 16 bytes.
+    #[test]
+    fn slots_and_nodes_stay_small() {
+        assert_eq!(size_of::<Slot<Box<[u8]>>>(), 32);
+        assert_eq!(size_of::<Slot<u64>>(), 24);
+        assert_eq!(size_of::<Node>(), 16);
+    }
+
+    #[test]
+    fn read_marks_never_touch_the_id() {
+        for id in [0, 1, ID_MASK - 1, ID_MASK] {
+            let slot = Slot::new((), id, 0, 1, None);
+            for reads in 1..=5 {
+                slot.touch(0);
+                assert_eq!((slot.id(), slot.freq()), (id, reads.min(3)));
+            }
+            slot.set_freq(1);
+            assert_eq!((slot.id(), slot.freq()), (id, 1));
+            slot.set_freq(0);
+            assert_eq!((slot.id(), slot.freq()), (id, 0));
+        }
     }
 }
