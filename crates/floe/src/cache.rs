@@ -39,13 +39,13 @@
 //! are never asked for again and move nothing. Measured against moka's W-TinyLFU and LRU,
 //! quick_cache and scc's `HashCache` in BENCHMARKS.md.
 //!
-//! **Ghosts** are one direct-mapped array of atomic words (a key's hash and two flags: which
-//! queue it left, and whether a miss signalled it), made at the first eviction with as many
-//! words as the cache then holds entries (4096 to 2^24). A read that misses looks at one word,
-//! without a lock; a newer eviction landing on a word replaces the older one (random
-//! replacement where S3-FIFO keeps a FIFO; a key is remembered for about a cache's worth of
-//! evictions either way). Relaxed throughout: a lost or stale word costs one placement or one
-//! step of the split.
+//! **Ghosts** are one direct-mapped array of 32-bit atomic words (30 bits of a key's hash and
+//! two flags: which queue it left, and whether a miss signalled it), made at the first
+//! eviction with as many words as the cache then holds entries (4096 to 2^24). A read that
+//! misses looks at one word, without a lock; a newer eviction landing on a word replaces the
+//! older one (random replacement where S3-FIFO keeps a FIFO; a key is remembered for about a
+//! cache's worth of evictions either way). Relaxed throughout: a lost, stale or falsely
+//! matched word costs one placement or one step of the split.
 //!
 //! **Queues are sharded by key hash**, each behind a mutex taken only by inserts of new keys
 //! and by eviction, never by a get. A node names its key by hash and its entry by id (16
@@ -376,37 +376,46 @@ impl Queues {
 /// ghost; with as many slots as the cache has entries, a key is remembered for about a
 /// cache's worth of evictions, as S3-FIFO sizes its ghost).
 ///
-/// A slot holds the hash with its two low bits replaced: [`FROM_SMALL`] if the key left the
-/// small queue, [`SIGNALLED`] once a read that missed it moved the split (once per stay).
-/// Relaxed throughout: a lost or stale slot costs one placement or one step of the split.
+/// A slot holds the hash's low 32 bits with the two lowest replaced: [`FROM_SMALL`] if the
+/// key left the small queue, [`SIGNALLED`] once a read that missed it moved the split (once
+/// per stay). The slot's index comes from the hash's top bits (bits 40 to 63 for the largest
+/// array), so the 30 bits a slot compares are ones its index did not: another key matches a
+/// slot one time in 2^30, 4 bytes a slot where the whole hash took 8. Relaxed throughout: a
+/// lost, stale or falsely matched slot costs one placement or one step of the split.
 struct Ghosts {
-    slots: Box<[AtomicU64]>,
+    slots: Box<[AtomicU32]>,
     /// Slots holding a key from the small queue, from main (approximate, relaxed).
     from_small: AtomicI64,
     from_main: AtomicI64,
 }
 
-const FROM_SMALL: u64 = 1;
-const SIGNALLED: u64 = 2;
-const FLAGS: u64 = FROM_SMALL | SIGNALLED;
+const FROM_SMALL: u32 = 1;
+const SIGNALLED: u32 = 2;
+const FLAGS: u32 = FROM_SMALL | SIGNALLED;
+
+/// The bits of `hash` a ghost slot compares (flags cleared).
+fn ghost_print(hash: u64) -> u32 {
+    hash as u32 & !FLAGS
+}
 
 impl Ghosts {
     fn new(slots: usize) -> Self {
         Ghosts {
             slots: (0..slots.next_power_of_two())
-                .map(|_| AtomicU64::new(0))
+                .map(|_| AtomicU32::new(0))
                 .collect(),
             from_small: AtomicI64::new(0),
             from_main: AtomicI64::new(0),
         }
     }
 
-    fn slot(&self, hash: u64) -> &AtomicU64 {
-        // Bits the shard choice (the top ones) does not use.
+    fn slot(&self, hash: u64) -> &AtomicU32 {
+        // The top bits (bits 40 and up; `ghost_print` compares bits 2 to 31). The shard
+        // choice uses some of them too, which only means a shard's keys share its slots.
         &self.slots[(hash.rotate_left(24) as usize) & (self.slots.len() - 1)]
     }
 
-    fn count(&self, slot: u64, by: i64) {
+    fn count(&self, slot: u32, by: i64) {
         if slot != 0 {
             let counter = if slot & FROM_SMALL != 0 {
                 &self.from_small
@@ -430,8 +439,9 @@ impl Ghosts {
 
     fn remember(&self, hash: u64, from_small: bool) {
         let flags = if from_small { FROM_SMALL } else { 0 };
-        // (A hash whose slot word comes out 0 reads as empty: one key in 2^62 forgotten.)
-        let slot = (hash & !FLAGS) | flags;
+        // (A hash whose slot word comes out 0 reads as empty: at most one key in 2^30
+        // forgotten.)
+        let slot = ghost_print(hash) | flags;
         let old = self.slot(hash).swap(slot, Ordering::Relaxed);
         self.count(old, -1);
         self.count(slot, 1);
@@ -441,7 +451,7 @@ impl Ghosts {
     fn signal(&self, hash: u64) -> Option<bool> {
         let slot = self.slot(hash);
         let seen = slot.load(Ordering::Relaxed);
-        if seen & !FLAGS != hash & !FLAGS || seen == 0 || seen & SIGNALLED != 0 {
+        if seen & !FLAGS != ghost_print(hash) || seen == 0 || seen & SIGNALLED != 0 {
             return None;
         }
         slot.compare_exchange(seen, seen | SIGNALLED, Ordering::Relaxed, Ordering::Relaxed)
@@ -453,7 +463,7 @@ impl Ghosts {
     fn take(&self, hash: u64) -> bool {
         let slot = self.slot(hash);
         let seen = slot.load(Ordering::Relaxed);
-        if seen & !FLAGS != hash & !FLAGS || seen == 0 {
+        if seen & !FLAGS != ghost_print(hash) || seen == 0 {
             return false;
         }
         let taken = slot
