@@ -99,7 +99,7 @@ use core::{
     borrow::Borrow,
     fmt,
     hash::{BuildHasher, Hash},
-    sync::atomic::{AtomicI64, AtomicU32, AtomicU64, AtomicUsize, Ordering},
+    sync::atomic::{AtomicI64, AtomicU32, AtomicU64, Ordering},
     time::Duration,
 };
 use std::{
@@ -114,6 +114,7 @@ use crate::{
     any_map::{Compute, Map, MapRef, Operation},
     error::{Error, OrRaise},
     hash::DefaultHashBuilder,
+    raw::ShardedCounter,
 };
 
 /// Why an entry left the cache (what the eviction listener is told).
@@ -163,7 +164,7 @@ impl Expiry {
     }
 }
 
-/// Counts of what a cache did since it was built (relaxed sums over per-thread stripes: a
+/// Counts of what a cache did since it was built (relaxed sums over per-thread shards: a
 /// snapshot taken while other threads work may be a few operations apart between fields).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct CacheStats {
@@ -200,7 +201,6 @@ const EVICTIONS: usize = 3;
 const EXPIRATIONS: usize = 4;
 const LOADS: usize = 5;
 const COUNTERS: usize = 6;
-const STRIPES: usize = 16;
 
 /// Deadline meaning "never" (in the clock's milliseconds).
 const NEVER: u64 = u64::MAX;
@@ -643,9 +643,7 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> CacheBuilder<K, V, S> {
             max_capacity: self.max_capacity,
             small_share: AtomicU32::new(SHARE_START),
             signal_run: AtomicU64::new(0),
-            counters: (0..STRIPES)
-                .map(|_| CachePadded::new(Default::default()))
-                .collect(),
+            counters: core::array::from_fn(|_| ShardedCounter::new()),
             weigher: self.weigher,
             listener: self.listener,
             expiry: self.expiry,
@@ -689,7 +687,9 @@ pub struct Cache<K, V, S = DefaultHashBuilder> {
     small_share: AtomicU32,
     /// The run of same-way signals so far (`signal_run`): length << 1 | way.
     signal_run: AtomicU64,
-    counters: Box<[CachePadded<[AtomicU64; COUNTERS]>]>,
+    /// Hits, misses and the rest: the map's own sharded counter, so a get counts itself
+    /// with a plain store to its thread's shard, not a locked add.
+    counters: [ShardedCounter; COUNTERS],
     weigher: Option<Weigher<K, V>>,
     listener: Option<Listener<K, V>>,
     expiry: Expiry,
@@ -760,12 +760,7 @@ impl<K, V, S> Cache<K, V, S> {
 
     /// What the cache did since it was built.
     pub fn stats(&self) -> CacheStats {
-        let sum = |counter: usize| -> u64 {
-            self.counters
-                .iter()
-                .map(|stripe| stripe[counter].load(Ordering::Relaxed))
-                .sum()
-        };
+        let sum = |counter: usize| self.counters[counter].sum() as u64;
         CacheStats {
             hits: sum(HITS),
             misses: sum(MISSES),
@@ -781,8 +776,8 @@ impl<K, V, S> Cache<K, V, S> {
         self.small_share.load(Ordering::Relaxed)
     }
 
-    fn count(&self, counter: usize, by: u64) {
-        self.counters[stripe()][counter].fetch_add(by, Ordering::Relaxed);
+    fn count(&self, counter: usize, by: isize) {
+        self.counters[counter].add(by);
     }
 
     fn charge(&self, by: i64) {
@@ -817,15 +812,6 @@ fn fresh_id() -> u32 {
         block.set((next + 1, end));
         (next & u64::from(ID_MASK)) as u32
     })
-}
-
-/// This thread's counter stripe.
-fn stripe() -> usize {
-    static NEXT: AtomicUsize = AtomicUsize::new(0);
-    std::thread_local! {
-        static STRIPE: usize = NEXT.fetch_add(1, Ordering::Relaxed) % STRIPES;
-    }
-    STRIPE.with(|stripe| *stripe)
 }
 
 impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
