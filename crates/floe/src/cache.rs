@@ -57,7 +57,9 @@
 //! reaches the head, or by a sweep of its shard when stale nodes outnumber live ones two to
 //! one (checked every 64 nodes queued there), so remove-heavy use keeps the queues bounded.
 //! Ids come from one counter in blocks of 1024 a thread and keep its low 30 bits (so a slot
-//! holds its id and its read count in one word): they wrap after 2^30 new keys. A wrapped id
+//! holds its id and its read count in one word): they wrap after 2^30 ids taken, by every
+//! cache in the process (a thread's unused block is lost when it exits, so sooner with many
+//! short-lived threads). A wrapped id
 //! can only matter if a stale node and a newer entry of the same key (the same 64-bit hash)
 //! carry ids 2^30 apart, and then the node names that entry: it may evict it or move it on
 //! early, a policy slip, never a wrong answer or a wrong weight (the one write that unlinks
@@ -230,7 +232,7 @@ const RECLAIM_BATCH: usize = 512;
 const GHOST_SLOTS_MIN: usize = 1 << 12;
 const GHOST_SLOTS_MAX: usize = 1 << 24;
 
-/// One key's entry: its value and the marks eviction and expiry read. 32 bytes beside the
+/// One key's entry: its value and the marks eviction and expiry read. 16 bytes beside the
 /// value (an entry of a 16-byte key and a boxed value is one 48-byte allocation): the
 /// deadlines of an entry that expires sit in a box of their own, so entries that never
 /// expire do not carry them.
@@ -688,7 +690,8 @@ pub struct Cache<K, V, S = DefaultHashBuilder> {
     /// The run of same-way signals so far (`signal_run`): length << 1 | way.
     signal_run: AtomicU64,
     /// Hits, misses and the rest: the map's own sharded counter, so a get counts itself
-    /// with a plain store to its thread's shard, not a locked add.
+    /// with a plain store to its thread's shard, not a locked add (six counters of 2 x cores
+    /// cache-padded shards and a few more: about 2 KiB a cache on 2 cores, 110 KiB on 64).
     counters: [ShardedCounter; COUNTERS],
     weigher: Option<Weigher<K, V>>,
     listener: Option<Listener<K, V>>,
@@ -797,7 +800,8 @@ impl<K, V, S> Cache<K, V, S> {
     }
 }
 
-/// A queue node id never given before (in any cache: ids come in blocks from one counter).
+/// A queue node id: the low 30 bits of one process-wide counter, taken in blocks (unique
+/// until the counter wraps; module docs, "Queues").
 fn fresh_id() -> u32 {
     static NEXT: AtomicU64 = AtomicU64::new(1);
     std::thread_local! {

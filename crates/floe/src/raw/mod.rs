@@ -79,6 +79,7 @@ mod backing;
 pub(crate) mod bins;
 pub(crate) mod contract;
 mod counter;
+#[cfg(not(floe_loom))]
 pub(crate) use counter::ShardedCounter;
 pub(crate) mod dense;
 pub(crate) mod dispatch;
