@@ -59,11 +59,10 @@
 //! Ids come from one counter in blocks of 1024 a thread and keep its low 30 bits (so a slot
 //! holds its id and its read count in one word): they wrap after 2^30 ids taken, by every
 //! cache in the process (a thread's unused block is lost when it exits, so sooner with many
-//! short-lived threads). A wrapped id
-//! can only matter if a stale node and a newer entry of the same key (the same 64-bit hash)
-//! carry ids 2^30 apart, and then the node names that entry: it may evict it or move it on
-//! early, a policy slip, never a wrong answer or a wrong weight (the one write that unlinks
-//! an entry subtracts its weight, whichever node led to it).
+//! short-lived threads). A wrapped id can only matter if a stale node and a newer entry of
+//! the same key (the same 64-bit hash) carry ids 2^30 apart, and then the node names that
+//! entry: it may evict it or move it on early, a policy slip, never a wrong answer or a wrong
+//! weight (the one write that unlinks an entry subtracts its weight, whichever node led to it).
 //!
 //! **Weight** is one signed counter: each entry's weight is added when it is published and
 //! subtracted by the one write that unlinks it (the replace or the removal), so it never
