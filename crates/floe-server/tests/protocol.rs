@@ -369,7 +369,7 @@ fn the_expiry_sweep_finds_every_expired_item() {
     assert_eq!(checked, 4 * 3000, "each pass checks every queue node");
     let nodes = running.cache.bytes() - empty;
     assert!(
-        nodes <= 3000 * floe_server::cache::node_charge(7),
+        nodes <= 3000 * floe_server::cache::node_charge(),
         "{nodes} bytes charged"
     );
 }

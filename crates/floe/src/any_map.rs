@@ -1060,13 +1060,16 @@ impl<K: Hash + Eq, V, S: BuildHasher, G: Guard> MapRef<'_, K, V, S, G> {
         K: Borrow<Q>,
         Q: Hash + Eq + ?Sized,
     {
-        self.find_by_word(self.map.hasher.hash_one(key), |k, _| k.borrow() == key)
+        self.find_by_hash(self.map.hasher.hash_one(key), |k, _| k.borrow() == key)
     }
 
-    /// The entry of hash word `word` whose key and value satisfy `is` (for a caller that kept
-    /// a key's hash and not the key: `floe::Cache`'s queues).
-    pub(crate) fn find_by_word(&self, word: u64, is: impl Fn(&K, &V) -> bool) -> Option<(&K, &V)> {
-        let value = self.map.raw.get(bin_hash(word), word, &bin_hash)?;
+    /// The entry whose key hashes to `hash` (the map's hasher's `hash_one(key)`, see
+    /// [`Map::hasher`]) and whose key and value satisfy `is`: for a caller that kept a key's
+    /// hash and not the key, as an eviction queue naming its entries by hash does
+    /// (`floe::Cache`'s, floe-server's). Only the entries of keys with exactly that hash are
+    /// offered to `is` (one, unless 64-bit hashes collide); a hash no key has finds nothing.
+    pub fn find_by_hash(&self, hash: u64, is: impl Fn(&K, &V) -> bool) -> Option<(&K, &V)> {
+        let value = self.map.raw.get(bin_hash(hash), hash, &bin_hash)?;
         let check = |found: *mut Entry<K, V>| {
             // SAFETY: read from the table under our guard; the entry lives while it does.
             let found: &Entry<K, V> = unsafe { entry(found) };

@@ -50,7 +50,7 @@
 //! **Queues are sharded by key hash**, each behind a mutex taken only by inserts of new keys
 //! and by eviction, never by a get. A node names its key by hash and its entry by id (16
 //! bytes, whatever the key; no clone of the key per insert): eviction finds the entry among
-//! those of the hash's slot (`MapRef::find_by_word`; a slot holds several keys only when
+//! those of the hash's slot (`MapRef::find_by_hash`; a slot holds several keys only when
 //! their 64-bit hashes collide) by id, then removes that key's entry only if it still carries
 //! the id. A replace hands the id on to the new entry, so a key rewritten a million times has
 //! one node and keeps its place; a node whose entry was removed is stale and is freed when it
@@ -1000,7 +1000,7 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
                 let live = old.is_live(&self.clock);
                 if self.listener.is_some() {
                     // The key as the new entry holds it (the caller's moved into it).
-                    if let Some((key, _)) = map.find_by_word(hash, |_, slot| slot.id() == id) {
+                    if let Some((key, _)) = map.find_by_hash(hash, |_, slot| slot.id() == id) {
                         self.tell(key, &old.value, RemovalCause::Replaced);
                     }
                 }
@@ -1052,7 +1052,7 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
         // The node names its key by hash: find the entry (and so the key) first, then remove
         // that key's entry if it still is the node's (a replace keeps the id, so "the node's
         // entry" may be a newer value: `accept` judges the one removed).
-        let (key, _) = map.find_by_word(hash, |_, slot| slot.id() == id)?;
+        let (key, _) = map.find_by_hash(hash, |_, slot| slot.id() == id)?;
         Self::take_entry(map, hash, key, id, accept)
     }
 
@@ -1107,7 +1107,7 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
 
     /// Whether the node names a present entry.
     fn is_live(map: &MapRef<'_, K, Slot<V>, S>, node: &Node) -> bool {
-        map.find_by_word(node.hash, |_, slot| slot.id() == node.id)
+        map.find_by_hash(node.hash, |_, slot| slot.id() == node.id)
             .is_some()
     }
 
@@ -1161,7 +1161,7 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
                 return false;
             };
             let id = node.id;
-            let Some((key, slot)) = map.find_by_word(node.hash, |_, slot| slot.id() == id) else {
+            let Some((key, slot)) = map.find_by_hash(node.hash, |_, slot| slot.id() == id) else {
                 // Stale: its entry was removed (and uncharged) already.
                 return true;
             };

@@ -9,7 +9,7 @@ use std::{
     sync::{Mutex, MutexGuard},
 };
 
-use super::item::{key_allocation, Key};
+use super::item::Item;
 
 /// Live items a step of eviction passes over under `-M` (where none may be evicted) while
 /// it looks for a stale node or an expired item to free: a refused store costs at most this
@@ -20,15 +20,21 @@ pub(super) const MAX_PASSED_OVER: usize = 64;
 /// this many keys, and a pin of the map only while it checks them.
 pub(super) const SWEEP_SLICE: usize = 256;
 
-/// Nodes beyond the index's items below which the housekeeping pass does not look for stale
-/// nodes to bury (`Cache::reclaim_expired`): a few deletes' nodes wait for eviction.
-pub(super) const STALE_NODES_WORTH_A_PASS: usize = 1024;
-
-/// A queue node: names the item whose `node` is `id`, under `key`. A node that no item
-/// names any more (its item was removed) is stale.
+/// A queue node: names the item under a key of hash `hash` whose `node` is `id` in its low 32
+/// bits. A node that no item names any more (its item was removed) is stale.
+///
+/// **Why 32 bits of the id are enough.** Node ids are CAS uniques, which never repeat; kept
+/// to 32 bits they repeat every 2^32 stores. A node can then name an item other than its own
+/// only if that item is under a key of the same 64-bit hash (in practice the same key) and
+/// carries a node id a multiple of 2^32 stores apart from it: a stale node of a key deleted
+/// and stored again four billion stores later, say. Eviction then judges that item by the
+/// wrong node: it may evict it or move it on early, which a cache may always do. Nothing else
+/// rests on a node: an item's charge leaves with the write that unlinks it, whichever node led
+/// to it, and a node's own charge leaves with the node.
+#[derive(Clone, Copy)]
 pub(super) struct Node {
-    pub(super) key: Key,
-    pub(super) id: u64,
+    pub(super) hash: u64,
+    pub(super) id: u32,
     /// The item's charge when the node was last queued (for the queues' shares of the
     /// bytes, which decide which queue eviction takes from). A write that replaces the item
     /// takes the node over without finding it in its queue (a search of the shard's queues,
@@ -39,6 +45,13 @@ pub(super) struct Node {
     pub(super) charge: u32,
 }
 
+impl Node {
+    /// Whether `item` carries this node's id (see the type's docs for the 32 bits).
+    pub(super) fn names(&self, item: &Item) -> bool {
+        item.node as u32 == self.id
+    }
+}
+
 /// One FIFO of queue nodes. `popped` counts the nodes that ever left its front, so
 /// `popped + index` names a node for as long as it stays (the expiry sweep's position).
 #[derive(Default)]
@@ -46,8 +59,6 @@ pub(super) struct Fifo {
     pub(super) nodes: VecDeque<Node>,
     pub(super) bytes: usize,
     pub(super) popped: u64,
-    /// Nodes buried (`bury`) and not yet popped.
-    pub(super) buried: usize,
 }
 
 impl Fifo {
@@ -68,9 +79,6 @@ impl Fifo {
         let node = self.nodes.pop_front()?;
         self.bytes -= node.charge as usize;
         self.popped += 1;
-        if node.key.is_empty() {
-            self.buried -= 1;
-        }
         Some(node)
     }
 
@@ -79,9 +87,9 @@ impl Fifo {
         self.popped + self.nodes.len() as u64
     }
 
-    /// Copy the positions, keys and ids of up to [`SWEEP_SLICE`] nodes at positions
-    /// `from..end` (those still there) into `into`; returns the position to go on from.
-    pub(super) fn copy_slice(&self, from: u64, end: u64, into: &mut Vec<(u64, Key, u64)>) -> u64 {
+    /// Copy the hashes and ids of up to [`SWEEP_SLICE`] nodes at positions `from..end` (those
+    /// still there) into `into`; returns the position to go on from.
+    pub(super) fn copy_slice(&self, from: u64, end: u64, into: &mut Vec<(u64, u32)>) -> u64 {
         let start = from.max(self.popped);
         let stop = end.min(self.end());
         if start >= stop {
@@ -92,33 +100,9 @@ impl Fifo {
         into.extend(
             self.nodes
                 .range(first..last)
-                .enumerate()
-                .map(|(i, node)| (start + i as u64, node.key.clone(), node.id)),
+                .map(|node| (node.hash, node.id)),
         );
         self.popped + last as u64
-    }
-
-    /// Bury the node at `position` if it is still there and still `id` (its item is gone):
-    /// its key is dropped (the shared empty key takes its place, `Node::charged`) and the
-    /// queue's bytes count its slot alone, as `-m` does (the small/main split still sees the
-    /// slots a queue holds, so a small queue of buried slots is still drained first). Returns
-    /// the bytes freed (the key's allocation, for the caller to uncharge), `None` if the node
-    /// left the queue meanwhile or is buried already. The slot itself stays until it reaches
-    /// the head, so the positions of the nodes behind it do not move (the sweep's positions
-    /// stay valid).
-    pub(super) fn bury(&mut self, position: u64, id: u64) -> Option<usize> {
-        let index = usize::try_from(position.checked_sub(self.popped)?).ok()?;
-        let node = self.nodes.get_mut(index)?;
-        if node.id != id || node.key.is_empty() {
-            return None;
-        }
-        let freed = key_allocation(node.key.len());
-        node.key = buried_key();
-        let slot = size_of::<Node>();
-        self.bytes = self.bytes - node.charge as usize + slot;
-        node.charge = slot as u32;
-        self.buried += 1;
-        Some(freed)
     }
 }
 
@@ -142,14 +126,10 @@ impl Queues {
         }
     }
 
-    /// Queue a new item's node (its key hashing to `hash`): in main if the ghost remembers
-    /// the key (it was evicted from small not long ago), else in small.
-    pub(super) fn push(&mut self, hash: u64, node: Node) {
-        debug_assert!(
-            !node.key.is_empty(),
-            "memcached keys are never empty: an empty key marks a buried node"
-        );
-        if self.ghost.take(hash) {
+    /// Queue a new item's node: in main if the ghost remembers its key (it was evicted from
+    /// small not long ago), else in small.
+    pub(super) fn push(&mut self, node: Node) {
+        if self.ghost.take(node.hash) {
             self.main.push_back(node);
         } else {
             self.small.push_back(node);
@@ -244,29 +224,7 @@ pub(super) fn lock(queues: &Mutex<Queues>) -> MutexGuard<'_, Queues> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Bytes charged for a queue node naming a key of `key_len` bytes: its slot in the queue
-/// and the key's allocation. An item stored while its key was absent shares its key with
-/// the node made with it, which outlives the item or leaves with it; an item that replaced
-/// another (and took over its node) has a key of its own, charged to it (`Item::key_charged`).
-pub fn node_charge(key_len: usize) -> usize {
-    size_of::<Node>() + key_allocation(key_len)
-}
-
-impl Node {
-    /// What the node is charged against `-m` now: [`node_charge`] of its key, or its slot
-    /// alone once buried (`Fifo::bury`).
-    pub(super) fn charged(&self) -> usize {
-        if self.key.is_empty() {
-            size_of::<Node>()
-        } else {
-            node_charge(self.key.len())
-        }
-    }
-}
-
-/// The key a buried node holds: one empty key shared by all (cloning it allocates nothing;
-/// memcached keys are never empty, so no item has it).
-fn buried_key() -> Key {
-    static EMPTY: std::sync::OnceLock<Key> = std::sync::OnceLock::new();
-    EMPTY.get_or_init(|| Key::from(&[][..])).clone()
+/// Bytes charged for a queue node: its slot in its queue (it holds no key).
+pub const fn node_charge() -> usize {
+    size_of::<Node>()
 }

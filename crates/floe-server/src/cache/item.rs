@@ -3,10 +3,10 @@
 //! `eviction.rs`); what each write command answers.
 
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
-use std::sync::Arc;
 
-/// A key, shared by the map entry and the eviction queue's node.
-pub type Key = Arc<[u8]>;
+/// A key as the index holds it. Its map entry owns it: a queue node names its item by the
+/// key's hash and the item's node id, not by the key (`eviction::Node`).
+pub type Key = Box<[u8]>;
 
 /// Bytes the allocator takes for a request of `n` bytes (glibc's malloc: an 8-byte header,
 /// 16-byte granules, 32 bytes at least).
@@ -19,16 +19,11 @@ pub const fn allocation(n: usize) -> usize {
     }
 }
 
-/// Bytes charged for an item with a value of `value_len` bytes: its map entry (the key
-/// handle and the `Item`) and its value's allocation. The key's allocation is charged to
-/// the item's queue node, which keeps it alive at least as long (see `node_charge`).
-pub fn item_charge(value_len: usize) -> usize {
-    allocation(size_of::<Key>() + size_of::<Item>()) + allocation(value_len)
-}
-
-/// Bytes a key of `key_len` bytes takes (`Arc<[u8]>`: two counts and the bytes).
-pub(super) fn key_allocation(key_len: usize) -> usize {
-    allocation(2 * size_of::<usize>() + key_len)
+/// Bytes charged for an item under a key of `key_len` bytes with a value of `value_len`
+/// bytes: its map entry (the key handle and the `Item`), its key's allocation and its
+/// value's. Its queue node is charged apart (`node_charge`), since a node may outlive it.
+pub fn item_charge(key_len: usize, value_len: usize) -> usize {
+    allocation(size_of::<Key>() + size_of::<Item>()) + allocation(key_len) + allocation(value_len)
 }
 
 /// One cached value. Fields other than the read marks (`freq`, `fetched`, `last_access`)
@@ -59,9 +54,6 @@ pub struct Item {
     /// its place in the queue, so only a key's first store after it was absent queues one
     /// and a key written a million times has one node, not a million stale ones.
     pub(super) node: u64,
-    /// Whether `charge` includes the key's allocation: the item took over the node of an
-    /// item it replaced, and its map entry holds a key of its own, not the node's.
-    pub(super) key_charged: bool,
     /// Marked stale by a meta invalidation (`md ... I`, or `ms ... I` with an older CAS
     /// unique): `mg` answers it with `X`, and hands its win token to one client.
     pub(super) stale: bool,
@@ -173,7 +165,6 @@ impl Item {
             charge: self.charge,
             binary_key: self.binary_key,
             node: self.node,
-            key_charged: self.key_charged,
             stale: false,
             token_sent: AtomicBool::new(false),
             seq: self.seq,
@@ -182,13 +173,9 @@ impl Item {
     }
 
     /// This new item as the replacement of `replaced` (whatever its validity): it takes
-    /// over `replaced`'s queue node, and is charged its own key's allocation.
-    pub(super) fn taking_over(mut self, replaced: &Item, key_len: usize) -> Item {
+    /// over `replaced`'s queue node.
+    pub(super) fn taking_over(mut self, replaced: &Item) -> Item {
         self.node = replaced.node;
-        if !self.key_charged {
-            self.charge += key_allocation(key_len) as u32;
-            self.key_charged = true;
-        }
         self
     }
 }

@@ -3,8 +3,7 @@
 //! # Design
 //!
 //! **Index and items.** Every item lives in one entry of a `floe::Map<Key, Item>`: the key
-//! (an `Arc<[u8]>`, shared with the eviction queue) and the item (value bytes, client flags,
-//! CAS unique, expiry). A get is the map's lock-free get: one bin line, then the entry; a
+//! (a `Box<[u8]>`) and the item (value bytes, client flags, CAS unique, expiry). A get is the map's lock-free get: one bin line, then the entry; a
 //! multi-get, and a run of gets a client pipelined, is one `MapRef::get_many` call, which
 //! prefetches every bin and then every entry before it reads any (DLHT's batches). Writes
 //! are the map's own single-swap writes: every store, `incr` / `decr` and `touch` a
@@ -29,11 +28,11 @@
 //! we pay instead is the allocator's; it is counted in each item's charge.
 //!
 //! **Memory.** `-m` bounds the bytes charged, which are the bytes allocated: each item is
-//! charged its map entry and its value's allocation (`item_charge`), each eviction queue
-//! node its slot and its key's allocation (`node_charge`: a node outlives its item until
-//! it reaches the head of its queue, and keeps the key alive meanwhile, unless the
-//! housekeeping pass buries it first: then only its slot is left, and charged). An
-//! item's charge is added when it is published and subtracted when it is unlinked (by the
+//! charged its map entry, its key's allocation and its value's (`item_charge`), each eviction
+//! queue node its 16-byte slot (`node_charge`: a node outlives its item until it reaches the
+//! head of its queue). For a 20-byte key and a 100-byte value that is 96 + 32 + 112 + 16 =
+//! 256 bytes (memcached's slab class for it: 192); nodes that held the key themselves cost
+//! 288. An item's charge is added when it is published and subtracted when it is unlinked (by the
 //! write that replaced or removed it), not when its memory is freed (a deferred free happens
 //! a few operations later); the map's own table is reported apart (`index_bytes` in
 //! `stats`), as the issue asks.
@@ -49,8 +48,10 @@
 //! small queue, so they never push out the working set, which memcached's segmented LRU lets
 //! them do for its whole cold segment. The queues are sharded, one per worker thread behind
 //! a mutex that only the worker, an evicting writer and the expiry sweep take (never a
-//! reader), so a set takes an uncontended lock. A queue node names its item by key and node
-//! id (`Item::node`, the CAS unique of the store that queued it). A write that replaces an
+//! reader), so a set takes an uncontended lock. A queue node names its item by its key's
+//! hash and node id (`Item::node`, the CAS unique of the store that queued it, of which the
+//! node keeps the low 32 bits: see `eviction::Node`), and eviction finds it among the entries
+//! of that hash (`MapRef::find_by_hash`), so a node holds no key. A write that replaces an
 //! item hands the node on to the new item, so a key rewritten a million times (`set`,
 //! `append`, `incr`...) has one node, keeps its place in the queue and leaves nothing
 //! charged behind; only a key's first store after it was absent queues a node. A node
@@ -73,13 +74,10 @@
 //! beside memcached on the traces of `floe-bench server --hit-ratio` (BENCHMARKS.md). The
 //! share is one number for the cache (a relaxed atomic), read at each eviction step.
 //!
-//! **Stale nodes.** A delete leaves its item's node behind (a node and a key's allocation);
-//! eviction frees it when it reaches a queue's head, and until then it counts against `-m`,
-//! so after many deletes a store could evict live items at the head before the stale nodes
-//! behind them. The housekeeping pass ([`Cache::reclaim_expired`], every few seconds) buries
-//! them once the queues hold more nodes than the index holds items by more than an eighth:
-//! each stale node's key is dropped and uncharged, and only its slot (32 bytes) waits for
-//! the head.
+//! **Stale nodes.** A delete leaves its item's node behind, 16 bytes; eviction frees it when
+//! it reaches a queue's head, and until then it counts against `-m` (a million deletes of
+//! keys never stored again hold 16 MB until eviction passes them). The key and the value
+//! leave with the item.
 //!
 //! **Persistence** (`-e DIR`, `persist.rs`). Each write takes a sequence number inside its
 //! decision (`sequenced`) and, once published, appends the whole new item to its session's

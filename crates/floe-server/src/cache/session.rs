@@ -28,12 +28,14 @@ struct Stamp {
     now: u32,
     generation: u32,
     binary_key: bool,
+    /// The length of the key the write stores under.
+    key_len: usize,
 }
 
 impl Stamp {
     fn item(&self, data: Box<[u8]>, flags: u32, exptime: u32) -> Item {
         Item {
-            charge: item_charge(data.len()) as u32,
+            charge: item_charge(self.key_len, data.len()) as u32,
             data,
             cas: self.cas,
             flags,
@@ -46,7 +48,6 @@ impl Stamp {
             binary_key: self.binary_key,
             // A new node, unless the write hands on the node of the item it replaces.
             node: self.unique,
-            key_charged: false,
             stale: false,
             token_sent: AtomicBool::new(false),
             seq: 0,
@@ -187,8 +188,8 @@ impl<'w> Session<'w> {
     /// another write may have replaced `new` already, and its record, which would outnumber
     /// the delete, is in its own session's buffer until that session ends, while this one
     /// replies first; a crash between would restore the delete under a read that saw `new`.
-    /// The copy keeps the CAS unique and the queue node, and is charged its own key (a fresh
-    /// allocation), as a touch's is; read marks made on the item after the copy was taken are
+    /// The copy keeps the CAS unique and the queue node, and is charged what the item was, as a
+    /// touch's is; read marks made on the item after the copy was taken are
     /// lost, as a touch loses them. If the key is absent, whatever removed it came later.
     fn inserted(&self, key: &[u8], new: &Item) {
         #[cfg(test)]
@@ -200,21 +201,15 @@ impl<'w> Session<'w> {
         if !store.removed_after(cache.hash(key), new.seq) {
             return;
         }
-        let outcome = self.map.compute(Arc::from(key), |present| match present {
+        let outcome = self.map.compute(Key::from(key), |present| match present {
             Some(item) => sequenced(
                 cache,
-                Operation::Insert(
-                    item.with_exptime(item.exptime())
-                        .taking_over(item, key.len()),
-                ),
+                Operation::Insert(item.with_exptime(item.exptime()).taking_over(item)),
             ),
             None => Operation::Abort(()),
         });
-        if let Compute::Updated { old, new: copy } = outcome {
-            // Not negative: the copy is charged what the item was, and its key if it was not.
-            cache
-                .used
-                .fetch_add(copy.charge() - old.charge(), Ordering::Relaxed);
+        if let Compute::Updated { new: copy, .. } = outcome {
+            // The copy is charged what the item was.
             self.journal_item(key, copy);
         }
     }
@@ -262,10 +257,14 @@ impl<'w> Session<'w> {
                 items.push((Key::from(record.key), item));
             }
         }
-        // Each inserted item's queue node: key, id, charge.
-        let nodes: Vec<(Key, u64, usize)> = items
+        // Each inserted item's queue node.
+        let nodes: Vec<Node> = items
             .iter()
-            .map(|(key, item)| (key.clone(), item.node, item.charge()))
+            .map(|(key, item)| Node {
+                hash: self.cache.hash(key),
+                id: item.node as u32,
+                charge: item.charge() as u32,
+            })
             .collect();
         let mut inserted = Vec::with_capacity(nodes.len());
         let requests = items
@@ -276,25 +275,15 @@ impl<'w> Session<'w> {
                 inserted.push(i);
             } else {
                 // Replay gives each key once; a map that cannot grow refuses it.
-                let (key, _, charge) = &nodes[i];
                 self.cache
                     .used
-                    .fetch_sub(charge + node_charge(key.len()), Ordering::Relaxed);
+                    .fetch_sub(nodes[i].charge as usize + node_charge(), Ordering::Relaxed);
             }
         });
         let restored = inserted.len();
         let mut queues = lock(&self.cache.queues[self.id]);
         for i in inserted {
-            let (key, id, charge) = nodes[i].clone();
-            let hash = self.cache.hash(&key);
-            queues.push(
-                hash,
-                Node {
-                    key,
-                    id,
-                    charge: charge as u32,
-                },
-            );
+            queues.push(nodes[i]);
         }
         restored
     }
@@ -315,8 +304,8 @@ impl<'w> Session<'w> {
             }
         };
         let (charge, node) = (
-            item_charge(record.data.len()),
-            node_charge(record.key.len()),
+            item_charge(record.key.len(), record.data.len()),
+            node_charge(),
         );
         if too_large(cache, record.key.len(), record.data.len()) || !self.reserve(charge + node) {
             return None;
@@ -335,7 +324,6 @@ impl<'w> Session<'w> {
             last_access: AtomicU32::new(self.now),
             binary_key: record.binary_key,
             node: self.next_cas(),
-            key_charged: false,
             stale: record.stale,
             token_sent: AtomicBool::new(false),
             seq: record.seq,
@@ -444,9 +432,8 @@ impl<'w> Session<'w> {
     /// unique and read marks. A copy of the item with the new expiry replaces it in one
     /// swap: storing the expiry in place would race with a writer copying the item (an
     /// `append` that read the old expiry and publishes after the store would undo the
-    /// touch). The copy keeps the queue node (and CAS unique), and is charged its own key
-    /// as any write that replaces an item is (even over the limit: a touch does not fail
-    /// for want of memory).
+    /// touch). The copy keeps the queue node (and CAS unique), and is charged what the item
+    /// was (a touch never needs memory, so it never fails for want of it).
     ///
     /// FIXME: the copy takes the win token's state when it is made; a read that takes the
     /// token from the old item between then and the swap leaves the copy's token free, so a
@@ -459,22 +446,18 @@ impl<'w> Session<'w> {
         self.cache.wait_restored();
         let cache = self.cache;
         let now = self.now;
-        let outcome = self.map.compute(Arc::from(key), |present| {
+        let outcome = self.map.compute(Key::from(key), |present| {
             sequenced(
                 cache,
                 match present.filter(|item| cache.validity(item, now).is_ok()) {
-                    Some(item) => {
-                        Operation::Insert(item.with_exptime(exptime).taking_over(item, key.len()))
-                    }
+                    Some(item) => Operation::Insert(item.with_exptime(exptime).taking_over(item)),
                     None => Operation::Abort(()),
                 },
             )
         });
         match outcome {
-            Compute::Updated { old, new } => {
-                cache
-                    .used
-                    .fetch_add(new.charge() - old.charge(), Ordering::Relaxed);
+            Compute::Updated { new, .. } => {
+                // The copy is charged what the item was.
                 self.journal_item(key, new);
                 Some(new)
             }
@@ -484,7 +467,7 @@ impl<'w> Session<'w> {
 
     /// What every item this write makes carries: a fresh unique (its CAS unique, unless
     /// `cas` chooses another), the time, the flush generation.
-    fn stamp(&mut self, cas: Option<u64>) -> Stamp {
+    fn stamp(&mut self, cas: Option<u64>, key: &[u8]) -> Stamp {
         let unique = self.next_cas();
         Stamp {
             unique,
@@ -492,6 +475,7 @@ impl<'w> Session<'w> {
             now: self.now,
             generation: self.cache.flush_generation.load(Ordering::Relaxed),
             binary_key: false,
+            key_len: key.len(),
         }
     }
 
@@ -532,20 +516,19 @@ impl<'w> Session<'w> {
         // A persistent cache's writes wait for its restore (`Cache::open`).
         self.cache.wait_restored();
         self.count(Counter::CmdSet, 1);
-        let charge = item_charge(data.len());
+        let charge = item_charge(key.len(), data.len());
         if too_large(self.cache, key.len(), data.len()) {
             self.count(Counter::StoreTooLarge, 1);
             return Stored::TooLarge;
         }
         // The item and the queue node it may get. Appends and prepends grow the value: they
         // reserve the rest below, once the present value's length is known.
-        let node = node_charge(key.len());
+        let node = node_charge();
         if !self.reserve(charge + node) {
             self.count(Counter::StoreNoMemory, 1);
             return Stored::OutOfMemory;
         }
-        let key: Key = Arc::from(key);
-        match self.store_computed(mode, &key, flags, exptime, data, compare, meta) {
+        match self.store_computed(mode, key, flags, exptime, data, compare, meta) {
             Ok(published) => {
                 let needed = published.charge + if published.queues_node { node } else { 0 };
                 self.settle(charge + node, needed);
@@ -580,7 +563,7 @@ impl<'w> Session<'w> {
     fn store_computed(
         &mut self,
         mode: StoreMode,
-        key: &Key,
+        key: &[u8],
         flags: u32,
         exptime: u32,
         data: &[u8],
@@ -589,7 +572,7 @@ impl<'w> Session<'w> {
     ) -> Result<Published, Stored> {
         let cache = self.cache;
         let now = self.now;
-        let mut stamp = self.stamp(meta.cas);
+        let mut stamp = self.stamp(meta.cas, key);
         stamp.binary_key = meta.binary_key;
         let (cas, unique) = (stamp.cas, stamp.unique);
         // An append or prepend keeps the present item's flags, expiry and key form; like
@@ -607,7 +590,7 @@ impl<'w> Session<'w> {
                 )
             })
         };
-        let outcome = self.map.compute(key.clone(), |present| {
+        let outcome = self.map.compute(Key::from(key), |present| {
             let replaced = present;
             let present = present.filter(|item| cache.validity(item, now).is_ok());
             // As memcached 1.6 (measured): with a CAS unique, set and replace answer "not
@@ -655,9 +638,7 @@ impl<'w> Session<'w> {
             let operation = sequenced(
                 cache,
                 match (made, replaced) {
-                    (Ok(item), Some(replaced)) => {
-                        Operation::Insert(item.taking_over(replaced, key.len()))
-                    }
+                    (Ok(item), Some(replaced)) => Operation::Insert(item.taking_over(replaced)),
                     (Ok(item), None) => Operation::Insert(item),
                     (Err(why), _) => Operation::Abort(why),
                 },
@@ -714,17 +695,16 @@ impl<'w> Session<'w> {
         };
         // What a counter item usually takes (20 digits); a longer value rewritten padded
         // settles the rest below.
-        let charge = item_charge(24);
-        let node = node_charge(key.len());
+        let charge = item_charge(key.len(), 24);
+        let node = node_charge();
         if !self.reserve(charge + node) {
             return Delta::OutOfMemory;
         }
         let cache = self.cache;
         let now = self.now;
-        let stamp = self.stamp(cas);
+        let stamp = self.stamp(cas, key);
         let (cas, unique) = (stamp.cas, stamp.unique);
         let make = |digits: Vec<u8>, flags, exptime| stamp.item(digits.into(), flags, exptime);
-        let key: Key = Arc::from(key);
         let mut value = 0;
         // Set by the decision that applied: an expired or flushed item still in the map
         // counts as absent.
@@ -735,7 +715,7 @@ impl<'w> Session<'w> {
             let present = present.filter(|item| cache.validity(item, now).is_ok());
             // The new item takes over the queue node of the item it replaces, if any.
             let insert = |item: Item| match replaced {
-                Some(replaced) => Operation::Insert(item.taking_over(replaced, key.len())),
+                Some(replaced) => Operation::Insert(item.taking_over(replaced)),
                 None => Operation::Insert(item),
             };
             match present {
@@ -781,7 +761,7 @@ impl<'w> Session<'w> {
                 }
             }
         };
-        let outcome = self.map.compute(key.clone(), |present| {
+        let outcome = self.map.compute(Key::from(key), |present| {
             let operation = sequenced(cache, decide(present));
             #[cfg(test)]
             hooks::decided(present, &operation);
@@ -789,7 +769,7 @@ impl<'w> Session<'w> {
         });
         let new = match outcome {
             Compute::Inserted(new) => {
-                self.inserted(&key, new);
+                self.inserted(key, new);
                 new
             }
             Compute::Updated { old, new } => {
@@ -803,7 +783,7 @@ impl<'w> Session<'w> {
             }
             Compute::Removed(_) | Compute::Absent => unreachable!("never removes"),
         };
-        self.journal_item(&key, new);
+        self.journal_item(key, new);
         let (stored, queues_node) = (new.charge(), new.node == unique);
         // Reserved what a counter usually takes; a long value rewritten padded takes more.
         self.settle(charge + node, stored + if queues_node { node } else { 0 });
@@ -874,9 +854,9 @@ impl<'w> Session<'w> {
         self.cache.wait_restored();
         let cache = self.cache;
         let now = self.now;
-        let stamp = self.stamp(None);
+        let stamp = self.stamp(None, key);
         let mut mismatch = false;
-        let outcome = self.map.compute(Arc::from(key), |present| {
+        let outcome = self.map.compute(Key::from(key), |present| {
             mismatch = false;
             let Some(item) = present.filter(|item| cache.validity(item, now).is_ok()) else {
                 return Operation::Abort(());
@@ -905,10 +885,7 @@ impl<'w> Session<'w> {
             } else {
                 changed
             };
-            sequenced(
-                cache,
-                Operation::Insert(changed.taking_over(item, key.len())),
-            )
+            sequenced(cache, Operation::Insert(changed.taking_over(item)))
         });
         match outcome {
             Compute::Updated { old, new } => {
@@ -1007,14 +984,11 @@ impl<'w> Session<'w> {
             let Some(mut node) = queues.fifo(from_small).pop_front() else {
                 return false;
             };
-            let item = self
-                .map
-                .get(&node.key[..])
-                .filter(|item| item.node == node.id);
-            let Some(item) = item else {
+            let Some((_, item)) = self.map.find_by_hash(node.hash, |_, item| node.names(item))
+            else {
                 // Stale: its item was removed (and uncharged) already; the node itself is
                 // memory freed.
-                self.free_node(&node);
+                self.free_node();
                 return true;
             };
             // The read marks of the item looked at (a write that replaced it meanwhile may
@@ -1059,7 +1033,7 @@ impl<'w> Session<'w> {
                 );
                 continue;
             }
-            let hash = cache.hash(&node.key);
+            let hash = node.hash;
             match self.retire(node, true) {
                 Retired::Evicted => {
                     self.count(Counter::Evictions, 1);
@@ -1092,9 +1066,15 @@ impl<'w> Session<'w> {
     fn retire(&self, node: Node, evicting: bool) -> Retired {
         let cache = self.cache;
         let now = self.now;
-        let removed = self.map.remove_if(&node.key[..], |item| {
-            let remove = item.node == node.id && (evicting || cache.validity(item, now).is_err());
-            cache.removing_if(&node.key, item, remove)
+        // The key the node names, to remove by (any entry of the hash's that the node names
+        // has it: nodes hold no key).
+        let Some((key, _)) = self.map.find_by_hash(node.hash, |_, item| node.names(item)) else {
+            self.free_node();
+            return Retired::Stale;
+        };
+        let removed = self.map.remove_if(&key[..], |item| {
+            let remove = node.names(item) && (evicting || cache.validity(item, now).is_err());
+            cache.removing_if(key, item, remove)
         });
         let retired = match removed {
             Some(item) => {
@@ -1107,36 +1087,28 @@ impl<'w> Session<'w> {
             }
             // Once no item names a node, none can again: only a write that replaces an item
             // naming it hands it on.
-            None if self
-                .map
-                .get(&node.key[..])
-                .is_some_and(|item| item.node == node.id) =>
-            {
+            None if self.map.get(&key[..]).is_some_and(|item| node.names(item)) => {
                 return Retired::Kept(node)
             }
             None => Retired::Stale,
         };
-        self.free_node(&node);
+        self.free_node();
         retired
     }
 
     /// Uncharge a node leaving its queue.
-    fn free_node(&self, node: &Node) {
-        self.cache.used.fetch_sub(node.charged(), Ordering::Relaxed);
+    fn free_node(&self) {
+        self.cache.used.fetch_sub(node_charge(), Ordering::Relaxed);
     }
 
     /// Queue a newly stored item for eviction: main if its key was evicted recently. Its
     /// node's charge was reserved with the item's.
-    fn enqueue(&self, key: Key, id: u64, charge: usize) {
-        let hash = self.cache.hash(&key);
-        lock(&self.cache.queues[self.id]).push(
-            hash,
-            Node {
-                key,
-                id,
-                charge: charge as u32,
-            },
-        );
+    fn enqueue(&self, key: &[u8], id: u64, charge: usize) {
+        lock(&self.cache.queues[self.id]).push(Node {
+            hash: self.cache.hash(key),
+            id: id as u32,
+            charge: charge as u32,
+        });
     }
 }
 

@@ -14,9 +14,7 @@ use floe::{hash::DefaultHashBuilder, Map};
 
 use super::{
     counters::{Counter, Counters, COUNTERS},
-    eviction::{
-        lock, node_charge, Fifo, Queues, SMALL_SHARE_START, STALE_NODES_WORTH_A_PASS, SWEEP_SLICE,
-    },
+    eviction::{lock, node_charge, Fifo, Queues, SMALL_SHARE_START, SWEEP_SLICE},
     item::{item_charge, Item, Key},
 };
 use crate::{
@@ -426,19 +424,19 @@ impl Cache {
         let map = self.map.pin();
         let mut summary = QueuesSummary::default();
         for shard in self.queues.iter() {
-            // The head's key is copied out, so the shard's lock is not held over the lookup.
+            // The head's hash and id are copied out, so the shard's lock is not held over the
+            // lookup.
             let (small, main) = {
                 let queues = lock(shard);
                 summary.small += queues.small.len();
                 summary.main += queues.main.len();
-                let head = |fifo: &Fifo| fifo.nodes.front().map(|n| (n.key.clone(), n.id));
+                let head = |fifo: &Fifo| fifo.nodes.front().map(|n| (n.hash, n.id));
                 (head(&queues.small), head(&queues.main))
             };
-            let age = |head: Option<(Key, u64)>| {
-                head.and_then(|(key, id)| {
-                    map.get(&key[..])
-                        .filter(|item| item.node == id)
-                        .map(|item| now.saturating_sub(item.last_access()))
+            let age = |head: Option<(u64, u32)>| {
+                head.and_then(|(hash, id)| {
+                    map.find_by_hash(hash, |_, item| item.node as u32 == id)
+                        .map(|(_, item)| now.saturating_sub(item.last_access()))
                 })
                 .unwrap_or(0)
             };
@@ -560,37 +558,23 @@ impl Cache {
         Ok(())
     }
 
-    /// Unlink every expired or flushed item, and drop the keys of the queue nodes whose items
-    /// are gone (the server's housekeeping thread runs it every few seconds; requests never
-    /// wait for it). Expired items are looked for only once a request gave an expiry time or
-    /// a flush; stale nodes only when the queues hold more nodes than the index holds items
-    /// by more than an eighth (at least 1024, `STALE_NODES_WORTH_A_PASS`). Returns how many items
-    /// it unlinked.
+    /// Unlink every expired or flushed item (the server's housekeeping thread runs it every
+    /// few seconds; requests never wait for it), once a request gave an expiry time or a
+    /// flush. Returns how many items it unlinked.
     ///
     /// One pass over the eviction queues, which name every item (its node), in slices of 256
-    /// nodes (`SWEEP_SLICE`): a slice's keys are copied under its shard's lock, then looked
-    /// up under a pin of the map of its own, so neither the lock nor the pin (which holds
-    /// back the freeing of replaced entries) is held for more than a slice, and the memory
-    /// the sweep takes does not grow with the cache. The pass covers each queue as far as
-    /// it reached when the pass came to it; items queued later wait for the next pass.
-    /// Reads never return an expired item meanwhile: they check every item they find.
-    ///
-    /// **Stale nodes.** A delete (or a read or this sweep unlinking an expired item) leaves
-    /// its item's node in its queue: the node is freed when eviction reaches it at the head,
-    /// and until then its key's allocation counts against `-m`, so after many deletes a store
-    /// would evict live items at the head before the stale nodes behind them. The pass buries
-    /// the stale nodes it finds (`Fifo::bury`: the key dropped and uncharged, the node's slot
-    /// left in place until it reaches the head, so no position moves). A node found stale
-    /// stays stale (only a write that replaces an item naming a node hands the node on), so
-    /// burying it after the lookup, under the lock again, frees nothing live.
+    /// nodes (`SWEEP_SLICE`): a slice's hashes and ids are copied under its shard's lock, then
+    /// looked up under a pin of the map of its own, so neither the lock nor the pin (which
+    /// holds back the freeing of replaced entries) is held for more than a slice, and the
+    /// memory the sweep takes does not grow with the cache. The pass covers each queue as far
+    /// as it reached when the pass came to it; items queued later wait for the next pass.
+    /// Reads never return an expired item meanwhile: they check every item they find. Stale
+    /// nodes are left to eviction: they hold no key, only their slot.
     pub fn reclaim_expired(&self) -> usize {
-        let expiry = self.expiry_seen.load(Ordering::Relaxed);
-        let stale = self.stale_nodes_worth_a_pass();
-        if !expiry && !stale {
+        if !self.expiry_seen.load(Ordering::Relaxed) {
             return 0;
         }
         let mut slice = Vec::with_capacity(SWEEP_SLICE);
-        let mut buried = Vec::with_capacity(SWEEP_SLICE);
         let (mut unlinked, mut checked, mut unfetched) = (0, 0, 0);
         for shard in self.queues.iter() {
             for small in [true, false] {
@@ -601,72 +585,35 @@ impl Cache {
                 };
                 while at < end {
                     at = lock(shard).fifo(small).copy_slice(at, end, &mut slice);
-                    {
-                        let map = self.map.pin();
-                        let now = self.now();
-                        checked += slice.len() as u64;
-                        for (position, key, id) in slice.drain(..) {
-                            if key.is_empty() {
-                                continue;
-                            }
-                            let Some(item) = map.get(&key[..]).filter(|item| item.node == id)
-                            else {
-                                if stale {
-                                    buried.push((position, id));
-                                }
-                                continue;
-                            };
-                            if !expiry || self.validity(item, now).is_ok() {
-                                continue;
-                            }
-                            let expired =
-                                |item: &Item| item.node == id && self.validity(item, now).is_err();
-                            let unlinkable =
-                                |item: &Item| self.removing_if(&key, item, expired(item));
-                            if let Some(item) = map.remove_if(&key[..], unlinkable) {
-                                self.used.fetch_sub(item.charge(), Ordering::Relaxed);
-                                unlinked += 1;
-                                unfetched += u64::from(!item.was_fetched());
-                            }
+                    let map = self.map.pin();
+                    let now = self.now();
+                    checked += slice.len() as u64;
+                    for (hash, id) in slice.drain(..) {
+                        let named = |item: &Item| item.node as u32 == id;
+                        let Some((key, item)) = map.find_by_hash(hash, |_, item| named(item))
+                        else {
+                            continue;
+                        };
+                        if self.validity(item, now).is_ok() {
+                            continue;
                         }
-                    }
-                    if !buried.is_empty() {
-                        let mut queues = lock(shard);
-                        let fifo = queues.fifo(small);
-                        for (position, id) in buried.drain(..) {
-                            if let Some(freed) = fifo.bury(position, id) {
-                                self.used.fetch_sub(freed, Ordering::Relaxed);
-                            }
+                        let expired =
+                            |item: &Item| named(item) && self.validity(item, now).is_err();
+                        let unlinkable = |item: &Item| self.removing_if(key, item, expired(item));
+                        if let Some(item) = map.remove_if(&key[..], unlinkable) {
+                            self.used.fetch_sub(item.charge(), Ordering::Relaxed);
+                            unlinked += 1;
+                            unfetched += u64::from(!item.was_fetched());
                         }
                     }
                 }
             }
         }
-        if expiry {
-            self.count_housekeeping(Counter::CrawlerStarts, 1);
-            self.count_housekeeping(Counter::CrawlerItemsChecked, checked);
-            self.count_housekeeping(Counter::CrawlerReclaimed, unlinked as u64);
-            self.count_housekeeping(Counter::ExpiredUnfetched, unfetched);
-        }
+        self.count_housekeeping(Counter::CrawlerStarts, 1);
+        self.count_housekeeping(Counter::CrawlerItemsChecked, checked);
+        self.count_housekeeping(Counter::CrawlerReclaimed, unlinked as u64);
+        self.count_housekeeping(Counter::ExpiredUnfetched, unfetched);
         unlinked
-    }
-
-    /// Whether the queues hold enough nodes beyond the index's items (buried ones not
-    /// counted) for a pass to bury them (`reclaim_expired`): more than an eighth of the items,
-    /// and at least
-    /// [`STALE_NODES_WORTH_A_PASS`]. Each shard's lock is taken for a moment to read its
-    /// lengths.
-    pub(super) fn stale_nodes_worth_a_pass(&self) -> bool {
-        let queued: usize = self
-            .queues
-            .iter()
-            .map(|shard| {
-                let queues = lock(shard);
-                queues.small.len() + queues.main.len() - queues.small.buried - queues.main.buried
-            })
-            .sum();
-        let items = self.map.len();
-        queued.saturating_sub(items) > (items / 8).max(STALE_NODES_WORTH_A_PASS)
     }
 
     /// Call `f` on up to `limit` valid items (in the index's order; weakly consistent)
@@ -727,5 +674,5 @@ impl Cache {
 /// memory limit.
 pub fn too_large(cache: &Cache, key_len: usize, value_len: usize) -> bool {
     value_len > cache.settings.max_item_size
-        || item_charge(value_len) + node_charge(key_len) > cache.memory_limit()
+        || item_charge(key_len, value_len) + node_charge() > cache.memory_limit()
 }
