@@ -48,7 +48,7 @@ pub(super) struct Node {
 impl Node {
     /// Whether `item` carries this node's id (see the type's docs for the 32 bits).
     pub(super) fn names(&self, item: &Item) -> bool {
-        item.node as u32 == self.id
+        item.node == self.id
     }
 }
 

@@ -2,11 +2,86 @@
 //! expiry and read marks; the bytes `-m` counts for it (its queue node's are in
 //! `eviction.rs`); what each write command answers.
 
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
+use core::{
+    borrow::Borrow,
+    hash::{Hash, Hasher},
+    ops::Deref,
+    sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering},
+};
 
-/// A key as the index holds it. Its map entry owns it: a queue node names its item by the
-/// key's hash and the item's node id, not by the key (`eviction::Node`).
-pub type Key = Box<[u8]>;
+/// Keys up to this long are held inside the map entry ([`Key`]).
+pub const INLINE_KEY: usize = 22;
+
+/// A key as the index holds it: up to [`INLINE_KEY`] bytes inside the map entry itself, a
+/// longer one in an allocation of its own. Either way the handle is 24 bytes, a boxed
+/// slice's 16 and a tag (memcached keys are mostly short: an inline key saves the 32-byte
+/// allocation a 20-byte key would take). Its map entry owns it: a queue node names its item
+/// by the key's hash and the item's node id, not by the key (`eviction::Node`). It hashes
+/// and compares as its bytes, so the map is looked up with a `&[u8]`.
+#[derive(Clone)]
+pub struct Key(KeyBytes);
+
+#[derive(Clone)]
+enum KeyBytes {
+    /// The length, then the bytes (the rest zero).
+    Inline(u8, [u8; INLINE_KEY]),
+    Boxed(Box<[u8]>),
+}
+
+impl Key {
+    /// The bytes allocated apart from the map entry for a key of `len` bytes.
+    pub const fn allocation(len: usize) -> usize {
+        if len <= INLINE_KEY {
+            0
+        } else {
+            allocation(len)
+        }
+    }
+}
+
+impl From<&[u8]> for Key {
+    fn from(bytes: &[u8]) -> Key {
+        if bytes.len() <= INLINE_KEY {
+            let mut inline = [0; INLINE_KEY];
+            inline[..bytes.len()].copy_from_slice(bytes);
+            Key(KeyBytes::Inline(bytes.len() as u8, inline))
+        } else {
+            Key(KeyBytes::Boxed(bytes.into()))
+        }
+    }
+}
+
+impl Deref for Key {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        match &self.0 {
+            KeyBytes::Inline(len, bytes) => &bytes[..*len as usize],
+            KeyBytes::Boxed(bytes) => bytes,
+        }
+    }
+}
+
+impl Borrow<[u8]> for Key {
+    fn borrow(&self) -> &[u8] {
+        self
+    }
+}
+
+// As its bytes, which `Borrow<[u8]>` requires: a key and its bytes hash alike.
+impl Hash for Key {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        (**self).hash(state);
+    }
+}
+
+impl PartialEq for Key {
+    fn eq(&self, other: &Key) -> bool {
+        **self == **other
+    }
+}
+
+impl Eq for Key {}
 
 /// Bytes the allocator takes for a request of `n` bytes (glibc's malloc: an 8-byte header,
 /// 16-byte granules, 32 bytes at least).
@@ -20,10 +95,13 @@ pub const fn allocation(n: usize) -> usize {
 }
 
 /// Bytes charged for an item under a key of `key_len` bytes with a value of `value_len`
-/// bytes: its map entry (the key handle and the `Item`), its key's allocation and its
-/// value's. Its queue node is charged apart (`node_charge`), since a node may outlive it.
-pub fn item_charge(key_len: usize, value_len: usize) -> usize {
-    allocation(size_of::<Key>() + size_of::<Item>()) + allocation(key_len) + allocation(value_len)
+/// bytes: its map entry (the key handle and the `Item`), its key's allocation if it is not
+/// inline, and its value's. Its queue node is charged apart (`node_charge`), since a node
+/// may outlive it.
+pub const fn item_charge(key_len: usize, value_len: usize) -> usize {
+    allocation(size_of::<Key>() + size_of::<Item>())
+        + Key::allocation(key_len)
+        + allocation(value_len)
 }
 
 /// One cached value. Fields other than the read marks (`freq`, `fetched`, `last_access`)
@@ -44,16 +122,18 @@ pub struct Item {
     pub(super) fetched: AtomicU8,
     /// Server time of the last read (the meta protocol's `l` flag).
     pub(super) last_access: AtomicU32,
-    /// Bytes charged against `-m` for this item.
-    pub(super) charge: u32,
+    /// The length of its key (at most 250, as memcached's; the protocols and the journal's
+    /// replay refuse longer ones): with the value's, what it is charged (`charge`).
+    pub(super) key_len: u8,
     /// Stored by a meta command whose key was base64 (`b`): `mg ... k` answers the key in
     /// base64 again, as memcached does.
     pub(super) binary_key: bool,
-    /// Names this item's eviction queue node: the CAS unique of the store that queued it.
-    /// A write that replaces an item (overwrite, append, incr, touch) keeps the node, and
-    /// its place in the queue, so only a key's first store after it was absent queues one
-    /// and a key written a million times has one node, not a million stale ones.
-    pub(super) node: u64,
+    /// Names this item's eviction queue node: the low 32 bits of the CAS unique of the store
+    /// that queued it (why 32 suffice: `eviction::Node`). A write that replaces an item
+    /// (overwrite, append, incr, touch) keeps the node, and its place in the queue, so only
+    /// a key's first store after it was absent queues one and a key written a million times
+    /// has one node, not a million stale ones.
+    pub(super) node: u32,
     /// Marked stale by a meta invalidation (`md ... I`, or `ms ... I` with an older CAS
     /// unique): `mg` answers it with `X`, and hands its win token to one client.
     pub(super) stale: bool,
@@ -124,7 +204,7 @@ impl Item {
     }
 
     pub(super) fn charge(&self) -> usize {
-        self.charge as usize
+        item_charge(self.key_len as usize, self.data.len())
     }
 
     /// Bytes charged against `-m` for it (value, key, bookkeeping).
@@ -162,7 +242,7 @@ impl Item {
             freq: AtomicU8::new(0),
             fetched: AtomicU8::new(0),
             last_access: AtomicU32::new(0),
-            charge: self.charge,
+            key_len: self.key_len,
             binary_key: self.binary_key,
             node: self.node,
             stale: false,

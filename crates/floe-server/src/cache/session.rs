@@ -28,14 +28,15 @@ struct Stamp {
     now: u32,
     generation: u32,
     binary_key: bool,
-    /// The length of the key the write stores under.
-    key_len: usize,
+    /// The length of the key the write stores under (at most 250: the protocols refuse
+    /// longer keys before they reach a session).
+    key_len: u8,
 }
 
 impl Stamp {
     fn item(&self, data: Box<[u8]>, flags: u32, exptime: u32) -> Item {
         Item {
-            charge: item_charge(self.key_len, data.len()) as u32,
+            key_len: self.key_len,
             data,
             cas: self.cas,
             flags,
@@ -47,7 +48,7 @@ impl Stamp {
             last_access: AtomicU32::new(self.now),
             binary_key: self.binary_key,
             // A new node, unless the write hands on the node of the item it replaces.
-            node: self.unique,
+            node: self.unique as u32,
             stale: false,
             token_sent: AtomicBool::new(false),
             seq: 0,
@@ -262,7 +263,7 @@ impl<'w> Session<'w> {
             .iter()
             .map(|(key, item)| Node {
                 hash: self.cache.hash(key),
-                id: item.node as u32,
+                id: item.node,
                 charge: item.charge() as u32,
             })
             .collect();
@@ -311,7 +312,7 @@ impl<'w> Session<'w> {
             return None;
         }
         Some(Item {
-            charge: charge as u32,
+            key_len: key_length(record.key),
             data: record.data.into(),
             cas: record.cas,
             flags: record.flags,
@@ -323,7 +324,7 @@ impl<'w> Session<'w> {
             fetched: AtomicU8::new(0),
             last_access: AtomicU32::new(self.now),
             binary_key: record.binary_key,
-            node: self.next_cas(),
+            node: self.next_cas() as u32,
             stale: record.stale,
             token_sent: AtomicBool::new(false),
             seq: record.seq,
@@ -475,7 +476,7 @@ impl<'w> Session<'w> {
             now: self.now,
             generation: self.cache.flush_generation.load(Ordering::Relaxed),
             binary_key: false,
-            key_len: key.len(),
+            key_len: key_length(key),
         }
     }
 
@@ -664,7 +665,7 @@ impl<'w> Session<'w> {
             cas,
             unique,
             charge: new.charge(),
-            queues_node: new.node == unique,
+            queues_node: new.node == unique as u32,
         })
     }
 
@@ -784,7 +785,7 @@ impl<'w> Session<'w> {
             Compute::Removed(_) | Compute::Absent => unreachable!("never removes"),
         };
         self.journal_item(key, new);
-        let (stored, queues_node) = (new.charge(), new.node == unique);
+        let (stored, queues_node) = (new.charge(), new.node == unique as u32);
         // Reserved what a counter usually takes; a long value rewritten padded takes more.
         self.settle(charge + node, stored + if queues_node { node } else { 0 });
         if queues_node {
@@ -1110,6 +1111,13 @@ impl<'w> Session<'w> {
             charge: charge as u32,
         });
     }
+}
+
+/// A key's length as an item keeps it. Every caller's key is at most 250 bytes (the text and
+/// binary protocols and the journal's replay refuse longer ones).
+fn key_length(key: &[u8]) -> u8 {
+    debug_assert!(key.len() <= crate::protocol::MAX_KEY_LEN);
+    key.len().min(u8::MAX as usize) as u8
 }
 
 impl Cache {

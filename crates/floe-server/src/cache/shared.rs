@@ -435,7 +435,7 @@ impl Cache {
             };
             let age = |head: Option<(u64, u32)>| {
                 head.and_then(|(hash, id)| {
-                    map.find_by_hash(hash, |_, item| item.node as u32 == id)
+                    map.find_by_hash(hash, |_, item| item.node == id)
                         .map(|(_, item)| now.saturating_sub(item.last_access()))
                 })
                 .unwrap_or(0)
@@ -589,7 +589,7 @@ impl Cache {
                     let now = self.now();
                     checked += slice.len() as u64;
                     for (hash, id) in slice.drain(..) {
-                        let named = |item: &Item| item.node as u32 == id;
+                        let named = |item: &Item| item.node == id;
                         let Some((key, item)) = map.find_by_hash(hash, |_, item| named(item))
                         else {
                             continue;
