@@ -3,7 +3,12 @@
 //! throughput on two threads, and memory per entry (issue 43's targets).
 //!
 //! Every cache is built for `capacity` entries (each weighs 1) and hashes with ahash, so only
-//! the caches differ. Keys are 16 bytes (`u128`).
+//! the caches differ. Keys are 16 bytes (`u128`). Capacities are powers of two, and the key
+//! space is sized from them (`sizes`): scc's `HashCache` rounds its maximum capacity up to a
+//! power of two, so a cache of 10,000 entries held 16,384, 1.64 times the others' entries,
+//! which made its hit ratios those of a larger cache. After each trace every cache is asked
+//! how many entries it holds, and a run in which one holds more than its capacity stops
+//! with an error rather than print a ratio that compares caches of different sizes.
 //!
 //! | trace | stream (key space `K`, cache `C` = 10% or 50% of `K`) | ratio of |
 //! |---|---|---|
@@ -55,7 +60,8 @@ const TRACES: [&str; 4] = ["zipf", "session", "scan", "one-hit"];
 
 #[derive(Args, Debug)]
 pub struct CacheArgs {
-    /// Key space of the hit-ratio traces (the caches hold 10% and 50% of it).
+    /// Key space of the hit-ratio traces, roughly: the caches hold the powers of two at or
+    /// below 10% and 50% of it, and each trace's key space is 10 or 2 times its cache.
     #[arg(long, default_value_t = 100_000)]
     pub keys: u64,
     /// Traces to run (zipf, session, scan, one-hit).
@@ -70,7 +76,8 @@ pub struct CacheArgs {
     /// Threads of the throughput run.
     #[arg(long, default_value_t = 2)]
     pub threads: usize,
-    /// Key space of the throughput run (the cache holds 10% of it).
+    /// Key space of the throughput run, roughly: the cache holds the power of two at or below
+    /// 10% of it, over a key space 10 times that.
     #[arg(long, default_value_t = 1_000_000)]
     pub throughput_keys: u64,
     /// Timed requests per thread per throughput round.
@@ -102,6 +109,8 @@ trait Contender<V>: Send + Sync {
     fn store(&self, key: u128, value: V);
     /// Let a cache that defers its bookkeeping finish it (before a memory reading).
     fn settle(&self) {}
+    /// The entries it holds (after `settle`).
+    fn held(&self) -> u64;
 }
 
 impl<V: Clone + Send + Sync + 'static> Contender<V> for floe::Cache<u128, V, Hasher> {
@@ -117,6 +126,9 @@ impl<V: Clone + Send + Sync + 'static> Contender<V> for floe::Cache<u128, V, Has
     }
     fn store(&self, key: u128, value: V) {
         floe::Cache::insert(self, key, value);
+    }
+    fn held(&self) -> u64 {
+        self.len() as u64
     }
 }
 
@@ -134,6 +146,9 @@ impl<V: Clone + Send + Sync + 'static> Contender<V> for moka::sync::Cache<u128, 
     }
     fn settle(&self) {
         self.run_pending_tasks();
+    }
+    fn held(&self) -> u64 {
+        self.entry_count()
     }
 }
 
@@ -158,6 +173,9 @@ impl<V: Clone + Send + Sync + 'static> Contender<V> for MokaLru<V> {
     fn settle(&self) {
         self.0.run_pending_tasks();
     }
+    fn held(&self) -> u64 {
+        self.0.entry_count()
+    }
 }
 
 impl<V: Clone + Send + Sync + 'static> Contender<V>
@@ -178,6 +196,9 @@ impl<V: Clone + Send + Sync + 'static> Contender<V>
     fn store(&self, key: u128, value: V) {
         quick_cache::sync::Cache::insert(self, key, value);
     }
+    fn held(&self) -> u64 {
+        self.len() as u64
+    }
 }
 
 impl<V: Clone + Send + Sync + 'static> Contender<V> for scc::HashCache<u128, V, Hasher> {
@@ -189,6 +210,9 @@ impl<V: Clone + Send + Sync + 'static> Contender<V> for scc::HashCache<u128, V, 
     }
     fn store(&self, key: u128, value: V) {
         let _ = self.put_sync(key, value);
+    }
+    fn held(&self) -> u64 {
+        self.len() as u64
     }
 }
 
@@ -325,18 +349,45 @@ fn run_stream<C: Contender<u64>>(cache: &C, stream: &[Request]) -> f64 {
     hits as f64 / reads.max(1) as f64
 }
 
-fn hit_ratio(kind: CacheKind, trace: &str, keys: u64, capacity: u64, seed: u64) -> f64 {
+/// The key space and the capacity for a cache of `percent`% of about `keys` keys: the
+/// capacity is the power of two at or below `percent`% of `keys` (every peer then holds
+/// exactly what it was built for; see the module docs), the key space `100 / percent` times
+/// it.
+fn sizes(keys: u64, percent: u64) -> (u64, u64) {
+    let wanted = (keys * percent / 100).max(1);
+    let capacity = 1 << wanted.ilog2();
+    (capacity * 100 / percent, capacity)
+}
+
+/// The hit ratio of a cache of `kind` on `trace`; an error if the cache held more entries
+/// than `capacity` at its end (its ratio would be a larger cache's).
+fn hit_ratio(
+    kind: CacheKind,
+    trace: &str,
+    keys: u64,
+    capacity: u64,
+    seed: u64,
+) -> Result<f64, String> {
     let requests = stream(trace, keys, capacity, seed);
-    with_cache!(kind, u64, |C| {
+    let (ratio, held) = with_cache!(kind, u64, |C| {
         let cache = <C as Contender<u64>>::build(capacity);
-        run_stream(&cache, &requests)
-    })
+        let ratio = run_stream(&cache, &requests);
+        cache.settle();
+        (ratio, cache.held())
+    });
+    if held > capacity {
+        return Err(format!(
+            "{} held {held} entries at capacity {capacity} after the {trace} trace: its hit \
+             ratio would not compare with the others'",
+            name(kind)
+        ));
+    }
+    Ok(ratio)
 }
 
 /// Requests per second of `threads` threads running cache-aside zipf streams on one cache.
 fn throughput(kind: CacheKind, args: &CacheArgs, round: u64) -> f64 {
-    let keys = args.throughput_keys;
-    let capacity = (keys / 10).max(1);
+    let (keys, capacity) = sizes(args.throughput_keys, 10);
     let streams: Vec<Vec<u64>> = (0..args.threads as u64)
         .map(|t| {
             let mut zipf = Dist::Zipf { theta: 0.99 }.sampler(keys, 100 * round + t);
@@ -480,7 +531,7 @@ pub fn check(args: &CacheArgs) -> Result<(), String> {
 pub fn main(args: CacheArgs) -> Result<(), String> {
     let cpu = crate::machine::machine().cpu;
     println!(
-        "# floe-bench cache: {} keys, median of {} rounds, ahash for every cache; CPU: {cpu}",
+        "# floe-bench cache: about {} keys, median of {} rounds, ahash for every cache; CPU: {cpu}",
         args.keys, args.rounds
     );
     println!("\n## Hit ratio (%), single thread, cache-aside where the trace says so\n");
@@ -491,21 +542,23 @@ pub fn main(args: CacheArgs) -> Result<(), String> {
     println!("{header}\n|---|---|{}", "---:|".repeat(args.caches.len()));
     for trace in &args.traces {
         for percent in [10u64, 50] {
-            let capacity = args.keys * percent / 100;
-            let mut row = format!("| {trace} | {percent}% |");
+            let (keys, capacity) = sizes(args.keys, percent);
+            let mut row = format!("| {trace} | {percent}% ({capacity} of {keys}) |");
             for &kind in &args.caches {
                 let ratios = (0..args.rounds as u64)
-                    .map(|seed| hit_ratio(kind, trace, args.keys, capacity, seed + 1))
-                    .collect();
+                    .map(|seed| hit_ratio(kind, trace, keys, capacity, seed + 1))
+                    .collect::<Result<_, _>>()?;
                 row += &format!(" {:.2} |", 100.0 * median(ratios));
             }
             println!("{row}");
         }
     }
+    let (throughput_keys, throughput_capacity) = sizes(args.throughput_keys, 10);
     println!(
-        "\n## Throughput, {} threads, cache-aside zipf 0.99 over {} keys, cache 10%, {} timed \
-         requests per thread (M requests/s; rounds alternate the caches)\n",
-        args.threads, args.throughput_keys, args.requests
+        "\n## Throughput, {} threads, cache-aside zipf 0.99 over {throughput_keys} keys, cache \
+         of {throughput_capacity} (10%), {} timed requests per thread (M requests/s; rounds \
+         alternate the caches)\n",
+        args.threads, args.requests
     );
     let mut rates = vec![Vec::new(); args.caches.len()];
     for round in 0..args.rounds as u64 {
