@@ -464,6 +464,9 @@ const ENTRY_DEPTH: usize = 16;
 /// chunk refills the ring: 64 of 1024 steps).
 const BATCH_CHUNK: usize = 1024;
 
+/// Batches of at most this many keys keep `get_many`'s found words on the stack.
+const SHORT_BATCH: usize = 32;
+
 /// What a [`MapRef::compute`] decision asks for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Operation<V, T> {
@@ -1208,7 +1211,18 @@ impl<K: Hash + Eq, V, S: BuildHasher, G: Guard> MapRef<'_, K, V, S, G> {
         } else {
             (0, 0)
         };
-        let mut words = [None::<u64>; BATCH_CHUNK];
+        // The table words found, a chunk at a time: on the stack for a short batch, else in
+        // one allocation of a chunk's size. A stack array of a whole chunk (16 KiB) was
+        // zeroed on every call: for a single key that was most of the call's time
+        // (floe-server's gets, profiled on Intel, 2026-11-30).
+        let mut short = [None::<u64>; SHORT_BATCH];
+        let mut long = Vec::new();
+        let words: &mut [Option<u64>] = if keys.len() <= SHORT_BATCH {
+            &mut short
+        } else {
+            long.resize(keys.len().min(BATCH_CHUNK), None);
+            &mut long
+        };
         for (keys, values) in keys.chunks(BATCH_CHUNK).zip(values.chunks_mut(BATCH_CHUNK)) {
             let words = &mut words[..keys.len()];
             self.map.raw.get_batch(

@@ -481,6 +481,17 @@ fn get_many_agrees_with_get() {
     }
     agree(&big, 2 * keys);
     agree(&colliding, 700);
+    // Batches on either side of the short batch kept on the stack (32 keys) and of a chunk
+    // (1024), and an empty one.
+    let lengths: &[u64] = if cfg!(miri) {
+        &[0, 1, 31, 32, 33]
+    } else {
+        &[0, 1, 31, 32, 33, 1023, 1024, 1025, 2049]
+    };
+    for &probes in lengths {
+        agree(&big, probes);
+        agree(&colliding, probes);
+    }
     let mut short = [None; 1];
     assert_eq!(
         big.pin().get_many(&[&1, &2], &mut short),
