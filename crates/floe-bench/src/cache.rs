@@ -6,9 +6,9 @@
 //! the caches differ. Keys are 16 bytes (`u128`). Capacities are powers of two, and the key
 //! space is sized from them (`sizes`): scc's `HashCache` rounds its maximum capacity up to a
 //! power of two, so a cache of 10,000 entries held 16,384, 1.64 times the others' entries,
-//! which made its hit ratios those of a larger cache. After each trace every cache is asked
-//! how many entries it holds, and a run in which one holds more than its capacity stops
-//! with an error rather than print a ratio that compares caches of different sizes.
+//! which made its hit ratios those of a larger cache. After each trace and each throughput run
+//! every cache is asked how many entries it holds, and a run in which one holds more than its
+//! capacity stops with an error rather than print figures of caches of different sizes.
 //!
 //! | trace | stream (key space `K`, cache `C` = 10% or 50% of `K`) | ratio of |
 //! |---|---|---|
@@ -386,7 +386,8 @@ fn hit_ratio(
 }
 
 /// Requests per second of `threads` threads running cache-aside zipf streams on one cache.
-fn throughput(kind: CacheKind, args: &CacheArgs, round: u64) -> f64 {
+/// An error if the cache held more entries than its capacity at the end of the run.
+fn throughput(kind: CacheKind, args: &CacheArgs, round: u64) -> Result<f64, String> {
     let (keys, capacity) = sizes(args.throughput_keys, 10);
     let streams: Vec<Vec<u64>> = (0..args.threads as u64)
         .map(|t| {
@@ -423,7 +424,15 @@ fn throughput(kind: CacheKind, args: &CacheArgs, round: u64) -> f64 {
                 .collect()
         });
         let slowest = elapsed.iter().max().copied().unwrap_or_default();
-        (args.requests * args.threads as u64) as f64 / slowest.as_secs_f64()
+        cache.settle();
+        let held = cache.held();
+        if held > capacity {
+            return Err(format!(
+                "{} held {held} entries at capacity {capacity} after the throughput run",
+                name(kind)
+            ));
+        }
+        Ok((args.requests * args.threads as u64) as f64 / slowest.as_secs_f64())
     })
 }
 
@@ -563,7 +572,7 @@ pub fn main(args: CacheArgs) -> Result<(), String> {
     let mut rates = vec![Vec::new(); args.caches.len()];
     for round in 0..args.rounds as u64 {
         for (i, &kind) in args.caches.iter().enumerate() {
-            rates[i].push(throughput(kind, &args, round) / 1e6);
+            rates[i].push(throughput(kind, &args, round)? / 1e6);
         }
     }
     println!("| cache | median | rounds | floe ÷ this |\n|---|---:|---|---:|");

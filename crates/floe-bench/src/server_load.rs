@@ -746,9 +746,10 @@ pub(crate) fn cache_aside(args: &ServerArgs, cpu: &str) -> Result<(), String> {
     for &bytes in &args.value_bytes {
         // The key space is sized on memcached's cost per item (a header of about 50 bytes
         // beyond the ~20-byte key and the value), the same for both servers. floe-server's
-        // items cost more, not about the same: 272 bytes for a 100-byte value against
-        // memcached's 192 (the benchmark log in results/history/: map entry, value
-        // allocation, queue node and key allocation), so a smaller share of the keys fits in its -m.
+        // items cost more, not about the same: 224 bytes for a 100-byte value under a
+        // 20-byte key against memcached's 192 (map entry with the key inline, value
+        // allocation, queue node: BENCHMARKS.md), so a smaller share of the keys fits in its
+        // -m.
         let per_item = bytes as u64 + 20 + 56;
         let keys = ((2 * args.memory_mb as u64) << 20) / per_item;
         for &dist in &args.dist {

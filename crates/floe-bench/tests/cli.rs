@@ -750,5 +750,7 @@ fn the_cache_comparison_refuses_bad_flags_and_runs_tiny() {
     for heading in ["## Hit ratio", "Throughput", "emory"] {
         assert!(out.contains(heading), "{heading}: {out}");
     }
-    assert!(out.contains("| zipf | 10% |"), "{out}");
+    // Capacities are powers of two (10% of 2000 keys: 128 entries, of a key space of 1280).
+    assert!(out.contains("| zipf | 10% (128 of 1280) |"), "{out}");
+    assert!(out.contains("| zipf | 50% (512 of 1024) |"), "{out}");
 }

@@ -3,13 +3,12 @@
 //! memcached's LRU crawler walks its LRUs in the background, freeing expired items, and
 //! answers `lru_crawler metadump` with a line per item. floe-server's equivalent is the
 //! housekeeping thread's sweep ([`Cache::reclaim_expired`], every 5 s: expired items
-//! unlinked, the queue nodes of deleted items buried): `enable` and
-//! `disable` start and stop its sweeps (both parts: a disabled crawler leaves stale nodes to
-//! eviction, and `lru_crawler_running` is 1 during either), `crawl` asks for one now, and `metadump` lists the
-//! items. `sleep` and `tocrawl` are taken and reported in `stats settings` (memcached's
-//! pause between items and items per class per run); the sweep does not use them: it holds
-//! a lock only for a slice of 256 keys, so it needs no pause, and it always covers every
-//! item (a pass takes about as long as a lookup per item).
+//! unlinked): `enable` and `disable` start and stop its sweeps (`lru_crawler_running` is 1
+//! during one), `crawl` asks for one now, and `metadump` lists the items. `sleep` and
+//! `tocrawl` are taken and reported in `stats settings` (memcached's pause between items and
+//! items per class per run); the sweep does not use them: it holds a lock only for a slice of
+//! 256 queue nodes, so it needs no pause, and it always covers every item (a pass takes about
+//! as long as a lookup per item).
 //!
 //! With `-X` (dumping disabled) `metadump` is refused, as memcached refuses it.
 

@@ -1071,6 +1071,17 @@ impl<K: Hash + Eq, V, S: BuildHasher, G: Guard> MapRef<'_, K, V, S, G> {
     /// hash and not the key, as an eviction queue naming its entries by hash does
     /// (`floe::Cache`'s, floe-server's). Only the entries of keys with exactly that hash are
     /// offered to `is` (one, unless 64-bit hashes collide); a hash no key has finds nothing.
+    ///
+    /// ```
+    /// use std::hash::BuildHasher;
+    /// let map = floe::Map::<String, u32>::new();
+    /// let m = map.pin();
+    /// m.insert("a".to_string(), 1);
+    /// let hash = map.hasher().hash_one("a");
+    /// assert_eq!(m.find_by_hash(hash, |_, v| *v == 1), Some((&"a".to_string(), &1)));
+    /// assert_eq!(m.find_by_hash(hash, |_, v| *v == 2), None);
+    /// assert_eq!(m.find_by_hash(hash ^ 1, |_, _| true), None);
+    /// ```
     pub fn find_by_hash(&self, hash: u64, is: impl Fn(&K, &V) -> bool) -> Option<(&K, &V)> {
         let value = self.map.raw.get(bin_hash(hash), hash, &bin_hash)?;
         let check = |found: *mut Entry<K, V>| {

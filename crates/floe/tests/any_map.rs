@@ -499,6 +499,50 @@ fn get_many_agrees_with_get() {
     );
 }
 
+/// `find_by_hash` offers `is` every key of that hash and only those: with a hasher that puts
+/// every key on one of four hashes (collision lists behind the words), each key is found by
+/// its hash and a test of its own, never by another hash, and a removed one is not found.
+#[test]
+fn find_by_hash_sees_exactly_the_keys_of_a_hash() {
+    use std::hash::BuildHasher;
+    let map = Map::<u64, u64, _>::builder()
+        .hasher(FourWords)
+        .build()
+        .unwrap();
+    let m = map.pin();
+    for k in 0..64u64 {
+        m.insert(k, k * 10);
+    }
+    for k in 0..64u64 {
+        let hash = map.hasher().hash_one(k);
+        assert_eq!(
+            m.find_by_hash(hash, |key, _| *key == k),
+            Some((&k, &(k * 10)))
+        );
+        let offered = std::cell::RefCell::new(Vec::new());
+        let found = m.find_by_hash(hash, |key, _| {
+            offered.borrow_mut().push(*key);
+            false
+        });
+        assert_eq!(found, None);
+        let mut offered = offered.into_inner();
+        offered.sort_unstable();
+        let same_hash: Vec<u64> = (0..64)
+            .filter(|&j| map.hasher().hash_one(j) == hash)
+            .collect();
+        assert_eq!(
+            offered, same_hash,
+            "key {k}: the keys offered are its hash's"
+        );
+    }
+    m.remove(&5);
+    assert_eq!(
+        m.find_by_hash(map.hasher().hash_one(5u64), |key, _| *key == 5),
+        None
+    );
+    assert_eq!(m.find_by_hash(4, |_, _| true), None, "no key hashes to 4");
+}
+
 /// `compute` is one atomic read-modify-write: threads (more than cores) counting on a few keys
 /// that all share one hash word (every write swaps the same collision list) lose no count,
 /// and a key removed by `compute` at a threshold is removed exactly once per crossing.

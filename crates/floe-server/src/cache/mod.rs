@@ -4,8 +4,8 @@
 //!
 //! **Index and items.** Every item lives in one entry of a `floe::Map<Key, Item>`: the key
 //! (inline in the entry up to 22 bytes, `item::Key`) and the item (value bytes, client
-//! flags, CAS unique, expiry). A get is the map's lock-free get: one bin line, then the entry; a
-//! multi-get, and a run of gets a client pipelined, is one `MapRef::get_many` call, which
+//! flags, CAS unique, expiry). A get is the map's lock-free get: one bin line, then the
+//! entry; a multi-get, and a run of gets a client pipelined, is one `MapRef::get_many` call, which
 //! prefetches every bin and then every entry before it reads any (DLHT's batches). Writes
 //! are the map's own single-swap writes: every store, `incr` / `decr` and `touch` a
 //! `compute` (a read-decide-swap that retries when the key changed under it, so a CAS check
@@ -32,11 +32,12 @@
 //! charged its map entry, its key's allocation and its value's (`item_charge`), each eviction
 //! queue node its 16-byte slot (`node_charge`: a node outlives its item until it reaches the
 //! head of its queue). For a 20-byte key and a 100-byte value that is 96 (the entry, key
-//! inline) + 112 + 16 = 224 bytes (memcached's slab class for it: 192; 288 when each node
-//! held its key and each entry pointed to a key of its own). An item's charge is added when it is published and subtracted when it is unlinked (by the
-//! write that replaced or removed it), not when its memory is freed (a deferred free happens
-//! a few operations later); the map's own table is reported apart (`index_bytes` in
-//! `stats`), as the issue asks.
+//! inline) + 112 + 16 = 224 bytes (memcached's slab class for it: 192; 288 when the entry
+//! and the queue node shared the key in an `Arc` and a node was 32 bytes). An item's charge
+//! is added when it is published and subtracted when it is unlinked (by the write that
+//! replaced or removed it), not when its memory is freed (a deferred free happens a few
+//! operations later); the map's own table is reported apart (`index_bytes` in `stats`), as
+//! the issue asks.
 //!
 //! **Eviction: S3-FIFO** (Yang et al., SOSP'23). New items enter a small FIFO queue (10% of
 //! the bytes at the start; see "The split adapts" below); a get only marks the item (a 2-bit

@@ -23,7 +23,8 @@ struct Stamp {
     /// A unique no other write has: the id of the queue node the item gets if it needs one.
     unique: u64,
     /// The item's CAS unique: `unique`, unless the client chose it (meta `E`). Node ids
-    /// stay `unique`s, so a client's choice can never make two nodes of a key alike.
+    /// stay `unique`s (their low 32 bits, `eviction::Node`), so a client's choice never
+    /// names a node.
     cas: u64,
     now: u32,
     generation: u32,
@@ -189,9 +190,9 @@ impl<'w> Session<'w> {
     /// another write may have replaced `new` already, and its record, which would outnumber
     /// the delete, is in its own session's buffer until that session ends, while this one
     /// replies first; a crash between would restore the delete under a read that saw `new`.
-    /// The copy keeps the CAS unique and the queue node, and is charged what the item was, as a
-    /// touch's is; read marks made on the item after the copy was taken are
-    /// lost, as a touch loses them. If the key is absent, whatever removed it came later.
+    /// The copy keeps the CAS unique and the queue node, and is charged what the item was, as
+    /// a touch's is; read marks made on the item after the copy was taken are lost, as a touch
+    /// loses them. If the key is absent, whatever removed it came later.
     fn inserted(&self, key: &[u8], new: &Item) {
         #[cfg(test)]
         hooks::published_absent();
@@ -648,14 +649,16 @@ impl<'w> Session<'w> {
             hooks::decided(replaced, &operation);
             operation
         });
-        let new = match outcome {
+        // An insert into an absent key keeps the new item's own node id; one that replaced
+        // an item took over its node.
+        let (new, queues_node) = match outcome {
             Compute::Inserted(new) => {
                 self.inserted(key, new);
-                new
+                (new, true)
             }
             Compute::Updated { old, new } => {
                 self.cache.used.fetch_sub(old.charge(), Ordering::Relaxed);
-                new
+                (new, false)
             }
             Compute::Aborted(why) => return Err(why),
             Compute::Removed(_) | Compute::Absent => unreachable!("never removes"),
@@ -665,7 +668,7 @@ impl<'w> Session<'w> {
             cas,
             unique,
             charge: new.charge(),
-            queues_node: new.node == unique as u32,
+            queues_node,
         })
     }
 
@@ -687,6 +690,10 @@ impl<'w> Session<'w> {
     ) -> Delta {
         // A persistent cache's writes wait for its restore (`Cache::open`).
         self.cache.wait_restored();
+        // The protocols refuse longer keys; one that came another way is never stored.
+        if key.len() > crate::protocol::MAX_KEY_LEN {
+            return Delta::NotFound;
+        }
         // As memcached, a unique of 0 is none.
         let compare = compare.filter(|&cas| cas != 0);
         let (hit, miss) = if incr {
@@ -768,14 +775,14 @@ impl<'w> Session<'w> {
             hooks::decided(present, &operation);
             operation
         });
-        let new = match outcome {
+        let (new, queues_node) = match outcome {
             Compute::Inserted(new) => {
                 self.inserted(key, new);
-                new
+                (new, true)
             }
             Compute::Updated { old, new } => {
                 self.cache.used.fetch_sub(old.charge(), Ordering::Relaxed);
-                new
+                (new, false)
             }
             Compute::Aborted(why) => {
                 self.cache.used.fetch_sub(charge + node, Ordering::Relaxed);
@@ -785,7 +792,7 @@ impl<'w> Session<'w> {
             Compute::Removed(_) | Compute::Absent => unreachable!("never removes"),
         };
         self.journal_item(key, new);
-        let (stored, queues_node) = (new.charge(), new.node == unique as u32);
+        let stored = new.charge();
         // Reserved what a counter usually takes; a long value rewritten padded takes more.
         self.settle(charge + node, stored + if queues_node { node } else { 0 });
         if queues_node {
@@ -985,7 +992,7 @@ impl<'w> Session<'w> {
             let Some(mut node) = queues.fifo(from_small).pop_front() else {
                 return false;
             };
-            let Some((_, item)) = self.map.find_by_hash(node.hash, |_, item| node.names(item))
+            let Some((key, item)) = self.map.find_by_hash(node.hash, |_, item| node.names(item))
             else {
                 // Stale: its item was removed (and uncharged) already; the node itself is
                 // memory freed.
@@ -998,7 +1005,7 @@ impl<'w> Session<'w> {
             let idle = self.now.saturating_sub(item.last_access());
             let expires = u64::from(item.exptime != 0);
             if cache.validity(item, self.now).is_err() {
-                match self.retire(node, false) {
+                match self.retire(node, key, false) {
                     Retired::Kept(node) => queues.fifo(from_small).push_back(node),
                     Retired::Reclaimed | Retired::Evicted => {
                         self.count(Counter::Reclaimed, 1);
@@ -1035,7 +1042,7 @@ impl<'w> Session<'w> {
                 continue;
             }
             let hash = node.hash;
-            match self.retire(node, true) {
+            match self.retire(node, key, true) {
                 Retired::Evicted => {
                     self.count(Counter::Evictions, 1);
                     self.count(Counter::EvictedUnfetched, unfetched);
@@ -1060,19 +1067,14 @@ impl<'w> Session<'w> {
         }
     }
 
-    /// Remove the item that `node` names (only if it is expired or flushed, unless
-    /// `evicting`) and free the node; a node that a valid item still names is handed back.
+    /// Remove the item that `node` names under `key` (the key of the entry the caller found
+    /// the node naming; nodes hold no key), only if it is expired or flushed, unless
+    /// `evicting`, and free the node; a node that a valid item still names is handed back.
     /// The item removed may be a newer one than the caller looked at: a write that replaced
     /// it kept its node.
-    fn retire(&self, node: Node, evicting: bool) -> Retired {
+    fn retire(&self, node: Node, key: &Key, evicting: bool) -> Retired {
         let cache = self.cache;
         let now = self.now;
-        // The key the node names, to remove by (any entry of the hash's that the node names
-        // has it: nodes hold no key).
-        let Some((key, _)) = self.map.find_by_hash(node.hash, |_, item| node.names(item)) else {
-            self.free_node();
-            return Retired::Stale;
-        };
         let removed = self.map.remove_if(&key[..], |item| {
             let remove = node.names(item) && (evicting || cache.validity(item, now).is_err());
             cache.removing_if(key, item, remove)
@@ -1086,8 +1088,9 @@ impl<'w> Session<'w> {
                     Retired::Reclaimed
                 }
             }
-            // Once no item names a node, none can again: only a write that replaces an item
-            // naming it hands it on.
+            // Once no item names a node, none can again (only a write that replaces an item
+            // naming it hands it on), but for an id 2^32 stores younger of the same key: a
+            // policy slip, see `eviction::Node`.
             None if self.map.get(&key[..]).is_some_and(|item| node.names(item)) => {
                 return Retired::Kept(node)
             }
@@ -1113,8 +1116,9 @@ impl<'w> Session<'w> {
     }
 }
 
-/// A key's length as an item keeps it. Every caller's key is at most 250 bytes (the text and
-/// binary protocols and the journal's replay refuse longer ones).
+/// A key's length as an item keeps it. Every key stored is at most 250 bytes: the text and
+/// binary protocols and the journal's replay refuse longer ones, and so do `too_large` (every
+/// store) and `delta`.
 fn key_length(key: &[u8]) -> u8 {
     debug_assert!(key.len() <= crate::protocol::MAX_KEY_LEN);
     key.len().min(u8::MAX as usize) as u8

@@ -670,9 +670,11 @@ impl Cache {
     }
 }
 
-/// Whether an item of these sizes could never fit: larger than `-I` or than all of the
-/// memory limit.
+/// Whether an item of these sizes could never fit: a key longer than memcached's 250 bytes
+/// (the protocols refuse those before, and an item keeps its key's length in a byte), a value
+/// larger than `-I`, or an item larger than all of the memory limit.
 pub fn too_large(cache: &Cache, key_len: usize, value_len: usize) -> bool {
-    value_len > cache.settings.max_item_size
+    key_len > crate::protocol::MAX_KEY_LEN
+        || value_len > cache.settings.max_item_size
         || item_charge(key_len, value_len) + node_charge() > cache.memory_limit()
 }

@@ -404,6 +404,71 @@ fn a_small_item_and_its_node_cost_224_bytes() {
     assert_eq!(item_charge(250, 100), 96 + 272 + 112);
 }
 
+/// `-m` counts exactly each present item's charge and one node per key through every kind
+/// of write that replaces an item (overwrite, append, prepend, `incr` padded and not, touch,
+/// `md ... x` and `md ... I`), for keys inline and not; once every key is deleted only the
+/// nodes' slots stay charged, and once eviction has run past them nothing does.
+#[test]
+fn every_write_keeps_the_charge_exact() {
+    let cache = one_worker_cache();
+    let mut worker = cache.worker(0);
+    let mut session = worker.session();
+    let keys: Vec<Vec<u8>> = [1, 5, INLINE_KEY, INLINE_KEY + 1, 100, 250]
+        .iter()
+        .map(|&len| (0..len).map(|i| b'a' + (i % 26) as u8).collect())
+        .collect();
+    let exact = |cache: &Cache| {
+        assert_eq!(cache.bytes(), charged_for_items(cache));
+    };
+    for key in &keys {
+        let stored = session.store(StoreMode::Set, key, 0, 0, b"12", None);
+        assert!(matches!(stored, Stored::Stored(_)), "{stored:?}");
+        exact(&cache);
+        let stored = session.store(StoreMode::Set, key, 1, 0, &[b'7'; 300], None);
+        assert!(matches!(stored, Stored::Stored(_)));
+        session.store(StoreMode::Set, key, 0, 0, b"41", None);
+        session.store(StoreMode::Append, key, 0, 0, b"00", None);
+        session.store(StoreMode::Prepend, key, 0, 0, b"9", None);
+        exact(&cache);
+        assert!(matches!(
+            session.delta(key, true, 1, None, None, false, None),
+            Delta::Value(94101, _, false)
+        ));
+        assert!(matches!(
+            session.delta(key, false, 94000, None, None, true, None),
+            Delta::Value(101, _, false)
+        ));
+        exact(&cache);
+        assert!(session.touch(key, 0).is_some());
+        let stale = Tombstone {
+            stale: true,
+            ..Tombstone::default()
+        };
+        assert_eq!(session.tombstone(key, None, stale), Deleted::Deleted);
+        exact(&cache);
+        let empty = Tombstone {
+            empty: Some((3, 0)),
+            ..Tombstone::default()
+        };
+        assert_eq!(session.tombstone(key, None, empty), Deleted::Deleted);
+        exact(&cache);
+    }
+    assert_eq!(cache.items(), keys.len());
+    for key in &keys {
+        assert_eq!(session.delete(key, None), Deleted::Deleted);
+    }
+    assert_eq!(
+        cache.bytes(),
+        keys.len() * node_charge(),
+        "only the nodes' slots"
+    );
+    // A cache's worth of other items runs eviction past the stale nodes.
+    for i in 0..12_000u32 {
+        store_then(&mut session, &format!("filler{i}"), 0, false);
+    }
+    exact(&cache);
+}
+
 /// A key hashes and compares as its bytes, inline or not, so the map is looked up with a
 /// `&[u8]`; an inline key's unused bytes never take part.
 #[test]
