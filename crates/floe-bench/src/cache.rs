@@ -375,14 +375,21 @@ fn hit_ratio(
         cache.settle();
         (ratio, cache.held())
     });
+    within_capacity(kind, held, capacity, &format!("the {trace} trace"))?;
+    Ok(ratio)
+}
+
+/// An error if a cache of `kind` held more than `capacity` entries after `run`: its figures
+/// would be a larger cache's, not comparable with the others'.
+fn within_capacity(kind: CacheKind, held: u64, capacity: u64, run: &str) -> Result<(), String> {
     if held > capacity {
         return Err(format!(
-            "{} held {held} entries at capacity {capacity} after the {trace} trace: its hit \
-             ratio would not compare with the others'",
+            "{} held {held} entries at capacity {capacity} after {run}: its figures would not \
+             compare with the others'",
             name(kind)
         ));
     }
-    Ok(ratio)
+    Ok(())
 }
 
 /// Requests per second of `threads` threads running cache-aside zipf streams on one cache.
@@ -425,13 +432,7 @@ fn throughput(kind: CacheKind, args: &CacheArgs, round: u64) -> Result<f64, Stri
         });
         let slowest = elapsed.iter().max().copied().unwrap_or_default();
         cache.settle();
-        let held = cache.held();
-        if held > capacity {
-            return Err(format!(
-                "{} held {held} entries at capacity {capacity} after the throughput run",
-                name(kind)
-            ));
-        }
+        within_capacity(kind, cache.held(), capacity, "the throughput run")?;
         Ok((args.requests * args.threads as u64) as f64 / slowest.as_secs_f64())
     })
 }

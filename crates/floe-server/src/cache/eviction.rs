@@ -87,9 +87,9 @@ impl Fifo {
         self.popped + self.nodes.len() as u64
     }
 
-    /// Copy the hashes and ids of up to [`SWEEP_SLICE`] nodes at positions `from..end` (those
-    /// still there) into `into`; returns the position to go on from.
-    pub(super) fn copy_slice(&self, from: u64, end: u64, into: &mut Vec<(u64, u32)>) -> u64 {
+    /// Copy up to [`SWEEP_SLICE`] nodes at positions `from..end` (those still there) into
+    /// `into`; returns the position to go on from.
+    pub(super) fn copy_slice(&self, from: u64, end: u64, into: &mut Vec<Node>) -> u64 {
         let start = from.max(self.popped);
         let stop = end.min(self.end());
         if start >= stop {
@@ -97,11 +97,7 @@ impl Fifo {
         }
         let first = (start - self.popped) as usize;
         let last = ((stop - self.popped) as usize).min(first + SWEEP_SLICE);
-        into.extend(
-            self.nodes
-                .range(first..last)
-                .map(|node| (node.hash, node.id)),
-        );
+        into.extend(self.nodes.range(first..last).copied());
         self.popped + last as u64
     }
 }

@@ -14,7 +14,7 @@ use floe::{hash::DefaultHashBuilder, Map};
 
 use super::{
     counters::{Counter, Counters, COUNTERS},
-    eviction::{lock, node_charge, Fifo, Queues, SMALL_SHARE_START, SWEEP_SLICE},
+    eviction::{lock, node_charge, Fifo, Node, Queues, SMALL_SHARE_START, SWEEP_SLICE},
     item::{item_charge, Item, Key},
 };
 use crate::{
@@ -424,18 +424,17 @@ impl Cache {
         let map = self.map.pin();
         let mut summary = QueuesSummary::default();
         for shard in self.queues.iter() {
-            // The head's hash and id are copied out, so the shard's lock is not held over the
-            // lookup.
+            // The heads are copied out, so the shard's lock is not held over the lookup.
             let (small, main) = {
                 let queues = lock(shard);
                 summary.small += queues.small.len();
                 summary.main += queues.main.len();
-                let head = |fifo: &Fifo| fifo.nodes.front().map(|n| (n.hash, n.id));
+                let head = |fifo: &Fifo| fifo.nodes.front().copied();
                 (head(&queues.small), head(&queues.main))
             };
-            let age = |head: Option<(u64, u32)>| {
-                head.and_then(|(hash, id)| {
-                    map.find_by_hash(hash, |_, item| item.node == id)
+            let age = |head: Option<Node>| {
+                head.and_then(|node| {
+                    map.find_by_hash(node.hash, |_, item| node.names(item))
                         .map(|(_, item)| now.saturating_sub(item.last_access()))
                 })
                 .unwrap_or(0)
@@ -588,9 +587,9 @@ impl Cache {
                     let map = self.map.pin();
                     let now = self.now();
                     checked += slice.len() as u64;
-                    for (hash, id) in slice.drain(..) {
-                        let named = |item: &Item| item.node == id;
-                        let Some((key, item)) = map.find_by_hash(hash, |_, item| named(item))
+                    for node in slice.drain(..) {
+                        let Some((key, item)) =
+                            map.find_by_hash(node.hash, |_, item| node.names(item))
                         else {
                             continue;
                         };
@@ -598,7 +597,7 @@ impl Cache {
                             continue;
                         }
                         let expired =
-                            |item: &Item| named(item) && self.validity(item, now).is_err();
+                            |item: &Item| node.names(item) && self.validity(item, now).is_err();
                         let unlinkable = |item: &Item| self.removing_if(key, item, expired(item));
                         if let Some(item) = map.remove_if(&key[..], unlinkable) {
                             self.used.fetch_sub(item.charge(), Ordering::Relaxed);
