@@ -19,8 +19,10 @@ fi
 cargo_fuzz_version=0.13.2
 if ! cargo fuzz --version 2>/dev/null | grep -qx "cargo-fuzz $cargo_fuzz_version"; then
     echo "fuzz.sh: installing cargo-fuzz $cargo_fuzz_version"
+    # `--debug`: cargo-fuzz only drives cargo and the fuzzer, so its own speed does not matter;
+    # a debug build takes a fraction of a release build's minutes (ci/deb.sh does the same).
     retry_once "cargo install cargo-fuzz $cargo_fuzz_version" \
-        cargo install cargo-fuzz --version "$cargo_fuzz_version" --locked
+        cargo install cargo-fuzz --version "$cargo_fuzz_version" --locked --debug
 fi
 seconds="${FLOE_FUZZ_SECONDS:-60}"
 cd fuzz
