@@ -7,7 +7,8 @@
 # beside memcached's own, and floe-server SIGKILLed at random instants, with writers on keys of
 # their own (FLOE_SERVER_KILL_ROUNDS, default 40) and racing on shared keys
 # (FLOE_SERVER_SHARED_KILL_ROUNDS, default 60); memcached-tool and the stats groups beside
-# memcached's. Installs what it needs (Debian: memcached,
+# memcached's; Prometheus's memcached exporter reading both (ci/exporter.sh builds it with
+# Go). Installs what it needs (Debian: memcached,
 # libmemcached-tools, nutcracker, libmemcached-dev to build pylibmc; PyPI: pymemcache, pytest,
 # pylibmc). FLOE_DIFF_SEEDS (default 4) sets the differential runs.
 set -euo pipefail
@@ -50,6 +51,10 @@ trap - EXIT
 
 echo "== memcached's tools (memcached-tool display/dump/keys/stats/settings), stats fields, stats detail and lru_crawler against memcached"
 (cd "$tests" && timeout 300 python3 tools.py)
+
+echo "== Prometheus's memcached exporter (ci/exporter.sh builds a pinned release) against floe-server and memcached"
+exporter="$(bash ci/exporter.sh)"
+(cd "$tests" && timeout 120 python3 exporter.py "$exporter")
 
 echo "== differential test against memcached"
 (cd "$tests" && timeout 900 python3 differential.py --seeds "${FLOE_DIFF_SEEDS:-4}" --commands 4000)
