@@ -5,6 +5,11 @@ cd "$(dirname "$0")/.."
 # Debug assertions stay on: some models rely on the engine's own invariant checks.
 export RUSTFLAGS="--cfg floe_loom -C debug-assertions=on ${RUSTFLAGS:-}"
 export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}"
+# Optimised, but without the release profile's fat LTO and single codegen unit: the models
+# need speed, not the last percent of it, and three fat-LTO links (the model test, the unit
+# tests, floe-kmer's) were the longest single-threaded builds of a CI run (2 min 24 s of
+# build before the first model ran, Intel, 2026-11-30), with the whole run CPU-bound.
+export CARGO_PROFILE_RELEASE_LTO=false CARGO_PROFILE_RELEASE_CODEGEN_UNITS=16
 # A separate target dir so the loom build does not invalidate the normal one.
 cargo test --release -p floe --test loom --target-dir target/loom "$@"
 # The reader-announcement protocol (src/reclaim.rs) has its model among the unit tests (run
