@@ -425,7 +425,13 @@ mod tests {
     #[test]
     fn hashers_spread_sequential_and_strided_keys() {
         let n = if cfg!(miri) { 512 } else { 200_000 };
-        for seed in [0, 1, u64::MAX] {
+        // One seed under Miri: the software CRC takes most of a minute a seed there.
+        let seeds: &[u64] = if cfg!(miri) {
+            &[u64::MAX]
+        } else {
+            &[0, 1, u64::MAX]
+        };
+        for &seed in seeds {
             spreads_evenly(&Mix64::with_seed(seed), 0..n);
             spreads_evenly(&Mix64::with_seed(seed), (0..n).map(|k| k << 32));
             spreads_evenly(&WyHash::with_seed(seed), 0..n);

@@ -609,7 +609,10 @@ mod tests {
     #[test]
     fn every_flipped_bit_is_caught() {
         let bytes = sample().encode();
-        for bit in 0..bytes.len() * 8 {
+        // Under Miri every byte, one bit of each (the bits rotate from byte to byte): the
+        // checksum code is the same for every bit, and all of them took 44 s there.
+        let stride = if cfg!(miri) { 9 } else { 1 };
+        for bit in (0..bytes.len() * 8).step_by(stride) {
             let mut damaged = bytes;
             damaged[bit / 8] ^= 1 << (bit % 8);
             assert!(Superblock::decode(&damaged).is_err(), "bit {bit}");
