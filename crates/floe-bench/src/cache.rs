@@ -22,7 +22,8 @@
 //! (cache-aside, 10% cache) against one shared cache: a warming half untimed, then the timed
 //! half; median of `--rounds`. Memory: a child process per cache fills a cache of
 //! `--memory-entries` with 16-byte keys and 100-byte values (`Box<[u8]>`) and reports its RSS
-//! growth per entry.
+//! growth per entry, then inserts as many new keys again (each evicting one) and reports it
+//! once more: a full cache's steady state, with what eviction keeps (ghosts, sketches).
 
 use std::{
     sync::Barrier,
@@ -442,17 +443,21 @@ fn probe_key(i: u64) -> u128 {
     u128::from(i) << 64 | u128::from(i.wrapping_mul(0x9e37_79b9_7f4a_7c15))
 }
 
-/// RSS growth per entry of filling a cache of `kind` (in this process: run it in a fresh one).
+/// RSS growth per entry of filling a cache of `kind`, then per entry held after as many
+/// inserts of new keys again (each evicting one: what a full cache holds in its steady state,
+/// eviction's own structures included); prints the two (in this process: run it in a fresh
+/// one).
 pub fn probe(args: &CacheProbeArgs) -> Result<(), String> {
     let value = vec![7u8; 100].into_boxed_slice();
-    let before = crate::machine::rss_bytes().ok_or("no /proc/self/statm")?;
-    let grown = with_cache!(args.cache, Box<[u8]>, |C| {
+    let rss = || crate::machine::rss_bytes().ok_or("no /proc/self/statm");
+    let before = rss()?;
+    let (filled, churned) = with_cache!(args.cache, Box<[u8]>, |C| {
         let cache = <C as Contender<Box<[u8]>>>::build(args.entries);
         for key in 0..args.entries {
             cache.store(probe_key(key), value.clone());
         }
         cache.settle();
-        let after = crate::machine::rss_bytes().ok_or("no /proc/self/statm")?;
+        let filled = rss()?;
         let held = (0..args.entries.min(1000))
             .filter(|&k| cache.lookup(probe_key(k)).is_some())
             .count();
@@ -462,13 +467,31 @@ pub fn probe(args: &CacheProbeArgs) -> Result<(), String> {
                 args.cache, args.entries
             ));
         }
-        after.saturating_sub(before)
+        for key in args.entries..2 * args.entries {
+            cache.store(probe_key(key), value.clone());
+        }
+        cache.settle();
+        let churned = rss()?;
+        // Per entry held: scc's `HashCache` holds up to the next power of two.
+        let held = cache.held();
+        if held < args.entries * 9 / 10 {
+            return Err(format!(
+                "{:?} held {held} entries at capacity {} after the churn",
+                args.cache, args.entries
+            ));
+        }
+        (
+            filled.saturating_sub(before) as f64 / args.entries as f64,
+            churned.saturating_sub(before) as f64 / held as f64,
+        )
     });
-    println!("{:.1}", grown as f64 / args.entries as f64);
+    println!("{filled:.1} {churned:.1}");
     Ok(())
 }
 
-fn probe_child(kind: CacheKind, entries: u64) -> Result<f64, String> {
+/// The memory probe of `kind` in a child process: bytes an entry when filled, and after the
+/// churn.
+fn probe_child(kind: CacheKind, entries: u64) -> Result<(f64, f64), String> {
     let exe = std::env::current_exe().map_err(|e| format!("finding floe-bench: {e}"))?;
     let name = kind
         .to_possible_value()
@@ -489,10 +512,18 @@ fn probe_child(kind: CacheKind, entries: u64) -> Result<f64, String> {
             String::from_utf8_lossy(&output.stderr).trim()
         ));
     }
-    String::from_utf8_lossy(&output.stdout)
-        .trim()
-        .parse()
-        .map_err(|e| format!("the memory probe of {name} printed no number: {e}"))
+    let printed = String::from_utf8_lossy(&output.stdout);
+    let numbers: Vec<f64> = printed
+        .split_whitespace()
+        .map(str::parse)
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("the memory probe of {name} printed {printed:?}: {e}"))?;
+    match numbers[..] {
+        [filled, churned] => Ok((filled, churned)),
+        _ => Err(format!(
+            "the memory probe of {name} printed {printed:?}, not two numbers"
+        )),
+    }
 }
 
 fn name(kind: CacheKind) -> &'static str {
@@ -591,14 +622,17 @@ pub fn main(args: CacheArgs) -> Result<(), String> {
     if args.memory_entries > 0 {
         println!(
             "\n## Memory: RSS growth per entry, {} entries of 16-byte keys and 100-byte values \
-             (Box<[u8]>: 112 bytes of it are the value's allocation)\n",
+             (Box<[u8]>: 112 bytes of it are the value's allocation), filled, and after as many \
+             inserts again, each evicting one\n",
             args.memory_entries
         );
-        println!("| cache | bytes/entry |\n|---|---:|");
+        println!("| cache | bytes/entry, filled | after the churn |\n|---|---:|---:|");
         for &kind in &args.caches {
             match probe_child(kind, args.memory_entries) {
-                Ok(bytes) => println!("| {} | {bytes:.1} |", name(kind)),
-                Err(e) => println!("| {} | failed: {e} |", name(kind)),
+                Ok((filled, churned)) => {
+                    println!("| {} | {filled:.1} | {churned:.1} |", name(kind))
+                }
+                Err(e) => println!("| {} | failed: {e} | |", name(kind)),
             }
         }
     }
