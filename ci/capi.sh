@@ -110,13 +110,18 @@ unset PKG_CONFIG_PATH
 echo "-- both ran"
 
 echo "== floe-bench's C++ peers and floe through its C ABI"
-cargo build -p floe-bench
-cargo run --quiet -p floe-bench -- peers
-cargo test -p floe-bench --bin floe-bench maps::cpp
+# Built with the whole workspace's features, as ci/test.sh's build was, so that only
+# floe-bench itself compiles again (its build script finding the peers): `-p floe-bench`
+# resolves the dependencies' features for it alone and compiled them all again, 1 min 21 s
+# of a CPU-bound CI run (2026-11-30). Hence the binary run directly, not through `cargo run`.
+cargo build --workspace --bins
+bench="${CARGO_TARGET_DIR:-target}/debug/floe-bench"
+"$bench" peers
+cargo test --workspace --bin floe-bench maps::cpp
 for workload in get insdel putheavy; do
-    cargo run --quiet -p floe-bench -- run --workload "$workload" --keys 2^12 --threads 1 \
+    "$bench" run --workload "$workload" --keys 2^12 --threads 1 \
         --seconds 0.05 --repeat 1 --memory off --latency off \
         --maps floe,floe-capi,boost,tbb,libcuckoo,absl
 done
-cargo run --quiet -p floe-bench -- run --workload get --keys 2^12 --threads 1 --seconds 0.05 \
+"$bench" run --workload get --keys 2^12 --threads 1 --seconds 0.05 \
     --repeat 1 --memory off --api batch --batch 16 --maps floe,floe-capi,boost

@@ -16,7 +16,7 @@ retry_once "cargo miri setup" cargo +nightly miri setup
 if [ "${FLOE_MIRI_SETUP_ONLY:-0}" = 1 ]; then
     exit 0
 fi
-cargo +nightly miri test -p floe --lib "$@"
-cargo +nightly miri test -p floe --features serde --lib journal:: "$@"
+# With serde: the journal's tests need it (one build of the library, not two).
+cargo +nightly miri test -p floe --features serde --lib "$@"
 # floe-kmer's compact table: its slots are a zeroed allocation shared by the counting threads.
 cargo +nightly miri test -p floe-kmer --lib count::compact "$@"
