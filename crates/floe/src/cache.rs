@@ -629,7 +629,6 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> CacheBuilder<K, V, S> {
                 1024
             }
         });
-        let bounded = self.weigher.is_some() || self.max_capacity != u64::MAX;
         // The dense layout: at 1M entries of 16-byte keys and 100-byte values its index took
         // about 17 bytes an entry (24 at 0.7M and 1.4M) where the default layout's took about
         // 46 (213.9 bytes an entry in all against 238.6), and cache-aside throughput was the
@@ -642,7 +641,7 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> CacheBuilder<K, V, S> {
             .capacity(entries.max(16))
             .reclaim_batch(RECLAIM_BATCH)
             .layout(crate::Layout::Dense);
-        if bounded {
+        if self.max_capacity != u64::MAX {
             map = map.grow_ahead(0);
         }
         let map = map.build()?;
