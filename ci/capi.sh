@@ -115,7 +115,8 @@ echo "== floe-bench's C++ peers and floe through its C ABI"
 # resolves the dependencies' features for it alone and compiled them all again, 1 min 21 s
 # of a CPU-bound CI run (2026-11-30). Hence the binary run directly, not through `cargo run`.
 cargo build --workspace --bins
-bench="${CARGO_TARGET_DIR:-target}/debug/floe-bench"
+target="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
+bench="$target/debug/floe-bench"
 "$bench" peers
 cargo test --workspace --bin floe-bench maps::cpp
 for workload in get insdel putheavy; do

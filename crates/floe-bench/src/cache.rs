@@ -448,6 +448,9 @@ fn probe_key(i: u64) -> u128 {
 /// eviction's own structures included); prints the two (in this process: run it in a fresh
 /// one).
 pub fn probe(args: &CacheProbeArgs) -> Result<(), String> {
+    if !(1..=1 << 32).contains(&args.entries) {
+        return Err(format!("--entries {}: from 1 to 2^32", args.entries));
+    }
     let value = vec![7u8; 100].into_boxed_slice();
     let rss = || crate::machine::rss_bytes().ok_or("no /proc/self/statm");
     let before = rss()?;
@@ -642,6 +645,17 @@ pub fn main(args: CacheArgs) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_memory_probe_refuses_sizes_it_cannot_fill_twice() {
+        for entries in [0, (1 << 32) + 1, u64::MAX] {
+            let args = CacheProbeArgs {
+                cache: CacheKind::Floe,
+                entries,
+            };
+            assert!(probe(&args).unwrap_err().contains("--entries"));
+        }
+    }
 
     #[test]
     fn session_writes_each_key_once_and_reads_it_once_after() {
