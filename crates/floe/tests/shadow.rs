@@ -168,14 +168,76 @@ fn moves_carry_open_shadows(layout: Layout) {
     }
     assert_eq!(map.len(), 1_000);
     assert_eq!(map.check_invariants(), 1_000);
-    assert_eq!(
-        map.stats().stashed,
-        0,
-        "committed shadows landed in the stash"
+    // Sized for the shadows, the lines hold them (a shrink sized for the keys alone pushed a
+    // thousand into the stash). A shadow is never displaced, so now and then (about one run in
+    // a thousand) one finds both its lines full of shadows and waits in the stash's list; its
+    // commit goes into a line if an abort freed a slot there by then, else into the stash.
+    assert!(
+        map.stats().stashed <= 4,
+        "{} committed shadows landed in the stash",
+        map.stats().stashed
     );
     for k in 0..2_000u64 {
         assert_eq!(map.get(&k), (k % 2 == 0).then_some(k + 1));
     }
+}
+
+/// A dense map of 64 keys whose hasher gives keys below 16 one hash (a crowd on two lines)
+/// and every other key its own.
+fn crowded_dense_map() -> FlatMap<u64, u64, common::WordHash> {
+    use common::{SplitMix, WordHash};
+    const CROWD: u64 = 0x1234_5678_9abc_def0;
+    FlatMap::builder()
+        .layout(Layout::Dense)
+        .capacity(64)
+        .hasher(WordHash(
+            |k| if k < 16 { CROWD } else { SplitMix(k).next() },
+        ))
+        .build()
+        .unwrap()
+}
+
+/// A growth that finds a crowd's two new lines full keeps the shadows past them in the stash's
+/// shadow list; one committed after a slot of its lines was freed goes into that slot, not
+/// into the stash (which every get that misses both lines would then read).
+#[test]
+fn a_stashed_shadow_commits_into_a_slot_freed_since() {
+    let map = crowded_dense_map();
+    // The home's four keys, four shadows filling the alternative, two keys in the stash.
+    for k in 0..4u64 {
+        assert_eq!(map.insert_new(k, k + 100), Insert::Inserted);
+    }
+    let shadows: Vec<_> = (4..8u64)
+        .map(|k| map.insert_shadow(k, k + 100).unwrap())
+        .collect();
+    for k in 8..10u64 {
+        assert_eq!(map.insert_new(k, k + 100), Insert::Inserted);
+    }
+    assert_eq!(map.stats().stashed, 2);
+    // The home line moves first here (with its stashed keys), so two shadows find no room.
+    map.reserve(1000).unwrap();
+    assert_eq!(
+        map.stats().stashed,
+        0,
+        "the crowd's lines moved in another order"
+    );
+    assert_still_shadowed(&map, 4..8, "the move");
+    for k in 0..2u64 {
+        assert_eq!(map.remove(&k), Some(k + 100));
+    }
+    for shadow in shadows {
+        shadow.commit();
+    }
+    assert_eq!(
+        map.stats().stashed,
+        0,
+        "a committed shadow went to the stash"
+    );
+    assert_eq!(map.check_invariants(), 8);
+    for k in 2..10u64 {
+        assert_eq!(map.get(&k), Some(k + 100), "key {k}");
+    }
+    assert_eq!(map.get(&0), None);
 }
 
 /// Many threads (more than cores) race to shadow-insert the same key each round: exactly one
@@ -709,16 +771,8 @@ fn shadows_in_shared_lists_survive_every_other_write() {
 /// Every shadow is still taken after it, and resolves once.
 #[test]
 fn dense_shadows_in_a_crowd_move_with_their_keys() {
-    use common::{SplitMix, WordHash};
     use floe::Error;
-    const CROWD: u64 = 0x1234_5678_9abc_def0;
-    let hash = WordHash(|k| if k < 16 { CROWD } else { SplitMix(k).next() });
-    let map = FlatMap::<u64, u64>::builder()
-        .layout(Layout::Dense)
-        .capacity(64)
-        .hasher(hash)
-        .build()
-        .unwrap();
+    let map = crowded_dense_map();
     // Six keys (the home's four, then two in the alternative), two shadows after them in
     // the alternative, two keys in the stash.
     for k in 0..6u64 {
@@ -759,12 +813,7 @@ fn dense_shadows_in_a_crowd_move_with_their_keys() {
     // A shadow among the crowd in its two lines still crowds them: a write past them is
     // refused with `HashCollisions` (it doubled the table over and over while the shadow's
     // slot was taken for a key of another hash).
-    let map = FlatMap::<u64, u64>::builder()
-        .layout(Layout::Dense)
-        .capacity(64)
-        .hasher(hash)
-        .build()
-        .unwrap();
+    let map = crowded_dense_map();
     let shadow = map.insert_shadow(0, 100).unwrap();
     for k in 1..8u64 {
         assert_eq!(map.insert_new(k, k + 100), Insert::Inserted);

@@ -218,8 +218,9 @@
 //! - **Displacements** do not move shadows (the shadow key's lines are not the line's, so the
 //!   search takes it for a key that cannot move on); **migrations** do: a moved line's shadow
 //!   is placed in the next table as a shadow (a move's search for room covers the table; the
-//!   one that finds none keeps it in the stash's shadow list, which gets never read). A commit
-//!   or abort refused a moved line moves the key's lines and resolves it in the next table, as
+//!   one that finds none keeps it in the stash's shadow list, which gets never read; its commit
+//!   stores the key in one of its lines if either has a free slot by then, else in the stash,
+//!   `commit_stashed_shadow`). A commit or abort refused a moved line moves the key's lines and resolves it in the next table, as
 //!   any write does. Exactly one resolution finds the shadow: only its handle resolves it, and a
 //!   key's shadow is in one table's lines at a time by the same argument as its writes.
 //! - **Sizing**: a shadow holds a slot, so the trigger, the room a next table leaves users and
@@ -1418,8 +1419,7 @@ impl DenseTable {
                     return Ok(false);
                 }
                 if let Some(value) = commit {
-                    self.stash.insert(hash, key, value, true);
-                    self.len.increment();
+                    self.commit_stashed_shadow(home, alt, &mut held_home, hash, key, value);
                 }
             }
             if commit.is_none() && held_home.sub_spill() {
@@ -1428,6 +1428,39 @@ impl DenseTable {
         }
         self.shadows.fetch_sub(1, Ordering::Relaxed);
         Ok(true)
+    }
+
+    /// Commit an open shadow insert of `key` that a migration kept in the stash's shadow
+    /// list (both its lines were full then, and a shadow is never displaced), under both
+    /// lines' locks (`held_home` is the home's). The key goes where an insert would put it
+    /// now: its home or its alternative when either has a free slot (a slot freed since the
+    /// move), the stash only when neither has; a stashed key costs every get that misses
+    /// both lines a read of the stash. As in a commit in a slot, the key's incarnation begins
+    /// with one Release store (`place`) or the stash's insert; until then a get misses it,
+    /// which is true before the commit.
+    fn commit_stashed_shadow(
+        &self,
+        home: usize,
+        alt: usize,
+        held_home: &mut Held<'_>,
+        hash: u64,
+        key: u64,
+        value: u64,
+    ) {
+        if let Some(slot) = self.free_slot(home) {
+            self.place(home, slot, key, value);
+            // Home again: no longer away, so it leaves the home's spill count (whose return
+            // to zero cleans the home's spilled empties, as a removal of the last key away does).
+            if held_home.sub_spill() {
+                self.scrub(home);
+            }
+        } else if let Some(slot) = self.free_slot(alt) {
+            // Away in the alternative, still counted in the home's spill count.
+            self.place(alt, slot, key, value);
+        } else {
+            self.stash.insert(hash, key, value, true);
+            self.len.increment();
+        }
     }
 
     /// Whether the table holds an open shadow insert (a hint, unless no other thread is in
