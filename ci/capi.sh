@@ -17,6 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source ci/apt.sh
+source ci/features.sh
 
 missing=()
 command -v cbindgen >/dev/null || missing+=(cbindgen)
@@ -110,15 +111,15 @@ unset PKG_CONFIG_PATH
 echo "-- both ran"
 
 echo "== floe-bench's C++ peers and floe through its C ABI"
-# Built with the whole workspace's features, as ci/test.sh's build was, so that only
-# floe-bench itself compiles again (its build script finding the peers): `-p floe-bench`
-# resolves the dependencies' features for it alone and compiled them all again, 1 min 21 s
-# of a CPU-bound CI run (2026-11-30). Hence the binary run directly, not through `cargo run`.
-cargo build --workspace --bins
+# Built as ci/test.sh's build was (the workspace, ci/features.sh), so that only floe-bench
+# itself compiles again (its build script finding the peers): `-p floe-bench` resolves the
+# dependencies' features for it alone and compiled them all again, 1 min 21 s of a CPU-bound
+# CI run (2026-11-30). Hence the binary run directly, not through `cargo run`.
+cargo build --workspace --bins "${workspace_features[@]}"
 target="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])')"
 bench="$target/debug/floe-bench"
 "$bench" peers
-cargo test --workspace --bin floe-bench maps::cpp
+cargo test --workspace "${workspace_features[@]}" --bin floe-bench maps::cpp
 for workload in get insdel putheavy; do
     "$bench" run --workload "$workload" --keys 2^12 --threads 1 \
         --seconds 0.05 --repeat 1 --memory off --latency off \

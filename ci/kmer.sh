@@ -17,6 +17,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source ci/apt.sh
+source ci/features.sh
 
 reads_dir=/usr/share/doc/bowtie2/examples/reads
 missing=()
@@ -30,10 +31,15 @@ if ((${#missing[@]})); then
     apt_install "${missing[@]}"
 fi
 
-cargo test --quiet -p floe-kmer --test real_data
+# Built as ci/test.sh's build was (the workspace, ci/features.sh), so that cargo reuses it.
+cargo test --quiet --workspace "${workspace_features[@]}" --test real_data
 
 profile="${FLOE_KMER_PROFILE:-dev}"
-cargo build --quiet --profile "$profile" -p floe-kmer
+if [ "$profile" = dev ]; then
+    cargo build --quiet --workspace --bins "${workspace_features[@]}"
+else
+    cargo build --quiet --profile "$profile" -p floe-kmer
+fi
 case "$profile" in
     dev) floe_kmer="$PWD/target/debug/floe-kmer" ;;
     *) floe_kmer="$PWD/target/$profile/floe-kmer" ;;

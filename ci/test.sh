@@ -3,6 +3,7 @@
 # tests of every crate, over every SIMD backend this CPU supports. A few minutes on 2 cores.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source ci/features.sh
 # floe with its test-only and optional features, in the one build of the workspace: crash
 # points between the steps of every write protocol (tests/persist.rs: every 17th point here,
 # all of them in ci/stress.sh), the serde implementations and their tests (floe-bench turns
@@ -11,9 +12,10 @@ cd "$(dirname "$0")/.."
 # tests, and which directory each kind of map opens or makes. A crash point is inert unless
 # FLOE_CRASH_AT is set, which only those tests do. (A separate `-p floe --features ...` run
 # compiled floe and its test dependencies again and ran its unit tests twice: 1 min 55 s of a
-# CPU-bound CI run, 2026-11-30.)
-cargo test --workspace --all-targets --features floe/crash-points "$@"
-cargo test --workspace --doc --features floe/crash-points "$@"
+# CPU-bound CI run, 2026-11-30.) The features are in ci/features.sh, for the scripts that
+# build after this one.
+cargo test --workspace --all-targets "${workspace_features[@]}" "$@"
+cargo test --workspace --doc "${workspace_features[@]}" "$@"
 # The lock-manager example checks its own invariants (money, accounts, locks) at the end.
 cargo run --quiet -p floe --example lock_manager -- --threads 4 --transactions 5000
 # The hash-join example checks its answers (duplicate build keys, absent probe keys) against
