@@ -422,3 +422,132 @@ fn readers_are_never_left_on_a_freed_table_of(layout: Layout) {
     assert_eq!(map.check_invariants(), KEYS as usize);
     assert_eq!(common::live_tables(&map), 1);
 }
+
+/// Keys of writer `thread`'s churn: its `i`th key (distinct across threads and from `PINNED`).
+fn churn_key(thread: u64, i: u64) -> u64 {
+    (i * 2 + thread + 1_000_000).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+/// Keys inserted first and never removed: a reader must find each throughout.
+const PINNED: u64 = 1_000;
+
+/// A table churned at a constant size (each writer removes its oldest key, then inserts a new
+/// one) keeps its size: bins that once overflowed keep the link buckets they chained, so churn
+/// spends the link pool with no more keys than before, and the map then refreshes the table
+/// at its own size instead of growing it (a map of 1M keys grew fourfold, 38 to 154 bytes a
+/// key). Two writers and a reader run through the refreshes on each default-layout map; the
+/// reader must find every pinned key every time.
+#[test]
+fn churn_at_a_constant_size_keeps_the_table_size() {
+    if cfg!(miri) {
+        return;
+    }
+    const LIVE: u64 = 20_000;
+    const ROUNDS: u64 = 150_000;
+    let flat = FlatMap::<u64, u64>::with_capacity(2 * LIVE as usize + PINNED as usize);
+    let any =
+        floe::Map::<u64, u64>::try_with_capacity(2 * LIVE as usize + PINNED as usize).unwrap();
+    type Ops<'a> = (
+        &'a (dyn Fn(u64, u64) -> bool + Sync),
+        &'a (dyn Fn(u64) -> Option<u64> + Sync),
+        &'a (dyn Fn(u64) -> Option<u64> + Sync),
+        &'a (dyn Fn() -> floe::Stats + Sync),
+    );
+    let flat_ops: Ops<'_> = (
+        &|k, v| flat.insert_new(k, v).is_inserted(),
+        &|k| flat.get(&k),
+        &|k| flat.remove(&k),
+        &|| flat.stats(),
+    );
+    let any_ops: Ops<'_> = (
+        &|k, v| any.pin().try_insert_new(k, v).unwrap().is_inserted(),
+        &|k| any.pin().get(&k).copied(),
+        &|k| any.pin().remove(&k).copied(),
+        &|| any.stats(),
+    );
+    for (name, (insert, get, remove, stats)) in [("FlatMap", flat_ops), ("Map", any_ops)] {
+        for k in 0..PINNED {
+            assert!(insert(k, k));
+        }
+        for thread in 0..2 {
+            for i in 0..LIVE {
+                assert!(insert(churn_key(thread, i), i));
+            }
+        }
+        let bins = stats().bins;
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let refreshes = std::thread::scope(|s| {
+            let writers: Vec<_> = (0..2)
+                .map(|thread| {
+                    s.spawn(move || {
+                        for i in 0..ROUNDS {
+                            assert_eq!(remove(churn_key(thread, i)), Some(i), "{name}");
+                            assert!(insert(churn_key(thread, i + LIVE), i + LIVE), "{name}");
+                        }
+                    })
+                })
+                .collect();
+            let reader = s.spawn(|| {
+                let (mut refreshes, mut chained) = (0, stats().link_buckets_used);
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    for k in 0..PINNED {
+                        assert_eq!(get(k), Some(k), "{name}: pinned key {k}");
+                    }
+                    // A refresh chains only what the keys need: fewer buckets than were taken
+                    // (the figure while a migration runs is both tables': skipped).
+                    let now = stats();
+                    if !now.migrating {
+                        refreshes += usize::from(now.link_buckets_used < chained);
+                        chained = now.link_buckets_used;
+                    }
+                }
+                refreshes
+            });
+            for writer in writers {
+                writer.join().unwrap();
+            }
+            done.store(true, std::sync::atomic::Ordering::Relaxed);
+            reader.join().unwrap()
+        });
+        assert_eq!(stats().bins, bins, "{name}: the table grew under churn");
+        assert!(refreshes > 0, "{name}: the link pool never ran out");
+        for thread in 0..2 {
+            for i in ROUNDS..ROUNDS + LIVE {
+                assert_eq!(get(churn_key(thread, i)), Some(i), "{name}");
+            }
+        }
+    }
+}
+
+/// `LocalMap`'s own growth path (plain stores, one owner) refreshes under churn as the
+/// shared one does: the table keeps its size and every live key.
+#[test]
+fn a_local_map_churned_at_a_constant_size_keeps_the_table_size() {
+    const LIVE: u64 = 20_000;
+    let mut map = floe::LocalMap::from(FlatMap::<u64, u64>::with_capacity(LIVE as usize));
+    for i in 0..LIVE {
+        assert_eq!(map.insert(churn_key(0, i), i), None);
+    }
+    let bins = map.as_shared().stats().bins;
+    let mut chained = map.as_shared().stats().link_buckets_used;
+    let mut refreshes = 0;
+    for i in 0..200_000 {
+        assert_eq!(map.remove(&churn_key(0, i)), Some(i));
+        assert_eq!(map.insert(churn_key(0, i + LIVE), i + LIVE), None);
+        let now = map.as_shared().stats().link_buckets_used;
+        refreshes += usize::from(now < chained);
+        chained = now;
+    }
+    assert_eq!(
+        map.as_shared().stats().bins,
+        bins,
+        "the table grew under churn"
+    );
+    assert!(refreshes > 0, "the link pool never ran out");
+    assert_eq!(map.len(), LIVE as usize);
+    let shared = map.into_shared();
+    assert_eq!(shared.check_invariants(), LIVE as usize);
+    for i in 200_000..200_000 + LIVE {
+        assert_eq!(shared.get(&churn_key(0, i)), Some(i));
+    }
+}

@@ -475,6 +475,66 @@ fn table_files(dir: &Path) -> Vec<(u64, String, PathBuf)> {
         .collect()
 }
 
+/// A persistent map churned at a constant size spends its link pool on buckets chained by keys
+/// since deleted; its table is then refreshed at its own size (a migration into a new table
+/// file of the same bins, which the superblock records and recovery accepts), and it closes
+/// and reopens with every live key.
+#[test]
+fn a_churned_persistent_map_refreshes_and_reopens() {
+    const LIVE: u64 = 5_000;
+    let scratch = Scratch::new("refresh");
+    let map = FlatMap::<u64, u64>::builder()
+        .capacity(LIVE as usize)
+        .build_persistent(scratch.path())
+        .unwrap();
+    let key = |i: u64| i.wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    for i in 0..LIVE {
+        assert!(map.insert_new(key(i), i).is_inserted());
+    }
+    let bins = map.stats().bins;
+    let (mut refreshes, mut chained) = (0, map.stats().link_buckets_used);
+    for i in 0..60_000 {
+        assert_eq!(map.remove(&key(i)), Some(i));
+        assert!(map.insert_new(key(i + LIVE), i + LIVE).is_inserted());
+        let now = map.stats().link_buckets_used;
+        refreshes += usize::from(now < chained);
+        chained = now;
+    }
+    assert_eq!(map.stats().bins, bins, "the table grew under churn");
+    assert!(refreshes > 0, "the link pool never ran out");
+    map.close().unwrap();
+    let (map, recovery) = FlatMap::<u64, u64>::builder().open(scratch.path()).unwrap();
+    assert!(recovery.clean);
+    assert_eq!(recovery.keys, LIVE as usize);
+    assert_eq!(map.stats().bins, bins);
+    for i in 60_000..60_000 + LIVE {
+        assert_eq!(map.get(&key(i)), Some(i));
+    }
+    // Churn on until an insert leaves a refresh under way (each insert moves only its own
+    // bin), then copy the files as a crash would leave them: the copy opens, finishing the
+    // refresh, with every live key.
+    let mut i = 60_000;
+    let copy = loop {
+        assert!(i < 200_000, "no refresh began");
+        assert_eq!(map.remove(&key(i)), Some(i));
+        assert!(map.insert_new(key(i + LIVE), i + LIVE).is_inserted());
+        i += 1;
+        if map.stats().migrating && map.stats().bins == bins {
+            break copy_map(scratch.path(), "mid-refresh");
+        }
+    };
+    drop(map);
+    let (map, recovery) = FlatMap::<u64, u64>::builder()
+        .open(copy.path())
+        .unwrap_or_else(|error| panic!("a map copied mid-refresh: {error}"));
+    assert!(!recovery.clean);
+    assert_eq!(map.check_invariants(), LIVE as usize);
+    assert_eq!(map.stats().bins, bins);
+    for i in i..i + LIVE {
+        assert_eq!(map.get(&key(i)), Some(i));
+    }
+}
+
 /// A round trip through close and open, with growth, keeps every key; so does a drop without
 /// an explicit close; and an open after a clean close sweeps nothing.
 #[test]

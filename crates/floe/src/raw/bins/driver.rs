@@ -45,7 +45,7 @@ use crate::raw::{
 };
 use crate::{
     config::{Backend, Config, ResizeMode, Stats, TARGET_KEYS_PER_BIN_X4},
-    control::header::{BinState, SLOTS_PER_BIN},
+    control::header::{BinState, LINK_SLOTS, PRIMARY_SLOTS, SLOTS_PER_BIN},
     error::{Error, StorageError, StorageErrorKind},
     hash::Rehash,
     hash::{fastrange, fastrange_hashes},
@@ -420,17 +420,37 @@ impl RawMap {
                 self.finish_migration(current, next, rehash);
             }
         }
-        let limit = self.max_bins / table.bins();
-        let factor = growth_factor(table.bins()).min(limit);
-        if factor < 2 && table.migrating_into().is_none() {
-            return Err(Error::Full);
-        }
-        let next = self.next_of(table, factor.max(2), rehash)?;
+        let next = match self.step_for(table, full) {
+            Some(factor) => self.next_of(table, factor, rehash)?,
+            // At `max_bins`: only a migration already under way (whose size is chosen) helps.
+            None if table.migrating_into().is_some() => self.next_of(table, 2, rehash)?,
+            None => return Err(Error::Full),
+        };
         table.transfer_bin(bin, next, &new_bin(next, rehash));
         if self.resize_mode == ResizeMode::Blocking {
             self.finish_migration(table, next, rehash);
         }
         Ok(next)
+    }
+
+    /// How many times more bins the table that replaces `table` gets, after an insert found
+    /// `full`: the growth step (up to `max_bins`), or 1, a *refresh*, when the link pool ran
+    /// out while the table holds fewer keys than it was sized for (`refreshes`). A bin keeps
+    /// the link buckets it chained until its table is replaced (deletes free slots, not
+    /// lines: a concurrent reader may be in a bucket a delete would unchain), so under churn
+    /// at a constant size every bin that ever overflowed its primary bucket holds one, and
+    /// the pool runs out with the keys no more numerous than before. Growing then made the
+    /// table four times larger each time (a map of 1M keys churned from 38 to 154 bytes a
+    /// key). A refresh moves the keys into a table of the same size, whose chains hold only
+    /// what the keys need (from the transfer reserve), with its whole regular pool free: at
+    /// least a pool's worth of overflowing inserts before the next one, so the moves cost a
+    /// bounded share of the inserts whatever the hasher does. `None` at `max_bins` unless
+    /// the table refreshes (the caller answers `Full`).
+    fn step_for(&self, table: &RawTable, full: Full) -> Option<usize> {
+        if full == Full::LinkPool && refreshes(table.len(), table.bins(), table.link_buckets()) {
+            return Some(1);
+        }
+        Some(growth_factor(table.bins()).min(self.max_bins / table.bins())).filter(|&f| f >= 2)
     }
 
     /// Whether growing can make room for the key hashed to `hash` in its full `bin`: some
@@ -615,10 +635,7 @@ impl RawMap {
         if full == Full::Bin {
             self.separable(table, bin, hash, rehash)?;
         }
-        let factor = growth_factor(table.bins()).min(self.max_bins / table.bins());
-        if factor < 2 {
-            return Err(Error::Full);
-        }
+        let factor = self.step_for(table, full).ok_or(Error::Full)?;
         let next = self.allocate_next(table, factor, rehash)?;
         // SAFETY: just allocated, and ours alone until it is made current below.
         let next_table = unsafe { &*next };
@@ -1741,6 +1758,37 @@ fn allocate(
 
 /// The link pool for `bins` bins: the expected demand plus four standard deviations of it and
 /// a constant, so small tables are not undone by one unlucky bin.
+/// Whether a table of `bins` bins whose regular pool of `link_buckets` ran out while it held
+/// `keys` keys is refreshed rather than grown (`step_for`): when the link buckets those keys
+/// need, placed afresh by a uniform hash (`expected_link_buckets`), are at most nine tenths
+/// of the pool. A table filled without deletes runs out with about a pool's worth chained,
+/// so it grows as before; one whose pool was spent by churn, on buckets chained by keys
+/// since deleted, holds fewer keys than that and refreshes.
+fn refreshes(keys: usize, bins: usize, link_buckets: usize) -> bool {
+    expected_link_buckets(keys, bins) <= 0.9 * link_buckets as f64
+}
+
+/// Link buckets that `keys` keys hashed uniformly into `bins` bins chain, in expectation: a
+/// bin of `x` keys (Poisson with mean `keys / bins`) chains `ceil((x - 3) / 4)` of them, up
+/// to three.
+fn expected_link_buckets(keys: usize, bins: usize) -> f64 {
+    let mean = keys as f64 / bins.max(1) as f64;
+    // P(x) term by term: p(x) = p(x - 1) * mean / x.
+    let mut p = (-mean).exp();
+    let mut below = 0.0;
+    let mut per_bin = 0.0;
+    for x in 0..SLOTS_PER_BIN {
+        below += p;
+        if x > PRIMARY_SLOTS {
+            per_bin += p * (x - PRIMARY_SLOTS).div_ceil(LINK_SLOTS) as f64;
+        }
+        p *= mean / (x + 1) as f64;
+    }
+    // Bins of a full chain or more (x >= 15) chain three.
+    per_bin += (1.0 - below).max(0.0) * 3.0;
+    per_bin * bins as f64
+}
+
 fn derived_link_buckets(bins: usize, bins_per_link: usize) -> usize {
     let mean = bins.div_ceil(bins_per_link);
     // Saturating: absurd sizes end as `CapacityOverflow` in `allocate`, not as an overflow.
@@ -1800,7 +1848,20 @@ mod tests {
         (word ^ (word >> 29)).wrapping_mul(0x9E37_79B9_7F4A_7C15)
     }
 
+    /// A hash whose bins for consecutive words are as a random function's (SplitMix64's
+    /// finalizer): `mix` spreads them more evenly than chance (a Weyl sequence), so its
+    /// tables chain fewer link buckets than the Poisson model behind `refreshes`.
+    fn scatter(word: u64) -> u64 {
+        let z = (word ^ (word >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        let z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
     fn tiny(mode: ResizeMode) -> RawMap {
+        tiny_with(mode, &mix)
+    }
+
+    fn tiny_with(mode: ResizeMode, hash: Rehash<'_>) -> RawMap {
         let config = Config {
             bins: Some(2),
             resize_mode: mode,
@@ -1808,7 +1869,7 @@ mod tests {
             huge_pages: false,
             ..Config::default()
         };
-        RawMap::new(&config, &mix).unwrap()
+        RawMap::new(&config, hash).unwrap()
     }
 
     const KEYS: u64 = if cfg!(miri) { 120 } else { 2_000 };
@@ -1848,6 +1909,99 @@ mod tests {
             assert_eq!(map.check_invariants(&mix), 10);
             assert_eq!(live_tables_once_freed(&map), 1);
         }
+    }
+
+    /// Churn at a constant size (remove the oldest key, insert a new one) spends the link
+    /// pool on buckets chained by keys since deleted. The table is refreshed at its own size,
+    /// not grown (a map of 1M keys grew fourfold), and no key is lost or doubled.
+    #[test]
+    fn churn_at_a_constant_size_refreshes_instead_of_growing() {
+        // Under Miri 40 keys in 16 bins (a pool of 15 buckets), else 1500 in 1024 (181).
+        let (live, rounds) = if cfg!(miri) {
+            (40, 600)
+        } else {
+            (1_500, 40_000)
+        };
+        for mode in [ResizeMode::Incremental, ResizeMode::Blocking] {
+            let map = tiny_with(mode, &scatter);
+            for k in 1..=live {
+                assert_eq!(map.insert(scatter(k), k, !k, &scatter), Ok(Inserted::New));
+            }
+            let bins = map.stats().bins;
+            let (mut refreshes, mut chained) = (0, map.stats().link_buckets_used);
+            for k in 1..=rounds {
+                assert_eq!(
+                    map.remove(scatter(k), k, &scatter),
+                    Some(!k),
+                    "{mode:?} key {k}"
+                );
+                let new = k + live;
+                assert_eq!(
+                    map.insert(scatter(new), new, !new, &scatter),
+                    Ok(Inserted::New)
+                );
+                // A refresh chains only what the keys need: fewer buckets than were taken.
+                let now = map.stats().link_buckets_used;
+                refreshes += usize::from(now < chained);
+                chained = now;
+            }
+            assert_eq!(map.stats().bins, bins, "{mode:?}: grown by a churn");
+            assert!(refreshes > 0, "{mode:?}: the pool never ran out");
+            assert_eq!(map.check_invariants(&scatter), live as usize);
+            for k in rounds + 1..=rounds + live {
+                assert_eq!(
+                    map.get(scatter(k), k, &scatter),
+                    Some(!k),
+                    "{mode:?} key {k}"
+                );
+            }
+            assert_eq!(live_tables_once_freed(&map), 1);
+        }
+    }
+
+    /// A fill without deletes still grows where its pool runs out (`refreshes` says no), and
+    /// the expected chains of a uniform hash are what a table of that size chains.
+    #[test]
+    fn a_fill_grows_and_the_link_model_matches_a_table() {
+        // Blocking: each growth is over when its insert returns, so no sample shows two tables.
+        let map = tiny_with(ResizeMode::Blocking, &scatter);
+        let keys = if cfg!(miri) { 200 } else { 20_000 };
+        let mut before = map.stats();
+        for k in 1..=keys {
+            map.insert(scatter(k), k, !k, &scatter).unwrap();
+            // A refresh (a new table of the same bins: its transfer reserve is sized anew)
+            // would leave the table too small for the keys, refreshing again and again.
+            let now = map.stats();
+            assert!(
+                now.bins > before.bins || now.allocated_bytes == before.allocated_bytes,
+                "key {k}: refreshed while filling, {before:?} then {now:?}"
+            );
+            before = now;
+        }
+        assert!(keys as f64 / before.bins as f64 <= 2.5, "{before:?}");
+        if cfg!(miri) {
+            return;
+        }
+        // The model against a table filled to 1.67 keys a bin (a map of 1M keys' table).
+        let config = Config {
+            bins: Some(6_000),
+            max_bins: 6_000,
+            backend: Backend::Scalar,
+            huge_pages: false,
+            ..Config::default()
+        };
+        let fixed = RawMap::new(&config, &scatter).unwrap();
+        for k in 1..=10_000u64 {
+            fixed.insert(scatter(k), k, k, &scatter).unwrap();
+        }
+        let chained = fixed.stats().link_buckets_used as f64;
+        let expected = expected_link_buckets(10_000, fixed.stats().bins);
+        assert!(
+            (chained - expected).abs() <= 0.1 * expected,
+            "{chained} against {expected}"
+        );
+        // About 532 buckets expected: a pool of 550 is spent by those keys alone, one of 620 was not.
+        assert!(!refreshes(10_000, 6_000, 550) && refreshes(10_000, 6_000, 620));
     }
 
     #[test]

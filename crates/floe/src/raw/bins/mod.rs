@@ -29,6 +29,9 @@
 //!   link word's `single` field, then two consecutive ones through its `pair` field, for at
 //!   most 15 slots a bin (*bounded chaining*). The pool is a fraction of the bin count (one per
 //!   eight bins by default), so most bins are one line and a get costs about one memory access.
+//!   A bin keeps the buckets it chained while its table lives (invariant 5), so churn at a
+//!   constant size spends the pool; the table is then replaced by one of its own size, a
+//!   *refresh* (`step_for` in `driver.rs`), where a fill without deletes grows.
 //! - **Slot**: `(key, value)`, two 8-byte words, accessed only as one 16-byte atomic.
 //! - **Header**: 32-bit version, 2-bit bin state (resize), 2-bit state per slot. See
 //!   `control::header`.

@@ -209,7 +209,9 @@ impl Superblock {
             ));
         }
         if self.next.gen != 0 {
-            let grows = self.next.bins > self.current.bins
+            // A growth, or a refresh into a table of the same size (`step_for` in
+            // `bins/driver.rs`: a link pool spent by churn).
+            let grows = self.next.bins >= self.current.bins
                 && self.next.bins.is_multiple_of(self.current.bins)
                 && self.group == 1;
             let shrinks = self.group >= 2
