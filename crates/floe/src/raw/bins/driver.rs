@@ -1764,15 +1764,14 @@ fn allocate(
     Ok(Box::into_raw(Box::new(raw)))
 }
 
-/// The link pool for `bins` bins: the expected demand plus four standard deviations of it and
-/// a constant, so small tables are not undone by one unlucky bin.
 /// A refreshed table's regular pool, in multiples of the derived one (`derived_link_buckets`).
 /// Churn spends a pool on buckets chained by keys since deleted, so the pool's size sets how
 /// often a churned table is refreshed (each refresh moves every key). A map of 1M keys
 /// (`capacity(1_000_000)`, 571,456 bins) churned 3M times on one thread (Intel Xeon,
-/// 2026-11-30, three alternating runs each): with the derived pool 2.84 M churns/s, twice
-/// it 3.30, four times 4.07, where growing fourfold instead (before refreshes) gave 4.40 at
-/// three times the table memory (172 bytes a key against 63). The pool's untouched lines
+/// 2026-11-30, medians of three alternating runs, `results/reference/bins-refresh-2026-11-30`):
+/// with the derived pool 2.84 M churns/s, twice it 3.30, four times 4.07, where growing
+/// fourfold instead (before refreshes) gave 4.40 at 2.7 times the table memory (172 bytes
+/// a key against 63). The pool's untouched lines
 /// are address space only; churn touches them as it chains them.
 const REFRESH_POOL_FACTOR: usize = 4;
 
@@ -1807,6 +1806,8 @@ fn expected_link_buckets(keys: usize, bins: usize) -> f64 {
     per_bin * bins as f64
 }
 
+/// The link pool for `bins` bins: the expected demand plus four standard deviations of it and
+/// a constant, so small tables are not undone by one unlucky bin.
 fn derived_link_buckets(bins: usize, bins_per_link: usize) -> usize {
     let mean = bins.div_ceil(bins_per_link);
     // Saturating: absurd sizes end as `CapacityOverflow` in `allocate`, not as an overflow.

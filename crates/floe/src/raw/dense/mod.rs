@@ -218,11 +218,12 @@
 //! - **Displacements** do not move shadows (the shadow key's lines are not the line's, so the
 //!   search takes it for a key that cannot move on); **migrations** do: a moved line's shadow
 //!   is placed in the next table as a shadow (a move's search for room covers the table; the
-//!   one that finds none keeps it in the stash's shadow list, which gets never read; its commit
-//!   stores the key in one of its lines if either has a free slot by then, else in the stash,
-//!   `commit_stashed_shadow`). A commit or abort refused a moved line moves the key's lines and resolves it in the next table, as
-//!   any write does. Exactly one resolution finds the shadow: only its handle resolves it, and a
-//!   key's shadow is in one table's lines at a time by the same argument as its writes.
+//!   one that finds none keeps it in the stash's shadow list, which gets never read; its
+//!   commit stores the key in one of its lines if either has a free slot by then, else in
+//!   the stash, `commit_stashed_shadow`). A commit or abort refused a moved line moves the
+//!   key's lines and resolves it in the next table, as any write does. Exactly one
+//!   resolution finds the shadow: only its handle resolves it, and a key's shadow is in one
+//!   table's lines at a time by the same argument as its writes.
 //! - **Sizing**: a shadow holds a slot, so the trigger, the room a next table leaves users and
 //!   the sizes `reserve` and `shrink_to_fit` choose count open shadows with the keys
 //!   (`occupied`; a shrink that counted keys alone pushed two thousand shadows into the
