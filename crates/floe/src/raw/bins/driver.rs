@@ -446,13 +446,15 @@ impl RawMap {
     /// that pool [`REFRESH_POOL_FACTOR`] times the usual: at least a pool's worth of
     /// overflowing inserts before the next refresh, so the moves cost a bounded share of the
     /// inserts whatever the hasher does. The choice compares the keys with the usual pool of
-    /// a table of this size, so a refreshed table grows once a fill spends its larger pool
-    /// (at about 3.5 keys a bin where a usual table grows at about 2: denser, with more gets
-    /// reading a second line, until then). `None` at `max_bins` unless the table refreshes
-    /// (the caller answers `Full`).
+    /// a table of this size (or its own, if smaller), so a refreshed table grows once a fill
+    /// spends its larger pool (at about 3.5 keys a bin where a usual table grows at about 2:
+    /// denser, with more gets reading a second line, until then). `None` at `max_bins`
+    /// unless the table refreshes (the caller answers `Full`).
     fn step_for(&self, table: &RawTable, full: Full) -> Option<usize> {
-        let derived = derived_link_buckets(table.bins(), self.bins_per_link);
-        if full == Full::LinkPool && refreshes(table.len(), table.bins(), derived) {
+        // The usual pool, or the table's own if smaller (a first table built with fewer link
+        // buckets, even none: a spent pool there is not churn's doing).
+        let pool = derived_link_buckets(table.bins(), self.bins_per_link).min(table.link_buckets());
+        if full == Full::LinkPool && refreshes(table.len(), table.bins(), pool) {
             return Some(1);
         }
         Some(growth_factor(table.bins()).min(self.max_bins / table.bins())).filter(|&f| f >= 2)
