@@ -302,3 +302,33 @@ fn a_grown_dense_table_prepares_its_successor_and_the_growth_takes_it() {
     }
     map.check_invariants();
 }
+
+/// A table refreshed at its own size (its link pool spent by churn) plans its successor
+/// afresh, with a larger transfer reserve than the table before it: the growth after a
+/// refresh still takes prepared memory (it took none while the old table's preparation,
+/// too small, was kept).
+#[test]
+#[cfg_attr(miri, ignore = "no mmap under Miri")]
+fn a_growth_after_a_refresh_takes_prepared_memory() {
+    let map = growing(usize::MAX);
+    let (mut bins, mut allocated) = (map.stats().bins, map.stats().allocated_bytes);
+    let (mut growths, mut refreshes) = (0, 0);
+    for i in 0..800_000u64 {
+        assert!(map.insert_new(key(i), i).is_inserted());
+        // Every third key goes again: the pool is spent before the keys need a growth.
+        if i.is_multiple_of(3) {
+            assert_eq!(map.remove(&key(i)), Some(i));
+        }
+        let stats = map.stats();
+        if !stats.migrating {
+            growths += usize::from(stats.bins > bins);
+            refreshes += usize::from(stats.bins == bins && stats.allocated_bytes != allocated);
+            (bins, allocated) = (stats.bins, stats.allocated_bytes);
+        }
+    }
+    assert!(
+        refreshes > 0 && growths > 0,
+        "{refreshes} refreshes, {growths} growths"
+    );
+    assert_eq!(map.stats().prepared_growths, growths);
+}

@@ -747,7 +747,14 @@ impl Lifecycle for RawMap {
         table.crash_point();
         #[cfg(not(floe_loom))]
         let recorded = self.record_completed(next);
-        self.preparer.discard_unless_from(next.bins());
+        if next.bins() == table.bins() {
+            // A refresh (`step_for`): the new table plans a successor of its own, whose
+            // transfer reserve follows its larger pool, so the memory prepared for the old
+            // table's successor would be too small to be taken. It prepares afresh.
+            self.preparer.discard();
+        } else {
+            self.preparer.discard_unless_from(next.bins());
+        }
         #[cfg(not(floe_loom))]
         if let (true, Some(store), Some(gen)) = (recorded, &self.store, table.file_gen()) {
             // The superblock no longer names it; its mapping lives until the table is freed.
