@@ -207,7 +207,12 @@ pub struct Stats {
     pub bins: usize,
     /// Link buckets in the pool.
     pub link_buckets: usize,
-    /// Link buckets taken from the pool (chained to a bin, or lost in a chaining race).
+    /// Link buckets of the transfer reserve, beside the pool: taken only by the growth that
+    /// filled this table, for the chains of the keys it moved in (all of a refreshed
+    /// table's first chains come from there).
+    pub link_reserve: usize,
+    /// Link buckets taken from the pool and from the reserve (chained to a bin, or lost in a
+    /// chaining race): at most `link_buckets + link_reserve`.
     pub link_buckets_used: usize,
     /// Link buckets lost in chaining races.
     pub link_buckets_lost: usize,

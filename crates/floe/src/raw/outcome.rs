@@ -14,6 +14,9 @@ pub(crate) enum Full {
     Bin,
     /// The bin needed a link bucket and the pool is empty.
     LinkPool,
+    /// The bin needed a link bucket and the pool is spent up to its mark
+    /// (`RawTable::link_mark`, a refreshed table's): the driver opens more of it or grows.
+    LinkMark,
 }
 
 /// The outcome of an insert that did not fail.

@@ -110,6 +110,9 @@ impl RawTable {
             return Ok(());
         }
         let width = Link::field_width(bucket);
+        if self.at_link_mark(width) {
+            return Err(Full::LinkMark);
+        }
         let taken = self.next_link.load(Ordering::Relaxed);
         if taken + width > self.transfer_base {
             return Err(Full::LinkPool);

@@ -31,7 +31,9 @@
 //!   eight bins by default), so most bins are one line and a get costs about one memory access.
 //!   A bin keeps the buckets it chained while its table lives (invariant 5), so churn at a
 //!   constant size spends the pool; the table is then replaced by one of its own size, a
-//!   *refresh* (`step_for` in `driver.rs`), where a fill without deletes grows.
+//!   *refresh* (`step_for` in `driver.rs`), where a fill without deletes grows. A refreshed
+//!   table's pool is larger and marked at the usual size (`link_mark`): past the mark the
+//!   driver opens more of it to churn and grows the table for a fill (`opens_link_pool`).
 //! - **Slot**: `(key, value)`, two 8-byte words, accessed only as one 16-byte atomic.
 //! - **Header**: 32-bit version, 2-bit bin state (resize), 2-bit state per slot. See
 //!   `control::header`.
@@ -499,6 +501,13 @@ pub(crate) struct RawTable {
     /// Start of the transfer reserve: link buckets `[transfer_base, links.len())` are only
     /// taken by a migration filling this table (`migrate`).
     pub(in crate::raw) transfer_base: usize,
+    /// Inserts chain link buckets below this mark; past it they report `Full::LinkMark` and
+    /// the driver decides whether to open more of the pool (`raise_link_mark`) or to grow.
+    /// The whole regular pool (`transfer_base`, no mark) except in a refreshed table, whose
+    /// pool is larger than the usual one so that churn refreshes seldom, and whose mark at
+    /// the usual pool lets a fill grow where a usual table would (the driver's `step_for`).
+    /// A hint: a race past it costs at most a few buckets of the pool, never a wrong answer.
+    link_mark: AtomicUsize,
     /// Cursor into the transfer reserve.
     pub(in crate::raw) transfer_next: CachePadded<AtomicUsize>,
     /// The migration out of this table.
@@ -597,6 +606,7 @@ impl RawTable {
             links,
             next_link: CachePadded::new(AtomicUsize::new(0)),
             transfer_base: geometry.link_buckets,
+            link_mark: AtomicUsize::new(geometry.link_buckets),
             transfer_next: CachePadded::new(AtomicUsize::new(0)),
             migration: Migration::new(),
             alive,
@@ -778,6 +788,31 @@ impl RawTable {
     /// Link buckets of the regular pool (without the transfer reserve).
     pub(crate) fn link_buckets(&self) -> usize {
         self.transfer_base
+    }
+
+    /// Set the pool's mark (`link_mark`) at `link_buckets` of it, before the table is
+    /// installed.
+    pub(crate) fn set_link_mark(&self, link_buckets: usize) {
+        self.link_mark
+            .store(link_buckets.min(self.transfer_base), Ordering::Relaxed);
+    }
+
+    /// Open `link_buckets` more of the pool to inserts, past those taken so far.
+    pub(crate) fn raise_link_mark(&self, link_buckets: usize) {
+        let to = self
+            .next_link
+            .load(Ordering::Relaxed)
+            .saturating_add(link_buckets)
+            .min(self.transfer_base);
+        self.link_mark.fetch_max(to, Ordering::Relaxed);
+    }
+
+    /// Whether an insert that takes `width` link buckets now finds the pool spent up to its
+    /// mark, short of its end (`Full::LinkMark`).
+    #[inline]
+    fn at_link_mark(&self, width: usize) -> bool {
+        let mark = self.link_mark.load(Ordering::Relaxed);
+        mark < self.transfer_base && self.next_link.load(Ordering::Relaxed) + width > mark
     }
 
     /// Link buckets of the transfer reserve.
@@ -1331,6 +1366,9 @@ impl RawTable {
         link: &mut Link,
     ) -> Result<(), Full> {
         let width = Link::field_width(bucket);
+        if self.at_link_mark(width) {
+            return Err(Full::LinkMark);
+        }
         let taken = self.next_link.fetch_add(width, Ordering::Relaxed);
         if taken + width > self.transfer_base {
             return Err(Full::LinkPool);

@@ -730,6 +730,7 @@ impl TableDriver for DenseMap {
         Stats {
             bins: table.lines(),
             link_buckets: 0,
+            link_reserve: 0,
             link_buckets_used: 0,
             link_buckets_lost: 0,
             allocated_bytes: table.table_bytes() + next.map_or(0, DenseTable::table_bytes),
