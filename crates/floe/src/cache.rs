@@ -1204,9 +1204,13 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
                 Some((key, gone)) => {
                     self.unlinked(gone, cause);
                     if cause == RemovalCause::Size {
-                        let slots = self.map.len().clamp(GHOST_SLOTS_MIN, GHOST_SLOTS_MAX);
+                        // The map's length only at the first eviction: it sums the count's
+                        // shards, two per core and more (144 lines on 64 cores), which the
+                        // other threads keep writing.
                         self.ghosts
-                            .get_or_init(|| Ghosts::new(slots))
+                            .get_or_init(|| {
+                                Ghosts::new(self.map.len().clamp(GHOST_SLOTS_MIN, GHOST_SLOTS_MAX))
+                            })
                             .remember(node.hash, from_small);
                     }
                     if self.listener.is_some() {
