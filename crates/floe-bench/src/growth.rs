@@ -222,7 +222,7 @@ pub fn trigger(recipe: &Recipe, bins: usize) -> Result<Trigger, String> {
         keys: n as usize,
         table_bytes: stats.allocated_bytes,
         space_efficiency: n as f64 * 16.0 / stats.allocated_bytes as f64,
-        slot_load: n as f64 / map.capacity() as f64,
+        slot_load: n as f64 / stats.slots as f64,
         lines_per_get: (lines > 0).then(|| lines as f64 / n as f64),
     })
 }

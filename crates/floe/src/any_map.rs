@@ -701,7 +701,8 @@ impl<K, V, S> Map<K, V, S> {
         self.len() == 0
     }
 
-    /// Slots in the table (see `FlatMap::capacity`).
+    /// Keys the map holds before its table grows, as std's `HashMap::capacity` (see
+    /// `FlatMap::capacity`).
     pub fn capacity(&self) -> usize {
         self.raw.capacity()
     }

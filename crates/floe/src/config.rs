@@ -207,6 +207,10 @@ pub struct Stats {
     pub bins: usize,
     /// Link buckets in the pool.
     pub link_buckets: usize,
+    /// Slots of the table: three a bin and four a link bucket of the pool (a dense map's four
+    /// a line). Not every slot is reachable by every key: a key can only use its own bin and
+    /// the link buckets that bin chains (in a dense map, its two lines and the stash).
+    pub slots: usize,
     /// Link buckets of the transfer reserve, beside the pool: taken only by the growth that
     /// filled this table, for the chains of the keys it moved in (all of a refreshed
     /// table's first chains come from there).

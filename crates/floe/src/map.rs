@@ -1176,19 +1176,30 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
         self.len() == 0
     }
 
-    /// Slots in the table (three per bin plus four per link bucket). Not every slot is
-    /// reachable by every key: a key can only use its own bin and the link buckets it chains.
+    /// Keys the map holds before its table grows, as std's `HashMap::capacity`: at least the
+    /// `n` of [`with_capacity`](Self::with_capacity) and `len() + additional` after
+    /// [`reserve`](Self::reserve). For a hasher that spreads the keys (the default, or any
+    /// good one) this is a bound the table keeps with high probability, not a count of slots:
+    /// the default layout grows when a bin or its link pool overflows (a table sized for
+    /// this many fills to about 1.15 times it first), the dense layout at 82% of its slots.
+    /// A hasher that crowds keys into few bins fills them sooner. The slots themselves are in
+    /// [`stats`](Self::stats).
     ///
     /// ```
-    /// let map = floe::FlatMap::<u64, u64>::builder().bins(100).link_buckets(10).build()?;
-    /// assert_eq!(map.capacity(), 100 * 3 + 10 * 4);
-    /// # Ok::<(), floe::Error>(())
+    /// let map = floe::FlatMap::<u64, u64>::with_capacity(1000);
+    /// assert!(map.capacity() >= 1000);
+    /// let bins = map.stats().bins;
+    /// for k in 0..map.capacity() as u64 {
+    ///     map.insert(k, k);
+    /// }
+    /// assert_eq!(map.stats().bins, bins, "filled to its capacity without growing");
     /// ```
     pub fn capacity(&self) -> usize {
         self.raw.capacity()
     }
 
-    /// `len / capacity`.
+    /// The share of the table's slots holding a key: `len` over [`Stats::slots`] (the
+    /// space efficiency of the table alone).
     ///
     /// ```
     /// let map = floe::FlatMap::<u64, u64>::builder().bins(10).link_buckets(0).build()?;
@@ -1197,7 +1208,7 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// # Ok::<(), floe::Error>(())
     /// ```
     pub fn load_factor(&self) -> f64 {
-        self.len() as f64 / self.capacity() as f64
+        self.len() as f64 / self.stats().slots.max(1) as f64
     }
 
     /// The backend in use (never `Auto`).

@@ -7,7 +7,7 @@ use std::hash::{BuildHasher, Hasher};
 use common::{SplitMix, WordHash};
 use floe::{
     hash::{Crc32, Mix64, WyHash},
-    Backend, Error, FlatMap, Insert, ResizeMode, Taken,
+    Backend, Error, FlatMap, Insert, Layout, ResizeMode, Taken,
 };
 
 #[test]
@@ -82,6 +82,47 @@ fn with_capacity_holds_that_many_random_keys() {
                 );
             }
             assert!(m.capacity() >= n);
+        }
+    }
+}
+
+/// `capacity` means std's: keys the map holds before its table grows, in both layouts and
+/// through `Map`; at least what `with_capacity` and `reserve` asked for. (It counted slots in
+/// the default layout, about twice the keys a table holds, and keys in the dense one.)
+#[test]
+fn capacity_is_the_keys_held_before_growing() {
+    for layout in [Layout::Bins, Layout::Dense] {
+        for n in [100, 1_000, 30_000] {
+            let m = FlatMap::<u64, u64>::builder()
+                .layout(layout)
+                .capacity(n)
+                .build()
+                .unwrap();
+            let capacity = m.capacity();
+            assert!(capacity >= n, "{layout:?} {n}: capacity {capacity}");
+            let slots = m.stats().slots;
+            assert!(
+                capacity < slots,
+                "{layout:?} {n}: {capacity} of {slots} slots"
+            );
+            let mut rng = SplitMix(n as u64);
+            let bins = m.stats().bins;
+            for i in 0..capacity as u64 {
+                m.insert(rng.next(), i);
+            }
+            assert_eq!(
+                m.stats().bins,
+                bins,
+                "{layout:?} {n}: grew before its capacity"
+            );
+            m.reserve(n).unwrap();
+            assert!(m.capacity() >= m.len() + n, "{layout:?} {n}: after reserve");
+            let any = floe::Map::<u64, u64>::builder()
+                .layout(layout)
+                .capacity(n)
+                .build()
+                .unwrap();
+            assert!(any.capacity() >= n, "{layout:?} {n}: Map");
         }
     }
 }
@@ -251,7 +292,9 @@ fn stats_describe_the_table() {
     let s = m.stats();
     assert_eq!((s.bins, s.link_buckets, s.link_buckets_used), (1000, 10, 0));
     assert!(s.allocated_bytes >= 1010 * 64);
-    assert_eq!(m.capacity(), 3040);
+    assert_eq!(s.slots, 3040);
+    // Keys the table is sized for: 1.75 a bin (`capacity(n)` builds n / 1.75 bins).
+    assert_eq!(m.capacity(), 1750);
     assert_eq!(format!("{m:?}"), "{}");
 }
 

@@ -450,14 +450,14 @@ impl Cache {
         self.map.stats()
     }
 
-    /// Bytes of the index's table (the map's slots; entries are charged to their items).
+    /// Slots of the index's table (entries are charged to their items).
     pub fn index_capacity(&self) -> usize {
-        self.map.capacity()
+        self.map.stats().slots
     }
 
     /// Bytes of the index's table (16 per slot).
     pub fn index_bytes(&self) -> usize {
-        self.map.capacity() * 16
+        self.index_capacity() * 16
     }
 
     /// The sum of a counter over the workers since start or the last `stats reset`.

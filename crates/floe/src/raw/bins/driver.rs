@@ -1127,10 +1127,15 @@ impl TableDriver for RawMap {
         table.len() + table.migrating_into().map_or(0, RawTable::len)
     }
 
-    /// Slots of the current table.
+    /// Keys the newest table is sized for (`Builder::capacity` and `reserve_keys` size a
+    /// table for its keys at [`TARGET_KEYS_PER_BIN_X4`] / 4 a bin): a uniform hash fills it
+    /// to about 2 keys a bin before its link pool runs out and it grows, so this many fit
+    /// with high probability.
     fn capacity(&self) -> usize {
         let guard = reclaim::enter();
-        self.load(&guard).capacity()
+        let table = self.load(&guard);
+        let newest = table.migrating_into().unwrap_or(table);
+        newest.bins().saturating_mul(TARGET_KEYS_PER_BIN_X4) / 4
     }
 
     /// Bytes of the current table (for the batches' prefetch decision).
@@ -1152,6 +1157,7 @@ impl TableDriver for RawMap {
         Stats {
             bins: table.bins(),
             link_buckets: table.link_buckets(),
+            slots: table.slots(),
             link_reserve: table.transfer_reserve(),
             link_buckets_used: table.link_buckets_used(),
             link_buckets_lost: table.links_lost(),

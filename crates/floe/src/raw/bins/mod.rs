@@ -832,8 +832,8 @@ impl RawTable {
         self.links_lost.load(Ordering::Relaxed)
     }
 
-    /// Slots in the table: three per bin plus four per link bucket.
-    pub(crate) fn capacity(&self) -> usize {
+    /// Slots in the table: three per bin plus four per link bucket of the pool.
+    pub(crate) fn slots(&self) -> usize {
         self.bins.len() * PRIMARY_SLOTS + self.transfer_base * LINK_SLOTS
     }
 

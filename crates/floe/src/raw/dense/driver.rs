@@ -730,6 +730,7 @@ impl TableDriver for DenseMap {
         Stats {
             bins: table.lines(),
             link_buckets: 0,
+            slots: table.lines() * LINE_SLOTS,
             link_reserve: 0,
             link_buckets_used: 0,
             link_buckets_lost: 0,
