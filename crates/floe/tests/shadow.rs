@@ -511,7 +511,7 @@ fn growth_carries_open_map_shadows() {
     for k in 1_000_000..1_050_000u64 {
         assert!(m.insert_new(k, k).is_inserted());
     }
-    assert!(map.capacity() > 50_000, "the map grew");
+    assert!(map.stats().bins > 20_000, "the map grew");
     assert_eq!((map.len(), map.check_invariants()), (50_000, 50_000));
     for k in 0..2_000u64 {
         assert_eq!(m.get(&k), None);
