@@ -506,7 +506,8 @@ pub(crate) struct RawTable {
     /// The whole regular pool (`transfer_base`, no mark) except in a refreshed table, whose
     /// pool is larger than the usual one so that churn refreshes seldom, and whose mark at
     /// the usual pool lets a fill grow where a usual table would (the driver's `step_for`).
-    /// A hint: a race past it costs at most a few buckets of the pool, never a wrong answer.
+    /// A hint: racing inserts may take a few buckets past it, never a wrong answer. Not in
+    /// the table's file: a persistent table reopened after a refresh has no mark.
     link_mark: AtomicUsize,
     /// Cursor into the transfer reserve.
     pub(in crate::raw) transfer_next: CachePadded<AtomicUsize>,
