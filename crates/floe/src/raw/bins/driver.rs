@@ -587,8 +587,8 @@ impl RawMap {
             .ok_or(Error::CapacityOverflow)?;
         // A refresh's pool is larger (`REFRESH_POOL_FACTOR`); its keys' chains come from the
         // reserve below.
-        let link_buckets = derived_link_buckets(bins, self.bins_per_link)
-            .saturating_mul(if factor == 1 { REFRESH_POOL_FACTOR } else { 1 });
+        let usual = derived_link_buckets(bins, self.bins_per_link);
+        let link_buckets = usual.saturating_mul(if factor == 1 { REFRESH_POOL_FACTOR } else { 1 });
         // Chained lines of the old table: its regular pool plus what its own filling took
         // from its reserve; a split needs at most 4/3 of them (`migrate`).
         let chained = table.link_buckets() + table.transfer_used();
@@ -613,7 +613,7 @@ impl RawMap {
         .inspect(|&next| {
             if factor == 1 {
                 // SAFETY: just allocated, and not yet shared.
-                unsafe { &*next }.set_link_mark(derived_link_buckets(bins, self.bins_per_link));
+                unsafe { &*next }.set_link_mark(usual);
             }
         })
     }
@@ -1984,6 +1984,16 @@ mod tests {
         }
     }
 
+    /// One step of churn among `live` keys: remove key `k` (the oldest), insert `k + live`.
+    fn churn_once(map: &RawMap, k: u64, live: u64) {
+        assert_eq!(map.remove(scatter(k), k, &scatter), Some(!k), "key {k}");
+        let new = k + live;
+        assert_eq!(
+            map.insert(scatter(new), new, !new, &scatter),
+            Ok(Inserted::New)
+        );
+    }
+
     /// Churn at a constant size (remove the oldest key, insert a new one) spends the link
     /// pool on buckets chained by keys since deleted. The table is refreshed at its own size,
     /// not grown (a map of 1M keys grew fourfold), and no key is lost or doubled.
@@ -2003,16 +2013,7 @@ mod tests {
             }
             let filled = map.stats();
             for k in 1..=rounds {
-                assert_eq!(
-                    map.remove(scatter(k), k, &scatter),
-                    Some(!k),
-                    "{mode:?} key {k}"
-                );
-                let new = k + live;
-                assert_eq!(
-                    map.insert(scatter(new), new, !new, &scatter),
-                    Ok(Inserted::New)
-                );
+                churn_once(&map, k, live);
             }
             let churned = map.stats();
             assert_eq!(churned.bins, filled.bins, "{mode:?}: grown by a churn");
@@ -2059,17 +2060,13 @@ mod tests {
             while map.stats().allocated_bytes == filled.allocated_bytes {
                 k += 1;
                 assert!(k <= 40_000, "{mode:?}: churn never refreshed");
-                assert_eq!(map.remove(scatter(k), k, &scatter), Some(!k));
-                let new = k + live;
-                map.insert(scatter(new), new, !new, &scatter).unwrap();
+                churn_once(&map, k, live);
             }
             assert_eq!(map.stats().bins, filled.bins, "{mode:?}: grown by a churn");
             // Churn on past the usual pool's worth: the mark opens for churn.
             let churned = k;
             for k in churned + 1..=churned + 5_000 {
-                assert_eq!(map.remove(scatter(k), k, &scatter), Some(!k));
-                let new = k + live;
-                map.insert(scatter(new), new, !new, &scatter).unwrap();
+                churn_once(&map, k, live);
             }
             assert_eq!(
                 map.stats().bins,
