@@ -150,7 +150,8 @@ pub enum Api {
     /// One call per operation (every map).
     Single,
     /// floe's order-preserving batches (`FlatMap::batch`), `--batch` requests ahead, 2048
-    /// requests per call: `Batch::get_many` when every operation is a get, else `run_each`.
+    /// requests per call: `Batch::get_many` when every operation is a get,
+    /// `Batch::insert_new_each` when every one is an insert, else `run_each`.
     Batch,
     /// floe's asynchronous pipeline (`FlatMap::pipeline`), a window of `--batch` requests.
     Pipeline,
@@ -352,6 +353,36 @@ fn drive_batched(
     }
 }
 
+/// All-insert streams through floe's typed batch (`Batch::insert_new_each`: `(key, value)`
+/// pairs made before timing, no request or response enums), every answer checked as
+/// `drive_batched` checks it: the batched writer's path a user with one kind of write takes.
+fn drive_insert_each(
+    map: &Map,
+    stream: &[Op],
+    pairs: &[(u64, u64)],
+    stop: Stop,
+    mode: Mode,
+) -> Driven {
+    let lines_before = floe::lines_read();
+    let mut mistakes = Mistakes::default();
+    let batch = map.batch().depth(mode.batch).prefetch(mode.prefetch);
+    let ops = for_chunks(pairs, BATCH_CHUNK, stop, |first, chunk| {
+        batch.insert_new_each(chunk, |i, outcome| {
+            let op = &stream[first + i];
+            mistakes.record(
+                matches!(outcome, Ok(floe::Insert::Inserted)) == op.expect,
+                op,
+            );
+        });
+    });
+    Driven {
+        ops,
+        mistakes,
+        latency: None,
+        lines: floe::lines_read() - lines_before,
+    }
+}
+
 /// The any-key map's request for a prepared operation (an update replaces a present key's
 /// value, as `BenchMap::update`).
 #[inline(always)]
@@ -543,6 +574,15 @@ pub fn timed<M: BenchMap>(
             workers.run(streams.len(), |t| drive_bare(floe, &gets[t], stop, mode))
         }
         (Api::Bare, _) => return Err("--api bare runs all-get workloads on floe only".into()),
+        (Api::Batch, Some(floe)) if streams.iter().flatten().all(|op| op.kind == Kind::Insert) => {
+            let pairs: Vec<Vec<(u64, u64)>> = streams
+                .iter()
+                .map(|s| s.iter().map(|op| (op.key, value_of(op.key))).collect())
+                .collect();
+            workers.run(streams.len(), |t| {
+                drive_insert_each(floe, &streams[t], &pairs[t], stop, mode)
+            })
+        }
         (_, Some(floe)) => {
             let requests: Vec<Vec<_>> = streams
                 .iter()

@@ -269,6 +269,46 @@ fn the_bare_api_runs_the_batched_loop_beside_its_floor_on_every_floe_kind() {
     std::fs::remove_dir_all(dir).unwrap();
 }
 
+/// A fill through floe's batches (the typed `insert_new_each` for `FlatMap`s, `MapRequest`s
+/// for the any-key map) and its pipeline: every answer is checked by the run, which fails on
+/// a wrong one.
+#[test]
+fn fill_runs_batched_and_pipelined_on_every_floe_kind() {
+    let dir = scratch("fill-batched");
+    let json = dir.join("r.json");
+    for api in ["batch", "pipeline"] {
+        bench_ok(&[
+            "run",
+            "--workload",
+            "fill",
+            "--keys",
+            "20000",
+            "--repeat",
+            "1",
+            "--threads",
+            "2",
+            "--maps",
+            "floe,floe-dense,floe-any",
+            "--api",
+            api,
+            "--batch",
+            "16",
+            "--memory",
+            "off",
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        let report = read_report(&json);
+        let rows = report["results"].as_array().unwrap();
+        assert_eq!(rows.len(), 3, "{api}: one row per map");
+        for row in rows {
+            assert_eq!(row["api"].as_str(), Some(api));
+            assert!(row["mops"].as_f64().unwrap() > 0.0);
+        }
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 #[test]
 fn run_once_workloads_and_the_ceiling_run() {
     let dir = scratch("once");

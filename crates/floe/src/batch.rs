@@ -12,7 +12,9 @@
 //!   come back in request order, exactly as if the requests had been called one by one (they
 //!   are: only the loads are moved earlier). Optionally stops at the first request that fails
 //!   (lock managers: acquire all or stop). [`Batch::get_many`] runs all-get slices inside the
-//!   engine's SIMD entry point, with no call per key.
+//!   engine's SIMD entry point, with no call per key, and the typed batches
+//!   ([`Batch::insert_each`], [`Batch::insert_new_each`], [`Batch::fetch_add_each`]) run
+//!   slices of one kind of write there with no request to build or decode.
 //! * [`Pipeline`] (DRAMHiT's asynchronous pipeline): requests with a caller's tag enter a
 //!   bounded window one at a time; once the window is full each new submission completes the
 //!   oldest, whose lines have arrived by then. Completions carry their tags, in submission
@@ -471,6 +473,91 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Batch<'m, K, V, S> {
     pub fn run_each(
         &self,
         requests: &[Request<K, V>],
+        each: impl FnMut(usize, Response<V>),
+    ) -> usize {
+        self.run_as(requests, |request| *request, each)
+    }
+
+    /// std's [`insert`](FlatMap::insert) of each `(key, value)` in order: insert or
+    /// overwrite, handing `each(index, previous value)` its answer as soon as it is known.
+    /// Returns how many ran, as [`run`](Self::run) does (a failure is an [`Error`]: a bin that
+    /// stays full, a table that cannot grow).
+    ///
+    /// The same operations as a [`run_each`](Self::run_each) of [`Request::Insert`]s, with no
+    /// request to build and none to decode: the engine's loop is compiled for this one kind
+    /// (the typed batches are the writers' fast path: BENCHMARKS.md, "DRAM speed").
+    ///
+    /// ```
+    /// let map = floe::FlatMap::<u64, u64>::with_capacity(100);
+    /// map.insert(3, 0);
+    /// let pairs: Vec<(u64, u64)> = (0..10).map(|k| (k, k * 10)).collect();
+    /// let mut replaced = Vec::new();
+    /// map.batch().insert_each(&pairs, |i, old| {
+    ///     if let Ok(Some(old)) = old {
+    ///         replaced.push((pairs[i].0, old));
+    ///     }
+    /// });
+    /// assert_eq!(replaced, [(3, 0)]);
+    /// assert_eq!(map.get(&3), Some(30));
+    /// ```
+    #[inline]
+    pub fn insert_each(
+        &self,
+        pairs: &[(K, V)],
+        mut each: impl FnMut(usize, Result<Option<V>, Error>),
+    ) -> usize {
+        self.run_as(
+            pairs,
+            |&(key, value)| Request::Insert(key, value),
+            |i, response| match response {
+                Response::Insert(previous) => each(i, previous),
+                _ => unreachable!("an Insert request answers Response::Insert"),
+            },
+        )
+    }
+
+    /// [`insert_new`](FlatMap::insert_new) of each `(key, value)` in order: insert only where
+    /// the key is absent (DLHT's insert), handing `each(index, outcome)` its answer. The typed
+    /// form of a [`run_each`](Self::run_each) of [`Request::InsertNew`]s, as
+    /// [`insert_each`](Self::insert_each) is of inserts; under
+    /// [`stop_on_failure`](Self::stop_on_failure) a present key stops it.
+    ///
+    /// ```
+    /// use floe::Insert;
+    /// let map = floe::FlatMap::<u64, u64>::with_capacity(100);
+    /// map.insert(3, 0);
+    /// let pairs: Vec<(u64, u64)> = (0..10).map(|k| (k, k * 10)).collect();
+    /// let mut inserted = 0;
+    /// map.batch().insert_new_each(&pairs, |_, outcome| {
+    ///     inserted += usize::from(outcome == Ok(Insert::Inserted));
+    /// });
+    /// assert_eq!(inserted, 9);
+    /// assert_eq!(map.get(&3), Some(0));
+    /// ```
+    #[inline]
+    pub fn insert_new_each(
+        &self,
+        pairs: &[(K, V)],
+        mut each: impl FnMut(usize, Result<Insert<V>, Error>),
+    ) -> usize {
+        self.run_as(
+            pairs,
+            |&(key, value)| Request::InsertNew(key, value),
+            |i, response| match response {
+                Response::InsertNew(outcome) => each(i, outcome),
+                _ => unreachable!("an InsertNew request answers Response::InsertNew"),
+            },
+        )
+    }
+
+    /// Run `items` in order as the requests `request` makes of them, answering `each` as
+    /// [`run_each`](Self::run_each) does. `request` is compiled into the engine's loop: for the
+    /// typed batches it makes one kind of request, so the loop reads no request kind.
+    #[inline(always)]
+    fn run_as<T>(
+        &self,
+        items: &[T],
+        request: impl Fn(&T) -> Request<K, V> + Copy,
         mut each: impl FnMut(usize, Response<V>),
     ) -> usize {
         let map = self.map;
@@ -481,19 +568,19 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Batch<'m, K, V, S> {
         // bin, a shadowed key) runs through the single-key path, which grows, follows and
         // waits, and the batch resumes after it.
         let mut start = 0;
-        while start < requests.len() {
-            let rest = &requests[start..];
+        while start < items.len() {
+            let rest = &items[start..];
             let located = KeysOf {
                 map,
                 keys: rest,
-                key: Request::key,
+                key: |item: &T| request(item).key(),
             };
             let batch = map.raw().run_batch(
                 rest.len(),
                 depth,
                 &located,
-                |i| rest[i].word_op(),
-                |i, old| rest[i].added_to(old),
+                |i| request(&rest[i]).word_op(),
+                |i, old| request(&rest[i]).added_to(old),
                 |i, done| {
                     let response = Response::of_words(done);
                     let stop = settings.stops_at(response.is_failure());
@@ -502,13 +589,16 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Batch<'m, K, V, S> {
                 },
             );
             match batch {
-                None => return start + self.run_in_ring(rest, depth, |i, r| each(start + i, r)),
-                Some(Ok(())) => return requests.len(),
+                None => {
+                    return start
+                        + self.run_in_ring(rest, request, depth, |i, r| each(start + i, r))
+                }
+                Some(Ok(())) => return items.len(),
                 Some(Err(Stopped { at, ran: true })) => return start + at + 1,
                 Some(Err(Stopped { at, ran: false })) => {
                     let i = start + at;
                     let (hash, word) = located.locate(at);
-                    let response = BatchTarget::execute_at(map, hash, word, requests[i]);
+                    let response = BatchTarget::execute_at(map, hash, word, request(&items[i]));
                     let stop = settings.stops_at(response.is_failure());
                     each(i, response);
                     if stop {
@@ -518,15 +608,16 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Batch<'m, K, V, S> {
                 }
             }
         }
-        requests.len()
+        items.len()
     }
 
-    /// `run_each` through the lookahead ring at this level, each request through the
+    /// `run_as` through the lookahead ring at this level, each request through the
     /// single-key path: for what the engine's batch loop does not take (the dense layout, a
     /// migrating table, one that writes its lines back).
-    fn run_in_ring(
+    fn run_in_ring<T>(
         &self,
-        requests: &[Request<K, V>],
+        items: &[T],
+        request: impl Fn(&T) -> Request<K, V>,
         depth: usize,
         each: impl FnMut(usize, Response<V>),
     ) -> usize {
@@ -535,7 +626,10 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Batch<'m, K, V, S> {
         let pinned = (depth > 0).then(|| {
             // A batch that writes pins the map as a writer: past a snapshot's gate, so its
             // requests (nested in the pin) are held back by the snapshot with it.
-            if requests.iter().any(|r| !matches!(r, Request::Get(_))) {
+            if items
+                .iter()
+                .any(|item| !matches!(request(item), Request::Get(_)))
+            {
                 raw.pin_writer()
             } else {
                 raw.pin()
@@ -544,12 +638,13 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Batch<'m, K, V, S> {
         let mut stages = Requests {
             map,
             pinned: pinned.as_ref(),
-            requests,
+            items,
+            request,
             each,
             settings: self.settings,
         };
-        match ring::run(&mut stages, requests.len(), depth) {
-            Ok(()) => requests.len(),
+        match ring::run(&mut stages, items.len(), depth) {
+            Ok(()) => items.len(),
             Err(stopped) => stopped + 1,
         }
     }
@@ -583,6 +678,38 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Batch<'m, K, V, S> {
     }
 }
 
+impl<K: InlineKey, V: Counter, S: BuildHasher> Batch<'_, K, V, S> {
+    /// [`fetch_add`](FlatMap::fetch_add) of each `(key, delta)` in order (a counting upsert:
+    /// an absent key is inserted with `delta`), handing `each(index, previous value)` its
+    /// answer. The typed form of a [`run_each`](Self::run_each) of [`Request::FetchAdd`]s, as
+    /// [`insert_each`](Self::insert_each) is of inserts: a k-mer counter's or a histogram's
+    /// batch.
+    ///
+    /// ```
+    /// let map = floe::FlatMap::<u64, u32>::with_capacity(100);
+    /// let words = [7u64, 3, 7, 7, 3];
+    /// let pairs: Vec<(u64, u32)> = words.iter().map(|&w| (w, 1)).collect();
+    /// let ran = map.batch().fetch_add_each(&pairs, |_, previous| assert!(previous.is_ok()));
+    /// assert_eq!(ran, words.len());
+    /// assert_eq!((map.get(&7), map.get(&3)), (Some(3), Some(2)));
+    /// ```
+    #[inline]
+    pub fn fetch_add_each(
+        &self,
+        pairs: &[(K, V)],
+        mut each: impl FnMut(usize, Result<Option<V>, Error>),
+    ) -> usize {
+        self.run_as(
+            pairs,
+            |&(key, delta)| Request::fetch_add(key, delta),
+            |i, response| match response {
+                Response::FetchAdd(previous) => each(i, previous),
+                _ => unreachable!("a FetchAdd request answers Response::FetchAdd"),
+            },
+        )
+    }
+}
+
 /// The keys of a slice (of keys, or of requests) as the engine's batch loops locate them: the
 /// key's hashing compiled into the loop (`ring::Locate`).
 struct KeysOf<'a, M, T, F> {
@@ -600,24 +727,31 @@ impl<M: BatchTarget, T, F: Fn(&T) -> M::Key> Locate for KeysOf<'_, M, T, F> {
 
 /// A batch's requests in the lookahead ring: each located when it enters, its bin prefetched
 /// then and its link buckets half a window later (`raw::ring`), run when it leaves.
-struct Requests<'r, 'm, M: BatchTarget, E> {
+struct Requests<'r, 'm, M: BatchTarget, T, R, E> {
     map: &'m M,
     /// The table the prefetches go to, held for the batch (operations follow a growth on
     /// their own; a prefetch into a replaced table is only a wasted hint). `None` without
     /// prefetch.
     pinned: Option<&'r PinnedDriver<'m>>,
-    requests: &'r [Request<M::Key, M::Value>],
+    items: &'r [T],
+    /// The request an item is.
+    request: R,
     each: E,
     settings: BatchSettings,
 }
 
-impl<M: BatchTarget, E: FnMut(usize, Response<M::Value>)> Stages for Requests<'_, '_, M, E> {
+impl<M, T, R, E> Stages for Requests<'_, '_, M, T, R, E>
+where
+    M: BatchTarget,
+    R: Fn(&T) -> Request<M::Key, M::Value>,
+    E: FnMut(usize, Response<M::Value>),
+{
     /// The request's hash and key word.
     type Slot = (u64, u64);
 
     #[inline(always)]
     fn locate(&mut self, i: usize) -> (u64, u64) {
-        self.map.locate(self.requests[i].key())
+        self.map.locate((self.request)(&self.items[i]).key())
     }
 
     #[inline(always)]
@@ -636,7 +770,9 @@ impl<M: BatchTarget, E: FnMut(usize, Response<M::Value>)> Stages for Requests<'_
 
     #[inline(always)]
     fn run(&mut self, i: usize, (hash, word): (u64, u64)) -> Result<(), ()> {
-        let response = self.map.execute_at(hash, word, self.requests[i]);
+        let response = self
+            .map
+            .execute_at(hash, word, (self.request)(&self.items[i]));
         let stop = self.settings.stops_at(response.is_failure());
         (self.each)(i, response);
         if stop {

@@ -193,8 +193,10 @@
 //! mostly idle. [`FlatMap::batch`] runs a slice of [`Request`]s in order with the lines of the
 //! next ones prefetched (DLHT's batches); [`FlatMap::pipeline`] keeps a window of tagged
 //! requests in flight and completes each once its lines have arrived (DRAMHiT's pipeline).
-//! Both run on one sliding lookahead ring. See the [`batch`] module for the trade-offs and
-//! the automatic choice for small tables.
+//! Both run on one sliding lookahead ring. A slice of one kind of write has a typed batch
+//! (`insert_each`, `insert_new_each`, `fetch_add_each` over `(key, value)` pairs), the
+//! writers' fastest path. See the [`batch`] module for the trade-offs and the automatic choice
+//! for small tables.
 //!
 //! ```
 //! use floe::{Request, Response};

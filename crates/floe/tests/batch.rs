@@ -262,6 +262,132 @@ proptest! {
     }
 }
 
+/// Which typed batch a test runs: `insert_each`, `insert_new_each` or `fetch_add_each`.
+#[derive(Clone, Copy, Debug)]
+enum Typed {
+    Insert,
+    InsertNew,
+    FetchAdd,
+}
+
+impl Typed {
+    const ALL: [Typed; 3] = [Typed::Insert, Typed::InsertNew, Typed::FetchAdd];
+
+    /// The request `run_each` would take for the pair.
+    fn request(self, (key, value): (u64, u64)) -> Request<u64, u64> {
+        match self {
+            Typed::Insert => Request::Insert(key, value),
+            Typed::InsertNew => Request::InsertNew(key, value),
+            Typed::FetchAdd => Request::fetch_add(key, value),
+        }
+    }
+
+    /// Run `pairs` through this typed batch, its answers as `run_each`'s responses; and how
+    /// many ran.
+    fn run(
+        self,
+        batch: floe::Batch<'_, u64, u64, Mix64>,
+        pairs: &[(u64, u64)],
+    ) -> (usize, Vec<Response<u64>>) {
+        let mut responses = Vec::new();
+        let mut next = 0;
+        let mut answer = |i: usize, response: Response<u64>| {
+            assert_eq!(i, next, "answers in order");
+            next += 1;
+            responses.push(response);
+        };
+        let ran = match self {
+            Typed::Insert => batch.insert_each(pairs, |i, r| answer(i, Response::Insert(r))),
+            Typed::InsertNew => {
+                batch.insert_new_each(pairs, |i, r| answer(i, Response::InsertNew(r)))
+            }
+            Typed::FetchAdd => batch.fetch_add_each(pairs, |i, r| answer(i, Response::FetchAdd(r))),
+        };
+        (ran, responses)
+    }
+}
+
+/// A typed batch against the same requests one by one, on maps made by `fresh` with every
+/// third key of `0..keys` present first: the same answers (with and without stop-on-failure)
+/// and contents.
+fn check_typed(fresh: impl Fn() -> Map, pairs: &[(u64, u64)], keys: u64, depth: usize) {
+    for typed in Typed::ALL {
+        for stop in [false, true] {
+            let prefilled = || {
+                let map = fresh();
+                for k in (0..keys).step_by(3) {
+                    // A tiny table may be full: then the key is simply absent.
+                    let _ = map.try_insert(k, k + 1);
+                }
+                map
+            };
+            let expected_map = prefilled();
+            let requests: Vec<_> = pairs.iter().map(|&p| typed.request(p)).collect();
+            let mut expected = one_by_one(&expected_map, &requests);
+            if stop {
+                if let Some(first) = expected.iter().position(Response::is_failure) {
+                    expected.truncate(first + 1);
+                    // The one-by-one map ran the rest too: rerun only the prefix.
+                    let again = prefilled();
+                    assert_eq!(one_by_one(&again, &requests[..=first]), expected);
+                    let map = prefilled();
+                    let batch = map
+                        .batch()
+                        .depth(depth)
+                        .prefetch(Prefetch::Always)
+                        .stop_on_failure(true);
+                    let (ran, responses) = typed.run(batch, pairs);
+                    assert_eq!((ran, &responses), (first + 1, &expected), "{typed:?} stop");
+                    assert_eq!(contents(&map), contents(&again), "{typed:?} stop");
+                    continue;
+                }
+            }
+            let map = prefilled();
+            let batch = map
+                .batch()
+                .depth(depth)
+                .prefetch(Prefetch::Always)
+                .stop_on_failure(stop);
+            let (ran, responses) = typed.run(batch, pairs);
+            assert_eq!(
+                (ran, &responses),
+                (pairs.len(), &expected),
+                "{typed:?} depth {depth}"
+            );
+            assert_eq!(contents(&map), contents(&expected_map), "{typed:?}");
+            map.check_invariants();
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: if cfg!(miri) { 2 } else { 24 },
+        ..ProptestConfig::default()
+    })]
+
+    /// `insert_each`, `insert_new_each` and `fetch_add_each` answer as `run_each` of their
+    /// requests: in full tables (a bin's `Full` inside the engine's loop), in tables that grow
+    /// under them, on every layout and backend.
+    #[test]
+    fn typed_batches_match_one_by_one(
+        pairs in prop::collection::vec((0u64..300, 0u64..5), 0..400),
+        depth in prop_oneof![Just(0usize), 1usize..80],
+        seed in any::<u64>(),
+    ) {
+        for (layout, backend) in matrix() {
+            check_typed(|| tiny(layout, backend, 2, 3, seed), &pairs, 300, depth);
+            check_typed(|| tiny(layout, backend, 64, 16, seed), &pairs, 300, depth);
+            check_typed(
+                || growing(layout, backend, 1, ResizeMode::Incremental, seed),
+                &pairs,
+                300,
+                depth,
+            );
+        }
+    }
+}
+
 #[test]
 fn get_many_matches_get() {
     for (layout, backend) in matrix() {

@@ -2,7 +2,7 @@
 //! count), in batches of prefetched `fetch_add` requests (`batched`) or one call per k-mer
 //! (`unbatched`).
 
-use floe::{FlatMap, Request, Response};
+use floe::FlatMap;
 
 use super::{run_workers, Engine, Sink, Table, Worker};
 use crate::Error;
@@ -59,31 +59,32 @@ impl Table for FlatMap<u64, u64> {
 /// A worker's batches: its requests, reused from batch to batch.
 struct Batched<'m> {
     map: &'m FlatMap<u64, u64>,
-    requests: Vec<Request<u64, u64>>,
+    /// The batch's `(k-mer, 1)` pairs, for the typed batch (`Batch::fetch_add_each`: no
+    /// request to decode per k-mer).
+    pairs: Vec<(u64, u64)>,
 }
 
 impl<'m> Batched<'m> {
     fn new(map: &'m FlatMap<u64, u64>) -> Self {
         Batched {
             map,
-            requests: Vec::with_capacity(super::BATCH),
+            pairs: Vec::with_capacity(super::BATCH),
         }
     }
 }
 
 impl Sink for Batched<'_> {
     fn add(&mut self, kmers: &[u64]) -> Result<(), Error> {
-        self.requests.clear();
-        self.requests
-            .extend(kmers.iter().map(|&kmer| Request::fetch_add(kmer, 1)));
+        self.pairs.clear();
+        self.pairs.extend(kmers.iter().map(|&kmer| (kmer, 1)));
         let mut refused = None;
         // A fetch_add fails only when its key is new and the table cannot take it (no memory
         // for a growth); the batch stops there and the count fails with it.
         self.map
             .batch()
             .stop_on_failure(true)
-            .run_each(&self.requests, |_, response| {
-                if let Response::FetchAdd(Err(error)) = response {
+            .fetch_add_each(&self.pairs, |_, previous| {
+                if let Err(error) = previous {
                     refused = Some(error);
                 }
             });
