@@ -34,13 +34,30 @@
 //! ghost stay. A step is one entry's worth of the cache times the other ghost's size over
 //! this one's (ARC's rule: a hit in the smaller ghost says more), doubled every 16 signals in
 //! a row the same way, at most 1% a signal, the share kept within 1% and 99%. Zipf traffic
-//! says both and settles (about 1-35% here), a session store says only "larger" and reaches
-//! 99% (one FIFO with second chances) within a few hundred misses; scans and one-hit wonders
-//! are never asked for again and move nothing. Measured against moka's W-TinyLFU and LRU,
-//! quick_cache and scc's `HashCache` in BENCHMARKS.md.
+//! says both and settles, a session store says only "larger" and reaches 99% (one FIFO with
+//! second chances) within a few hundred misses; scans and one-hit wonders are never asked for
+//! again. The share starts at S3-FIFO's 10%. Starting at 50% took a session store at half the
+//! key space from 98.0% to 99.99% (its first reads hit while the split grows), but a working
+//! set of half the cache then sat in a main queue of exactly its size, and a scan evicted
+//! from it wherever a queue shard's small share dipped below the half (the unit test
+//! `read_entries_outlive_a_scan` fails that way).
 //!
-//! **Ghosts** are one direct-mapped array of 32-bit atomic words (30 bits of a key's hash and
-//! two flags: which queue it left, and whether a miss signalled it), made at the first
+//! **Only a split that could have kept a key moves for it.** A key that left small `d`
+//! evictions ago would still be there had small been `d` entries larger; if `d` is more
+//! than main holds (small can take no more than all of it), no split would have kept the key,
+//! and its miss says nothing about the split. That is what a scan longer than the cache does:
+//! it flushes the small queue, and the keys it pushed out come back a cache's worth of
+//! evictions later. Without this check each scan grew small to 70-90%, leaving main too
+//! small for the working set, and the next scan flushed most of the cache (BENCHMARKS.md:
+//! zipf with scans at 50% hit 80.2% against moka's 82.4%; 82.2% with it). Each ghost
+//! therefore keeps its eviction's time. A key from main is not checked: the clock counts
+//! every eviction, mostly small's, so a distance overstates what main would have needed
+//! (checking main's keys too cost 1.4 points on zipf with a cache of 10%, and still 0.2
+//! with a clock per queue).
+//!
+//! **Ghosts** are one direct-mapped array of 32-bit atomic words (20 bits of a key's hash, its
+//! eviction's time in 10 bits, and two flags: which queue it left, and whether a miss
+//! signalled it), made at the first
 //! eviction with as many words as the cache then holds entries (4096 to 2^24). A read that
 //! misses looks at one word, without a lock; a newer eviction landing on a word replaces the
 //! older one (random replacement where S3-FIFO keeps a FIFO; a key is remembered for about a
@@ -378,14 +395,25 @@ impl Queues {
 /// ghost; with as many slots as the cache has entries, a key is remembered for about a
 /// cache's worth of evictions, as S3-FIFO sizes its ghost).
 ///
-/// A slot holds the hash's low 32 bits with the two lowest replaced: [`FROM_SMALL`] if the
+/// A slot holds bits 12 to 31 of the hash ([`PRINT_MASK`]), the time of the eviction in
+/// ticks of the ghosts' clock (10 bits, [`TIME_MASK`]), and two flags: [`FROM_SMALL`] if the
 /// key left the small queue, [`SIGNALLED`] once a read that missed it moved the split (once
 /// per stay). The slot's index comes from the hash's top bits (bits 40 to 63 for the largest
-/// array), so the 30 bits a slot compares are ones its index did not: another key matches a
-/// slot one time in 2^30, 4 bytes a slot where the whole hash took 8. Relaxed throughout: a
-/// lost, stale or falsely matched slot costs one placement or one step of the split.
+/// array), so the 20 bits a slot compares are ones its index did not: another key matches a
+/// slot one time in 2^20 (a misplaced key or one step of the split), 4 bytes a slot where
+/// the whole hash took 8. Relaxed throughout: a lost, stale or falsely matched slot costs one
+/// placement or one step of the split.
+///
+/// The clock counts evictions; a tick is 2^`tick_shift` of them, so that the 1024 ticks a
+/// slot can tell apart span four times the slots, longer than a key is remembered (about
+/// once the slots, a direct-mapped array's random replacement). An older slot's time reads
+/// modulo that span: a rare survivor may look recent and move the split one step.
 struct Ghosts {
     slots: Box<[AtomicU32]>,
+    /// Keys remembered so far: the ghosts' clock, in evictions.
+    clock: AtomicU64,
+    /// A tick of a slot's time is 2^`tick_shift` evictions.
+    tick_shift: u32,
     /// Slots holding a key from the small queue, from main (approximate, relaxed).
     from_small: AtomicI64,
     from_main: AtomicI64,
@@ -394,25 +422,33 @@ struct Ghosts {
 const FROM_SMALL: u32 = 1;
 const SIGNALLED: u32 = 2;
 const FLAGS: u32 = FROM_SMALL | SIGNALLED;
+/// A ghost slot's eviction time: [`TIME_BITS`] bits from bit [`TIME_SHIFT`].
+const TIME_SHIFT: u32 = 2;
+const TIME_BITS: u32 = 10;
+const TIME_MASK: u32 = ((1 << TIME_BITS) - 1) << TIME_SHIFT;
+/// The bits of a ghost slot that hold a key's hash.
+const PRINT_MASK: u32 = !(TIME_MASK | FLAGS);
 
-/// The bits of `hash` a ghost slot compares (flags cleared).
+/// The bits of `hash` a ghost slot compares.
 fn ghost_print(hash: u64) -> u32 {
-    hash as u32 & !FLAGS
+    hash as u32 & PRINT_MASK
 }
 
 impl Ghosts {
     fn new(slots: usize) -> Self {
+        let slots = slots.next_power_of_two();
         Ghosts {
-            slots: (0..slots.next_power_of_two())
-                .map(|_| AtomicU32::new(0))
-                .collect(),
+            slots: (0..slots).map(|_| AtomicU32::new(0)).collect(),
+            clock: AtomicU64::new(0),
+            // 2^TIME_BITS ticks span four times the slots.
+            tick_shift: (slots.ilog2() + 2).saturating_sub(TIME_BITS),
             from_small: AtomicI64::new(0),
             from_main: AtomicI64::new(0),
         }
     }
 
     fn slot(&self, hash: u64) -> &AtomicU32 {
-        // The top bits (bits 40 and up; `ghost_print` compares bits 2 to 31). The shard
+        // The top bits (bits 40 and up; `ghost_print` compares bits 12 to 31). The shard
         // choice uses some of them too, which only means a shard's keys share its slots.
         &self.slots[(hash.rotate_left(24) as usize) & (self.slots.len() - 1)]
     }
@@ -441,31 +477,36 @@ impl Ghosts {
 
     fn remember(&self, hash: u64, from_small: bool) {
         let flags = if from_small { FROM_SMALL } else { 0 };
+        let tick = (self.clock.fetch_add(1, Ordering::Relaxed) >> self.tick_shift) as u32;
         // (A hash whose slot word comes out 0 reads as empty: at most one key in 2^30
         // forgotten.)
-        let slot = ghost_print(hash) | flags;
+        let slot = ghost_print(hash) | (tick << TIME_SHIFT & TIME_MASK) | flags;
         let old = self.slot(hash).swap(slot, Ordering::Relaxed);
         self.count(old, -1);
         self.count(slot, 1);
     }
 
-    /// A read missed `hash`: `Some(from_small)` if it is a ghost not signalled before.
-    fn signal(&self, hash: u64) -> Option<bool> {
+    /// A read missed `hash`: if it is a ghost not signalled before, whether it left the
+    /// small queue and how many evictions ago (to a tick's precision).
+    fn signal(&self, hash: u64) -> Option<(bool, u64)> {
         let slot = self.slot(hash);
         let seen = slot.load(Ordering::Relaxed);
-        if seen & !FLAGS != ghost_print(hash) || seen == 0 || seen & SIGNALLED != 0 {
+        if seen & PRINT_MASK != ghost_print(hash) || seen == 0 || seen & SIGNALLED != 0 {
             return None;
         }
+        let now = (self.clock.load(Ordering::Relaxed) >> self.tick_shift) as u32;
+        let then = (seen & TIME_MASK) >> TIME_SHIFT;
+        let ticks = now.wrapping_sub(then) & ((1 << TIME_BITS) - 1);
         slot.compare_exchange(seen, seen | SIGNALLED, Ordering::Relaxed, Ordering::Relaxed)
             .ok()
-            .map(|_| seen & FROM_SMALL != 0)
+            .map(|_| (seen & FROM_SMALL != 0, u64::from(ticks) << self.tick_shift))
     }
 
     /// `hash` is queued again: whether it left the small queue lately (it then goes to main).
     fn take(&self, hash: u64) -> bool {
         let slot = self.slot(hash);
         let seen = slot.load(Ordering::Relaxed);
-        if seen & !FLAGS != ghost_print(hash) || seen == 0 {
+        if seen & PRINT_MASK != ghost_print(hash) || seen == 0 {
             return false;
         }
         let taken = slot
@@ -874,15 +915,21 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
         let Some(ghosts) = self.ghosts.get() else {
             return;
         };
-        let Some(from_small) = ghosts.signal(self.hash(key)) else {
+        let Some((from_small, since)) = ghosts.signal(self.hash(key)) else {
             return;
         };
+        let entries = (self.map.len() as u64).max(1);
+        // A key that left small `since` evictions ago needed small that much larger; past
+        // what main holds, no split would have kept it (module docs).
+        let share = u64::from(self.small_share.load(Ordering::Relaxed));
+        if from_small && since > entries * (PPM - share) / PPM {
+            return;
+        }
         // ARC's step: one entry's worth of the cache, times the other ghost's size over this
         // one's (a hit in the smaller ghost says more); doubled every `RUN_PER_DOUBLING`
         // signals in a row the same way (a workload that only ever says "larger" gets there
         // in a few hundred misses, one that says both stays near its balance).
         let (this, other) = ghosts.sizes(from_small);
-        let entries = (self.map.len() as u64).max(1);
         let run = self.signal_run(from_small);
         let step = (PPM / entries).max(1) * (other / this.max(1)).max(1);
         let step = (step << (run / RUN_PER_DOUBLING).min(20)).min(PPM / 100) as i32;
@@ -1515,6 +1562,67 @@ mod tests {
             }
             cache.insert(1_000_000 + scan, scan);
         }
+    }
+
+    #[test]
+    fn a_ghost_tells_which_queue_it_left_and_how_long_ago() {
+        let ghosts = Ghosts::new(4096);
+        // 4096 slots: a tick is 16 evictions, 1024 ticks span 16,384.
+        assert_eq!(ghosts.tick_shift, 4);
+        let (small_key, main_key) = (0x0123_4567_89ab_cdef_u64, 0xfedc_ba98_7654_3210_u64);
+        ghosts.remember(small_key, true);
+        ghosts.clock.fetch_add(999, Ordering::Relaxed);
+        ghosts.remember(main_key, false);
+        ghosts.clock.fetch_add(100, Ordering::Relaxed);
+        let (from_small, since) = ghosts.signal(small_key).expect("remembered");
+        assert!(from_small);
+        assert!((1088..=1104).contains(&since), "{since}");
+        let (from_small, since) = ghosts.signal(main_key).expect("remembered");
+        assert!(!from_small);
+        assert!((96..=112).contains(&since), "{since}");
+        // Once a stay; taking it (the key is queued again) forgets it.
+        assert_eq!(ghosts.signal(small_key), None);
+        assert!(ghosts.take(small_key));
+        assert!(!ghosts.take(small_key));
+        // The time reads modulo 1024 ticks.
+        ghosts.remember(small_key, true);
+        ghosts.clock.fetch_add(16 * 1024 + 160, Ordering::Relaxed);
+        let (_, since) = ghosts.signal(small_key).expect("remembered");
+        assert!((144..=176).contains(&since), "{since}");
+    }
+
+    #[test]
+    #[cfg_attr(miri, ignore = "thousands of map operations: minutes under Miri")]
+    fn only_a_split_that_could_have_kept_a_key_moves_for_it() {
+        let capacity = N / 10;
+        let cache = Cache::<u64, u64>::new(capacity);
+        // Nothing is read, so small holds everything and evicts in order: keys 0..capacity
+        // leave during the second capacity's inserts, capacity..2 * capacity during the
+        // third's. A scan's keys come back like this, a cache's worth of evictions later.
+        for key in 0..3 * capacity {
+            cache.insert(key, key);
+        }
+        let before = cache.small_queue_share();
+        for key in 0..capacity {
+            assert_eq!(cache.get(&key), None);
+        }
+        assert_eq!(
+            cache.small_queue_share(),
+            before,
+            "keys no split would have kept moved it"
+        );
+        // Keys read an eighth of a cache's evictions after they left small: a larger small
+        // would have kept them.
+        for key in 3 * capacity..3 * capacity + capacity / 8 {
+            cache.insert(key, key);
+        }
+        for key in 2 * capacity..2 * capacity + capacity / 16 {
+            assert_eq!(cache.get(&key), None);
+        }
+        assert!(
+            cache.small_queue_share() > before,
+            "keys a larger small would have kept did not grow it"
+        );
     }
 
     #[test]
