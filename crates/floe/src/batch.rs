@@ -587,6 +587,7 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Batch<'m, K, V, S> {
                     each(start + i, response);
                     !stop
                 },
+                &map.rehash(),
             );
             match batch {
                 None => {
@@ -612,8 +613,8 @@ impl<'m, K: InlineKey, V: Inline, S: BuildHasher> Batch<'m, K, V, S> {
     }
 
     /// `run_as` through the lookahead ring at this level, each request through the
-    /// single-key path: for what the engine's batch loop does not take (the dense layout, a
-    /// migrating table, one that writes its lines back).
+    /// single-key path: for what the engine's batch loops do not take (a migrating table,
+    /// one that writes its lines back).
     fn run_in_ring<T>(
         &self,
         items: &[T],

@@ -478,7 +478,7 @@ impl Ghosts {
     fn remember(&self, hash: u64, from_small: bool) {
         let flags = if from_small { FROM_SMALL } else { 0 };
         let tick = (self.clock.fetch_add(1, Ordering::Relaxed) >> self.tick_shift) as u32;
-        // (A hash whose slot word comes out 0 reads as empty: at most one key in 2^30
+        // (A slot word that comes out 0 reads as empty: its key, fewer than one in 2^20, is
         // forgotten.)
         let slot = ghost_print(hash) | (tick << TIME_SHIFT & TIME_MASK) | flags;
         let old = self.slot(hash).swap(slot, Ordering::Relaxed);

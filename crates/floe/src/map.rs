@@ -1458,7 +1458,7 @@ impl<K: InlineKey, V: Counter, S: BuildHasher> FlatMap<K, V, S> {
 impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
     /// The hasher as the driver takes it: for the keys a growth moves.
     #[inline(always)]
-    fn rehash(&self) -> impl Fn(u64) -> u64 + '_ {
+    pub(crate) fn rehash(&self) -> impl Fn(u64) -> u64 + '_ {
         |word| self.hasher.hash_one(word)
     }
 

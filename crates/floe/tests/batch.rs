@@ -615,6 +615,64 @@ fn batches_with_concurrent_writers() {
 /// the engine's batch loop, the upsert leaves it for the single-key path, which waits for the
 /// shadow's commit (on another thread) and then updates the committed value, and the batch
 /// goes on after it in order. Both layouts (the dense one runs batches at the facade).
+/// Batches of even-key requests on a map of each layout that starts at its smallest and
+/// grows (and shrinks) under them, while another thread inserts and removes odd keys: every
+/// response is the one-by-one model's (the dense layout's batch loop stops at a moved line and
+/// the request goes on through the single-key path, which follows it).
+#[test]
+fn batches_keep_their_answers_while_another_thread_grows_the_map() {
+    let odd_keys = if cfg!(miri) { 300 } else { 100_000 };
+    for layout in layouts() {
+        let map = growing(layout, Backend::Auto, 1, ResizeMode::Incremental, 5);
+        let done = std::sync::atomic::AtomicBool::new(false);
+        let batches = std::thread::scope(|s| {
+            s.spawn(|| {
+                let mut rng = SplitMix(9);
+                for i in 0..odd_keys {
+                    // Mostly new keys, so the map grows; some removed, and now and then a
+                    // shrink, so it also migrates into smaller tables.
+                    let key = 2 * i + 1;
+                    // (A full table answers an error; the next growth takes the key.)
+                    let _ = map.try_insert_new(key, key);
+                    if rng.below(4) == 0 {
+                        map.remove(&(rng.below(i + 1) * 2 + 1));
+                    }
+                    if i % 8192 == 8191 {
+                        map.shrink_to_fit().expect("a smaller table");
+                    }
+                }
+                done.store(true, std::sync::atomic::Ordering::Relaxed);
+            });
+            let mut model = HashMap::new();
+            let mut rng = SplitMix(3);
+            let mut responses = Vec::new();
+            let mut batches = 0;
+            while !done.load(std::sync::atomic::Ordering::Relaxed) || batches < 10 {
+                let requests: Vec<Request<u64, u64>> =
+                    (0..32).map(|_| even_key_request(&mut rng)).collect();
+                responses.clear();
+                map.batch()
+                    .depth(8)
+                    .prefetch(Prefetch::Always)
+                    .run(&requests, &mut responses);
+                for (&request, response) in requests.iter().zip(&responses) {
+                    assert_eq!(
+                        *response,
+                        model_answer(&mut model, request),
+                        "{layout:?} {request:?}"
+                    );
+                }
+                batches += 1;
+            }
+            batches
+        });
+        map.check_invariants();
+        let bins = map.stats().bins;
+        assert!(bins > 64, "{layout:?}: the map did not grow ({bins} bins)");
+        assert!(batches >= 10, "{layout:?}: {batches} batches");
+    }
+}
+
 #[test]
 fn a_batch_waits_for_a_shadowed_key_and_goes_on_in_order() {
     for layout in [Layout::Bins, Layout::Dense] {

@@ -5,8 +5,7 @@
 //! generated from the same list ([`driver_contract!`]): a signature is written in one place,
 //! and a layout that lacks an operation says so in its own `impl` (a compile error otherwise).
 //!
-//! What the dense layout does not offer it answers as the contract allows: no engine batch
-//! loop (`run_batch` is `None`: the caller runs the requests one by one), no link buckets to
+//! What the dense layout does not offer it answers as the contract allows: no link buckets to
 //! prefetch, no files (`FlatMap`'s persistence is the default layout's; documented on the
 //! facade), one step per walk (its keys are not ordered by hash), and single-thread writes
 //! through its shared path. Errors a layout cannot meet are [`Error::NotInLayout`] where the
@@ -70,10 +69,10 @@ macro_rules! driver_contract {
 
                 /// Requests `0..n` of a batch (`op(i)`, on `locate(i)`) through the engine's batch
                 /// loop, in order, `answer(i, done)` after each (`false` stops the batch); `add`
-                /// sums a value and a delta for `WordOp::Add`. `None` where there is no such loop
-                /// (the dense layout, a migrating table, one that writes its lines back): nothing
-                /// ran, and the caller runs the requests one by one. `Some(Err(stopped))` where it
-                /// stopped.
+                /// sums a value and a delta for `WordOp::Add`. `None` where the table cannot take
+                /// one (it is migrating, or writes its lines back): nothing ran, and the caller
+                /// runs the requests one by one. `Some(Err(stopped))` where it stopped: before a
+                /// request the table refused, which the caller runs through the single-key path.
                 #[allow(clippy::too_many_arguments)]
                 fn run_batch(
                     n: usize,
@@ -82,6 +81,7 @@ macro_rules! driver_contract {
                     op: impl Fn(usize) -> WordOp,
                     add: impl Fn(usize, u64) -> u64,
                     answer: impl FnMut(usize, WordDone) -> bool,
+                    rehash: Rehash<'_>,
                 ) -> Option<Result<(), Stopped>>;
 
                 /// Insert `word -> value` if the key is absent (nothing changes otherwise: `Exists`

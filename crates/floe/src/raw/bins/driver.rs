@@ -874,6 +874,7 @@ impl TableDriver for RawMap {
         op: impl Fn(usize) -> WordOp,
         add: impl Fn(usize, u64) -> u64,
         mut answer: impl FnMut(usize, WordDone) -> bool,
+        _rehash: Rehash<'_>,
     ) -> Option<Result<(), Stopped>> {
         let loader = self.loader;
         // The writers' gate, held for the batch (nested in the caller's when it holds one).

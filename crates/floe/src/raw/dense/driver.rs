@@ -36,7 +36,7 @@ use crate::raw::{
     gate::WriterGate,
     lifecycle::{Lifecycle, Next, Tables},
     prepare::{Ahead, Plan, Preparer},
-    ring::Locate,
+    ring::{self, Locate},
     Inserted, Mismatch, Moved, Stopped, WordDone, WordOp, IF_ABSENT, IF_PRESENT,
 };
 use crate::{
@@ -796,19 +796,151 @@ impl TableDriver for DenseMap {
         self.of_both(DenseTable::table_bytes)
     }
 
-    /// No engine batch loop: the batch runs its requests one by one.
-    #[inline(always)]
+    /// Requests `0..n` of a batch through a lookahead ring `far` deep, in order, under one pass
+    /// of the writers' gate and one load of the table: each request's home line and lock
+    /// byte are prefetched as it enters, its alternative line and lock byte half a window
+    /// later, and it runs as its single-key operation does (a `modify` decision, or a get)
+    /// on lines in the cache. A request the table refuses (no room, a moved line, an open
+    /// shadow insert of its key) stops the batch before it runs, for the caller to run
+    /// through the single-key path, which grows, follows and waits. `None` while the table
+    /// migrates (the requests then go one by one).
     #[allow(clippy::too_many_arguments)]
     fn run_batch(
         &self,
-        _n: usize,
-        _far: usize,
-        _locate: impl Locate,
-        _op: impl Fn(usize) -> WordOp,
-        _add: impl Fn(usize, u64) -> u64,
-        _answer: impl FnMut(usize, WordDone) -> bool,
+        n: usize,
+        far: usize,
+        locate: impl Locate,
+        op: impl Fn(usize) -> WordOp,
+        add: impl Fn(usize, u64) -> u64,
+        answer: impl FnMut(usize, WordDone) -> bool,
+        rehash: Rehash<'_>,
     ) -> Option<Result<(), Stopped>> {
-        None
+        struct Requests<'t, L, O, F, A> {
+            table: &'t DenseTable,
+            loader: Loader,
+            rehash: Rehash<'t>,
+            locate: L,
+            op: O,
+            add: F,
+            answer: A,
+            /// The request that stopped the ring ran.
+            ran: bool,
+        }
+        impl<L, O, F, A> Requests<'_, L, O, F, A>
+        where
+            O: Fn(usize) -> WordOp,
+            F: Fn(usize, u64) -> u64,
+        {
+            /// Run request `i`; `None` if the table refused it (nothing changed).
+            #[inline(always)]
+            fn apply(&self, i: usize, hash: u64, key: u64) -> Option<WordDone> {
+                let table = self.table;
+                let op = (self.op)(i);
+                if op == WordOp::Get {
+                    return table
+                        .get_with(self.loader, hash, key)
+                        .ok()
+                        .map(WordDone::Get);
+                }
+                table.pace_preparation(hash);
+                let rehash = self.rehash;
+                // `modify`'s answer when it carried out the decision.
+                fn done<R>(result: Result<Result<R, Refused>, Moved>) -> Option<R> {
+                    result.ok()?.ok()
+                }
+                Some(match op {
+                    WordOp::Get => unreachable!("answered above"),
+                    WordOp::Insert(value) => {
+                        WordDone::Insert(done(table.modify(hash, key, rehash, |current| {
+                            match current {
+                                Some(present) => (Action::Keep, Inserted::Exists(present)),
+                                None => (Action::Store(value), Inserted::New),
+                            }
+                        }))?)
+                    }
+                    WordOp::Upsert(value) => WordDone::Upsert(done(table.modify(
+                        hash,
+                        key,
+                        rehash,
+                        |current| (Action::Store(value), current),
+                    ))?),
+                    WordOp::Add(delta) => {
+                        WordDone::Add(done(table.modify(hash, key, rehash, |current| {
+                            let new = current.map_or(delta, |old| (self.add)(i, old));
+                            (Action::Store(new), current)
+                        }))?)
+                    }
+                    WordOp::Put(value) => WordDone::Put(done(table.modify(
+                        hash,
+                        key,
+                        rehash,
+                        |current| match current {
+                            Some(old) => (Action::Store(value), Some(old)),
+                            None => (Action::Keep, None),
+                        },
+                    ))?),
+                    WordOp::Remove => {
+                        WordDone::Remove(done(table.modify(hash, key, rehash, Action::remove))?)
+                    }
+                })
+            }
+        }
+        impl<L, O, F, A> ring::Stages for Requests<'_, L, O, F, A>
+        where
+            L: Locate,
+            O: Fn(usize) -> WordOp,
+            F: Fn(usize, u64) -> u64,
+            A: FnMut(usize, WordDone) -> bool,
+        {
+            /// The key's hash and word.
+            type Slot = (u64, u64);
+
+            #[inline(always)]
+            fn locate(&mut self, i: usize) -> (u64, u64) {
+                self.locate.locate(i)
+            }
+
+            #[inline(always)]
+            fn prefetch(&mut self, &(hash, _): &(u64, u64)) {
+                self.table.prefetch_write(hash);
+            }
+
+            #[inline(always)]
+            fn chase(&mut self, &mut (hash, _): &mut (u64, u64)) {
+                self.table.prefetch_write_alt(hash);
+            }
+
+            #[inline(always)]
+            fn run(&mut self, i: usize, (hash, key): (u64, u64)) -> Result<(), ()> {
+                let done = self.apply(i, hash, key).ok_or(())?;
+                if (self.answer)(i, done) {
+                    Ok(())
+                } else {
+                    self.ran = true;
+                    Err(())
+                }
+            }
+        }
+        // The writers' gate, held for the batch (nested in the caller's when it holds one).
+        let guard = self.gate.enter();
+        let table = self.tables.load(&guard);
+        if table.migrating_into().is_some() {
+            return None;
+        }
+        let mut requests = Requests {
+            table,
+            loader: self.loader,
+            rehash,
+            locate,
+            op,
+            add,
+            answer,
+            ran: false,
+        };
+        Some(ring::run(&mut requests, n, far).map_err(|at| Stopped {
+            at,
+            ran: requests.ran,
+        }))
     }
 
     /// A key's second line is read only for keys away from home, which a lookup cannot tell

@@ -750,6 +750,26 @@ impl DenseTable {
         super::prefetch_far((&self.lines[home] as *const LinkBucket).cast());
     }
 
+    /// Start loading into L2 what a write of the key reads first: its home line and the home's
+    /// lock byte (a batch's entry, `ring.rs`: the lock's CAS keeps every later load of the
+    /// write waiting, so both must be near by then).
+    #[inline(always)]
+    pub(crate) fn prefetch_write(&self, hash: u64) {
+        let home = fastrange(hash, self.nlines);
+        super::prefetch_far((&self.lines[home] as *const LinkBucket).cast());
+        super::prefetch_far((&self.meta[home] as *const LineMeta).cast());
+    }
+
+    /// Start loading into L2 the key's alternative line and its lock byte, which a write needs
+    /// when the home is full or has spilled (a batch's chase, half a window after
+    /// `prefetch_write`).
+    #[inline(always)]
+    pub(crate) fn prefetch_write_alt(&self, hash: u64) {
+        let (_, alt) = self.lines_of(hash);
+        super::prefetch_far((&self.lines[alt] as *const LinkBucket).cast());
+        super::prefetch_far((&self.meta[alt] as *const LineMeta).cast());
+    }
+
     /// Start loading `line` and its lock byte (a line a write will lock).
     #[inline(always)]
     fn prefetch_for_lock(&self, line: usize) {
