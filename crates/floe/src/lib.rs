@@ -276,7 +276,7 @@ pub use crate::{
         Builder, CompareExchangeError, FlatMap, ForFlatMap, ForMap, Insert, IntoIter, Iter,
         Recovery, Shadow, Taken,
     },
-    raw::stats::lines_read,
+    raw::stats::{lines_read, link_lines_prefetched},
     set::{FlatSet, Set, SetRef},
 };
 

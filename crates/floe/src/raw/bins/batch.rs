@@ -57,8 +57,8 @@ impl RawTable {
             }
 
             #[inline(always)]
-            fn chase(&mut self, &mut (bin, _): &mut (&'t Bin, u64)) {
-                self.table.chase(bin);
+            fn chase(&mut self, &mut (bin, key): &mut (&'t Bin, u64)) {
+                self.table.chase_key(self.loader, bin, key);
             }
 
             #[inline(always)]
@@ -205,8 +205,8 @@ impl RawTable {
             }
 
             #[inline(always)]
-            fn chase(&mut self, &mut (bin, _, _): &mut (&'t Bin, u64, u64)) {
-                self.table.chase(bin);
+            fn chase(&mut self, &mut (bin, _, key): &mut (&'t Bin, u64, u64)) {
+                self.table.chase_key(self.requests.loader, bin, key);
             }
 
             #[inline(always)]
