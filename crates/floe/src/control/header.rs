@@ -551,6 +551,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg_attr(miri, ignore = "arithmetic only, and 14 s of ci/miri.sh's time")]
     fn masks_partition_the_slots() {
         // Every combination of states on a few slots: each slot is in exactly one of
         // valid / invalid / inserting / shadow.

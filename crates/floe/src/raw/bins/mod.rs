@@ -910,11 +910,13 @@ impl RawTable {
 
     /// The ring's chase for a request on `key` (`ring.rs`): half a window after `bin`'s line
     /// was asked for, start loading the link buckets chained to it, unless the key is in the
-    /// primary line. Following every chain asked for 0.26 link lines a get where 0.08 are
-    /// read (23.5M keys at capacity, counted with `line-stats`), so about one line in seven a
-    /// batched get fetched went unread; only a chained bin pays the compare (3.6
-    /// instructions a get there). A hint, read with the loader's plain line read (`Relaxed`
-    /// link): a key stored or moved meanwhile costs at worst a line the request waits for.
+    /// primary line (as the dense layout's chase asks for an alternative line only for a key
+    /// its home line does not answer). Following every chain asked for 0.26 link lines a get
+    /// where 0.08 are read (23.5M keys at capacity, counted with `line-stats`), so about one
+    /// line in seven a batched get fetched went unread; only a chained bin pays the compare
+    /// (3.6 instructions a get there). A hint, read with the loader's plain line read
+    /// (`Relaxed` link): a key stored or moved meanwhile costs at worst a line the request
+    /// waits for.
     /// `true` if it asked for the chain.
     #[inline(always)]
     pub(crate) fn chase_key<P: LineLoader>(&self, loader: P, bin: &Bin, key: u64) -> bool {

@@ -1,0 +1,45 @@
+// DRAM-shape batched gets: N keys, T threads, get_many in chunks of 1024; prints M gets/s per rep.
+use std::hint::black_box;
+fn main() {
+    let a: Vec<String> = std::env::args().collect();
+    let n: usize = a[1].parse().unwrap();
+    let threads: usize = a[2].parse().unwrap();
+    let reps: usize = a[3].parse().unwrap();
+    let mode = a.get(4).map(|s| s.as_str()).unwrap_or("batch");
+    let map = floe::FlatMap::<u64, u64>::builder().capacity(n).populate(true).build().unwrap();
+    let mut x = 0x9e3779b97f4a7c15u64;
+    let keys: Vec<u64> = (0..n).map(|_| { x ^= x << 13; x ^= x >> 7; x ^= x << 17; x }).collect();
+    std::thread::scope(|s| {
+        for part in keys.chunks(n.div_ceil(threads)) {
+            let map = &map;
+            s.spawn(move || {
+                let pairs: Vec<(u64, u64)> = part.iter().map(|&k| (k, k + 1)).collect();
+                for c in pairs.chunks(1024) { map.batch().insert_new_each(c, |_, _| {}); }
+            });
+        }
+    });
+    eprintln!("len {} backend {:?}", map.len(), map.backend());
+    for _ in 0..reps {
+        let t = std::time::Instant::now();
+        let total: u64 = std::thread::scope(|s| {
+            let hs: Vec<_> = keys.chunks(n.div_ceil(threads)).map(|part| {
+                let map = &map;
+                s.spawn(move || {
+                    let mut vals = vec![None; 1024];
+                    let mut sum = 0u64;
+                    match mode {
+                        "batch" => for c in part.chunks(1024) {
+                            map.batch().get_many(c, &mut vals[..c.len()]).unwrap();
+                            sum += vals[..c.len()].iter().filter(|v| v.is_some()).count() as u64;
+                        },
+                        _ => for &k in part { sum += map.get(&k).is_some() as u64; },
+                    }
+                    sum
+                })
+            }).collect();
+            hs.into_iter().map(|h| h.join().unwrap()).sum()
+        });
+        let secs = t.elapsed().as_secs_f64();
+        println!("{mode} {:.1} M/s (hits {})", n as f64 / secs / 1e6, black_box(total));
+    }
+}
