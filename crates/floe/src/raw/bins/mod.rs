@@ -1165,9 +1165,10 @@ impl RawTable {
             return Some(Some(old));
         }
         // Step 2 on the line already read: an `Inserting` slot still holding the dead key
-        // is unwritten (or retired, not yet freed); the full path waits for it.
+        // is unwritten (or retired, not yet freed); the full path waits for it. Most headers
+        // show no `Inserting` slot, and those skip the dead key's lookup and match.
         let inserting_lanes = (header.inserting().0 << 2) as u8 & SlotMask::PRIMARY_KEY_LANES;
-        if line.match_word(self.dead.of(bin_index)) & inserting_lanes != 0 {
+        if inserting_lanes != 0 && line.match_word(self.dead.of(bin_index)) & inserting_lanes != 0 {
             return None;
         }
         // The commit (Insert step 5), publishing the `Inserting` slots read written above,
