@@ -917,6 +917,7 @@ impl RawTable {
     /// (3.6 instructions a get there). A hint, read with the loader's plain line read
     /// (`Relaxed` link): a key stored or moved meanwhile costs at worst a line the request
     /// waits for.
+    ///
     /// `true` if it asked for the chain.
     #[inline(always)]
     pub(crate) fn chase_key<P: LineLoader>(&self, loader: P, bin: &Bin, key: u64) -> bool {
