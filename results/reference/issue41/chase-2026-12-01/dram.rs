@@ -6,6 +6,7 @@ fn main() {
     let threads: usize = a[2].parse().unwrap();
     let reps: usize = a[3].parse().unwrap();
     let mode = a.get(4).map(|s| s.as_str()).unwrap_or("batch");
+    let chunk: usize = std::env::var("CHUNK").ok().and_then(|v| v.parse().ok()).unwrap_or(1024);
     let map = floe::FlatMap::<u64, u64>::builder().capacity(n).populate(true).build().unwrap();
     let mut x = 0x9e3779b97f4a7c15u64;
     let keys: Vec<u64> = (0..n).map(|_| { x ^= x << 13; x ^= x >> 7; x ^= x << 17; x }).collect();
@@ -25,10 +26,10 @@ fn main() {
             let hs: Vec<_> = keys.chunks(n.div_ceil(threads)).map(|part| {
                 let map = &map;
                 s.spawn(move || {
-                    let mut vals = vec![None; 1024];
+                    let mut vals = vec![None; chunk];
                     let mut sum = 0u64;
                     match mode {
-                        "batch" => for c in part.chunks(1024) {
+                        "batch" => for c in part.chunks(chunk) {
                             map.batch().get_many(c, &mut vals[..c.len()]).unwrap();
                             sum += vals[..c.len()].iter().filter(|v| v.is_some()).count() as u64;
                         },
