@@ -1147,8 +1147,9 @@ impl<K: Hash + Eq, V, S: BuildHasher, G: Guard> MapRef<'_, K, V, S, G> {
 
     /// Gets of `keys` into `values` (same length), in order, for tables larger than the
     /// caches: a chunk's bins go through the engine's lookahead ring (as `Batch::get_many`,
-    /// when the table and the entries take at least
-    /// [`PREFETCH_THRESHOLD_BYTES`](crate::batch::PREFETCH_THRESHOLD_BYTES)), then the entry of
+    /// when the table and the entries take at least the CPU's threshold,
+    /// [`PREFETCH_THRESHOLD_BYTES`](crate::batch::PREFETCH_THRESHOLD_BYTES) or more on AMD
+    /// CPUs), then the entry of
     /// every hit is prefetched 16 keys before its key is compared. For mixed requests, see
     /// [`batch`](Self::batch) and [`pipeline`](Self::pipeline). Each answer is the one
     /// `get` would give at some instant during the call.

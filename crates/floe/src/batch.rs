@@ -24,8 +24,9 @@
 //! pipeline a stream of requests arriving one by one (a server's, a join's probe side).
 //!
 //! When the table fits in the cache, prefetching only adds instructions: [`Prefetch::Auto`]
-//! (the default) prefetches only for tables of at least [`PREFETCH_THRESHOLD_BYTES`], a
-//! threshold measured with `floe-bench sweep --param keys` (BENCHMARKS.md).
+//! (the default) prefetches only for tables of at least [`PREFETCH_THRESHOLD_BYTES`] (on AMD
+//! CPUs, of a quarter of their L3 if that is larger), thresholds measured with `floe-bench
+//! sweep --param keys` and a lab sweep (BENCHMARKS.md).
 
 use core::{fmt, hash::BuildHasher};
 
@@ -69,10 +70,12 @@ pub(crate) trait BatchTarget {
 }
 
 /// Tables at least this large are prefetched under [`Prefetch::Auto`] (bytes of bins and link
-/// buckets). Measured (BENCHMARKS.md, "table-size sweep"): batched gets with prefetch ran at
-/// 0.62-0.73x of the same batches without it on tables of 0.2 and 0.7 MiB, and 1.10-1.96x on
-/// tables of 4.3 MiB and more; the crossover lies between, around the size of the L2 (2 MiB
-/// per core on the machine measured).
+/// buckets), and on AMD CPUs from a quarter of their L3 if that is larger. Measured
+/// (BENCHMARKS.md, "table-size sweep"): batched gets with prefetch ran at 0.62-0.73x of the
+/// same batches without it on tables of 0.2 and 0.7 MiB, and 1.10-1.96x on tables of 4.3 MiB
+/// and more; the crossover lies between, around the size of the L2 (2 MiB per core on the
+/// Intel machine measured). On an AMD EPYC it lies between 5 and 10 MB (BENCHMARKS.md, "The
+/// defaults a user gets").
 pub const PREFETCH_THRESHOLD_BYTES: usize = 2 << 20;
 
 /// Deepest prefetch window a [`Batch`] keeps.
@@ -239,7 +242,9 @@ impl<V> Response<V> {
 /// Whether batches and pipelines prefetch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Prefetch {
-    /// Prefetch when the table is at least [`PREFETCH_THRESHOLD_BYTES`].
+    /// Prefetch when the table is at least the running CPU's threshold:
+    /// [`PREFETCH_THRESHOLD_BYTES`], or on AMD CPUs a quarter of their L3 if that is larger
+    /// (the measurements are at `raw::prefetch::auto_threshold`).
     #[default]
     Auto,
     /// Always prefetch.
@@ -251,7 +256,7 @@ pub enum Prefetch {
 impl Prefetch {
     pub(crate) fn enabled(self, table_bytes: usize) -> bool {
         match self {
-            Prefetch::Auto => table_bytes >= PREFETCH_THRESHOLD_BYTES,
+            Prefetch::Auto => table_bytes >= crate::raw::auto_threshold(),
             Prefetch::Always => true,
             Prefetch::Never => false,
         }

@@ -108,5 +108,5 @@ pub(crate) use self::{
     alloc::memory_fits,
     bins::{BinSnapshot, DeadKeys, Geometry, RawTable, TableSource, IF_ABSENT, IF_PRESENT, UPSERT},
     outcome::{Full, Inserted, Mismatch, Moved, Stopped, Upserted, WordDone, WordOp},
-    prefetch::{prefetch_far, prefetch_line},
+    prefetch::{auto_threshold, prefetch_far, prefetch_line},
 };
