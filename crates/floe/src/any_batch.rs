@@ -236,7 +236,7 @@ impl<'h, K: Hash + Eq, V, S: BuildHasher, G: Guard> MapBatch<'h, K, V, S, G> {
 
     /// When to prefetch (default [`Prefetch::Auto`]: when the table and its entries take at
     /// least the CPU's threshold, [`PREFETCH_THRESHOLD_BYTES`](crate::batch::PREFETCH_THRESHOLD_BYTES)
-    /// or on AMD CPUs a quarter of their L3 if that is larger).
+    /// or on AMD CPUs a quarter of a core complex's L3 within 2 and 8 MiB).
     pub fn prefetch(mut self, prefetch: Prefetch) -> Self {
         self.settings.prefetch = prefetch;
         self

@@ -25,8 +25,8 @@
 //!
 //! When the table fits in the cache, prefetching only adds instructions: [`Prefetch::Auto`]
 //! (the default) prefetches only for tables of at least [`PREFETCH_THRESHOLD_BYTES`] (on AMD
-//! CPUs, of a quarter of their L3 if that is larger), thresholds measured with `floe-bench
-//! sweep --param keys` and a lab sweep (BENCHMARKS.md).
+//! CPUs, of a quarter of a core complex's L3, within 2 and 8 MiB), thresholds measured with
+//! `floe-bench sweep --param keys` and a lab sweep (BENCHMARKS.md).
 
 use core::{fmt, hash::BuildHasher};
 
@@ -70,12 +70,12 @@ pub(crate) trait BatchTarget {
 }
 
 /// Tables at least this large are prefetched under [`Prefetch::Auto`] (bytes of bins and link
-/// buckets), and on AMD CPUs from a quarter of their L3 if that is larger. Measured
+/// buckets); on AMD CPUs from a quarter of a core complex's L3, within 2 and 8 MiB. Measured
 /// (BENCHMARKS.md, "table-size sweep"): batched gets with prefetch ran at 0.62-0.73x of the
 /// same batches without it on tables of 0.2 and 0.7 MiB, and 1.10-1.96x on tables of 4.3 MiB
 /// and more; the crossover lies between, around the size of the L2 (2 MiB per core on the
-/// Intel machine measured). On an AMD EPYC it lies between 5 and 10 MB (BENCHMARKS.md, "The
-/// defaults a user gets").
+/// Intel machine measured). On an AMD EPYC with 32 MiB of L3 a complex it lies near 7 MB
+/// (BENCHMARKS.md, "The prefetch threshold per CPU").
 pub const PREFETCH_THRESHOLD_BYTES: usize = 2 << 20;
 
 /// Deepest prefetch window a [`Batch`] keeps.
@@ -243,8 +243,8 @@ impl<V> Response<V> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum Prefetch {
     /// Prefetch when the table is at least the running CPU's threshold:
-    /// [`PREFETCH_THRESHOLD_BYTES`], or on AMD CPUs a quarter of their L3 if that is larger
-    /// (the measurements are at `raw::prefetch::auto_threshold`).
+    /// [`PREFETCH_THRESHOLD_BYTES`], or on AMD CPUs a quarter of a core complex's L3 within 2
+    /// and 8 MiB (the measurements are at `raw::prefetch::auto_threshold`).
     #[default]
     Auto,
     /// Always prefetch.

@@ -34,7 +34,7 @@ pub(crate) fn prefetch_far(line: *const u8) {
 /// running each request at once, which depends on how far the last cache level reaches.
 ///
 /// Measured one thread's batched gets with the ring's prefetch forced on and off, over table
-/// sizes (BENCHMARKS.md, "The defaults a user gets"): on an Intel Xeon (2 MiB of L2 a core,
+/// sizes (BENCHMARKS.md, "The prefetch threshold per CPU"): on an Intel Xeon (2 MiB of L2 a core,
 /// a large shared L3) prefetching won from about the L2's size on (0.62-0.73x below 0.7 MiB,
 /// 1.10-1.96x from 4.3 MiB); on an AMD EPYC (1 MiB of L2, 32 MiB of L3 a core complex) it
 /// lost up to 6.9 MB and won from 11.7 MB on (0.71-0.87x at 4.5 and 6.9 MB, 1.4x at 11.7
