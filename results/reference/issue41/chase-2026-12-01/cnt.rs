@@ -17,7 +17,7 @@ fn main() {
     for _ in 0..reps {
         match mode {
             "batch" => for c in keys.chunks(1024) {
-                map.batch().get_many(c, &mut vals[..c.len()]).unwrap();
+                match std::env::var("PF").as_deref() { Ok("always") => map.batch().prefetch(floe::Prefetch::Always).get_many(c, &mut vals[..c.len()]).unwrap(), Ok("never") => map.batch().prefetch(floe::Prefetch::Never).get_many(c, &mut vals[..c.len()]).unwrap(), _ => map.batch().get_many(c, &mut vals[..c.len()]).unwrap() };
                 sum += vals[..c.len()].iter().map(|v| v.unwrap_or(0)).sum::<u64>();
             },
             "single" => for &k in &keys { sum += map.get(&k).unwrap_or(0); },
