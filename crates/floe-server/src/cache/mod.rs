@@ -6,7 +6,9 @@
 //! (inline in the entry up to 22 bytes, `item::Key`) and the item (value bytes, client
 //! flags, CAS unique, expiry). A get is the map's lock-free get: one bin line, then the
 //! entry; a multi-get, and a run of gets a client pipelined, is one `MapRef::get_many` call, which
-//! prefetches every bin and then every entry before it reads any (DLHT's batches). Writes
+//! prefetches every bin and then every entry before it reads any (DLHT's batches); the
+//! session then starts loading the first KiB of each value found, which the replies copy
+//! next (`Session::get_many`). Writes
 //! are the map's own single-swap writes: every store, `incr` / `decr` and `touch` a
 //! `compute` (a read-decide-swap that retries when the key changed under it, so a CAS check
 //! and the write it guards are one atomic step, and the new item can take over what the
