@@ -42,7 +42,7 @@
 //! reads a session store misses while it climbs from the start are its loss. Measured on
 //! `floe-bench cache`'s traces (deterministic), a session store at half the key space hit
 //! 98.0% from 10%, 98.3% from 30%, 99.2% from 40% and 99.7% from 45%, where an LRU hits 100%;
-//! no other trace moved by more than 0.2 points, at 5% to 90% of the key space. The bound is
+//! no other trace lost more than 0.2 points, at 5% to 90% of the key space. The bound is
 //! the working set that main must hold before any miss has moved the split: from 50%, a
 //! working set of half the cache sat in a main queue of exactly its size, and a scan evicted
 //! from it wherever a queue shard's small share dipped below the half (the unit test
