@@ -82,6 +82,7 @@ use core::{
 };
 
 use seize::{Collector, Guard, LocalGuard, OwnedGuard};
+use smallvec::{smallvec, SmallVec};
 
 use crate::{
     batch::Prefetch,
@@ -181,9 +182,14 @@ fn target<K, V>(word: u64) -> Target<K, V> {
 
 /// The entries of a value word: the present ones and the open shadow inserts.
 struct Members<K, V> {
-    visible: Vec<*mut Entry<K, V>>,
-    shadows: Vec<*mut Entry<K, V>>,
+    visible: Entries<K, V>,
+    shadows: Entries<K, V>,
 }
+
+/// Entries of one value word, on the stack for the common word of one or two entries: every
+/// write that replaces or removes a key builds its word's members, and a heap vector there was
+/// a `malloc` and a `free` per write.
+type Entries<K, V> = SmallVec<[*mut Entry<K, V>; 2]>;
 
 impl<K, V> Members<K, V> {
     /// Every entry, shadows included.
@@ -264,12 +270,12 @@ impl<K, V> Target<K, V> {
     ///
     /// # Safety
     /// As [`entry`], for the word decoded.
-    unsafe fn entries(&self) -> Vec<*mut Entry<K, V>> {
+    unsafe fn entries(&self) -> Entries<K, V> {
         match *self {
-            Target::One(one) => vec![one],
-            Target::Shadow(_) => Vec::new(),
+            Target::One(one) => smallvec![one],
+            Target::Shadow(_) => SmallVec::new(),
             // SAFETY: caller.
-            Target::Many(list) => unsafe { Self::visible_of(list).to_vec() },
+            Target::Many(list) => unsafe { SmallVec::from_slice(Self::visible_of(list)) },
         }
     }
 
@@ -280,19 +286,19 @@ impl<K, V> Target<K, V> {
     unsafe fn members(&self) -> Members<K, V> {
         match *self {
             Target::One(one) => Members {
-                visible: vec![one],
-                shadows: Vec::new(),
+                visible: smallvec![one],
+                shadows: SmallVec::new(),
             },
             Target::Shadow(one) => Members {
-                visible: Vec::new(),
-                shadows: vec![one],
+                visible: SmallVec::new(),
+                shadows: smallvec![one],
             },
             // SAFETY: caller; a published list lives as long as it is reachable.
             Target::Many(list) => unsafe {
                 let list = &*list;
                 Members {
-                    visible: list.entries[..list.visible].to_vec(),
-                    shadows: list.entries[list.visible..].to_vec(),
+                    visible: SmallVec::from_slice(&list.entries[..list.visible]),
+                    shadows: SmallVec::from_slice(&list.entries[list.visible..]),
                 }
             },
         }
@@ -316,6 +322,32 @@ unsafe fn find_in<K, V>(
     })
 }
 
+/// The entry among `entries` whose key and value satisfy `is` (as [`find_in`]).
+///
+/// # Safety
+/// As [`entry`], for each of `entries`.
+unsafe fn find_entry_in<K, V>(
+    entries: &[*mut Entry<K, V>],
+    is: impl Fn(&K, &V) -> bool,
+) -> Option<*mut Entry<K, V>> {
+    entries.iter().copied().find(|&one| {
+        crate::raw::stats::line_read();
+        // SAFETY: caller.
+        let one = unsafe { entry(one) };
+        is(&one.key, &one.value)
+    })
+}
+
+/// What [`MapRef::remove_by_hash_if`] did with the entry it found.
+pub(crate) enum ByHash<'g, K, V> {
+    /// `decide` said so, and this call removed it: the key as stored and the value removed.
+    Removed(&'g K, &'g V),
+    /// `decide` said no: the entry stays (its value).
+    Kept(&'g V),
+    /// No entry of that hash satisfies `is`.
+    Absent,
+}
+
 /// What `MapRef::find_present` found: the value word, the key's entry, all the word's entries.
 type Present<K, V> = (u64, *mut Entry<K, V>, Members<K, V>);
 
@@ -331,7 +363,7 @@ fn word_of<K, V>(members: Members<K, V>) -> u64 {
             let mut entries = members.visible;
             entries.extend(members.shadows);
             let list = Box::into_raw(Box::new(Collided {
-                entries: entries.into_boxed_slice(),
+                entries: entries.into_vec().into_boxed_slice(),
                 visible,
             }));
             word(list) | COLLIDED
@@ -1696,8 +1728,8 @@ impl<K: Hash + Eq, V, S: BuildHasher, G: Guard> MapRef<'_, K, V, S, G> {
             let present = self.map.raw.get(hash, word, &bin_hash);
             let mut shadowed = false;
             let mut members = Members {
-                visible: Vec::new(),
-                shadows: Vec::new(),
+                visible: SmallVec::new(),
+                shadows: SmallVec::new(),
             };
             // SAFETY: read from the table under our guard.
             let old = present.and_then(|present| unsafe {
@@ -2012,6 +2044,46 @@ impl<K, V, S, G: Guard> MapRef<'_, K, V, S, G> {
 
     /// [`remove_if`](Self::remove_if) of the key whose hash word is `word` and that
     /// satisfies `is`.
+    /// The entry of hash word `word` whose key and value satisfy `is` (as
+    /// [`find_by_hash`](Self::find_by_hash)), removed if `decide` says so of it: one lookup
+    /// where a `find_by_hash` and a removal by its key were two (`floe::Cache`'s eviction,
+    /// which names entries by hash). `decide` may run again on the entry found anew when a
+    /// write changed the key's word between the look and the removal; the removal is
+    /// linearizable as [`remove_entry_if`](Self::remove_entry_if)'s.
+    pub(crate) fn remove_by_hash_if(
+        &self,
+        word: u64,
+        is: impl Fn(&K, &V) -> bool,
+        mut decide: impl FnMut(&K, &V) -> bool,
+    ) -> ByHash<'_, K, V> {
+        let hash = bin_hash(word);
+        loop {
+            let Some(present) = self.map.raw.get(hash, word, &bin_hash) else {
+                return ByHash::Absent;
+            };
+            let target = target::<K, V>(present);
+            // SAFETY: read from the table under our guard.
+            let found = unsafe {
+                match target {
+                    Target::One(one) => find_entry_in(&[one], &is),
+                    Target::Shadow(_) => None,
+                    Target::Many(list) => find_entry_in(Target::visible_of(list), &is),
+                }
+            };
+            let Some(old) = found else {
+                return ByHash::Absent;
+            };
+            // SAFETY: as above; the entry lives while our guard does.
+            let (old_entry, members) = unsafe { (entry(old), target.members()) };
+            if !decide(&old_entry.key, &old_entry.value) {
+                return ByHash::Kept(&old_entry.value);
+            }
+            if let Some(removed) = self.take_out(hash, word, present, old, members) {
+                return ByHash::Removed(&old_entry.key, removed);
+            }
+        }
+    }
+
     pub(crate) fn remove_if_by(
         &self,
         word: u64,
@@ -2063,7 +2135,7 @@ impl<K, V, S, G: Guard> MapRef<'_, K, V, S, G> {
                 .remove_if(hash, word, |now| now == present, &bin_hash)
                 .is_ok()
         } else {
-            members.visible.retain(|&e| e != old);
+            members.visible.retain(|e| *e != old);
             let swapped = self.swap(hash, word, present, word_of(members));
             if swapped {
                 self.count_collided(-1);
@@ -2120,7 +2192,7 @@ impl<K, V, S, G: Guard> MapRef<'_, K, V, S, G> {
                 continue;
             }
             let kept = Members {
-                visible: Vec::new(),
+                visible: SmallVec::new(),
                 shadows,
             };
             if self.swap(hash, word, present, word_of(kept)) {

@@ -138,7 +138,7 @@ use std::{
 use crossbeam_utils::CachePadded;
 
 use crate::{
-    any_map::{Compute, Map, MapRef, Operation},
+    any_map::{ByHash, Compute, Map, MapRef, Operation},
     error::{Error, OrRaise},
     hash::DefaultHashBuilder,
     raw::ShardedCounter,
@@ -1228,35 +1228,24 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
                 return false;
             };
             let id = node.id;
-            let Some((key, slot)) = map.find_by_hash(node.hash, |_, slot| slot.id() == id) else {
-                // Stale: its entry was removed (and uncharged) already.
-                return true;
-            };
-            let now = if slot.expires() { self.clock.now() } else { 0 };
-            let expired = slot.expires() && slot.expired(now);
-            let freq = slot.freq();
-            if !expired && freq > 0 {
-                slot.set_freq(if from_small { 0 } else { freq - 1 });
-                node.weight = slot.weight;
-                queues.push(false, node);
-                continue;
-            }
-            let cause = if expired {
-                RemovalCause::Expired
-            } else {
-                RemovalCause::Size
-            };
-            // The entry judged, or one that replaced it since (same node, same id): a replace
-            // counts as a read, so that one is moved on rather than evicted.
-            let gone = Self::take_entry(map, node.hash, key, id, |slot| {
-                if expired {
-                    slot.expired(now)
-                } else {
-                    slot.freq() == 0
-                }
-            });
-            match gone {
-                Some((key, gone)) => {
+            // One lookup finds the node's entry and removes it if it is expired or unread: the
+            // entry judged, or one that replaced it since (same node, same id), judged again.
+            let mut cause = RemovalCause::Size;
+            let judged = map.remove_by_hash_if(
+                node.hash,
+                |_, slot| slot.id() == id,
+                |_, slot| {
+                    let expired = slot.expires() && slot.expired(self.clock.now());
+                    cause = if expired {
+                        RemovalCause::Expired
+                    } else {
+                        RemovalCause::Size
+                    };
+                    expired || slot.freq() == 0
+                },
+            );
+            match judged {
+                ByHash::Removed(key, gone) => {
                     self.unlinked(gone, cause);
                     if cause == RemovalCause::Size {
                         // The map's length only at the first eviction: it sums the count's
@@ -1273,10 +1262,20 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
                     }
                     return true;
                 }
-                // Replaced or read meanwhile: its node goes on.
-                None if Self::is_live(map, &node) => queues.push(from_small, node),
-                // Removed meanwhile: the node was stale.
-                None => return true,
+                // Read since it was queued (a replace counts as a read): it moves on, with one
+                // read fewer counted (all of them leaving small).
+                ByHash::Kept(slot) => {
+                    let freq = slot.freq();
+                    slot.set_freq(if from_small {
+                        0
+                    } else {
+                        freq.saturating_sub(1)
+                    });
+                    node.weight = slot.weight;
+                    queues.push(false, node);
+                }
+                // Stale: its entry was removed (and uncharged) already.
+                ByHash::Absent => return true,
             }
         }
     }

@@ -106,6 +106,7 @@ fn fold_mul(a: u64, b: u64) -> u64 {
 
 /// Feed bytes to `write_u64` 8 at a time, the tail zero-padded and the length mixed in, so
 /// these hashers work for any `Hash` type (the map itself only ever calls `write_u64`).
+#[inline]
 fn write_bytes(hasher: &mut impl Hasher, bytes: &[u8]) {
     let mut chunks = bytes.chunks_exact(8);
     for chunk in &mut chunks {
@@ -218,6 +219,7 @@ impl Hasher for Mix64Hasher {
         self.state = fold_mul(word ^ self.state ^ P0, P1);
     }
 
+    #[inline]
     fn write(&mut self, bytes: &[u8]) {
         write_bytes(self, bytes);
     }
@@ -288,6 +290,7 @@ impl Hasher for WyHasher {
         self.state = fold_mul(lo ^ P0 ^ 8, hi ^ P1);
     }
 
+    #[inline]
     fn write(&mut self, bytes: &[u8]) {
         write_bytes(self, bytes);
     }
@@ -387,6 +390,7 @@ impl Hasher for Crc32Hasher {
         self.state = crc32c_pair(self.state, word);
     }
 
+    #[inline]
     fn write(&mut self, bytes: &[u8]) {
         write_bytes(self, bytes);
     }
