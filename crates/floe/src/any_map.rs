@@ -2042,8 +2042,6 @@ impl<K, V, S, G: Guard> MapRef<'_, K, V, S, G> {
         self.guard.flush();
     }
 
-    /// [`remove_if`](Self::remove_if) of the key whose hash word is `word` and that
-    /// satisfies `is`.
     /// The entry of hash word `word` whose key and value satisfy `is` (as
     /// [`find_by_hash`](Self::find_by_hash)), removed if `decide` says so of it: one lookup
     /// where a `find_by_hash` and a removal by its key were two (`floe::Cache`'s eviction,
@@ -2084,6 +2082,8 @@ impl<K, V, S, G: Guard> MapRef<'_, K, V, S, G> {
         }
     }
 
+    /// [`remove_if`](Self::remove_if) of the key whose hash word is `word` and that
+    /// satisfies `is`.
     pub(crate) fn remove_if_by(
         &self,
         word: u64,
@@ -2721,6 +2721,49 @@ mod tests {
             .build()
             .unwrap();
         exercise(colliding, &drops);
+    }
+
+    /// `remove_by_hash_if` among colliding keys: it takes the entry `is` names and only if
+    /// `decide` agrees, leaves the others, and finds nothing under another hash.
+    #[test]
+    fn remove_by_hash_if_takes_the_entry_named_and_only_if_decided() {
+        for colliding in [false, true] {
+            let map: Map<u32, u32, BuildHasherDefault<Constant>> = Map::builder()
+                .hasher(BuildHasherDefault::<Constant>::default())
+                .bins(2)
+                .build()
+                .unwrap();
+            let m = map.pin();
+            let keys: &[u32] = if colliding { &[1, 2, 3] } else { &[1] };
+            for &k in keys {
+                m.insert(k, k * 10);
+            }
+            let hash = map.hasher().hash_one(1u32);
+            let last = *keys.last().unwrap();
+            assert!(matches!(
+                m.remove_by_hash_if(hash, |_, v| *v == last * 10, |_, _| false),
+                ByHash::Kept(&v) if v == last * 10
+            ));
+            assert_eq!(m.get(&last), Some(&(last * 10)), "kept means kept");
+            assert!(matches!(
+                m.remove_by_hash_if(hash ^ 1, |_, _| true, |_, _| true),
+                ByHash::Absent
+            ));
+            assert!(matches!(
+                m.remove_by_hash_if(hash, |_, v| *v == 99, |_, _| true),
+                ByHash::Absent
+            ));
+            assert!(matches!(
+                m.remove_by_hash_if(hash, |_, v| *v == last * 10, |k, _| *k == last),
+                ByHash::Removed(&k, &v) if k == last && v == last * 10
+            ));
+            assert_eq!(m.get(&last), None);
+            for &k in &keys[..keys.len() - 1] {
+                assert_eq!(m.get(&k), Some(&(k * 10)), "a colliding key stays");
+            }
+            assert_eq!(map.len(), keys.len() - 1);
+            assert_eq!(map.check_invariants(), keys.len() - 1);
+        }
     }
 
     #[test]
