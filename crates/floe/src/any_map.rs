@@ -228,12 +228,21 @@ impl<K, V> Target<K, V> {
     /// # Safety
     /// As [`entry`], for the word decoded.
     unsafe fn find_by(&self, is: impl Fn(&K) -> bool) -> Option<*mut Entry<K, V>> {
+        // SAFETY: caller.
+        unsafe { self.find_entry_by(|k, _| is(k)) }
+    }
+
+    /// The present entry whose key and value satisfy `is`, if this word holds one.
+    ///
+    /// # Safety
+    /// As [`entry`], for the word decoded.
+    unsafe fn find_entry_by(&self, is: impl Fn(&K, &V) -> bool) -> Option<*mut Entry<K, V>> {
         match *self {
             // SAFETY: caller.
-            Target::One(one) => unsafe { find_in(&[one], is) },
+            Target::One(one) => unsafe { find_entry_in(&[one], is) },
             Target::Shadow(_) => None,
             // SAFETY: caller.
-            Target::Many(list) => unsafe { find_in(Self::visible_of(list), is) },
+            Target::Many(list) => unsafe { find_entry_in(Self::visible_of(list), is) },
         }
     }
 
@@ -315,14 +324,12 @@ unsafe fn find_in<K, V>(
     entries: &[*mut Entry<K, V>],
     is: impl Fn(&K) -> bool,
 ) -> Option<*mut Entry<K, V>> {
-    entries.iter().copied().find(|&one| {
-        crate::raw::stats::line_read();
-        // SAFETY: caller.
-        is(&unsafe { entry(one) }.key)
-    })
+    // SAFETY: caller.
+    unsafe { find_entry_in(entries, |k, _| is(k)) }
 }
 
-/// The entry among `entries` whose key and value satisfy `is` (as [`find_in`]).
+/// The entry among `entries` whose key and value satisfy `is`, each entry looked at counted
+/// as [`find_in`] says.
 ///
 /// # Safety
 /// As [`entry`], for each of `entries`.
@@ -2061,14 +2068,7 @@ impl<K, V, S, G: Guard> MapRef<'_, K, V, S, G> {
             };
             let target = target::<K, V>(present);
             // SAFETY: read from the table under our guard.
-            let found = unsafe {
-                match target {
-                    Target::One(one) => find_entry_in(&[one], &is),
-                    Target::Shadow(_) => None,
-                    Target::Many(list) => find_entry_in(Target::visible_of(list), &is),
-                }
-            };
-            let Some(old) = found else {
+            let Some(old) = (unsafe { target.find_entry_by(&is) }) else {
                 return ByHash::Absent;
             };
             // SAFETY: as above; the entry lives while our guard does.
