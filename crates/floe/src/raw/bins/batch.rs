@@ -145,13 +145,16 @@ impl RawTable {
                 Some(match op {
                     WordOp::Get => unreachable!("answered above"),
                     WordOp::Insert(value) => {
-                        match table.insert_counted::<_, false>(writer, bin_index, key, value, len) {
+                        match table
+                            .insert_counted::<_, false>(writer, bin, bin_index, key, value, len)
+                        {
                             Ok(Ok(inserted)) => WordDone::Insert(inserted),
                             _ => return None,
                         }
                     }
                     WordOp::Upsert(value) => WordDone::Upsert(upserted(table.upsert_counted(
                         writer,
+                        bin,
                         bin_index,
                         key,
                         value,
@@ -160,6 +163,7 @@ impl RawTable {
                     ))?),
                     WordOp::Add(delta) => WordDone::Add(upserted(table.upsert_counted(
                         writer,
+                        bin,
                         bin_index,
                         key,
                         delta,

@@ -1217,21 +1217,25 @@ impl RawTable {
         key: u64,
         value: u64,
     ) -> Result<Result<Inserted, Full>, Moved> {
-        self.insert_counted::<P, SHADOW>(loader, bin_index, key, value, &self.len)
+        let bin = &self.bins[bin_index];
+        self.insert_counted::<P, SHADOW>(loader, bin, bin_index, key, value, &self.len)
     }
 
-    /// `insert_as`, counting a new key in `len`: the fast write where it can answer (a key
-    /// never shadows there), else the essay's Insert steps.
+    /// `insert_as` into `bin` (whose index is `bin_index`: a batch has both, and looking the
+    /// bin up again by index cost a bounds check a write), counting a new key in `len`: the
+    /// fast write where it can answer (a key never shadows there), else the essay's Insert
+    /// steps.
     #[inline(always)]
     fn insert_counted<P: LineLoader, const SHADOW: bool>(
         &self,
         loader: P,
+        bin: &Bin,
         bin_index: usize,
         key: u64,
         value: u64,
         len: &impl Count,
     ) -> Result<Result<Inserted, Full>, Moved> {
-        let bin = &self.bins[bin_index];
+        debug_assert!(core::ptr::eq(bin, &self.bins[bin_index]));
         if !SHADOW
             && self
                 .write_primary::<P, false>(loader, bin_index, bin, key, value, &mut |old| old)
@@ -1668,22 +1672,26 @@ impl RawTable {
         init: u64,
         f: impl FnMut(u64) -> u64,
     ) -> Result<Result<Upserted, Full>, Moved> {
-        self.upsert_counted(loader, bin_index, key, init, f, &self.len)
+        let bin = &self.bins[bin_index];
+        self.upsert_counted(loader, bin, bin_index, key, init, f, &self.len)
     }
 
-    /// `upsert_with`, counting a new key in `len`: the fast write where it can answer, else
-    /// a search, then a put or the insert going on from it.
+    /// `upsert_with` on `bin` (index `bin_index`, as `insert_counted`), counting a new key in
+    /// `len`: the fast write where it can answer, else a search, then a put or the insert
+    /// going on from it.
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     fn upsert_counted<P: LineLoader>(
         &self,
         loader: P,
+        bin: &Bin,
         bin_index: usize,
         key: u64,
         init: u64,
         mut f: impl FnMut(u64) -> u64,
         len: &impl Count,
     ) -> Result<Result<Upserted, Full>, Moved> {
-        let bin = &self.bins[bin_index];
+        debug_assert!(core::ptr::eq(bin, &self.bins[bin_index]));
         if let Some(before) =
             self.write_primary::<P, true>(loader, bin_index, bin, key, init, &mut f)
         {
