@@ -131,7 +131,7 @@ use core::{
 };
 use std::{
     collections::{HashMap, VecDeque},
-    sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock},
+    sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, TryLockError},
     time::Instant,
 };
 
@@ -896,6 +896,31 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// Shard `shard`'s queues if no other thread holds them; `None` if one does.
+    fn try_lock_queues(&self, shard: usize) -> Option<MutexGuard<'_, Queues>> {
+        match self.queues[shard].try_lock() {
+            Ok(queues) => Some(queues),
+            // As in `lock_queues`.
+            Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
+            Err(TryLockError::WouldBlock) => None,
+        }
+    }
+
+    /// The queues of shard `first`, or, if another thread holds them, of the next shard no
+    /// thread holds (waiting for `first` only if every shard is held). A node may live in any
+    /// shard (eviction pops whatever a shard holds and finds the entry by the node's hash and
+    /// id; `clear` and `purge_expired` visit every shard), so a thread that meets a held lock
+    /// moves on rather than sleeping in the kernel: with 2 threads on 8 shards, the futex
+    /// waits of a contended `Mutex` were a tenth of a cache-aside run's time (BENCHMARKS,
+    /// "floe::Cache beside moka"). Alone, a thread always gets `first`, so single-threaded
+    /// traces (the hit-ratio benchmarks) see exactly the shards they saw before.
+    fn lock_some_queues(&self, first: usize) -> MutexGuard<'_, Queues> {
+        let shards = self.queues.len();
+        (0..shards)
+            .find_map(|turn| self.try_lock_queues((first + turn) % shards))
+            .unwrap_or_else(|| self.lock_queues(first))
+    }
+
     /// The value of `key`, if present and not expired; marks it read.
     pub fn get<Q>(&self, key: &Q) -> Option<V>
     where
@@ -1143,7 +1168,7 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
     /// now and then if stale nodes pile up.
     fn enqueue(&self, map: &MapRef<'_, K, Slot<V>, S>, hash: u64, weight: u32, id: u32) {
         let small = !self.ghosts.get().is_some_and(|ghosts| ghosts.take(hash));
-        let mut queues = self.lock_queues(self.shard_of(hash));
+        let mut queues = self.lock_some_queues(self.shard_of(hash));
         queues.push(small, Node { hash, id, weight });
         queues.queued += 1;
         if queues.queued >= 64 {
@@ -1195,18 +1220,29 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
         }
     }
 
-    /// Evict until the cache is within its capacity: from shard `first`, then the others.
+    /// Evict until the cache is within its capacity: from shard `first`, then the others;
+    /// first from the shards no other thread holds (as `lock_some_queues`), then, if that
+    /// was not enough, from each in turn, waiting for it.
     fn evict(&self, map: &MapRef<'_, K, Slot<V>, S>, first: usize) {
         let shards = self.queues.len();
-        for turn in 0..shards {
-            let mut removed = Vec::new();
-            {
-                let mut queues = self.lock_queues((first + turn) % shards);
-                while self.over_capacity() && self.evict_step(map, &mut queues, &mut removed) {}
-            }
-            self.report(removed);
-            if !self.over_capacity() {
-                return;
+        for wait in [false, true] {
+            for turn in 0..shards {
+                let shard = (first + turn) % shards;
+                let mut removed = Vec::new();
+                {
+                    let Some(mut queues) = (if wait {
+                        Some(self.lock_queues(shard))
+                    } else {
+                        self.try_lock_queues(shard)
+                    }) else {
+                        continue;
+                    };
+                    while self.over_capacity() && self.evict_step(map, &mut queues, &mut removed) {}
+                }
+                self.report(removed);
+                if !self.over_capacity() {
+                    return;
+                }
             }
         }
     }
