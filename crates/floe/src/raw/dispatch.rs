@@ -308,7 +308,7 @@ pub(crate) struct Calibration {
 /// Why the wider one has the benefit of the doubt: on the AMD EPYC hosts (2026-12-01) AVX-512
 /// ran these gets 1-7% faster than AVX2 in every one of 36 calibrations, and batched gets at
 /// DRAM size 5-8% faster, but the old rule (the wider must win by 2%, best of seven rounds, the
-/// first round cold) chose AVX2 in one process of six, so a benchmark's backend, and its speed,
+/// first round cold) chose AVX2 in 9 processes of 30, so a benchmark's backend, and its speed,
 /// changed from run to run. Within noise the two are equal on cache-resident tables and the
 /// wider is ahead on large ones; where a wider kernel is truly slower (some AMD layout-lab
 /// kernels ran below scalar), it loses by more than noise.
