@@ -2063,16 +2063,11 @@ impl<K, V, S, G: Guard> MapRef<'_, K, V, S, G> {
     ) -> ByHash<'_, K, V> {
         let hash = bin_hash(word);
         loop {
-            let Some(present) = self.map.raw.get(hash, word, &bin_hash) else {
+            let Some((present, old, members)) = self.find_present_entry_by(hash, word, &is) else {
                 return ByHash::Absent;
             };
-            let target = target::<K, V>(present);
-            // SAFETY: read from the table under our guard.
-            let Some(old) = (unsafe { target.find_entry_by(&is) }) else {
-                return ByHash::Absent;
-            };
-            // SAFETY: as above; the entry lives while our guard does.
-            let (old_entry, members) = unsafe { (entry(old), target.members()) };
+            // SAFETY: read from the table under our guard; the entry lives while it does.
+            let old_entry: &Entry<K, V> = unsafe { entry(old) };
             if !decide(&old_entry.key, &old_entry.value) {
                 return ByHash::Kept(&old_entry.value);
             }
@@ -2102,17 +2097,9 @@ impl<K, V, S, G: Guard> MapRef<'_, K, V, S, G> {
         is: impl Fn(&K) -> bool,
         mut accept: impl FnMut(&K, &V) -> bool,
     ) -> Option<(&K, &V)> {
-        let hash = bin_hash(word);
-        loop {
-            let (present, old, members) = self.find_present_by(hash, word, &is)?;
-            // SAFETY: read from the table under our guard; the entry lives while it does.
-            let old_entry: &Entry<K, V> = unsafe { entry(old) };
-            if !accept(&old_entry.key, &old_entry.value) {
-                return None;
-            }
-            if let Some(removed) = self.take_out(hash, word, present, old, members) {
-                return Some((&old_entry.key, removed));
-            }
+        match self.remove_by_hash_if(word, |key, _| is(key), |key, value| accept(key, value)) {
+            ByHash::Removed(key, value) => Some((key, value)),
+            ByHash::Kept(_) | ByHash::Absent => None,
         }
     }
 
@@ -2157,10 +2144,21 @@ impl<K, V, S, G: Guard> MapRef<'_, K, V, S, G> {
         word: u64,
         is: impl Fn(&K) -> bool,
     ) -> Option<Present<K, V>> {
+        self.find_present_entry_by(hash, word, |key, _| is(key))
+    }
+
+    /// [`find_present_by`](Self::find_present_by) of the entry whose key and value satisfy
+    /// `is`.
+    fn find_present_entry_by(
+        &self,
+        hash: u64,
+        word: u64,
+        is: impl Fn(&K, &V) -> bool,
+    ) -> Option<Present<K, V>> {
         let present = self.map.raw.get(hash, word, &bin_hash)?;
         let target = target::<K, V>(present);
         // SAFETY: read from the table under our guard.
-        unsafe { Some((present, target.find_by(is)?, target.members())) }
+        unsafe { Some((present, target.find_entry_by(is)?, target.members())) }
     }
 
     /// Take every present entry out of the word of hash word `word`, leaving its shadows (for

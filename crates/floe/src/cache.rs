@@ -1228,17 +1228,17 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
         for wait in [false, true] {
             for turn in 0..shards {
                 let shard = (first + turn) % shards;
+                let held = if wait {
+                    Some(self.lock_queues(shard))
+                } else {
+                    self.try_lock_queues(shard)
+                };
+                let Some(mut queues) = held else {
+                    continue;
+                };
                 let mut removed = Vec::new();
-                {
-                    let Some(mut queues) = (if wait {
-                        Some(self.lock_queues(shard))
-                    } else {
-                        self.try_lock_queues(shard)
-                    }) else {
-                        continue;
-                    };
-                    while self.over_capacity() && self.evict_step(map, &mut queues, &mut removed) {}
-                }
+                while self.over_capacity() && self.evict_step(map, &mut queues, &mut removed) {}
+                drop(queues);
                 self.report(removed);
                 if !self.over_capacity() {
                     return;
@@ -1560,6 +1560,43 @@ mod tests {
         assert_eq!(cache.weighted_size(), 0);
         let stats = cache.stats();
         assert_eq!((stats.hits, stats.misses, stats.insertions), (1, 1, 1));
+    }
+
+    /// A shard another thread holds does not stop a write: its node goes to a free shard and
+    /// eviction takes from one, so the cache stays within its capacity. (Waiting for the held
+    /// shard instead would hang here: the holder waits for the write to finish.)
+    #[test]
+    fn a_held_shard_sends_writes_to_the_others() {
+        let cache = Cache::<u64, u64>::new(512);
+        assert!(cache.queues.len() > 1, "this test needs shards to move to");
+        for key in 0..512 {
+            cache.insert(key, key);
+        }
+        let key = 1_000;
+        let shard = cache.shard_of(cache.hash(&key));
+        let before = cache.queues[shard].lock().unwrap().nodes();
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::scope(|s| {
+            let held = cache.lock_queues(shard);
+            s.spawn(|| {
+                // A fresh key (its node) and a full cache (an eviction).
+                cache.insert(key, key);
+                done.send(()).unwrap();
+            });
+            let waited = finished.recv_timeout(std::time::Duration::from_secs(20));
+            drop(held);
+            assert!(
+                waited.is_ok(),
+                "a write waited for a shard another thread held"
+            );
+        });
+        assert_eq!(cache.get(&key), Some(key));
+        assert!(cache.weighted_size() <= 512);
+        assert_eq!(
+            cache.queues[shard].lock().unwrap().nodes(),
+            before,
+            "the held shard was left alone"
+        );
     }
 
     #[test]
