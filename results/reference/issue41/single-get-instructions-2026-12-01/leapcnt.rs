@@ -26,6 +26,40 @@ fn main() {
     let keys: Vec<u64> = (0..n).map(|_| { x ^= x << 13; x ^= x >> 7; x ^= x << 17; x | 1 }).collect();
     let mut sum = 0u64;
     let t = std::time::Instant::now();
+    let threads: usize = std::env::var("THREADS").ok().map_or(1, |s| s.parse().unwrap());
+    if threads > 1 {
+        fn timed<F: Fn(u64) -> u64 + Sync>(keys: &[u64], reps: usize, threads: usize, get: F) -> f64 {
+            let start = std::sync::Barrier::new(threads);
+            let ns: Vec<f64> = std::thread::scope(|s| {
+                let hs: Vec<_> = (0..threads).map(|t| { let (get, start) = (&get, &start); s.spawn(move || {
+                    let off = t * keys.len() / threads;
+                    start.wait();
+                    let began = std::time::Instant::now();
+                    let mut sum = 0u64;
+                    for _ in 0..reps { for i in 0..keys.len() { sum = sum.wrapping_add(get(keys[(i + off) % keys.len()])); } }
+                    std::hint::black_box(sum);
+                    began.elapsed().as_nanos() as f64
+                })}).collect();
+                hs.into_iter().map(|h| h.join().unwrap()).collect()
+            });
+            let slowest = ns.iter().cloned().fold(0.0, f64::max);
+            (threads * reps * keys.len()) as f64 / slowest * 1e3
+        }
+        match mode {
+            "leap" => {
+                let m = leapfrog::LeapMap::<u64, u64, Mix>::with_capacity_and_hasher(n * 2, Mix);
+                for &k in &keys { m.insert(k, k); }
+                println!("leap {threads} threads {:.2} M gets/s", timed(&keys, reps, threads, |k| m.get(&k).and_then(|mut r| r.value()).unwrap_or(0)));
+            }
+            _ => {
+                let b = floe::FlatMap::<u64, u64>::builder().capacity(n).backend(if std::env::var("AVX512").is_ok() { floe::Backend::Avx512 } else { floe::Backend::Avx2 });
+                let m = if mode == "floefix" { b.max_bins(1).build().unwrap() } else { b.build().unwrap() };
+                for &k in &keys { let _ = m.insert(k, k); }
+                println!("{mode} {threads} threads {:.2} M gets/s", timed(&keys, reps, threads, |k| m.get(&k).unwrap_or(0)));
+            }
+        }
+        return;
+    }
     match mode {
         "leap" => {
             let m = leapfrog::LeapMap::<u64, u64, Mix>::with_capacity_and_hasher(n * 2, Mix);
