@@ -21,3 +21,8 @@ cargo run --quiet -p floe --example lock_manager -- --threads 4 --transactions 5
 # The hash-join example checks its answers (duplicate build keys, absent probe keys) against
 # a std HashMap join and exits 1 if they differ.
 cargo run --quiet -p floe --example hash_join -- 100000 400000 30000 3
+# The instruction counter's program (ci/instructions.sh) checks the sum of its answers: each
+# operation once, on the CPU's own backend, so a wrong path fails here and not in a count.
+for op in get get-many insert-new-each fetch-add-each fetch-add insert; do
+    cargo run --quiet -p floe --example op_instructions -- "$op" 20000 1 auto >/dev/null
+done

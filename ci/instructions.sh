@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Instructions per operation of a FlatMap<u64, u64>, counted exactly by valgrind's callgrind
+# (these hosts have no hardware counters): the example `op_instructions` runs each operation
+# over KEYS keys for P1 and then P2 passes, and the difference of the two counts over the
+# operations between them is one operation's cost, set-up and exit cancelled out. Counts do
+# not depend on the host's load, so two builds compare in one line each (BENCHMARKS.md cites
+# these for the batched and single paths).
+#
+#   bash ci/instructions.sh [OP...]      # default: every operation below
+#
+# Environment: KEYS (65536: a table that fits the caches, so the count is the code's, not a
+# miss's), BACKEND (avx2; valgrind decodes no AVX-512).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source ci/apt.sh
+
+keys="${KEYS:-65536}"
+backend="${BACKEND:-avx2}"
+ops=("$@")
+[ ${#ops[@]} -gt 0 ] || ops=(get get-many insert-new-each fetch-add-each fetch-add insert)
+
+if ! command -v valgrind >/dev/null; then
+    echo "instructions.sh: installing valgrind"
+    apt_install valgrind >/dev/null
+fi
+cargo build --release -q -p floe --example op_instructions
+bin=target/release/examples/op_instructions
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+# Instructions of one run (callgrind's total of `Ir`).
+count() {
+    valgrind --tool=callgrind --callgrind-out-file="$work/out" "$bin" "$@" >/dev/null 2>"$work/log" ||
+        { cat "$work/log" >&2; echo "instructions.sh: $bin $* failed" >&2; exit 1; }
+    awk '/^summary:/ { print $2 }' "$work/out"
+}
+
+printf '%-16s %12s   (%s keys, backend %s)\n' operation "instr/op" "$keys" "$backend"
+for op in "${ops[@]}"; do
+    # Inserts of fresh keys run once (0 passes against 1); the rest 1 against 11.
+    if [ "$op" = insert-new-each ]; then low=0 high=1; else low=1 high=11; fi
+    a="$(count "$op" "$keys" "$low" "$backend")"
+    b="$(count "$op" "$keys" "$high" "$backend")"
+    awk -v a="$a" -v b="$b" -v n="$keys" -v p="$((high - low))" -v op="$op" \
+        'BEGIN { printf "%-16s %12.1f\n", op, (b - a) / (n * p) }'
+done
