@@ -17,7 +17,7 @@ source ci/apt.sh
 keys="${KEYS:-65536}"
 backend="${BACKEND:-avx2}"
 ops=("$@")
-[ ${#ops[@]} -gt 0 ] || ops=(get get-many insert-new-each fetch-add-each fetch-add insert)
+[ ${#ops[@]} -gt 0 ] || ops=(get get-many insert-new-each fetch-add-each fetch-add insert map-get cache-get cache-insert)
 
 if ! command -v valgrind >/dev/null; then
     echo "instructions.sh: installing valgrind"
@@ -37,8 +37,13 @@ count() {
 
 printf '%-16s %12s   (%s keys, backend %s)\n' operation "instr/op" "$keys" "$backend"
 for op in "${ops[@]}"; do
-    # Inserts of fresh keys run once (0 passes against 1); the rest 1 against 11.
-    if [ "$op" = insert-new-each ]; then low=0 high=1; else low=1 high=11; fi
+    # Inserts of fresh keys run once (0 passes against 1); a full cache's inserts 1 against 3
+    # (the first pass fills it); the rest 1 against 11.
+    case "$op" in
+        insert-new-each) low=0 high=1 ;;
+        cache-insert) low=1 high=3 ;;
+        *) low=1 high=11 ;;
+    esac
     a="$(count "$op" "$keys" "$low" "$backend")"
     b="$(count "$op" "$keys" "$high" "$backend")"
     awk -v a="$a" -v b="$b" -v n="$keys" -v p="$((high - low))" -v op="$op" \
