@@ -37,6 +37,13 @@ fn usage(problem: &str) -> ExitCode {
     ExitCode::from(2)
 }
 
+/// The map a builder made, or `None` after saying why it could not (the system refused its
+/// memory, or the backend asked for is not this CPU's).
+fn built<M>(map: Result<M, floe::Error>) -> Option<M> {
+    map.map_err(|error| eprintln!("op_instructions: the map could not be built: {error}"))
+        .ok()
+}
+
 /// `n` distinct keys, none zero, spread over the word (xorshift64).
 fn keys(n: usize) -> Vec<u64> {
     let mut x = 0x9e37_79b9_7f4a_7c15u64;
@@ -72,16 +79,13 @@ fn main() -> ExitCode {
         "auto" => Backend::Auto,
         other => return usage(&format!("unknown backend {other:?}")),
     };
-    let map = match FlatMap::<u64, u64>::builder()
-        .capacity(n)
-        .backend(backend)
-        .build()
-    {
-        Ok(map) => map,
-        Err(error) => {
-            eprintln!("op_instructions: the map could not be built: {error}");
-            return ExitCode::from(2);
-        }
+    let Some(map) = built(
+        FlatMap::<u64, u64>::builder()
+            .capacity(n)
+            .backend(backend)
+            .build(),
+    ) else {
+        return ExitCode::from(2);
     };
     let keys = keys(n);
     let pairs: Vec<(u64, u64)> = keys.iter().map(|&k| (k, k.wrapping_add(1))).collect();
@@ -163,16 +167,13 @@ fn main() -> ExitCode {
             times(passes, values)
         }
         "map-get" => {
-            let map = match floe::Map::<u64, u64>::builder()
-                .capacity(n)
-                .backend(backend)
-                .build()
-            {
-                Ok(map) => map,
-                Err(error) => {
-                    eprintln!("op_instructions: the map could not be built: {error}");
-                    return ExitCode::from(2);
-                }
+            let Some(map) = built(
+                floe::Map::<u64, u64>::builder()
+                    .capacity(n)
+                    .backend(backend)
+                    .build(),
+            ) else {
+                return ExitCode::from(2);
             };
             for &(key, value) in &pairs {
                 let _ = map.pin().insert(key, value);
