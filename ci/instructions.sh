@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Instructions per operation of a FlatMap<u64, u64>, counted exactly by valgrind's callgrind
+# Instructions per operation of floe's maps and cache, counted exactly by valgrind's callgrind
 # (these hosts have no hardware counters): the example `op_instructions` runs each operation
 # over KEYS keys for P1 and then P2 passes, and the difference of the two counts over the
 # operations between them is one operation's cost, set-up and exit cancelled out. Counts do
