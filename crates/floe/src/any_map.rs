@@ -346,6 +346,7 @@ unsafe fn find_entry_in<K, V>(
 }
 
 /// What [`MapRef::remove_by_hash_if`] did with the entry it found.
+#[cfg_attr(floe_loom, allow(dead_code))]
 pub(crate) enum ByHash<'g, K, V> {
     /// `decide` said so, and this call removed it: the key as stored and the value removed.
     Removed(&'g K, &'g V),

@@ -154,6 +154,7 @@ pub(crate) struct Config {
     /// Threads a persistent map's recovery sweeps with (`raw/persist/recover.rs`); 0: one a core.
     pub(crate) recovery_threads: usize,
     /// What a persistent map's operations make durable before they return.
+    #[cfg_attr(floe_loom, allow(dead_code))]
     pub(crate) durability: Durability,
     /// How the tables lay out their keys.
     pub(crate) layout: Layout,

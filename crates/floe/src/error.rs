@@ -140,6 +140,7 @@ impl StorageError {
         self.path.map(PathBuf::as_path)
     }
 
+    #[cfg_attr(floe_loom, allow(dead_code))]
     pub(crate) fn from_io(what: &'static str, error: std::io::Error) -> Self {
         StorageErrorKind::Io {
             what,
@@ -151,6 +152,7 @@ impl StorageError {
 
     /// This error, naming `path` if it names none yet (the innermost layer that knew the
     /// file wins over the directory a caller adds).
+    #[cfg_attr(floe_loom, allow(dead_code))]
     pub(crate) fn at(self, path: &Path) -> Self {
         StorageError {
             path: self.path.or_else(|| interned_path(path)),
@@ -159,6 +161,7 @@ impl StorageError {
     }
 
     /// This error, naming `path` whatever it named.
+    #[cfg_attr(floe_loom, allow(dead_code))]
     pub(crate) fn at_instead(self, path: &Path) -> Self {
         StorageError {
             path: interned_path(path),
@@ -171,10 +174,12 @@ impl StorageError {
 /// names the files of its own choosing only where their number is bounded (a growth's or a
 /// compaction's failure names the map's directory, since each attempt takes a new file name),
 /// so the bound is reached only by a program that opens this many directories that fail.
+#[cfg_attr(floe_loom, allow(dead_code))]
 const MAX_INTERNED_PATHS: usize = 4096;
 
 /// `path`, kept for the rest of the process: one copy per distinct path, at most
 /// [`MAX_INTERNED_PATHS`] of them (`None` past that).
+#[cfg_attr(floe_loom, allow(dead_code))]
 #[cold]
 fn interned_path(path: &Path) -> Option<&'static PathBuf> {
     use std::collections::HashSet;
@@ -331,11 +336,13 @@ impl Error {
     }
 
     /// A storage error of `kind` (or a [`StorageError`]), naming no path yet.
+    #[cfg_attr(floe_loom, allow(dead_code))]
     pub(crate) fn storage(error: impl Into<StorageError>) -> Error {
         Error::Storage(error.into())
     }
 
     /// This error, naming `path` if it is a storage error that names none yet.
+    #[cfg_attr(floe_loom, allow(dead_code))]
     pub(crate) fn at(self, path: &Path) -> Error {
         match self {
             Error::Storage(error) => Error::Storage(error.at(path)),
@@ -344,6 +351,7 @@ impl Error {
     }
 
     /// This error, naming `path` (whatever it named) if it is a storage error.
+    #[cfg_attr(floe_loom, allow(dead_code))]
     pub(crate) fn at_instead(self, path: &Path) -> Error {
         match self {
             Error::Storage(error) => Error::Storage(error.at_instead(path)),

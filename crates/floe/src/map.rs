@@ -9,6 +9,8 @@ use core::{hash::BuildHasher, marker::PhantomData};
 
 #[cfg(not(floe_loom))]
 use crate::raw::bins::driver::RawMap;
+// The loom build compiles no persistence, which uses StorageErrorKind.
+#[cfg_attr(floe_loom, allow(unused_imports))]
 use crate::{
     config::{Backend, Config, Layout, ResizeMode, Stats},
     error::{Error, OrRaise, StorageErrorKind},

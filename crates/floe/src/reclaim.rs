@@ -71,12 +71,14 @@ pub(crate) struct ReaderSlot {
     /// Odd while the owning thread is inside a map operation.
     seq: CachePadded<AtomicU64>,
     /// Claimed by a live thread.
+    #[cfg_attr(floe_loom, allow(dead_code))]
     owned: AtomicBool,
     /// The owning thread retired a table during its current operation (only the owner
     /// touches it: checked when the operation ends).
     #[cfg_attr(floe_loom, allow(dead_code))]
     retiring: AtomicBool,
     /// The registry's next slot (set once, before the slot is published).
+    #[cfg_attr(floe_loom, allow(dead_code))]
     next: *const ReaderSlot,
 }
 
@@ -89,6 +91,7 @@ unsafe impl Send for ReaderSlot {}
 impl ReaderSlot {
     /// Enter an operation on this thread's slot (module docs). The slot must be the calling
     /// thread's own.
+    #[cfg_attr(floe_loom, allow(dead_code))]
     #[inline(always)]
     pub(crate) fn enter(&self) -> ReadGuard<'_> {
         let seq = self.seq.load(Ordering::Relaxed);
@@ -144,10 +147,13 @@ impl Drop for ReadGuard<'_> {
 }
 
 /// Every reader slot ever created: a list that only grows (slots are reused, not freed).
+/// (The loom build runs it only in the announcement's model, `cfg(test)`.)
+#[cfg_attr(floe_loom, allow(dead_code))]
 pub(crate) struct Registry {
     head: AtomicPtr<ReaderSlot>,
 }
 
+#[cfg_attr(floe_loom, allow(dead_code))]
 impl Registry {
     #[cfg(not(floe_loom))]
     pub(crate) const fn new() -> Self {
@@ -241,6 +247,7 @@ impl Registry {
 
 /// The readers' side: a compiler fence where `membarrier` serves the retiring side, a full
 /// fence otherwise (module docs).
+#[cfg_attr(floe_loom, allow(dead_code))]
 #[inline(always)]
 fn light_barrier() {
     #[cfg(all(target_os = "linux", not(miri), not(floe_loom)))]
@@ -252,6 +259,7 @@ fn light_barrier() {
 }
 
 /// The retiring side (module docs).
+#[cfg_attr(floe_loom, allow(dead_code))]
 fn heavy_barrier() {
     #[cfg(all(target_os = "linux", not(miri), not(floe_loom)))]
     if heavy::AVAILABLE.load(Ordering::Relaxed) {
@@ -304,6 +312,7 @@ mod heavy {
 }
 
 /// Decide the barriers (before the first map is built).
+#[cfg_attr(floe_loom, allow(dead_code))]
 pub(crate) fn init() {
     #[cfg(all(target_os = "linux", not(miri), not(floe_loom)))]
     heavy::init();

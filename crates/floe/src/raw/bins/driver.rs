@@ -43,6 +43,8 @@ use crate::raw::{
     BinSnapshot, DeadKeys, Full, Geometry, Inserted, Mismatch, Moved, RawTable, Stopped,
     TableSource, Upserted, WordDone, WordOp,
 };
+// The loom build compiles no persistence, which uses the storage errors.
+#[cfg_attr(floe_loom, allow(unused_imports))]
 use crate::{
     config::{Backend, Config, ResizeMode, Stats, TARGET_KEYS_PER_BIN_X4},
     control::header::{BinState, LINK_SLOTS, PRIMARY_SLOTS, SLOTS_PER_BIN},

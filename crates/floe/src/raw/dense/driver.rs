@@ -91,11 +91,11 @@ pub(crate) fn lines_for(keys: usize) -> Result<usize, Error> {
 
 impl DenseMap {
     /// A map whose first table holds `keys` keys at its trigger, growing up to `max_keys`
-    /// (the tests'; the facades size by lines, `with_lines`).
+    /// (the tests', but for the loom models; the facades size by lines, `with_lines`).
     ///
     /// # Errors
     /// `CapacityOverflow`, `AllocationFailed`, `UnsupportedBackend`, `DegenerateHasher`.
-    #[cfg(test)]
+    #[cfg(all(test, not(floe_loom)))]
     pub(crate) fn new(
         keys: usize,
         max_keys: usize,

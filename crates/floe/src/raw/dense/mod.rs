@@ -472,8 +472,9 @@ pub(crate) enum Action {
 
 impl Action {
     /// `modify`'s decision for an insert of `value`: a present key is kept; the present
-    /// value. (The driver's operations decide inline; the tests use these.)
-    #[cfg(test)]
+    /// value. (The driver's operations decide inline; the tests use these, but for the loom
+    /// models.)
+    #[cfg(all(test, not(floe_loom)))]
     pub(crate) fn insert(value: u64) -> impl FnMut(Option<u64>) -> (Action, Option<u64>) {
         move |current| match current {
             Some(present) => (Action::Keep, Some(present)),
@@ -482,7 +483,7 @@ impl Action {
     }
 
     /// `modify`'s decision for a put of `value`: the previous value.
-    #[cfg(test)]
+    #[cfg(all(test, not(floe_loom)))]
     pub(crate) fn put(value: u64) -> impl FnMut(Option<u64>) -> (Action, Option<u64>) {
         move |current| (Action::Store(value), current)
     }
