@@ -26,3 +26,11 @@ cargo run --quiet -p floe --example hash_join -- 100000 400000 30000 3
 for op in get get-many insert-new-each fetch-add-each fetch-add insert map-get cache-get cache-insert; do
     cargo run --quiet -p floe --example op_instructions -- "$op" 20000 1 auto >/dev/null
 done
+# ...and refuses bad arguments with exit code 2 (an unknown operation or backend, a key count
+# that is not one, a second pass of fresh inserts).
+for bad in "nope 10 1" "get x 1" "get 0 1" "get 10 1 avx9" "insert-new-each 10 2"; do
+    status=0
+    # shellcheck disable=SC2086 # the arguments are meant to split
+    cargo run --quiet -p floe --example op_instructions -- $bad >/dev/null 2>&1 || status=$?
+    [ "$status" -eq 2 ] || { echo "op_instructions $bad: exit $status, not 2" >&2; exit 1; }
+done
