@@ -17,7 +17,7 @@ source ci/apt.sh
 keys="${KEYS:-65536}"
 backend="${BACKEND:-avx2}"
 ops=("$@")
-[ ${#ops[@]} -gt 0 ] || ops=(get get-many insert-new-each fetch-add-each fetch-add insert map-get cache-get cache-insert)
+[ ${#ops[@]} -gt 0 ] || ops=(get get-many insert-new-each fetch-add-each fetch-add insert map-get cache-get cache-insert flat-cache-get flat-cache-insert)
 
 if ! command -v valgrind >/dev/null; then
     echo "instructions.sh: installing valgrind"
@@ -41,7 +41,7 @@ for op in "${ops[@]}"; do
     # (the first pass fills it); the rest 1 against 11.
     case "$op" in
         insert-new-each) low=0 high=1 ;;
-        cache-insert) low=1 high=3 ;;
+        cache-insert | flat-cache-insert) low=1 high=3 ;;
         *) low=1 high=11 ;;
     esac
     a="$(count "$op" "$keys" "$low" "$backend")"

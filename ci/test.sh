@@ -23,7 +23,7 @@ cargo run --quiet -p floe --example lock_manager -- --threads 4 --transactions 5
 cargo run --quiet -p floe --example hash_join -- 100000 400000 30000 3
 # The instruction counter's program (ci/instructions.sh) checks the sum of its answers: each
 # operation once, on the CPU's own backend, so a wrong path fails here and not in a count.
-for op in get get-many insert-new-each fetch-add-each fetch-add insert map-get cache-get cache-insert; do
+for op in get get-many insert-new-each fetch-add-each fetch-add insert map-get cache-get cache-insert flat-cache-get flat-cache-insert; do
     cargo run --quiet -p floe --example op_instructions -- "$op" 20000 1 auto >/dev/null
 done
 # ...and refuses bad arguments with exit code 2 (an unknown operation or backend, a key count

@@ -1,9 +1,11 @@
-//! `floe-bench cache`: `floe::Cache` against moka (W-TinyLFU and its LRU policy), quick_cache
-//! and scc's `HashCache`, in one run: hit ratio on four request streams at two cache sizes,
-//! throughput on two threads, and memory per entry (issue 43's targets).
+//! `floe-bench cache`: `floe::Cache` and `floe::FlatCache` against moka (W-TinyLFU and its LRU
+//! policy), quick_cache and scc's `HashCache`, in one run: hit ratio on four request streams
+//! at two cache sizes, throughput on two threads, and memory per entry (issue 43's targets).
 //!
 //! Every cache is built for `capacity` entries (each weighs 1) and hashes with ahash, so only
-//! the caches differ. Keys are 16 bytes (`u128`). Capacities are powers of two, and the key
+//! the caches differ. Keys and values are `u64` in the hit-ratio and throughput runs (for
+//! every cache, so that `FlatCache`, which holds words, runs them too), and the memory probe's
+//! keys are 16 bytes (`u128`, issue 43's shape; `FlatCache` sits it out). Capacities are powers of two, and the key
 //! space is sized from them (`sizes`): scc's `HashCache` rounds its maximum capacity up to a
 //! power of two, so a cache of 10,000 entries held 16,384, 1.64 times the others' entries,
 //! which made its hit ratios those of a larger cache. After each trace and each throughput run
@@ -39,6 +41,9 @@ use crate::{dist::Dist, measure::median};
 pub enum CacheKind {
     /// `floe::Cache` (S3-FIFO with an adaptive split).
     Floe,
+    /// `floe::FlatCache` (the same policy on a `FlatMap`: keys and values of a word; absent
+    /// from the memory probe, whose keys are 16 bytes).
+    FloeFlat,
     /// moka's `sync::Cache`, its default W-TinyLFU policy.
     Moka,
     /// moka's `sync::Cache` with `EvictionPolicy::lru()`.
@@ -49,8 +54,9 @@ pub enum CacheKind {
     Scc,
 }
 
-const ALL: [CacheKind; 5] = [
+const ALL: [CacheKind; 6] = [
     CacheKind::Floe,
+    CacheKind::FloeFlat,
     CacheKind::Moka,
     CacheKind::MokaLru,
     CacheKind::QuickCache,
@@ -104,17 +110,22 @@ fn hasher() -> Hasher {
 }
 
 /// What the benchmark needs of a cache.
-trait Contender<V>: Send + Sync {
+trait Contender<K, V>: Send + Sync {
     fn build(capacity: u64) -> Self;
-    fn lookup(&self, key: u128) -> Option<V>;
-    fn store(&self, key: u128, value: V);
+    fn lookup(&self, key: K) -> Option<V>;
+    fn store(&self, key: K, value: V);
     /// Let a cache that defers its bookkeeping finish it (before a memory reading).
     fn settle(&self) {}
     /// The entries it holds (after `settle`).
     fn held(&self) -> u64;
 }
 
-impl<V: Clone + Send + Sync + 'static> Contender<V> for floe::Cache<u128, V, Hasher> {
+/// What every cache asks of a key.
+trait Key: core::hash::Hash + Eq + Clone + Send + Sync + 'static {}
+
+impl<K: core::hash::Hash + Eq + Clone + Send + Sync + 'static> Key for K {}
+
+impl<K: Key, V: Clone + Send + Sync + 'static> Contender<K, V> for floe::Cache<K, V, Hasher> {
     fn build(capacity: u64) -> Self {
         floe::Cache::builder()
             .max_capacity(capacity)
@@ -122,10 +133,10 @@ impl<V: Clone + Send + Sync + 'static> Contender<V> for floe::Cache<u128, V, Has
             .build()
             .expect("the OS refused the cache's index")
     }
-    fn lookup(&self, key: u128) -> Option<V> {
+    fn lookup(&self, key: K) -> Option<V> {
         floe::Cache::get(self, &key)
     }
-    fn store(&self, key: u128, value: V) {
+    fn store(&self, key: K, value: V) {
         floe::Cache::insert(self, key, value);
     }
     fn held(&self) -> u64 {
@@ -133,16 +144,35 @@ impl<V: Clone + Send + Sync + 'static> Contender<V> for floe::Cache<u128, V, Has
     }
 }
 
-impl<V: Clone + Send + Sync + 'static> Contender<V> for moka::sync::Cache<u128, V, Hasher> {
+impl Contender<u64, u64> for floe::FlatCache<u64, u64, Hasher> {
+    fn build(capacity: u64) -> Self {
+        floe::FlatCache::builder()
+            .max_capacity(capacity)
+            .hasher(hasher())
+            .build()
+            .expect("the OS refused the cache's index")
+    }
+    fn lookup(&self, key: u64) -> Option<u64> {
+        floe::FlatCache::get(self, &key)
+    }
+    fn store(&self, key: u64, value: u64) {
+        floe::FlatCache::insert(self, key, value);
+    }
+    fn held(&self) -> u64 {
+        self.len() as u64
+    }
+}
+
+impl<K: Key, V: Clone + Send + Sync + 'static> Contender<K, V> for moka::sync::Cache<K, V, Hasher> {
     fn build(capacity: u64) -> Self {
         moka::sync::Cache::builder()
             .max_capacity(capacity)
             .build_with_hasher(hasher())
     }
-    fn lookup(&self, key: u128) -> Option<V> {
+    fn lookup(&self, key: K) -> Option<V> {
         moka::sync::Cache::get(self, &key)
     }
-    fn store(&self, key: u128, value: V) {
+    fn store(&self, key: K, value: V) {
         moka::sync::Cache::insert(self, key, value);
     }
     fn settle(&self) {
@@ -154,9 +184,9 @@ impl<V: Clone + Send + Sync + 'static> Contender<V> for moka::sync::Cache<u128, 
 }
 
 /// moka with its LRU policy.
-struct MokaLru<V>(moka::sync::Cache<u128, V, Hasher>);
+struct MokaLru<K, V>(moka::sync::Cache<K, V, Hasher>);
 
-impl<V: Clone + Send + Sync + 'static> Contender<V> for MokaLru<V> {
+impl<K: Key, V: Clone + Send + Sync + 'static> Contender<K, V> for MokaLru<K, V> {
     fn build(capacity: u64) -> Self {
         MokaLru(
             moka::sync::Cache::builder()
@@ -165,10 +195,10 @@ impl<V: Clone + Send + Sync + 'static> Contender<V> for MokaLru<V> {
                 .build_with_hasher(hasher()),
         )
     }
-    fn lookup(&self, key: u128) -> Option<V> {
+    fn lookup(&self, key: K) -> Option<V> {
         self.0.get(&key)
     }
-    fn store(&self, key: u128, value: V) {
+    fn store(&self, key: K, value: V) {
         self.0.insert(key, value);
     }
     fn settle(&self) {
@@ -179,8 +209,8 @@ impl<V: Clone + Send + Sync + 'static> Contender<V> for MokaLru<V> {
     }
 }
 
-impl<V: Clone + Send + Sync + 'static> Contender<V>
-    for quick_cache::sync::Cache<u128, V, quick_cache::UnitWeighter, Hasher>
+impl<K: Key, V: Clone + Send + Sync + 'static> Contender<K, V>
+    for quick_cache::sync::Cache<K, V, quick_cache::UnitWeighter, Hasher>
 {
     fn build(capacity: u64) -> Self {
         quick_cache::sync::Cache::with(
@@ -191,10 +221,10 @@ impl<V: Clone + Send + Sync + 'static> Contender<V>
             quick_cache::sync::DefaultLifecycle::default(),
         )
     }
-    fn lookup(&self, key: u128) -> Option<V> {
+    fn lookup(&self, key: K) -> Option<V> {
         quick_cache::sync::Cache::get(self, &key)
     }
-    fn store(&self, key: u128, value: V) {
+    fn store(&self, key: K, value: V) {
         quick_cache::sync::Cache::insert(self, key, value);
     }
     fn held(&self) -> u64 {
@@ -202,14 +232,14 @@ impl<V: Clone + Send + Sync + 'static> Contender<V>
     }
 }
 
-impl<V: Clone + Send + Sync + 'static> Contender<V> for scc::HashCache<u128, V, Hasher> {
+impl<K: Key, V: Clone + Send + Sync + 'static> Contender<K, V> for scc::HashCache<K, V, Hasher> {
     fn build(capacity: u64) -> Self {
         scc::HashCache::with_capacity_and_hasher(0, capacity as usize, hasher())
     }
-    fn lookup(&self, key: u128) -> Option<V> {
+    fn lookup(&self, key: K) -> Option<V> {
         self.get_sync(&key).map(|entry| entry.get().clone())
     }
-    fn store(&self, key: u128, value: V) {
+    fn store(&self, key: K, value: V) {
         let _ = self.put_sync(key, value);
     }
     fn held(&self) -> u64 {
@@ -217,31 +247,43 @@ impl<V: Clone + Send + Sync + 'static> Contender<V> for scc::HashCache<u128, V, 
     }
 }
 
-/// Run `body` with the cache type of `kind`.
+/// Run `body` with the cache type of `kind`, for keys `K` and values `V` any cache holds;
+/// `$flat` is what to do for `floe::FlatCache`, which holds words only (`with_word_cache`).
 macro_rules! with_cache {
-    ($kind:expr, $v:ty, |$c:ident| $body:expr) => {
+    ($kind:expr, $k:ty, $v:ty, |$c:ident| $body:expr, flat => $flat:expr) => {
         match $kind {
             CacheKind::Floe => {
-                type $c = floe::Cache<u128, $v, Hasher>;
+                type $c = floe::Cache<$k, $v, Hasher>;
                 $body
             }
+            CacheKind::FloeFlat => $flat,
             CacheKind::Moka => {
-                type $c = moka::sync::Cache<u128, $v, Hasher>;
+                type $c = moka::sync::Cache<$k, $v, Hasher>;
                 $body
             }
             CacheKind::MokaLru => {
-                type $c = MokaLru<$v>;
+                type $c = MokaLru<$k, $v>;
                 $body
             }
             CacheKind::QuickCache => {
-                type $c = quick_cache::sync::Cache<u128, $v, quick_cache::UnitWeighter, Hasher>;
+                type $c = quick_cache::sync::Cache<$k, $v, quick_cache::UnitWeighter, Hasher>;
                 $body
             }
             CacheKind::Scc => {
-                type $c = scc::HashCache<u128, $v, Hasher>;
+                type $c = scc::HashCache<$k, $v, Hasher>;
                 $body
             }
         }
+    };
+}
+
+/// Run `body` with the cache type of `kind` for `u64` keys and values (every cache).
+macro_rules! with_word_cache {
+    ($kind:expr, |$c:ident| $body:expr) => {
+        with_cache!($kind, u64, u64, |$c| $body, flat => {
+            type $c = floe::FlatCache<u64, u64, Hasher>;
+            $body
+        })
     };
 }
 
@@ -327,21 +369,21 @@ fn stream(trace: &str, keys: u64, capacity: u64, seed: u64) -> Vec<Request> {
     out
 }
 
-fn run_stream<C: Contender<u64>>(cache: &C, stream: &[Request]) -> f64 {
+fn run_stream<C: Contender<u64, u64>>(cache: &C, stream: &[Request]) -> f64 {
     let (mut reads, mut hits) = (0u64, 0u64);
     for request in stream {
         match *request {
             Request::Aside { key, counted } => {
-                let hit = cache.lookup(u128::from(key)).is_some();
+                let hit = cache.lookup(key).is_some();
                 if !hit {
-                    cache.store(u128::from(key), key);
+                    cache.store(key, key);
                 }
                 reads += u64::from(counted);
                 hits += u64::from(counted && hit);
             }
-            Request::Write { key } => cache.store(u128::from(key), key),
+            Request::Write { key } => cache.store(key, key),
             Request::Read { key, counted } => {
-                let hit = cache.lookup(u128::from(key)).is_some();
+                let hit = cache.lookup(key).is_some();
                 reads += u64::from(counted);
                 hits += u64::from(counted && hit);
             }
@@ -370,8 +412,8 @@ fn hit_ratio(
     seed: u64,
 ) -> Result<f64, String> {
     let requests = stream(trace, keys, capacity, seed);
-    let (ratio, held) = with_cache!(kind, u64, |C| {
-        let cache = <C as Contender<u64>>::build(capacity);
+    let (ratio, held) = with_word_cache!(kind, |C| {
+        let cache = <C as Contender<u64, u64>>::build(capacity);
         let ratio = run_stream(&cache, &requests);
         cache.settle();
         (ratio, cache.held())
@@ -403,8 +445,8 @@ fn throughput(kind: CacheKind, args: &CacheArgs, round: u64) -> Result<f64, Stri
             (0..2 * args.requests).map(|_| zipf.next_index()).collect()
         })
         .collect();
-    with_cache!(kind, u64, |C| {
-        let cache = <C as Contender<u64>>::build(capacity);
+    with_word_cache!(kind, |C| {
+        let cache = <C as Contender<u64, u64>>::build(capacity);
         let start = Barrier::new(args.threads);
         let elapsed: Vec<Duration> = std::thread::scope(|s| {
             let workers: Vec<_> = streams
@@ -414,8 +456,8 @@ fn throughput(kind: CacheKind, args: &CacheArgs, round: u64) -> Result<f64, Stri
                     s.spawn(move || {
                         let (warm, timed) = keys.split_at(keys.len() / 2);
                         let aside = |key: u64| {
-                            if cache.lookup(u128::from(key)).is_none() {
-                                cache.store(u128::from(key), key);
+                            if cache.lookup(key).is_none() {
+                                cache.store(key, key);
                             }
                         };
                         warm.iter().for_each(|&k| aside(k));
@@ -454,8 +496,8 @@ pub fn probe(args: &CacheProbeArgs) -> Result<(), String> {
     let value = vec![7u8; 100].into_boxed_slice();
     let rss = || crate::machine::rss_bytes().ok_or("no /proc/self/statm");
     let before = rss()?;
-    let (filled, churned) = with_cache!(args.cache, Box<[u8]>, |C| {
-        let cache = <C as Contender<Box<[u8]>>>::build(args.entries);
+    let (filled, churned) = with_cache!(args.cache, u128, Box<[u8]>, |C| {
+        let cache = <C as Contender<u128, Box<[u8]>>>::build(args.entries);
         for key in 0..args.entries {
             cache.store(probe_key(key), value.clone());
         }
@@ -486,6 +528,12 @@ pub fn probe(args: &CacheProbeArgs) -> Result<(), String> {
         (
             filled.saturating_sub(before) as f64 / args.entries as f64,
             churned.saturating_sub(before) as f64 / held as f64,
+        )
+    }, flat => {
+        return Err(
+            "floe-flat holds keys and values of a word; the probe's keys are 16 bytes and its \
+             values 100"
+                .into(),
         )
     });
     println!("{filled:.1} {churned:.1}");
@@ -532,6 +580,7 @@ fn probe_child(kind: CacheKind, entries: u64) -> Result<(f64, f64), String> {
 fn name(kind: CacheKind) -> &'static str {
     match kind {
         CacheKind::Floe => "floe",
+        CacheKind::FloeFlat => "floe-flat",
         CacheKind::Moka => "moka",
         CacheKind::MokaLru => "moka-lru",
         CacheKind::QuickCache => "quick_cache",
@@ -610,17 +659,27 @@ pub fn main(args: CacheArgs) -> Result<(), String> {
             rates[i].push(throughput(kind, &args, round)? / 1e6);
         }
     }
-    println!("| cache | median | rounds | floe ÷ this |\n|---|---:|---|---:|");
-    let floe_rate = args
-        .caches
-        .iter()
-        .position(|&k| k == CacheKind::Floe)
-        .map(|i| median(rates[i].clone()));
+    // Each floe cache present gets a column: its rate over each cache's.
+    let ours: Vec<(CacheKind, f64)> = [CacheKind::Floe, CacheKind::FloeFlat]
+        .into_iter()
+        .filter_map(|floe| {
+            let i = args.caches.iter().position(|&k| k == floe)?;
+            Some((floe, median(rates[i].clone())))
+        })
+        .collect();
+    let mut header = String::from("| cache | median | rounds |");
+    for (floe, _) in &ours {
+        header += &format!(" {} ÷ this |", name(*floe));
+    }
+    println!("{header}\n|---|---:|---|{}", "---:|".repeat(ours.len()));
     for (i, &kind) in args.caches.iter().enumerate() {
         let m = median(rates[i].clone());
         let all: Vec<String> = rates[i].iter().map(|r| format!("{r:.2}")).collect();
-        let versus = floe_rate.map_or("-".into(), |f| format!("{:.2}x", f / m));
-        println!("| {} | {m:.2} | {} | {versus} |", name(kind), all.join(" "));
+        let mut row = format!("| {} | {m:.2} | {} |", name(kind), all.join(" "));
+        for (_, rate) in &ours {
+            row += &format!(" {:.2}x |", rate / m);
+        }
+        println!("{row}");
     }
     if args.memory_entries > 0 {
         println!(
@@ -630,7 +689,7 @@ pub fn main(args: CacheArgs) -> Result<(), String> {
             args.memory_entries
         );
         println!("| cache | bytes/entry, filled | after the churn |\n|---|---:|---:|");
-        for &kind in &args.caches {
+        for &kind in args.caches.iter().filter(|&&k| k != CacheKind::FloeFlat) {
             match probe_child(kind, args.memory_entries) {
                 Ok((filled, churned)) => {
                     println!("| {} | {filled:.1} | {churned:.1} |", name(kind))
@@ -655,6 +714,12 @@ mod tests {
             };
             assert!(probe(&args).unwrap_err().contains("--entries"));
         }
+        // FlatCache holds words; the probe's keys are 16 bytes: refused, not measured.
+        let args = CacheProbeArgs {
+            cache: CacheKind::FloeFlat,
+            entries: 1000,
+        };
+        assert!(probe(&args).unwrap_err().contains("a word"));
     }
 
     #[test]
@@ -706,8 +771,14 @@ mod tests {
                 repeats += u64::from(c && repeat);
             }
         }
-        let cache = <floe::Cache<u128, u64, Hasher> as Contender<u64>>::build(1 << 20);
+        let cache = <floe::Cache<u64, u64, Hasher> as Contender<u64, u64>>::build(1 << 20);
         let ratio = run_stream(&cache, &requests);
+        assert!(
+            (ratio - repeats as f64 / counted as f64).abs() < 1e-12,
+            "{ratio}"
+        );
+        let flat = <floe::FlatCache<u64, u64, Hasher> as Contender<u64, u64>>::build(1 << 20);
+        let ratio = run_stream(&flat, &requests);
         assert!(
             (ratio - repeats as f64 / counted as f64).abs() < 1e-12,
             "{ratio}"

@@ -12,7 +12,8 @@
 //!   (one call a key), `insert` (one call a key, replacing); `map-get` (a `Map<u64, u64>`,
 //!   pinned for each get); `cache-get` (a `Cache<u64, u64>` holding every key) and
 //!   `cache-insert` (fresh keys each pass into a `Cache` of half the keys, so that after the
-//!   first pass every insert evicts one: use 1 and 3 passes). The `Cache` takes the backend
+//!   first pass every insert evicts one: use 1 and 3 passes); `flat-cache-get` and
+//!   `flat-cache-insert`, the same on a `FlatCache<u64, u64>`. The caches take the backend
 //!   `Auto` picks (AVX2 under valgrind).
 //! - `KEYS`: keys in the map (it is built for them and filled with them first, except for
 //!   `insert-new-each`, whose passes insert the keys into the empty map: use 0 and 1 passes).
@@ -32,7 +33,8 @@ fn usage(problem: &str) -> ExitCode {
     eprintln!("op_instructions: {problem}");
     eprintln!(
         "usage: op_instructions get|get-many|insert-new-each|fetch-add-each|fetch-add|insert|\
-         map-get|cache-get|cache-insert KEYS PASSES [avx2|scalar|avx512|auto]"
+         map-get|cache-get|cache-insert|flat-cache-get|flat-cache-insert KEYS PASSES \
+         [avx2|scalar|avx512|auto]"
     );
     ExitCode::from(2)
 }
@@ -80,7 +82,10 @@ fn main() -> ExitCode {
         other => return usage(&format!("unknown backend {other:?}")),
     };
     // The operations on a `Map` or a `Cache` build their own; theirs is an empty `FlatMap`.
-    let on_flat_map = !matches!(op, "map-get" | "cache-get" | "cache-insert");
+    let on_flat_map = !matches!(
+        op,
+        "map-get" | "cache-get" | "cache-insert" | "flat-cache-get" | "flat-cache-insert"
+    );
     let Some(map) = built(
         FlatMap::<u64, u64>::builder()
             .capacity(if on_flat_map { n } else { 1 })
@@ -186,25 +191,23 @@ fn main() -> ExitCode {
         }
         "cache-get" => {
             let cache = floe::Cache::<u64, u64>::new(2 * n as u64);
-            for &(key, value) in &pairs {
-                cache.insert(key, value);
-            }
-            for _ in 0..passes {
-                for &key in &keys {
-                    sum = sum.wrapping_add(cache.get(&key).unwrap_or(0));
-                }
-            }
+            sum = cache_gets(&pairs, passes, |k, v| cache.insert(k, v), |k| cache.get(&k));
+            times(passes, values)
+        }
+        "flat-cache-get" => {
+            let cache = floe::FlatCache::<u64, u64>::new(2 * n as u64);
+            sum = cache_gets(&pairs, passes, |k, v| cache.insert(k, v), |k| cache.get(&k));
             times(passes, values)
         }
         "cache-insert" => {
             let cache = floe::Cache::<u64, u64>::new((n as u64 / 2).max(1));
-            for pass in 0..passes as u64 {
-                // Fresh keys each pass (distinct from every other pass's but by a 2^-64 chance).
-                let salt = pass.wrapping_mul(0xd6e8_feb8_6659_fd93);
-                for &(key, value) in &pairs {
-                    sum += u64::from(cache.insert(key ^ salt, value).is_none());
-                }
-            }
+            sum = cache_inserts(&pairs, passes, |k, v| cache.insert(k, v));
+            wrong += usize::from(cache.len() as u64 > (n as u64 / 2).max(1));
+            times(passes, n as u64)
+        }
+        "flat-cache-insert" => {
+            let cache = floe::FlatCache::<u64, u64>::new((n as u64 / 2).max(1));
+            sum = cache_inserts(&pairs, passes, |k, v| cache.insert(k, v));
             wrong += usize::from(cache.len() as u64 > (n as u64 / 2).max(1));
             times(passes, n as u64)
         }
@@ -217,4 +220,40 @@ fn main() -> ExitCode {
     }
     println!("{op}: {n} keys, {passes} passes, the answers' sum checked");
     ExitCode::SUCCESS
+}
+
+/// A cache filled with `pairs`, then read `passes` times over: the sum of the values found.
+fn cache_gets<R>(
+    pairs: &[(u64, u64)],
+    passes: usize,
+    insert: impl Fn(u64, u64) -> R,
+    get: impl Fn(u64) -> Option<u64>,
+) -> u64 {
+    for &(key, value) in pairs {
+        insert(key, value);
+    }
+    let mut sum = 0u64;
+    for _ in 0..passes {
+        for &(key, _) in pairs {
+            sum = sum.wrapping_add(get(key).unwrap_or(0));
+        }
+    }
+    sum
+}
+
+/// Fresh keys each pass into a cache (distinct from every other pass's but by a 2^-64
+/// chance): how many inserts found their key absent.
+fn cache_inserts(
+    pairs: &[(u64, u64)],
+    passes: usize,
+    insert: impl Fn(u64, u64) -> Option<u64>,
+) -> u64 {
+    let mut inserted = 0;
+    for pass in 0..passes as u64 {
+        let salt = pass.wrapping_mul(0xd6e8_feb8_6659_fd93);
+        for &(key, value) in pairs {
+            inserted += u64::from(insert(key ^ salt, value).is_none());
+        }
+    }
+    inserted
 }

@@ -22,7 +22,9 @@
 //!
 //! [`Cache`] is a bounded concurrent cache on `Map`: entries leave by S3-FIFO eviction (with
 //! an adaptive split between its queues), time to live or time to idle; reads take no lock,
-//! and `get_with` runs one loader per missing key. Its design is at the top of `src/cache.rs`.
+//! and `get_with` runs one loader per missing key. Its design is at the top of
+//! `src/cache/mod.rs`. [`FlatCache`] runs the same policy on a `FlatMap`, for keys and values
+//! of a word each: a hit reads one line, an insert allocates nothing.
 //!
 //! # Usage
 //!
@@ -281,7 +283,9 @@ pub use crate::{
 };
 
 #[cfg(not(floe_loom))]
-pub use crate::cache::{Cache, CacheBuilder, CacheStats, Expiry, RemovalCause};
+pub use crate::cache::{
+    Cache, CacheBuilder, CacheStats, Expiry, FlatCache, FlatCacheBuilder, RemovalCause,
+};
 
 #[cfg(all(feature = "serde", unix, not(floe_loom)))]
 pub use crate::persistent_map::{MapRecovery, PersistentMap, PersistentRef};

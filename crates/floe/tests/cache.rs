@@ -13,119 +13,72 @@ use std::{
     sync::{Arc, Mutex},
 };
 
-use common::FourWords;
+use common::{
+    cache_op as op, check_against_std, threads_on_few_keys, CacheOp as Op, FourWords, ModelCache,
+};
 use floe::{Cache, RemovalCause};
 use proptest::prelude::*;
-
-#[derive(Clone, Debug)]
-enum Op {
-    Insert(u8, u16),
-    Get(u8),
-    Contains(u8),
-    Remove(u8),
-    GetWith(u8, u16),
-    Clear,
-}
-
-fn op() -> impl Strategy<Value = Op> {
-    prop_oneof![
-        4 => (any::<u8>(), any::<u16>()).prop_map(|(k, v)| Op::Insert(k, v)),
-        4 => any::<u8>().prop_map(Op::Get),
-        1 => any::<u8>().prop_map(Op::Contains),
-        2 => any::<u8>().prop_map(Op::Remove),
-        2 => (any::<u8>(), any::<u16>()).prop_map(|(k, v)| Op::GetWith(k, v)),
-        1 => Just(Op::Clear),
-    ]
-}
 
 /// Keys as strings, so that `FourWords` (which sums bytes) crowds them.
 fn key(k: u8) -> String {
     format!("key-{k}")
 }
 
-/// Runs `ops` on a cache of `capacity` with `hasher`, against the model; with room for every
-/// key (256) every answer must equal std's, else each must be std's or none.
+/// A `Cache` of string keys and the evictions its listener heard of.
+struct Modelled<S> {
+    cache: Cache<String, u16, S>,
+    told: Arc<Mutex<Vec<RemovalCause>>>,
+}
+
+impl<S: BuildHasher> ModelCache for Modelled<S> {
+    fn insert(&self, k: u8, v: u16) -> Option<u16> {
+        self.cache.insert(key(k), v)
+    }
+    fn get(&self, k: u8) -> Option<u16> {
+        self.cache.get(&key(k))
+    }
+    fn contains(&self, k: u8) -> bool {
+        self.cache.contains_key(key(k).as_str())
+    }
+    fn remove(&self, k: u8) -> Option<u16> {
+        self.cache.remove(&key(k))
+    }
+    fn get_with(&self, k: u8, v: u16) -> u16 {
+        self.cache.get_with(key(k), || v)
+    }
+    fn clear(&self) {
+        self.cache.clear();
+    }
+    fn contents(&self) -> HashMap<u8, u16> {
+        let mut seen = HashMap::new();
+        self.cache.for_each(|k, v| {
+            seen.insert(k["key-".len()..].parse().unwrap(), *v);
+        });
+        seen
+    }
+    fn size(&self) -> u64 {
+        // The weights are the entries' count (no weigher).
+        assert_eq!(self.cache.weighted_size(), self.cache.len() as u64);
+        self.cache.weighted_size()
+    }
+    fn evictions(&self) -> (u64, u64) {
+        let told = self.told.lock().unwrap();
+        let heard = told.iter().filter(|&&c| c == RemovalCause::Size).count();
+        (heard as u64, self.cache.stats().evictions)
+    }
+}
+
+/// Runs `ops` on a cache of `capacity` with `hasher`, against std's `HashMap`.
 fn check<S: BuildHasher>(ops: &[Op], capacity: u64, hasher: S) -> Result<(), TestCaseError> {
     let told = Arc::new(Mutex::new(Vec::new()));
     let log = told.clone();
     let cache = Cache::<String, u16>::builder()
         .max_capacity(capacity)
-        .eviction_listener(move |k: &String, v: &u16, cause| {
-            log.lock().unwrap().push((k.clone(), *v, cause))
-        })
+        .eviction_listener(move |_: &String, _: &u16, cause| log.lock().unwrap().push(cause))
         .hasher(hasher)
         .build()
         .unwrap();
-    let exact = capacity >= 256;
-    let mut model: HashMap<String, u16> = HashMap::new();
-    for op in ops {
-        match *op {
-            Op::Insert(k, v) => {
-                let old = cache.insert(key(k), v);
-                let expected = model.insert(key(k), v);
-                if exact {
-                    prop_assert_eq!(old, expected);
-                } else {
-                    prop_assert!(old.is_none() || old == expected, "{old:?} {expected:?}");
-                }
-            }
-            Op::Get(k) => {
-                let got = cache.get(&key(k));
-                let expected = model.get(&key(k)).copied();
-                if exact {
-                    prop_assert_eq!(got, expected);
-                } else {
-                    prop_assert!(got.is_none() || got == expected, "{got:?} {expected:?}");
-                }
-            }
-            Op::Contains(k) => {
-                let got = cache.contains_key(key(k).as_str());
-                if exact {
-                    prop_assert_eq!(got, model.contains_key(&key(k)));
-                } else {
-                    prop_assert!(!got || model.contains_key(&key(k)));
-                }
-            }
-            Op::Remove(k) => {
-                let got = cache.remove(&key(k));
-                let expected = model.remove(&key(k));
-                prop_assert!(got.is_none() || got == expected, "{got:?} {expected:?}");
-                if exact {
-                    prop_assert_eq!(got, expected);
-                }
-            }
-            Op::GetWith(k, v) => {
-                let got = cache.get_with(key(k), || v);
-                let expected = *model.entry(key(k)).or_insert(v);
-                if exact {
-                    prop_assert_eq!(got, expected);
-                } else if got != expected {
-                    // Evicted before the read: loaded again.
-                    prop_assert_eq!(got, v);
-                    model.insert(key(k), v);
-                }
-            }
-            Op::Clear => {
-                cache.clear();
-                model.clear();
-            }
-        }
-        prop_assert!(cache.weighted_size() <= capacity);
-        prop_assert_eq!(cache.weighted_size(), cache.len() as u64);
-    }
-    let stats = cache.stats();
-    let told = told.lock().unwrap();
-    let evicted = told.iter().filter(|t| t.2 == RemovalCause::Size).count() as u64;
-    prop_assert_eq!(evicted, stats.evictions);
-    if exact {
-        prop_assert_eq!(evicted, 0);
-        let mut seen = HashMap::new();
-        cache.for_each(|k, v| {
-            seen.insert(k.clone(), *v);
-        });
-        prop_assert_eq!(seen, model);
-    }
-    Ok(())
+    check_against_std(&Modelled { cache, told }, ops, capacity)
 }
 
 proptest! {
@@ -169,8 +122,6 @@ fn keyed() -> std::collections::hash_map::RandomState {
 /// latest), under eviction, replaces and removals.
 #[test]
 fn threads_never_read_stale_values() {
-    let threads = (2 * std::thread::available_parallelism().map_or(2, |n| n.get())).max(4);
-    let rounds = if cfg!(miri) { 200 } else { 100_000 };
     for hasher_crowds in [false, true] {
         let cache: Arc<dyn Fn() -> Box<dyn Probe> + Send + Sync> = if hasher_crowds {
             Arc::new(|| Box::new(Cache::<String, u64, FourWords>::builder_probe(FourWords)))
@@ -178,43 +129,11 @@ fn threads_never_read_stale_values() {
             Arc::new(|| Box::new(Cache::<String, u64, _>::builder_probe(keyed())))
         };
         let cache: Arc<dyn Probe> = Arc::from(cache());
-        std::thread::scope(|s| {
-            for t in 0..threads as u64 {
-                let cache = cache.clone();
-                s.spawn(move || {
-                    let mut last = HashMap::new();
-                    let mut x = t + 1;
-                    for seq in 1..=rounds {
-                        x ^= x << 13;
-                        x ^= x >> 7;
-                        x ^= x << 17;
-                        let k = if x % 4 == 0 { 0 } else { x % 24 };
-                        let value = t << 32 | seq;
-                        match (x >> 8) % 8 {
-                            0 => {
-                                cache.remove(k);
-                                last.remove(&k);
-                            }
-                            1..=4 => {
-                                cache.insert(k, value);
-                                last.insert(k, seq);
-                            }
-                            _ => {
-                                if let Some(got) = cache.get(k) {
-                                    if got >> 32 == t {
-                                        assert_eq!(
-                                            Some(&(got & 0xffff_ffff)),
-                                            last.get(&k),
-                                            "thread {t} read an old value of its own for key {k}"
-                                        );
-                                    }
-                                }
-                            }
-                        }
-                    }
-                });
-            }
-        });
+        threads_on_few_keys(
+            |k, v| cache.insert(k, v),
+            |k| cache.get(k),
+            |k| cache.remove(k),
+        );
         assert!(cache.weighted_size() <= 16);
         assert_eq!(cache.weighted_size(), cache.len() as u64);
     }

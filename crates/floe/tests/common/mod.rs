@@ -217,3 +217,167 @@ impl Drop for StopOnDrop<'_> {
         self.0.store(true, std::sync::atomic::Ordering::Relaxed);
     }
 }
+
+/// One request of the caches' differential tests (`tests/cache.rs`, `tests/flat_cache.rs`):
+/// keys and values small, so that keys repeat and evictions meet them.
+#[derive(Clone, Debug)]
+pub enum CacheOp {
+    Insert(u8, u16),
+    Get(u8),
+    Contains(u8),
+    Remove(u8),
+    GetWith(u8, u16),
+    Clear,
+}
+
+/// A stream of `CacheOp`s weighted as a cache's traffic is: reads and writes, some removals,
+/// a load now and then, a rare clear.
+pub fn cache_op() -> impl proptest::strategy::Strategy<Value = CacheOp> {
+    use proptest::prelude::*;
+    prop_oneof![
+        4 => (any::<u8>(), any::<u16>()).prop_map(|(k, v)| CacheOp::Insert(k, v)),
+        4 => any::<u8>().prop_map(CacheOp::Get),
+        1 => any::<u8>().prop_map(CacheOp::Contains),
+        2 => any::<u8>().prop_map(CacheOp::Remove),
+        2 => (any::<u8>(), any::<u16>()).prop_map(|(k, v)| CacheOp::GetWith(k, v)),
+        1 => Just(CacheOp::Clear),
+    ]
+}
+
+/// Threads (twice the cores, at least 4) write, read and remove 24 keys of a cache, one key
+/// written by all of them, and each checks that a value of its own it reads is its latest
+/// write of that key (a read returns none, or any other thread's value): the caches' test
+/// that no read is stale under eviction, replaces and removals.
+pub fn threads_on_few_keys(
+    insert: impl Fn(u64, u64) + Sync,
+    get: impl Fn(u64) -> Option<u64> + Sync,
+    remove: impl Fn(u64) + Sync,
+) {
+    let threads = (2 * std::thread::available_parallelism().map_or(2, |n| n.get())).max(4);
+    let rounds = if cfg!(miri) { 200 } else { 100_000 };
+    let (insert, get, remove) = (&insert, &get, &remove);
+    std::thread::scope(|s| {
+        for t in 0..threads as u64 {
+            s.spawn(move || {
+                let mut last = std::collections::HashMap::new();
+                let mut x = t + 1;
+                for seq in 1..=rounds {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let k = if x % 4 == 0 { 0 } else { x % 24 };
+                    match (x >> 8) % 8 {
+                        0 => {
+                            remove(k);
+                            last.remove(&k);
+                        }
+                        1..=4 => {
+                            insert(k, t << 32 | seq);
+                            last.insert(k, seq);
+                        }
+                        _ => {
+                            if let Some(got) = get(k) {
+                                if got >> 32 == t {
+                                    assert_eq!(
+                                        Some(&(got & 0xffff_ffff)),
+                                        last.get(&k),
+                                        "thread {t} read an old value of its own for key {k}"
+                                    );
+                                }
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    });
+}
+
+/// What the caches' differential test asks of a cache, in the model's terms: keys `u8`,
+/// values `u16` (each cache maps them to its own types).
+pub trait ModelCache {
+    fn insert(&self, k: u8, v: u16) -> Option<u16>;
+    fn get(&self, k: u8) -> Option<u16>;
+    fn contains(&self, k: u8) -> bool;
+    fn remove(&self, k: u8) -> Option<u16>;
+    fn get_with(&self, k: u8, v: u16) -> u16;
+    fn clear(&self);
+    /// Every entry (not counted as reads).
+    fn contents(&self) -> std::collections::HashMap<u8, u16>;
+    /// Entries held, or their weight: never above the capacity.
+    fn size(&self) -> u64;
+    /// Evictions the listener heard of, and those the statistics count.
+    fn evictions(&self) -> (u64, u64);
+}
+
+/// Runs `ops` on `cache` (of `capacity`) against std's `HashMap`: with room for every key
+/// (256) every answer must equal std's, and nothing is evicted; else each answer must be
+/// std's or none (a value evicted), and the cache never holds more than its capacity. The
+/// listener must have heard of every eviction the statistics count.
+pub fn check_against_std(
+    cache: &impl ModelCache,
+    ops: &[CacheOp],
+    capacity: u64,
+) -> Result<(), proptest::test_runner::TestCaseError> {
+    use proptest::{prop_assert, prop_assert_eq};
+    let exact = capacity >= 256;
+    let mut model = std::collections::HashMap::new();
+    for op in ops {
+        match *op {
+            CacheOp::Insert(k, v) => {
+                let (old, expected) = (cache.insert(k, v), model.insert(k, v));
+                if exact {
+                    prop_assert_eq!(old, expected);
+                } else {
+                    prop_assert!(old.is_none() || old == expected, "{old:?} {expected:?}");
+                }
+            }
+            CacheOp::Get(k) => {
+                let (got, expected) = (cache.get(k), model.get(&k).copied());
+                if exact {
+                    prop_assert_eq!(got, expected);
+                } else {
+                    prop_assert!(got.is_none() || got == expected, "{got:?} {expected:?}");
+                }
+            }
+            CacheOp::Contains(k) => {
+                let got = cache.contains(k);
+                if exact {
+                    prop_assert_eq!(got, model.contains_key(&k));
+                } else {
+                    prop_assert!(!got || model.contains_key(&k));
+                }
+            }
+            CacheOp::Remove(k) => {
+                let (got, expected) = (cache.remove(k), model.remove(&k));
+                prop_assert!(got.is_none() || got == expected, "{got:?} {expected:?}");
+                if exact {
+                    prop_assert_eq!(got, expected);
+                }
+            }
+            CacheOp::GetWith(k, v) => {
+                let got = cache.get_with(k, v);
+                let expected = *model.entry(k).or_insert(v);
+                if exact {
+                    prop_assert_eq!(got, expected);
+                } else if got != expected {
+                    // Evicted before the read: loaded again.
+                    prop_assert_eq!(got, v);
+                    model.insert(k, v);
+                }
+            }
+            CacheOp::Clear => {
+                cache.clear();
+                model.clear();
+            }
+        }
+        prop_assert!(cache.size() <= capacity, "{} > {capacity}", cache.size());
+    }
+    let (told, counted) = cache.evictions();
+    prop_assert_eq!(told, counted);
+    if exact {
+        prop_assert_eq!(told, 0);
+        prop_assert_eq!(cache.contents(), model);
+    }
+    Ok(())
+}

@@ -3,7 +3,7 @@
 //! # Design
 //!
 //! Reading order: [`Slot`] (what one entry holds), [`Cache::get`] (the lock-free read),
-//! [`Cache::publish`] (publish, then queue), [`Cache::evict_step`] (the policy), [`Ghosts`] and
+//! [`Cache::publish`] (publish, then queue), [`Cache::evict_step`] (the policy), [`policy::Ghosts`] and
 //! [`Cache::missed`] (how the policy adapts), [`Cache::get_or_load`] (one loader per key).
 //!
 //! **Entries.** Each key's value lives in one entry of a `Map<K, Slot<V>>`, beside the marks
@@ -122,7 +122,6 @@
 //! ([`Cache::try_get_with`]) hands its error, shared, to those waiting.
 
 use core::{
-    any::Any,
     borrow::Borrow,
     fmt,
     hash::{BuildHasher, Hash},
@@ -130,8 +129,7 @@ use core::{
     time::Duration,
 };
 use std::{
-    collections::{HashMap, VecDeque},
-    sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock, TryLockError},
+    sync::{Arc, Mutex},
     time::Instant,
 };
 
@@ -143,6 +141,14 @@ use crate::{
     hash::DefaultHashBuilder,
     raw::ShardedCounter,
 };
+
+mod flat;
+mod flight;
+mod policy;
+
+pub use flat::{FlatCache, FlatCacheBuilder};
+use flight::Flights;
+use policy::{Queues, Shards, Split, Weighed};
 
 /// Why an entry left the cache (what the eviction listener is told).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -229,16 +235,35 @@ const EXPIRATIONS: usize = 4;
 const LOADS: usize = 5;
 const COUNTERS: usize = 6;
 
+/// Hits, misses and the rest: the maps' own sharded counters, so a get counts itself with a
+/// plain store to its thread's shard, not a locked add (six counters of 2 x cores
+/// cache-padded shards and a few more: about 2 KiB a cache on 2 cores, 110 KiB on 64).
+struct Counters([ShardedCounter; COUNTERS]);
+
+impl Counters {
+    fn new() -> Self {
+        Counters(core::array::from_fn(|_| ShardedCounter::new()))
+    }
+
+    fn add(&self, counter: usize, by: isize) {
+        self.0[counter].add(by);
+    }
+
+    fn stats(&self) -> CacheStats {
+        let sum = |counter: usize| self.0[counter].sum() as u64;
+        CacheStats {
+            hits: sum(HITS),
+            misses: sum(MISSES),
+            insertions: sum(INSERTIONS),
+            evictions: sum(EVICTIONS),
+            expirations: sum(EXPIRATIONS),
+            loads: sum(LOADS),
+        }
+    }
+}
+
 /// Deadline meaning "never" (in the clock's milliseconds).
 const NEVER: u64 = u64::MAX;
-
-/// The small queue's share of the queued weight, in millionths: 45% at the start, moved by
-/// ghost hits between 1% and 99% (module docs, "The share starts at 45%").
-const SHARE_START: u32 = 450_000;
-const SHARE_MIN: u32 = 10_000;
-const SHARE_MAX: u32 = 990_000;
-const PPM: u64 = 1_000_000;
-const RUN_PER_DOUBLING: u64 = 16;
 
 /// Queue node ids a thread takes from the shared counter at a time.
 const ID_BLOCK: u64 = 1024;
@@ -251,11 +276,6 @@ const ID_MASK: u32 = (1 << ID_BITS) - 1;
 /// Entries a thread retires before the index's collector frees them: every insert into a
 /// full cache retires one (the entry evicted), and each batch costs a `membarrier`.
 const RECLAIM_BATCH: usize = 512;
-
-/// Ghost slots: one per entry the cache holds at its first eviction (so a full one's), within
-/// these bounds (an unbounded cache never makes its ghosts).
-const GHOST_SLOTS_MIN: usize = 1 << 12;
-const GHOST_SLOTS_MAX: usize = 1 << 24;
 
 /// One key's entry: its value and the marks eviction and expiry read. 16 bytes beside the
 /// value (an entry of a 16-byte key and a boxed value is one 48-byte allocation): the
@@ -356,182 +376,9 @@ struct Node {
     weight: u32,
 }
 
-/// One shard of the S3-FIFO queues.
-#[derive(Default)]
-struct Queues {
-    small: VecDeque<Node>,
-    main: VecDeque<Node>,
-    small_weight: u64,
-    main_weight: u64,
-    /// Nodes queued since the last check for stale ones (`Cache::enqueue`).
-    queued: u32,
-}
-
-impl Queues {
-    fn nodes(&self) -> usize {
-        self.small.len() + self.main.len()
-    }
-
-    fn push(&mut self, small: bool, node: Node) {
-        if small {
-            self.small_weight += u64::from(node.weight);
-            self.small.push_back(node);
-        } else {
-            self.main_weight += u64::from(node.weight);
-            self.main.push_back(node);
-        }
-    }
-
-    fn pop(&mut self, small: bool) -> Option<Node> {
-        let node = if small {
-            self.small.pop_front()
-        } else {
-            self.main.pop_front()
-        }?;
-        if small {
-            self.small_weight -= u64::from(node.weight);
-        } else {
-            self.main_weight -= u64::from(node.weight);
-        }
-        Some(node)
-    }
-}
-
-/// The ghosts: hashes of keys evicted lately, with the queue each left. Direct-mapped, one
-/// atomic word a slot, so a read that misses can look without a lock: a newer eviction that
-/// lands on a slot replaces the older one (random replacement instead of S3-FIFO's FIFO
-/// ghost; with as many slots as the cache has entries, a key is remembered for about a
-/// cache's worth of evictions, as S3-FIFO sizes its ghost).
-///
-/// A slot holds bits 12 to 31 of the hash ([`PRINT_MASK`]), the time of the eviction in
-/// ticks of the ghosts' clock (10 bits, [`TIME_MASK`]), and two flags: [`FROM_SMALL`] if the
-/// key left the small queue, [`SIGNALLED`] once a read that missed it moved the split (once
-/// per stay). The slot's index comes from the hash's top bits (bits 40 to 63 for the largest
-/// array), so the 20 bits a slot compares are ones its index did not: another key matches a
-/// slot one time in 2^20 (a misplaced key or one step of the split), 4 bytes a slot where
-/// the whole hash took 8. Relaxed throughout: a lost, stale or falsely matched slot costs one
-/// placement or one step of the split.
-///
-/// The clock counts evictions; a tick is 2^`tick_shift` of them, so that the 1024 ticks a
-/// slot can tell apart span four times the slots, longer than a key is remembered (about
-/// once the slots, a direct-mapped array's random replacement). An older slot's time reads
-/// modulo that span: a rare survivor may look recent and move the split one step.
-struct Ghosts {
-    slots: Box<[AtomicU32]>,
-    /// Keys remembered so far: the ghosts' clock, in evictions.
-    clock: AtomicU64,
-    /// A tick of a slot's time is 2^`tick_shift` evictions.
-    tick_shift: u32,
-    /// Slots holding a key from the small queue, from main (approximate, relaxed).
-    from_small: AtomicI64,
-    from_main: AtomicI64,
-}
-
-const FROM_SMALL: u32 = 1;
-const SIGNALLED: u32 = 2;
-const FLAGS: u32 = FROM_SMALL | SIGNALLED;
-/// A ghost slot's eviction time: [`TIME_BITS`] bits from bit [`TIME_SHIFT`].
-const TIME_SHIFT: u32 = 2;
-const TIME_BITS: u32 = 10;
-const TIME_MASK: u32 = ((1 << TIME_BITS) - 1) << TIME_SHIFT;
-/// The bits of a ghost slot that hold a key's hash.
-const PRINT_MASK: u32 = !(TIME_MASK | FLAGS);
-
-/// The bits of `hash` a ghost slot compares.
-fn ghost_print(hash: u64) -> u32 {
-    hash as u32 & PRINT_MASK
-}
-
-impl Ghosts {
-    fn new(slots: usize) -> Self {
-        let slots = slots.next_power_of_two();
-        Ghosts {
-            slots: (0..slots).map(|_| AtomicU32::new(0)).collect(),
-            clock: AtomicU64::new(0),
-            // 2^TIME_BITS ticks span four times the slots.
-            tick_shift: (slots.ilog2() + 2).saturating_sub(TIME_BITS),
-            from_small: AtomicI64::new(0),
-            from_main: AtomicI64::new(0),
-        }
-    }
-
-    fn slot(&self, hash: u64) -> &AtomicU32 {
-        // The top bits (bits 40 and up; `ghost_print` compares bits 12 to 31). The shard
-        // choice uses some of them too, which only means a shard's keys share its slots.
-        &self.slots[(hash.rotate_left(24) as usize) & (self.slots.len() - 1)]
-    }
-
-    fn count(&self, slot: u32, by: i64) {
-        if slot != 0 {
-            let counter = if slot & FROM_SMALL != 0 {
-                &self.from_small
-            } else {
-                &self.from_main
-            };
-            counter.fetch_add(by, Ordering::Relaxed);
-        }
-    }
-
-    /// Keys remembered from the small queue (or main), and from the other.
-    fn sizes(&self, from_small: bool) -> (u64, u64) {
-        let small = self.from_small.load(Ordering::Relaxed).max(0) as u64;
-        let main = self.from_main.load(Ordering::Relaxed).max(0) as u64;
-        if from_small {
-            (small, main)
-        } else {
-            (main, small)
-        }
-    }
-
-    fn remember(&self, hash: u64, from_small: bool) {
-        let flags = if from_small { FROM_SMALL } else { 0 };
-        let tick = (self.clock.fetch_add(1, Ordering::Relaxed) >> self.tick_shift) as u32;
-        // (A slot word that comes out 0 reads as empty: its key, fewer than one in 2^20, is
-        // forgotten.)
-        let slot = ghost_print(hash) | (tick << TIME_SHIFT & TIME_MASK) | flags;
-        let old = self.slot(hash).swap(slot, Ordering::Relaxed);
-        self.count(old, -1);
-        self.count(slot, 1);
-    }
-
-    /// A read missed `hash`: if it is a ghost not signalled before, whether it left the
-    /// small queue and how many evictions ago (to a tick's precision).
-    fn signal(&self, hash: u64) -> Option<(bool, u64)> {
-        let slot = self.slot(hash);
-        let seen = slot.load(Ordering::Relaxed);
-        if seen & PRINT_MASK != ghost_print(hash) || seen == 0 || seen & SIGNALLED != 0 {
-            return None;
-        }
-        let now = (self.clock.load(Ordering::Relaxed) >> self.tick_shift) as u32;
-        let then = (seen & TIME_MASK) >> TIME_SHIFT;
-        let ticks = now.wrapping_sub(then) & ((1 << TIME_BITS) - 1);
-        slot.compare_exchange(seen, seen | SIGNALLED, Ordering::Relaxed, Ordering::Relaxed)
-            .ok()
-            .map(|_| (seen & FROM_SMALL != 0, u64::from(ticks) << self.tick_shift))
-    }
-
-    /// `hash` is queued again: whether it left the small queue lately (it then goes to main).
-    fn take(&self, hash: u64) -> bool {
-        let slot = self.slot(hash);
-        let seen = slot.load(Ordering::Relaxed);
-        if seen & PRINT_MASK != ghost_print(hash) || seen == 0 {
-            return false;
-        }
-        let taken = slot
-            .compare_exchange(seen, 0, Ordering::Relaxed, Ordering::Relaxed)
-            .is_ok();
-        if taken {
-            self.count(seen, -1);
-        }
-        taken && seen & FROM_SMALL != 0
-    }
-
-    fn clear(&self) {
-        for slot in self.slots.iter() {
-            slot.store(0, Ordering::Relaxed);
-        }
-        self.from_small.store(0, Ordering::Relaxed);
-        self.from_main.store(0, Ordering::Relaxed);
+impl Weighed for Node {
+    fn weight(&self) -> u32 {
+        self.weight
     }
 }
 
@@ -563,25 +410,6 @@ impl Clock {
 fn millis(duration: Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
-
-/// What a flight of [`Cache::get_with`] came to.
-enum Landing<V> {
-    Flying,
-    Value(V),
-    /// The loader's error (an `Arc<E>`, shared by every waiter).
-    Failed(Arc<dyn Any + Send + Sync>),
-    /// The loader panicked: waiters try again.
-    Abandoned,
-}
-
-/// One loader's run for one key, waited on by the key's other callers.
-struct Flight<V> {
-    landing: Mutex<Landing<V>>,
-    landed: Condvar,
-}
-
-/// The flights of one shard, by key.
-type Flights<K, V> = Mutex<HashMap<K, Arc<Flight<V>>>>;
 
 type Listener<K, V> = Box<dyn Fn(&K, &V, RemovalCause) + Send + Sync>;
 type Weigher<K, V> = Box<dyn Fn(&K, &V) -> u32 + Send + Sync>;
@@ -659,15 +487,8 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> CacheBuilder<K, V, S> {
     /// # Errors
     /// [`Error::AllocationFailed`] if the operating system refuses the index's first table.
     pub fn build(self) -> Result<Cache<K, V, S>, Error> {
-        let parallelism = std::thread::available_parallelism().map_or(4, |n| n.get());
-        // Enough shards that inserts on different threads rarely meet, few enough that each
-        // shard's FIFOs hold hundreds of entries (a policy over tiny queues degrades to random).
-        let mut shards = (4 * parallelism).next_power_of_two();
-        if self.weigher.is_none() {
-            while shards > 1 && (shards as u64) * 256 > self.max_capacity {
-                shards /= 2;
-            }
-        }
+        let queues = Shards::new(self.weigher.is_none().then_some(self.max_capacity));
+        let shards = queues.len();
         let entries = self.initial_capacity.unwrap_or_else(|| {
             // A bounded cache of entries will hold its capacity: room for it up to 2^16 (the
             // index grows past that without stopping anyone); an unbounded or weighed one
@@ -696,16 +517,12 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> CacheBuilder<K, V, S> {
         let map = map.build()?;
         Ok(Cache {
             map,
-            queues: (0..shards)
-                .map(|_| CachePadded::new(Mutex::default()))
-                .collect(),
-            ghosts: OnceLock::new(),
+            queues,
+            split: Split::new(shards),
             flights: (0..shards).map(|_| Mutex::default()).collect(),
             weight: CachePadded::new(AtomicI64::new(0)),
             max_capacity: self.max_capacity,
-            small_share: AtomicU32::new(SHARE_START),
-            signal_run: AtomicU64::new(0),
-            counters: core::array::from_fn(|_| ShardedCounter::new()),
+            counters: Counters::new(),
             weigher: self.weigher,
             listener: self.listener,
             expiry: self.expiry,
@@ -719,7 +536,7 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> CacheBuilder<K, V, S> {
 ///
 /// Reads are lock-free and move nothing; inserts of new keys take one shard's lock to queue
 /// the key. `get_with` runs one loader per missing key while the key's other callers wait. See
-/// the module docs of `cache.rs` for the design and its argument.
+/// the module docs of `cache/mod.rs` for the design and its argument.
 ///
 /// ```
 /// use std::time::Duration;
@@ -738,21 +555,14 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> CacheBuilder<K, V, S> {
 /// ```
 pub struct Cache<K, V, S = DefaultHashBuilder> {
     map: Map<K, Slot<V>, S>,
-    queues: Box<[CachePadded<Mutex<Queues>>]>,
-    /// Made at the first eviction, one slot per entry the cache then holds.
-    ghosts: OnceLock<Ghosts>,
+    queues: Shards<Node>,
+    split: Split,
     flights: Box<[Flights<K, V>]>,
     /// Sum of the live entries' weights (signed: see the module docs).
     weight: CachePadded<AtomicI64>,
     max_capacity: u64,
-    /// The small queue's target share of the queued weight, in millionths.
-    small_share: AtomicU32,
-    /// The run of same-way signals so far (`signal_run`): length << 1 | way.
-    signal_run: AtomicU64,
-    /// Hits, misses and the rest: the map's own sharded counter, so a get counts itself
-    /// with a plain store to its thread's shard, not a locked add (six counters of 2 x cores
-    /// cache-padded shards and a few more: about 2 KiB a cache on 2 cores, 110 KiB on 64).
-    counters: [ShardedCounter; COUNTERS],
+    /// Hits, misses and the rest.
+    counters: Counters,
     weigher: Option<Weigher<K, V>>,
     listener: Option<Listener<K, V>>,
     expiry: Expiry,
@@ -823,24 +633,16 @@ impl<K, V, S> Cache<K, V, S> {
 
     /// What the cache did since it was built.
     pub fn stats(&self) -> CacheStats {
-        let sum = |counter: usize| self.counters[counter].sum() as u64;
-        CacheStats {
-            hits: sum(HITS),
-            misses: sum(MISSES),
-            insertions: sum(INSERTIONS),
-            evictions: sum(EVICTIONS),
-            expirations: sum(EXPIRATIONS),
-            loads: sum(LOADS),
-        }
+        self.counters.stats()
     }
 
     /// The small queue's current share of the queued weight, in millionths (diagnostics).
     pub fn small_queue_share(&self) -> u32 {
-        self.small_share.load(Ordering::Relaxed)
+        self.split.share()
     }
 
     fn count(&self, counter: usize, by: isize) {
-        self.counters[counter].add(by);
+        self.counters.add(counter, by);
     }
 
     fn charge(&self, by: i64) {
@@ -883,44 +685,6 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
         self.map.hasher().hash_one(key)
     }
 
-    fn shard_of(&self, hash: u64) -> usize {
-        // The top bits: the index's bins come from the byte-swapped hash's, i.e. the low bytes.
-        (hash >> 40) as usize & (self.queues.len() - 1)
-    }
-
-    fn lock_queues(&self, shard: usize) -> MutexGuard<'_, Queues> {
-        // A panic while a shard was locked (a key's `Clone` or `Hash`) leaves it consistent:
-        // every push and pop updates the weights with the node.
-        self.queues[shard]
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-    }
-
-    /// Shard `shard`'s queues if no other thread holds them; `None` if one does.
-    fn try_lock_queues(&self, shard: usize) -> Option<MutexGuard<'_, Queues>> {
-        match self.queues[shard].try_lock() {
-            Ok(queues) => Some(queues),
-            // As in `lock_queues`.
-            Err(TryLockError::Poisoned(poisoned)) => Some(poisoned.into_inner()),
-            Err(TryLockError::WouldBlock) => None,
-        }
-    }
-
-    /// The queues of shard `first`, or, if another thread holds them, of the next shard no
-    /// thread holds (waiting for `first` only if every shard is held). A node may live in any
-    /// shard (eviction pops whatever a shard holds and finds the entry by the node's hash and
-    /// id; `clear` and `purge_expired` visit every shard), so a thread that meets a held lock
-    /// moves on rather than sleeping in the kernel: with 2 threads on 8 shards, the futex
-    /// waits of a contended `Mutex` were a tenth of a cache-aside run's time (BENCHMARKS,
-    /// "floe::Cache beside moka"). Alone, a thread always gets `first`, so single-threaded
-    /// traces (the hit-ratio benchmarks) see exactly the shards they saw before.
-    fn lock_some_queues(&self, first: usize) -> MutexGuard<'_, Queues> {
-        let shards = self.queues.len();
-        (0..shards)
-            .find_map(|turn| self.try_lock_queues((first + turn) % shards))
-            .unwrap_or_else(|| self.lock_queues(first))
-    }
-
     /// The value of `key`, if present and not expired; marks it read.
     pub fn get<Q>(&self, key: &Q) -> Option<V>
     where
@@ -944,29 +708,8 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
     /// A read missed `key`: if eviction let it go lately, move the split (module docs):
     /// toward the small queue if it left that one unread, else toward main.
     fn missed<Q: Hash + ?Sized>(&self, key: &Q) {
-        // Before the first eviction there are no ghosts, and no hash to take.
-        let Some(ghosts) = self.ghosts.get() else {
-            return;
-        };
-        let Some((from_small, since)) = ghosts.signal(self.hash(key)) else {
-            return;
-        };
-        let entries = (self.map.len() as u64).max(1);
-        // A key that left small `since` evictions ago needed small that much larger; past
-        // what main holds, no split would have kept it (module docs).
-        let share = u64::from(self.small_share.load(Ordering::Relaxed));
-        if from_small && since > entries * (PPM - share) / PPM {
-            return;
-        }
-        // ARC's step: one entry's worth of the cache, times the other ghost's size over this
-        // one's (a hit in the smaller ghost says more); doubled every `RUN_PER_DOUBLING`
-        // signals in a row the same way (a workload that only ever says "larger" gets there
-        // in a few hundred misses, one that says both stays near its balance).
-        let (this, other) = ghosts.sizes(from_small);
-        let run = self.signal_run(from_small);
-        let step = (PPM / entries).max(1) * (other / this.max(1)).max(1);
-        let step = (step << (run / RUN_PER_DOUBLING).min(20)).min(PPM / 100) as i32;
-        self.move_share(if from_small { step } else { -step });
+        self.split
+            .missed(|| self.hash(key), || self.map.len() as u64);
     }
 
     /// Whether `key` has a live value (does not count as a read).
@@ -1108,7 +851,7 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
             self.remove_node(map, hash, id, RemovalCause::Size, |_| true);
         }
         if self.over_capacity() {
-            self.evict(map, self.shard_of(hash));
+            self.evict(map, self.queues.shard_of(hash));
         }
         old
     }
@@ -1167,34 +910,15 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
     /// Queue a new key's node (main if its key left the small queue lately); sweeps the shard
     /// now and then if stale nodes pile up.
     fn enqueue(&self, map: &MapRef<'_, K, Slot<V>, S>, hash: u64, weight: u32, id: u32) {
-        let small = !self.ghosts.get().is_some_and(|ghosts| ghosts.take(hash));
-        let mut queues = self.lock_some_queues(self.shard_of(hash));
+        let small = self.split.queue_small(hash);
+        let (_, mut queues) = self.queues.lock_some(self.queues.shard_of(hash));
         queues.push(small, Node { hash, id, weight });
-        queues.queued += 1;
-        if queues.queued >= 64 {
-            queues.queued = 0;
+        if queues.enqueued() {
             let live_here = self.map.len() / self.queues.len();
             if queues.nodes() > 2 * live_here + 64 {
                 self.sweep_stale(map, &mut queues);
             }
         }
-    }
-
-    /// Signals in a row the same way as this one (relaxed: a lost update shortens a run).
-    fn signal_run(&self, from_small: bool) -> u64 {
-        let way = u64::from(from_small);
-        let seen = self.signal_run.load(Ordering::Relaxed);
-        let run = if seen & 1 == way { (seen >> 1) + 1 } else { 0 };
-        self.signal_run.store(run << 1 | way, Ordering::Relaxed);
-        run
-    }
-
-    fn move_share(&self, by: i32) {
-        let _ = self
-            .small_share
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |share| {
-                Some(share.saturating_add_signed(by).clamp(SHARE_MIN, SHARE_MAX))
-            });
     }
 
     /// Whether the node names a present entry.
@@ -1204,20 +928,8 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
     }
 
     /// Drop the stale nodes of one shard, keeping the others in order.
-    fn sweep_stale(&self, map: &MapRef<'_, K, Slot<V>, S>, queues: &mut Queues) {
-        for small in [true, false] {
-            let before = if small {
-                queues.small.len()
-            } else {
-                queues.main.len()
-            };
-            for _ in 0..before {
-                let node = queues.pop(small).expect("counted");
-                if Self::is_live(map, &node) {
-                    queues.push(small, node);
-                }
-            }
-        }
+    fn sweep_stale(&self, map: &MapRef<'_, K, Slot<V>, S>, queues: &mut Queues<Node>) {
+        queues.retain(|node| Self::is_live(map, node));
     }
 
     /// Evict until the cache is within its capacity: from shard `first`, then the others;
@@ -1229,9 +941,9 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
             for turn in 0..shards {
                 let shard = (first + turn) % shards;
                 let held = if wait {
-                    Some(self.lock_queues(shard))
+                    Some(self.queues.lock(shard))
                 } else {
-                    self.try_lock_queues(shard)
+                    self.queues.try_lock(shard)
                 };
                 let Some(mut queues) = held else {
                     continue;
@@ -1252,14 +964,11 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
     fn evict_step<'g>(
         &self,
         map: &'g MapRef<'_, K, Slot<V>, S>,
-        queues: &mut Queues,
+        queues: &mut Queues<Node>,
         removed: &mut Removed<'g, K, V>,
     ) -> bool {
         loop {
-            let total = queues.small_weight + queues.main_weight;
-            let share = u64::from(self.small_share.load(Ordering::Relaxed));
-            let from_small = !queues.small.is_empty()
-                && (queues.small_weight * PPM >= total * share || queues.main.is_empty());
+            let from_small = self.split.evict_from_small(queues);
             let Some(mut node) = queues.pop(from_small) else {
                 return false;
             };
@@ -1287,11 +996,8 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
                         // The map's length only at the first eviction: it sums the count's
                         // shards, two per core and more (144 lines on 64 cores), which the
                         // other threads keep writing.
-                        self.ghosts
-                            .get_or_init(|| {
-                                Ghosts::new(self.map.len().clamp(GHOST_SLOTS_MIN, GHOST_SLOTS_MAX))
-                            })
-                            .remember(node.hash, from_small);
+                        self.split
+                            .remember(queues, node.hash, from_small, || self.map.len());
                     }
                     if self.listener.is_some() {
                         removed.push((key, &gone.value, cause));
@@ -1333,19 +1039,10 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
     /// inserted while it runs may stay.
     pub fn clear(&self) {
         let map = self.map.pin();
-        for shard in 0..self.queues.len() {
-            let nodes: Vec<Node> = {
-                let mut queues = self.lock_queues(shard);
-                let queues = core::mem::take(&mut *queues);
-                queues.small.into_iter().chain(queues.main).collect()
-            };
-            for node in nodes {
-                self.remove_node(&map, node.hash, node.id, RemovalCause::Explicit, |_| true);
-            }
+        for node in self.queues.take_all() {
+            self.remove_node(&map, node.hash, node.id, RemovalCause::Explicit, |_| true);
         }
-        if let Some(ghosts) = self.ghosts.get() {
-            ghosts.clear();
-        }
+        self.split.forget();
     }
 
     /// Remove every expired entry now (they are never returned, and eviction frees them
@@ -1357,7 +1054,7 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
         for shard in 0..self.queues.len() {
             // The shard's nodes are copied out so that no lock is held while removing.
             let nodes: Vec<(u64, u32)> = {
-                let queues = self.lock_queues(shard);
+                let queues = self.queues.lock(shard);
                 queues
                     .small
                     .iter()
@@ -1393,12 +1090,7 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
     /// If `load` panics, the panic goes on in this caller and one of the waiters loads
     /// instead. `load` must not ask the cache for the same key (it would wait for itself).
     pub fn get_with(&self, key: K, load: impl FnOnce() -> V) -> V {
-        let loaded: Result<V, Arc<core::convert::Infallible>> =
-            self.get_or_load(key, || Ok(load()));
-        match loaded {
-            Ok(value) => value,
-            Err(never) => match *never {},
-        }
+        flight::infallible(self.get_or_load(key, || Ok(load())))
     }
 
     /// [`get_with`](Self::get_with) whose `load` may fail: the error is returned to this
@@ -1416,112 +1108,30 @@ impl<K: Hash + Eq + Clone, V: Clone, S: BuildHasher> Cache<K, V, S> {
         key: K,
         load: impl FnOnce() -> Result<V, E>,
     ) -> Result<V, Arc<E>> {
-        let shard = self.shard_of(self.hash(&key));
-        let mut load = Some(load);
-        loop {
-            if let Some(value) = self.get(&key) {
-                return Ok(value);
-            }
-            let (flight, leader) = {
-                let mut flights = self.flights[shard]
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner());
-                match flights.get(&key) {
-                    Some(flight) => (flight.clone(), false),
-                    None => {
-                        let flight = Arc::new(Flight {
-                            landing: Mutex::new(Landing::Flying),
-                            landed: Condvar::new(),
-                        });
-                        flights.insert(key.clone(), flight.clone());
-                        (flight, true)
-                    }
+        let flights = &self.flights[self.queues.shard_of(self.hash(&key))];
+        flight::load_once(
+            flights,
+            &key,
+            || self.get(&key),
+            || {
+                // A value inserted between our miss and the flight's registration.
+                let map = self.map.pin();
+                if let Some(slot) = self.live(&map, &key) {
+                    return Ok(slot.value.clone());
                 }
-            };
-            if !leader {
-                let mut landing = flight
-                    .landing
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner());
-                while matches!(*landing, Landing::Flying) {
-                    landing = flight
-                        .landed
-                        .wait(landing)
-                        .unwrap_or_else(|poisoned| poisoned.into_inner());
-                }
-                match &*landing {
-                    Landing::Value(value) => return Ok(value.clone()),
-                    Landing::Failed(error) => {
-                        if let Ok(error) = error.clone().downcast::<E>() {
-                            return Err(error);
-                        }
-                        // A loader of another error type failed: try on our own.
-                    }
-                    Landing::Abandoned | Landing::Flying => {}
-                }
-                continue;
-            }
-            let mut pilot = Pilot {
-                flights: &self.flights[shard],
-                key: &key,
-                flight: &flight,
-                landing: Landing::Abandoned,
-            };
-            // A value inserted between our miss and the flight's registration.
-            let map = self.map.pin();
-            if let Some(slot) = self.live(&map, &key) {
-                let value = slot.value.clone();
-                pilot.landing = Landing::Value(value.clone());
-                return Ok(value);
-            }
-            self.count(LOADS, 1);
-            let load = load.take().expect("a caller leads one flight at most");
-            return match load() {
-                Ok(value) => {
-                    self.publish(&map, key.clone(), value.clone(), self.expiry);
-                    pilot.landing = Landing::Value(value.clone());
-                    Ok(value)
-                }
-                Err(error) => {
-                    let error = Arc::new(error);
-                    pilot.landing = Landing::Failed(error.clone());
-                    Err(error)
-                }
-            };
-        }
-    }
-}
-
-/// The leader of a flight: lands it when dropped (as abandoned if the loader panicked), and
-/// takes it out of the table so that later callers read the cache.
-struct Pilot<'a, K: Hash + Eq, V> {
-    flights: &'a Flights<K, V>,
-    key: &'a K,
-    flight: &'a Arc<Flight<V>>,
-    landing: Landing<V>,
-}
-
-impl<K: Hash + Eq, V> Drop for Pilot<'_, K, V> {
-    fn drop(&mut self) {
-        // Landed before it leaves the table: a caller that found the flight gets its value,
-        // and one that comes after finds the cache filled (or loads again if it failed).
-        let landing = core::mem::replace(&mut self.landing, Landing::Abandoned);
-        *self
-            .flight
-            .landing
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner()) = landing;
-        self.flight.landed.notify_all();
-        self.flights
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .remove(self.key);
+                self.count(LOADS, 1);
+                let value = load()?;
+                self.publish(&map, key.clone(), value.clone(), self.expiry);
+                Ok(value)
+            },
+        )
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use policy::PPM;
     use std::sync::{atomic::AtomicUsize, Barrier};
 
     /// Scaled down under Miri.
@@ -1543,7 +1153,9 @@ mod tests {
     }
 
     fn queued_nodes<K, V, S>(cache: &Cache<K, V, S>) -> usize {
-        cache.queues.iter().map(|q| q.lock().unwrap().nodes()).sum()
+        (0..cache.queues.len())
+            .map(|shard| cache.queues.lock(shard).nodes())
+            .sum()
     }
 
     #[test]
@@ -1573,11 +1185,11 @@ mod tests {
             cache.insert(key, key);
         }
         let key = 1_000;
-        let shard = cache.shard_of(cache.hash(&key));
-        let before = cache.queues[shard].lock().unwrap().nodes();
+        let shard = cache.queues.shard_of(cache.hash(&key));
+        let before = cache.queues.lock(shard).nodes();
         let (done, finished) = std::sync::mpsc::channel();
         std::thread::scope(|s| {
-            let held = cache.lock_queues(shard);
+            let held = cache.queues.lock(shard);
             s.spawn(|| {
                 // A fresh key (its node) and a full cache (an eviction).
                 cache.insert(key, key);
@@ -1593,7 +1205,7 @@ mod tests {
         assert_eq!(cache.get(&key), Some(key));
         assert!(cache.weighted_size() <= 512);
         assert_eq!(
-            cache.queues[shard].lock().unwrap().nodes(),
+            cache.queues.lock(shard).nodes(),
             before,
             "the held shard was left alone"
         );
@@ -1687,7 +1299,7 @@ mod tests {
 
     #[test]
     fn a_ghost_tells_which_queue_it_left_and_how_long_ago() {
-        let ghosts = Ghosts::new(4096);
+        let ghosts = policy::Ghosts::new(4096, 1);
         // 4096 slots: a tick is 16 evictions, 1024 ticks span 16,384.
         assert_eq!(ghosts.tick_shift, 4);
         let (small_key, main_key) = (0x0123_4567_89ab_cdef_u64, 0xfedc_ba98_7654_3210_u64);
