@@ -390,16 +390,24 @@ impl<'w> Session<'w> {
                 continue;
             };
             drop(queues);
-            let _ = cache
-                .small_share
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |share| {
-                    Some(if grow {
-                        (share + SMALL_SHARE_STEP).min(SMALL_SHARE_MAX)
-                    } else {
-                        share.saturating_sub(SMALL_SHARE_STEP).max(SMALL_SHARE_MIN)
-                    })
-                });
-            return;
+            // A compare-exchange loop (`fetch_update`'s, spelled out: nightly renames it).
+            let mut share = cache.small_share.load(Ordering::Relaxed);
+            loop {
+                let moved = if grow {
+                    (share + SMALL_SHARE_STEP).min(SMALL_SHARE_MAX)
+                } else {
+                    share.saturating_sub(SMALL_SHARE_STEP).max(SMALL_SHARE_MIN)
+                };
+                match cache.small_share.compare_exchange_weak(
+                    share,
+                    moved,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => return,
+                    Err(seen) => share = seen,
+                }
+            }
         }
     }
 

@@ -5,8 +5,8 @@
 //! points compiled with the feature enabled, so the whole operation (not only the match) uses
 //! the wider instructions and the loaders' `#[inline(always)]` methods inline into it.
 
-// `TableSource` is for the persistent tables, which the loom build does not compile.
-#[cfg_attr(floe_loom, allow(unused_imports))]
+// `TableSource` is for the persistent tables, which the loom and Miri builds do not compile.
+#[cfg_attr(any(floe_loom, miri), allow(unused_imports))]
 use super::{loader::ScalarLoader, TableSource};
 use crate::config::Backend;
 

@@ -108,7 +108,7 @@ pub(crate) struct Plan {
 
 impl Plan {
     /// Bytes of both regions (`None` if the size overflows).
-    #[cfg_attr(floe_loom, allow(dead_code))]
+    #[cfg_attr(any(floe_loom, miri), allow(dead_code))]
     pub(crate) fn bytes(&self) -> Option<usize> {
         self.bins.checked_add(self.links)?.checked_mul(64)
     }

@@ -80,7 +80,7 @@ impl<L: Locate + ?Sized> Locate for &L {
 }
 
 /// A closure as a [`Locate`], for callers whose locating is small or not on a hot path.
-#[cfg_attr(floe_loom, allow(dead_code))]
+#[cfg_attr(any(floe_loom, miri), allow(dead_code))]
 pub(crate) struct LocateWith<F>(pub(crate) F);
 
 impl<F: Fn(usize) -> (u64, u64)> Locate for LocateWith<F> {

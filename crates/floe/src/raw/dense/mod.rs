@@ -1265,11 +1265,18 @@ impl DenseTable {
         if writer == Writer::Move || self.room.load(Ordering::Relaxed) == usize::MAX {
             return true;
         }
-        self.room
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |room| {
-                room.checked_sub(1)
-            })
-            .is_ok()
+        // A compare-exchange loop (`fetch_update`'s, spelled out: nightly renames it).
+        let mut room = self.room.load(Ordering::Relaxed);
+        while let Some(less) = room.checked_sub(1) {
+            match self
+                .room
+                .compare_exchange_weak(room, less, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return true,
+                Err(seen) => room = seen,
+            }
+        }
+        false
     }
 
     /// Under the home's lock (its spill count counts the key): carry out `action` on the

@@ -66,8 +66,10 @@
 //! nothing a process crash needs (`Process` keeps that already), and a power loss still keeps
 //! only what a checkpoint synced.
 
-/// How this CPU writes a line back (chosen once per map, `detect`).
+/// How this CPU writes a line back (chosen once per map, `detect`; Miri, which runs no
+/// `asm!`, only ever picks none).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(miri, allow(dead_code))]
 pub(crate) enum Writeback {
     /// `clwb`: writes the line back and may keep it cached (the next access still hits).
     Clwb,
