@@ -3,8 +3,10 @@
 //! # Design
 //!
 //! Reading order: [`Slot`] (what one entry holds), [`Cache::get`] (the lock-free read),
-//! [`Cache::publish`] (publish, then queue), [`Cache::evict_step`] (the policy), [`policy::Ghosts`] and
-//! [`Cache::missed`] (how the policy adapts), [`Cache::get_or_load`] (one loader per key).
+//! [`Cache::publish`] (publish, then queue), [`Cache::evict_step`] (the policy),
+//! [`policy::Ghosts`] and [`policy::Split::missed`] (how the policy adapts),
+//! [`flight::load_once`] (one loader per key). `policy.rs` holds the queues, the ghosts and
+//! the split, which [`FlatCache`] runs too (`flat.rs` says what differs there).
 //!
 //! **Entries.** Each key's value lives in one entry of a `Map<K, Slot<V>>`, beside the marks
 //! eviction and expiry read: a 2-bit access frequency and the id of its eviction queue node
