@@ -20,3 +20,7 @@ fi
 cargo +nightly miri test -p floe --features serde --lib "$@"
 # floe-kmer's compact table: its slots are a zeroed allocation shared by the counting threads.
 cargo +nightly miri test -p floe-kmer --lib count::compact "$@"
+# floe-server's items (one allocation, a dynamically sized type reached through a thin word)
+# and its index (items retired through `seize` while readers hold them).
+cargo +nightly miri test -p floe-server --lib "$@" -- cache::index cache::tests::an_item_holds \
+    cache::tests::a_small_item

@@ -18,7 +18,7 @@
 //! after it read the item it replaces; if its swap then fails, the decision runs again and
 //! takes a new number. Let W1 then W2 be two successful writes of one key in the map's order.
 //! W2's successful decision read W1's result (W2's swap succeeded against it), which W1
-//! published after taking its number; the map's acquire/release on the entry makes W1's
+//! published after taking its number; the index's release/acquire on the item's word makes W1's
 //! fetch-add happen before W2's, and fetch-adds of one atomic are totally ordered consistently
 //! with happens-before, so seq(W1) < seq(W2). A relaxed counter therefore suffices.
 //!

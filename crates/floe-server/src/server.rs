@@ -3,7 +3,7 @@
 //! workers and no thread hands sockets to another), and the connections it accepted.
 //!
 //! A connection reads until the socket has nothing more (edge-triggered), answers the
-//! complete requests in what it has (one cache session, so one pin of the map, per read),
+//! complete requests in what it has (one cache session, so one pin of the index, per read),
 //! and writes. **Back-pressure:** answering stops once a connection's unsent output passes
 //! [`OUTPUT_HIGH_WATER`] (between two requests, or between two keys of a multi-get: see
 //! `text`), and so does reading; both resume once the client has taken the output down to

@@ -3,7 +3,7 @@
 //! [`serve`] takes the bytes a connection has read and answers the complete requests in
 //! them, in order. Runs of reads (`get`, `gets`, and `mg` without flags that write) are
 //! gathered across request boundaries and looked up in batches of up to [`LOOKUP_BATCH`]
-//! keys (`Session::get_many`, bins prefetched, then entries), so a 64-key `get`, and 64
+//! keys (`Session::get_many`, bins prefetched, then items), so a 64-key `get`, and 64
 //! pipelined single-key `get`s or `mg`s, cost one batch; any other request first answers
 //! the gathered reads, so replies keep the order of the requests.
 //!

@@ -1299,6 +1299,31 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
         self.iter().map(|(k, _)| k)
     }
 
+    /// One stretch of [`iter`](Self::iter), for a walk taken in pieces (each piece with
+    /// other work between, as a server's walk over its index that answers as the client
+    /// reads): visit the pairs of the run of bins that starts at hash position `from` (0 for
+    /// the first), and return the position the next run starts at, or `None` after the last.
+    /// Calls that follow the positions from 0 visit every key present for the whole walk
+    /// exactly once, across growths and shrinks between them too (the positions are hashes,
+    /// not slots); a key inserted or removed meanwhile may or may not be visited.
+    ///
+    /// ```
+    /// let map = floe::FlatMap::<u64, u64>::with_capacity(10);
+    /// for k in 0..1000 {
+    ///     map.insert(k, k);
+    /// }
+    /// let (mut sum, mut from) = (0, Some(0));
+    /// while let Some(at) = from {
+    ///     from = map.iter_run(at, |_, v| sum += v);
+    /// }
+    /// assert_eq!(sum, 999 * 1000 / 2);
+    /// ```
+    pub fn iter_run(&self, from: u64, mut visit: impl FnMut(K, V)) -> Option<u64> {
+        self.raw.walk_run(from, &self.rehash(), |k, v| {
+            visit(K::from_word(k), V::from_word(v));
+        })
+    }
+
     /// The values, as [`iter`](Self::iter) yields them.
     pub fn values(&self) -> impl Iterator<Item = V> + '_ {
         self.iter().map(|(_, v)| v)

@@ -17,7 +17,7 @@ use super::item::Item;
 pub(super) const MAX_PASSED_OVER: usize = 64;
 
 /// Queue nodes the expiry sweep takes per step: it holds a shard's lock only while it copies
-/// this many nodes' hashes and ids, and a pin of the map only while it checks their items.
+/// this many nodes' hashes and ids, and a pin of the index only while it checks their items.
 pub(super) const SWEEP_SLICE: usize = 256;
 
 /// A queue node: names the item under a key of hash `hash` whose `node` is `id` in its low 32

@@ -1,87 +1,247 @@
-//! Items and what they are charged: one cached value with its client flags, CAS unique,
-//! expiry and read marks; the bytes `-m` counts for it (its queue node's are in
-//! `eviction.rs`); what each write command answers.
+//! Items and what they are charged: one cached value with its key, client flags, CAS unique,
+//! expiry and read marks, all in one allocation; the bytes `-m` counts for it (its queue
+//! node's are in `eviction.rs`); what each write command answers.
+//!
+//! # One allocation an item
+//!
+//! An item is a 48-byte [`Header`] followed by its key's bytes and then its value's, in one
+//! allocation ([`ItemBox`] owns one until the index takes it, `index.rs`). memcached keeps an
+//! item in one slab chunk the same way; two allocations (an index entry holding the key and
+//! the header, and the value apart) cost a 20-byte key with a 100-byte value 208 bytes or
+//! more under glibc's allocator, where memcached's slab class for it is 192 and one
+//! allocation takes 176 (the 16-byte queue node besides: 192). The header is packed to 48 for
+//! that: the three flags a read or a meta command may change share one atomic byte.
+//!
+//! `Item` is a dynamically sized type (the header, then a `[u8]` tail of the key and the
+//! value), so a `&Item` carries the tail's length and the provenance of the whole allocation;
+//! the index stores only the address, and `Item::at` rebuilds the reference from the
+//! lengths in the header.
 
 use core::{
-    borrow::Borrow,
-    hash::{Hash, Hasher},
-    ops::Deref,
-    sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering},
+    alloc::Layout,
+    ops::{Deref, DerefMut},
+    ptr::NonNull,
+    sync::atomic::{AtomicU32, AtomicU8, Ordering},
 };
 
-/// Keys up to this long are held inside the map entry ([`Key`]).
-pub const INLINE_KEY: usize = 22;
-
-/// A key as the index holds it: up to [`INLINE_KEY`] bytes inside the map entry itself, a
-/// longer one in an allocation of its own. Either way the handle is 24 bytes, a boxed
-/// slice's 16 and a tag (memcached keys are mostly short: an inline key saves the 32-byte
-/// allocation a 20-byte key would take). Its map entry owns it: a queue node names its item
-/// by the key's hash and the item's node id, not by the key (`eviction::Node`). It hashes
-/// and compares as its bytes, so the map is looked up with a `&[u8]`.
-#[derive(Clone)]
-pub struct Key(KeyBytes);
-
-#[derive(Clone)]
-enum KeyBytes {
-    /// The length, then the bytes (the rest zero).
-    Inline(u8, [u8; INLINE_KEY]),
-    Boxed(Box<[u8]>),
+/// Everything an item holds but its bytes. Fields other than the read marks (`freq`,
+/// `fetched`, `last_access`, and the win token in `marks`) never change after the item is
+/// published.
+#[repr(C)]
+pub struct Header {
+    pub(super) cas: u64,
+    /// The sequence number of the write that made it, in a persistent cache (`persist.rs`:
+    /// replay keeps each key's largest); 0 otherwise.
+    pub(super) seq: u64,
+    pub(super) flags: u32,
+    /// Server time at which the item expires; 0 = never.
+    pub(super) exptime: u32,
+    /// Server time at which it was stored (for `flush_all` with a delay).
+    pub(super) time: u32,
+    /// The flush generation it was stored in (for `flush_all` without a delay).
+    pub(super) generation: u32,
+    /// Server time of the last read (the meta protocol's `l` flag).
+    pub(super) last_access: AtomicU32,
+    /// Names this item's eviction queue node: the low 32 bits of the CAS unique of the store
+    /// that queued it (why 32 suffice: `eviction::Node`). A write that replaces an item
+    /// (overwrite, append, incr, touch) keeps the node, and its place in the queue, so only
+    /// a key's first store after it was absent queues one and a key written a million times
+    /// has one node, not a million stale ones.
+    pub(super) node: u32,
+    value_len: u32,
+    /// Reads since its last pass through an eviction queue's head, saturating at 3.
+    pub(super) freq: AtomicU8,
+    /// Whether any read returned it (the meta protocol's `h` flag).
+    pub(super) fetched: AtomicU8,
+    /// The length of its key (at most 250, as memcached's; the protocols and the journal's
+    /// replay refuse longer ones).
+    key_len: u8,
+    /// [`BINARY_KEY`], [`STALE`] and [`TOKEN_SENT`].
+    marks: AtomicU8,
 }
 
-impl Key {
-    /// The bytes allocated apart from the map entry for a key of `len` bytes.
-    pub const fn allocation(len: usize) -> usize {
-        if len <= INLINE_KEY {
-            0
-        } else {
-            allocation(len)
+/// Stored by a meta command whose key was base64 (`b`): `mg ... k` answers the key in base64
+/// again, as memcached does. Never changes once published.
+const BINARY_KEY: u8 = 1;
+/// Marked stale by a meta invalidation (`md ... I`, or `ms ... I` with an older CAS unique):
+/// `mg` answers it with `X`, and hands its win token to one client. Never changes once
+/// published.
+const STALE: u8 = 2;
+/// An `mg` took this item's win token (memcached's `W`; later reads get `Z`). A read mark,
+/// taken with a `fetch_or`: of the reads of one item, exactly one wins. A write that copies
+/// the item to change it in place (`touch`, `ms ... I`, an `incr` whose digits fit) copies
+/// this state when it makes the copy, so a read that wins on the old item meanwhile leaves
+/// the copy's token free, and a second client can win on the copy (one extra recache; the
+/// token would have to be shared between the copies to close it; see `touch`).
+const TOKEN_SENT: u8 = 4;
+
+/// The bytes of an item's allocation before its key.
+pub const HEADER: usize = size_of::<Header>();
+const _: () = assert!(
+    HEADER == 48,
+    "the header is packed to 48 bytes (module docs)"
+);
+
+/// One cached item: its [`Header`] (reached through `Deref`), then its key's bytes and its
+/// value's.
+#[repr(C)]
+pub struct Item {
+    header: Header,
+    bytes: [u8],
+}
+
+/// What a new item's header says, for [`ItemBox::new`].
+#[derive(Clone, Copy)]
+pub(super) struct Fields {
+    pub cas: u64,
+    pub seq: u64,
+    pub flags: u32,
+    pub exptime: u32,
+    pub time: u32,
+    pub generation: u32,
+    pub last_access: u32,
+    pub node: u32,
+    pub binary_key: bool,
+    pub stale: bool,
+    pub token_sent: bool,
+}
+
+/// An item not (or no longer) in the index, owned: a write builds one, and the index takes
+/// it over when it is published (`ItemBox::into_word`).
+pub struct ItemBox(NonNull<Item>);
+
+// SAFETY: an `ItemBox` owns its allocation, as a `Box<Item>` would; `Item` is `Sync` (plain
+// bytes and atomics).
+unsafe impl Send for ItemBox {}
+// SAFETY: as above.
+unsafe impl Sync for ItemBox {}
+
+/// The allocation of an item whose key and value take `bytes` bytes in all: as
+/// `Layout::for_value` gives it for the `Item` (the header's alignment, the size rounded up
+/// to it).
+fn layout(bytes: usize) -> Layout {
+    Layout::from_size_align(HEADER + bytes, align_of::<Header>())
+        .expect("an item's size fits a Layout (values are at most 1 GiB)")
+        .pad_to_align()
+}
+
+/// The `Item` at a thin address whose header is initialized: its lengths give the tail's.
+///
+/// # Safety
+/// `base` points to a live item's allocation (from [`ItemBox::new`]), its header initialized.
+unsafe fn fat(base: *mut u8) -> *mut Item {
+    // SAFETY: caller; the header is the allocation's first bytes.
+    let header = unsafe { &*base.cast::<Header>() };
+    let bytes = header.key_len as usize + header.value_len as usize;
+    // A `*mut [u8]` of the tail's length cast to the `Item` it heads: the metadata of a
+    // struct whose last field is a slice is that slice's length.
+    core::ptr::slice_from_raw_parts_mut(base, bytes) as *mut Item
+}
+
+impl ItemBox {
+    /// A new item under `key` whose value is the concatenation of `value`'s parts.
+    pub(super) fn new(key: &[u8], value: &[&[u8]], fields: Fields) -> ItemBox {
+        let value_len: usize = value.iter().map(|part| part.len()).sum();
+        let layout = layout(key.len() + value_len);
+        // SAFETY: the layout's size is at least `HEADER`, never zero.
+        let base = unsafe { std::alloc::alloc(layout) };
+        if base.is_null() {
+            std::alloc::handle_alloc_error(layout);
+        }
+        let mark = |on: bool, mark: u8| if on { mark } else { 0 };
+        let marks = mark(fields.binary_key, BINARY_KEY)
+            | mark(fields.stale, STALE)
+            | mark(fields.token_sent, TOKEN_SENT);
+        let header = Header {
+            cas: fields.cas,
+            seq: fields.seq,
+            flags: fields.flags,
+            exptime: fields.exptime,
+            time: fields.time,
+            generation: fields.generation,
+            last_access: AtomicU32::new(fields.last_access),
+            node: fields.node,
+            value_len: u32::try_from(value_len).expect("values are at most 1 GiB (`-I`)"),
+            freq: AtomicU8::new(0),
+            fetched: AtomicU8::new(0),
+            key_len: u8::try_from(key.len()).expect("keys are at most 250 bytes"),
+            marks: AtomicU8::new(marks),
+        };
+        // SAFETY: `base` is a fresh allocation of `layout`, aligned for `Header`, and holds
+        // `HEADER + key.len() + value_len` bytes: the header, then the key, then the parts.
+        unsafe {
+            base.cast::<Header>().write(header);
+            let mut at = base.add(HEADER);
+            for part in core::iter::once(&key).chain(value) {
+                core::ptr::copy_nonoverlapping(part.as_ptr(), at, part.len());
+                at = at.add(part.len());
+            }
+            ItemBox(NonNull::new_unchecked(fat(base)))
+        }
+    }
+
+    /// The word the index stores for it: its address, provenance exposed. The index owns it
+    /// from then on (it is freed by [`ItemBox::from_word`] or through the index's collector).
+    pub(super) fn into_word(self) -> u64 {
+        let word = self.0.as_ptr().cast::<u8>().expose_provenance() as u64;
+        core::mem::forget(self);
+        word
+    }
+
+    /// Own again the item whose word [`into_word`](Self::into_word) gave.
+    ///
+    /// # Safety
+    /// `word` came from `into_word`, and nothing else owns it or will read it again.
+    pub(super) unsafe fn from_word(word: u64) -> ItemBox {
+        // SAFETY: caller; a word is a live item's address.
+        unsafe {
+            ItemBox(NonNull::new_unchecked(fat(
+                core::ptr::with_exposed_provenance_mut(word as usize),
+            )))
         }
     }
 }
 
-impl From<&[u8]> for Key {
-    fn from(bytes: &[u8]) -> Key {
-        if bytes.len() <= INLINE_KEY {
-            let mut inline = [0; INLINE_KEY];
-            inline[..bytes.len()].copy_from_slice(bytes);
-            Key(KeyBytes::Inline(bytes.len() as u8, inline))
-        } else {
-            Key(KeyBytes::Boxed(bytes.into()))
-        }
+impl Drop for ItemBox {
+    fn drop(&mut self) {
+        let layout = layout(self.bytes.len());
+        // SAFETY: allocated by `new` with this layout (the tail's length is the same), owned.
+        unsafe { std::alloc::dealloc(self.0.as_ptr().cast(), layout) }
     }
 }
 
-impl Deref for Key {
-    type Target = [u8];
+impl Deref for ItemBox {
+    type Target = Item;
 
-    fn deref(&self) -> &[u8] {
-        match &self.0 {
-            KeyBytes::Inline(len, bytes) => &bytes[..*len as usize],
-            KeyBytes::Boxed(bytes) => bytes,
-        }
+    fn deref(&self) -> &Item {
+        // SAFETY: owned and initialized (`new`).
+        unsafe { self.0.as_ref() }
     }
 }
 
-impl Borrow<[u8]> for Key {
-    fn borrow(&self) -> &[u8] {
-        self
+impl DerefMut for ItemBox {
+    fn deref_mut(&mut self) -> &mut Item {
+        // SAFETY: owned, initialized and not shared: nothing else holds it before the index
+        // takes it.
+        unsafe { self.0.as_mut() }
     }
 }
 
-// As its bytes, which `Borrow<[u8]>` requires: a key and its bytes hash alike.
-impl Hash for Key {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        (**self).hash(state);
+// The header's fields read as the item's own (`item.cas`): the header is the item's first
+// part, and what the cache module reads of it.
+impl Deref for Item {
+    type Target = Header;
+
+    fn deref(&self) -> &Header {
+        &self.header
     }
 }
 
-impl PartialEq for Key {
-    fn eq(&self, other: &Key) -> bool {
-        **self == **other
+impl DerefMut for Item {
+    fn deref_mut(&mut self) -> &mut Header {
+        &mut self.header
     }
 }
-
-impl Eq for Key {}
 
 /// Bytes the allocator takes for a request of `n` bytes (glibc's malloc: an 8-byte header,
 /// 16-byte granules, 32 bytes at least).
@@ -95,65 +255,32 @@ pub const fn allocation(n: usize) -> usize {
 }
 
 /// Bytes charged for an item under a key of `key_len` bytes with a value of `value_len`
-/// bytes: its map entry (the key handle and the `Item`), its key's allocation if it is not
-/// inline, and its value's. Its queue node is charged apart (`node_charge`), since a node
-/// may outlive it.
+/// bytes: its one allocation. Its queue node is charged apart (`node_charge`), since a node
+/// may outlive it, and the index's table apart from both (`stats`' `index_bytes`).
 pub const fn item_charge(key_len: usize, value_len: usize) -> usize {
-    allocation(size_of::<Key>() + size_of::<Item>())
-        + Key::allocation(key_len)
-        + allocation(value_len)
-}
-
-/// One cached value. Fields other than the read marks (`freq`, `fetched`, `last_access`)
-/// never change after the item is published.
-pub struct Item {
-    pub(super) data: Box<[u8]>,
-    pub(super) cas: u64,
-    pub(super) flags: u32,
-    /// Server time at which the item expires; 0 = never.
-    pub(super) exptime: u32,
-    /// Server time at which it was stored (for `flush_all` with a delay).
-    pub(super) time: u32,
-    /// The flush generation it was stored in (for `flush_all` without a delay).
-    pub(super) generation: u32,
-    /// Reads since its last pass through an eviction queue's head, saturating at 3.
-    pub(super) freq: AtomicU8,
-    /// Whether any read returned it (the meta protocol's `h` flag).
-    pub(super) fetched: AtomicU8,
-    /// Server time of the last read (the meta protocol's `l` flag).
-    pub(super) last_access: AtomicU32,
-    /// The length of its key (at most 250, as memcached's; the protocols and the journal's
-    /// replay refuse longer ones): with the value's, what it is charged (`charge`).
-    pub(super) key_len: u8,
-    /// Stored by a meta command whose key was base64 (`b`): `mg ... k` answers the key in
-    /// base64 again, as memcached does.
-    pub(super) binary_key: bool,
-    /// Names this item's eviction queue node: the low 32 bits of the CAS unique of the store
-    /// that queued it (why 32 suffice: `eviction::Node`). A write that replaces an item
-    /// (overwrite, append, incr, touch) keeps the node, and its place in the queue, so only
-    /// a key's first store after it was absent queues one and a key written a million times
-    /// has one node, not a million stale ones.
-    pub(super) node: u32,
-    /// Marked stale by a meta invalidation (`md ... I`, or `ms ... I` with an older CAS
-    /// unique): `mg` answers it with `X`, and hands its win token to one client.
-    pub(super) stale: bool,
-    /// Whether an `mg` took this item's win token (memcached's `W`; later reads get `Z`).
-    /// A read mark like `fetched`, but taken with a swap: of the reads of one item, exactly
-    /// one wins. A write that copies the item to change it in place (`touch`, `ms ... I`, an
-    /// `incr` whose digits fit) copies this state when it makes the copy, so a read that wins
-    /// on the old item meanwhile leaves the copy's token free, and a second client can win
-    /// on the copy (one extra recache; the token would have to be shared between the copies
-    /// to close it; see `touch`).
-    pub(super) token_sent: AtomicBool,
-    /// The sequence number of the write that made it, in a persistent cache (`persist.rs`:
-    /// replay keeps each key's largest); 0 otherwise.
-    pub(super) seq: u64,
+    // `layout`'s size: the header's alignment is 8.
+    allocation((HEADER + key_len + value_len + 7) & !7)
 }
 
 impl Item {
+    /// The item at `word`, as the index stores it.
+    ///
+    /// # Safety
+    /// `word` came from [`ItemBox::into_word`] and its item is not freed for `'a` (the
+    /// index's guard keeps it: `index.rs`).
+    pub(super) unsafe fn at<'a>(word: u64) -> &'a Item {
+        // SAFETY: caller.
+        unsafe { &*fat(core::ptr::with_exposed_provenance_mut(word as usize)) }
+    }
+
+    /// The key.
+    pub fn key(&self) -> &[u8] {
+        &self.bytes[..self.header.key_len as usize]
+    }
+
     /// The value bytes.
     pub fn data(&self) -> &[u8] {
-        &self.data
+        &self.bytes[self.header.key_len as usize..]
     }
 
     /// The client flags.
@@ -176,9 +303,13 @@ impl Item {
         self.last_access.load(Ordering::Relaxed)
     }
 
+    fn has(&self, mark: u8) -> bool {
+        self.marks.load(Ordering::Relaxed) & mark != 0
+    }
+
     /// Whether its key was given in base64 when it was stored (meta `b` flag).
     pub fn binary_key(&self) -> bool {
-        self.binary_key
+        self.has(BINARY_KEY)
     }
 
     /// Whether a read returned this item before.
@@ -188,23 +319,24 @@ impl Item {
 
     /// Whether a meta invalidation marked it stale (`mg` answers `X`).
     pub fn is_stale(&self) -> bool {
-        self.stale
+        self.has(STALE)
     }
 
     /// Whether a read took its win token already (`mg` answers `Z`).
     pub fn win_token_taken(&self) -> bool {
-        self.token_sent.load(Ordering::Relaxed)
+        self.has(TOKEN_SENT)
     }
 
     /// Take the win token (`mg` answers `W`): `true` for the one caller that gets it. Relaxed
-    /// suffices: the swaps of one location are totally ordered, so exactly one reads `false`,
-    /// and nothing else is published through the flag.
+    /// suffices: the read-modify-writes of one location are totally ordered, so exactly one
+    /// finds the bit clear, and nothing else is published through it (the other marks in
+    /// the byte never change once published).
     pub fn take_win_token(&self) -> bool {
-        !self.token_sent.swap(true, Ordering::Relaxed)
+        self.marks.fetch_or(TOKEN_SENT, Ordering::Relaxed) & TOKEN_SENT == 0
     }
 
     pub(super) fn charge(&self) -> usize {
-        item_charge(self.key_len as usize, self.data.len())
+        item_charge(self.header.key_len as usize, self.header.value_len as usize)
     }
 
     /// Bytes charged against `-m` for it (value, key, bookkeeping).
@@ -212,51 +344,74 @@ impl Item {
         self.charge()
     }
 
+    /// The header's fields as a new item would take them, read marks excluded.
+    pub(super) fn fields(&self) -> Fields {
+        Fields {
+            cas: self.cas,
+            seq: self.seq,
+            flags: self.flags,
+            exptime: self.exptime,
+            time: self.time,
+            generation: self.generation,
+            last_access: 0,
+            node: self.node,
+            binary_key: self.binary_key(),
+            stale: self.is_stale(),
+            token_sent: self.win_token_taken(),
+        }
+    }
+}
+
+impl ItemBox {
+    /// Set or clear a mark of this unpublished item.
+    fn set(&mut self, mark: u8, on: bool) {
+        let marks = self.header.marks.get_mut();
+        *marks = if on { *marks | mark } else { *marks & !mark };
+    }
+
+    /// Mark it stale, or not.
+    pub(super) fn set_stale(&mut self, stale: bool) {
+        self.set(STALE, stale);
+    }
+
+    /// Give its win token away already, or free it.
+    pub(super) fn set_token_sent(&mut self, sent: bool) {
+        self.set(TOKEN_SENT, sent);
+    }
+
     /// Copy the read marks (and the win token, the stale mark) of `from`: the new item
     /// stands for `from` changed in place, as memcached changes it (a touch, an invalidation,
     /// an `incr` whose digits fit the old value).
-    pub(super) fn with_marks_of(self, from: &Item) -> Item {
-        self.freq
-            .store(from.freq.load(Ordering::Relaxed), Ordering::Relaxed);
-        self.fetched
-            .store(from.fetched.load(Ordering::Relaxed), Ordering::Relaxed);
-        self.last_access
-            .store(from.last_access.load(Ordering::Relaxed), Ordering::Relaxed);
-        self.token_sent
-            .store(from.token_sent.load(Ordering::Relaxed), Ordering::Relaxed);
-        Item {
-            stale: from.stale,
-            ..self
-        }
-    }
-
-    /// A copy with another expiry (the value is copied: items never change in place).
-    pub(super) fn with_exptime(&self, exptime: u32) -> Item {
-        Item {
-            data: self.data.clone(),
-            cas: self.cas,
-            flags: self.flags,
-            exptime,
-            time: self.time,
-            generation: self.generation,
-            freq: AtomicU8::new(0),
-            fetched: AtomicU8::new(0),
-            last_access: AtomicU32::new(0),
-            key_len: self.key_len,
-            binary_key: self.binary_key,
-            node: self.node,
-            stale: false,
-            token_sent: AtomicBool::new(false),
-            seq: self.seq,
-        }
-        .with_marks_of(self)
+    pub(super) fn with_marks_of(mut self, from: &Item) -> ItemBox {
+        *self.freq.get_mut() = from.freq.load(Ordering::Relaxed);
+        *self.fetched.get_mut() = from.fetched.load(Ordering::Relaxed);
+        *self.last_access.get_mut() = from.last_access.load(Ordering::Relaxed);
+        self.set_token_sent(from.win_token_taken());
+        self.set_stale(from.is_stale());
+        self
     }
 
     /// This new item as the replacement of `replaced` (whatever its validity): it takes
     /// over `replaced`'s queue node.
-    pub(super) fn taking_over(mut self, replaced: &Item) -> Item {
+    pub(super) fn taking_over(mut self, replaced: &Item) -> ItemBox {
         self.node = replaced.node;
         self
+    }
+}
+
+impl Item {
+    /// A copy with another expiry (the key and value are copied: items never change in
+    /// place).
+    pub(super) fn with_exptime(&self, exptime: u32) -> ItemBox {
+        ItemBox::new(
+            self.key(),
+            &[self.data()],
+            Fields {
+                exptime,
+                ..self.fields()
+            },
+        )
+        .with_marks_of(self)
     }
 }
 

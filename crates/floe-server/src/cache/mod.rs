@@ -1,45 +1,52 @@
-//! The cache: items in a floe [`Map`](floe::Map), memory bounded by S3-FIFO eviction.
+//! The cache: items in one allocation each, indexed by a floe [`FlatMap`](floe::FlatMap),
+//! memory bounded by S3-FIFO eviction.
 //!
 //! # Design
 //!
-//! **Index and items.** Every item lives in one entry of a `floe::Map<Key, Item>`: the key
-//! (inline in the entry up to 22 bytes, `item::Key`) and the item (value bytes, client
-//! flags, CAS unique, expiry). A get is the map's lock-free get: one bin line, then the
-//! entry; a multi-get, and a run of gets a client pipelined, is one `MapRef::get_many` call, which
-//! prefetches every bin and then every entry before it reads any (DLHT's batches); the
-//! session then starts loading the first KiB of each value found, which the replies copy
-//! next (`Session::get_many`). Writes
-//! are the map's own single-swap writes: every store, `incr` / `decr` and `touch` a
-//! `compute` (a read-decide-swap that retries when the key changed under it, so a CAS check
-//! and the write it guards are one atomic step, and the new item can take over what the
-//! one it replaces had: its queue node, below), delete a `remove_if`. Each write is therefore linearizable at its swap, as
-//! the map's writes are. Items never change once published, except for the read marks (the
-//! access frequency, whether it was read, the last-access time): hints for eviction and the
-//! meta protocol, written by readers with plain relaxed stores, so a lost mark costs an item
-//! at most one pass through a queue, never a wrong answer.
+//! **Index and items.** An item is one allocation: a 48-byte header (client flags, CAS unique,
+//! expiry, read marks...), then the key's bytes, then the value's (`item.rs`). The index
+//! (`index.rs`) is a `floe::FlatMap<u64, u64>` from the key's 64-bit hash to the item's
+//! address, the word kept inline in the bin's line. A get is the map's lock-free get: one bin
+//! line, then the item, whose key is compared; a multi-get, and a run of gets a client
+//! pipelined, is one batch of the map's (`FlatMap::batch`), which prefetches every bin before
+//! it reads any (DLHT's batches), then every item found; the session then starts loading the
+//! first KiB of each value found, which the replies copy next (`Session::get_many`). Writes
+//! are single swaps of the word: every store, `incr` / `decr` and `touch` a `compute` (a
+//! read-decide-swap that retries when the key's word changed under it, so a CAS check and
+//! the write it guards are one atomic step, and the new item can take over what the one it
+//! replaces had: its queue node, below), delete a `remove_if`. Each write is therefore
+//! linearizable at its swap, as the map's writes are. Items never change once published,
+//! except for the read marks (the access frequency, whether it was read, the last-access
+//! time, the win token): hints for eviction and the meta protocol, written by readers with
+//! relaxed atomics, so a lost mark costs an item at most one pass through a queue, never a
+//! wrong answer (the win token, which must go to one reader, is taken with a `fetch_or`).
 //!
 //! A value read by a get stays valid while the reader's guard lives: replaced and removed
-//! entries are freed by the map's `seize` collector only after every reader that could see
-//! them has left, so a connection copies value bytes into its output without a lock.
+//! items are freed through the index's `seize` collector only after every reader that could
+//! see them has left, so a connection copies value bytes into its output without a lock.
+//! Two keys whose 64-bit hashes are equal share a slot: the later store displaces the other
+//! key's item, as an eviction (`index.rs`).
 //!
 //! **Why not segments.** Segcache stores items in append-only segments with an index of
 //! pointers into them, which saves per-item allocation and makes eviction and expiry
-//! segment-at-a-time. With floe's map the entry already is the item (one allocation for the
-//! entry, one for the value), its reclamation is already safe against concurrent readers,
-//! and a segment store would need its own reclamation protocol on top of the map's (a segment
-//! may be reused only after every reader of every item in it has left). The per-item cost
-//! we pay instead is the allocator's; it is counted in each item's charge.
+//! segment-at-a-time. Here each item is one allocation of the global allocator, its
+//! reclamation already safe against concurrent readers through the collector; a segment
+//! store would need its own reclamation protocol (a segment may be reused only after every
+//! reader of every item in it has left). The per-item cost we pay instead is the allocator's
+//! rounding and header; it is counted in each item's charge.
 //!
 //! **Memory.** `-m` bounds the bytes charged, which are the bytes allocated: each item is
-//! charged its map entry, its key's allocation and its value's (`item_charge`), each eviction
-//! queue node its 16-byte slot (`node_charge`: a node outlives its item until it reaches the
-//! head of its queue). For a 20-byte key and a 100-byte value that is 96 (the entry, key
-//! inline) + 112 + 16 = 224 bytes (memcached's slab class for it: 192; 288 when the entry
-//! and the queue node shared the key in an `Arc` and a node was 32 bytes). An item's charge
-//! is added when it is published and subtracted when it is unlinked (by the write that
-//! replaced or removed it), not when its memory is freed (a deferred free happens a few
-//! operations later); the map's own table is reported apart (`index_bytes` in `stats`), as
-//! the issue asks.
+//! charged its allocation as glibc's malloc sizes it (`item_charge`), each eviction queue
+//! node its 16-byte slot (`node_charge`: a node outlives its item until it reaches the head
+//! of its queue). For a 20-byte key and a 100-byte value that is 176 + 16 = 192 bytes,
+//! memcached's slab class for it. It was 224 when `floe::Map` held each key in an entry of
+//! its own beside the value's allocation (96 + 112 + 16), and 288 before that, when the
+//! entry and the queue node shared the key in an `Arc`: at `-m 64` floe-server then held
+//! 14% fewer 100-byte items than memcached, and lost 1 to 13 points of hit ratio on zipf and
+//! uniform reads (BENCHMARKS.md). An item's charge is added when it is published and
+//! subtracted when it is unlinked (by the write that replaced or removed it), not when its
+//! memory is freed (a deferred free happens a few operations later); the index's own table
+//! is reported apart (`index_bytes` in `stats`), as the issue asks.
 //!
 //! **Eviction: S3-FIFO** (Yang et al., SOSP'23). New items enter a small FIFO queue (10% of
 //! the bytes at the start; see "The split adapts" below); a get only marks the item (a 2-bit
@@ -54,8 +61,8 @@
 //! a mutex that only the worker, an evicting writer and the expiry sweep take (never a
 //! reader), so a set takes an uncontended lock. A queue node names its item by its key's
 //! hash and node id (`Item::node`, the CAS unique of the store that queued it, of which the
-//! node keeps the low 32 bits: see `eviction::Node`), and eviction finds it among the entries
-//! of that hash (`MapRef::find_by_hash`), so a node holds no key. A write that replaces an
+//! node keeps the low 32 bits: see `eviction::Node`), and eviction finds it by that hash in
+//! the index (`Pinned::find_by_hash`), so a node holds no key. A write that replaces an
 //! item hands the node on to the new item, so a key rewritten a million times (`set`,
 //! `append`, `incr`...) has one node, keeps its place in the queue and leaves nothing
 //! charged behind; only a key's first store after it was absent queues a node. A node
@@ -98,14 +105,16 @@
 //!
 //! # Rooms
 //!
-//! Reading order: this essay, then [`item`] (what an item holds and is charged), [`counters`],
-//! [`eviction`] (the queues' data), [`shared`] (the [`Cache`] every worker shares: settings,
+//! Reading order: this essay, then [`item`] (what an item holds and is charged), `index.rs`
+//! (items by key, and when they are freed), [`counters`], [`eviction`] (the queues' data),
+//! [`shared`] (the [`Cache`] every worker shares: settings,
 //! clock, charges, expiry, flush, the sweep), [`session`] (workers, a worker's operations
 //! and the eviction steps a store takes) and [`open`] (a persistent cache's open and restore).
 //! Arrows point down that list only; this index re-exports what the protocols use.
 
 pub mod counters;
 pub mod eviction;
+mod index;
 pub mod item;
 pub mod open;
 pub mod session;

@@ -93,7 +93,7 @@ impl Cache {
     fn restore(self: &Arc<Self>, restore: &Restore<'_>) -> usize {
         // One growth up front rather than one per doubling while the items go in (best
         // effort: a map that cannot reserve grows as it fills).
-        let _ = self.map.reserve(restore.items.len());
+        let _ = self.index.reserve(restore.items.len());
         let workers = self.settings.workers;
         let chunk = restore.items.len().div_ceil(workers).max(1);
         std::thread::scope(|scope| {

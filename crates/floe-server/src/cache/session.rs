@@ -2,10 +2,8 @@
 //! (gets, stores, `incr`/`decr`, deletes, touches), each write's sequence number and journal
 //! record, and the eviction steps a store takes to make room.
 
-use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU8, Ordering};
+use core::sync::atomic::Ordering;
 use std::sync::Arc;
-
-use floe::{hash::DefaultHashBuilder, Compute, Insert, MapRef, MapRequest, MapResponse, Operation};
 
 use super::{
     counters::{bump, Counter},
@@ -13,13 +11,17 @@ use super::{
         lock, node_charge, Node, Queues, Retired, MAX_PASSED_OVER, SMALL_SHARE_MAX,
         SMALL_SHARE_MIN, SMALL_SHARE_STEP,
     },
+    index::{Computed, Decision, Pinned},
     item::*,
     shared::{too_large, Cache},
 };
 use crate::persist::{Kind, Record, Store};
 
 /// The part of a new item that comes from the write making it.
-struct Stamp {
+struct Stamp<'k> {
+    /// The key the write stores under (at most 250 bytes: the protocols refuse longer keys
+    /// before they reach a session).
+    key: &'k [u8],
     /// A unique no other write has: the id of the queue node the item gets if it needs one.
     unique: u64,
     /// The item's CAS unique: `unique`, unless the client chose it (meta `E`). Node ids
@@ -29,31 +31,30 @@ struct Stamp {
     now: u32,
     generation: u32,
     binary_key: bool,
-    /// The length of the key the write stores under (at most 250: the protocols refuse
-    /// longer keys before they reach a session).
-    key_len: u8,
 }
 
-impl Stamp {
-    fn item(&self, data: Box<[u8]>, flags: u32, exptime: u32) -> Item {
-        Item {
-            key_len: self.key_len,
-            data,
+impl Stamp<'_> {
+    /// The header of an item this write makes.
+    fn fields(&self, flags: u32, exptime: u32) -> Fields {
+        Fields {
             cas: self.cas,
+            seq: 0,
             flags,
             exptime,
             time: self.now,
             generation: self.generation,
-            freq: AtomicU8::new(0),
-            fetched: AtomicU8::new(0),
-            last_access: AtomicU32::new(self.now),
-            binary_key: self.binary_key,
+            last_access: self.now,
             // A new node, unless the write hands on the node of the item it replaces.
             node: self.unique as u32,
+            binary_key: self.binary_key,
             stale: false,
-            token_sent: AtomicBool::new(false),
-            seq: 0,
+            token_sent: false,
         }
+    }
+
+    /// An item this write makes under its key, its value the concatenation of `value`.
+    fn item(&self, value: &[&[u8]], fields: Fields) -> ItemBox {
+        ItemBox::new(self.key, value, fields)
     }
 }
 
@@ -108,14 +109,14 @@ impl Worker {
             .store(bytes as u64, Ordering::Relaxed);
     }
 
-    /// Begin a run of operations at the current server time: pins the map (entries read
+    /// Begin a run of operations at the current server time: pins the index (items read
     /// stay valid until the session ends; keep sessions short, one per batch of requests).
     pub fn session(&mut self) -> Session<'_> {
         let now = self.cache.now();
         let Worker { cache, id, journal } = self;
         Session {
             _cut: cache.store.get().map(Store::hold_cut),
-            map: cache.map.pin(),
+            index: cache.index.pin(),
             cache,
             id: *id,
             now,
@@ -124,10 +125,10 @@ impl Worker {
     }
 }
 
-/// Operations at one server time under one pin of the map.
+/// Operations at one server time under one pin of the index.
 pub struct Session<'w> {
     cache: &'w Cache,
-    pub(super) map: MapRef<'w, Key, Item, DefaultHashBuilder>,
+    pub(super) index: Pinned<'w>,
     id: usize,
     now: u32,
     /// The worker's journal buffer (a `RefCell`: `touch` journals through `&self`).
@@ -155,13 +156,13 @@ impl Drop for Session<'_> {
 /// A write's decision with its sequence number taken, in a persistent cache: inside the
 /// decision, after it read the item it replaces (`persist.rs` argues why that orders the
 /// numbers of a key's writes as the map orders the writes).
-fn sequenced<R>(cache: &Cache, operation: Operation<Item, R>) -> Operation<Item, R> {
-    match (cache.store.get(), operation) {
-        (Some(store), Operation::Insert(item)) => Operation::Insert(Item {
-            seq: store.next_seq(),
-            ..item
-        }),
-        (_, operation) => operation,
+fn sequenced<R>(cache: &Cache, decision: Decision<R>) -> Decision<R> {
+    match (cache.store.get(), decision) {
+        (Some(store), Decision::Insert(mut item)) => {
+            item.seq = store.next_seq();
+            Decision::Insert(item)
+        }
+        (_, decision) => decision,
     }
 }
 
@@ -203,24 +204,24 @@ impl<'w> Session<'w> {
         if !store.removed_after(cache.hash(key), new.seq) {
             return;
         }
-        let outcome = self.map.compute(Key::from(key), |present| match present {
+        let outcome = self.index.compute(key, |present| match present {
             Some(item) => sequenced(
                 cache,
-                Operation::Insert(item.with_exptime(item.exptime()).taking_over(item)),
+                Decision::Insert(item.with_exptime(item.exptime()).taking_over(item)),
             ),
-            None => Operation::Abort(()),
+            None => Decision::Abort(()),
         });
-        if let Compute::Updated { new: copy, .. } = outcome {
+        if let Computed::Updated { new: copy, .. } = outcome {
             // The copy is charged what the item was.
-            self.journal_item(key, copy);
+            self.journal_item(copy);
         }
     }
 
     /// Journal the item a write published (a persistent cache only).
-    fn journal_item(&self, key: &[u8], item: &Item) {
+    fn journal_item(&self, item: &Item) {
         if self.cache.store.get().is_some() {
             self.cache
-                .item_record(key, item)
+                .item_record(item)
                 .encode(&mut self.journal.borrow_mut());
         }
     }
@@ -249,34 +250,32 @@ impl<'w> Session<'w> {
     }
 
     /// Restore replayed items (`Cache::restore`) in one batch of inserts (each bin prefetched
-    /// ahead, DLHT's batches: the map's lines are what a restore waits on); returns how many
+    /// ahead, DLHT's batches: the index's lines are what a restore waits on); returns how many
     /// were restored. An item is left out if it expired meanwhile or cannot be had within the
     /// memory limit without evicting (`-M`).
     pub(super) fn restore(&mut self, records: &[Record<'_>]) -> usize {
         let mut items = Vec::with_capacity(records.len());
         for record in records {
             if let Some(item) = self.restored_item(record) {
-                items.push((Key::from(record.key), item));
+                items.push(item);
             }
         }
         // Each inserted item's queue node.
         let nodes: Vec<Node> = items
             .iter()
-            .map(|(key, item)| Node {
-                hash: self.cache.hash(key),
+            .map(|item| Node {
+                hash: self.cache.hash(item.key()),
                 id: item.node,
                 charge: item.charge() as u32,
             })
             .collect();
         let mut inserted = Vec::with_capacity(nodes.len());
-        let requests = items
-            .into_iter()
-            .map(|(key, item)| MapRequest::<_, _, [u8]>::InsertNew(key, item));
-        self.map.batch().run_each(requests, |i, response| {
-            if matches!(response, MapResponse::InsertNew(Ok(Insert::Inserted))) {
+        self.index.insert_new_many(items, |i, stored| {
+            if stored {
                 inserted.push(i);
             } else {
-                // Replay gives each key once; a map that cannot grow refuses it.
+                // Replay gives each key once; an index that cannot grow refuses it, and so
+                // does a slot another restored key with the same hash took (`index.rs`).
                 self.cache
                     .used
                     .fetch_sub(nodes[i].charge as usize + node_charge(), Ordering::Relaxed);
@@ -292,7 +291,7 @@ impl<'w> Session<'w> {
 
     /// The item a replayed record restores, charged against the memory limit; `None` if it
     /// expired meanwhile or does not fit (`-M`).
-    fn restored_item(&mut self, record: &Record<'_>) -> Option<Item> {
+    fn restored_item(&mut self, record: &Record<'_>) -> Option<ItemBox> {
         let cache = self.cache;
         let exptime = match record.expires {
             0 => 0,
@@ -312,24 +311,21 @@ impl<'w> Session<'w> {
         if too_large(cache, record.key.len(), record.data.len()) || !self.reserve(charge + node) {
             return None;
         }
-        Some(Item {
-            key_len: key_length(record.key),
-            data: record.data.into(),
+        let fields = Fields {
             cas: record.cas,
+            seq: record.seq,
             flags: record.flags,
             exptime,
             // Stored before this process began: server time 0, older than any flush's.
             time: (record.stored - cache.process_started).clamp(0, u32::MAX as i64) as u32,
             generation: cache.flush_generation.load(Ordering::Relaxed),
-            freq: AtomicU8::new(0),
-            fetched: AtomicU8::new(0),
-            last_access: AtomicU32::new(self.now),
-            binary_key: record.binary_key,
+            last_access: self.now,
             node: self.next_cas() as u32,
+            binary_key: record.binary_key,
             stale: record.stale,
-            token_sent: AtomicBool::new(false),
-            seq: record.seq,
-        })
+            token_sent: false,
+        };
+        Some(ItemBox::new(record.key, &[record.data], fields))
     }
 
     /// A CAS unique no other write has, larger than every one taken before it (never 0,
@@ -338,7 +334,7 @@ impl<'w> Session<'w> {
         self.cache.next_unique.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Look up many keys in one batch (bins prefetched, then entries, then the first bytes of
+    /// Look up many keys in one batch (bins prefetched, then items, then the first bytes of
     /// the values found: `prefetch_values`); `found[i]` is the valid item of `keys[i]`.
     /// Expired and flushed items are unlinked and answered `None`. Counts `get_hits` /
     /// `get_misses` when `count` is set. Does not mark the items read (the caller does, with
@@ -346,9 +342,7 @@ impl<'w> Session<'w> {
     pub fn get_many<'s>(&'s self, keys: &[&[u8]], found: &mut Vec<Option<&'s Item>>, count: bool) {
         found.clear();
         found.resize(keys.len(), None);
-        self.map
-            .get_many(keys, found)
-            .expect("as many answers as keys");
+        self.index.get_many(keys, found);
         let mut hits = 0;
         for (slot, key) in found.iter_mut().zip(keys) {
             *slot = slot.and_then(|item| self.valid(key, item));
@@ -366,7 +360,7 @@ impl<'w> Session<'w> {
 
     /// One key's valid item, without counting or marking it read.
     pub fn peek(&self, key: &[u8]) -> Option<&Item> {
-        self.map.get(key).and_then(|item| self.valid(key, item))
+        self.index.get(key).and_then(|item| self.valid(key, item))
     }
 
     /// A read of `key` missed. If the key was evicted recently, the queues' split was wrong
@@ -432,7 +426,7 @@ impl<'w> Session<'w> {
             Err(why) => {
                 // Counted by the read that unlinks it: a batch may hold the key twice, and
                 // memcached, which unlinks at the first, counts one.
-                if unlink(&self.map, self.cache, key, item.cas, self.now) {
+                if unlink(&self.index, self.cache, key, item.cas, self.now) {
                     self.count(why, 1);
                 }
                 None
@@ -458,19 +452,19 @@ impl<'w> Session<'w> {
         self.cache.wait_restored();
         let cache = self.cache;
         let now = self.now;
-        let outcome = self.map.compute(Key::from(key), |present| {
+        let outcome = self.index.compute(key, |present| {
             sequenced(
                 cache,
                 match present.filter(|item| cache.validity(item, now).is_ok()) {
-                    Some(item) => Operation::Insert(item.with_exptime(exptime).taking_over(item)),
-                    None => Operation::Abort(()),
+                    Some(item) => Decision::Insert(item.with_exptime(exptime).taking_over(item)),
+                    None => Decision::Abort(()),
                 },
             )
         });
         match outcome {
-            Compute::Updated { new, .. } => {
+            Computed::Updated { new, .. } => {
                 // The copy is charged what the item was.
-                self.journal_item(key, new);
+                self.journal_item(new);
                 Some(new)
             }
             _ => None,
@@ -479,15 +473,15 @@ impl<'w> Session<'w> {
 
     /// What every item this write makes carries: a fresh unique (its CAS unique, unless
     /// `cas` chooses another), the time, the flush generation.
-    fn stamp(&mut self, cas: Option<u64>, key: &[u8]) -> Stamp {
+    fn stamp<'k>(&mut self, cas: Option<u64>, key: &'k [u8]) -> Stamp<'k> {
         let unique = self.next_cas();
         Stamp {
+            key,
             unique,
             cas: cas.unwrap_or(unique),
             now: self.now,
             generation: self.cache.flush_generation.load(Ordering::Relaxed),
             binary_key: false,
-            key_len: key_length(key),
         }
     }
 
@@ -593,16 +587,15 @@ impl<'w> Session<'w> {
             if too_large(cache, key.len(), before.len() + after.len()) {
                 return Err(Stored::NotStored);
             }
-            Ok(Item {
-                binary_key: present.binary_key,
-                ..stamp.item(
-                    [before, after].concat().into(),
-                    present.flags,
-                    present.exptime(),
-                )
-            })
+            Ok(stamp.item(
+                &[before, after],
+                Fields {
+                    binary_key: present.binary_key(),
+                    ..stamp.fields(present.flags, present.exptime())
+                },
+            ))
         };
-        let outcome = self.map.compute(Key::from(key), |present| {
+        let outcome = self.index.compute(key, |present| {
             let replaced = present;
             let present = present.filter(|item| cache.validity(item, now).is_ok());
             // As memcached 1.6 (measured): with a CAS unique, set and replace answer "not
@@ -627,32 +620,34 @@ impl<'w> Session<'w> {
                     if meta.invalidate && older && mode.replaces_whole() {
                         // Stored anyway, stale: the client's value is of an older version
                         // than the item's (memcached keeps the item's expiry and win token).
-                        let stale = Item {
-                            stale: true,
-                            ..stamp.item(data.into(), flags, item.exptime())
-                        };
-                        stale
-                            .token_sent
-                            .store(item.win_token_taken(), Ordering::Relaxed);
-                        Ok(stale)
+                        Ok(stamp.item(
+                            &[data],
+                            Fields {
+                                stale: true,
+                                token_sent: item.win_token_taken(),
+                                ..stamp.fields(flags, item.exptime())
+                            },
+                        ))
                     } else {
                         Err(Stored::Exists)
                     }
                 }
                 (StoreMode::Append, Some(item)) => extend(item, item.data(), data),
                 (StoreMode::Prepend, Some(item)) => extend(item, data, item.data()),
-                _ => {
-                    let item = stamp.item(data.into(), flags, exptime);
-                    item.token_sent.store(meta.token_sent, Ordering::Relaxed);
-                    Ok(item)
-                }
+                _ => Ok(stamp.item(
+                    &[data],
+                    Fields {
+                        token_sent: meta.token_sent,
+                        ..stamp.fields(flags, exptime)
+                    },
+                )),
             };
             let operation = sequenced(
                 cache,
                 match (made, replaced) {
-                    (Ok(item), Some(replaced)) => Operation::Insert(item.taking_over(replaced)),
-                    (Ok(item), None) => Operation::Insert(item),
-                    (Err(why), _) => Operation::Abort(why),
+                    (Ok(item), Some(replaced)) => Decision::Insert(item.taking_over(replaced)),
+                    (Ok(item), None) => Decision::Insert(item),
+                    (Err(why), _) => Decision::Abort(why),
                 },
             );
             #[cfg(test)]
@@ -662,18 +657,18 @@ impl<'w> Session<'w> {
         // An insert into an absent key keeps the new item's own node id; one that replaced
         // an item took over its node.
         let (new, queues_node) = match outcome {
-            Compute::Inserted(new) => {
+            Computed::Inserted { new, displaced } => {
+                self.displaced(displaced);
                 self.inserted(key, new);
                 (new, true)
             }
-            Compute::Updated { old, new } => {
+            Computed::Updated { old, new } => {
                 self.cache.used.fetch_sub(old.charge(), Ordering::Relaxed);
                 (new, false)
             }
-            Compute::Aborted(why) => return Err(why),
-            Compute::Removed(_) | Compute::Absent => unreachable!("never removes"),
+            Computed::Aborted(why) => return Err(why),
         };
-        self.journal_item(key, new);
+        self.journal_item(new);
         Ok(Published {
             cas,
             unique,
@@ -722,7 +717,7 @@ impl<'w> Session<'w> {
         let now = self.now;
         let stamp = self.stamp(cas, key);
         let (cas, unique) = (stamp.cas, stamp.unique);
-        let make = |digits: Vec<u8>, flags, exptime| stamp.item(digits.into(), flags, exptime);
+        let make = |digits: &[u8], fields: Fields| stamp.item(&[digits], fields);
         let mut value = 0;
         // Set by the decision that applied: an expired or flushed item still in the map
         // counts as absent.
@@ -732,25 +727,28 @@ impl<'w> Session<'w> {
             let replaced = present;
             let present = present.filter(|item| cache.validity(item, now).is_ok());
             // The new item takes over the queue node of the item it replaces, if any.
-            let insert = |item: Item| match replaced {
-                Some(replaced) => Operation::Insert(item.taking_over(replaced)),
-                None => Operation::Insert(item),
+            let insert = |item: ItemBox| match replaced {
+                Some(replaced) => Decision::Insert(item.taking_over(replaced)),
+                None => Decision::Insert(item),
             };
             match present {
                 None => match create {
                     Some((initial, exptime)) if compare.is_none() => {
                         value = initial;
                         created = true;
-                        insert(make(initial.to_string().into_bytes(), 0, exptime))
+                        insert(make(
+                            initial.to_string().as_bytes(),
+                            stamp.fields(0, exptime),
+                        ))
                     }
-                    _ => Operation::Abort(Delta::NotFound),
+                    _ => Decision::Abort(Delta::NotFound),
                 },
                 Some(item) if compare.is_some_and(|cas| item.cas != cas) => {
-                    Operation::Abort(Delta::Exists)
+                    Decision::Abort(Delta::Exists)
                 }
                 Some(item) => {
                     let Some(current) = parse_counter(item.data()) else {
-                        return Operation::Abort(Delta::NonNumeric);
+                        return Decision::Abort(Delta::NonNumeric);
                     };
                     value = if incr {
                         current.wrapping_add(delta)
@@ -767,10 +765,13 @@ impl<'w> Session<'w> {
                     if in_place {
                         digits.resize(item.data().len(), b' ');
                     }
-                    let new = Item {
-                        binary_key: item.binary_key,
-                        ..make(digits, item.flags, item.exptime())
-                    };
+                    let new = make(
+                        &digits,
+                        Fields {
+                            binary_key: item.binary_key(),
+                            ..stamp.fields(item.flags, item.exptime())
+                        },
+                    );
                     insert(if in_place {
                         new.with_marks_of(item)
                     } else {
@@ -779,29 +780,29 @@ impl<'w> Session<'w> {
                 }
             }
         };
-        let outcome = self.map.compute(Key::from(key), |present| {
+        let outcome = self.index.compute(key, |present| {
             let operation = sequenced(cache, decide(present));
             #[cfg(test)]
             hooks::decided(present, &operation);
             operation
         });
         let (new, queues_node) = match outcome {
-            Compute::Inserted(new) => {
+            Computed::Inserted { new, displaced } => {
+                self.displaced(displaced);
                 self.inserted(key, new);
                 (new, true)
             }
-            Compute::Updated { old, new } => {
+            Computed::Updated { old, new } => {
                 self.cache.used.fetch_sub(old.charge(), Ordering::Relaxed);
                 (new, false)
             }
-            Compute::Aborted(why) => {
+            Computed::Aborted(why) => {
                 self.cache.used.fetch_sub(charge + node, Ordering::Relaxed);
                 self.count(if why == Delta::NotFound { miss } else { hit }, 1);
                 return why;
             }
-            Compute::Removed(_) | Compute::Absent => unreachable!("never removes"),
         };
-        self.journal_item(key, new);
+        self.journal_item(new);
         let stored = new.charge();
         // Reserved what a counter usually takes; a long value rewritten padded takes more.
         self.settle(charge + node, stored + if queues_node { node } else { 0 });
@@ -833,7 +834,7 @@ impl<'w> Session<'w> {
         // The delete's sequence number, taken when the test accepts (after it read the item
         // it removes, as a write's is: `sequenced`).
         let mut seq = 0;
-        let removed = self.map.remove_if(key, |item| {
+        let removed = self.index.remove_if(key, |item| {
             mismatch =
                 compare.is_some_and(|cas| item.cas != cas) && cache.validity(item, now).is_ok();
             if !mismatch {
@@ -874,40 +875,38 @@ impl<'w> Session<'w> {
         let now = self.now;
         let stamp = self.stamp(None, key);
         let mut mismatch = false;
-        let outcome = self.map.compute(Key::from(key), |present| {
+        let outcome = self.index.compute(key, |present| {
             mismatch = false;
             let Some(item) = present.filter(|item| cache.validity(item, now).is_ok()) else {
-                return Operation::Abort(());
+                return Decision::Abort(());
             };
             if compare.is_some_and(|cas| item.cas != cas) {
                 mismatch = true;
-                return Operation::Abort(());
+                return Decision::Abort(());
             }
-            let changed = match tombstone.empty {
+            let mut changed = match tombstone.empty {
                 // As memcached: an empty item, stored over the old one with its CAS unique.
-                Some((flags, exptime)) => Item {
-                    cas: tombstone.cas.unwrap_or(item.cas),
-                    ..stamp.item(Box::default(), flags, exptime)
-                },
+                Some((flags, exptime)) => stamp.item(
+                    &[],
+                    Fields {
+                        cas: tombstone.cas.unwrap_or(item.cas),
+                        ..stamp.fields(flags, exptime)
+                    },
+                ),
                 None => item.with_exptime(item.exptime()),
             };
-            let changed = if tombstone.stale {
+            if tombstone.stale {
                 // Marked stale with its win token put back, for the next read to take.
-                changed.token_sent.store(false, Ordering::Relaxed);
-                Item {
-                    stale: true,
-                    cas: tombstone.cas.unwrap_or(stamp.unique),
-                    exptime: tombstone.exptime.unwrap_or(changed.exptime),
-                    ..changed
-                }
-            } else {
-                changed
-            };
-            sequenced(cache, Operation::Insert(changed.taking_over(item)))
+                changed.set_token_sent(false);
+                changed.set_stale(true);
+                changed.cas = tombstone.cas.unwrap_or(stamp.unique);
+                changed.exptime = tombstone.exptime.unwrap_or(changed.exptime);
+            }
+            sequenced(cache, Decision::Insert(changed.taking_over(item)))
         });
         match outcome {
-            Compute::Updated { old, new } => {
-                self.journal_item(key, new);
+            Computed::Updated { old, new } => {
+                self.journal_item(new);
                 let (old, new) = (old.charge(), new.charge());
                 if new >= old {
                     cache.used.fetch_add(new - old, Ordering::Relaxed);
@@ -1002,8 +1001,7 @@ impl<'w> Session<'w> {
             let Some(mut node) = queues.fifo(from_small).pop_front() else {
                 return false;
             };
-            let Some((key, item)) = self.map.find_by_hash(node.hash, |_, item| node.names(item))
-            else {
+            let Some(item) = self.index.find_by_hash(node.hash, |item| node.names(item)) else {
                 // Stale: its item was removed (and uncharged) already; the node itself is
                 // memory freed.
                 self.free_node();
@@ -1015,7 +1013,7 @@ impl<'w> Session<'w> {
             let idle = self.now.saturating_sub(item.last_access());
             let expires = u64::from(item.exptime != 0);
             if cache.validity(item, self.now).is_err() {
-                match self.retire(node, key, false) {
+                match self.retire(node, item.key(), false) {
                     Retired::Kept(node) => queues.fifo(from_small).push_back(node),
                     Retired::Reclaimed | Retired::Evicted => {
                         self.count(Counter::Reclaimed, 1);
@@ -1052,7 +1050,7 @@ impl<'w> Session<'w> {
                 continue;
             }
             let hash = node.hash;
-            match self.retire(node, key, true) {
+            match self.retire(node, item.key(), true) {
                 Retired::Evicted => {
                     self.count(Counter::Evictions, 1);
                     self.count(Counter::EvictedUnfetched, unfetched);
@@ -1082,10 +1080,10 @@ impl<'w> Session<'w> {
     /// `evicting`, and free the node; a node that a valid item still names is handed back.
     /// The item removed may be a newer one than the caller looked at: a write that replaced
     /// it kept its node.
-    fn retire(&self, node: Node, key: &Key, evicting: bool) -> Retired {
+    fn retire(&self, node: Node, key: &[u8], evicting: bool) -> Retired {
         let cache = self.cache;
         let now = self.now;
-        let removed = self.map.remove_if(&key[..], |item| {
+        let removed = self.index.remove_if(key, |item| {
             let remove = node.names(item) && (evicting || cache.validity(item, now).is_err());
             cache.removing_if(key, item, remove)
         });
@@ -1101,13 +1099,23 @@ impl<'w> Session<'w> {
             // Once no item names a node, none can again (only a write that replaces an item
             // naming it hands it on), but for an id 2^32 stores younger of the same key: a
             // policy slip, see `eviction::Node`.
-            None if self.map.get(&key[..]).is_some_and(|item| node.names(item)) => {
+            None if self.index.get(key).is_some_and(|item| node.names(item)) => {
                 return Retired::Kept(node)
             }
             None => Retired::Stale,
         };
         self.free_node();
         retired
+    }
+
+    /// Uncharge the item a store displaced from its key's hash (another key's with the same
+    /// hash: `index.rs`, "Two keys with one hash"), as an eviction.
+    fn displaced(&self, displaced: Option<&Item>) {
+        if let Some(item) = displaced {
+            self.cache.note_removal(item.key(), item.seq);
+            self.cache.used.fetch_sub(item.charge(), Ordering::Relaxed);
+            self.count(Counter::Evictions, 1);
+        }
     }
 
     /// Uncharge a node leaving its queue.
@@ -1132,6 +1140,7 @@ impl<'w> Session<'w> {
 /// its copy runs). Multi-gets of 16 x 1 KiB against the build without it, two runs (AMD
 /// EPYC): zipf 1.03x and 1.08x, uniform 1.04x and 1.01x; the first line alone gained less
 /// (`results/reference/issue44/value-prefetch-2026-12-01/`).
+#[cfg_attr(any(miri, not(target_arch = "x86_64")), allow(dead_code))]
 const VALUE_PREFETCH_BYTES: usize = 1024;
 
 /// Start loading the first [`VALUE_PREFETCH_BYTES`] of each found item's value.
@@ -1153,14 +1162,6 @@ fn prefetch_values(found: &[Option<&Item>]) {
     let _ = found;
 }
 
-/// A key's length as an item keeps it. Every key stored is at most 250 bytes: the text and
-/// binary protocols and the journal's replay refuse longer ones, and so do `too_large` (every
-/// store) and `delta`.
-fn key_length(key: &[u8]) -> u8 {
-    debug_assert!(key.len() <= crate::protocol::MAX_KEY_LEN);
-    key.len().min(u8::MAX as usize) as u8
-}
-
 impl Cache {
     /// A worker: the per-thread context every operation runs in. `id` picks its eviction
     /// queue and counters: make one worker per id in `0..settings().workers` (the counters
@@ -1179,14 +1180,8 @@ impl Cache {
 /// item: a `touch` publishes a copy with the same unique and a new expiry, and one whose
 /// session began before the reader's (an earlier `now`) may have found the item valid and
 /// answered TOUCHED; that copy stays unless it too is invalid at the reader's time.
-fn unlink(
-    map: &MapRef<'_, Key, Item, DefaultHashBuilder>,
-    cache: &Cache,
-    key: &[u8],
-    cas: u64,
-    now: u32,
-) -> bool {
-    match map.remove_if(key, |item| {
+fn unlink(index: &Pinned<'_>, cache: &Cache, key: &[u8], cas: u64, now: u32) -> bool {
+    match index.remove_if(key, |item| {
         cache.removing_if(
             key,
             item,
@@ -1231,8 +1226,8 @@ pub(super) mod hooks {
     }
 
     /// A write's decision answered `operation` on `present`.
-    pub fn decided<T>(present: Option<&super::Item>, operation: &floe::Operation<super::Item, T>) {
-        if present.is_none() && matches!(operation, floe::Operation::Insert(_)) {
+    pub fn decided<T>(present: Option<&super::Item>, decision: &super::Decision<T>) {
+        if present.is_none() && matches!(decision, super::Decision::Insert(_)) {
             if let Some(hook) = DECIDING_ON_ABSENT.take() {
                 hook();
             }

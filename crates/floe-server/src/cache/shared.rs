@@ -4,18 +4,18 @@
 
 use core::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::{
-    hash::BuildHasher,
     sync::Mutex,
     time::{Instant, SystemTime, UNIX_EPOCH},
 };
 
 use crossbeam_utils::CachePadded;
-use floe::{hash::DefaultHashBuilder, Map};
+use floe::hash::DefaultHashBuilder;
 
 use super::{
     counters::{Counter, Counters, COUNTERS},
     eviction::{lock, node_charge, Fifo, Node, Queues, SMALL_SHARE_START, SWEEP_SLICE},
-    item::{item_charge, Item, Key},
+    index::Index,
+    item::{item_charge, Item},
 };
 use crate::{
     persist::{Kind, Record, Store, StoreError},
@@ -73,7 +73,7 @@ pub struct QueuesSummary {
 
 /// The cache shared by every worker.
 pub struct Cache {
-    pub(super) map: Map<Key, Item>,
+    pub(super) index: Index,
     pub(super) settings: Settings,
     clock: Clock,
     /// Unix time of server time 0.
@@ -169,15 +169,12 @@ impl Cache {
         hasher: DefaultHashBuilder,
     ) -> Result<Self, floe::Error> {
         let workers = settings.workers.max(1);
-        let map = Map::builder()
-            .hasher(hasher)
-            .capacity(settings.initial_keys)
-            .build()?;
+        let index = Index::new(settings.initial_keys, hasher)?;
         let unix = SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map_or(0, |d| d.as_secs() as i64);
         Ok(Cache {
-            map,
+            index,
             clock,
             process_started: unix - 2,
             used: CachePadded::new(AtomicUsize::new(0)),
@@ -268,11 +265,11 @@ impl Cache {
         store
             .compact(|snapshot| {
                 snapshot.push(&self.flush_record(0))?;
-                let map = self.map.pin();
+                let index = self.index.pin();
                 let now = self.now();
-                for (key, item) in map.iter() {
+                for item in index.iter() {
                     if self.validity(item, now).is_ok() {
-                        snapshot.push(&self.item_record(key, item))?;
+                        snapshot.push(&self.item_record(item))?;
                     }
                 }
                 Ok(())
@@ -303,17 +300,17 @@ impl Cache {
     }
 
     /// The record of an item as it stands.
-    pub(super) fn item_record<'i>(&self, key: &'i [u8], item: &'i Item) -> Record<'i> {
+    pub(super) fn item_record<'i>(&self, item: &'i Item) -> Record<'i> {
         Record {
-            key,
-            data: &item.data,
+            key: item.key(),
+            data: item.data(),
             flags: item.flags,
             cas: item.cas,
             expires: self.unix_of(item.exptime),
             stored: self.process_started + item.time as i64,
             generation: item.generation,
-            stale: item.stale,
-            binary_key: item.binary_key,
+            stale: item.is_stale(),
+            binary_key: item.binary_key(),
             ..Record::new(Kind::Item, item.seq)
         }
     }
@@ -413,7 +410,7 @@ impl Cache {
 
     /// Items in the index (expired ones not yet unlinked included, as memcached counts).
     pub fn items(&self) -> usize {
-        self.map.len()
+        self.index.len()
     }
 
     /// The eviction queues as `stats items` reports them: nodes in the small and main
@@ -421,7 +418,7 @@ impl Cache {
     /// item at the head of each (the oldest of the shards'; 0 for an empty queue).
     pub fn queues_summary(&self) -> QueuesSummary {
         let now = self.now();
-        let map = self.map.pin();
+        let index = self.index.pin();
         let mut summary = QueuesSummary::default();
         for shard in self.queues.iter() {
             // The heads are copied out, so the shard's lock is not held over the lookup.
@@ -434,8 +431,9 @@ impl Cache {
             };
             let age = |head: Option<Node>| {
                 head.and_then(|node| {
-                    map.find_by_hash(node.hash, |_, item| node.names(item))
-                        .map(|(_, item)| now.saturating_sub(item.last_access()))
+                    index
+                        .find_by_hash(node.hash, |item| node.names(item))
+                        .map(|item| now.saturating_sub(item.last_access()))
                 })
                 .unwrap_or(0)
             };
@@ -447,12 +445,12 @@ impl Cache {
 
     /// Statistics of the index's table (its bytes, whether it is growing).
     pub fn index_stats(&self) -> floe::Stats {
-        self.map.stats()
+        self.index.stats()
     }
 
-    /// Slots of the index's table (entries are charged to their items).
+    /// Slots of the index's table (items are charged apart).
     pub fn index_capacity(&self) -> usize {
-        self.map.stats().slots
+        self.index.stats().slots
     }
 
     /// Bytes of the index's table (16 per slot).
@@ -563,8 +561,8 @@ impl Cache {
     ///
     /// One pass over the eviction queues, which name every item (its node), in slices of 256
     /// nodes (`SWEEP_SLICE`): a slice's hashes and ids are copied under its shard's lock, then
-    /// looked up under a pin of the map of its own, so neither the lock nor the pin (which
-    /// holds back the freeing of replaced entries) is held for more than a slice, and the
+    /// looked up under a pin of the index of its own, so neither the lock nor the pin (which
+    /// holds back the freeing of replaced items) is held for more than a slice, and the
     /// memory the sweep takes does not grow with the cache. The pass covers each queue as far
     /// as it reached when the pass came to it; items queued later wait for the next pass.
     /// Reads never return an expired item meanwhile: they check every item they find. Stale
@@ -584,12 +582,11 @@ impl Cache {
                 };
                 while at < end {
                     at = lock(shard).fifo(small).copy_slice(at, end, &mut slice);
-                    let map = self.map.pin();
+                    let index = self.index.pin();
                     let now = self.now();
                     checked += slice.len() as u64;
                     for node in slice.drain(..) {
-                        let Some((key, item)) =
-                            map.find_by_hash(node.hash, |_, item| node.names(item))
+                        let Some(item) = index.find_by_hash(node.hash, |item| node.names(item))
                         else {
                             continue;
                         };
@@ -598,8 +595,9 @@ impl Cache {
                         }
                         let expired =
                             |item: &Item| node.names(item) && self.validity(item, now).is_err();
+                        let key = item.key();
                         let unlinkable = |item: &Item| self.removing_if(key, item, expired(item));
-                        if let Some(item) = map.remove_if(&key[..], unlinkable) {
+                        if let Some(item) = index.remove_if(key, unlinkable) {
                             self.used.fetch_sub(item.charge(), Ordering::Relaxed);
                             unlinked += 1;
                             unfetched += u64::from(!item.was_fetched());
@@ -618,35 +616,35 @@ impl Cache {
     /// Call `f` on up to `limit` valid items (in the index's order; weakly consistent)
     /// until it answers `false`.
     pub fn for_each_item(&self, limit: usize, mut f: impl FnMut(&[u8], &Item) -> bool) {
-        let map = self.map.pin();
+        let index = self.index.pin();
         let now = self.now();
-        for (key, item) in map
+        for item in index
             .iter()
-            .filter(|(_, item)| self.validity(item, now).is_ok())
+            .filter(|item| self.validity(item, now).is_ok())
             .take(limit)
         {
-            if !f(key, item) {
+            if !f(item.key(), item) {
                 return;
             }
         }
     }
 
-    /// One stretch of a walk over the valid items taken in pieces (`MapRef::iter_run`): call
+    /// One stretch of a walk over the valid items taken in pieces (`FlatMap::iter_run`): call
     /// `f` on those in the run of the index's bins at hash position `from` (0 for the
     /// first); the next run's position, or `None` after the last. Following the positions
     /// visits every item valid throughout exactly once, whatever the index does meanwhile.
     pub fn items_run(&self, from: u64, mut f: impl FnMut(&[u8], &Item)) -> Option<u64> {
-        let map = self.map.pin();
+        let index = self.index.pin();
         let now = self.now();
-        map.iter_run(from, |key, item| {
+        index.iter_run(from, |item| {
             if self.validity(item, now).is_ok() {
-                f(key, item);
+                f(item.key(), item);
             }
         })
     }
 
     pub(super) fn hash(&self, key: &[u8]) -> u64 {
-        self.map.hasher().hash_one(key)
+        self.index.hash(key)
     }
 
     /// In a persistent cache, note that a removal of `key` about to take effect stands for

@@ -68,7 +68,7 @@ fn misses_of_recently_evicted_keys_move_the_split() {
     // The ghost remembers the last evictions (S3-FIFO sizes it as main, at least 64).
     let last = (0..2000u32)
         .rev()
-        .find(|i| session.map.get(format!("k{i}").as_bytes()).is_none())
+        .find(|i| session.index.get(format!("k{i}").as_bytes()).is_none())
         .expect("evictions");
     let (last, before_last) = (format!("k{last}"), format!("k{}", last - 1));
     session.missed(b"never-stored");
@@ -92,7 +92,7 @@ fn misses_of_recently_evicted_keys_move_the_split() {
         let key = format!("hot{i}");
         let stored = session.store(StoreMode::Set, key.as_bytes(), 0, 0, &value, None);
         assert!(matches!(stored, Stored::Stored(_)), "{stored:?}");
-        if let Some(item) = session.map.get(key.as_bytes()) {
+        if let Some(item) = session.index.get(key.as_bytes()) {
             session.mark_read(item);
         }
     }
@@ -154,7 +154,7 @@ fn an_expired_read_leaves_the_item_a_touch_published() {
     let touching = toucher.session();
     cache.advance_clock(11);
     let reading = reader.session();
-    let found = reading.map.get(&b"k"[..]).expect("stored");
+    let found = reading.index.get(&b"k"[..]).expect("stored");
     assert!(cache.validity(found, reading.now()).is_err());
     let touched = touching
         .touch(b"k", cache.server_time(100, touching.now()))
@@ -389,19 +389,220 @@ fn stale_nodes_of_deletes_hold_only_their_slot_and_evict_nothing_live() {
 }
 
 /// What `-m` counts for a 100-byte value under a 20-byte key (the hit-ratio benchmark's
-/// small items): the map entry (a 24-byte key handle holding the key inline and a 64-byte
-/// `Item`, a 96-byte allocation), the value's 112, and a 16-byte queue node. memcached's
-/// slab class for the same item is 192 bytes; this is what `-m` holds fewer of. A key
-/// longer than the handle holds takes an allocation of its own.
+/// small items): one allocation of the 48-byte header, the key and the value (168 bytes, a
+/// 176-byte chunk), and a 16-byte queue node: 192, memcached's slab class for the same item.
 #[test]
-fn a_small_item_and_its_node_cost_224_bytes() {
-    assert_eq!(core::mem::size_of::<Key>(), 24);
-    assert_eq!(core::mem::size_of::<Item>(), 64);
-    assert_eq!(item_charge(20, 100), 96 + 112);
-    assert_eq!(item_charge(20, 100) + node_charge(), 224);
-    assert_eq!(item_charge(INLINE_KEY, 100), item_charge(1, 100));
-    assert_eq!(item_charge(INLINE_KEY + 1, 100), 96 + 32 + 112);
-    assert_eq!(item_charge(250, 100), 96 + 272 + 112);
+fn a_small_item_and_its_node_cost_192_bytes() {
+    assert_eq!(item::HEADER, 48);
+    assert_eq!(item_charge(20, 100), 176);
+    assert_eq!(item_charge(20, 100) + node_charge(), 192);
+    assert_eq!(
+        item_charge(0, 0),
+        64,
+        "a 48-byte request takes a 64-byte chunk"
+    );
+    assert_eq!(item_charge(250, 100), 416);
+    // The charge is what the item's allocation is.
+    let item = ItemBox::new(&[b'k'; 20], &[&[b'v'; 60], &[b'w'; 40]], fields());
+    assert_eq!(item.charge(), item_charge(20, 100));
+    assert_eq!(item.key(), &[b'k'; 20]);
+    assert_eq!(&item.data()[..60], &[b'v'; 60]);
+    assert_eq!(&item.data()[60..], &[b'w'; 40]);
+}
+
+/// Header fields any test item may take.
+fn fields() -> item::Fields {
+    item::Fields {
+        cas: 7,
+        seq: 9,
+        flags: 0xdead_beef,
+        exptime: 11,
+        time: 13,
+        generation: 15,
+        last_access: 17,
+        node: 19,
+        binary_key: false,
+        stale: false,
+        token_sent: false,
+    }
+}
+
+/// An item reads back every field it was made with, its key and value of every length
+/// (none, and the longest key), through its owner and through the index's word; its marks
+/// are independent bits, and the win token goes to one taker.
+#[test]
+fn an_item_holds_what_it_was_made_with() {
+    for (key_len, value_len) in [(0, 0), (1, 0), (0, 1), (20, 100), (250, 4096)] {
+        let key: Vec<u8> = (0..key_len).map(|i| i as u8).collect();
+        let value: Vec<u8> = (0..value_len).map(|i| (i * 3) as u8).collect();
+        for (binary_key, stale, token_sent) in [
+            (false, false, false),
+            (true, false, true),
+            (false, true, false),
+        ] {
+            let made = ItemBox::new(
+                &key,
+                &[&value],
+                item::Fields {
+                    binary_key,
+                    stale,
+                    token_sent,
+                    ..fields()
+                },
+            );
+            let word = made.into_word();
+            // SAFETY: the word just made; the item is freed below, after its last read.
+            let item = unsafe { Item::at(word) };
+            assert_eq!((item.key(), item.data()), (&key[..], &value[..]));
+            assert_eq!(
+                (item.cas(), item.seq, item.flags(), item.exptime()),
+                (7, 9, 0xdead_beef, 11)
+            );
+            assert_eq!(
+                (item.time, item.generation, item.last_access(), item.node),
+                (13, 15, 17, 19)
+            );
+            assert_eq!(
+                (item.binary_key(), item.is_stale(), item.win_token_taken()),
+                (binary_key, stale, token_sent)
+            );
+            assert_eq!(item.take_win_token(), !token_sent);
+            assert!(!item.take_win_token(), "one taker");
+            assert_eq!(
+                (item.binary_key(), item.is_stale()),
+                (binary_key, stale),
+                "the token leaves the other marks"
+            );
+            // SAFETY: made above, read no more.
+            let mut owned = unsafe { ItemBox::from_word(word) };
+            owned.set_stale(!stale);
+            owned.set_token_sent(false);
+            assert_eq!(
+                (
+                    owned.is_stale(),
+                    owned.win_token_taken(),
+                    owned.binary_key()
+                ),
+                (!stale, false, binary_key)
+            );
+            let copy = owned.with_exptime(99);
+            assert_eq!(
+                (copy.key(), copy.data(), copy.exptime(), copy.cas()),
+                (&key[..], &value[..], 99, 7)
+            );
+            assert_eq!(copy.is_stale(), !stale);
+        }
+    }
+}
+
+/// A cache whose index hashes every key alike (`Index::crowded`).
+fn crowded_cache() -> Arc<Cache> {
+    let mut cache = Cache::with_manual_clock(Settings {
+        workers: 1,
+        memory_limit: 1 << 20,
+        ..Settings::default()
+    })
+    .expect("cache");
+    cache.index.crowded = true;
+    Arc::new(cache)
+}
+
+/// Two keys with one hash: a store of the second displaces the first's item as an eviction
+/// (uncharged, counted), and a read, a write or a delete of either never touches the
+/// other's item: the one displaced reads as a miss.
+#[test]
+fn a_key_with_anothers_hash_displaces_it_and_never_reads_it() {
+    let cache = crowded_cache();
+    let mut worker = cache.worker(0);
+    let mut session = worker.session();
+    assert!(matches!(
+        session.store(StoreMode::Set, b"a", 0, 0, b"1", None),
+        Stored::Stored(_)
+    ));
+    assert_eq!(session.peek(b"a").map(|item| item.data()), Some(&b"1"[..]));
+    assert!(session.peek(b"b").is_none(), "a's item is not b's");
+    assert_eq!(session.delete(b"b", None), Deleted::NotFound);
+    assert_eq!(
+        session.store(StoreMode::Replace, b"b", 0, 0, b"2", None),
+        Stored::NotStored
+    );
+    assert!(matches!(
+        session.delta(b"b", true, 1, None, None, false, None),
+        Delta::NotFound
+    ));
+    assert!(session.touch(b"b", 5).is_none());
+    assert_eq!(
+        session.peek(b"a").map(|item| item.data()),
+        Some(&b"1"[..]),
+        "a kept"
+    );
+    // b's store takes the hash.
+    assert!(matches!(
+        session.store(StoreMode::Add, b"b", 0, 0, b"22", None),
+        Stored::Stored(_)
+    ));
+    assert!(session.peek(b"a").is_none());
+    assert_eq!(session.peek(b"b").map(|item| item.data()), Some(&b"22"[..]));
+    assert_eq!(cache.counter(Counter::Evictions), 1);
+    assert_eq!(cache.items(), 1);
+    assert_eq!(
+        cache.bytes(),
+        charged_for_items(&cache) + node_charge(),
+        "a's node only is stale"
+    );
+    assert!(matches!(
+        session.delta(b"a", true, 1, None, Some((5, 0)), false, None),
+        Delta::Value(5, _, true)
+    ));
+    assert!(session.peek(b"b").is_none());
+    assert_eq!(session.delete(b"a", None), Deleted::Deleted);
+    assert_eq!(cache.items(), 0);
+    assert_eq!(
+        cache.bytes(),
+        3 * node_charge(),
+        "the three nodes are stale"
+    );
+}
+
+/// Many keys on one hash, written and read in a random order: a read answers the key's own
+/// last value or a miss, never another key's, and the charge stays exact.
+#[test]
+fn crowded_keys_never_answer_each_others_values() {
+    let cache = crowded_cache();
+    let mut worker = cache.worker(0);
+    let mut session = worker.session();
+    let mut last = std::collections::HashMap::new();
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    for step in 0..if cfg!(miri) { 200 } else { 2000u32 } {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let key = format!("k{}", state % 8);
+        match state >> 60 {
+            0..=7 => {
+                let value = format!("{step}");
+                session.store(StoreMode::Set, key.as_bytes(), 0, 0, value.as_bytes(), None);
+                last.insert(key.clone(), value);
+            }
+            8..=9 => {
+                session.delete(key.as_bytes(), None);
+                last.remove(&key);
+            }
+            _ => {}
+        }
+        for k in 0..8 {
+            let key = format!("k{k}");
+            if let Some(item) = session.peek(key.as_bytes()) {
+                assert_eq!(
+                    Some(item.data()),
+                    last.get(&key).map(|v| v.as_bytes()),
+                    "{key} at {step}"
+                );
+            }
+        }
+        assert!(cache.items() <= 1);
+    }
+    assert!(cache.bytes() >= charged_for_items(&cache));
 }
 
 /// `-m` counts exactly each present item's charge and one node per key through every kind
@@ -413,7 +614,7 @@ fn every_write_keeps_the_charge_exact() {
     let cache = one_worker_cache();
     let mut worker = cache.worker(0);
     let mut session = worker.session();
-    let keys: Vec<Vec<u8>> = [1, 5, INLINE_KEY, INLINE_KEY + 1, 100, 250]
+    let keys: Vec<Vec<u8>> = [1, 5, 22, 23, 100, 250]
         .iter()
         .map(|&len| (0..len).map(|i| b'a' + (i % 26) as u8).collect())
         .collect();
@@ -467,34 +668,6 @@ fn every_write_keeps_the_charge_exact() {
         store_then(&mut session, &format!("filler{i}"), 0, false);
     }
     exact(&cache);
-}
-
-/// A key hashes and compares as its bytes, inline or not, so the map is looked up with a
-/// `&[u8]`; an inline key's unused bytes never take part.
-#[test]
-fn keys_hash_and_compare_as_their_bytes() {
-    use std::hash::BuildHasher;
-    let hasher = floe::hash::DefaultHashBuilder::default();
-    for len in [0, 1, INLINE_KEY - 1, INLINE_KEY, INLINE_KEY + 1, 250] {
-        let bytes: Vec<u8> = (0..len).map(|i| (i * 7 + 1) as u8).collect();
-        let key = Key::from(&bytes[..]);
-        assert_eq!(&key[..], &bytes[..], "{len}");
-        assert_eq!(hasher.hash_one(&key), hasher.hash_one(&bytes[..]), "{len}");
-        assert!(key == Key::from(&bytes[..]));
-        let mut longer = bytes.clone();
-        longer.push(0);
-        assert!(
-            key != Key::from(&longer[..]),
-            "{len}: a zero byte more is another key"
-        );
-    }
-    let map: floe::Map<Key, u32> = floe::Map::new();
-    let pinned = map.pin();
-    pinned.insert(Key::from(&b"short"[..]), 1);
-    pinned.insert(Key::from(&[b'l'; 40][..]), 2);
-    assert_eq!(pinned.get(&b"short"[..]), Some(&1));
-    assert_eq!(pinned.get(&[b'l'; 40][..]), Some(&2));
-    assert_eq!(pinned.get(&b"short\0"[..]), None);
 }
 
 /// Stale nodes that reach a queue's head are freed with their slot's charge, and the split
