@@ -14,7 +14,8 @@ use std::{
 };
 
 use common::{
-    cache_op as op, check_against_std, threads_on_few_keys, CacheOp as Op, FourWords, ModelCache,
+    cache_op as op, check_against_std, keyed, threads_on_few_keys, CacheOp as Op, FourWords,
+    ModelCache,
 };
 use floe::{Cache, RemovalCause};
 use proptest::prelude::*;
@@ -109,11 +110,6 @@ proptest! {
     ) {
         check(&ops, capacity, FourWords)?;
     }
-}
-
-/// std's keyed hasher (SipHash, a random key).
-fn keyed() -> std::collections::hash_map::RandomState {
-    std::collections::hash_map::RandomState::new()
 }
 
 /// Threads (twice the cores, at least 4) write and read a few keys in a cache far smaller than

@@ -13,7 +13,9 @@ use std::{
 
 mod common;
 
-use common::{cache_op as op, check_against_std, threads_on_few_keys, CacheOp as Op, ModelCache};
+use common::{
+    cache_op as op, check_against_std, keyed, threads_on_few_keys, CacheOp as Op, ModelCache,
+};
 use floe::{FlatCache, RemovalCause};
 use proptest::prelude::*;
 
@@ -144,11 +146,6 @@ proptest! {
     ) {
         check(&ops, capacity, Crowding)?;
     }
-}
-
-/// std's keyed hasher (SipHash, a random key).
-fn keyed() -> std::collections::hash_map::RandomState {
-    std::collections::hash_map::RandomState::new()
 }
 
 /// Threads (twice the cores, at least 4) write and read a few keys in a cache far smaller than

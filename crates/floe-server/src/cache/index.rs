@@ -50,7 +50,7 @@ use core::hash::BuildHasher;
 use floe::{hash::DefaultHashBuilder, CompareExchangeError, FlatMap, Insert};
 use seize::{Collector, Guard, LocalGuard};
 
-use super::item::{Item, ItemBox};
+use super::item::{prefetch_line, Item, ItemBox};
 
 /// What a [`Pinned::compute`] decision asks for.
 pub(super) enum Decision<R> {
@@ -206,8 +206,9 @@ impl<'i> Pinned<'i> {
                 .batch()
                 .get_many(&hashes[..n], &mut words[..n])
                 .expect("as many answers as keys");
-            for word in words[..n].iter().flatten() {
-                prefetch(*word);
+            for &word in words[..n].iter().flatten() {
+                // The item's first line: its header and the key compared next.
+                prefetch_line(word as usize as *const u8);
             }
             for ((slot, word), key) in found.iter_mut().zip(&words[..n]).zip(keys) {
                 *slot = word
@@ -329,20 +330,6 @@ impl<'i> Pinned<'i> {
             .words
             .iter_run(from, |_, word| visit(self.item(word)))
     }
-}
-
-/// Start loading an item's first line (its header and the key the lookup compares).
-fn prefetch(word: u64) {
-    #[cfg(all(target_arch = "x86_64", not(miri)))]
-    // SAFETY: a prefetch reads nothing the program sees, whatever the address.
-    unsafe {
-        core::arch::x86_64::_mm_prefetch(
-            word as usize as *const i8,
-            core::arch::x86_64::_MM_HINT_T0,
-        )
-    }
-    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
-    let _ = word;
 }
 
 #[cfg(test)]

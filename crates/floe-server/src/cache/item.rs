@@ -243,6 +243,18 @@ impl DerefMut for Item {
     }
 }
 
+/// Start loading the line at `at` into the caches, without waiting for it. Any address will
+/// do: a prefetch never faults and reads nothing the program sees.
+pub(super) fn prefetch_line(at: *const u8) {
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    // SAFETY: a prefetch is a hint; it reads nothing the program sees, whatever the address.
+    unsafe {
+        core::arch::x86_64::_mm_prefetch(at.cast(), core::arch::x86_64::_MM_HINT_T0)
+    }
+    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
+    let _ = at;
+}
+
 /// Bytes the allocator takes for a request of `n` bytes (glibc's malloc: an 8-byte header,
 /// 16-byte granules, 32 bytes at least).
 pub const fn allocation(n: usize) -> usize {

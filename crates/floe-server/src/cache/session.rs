@@ -1140,26 +1140,16 @@ impl<'w> Session<'w> {
 /// its copy runs). Multi-gets of 16 x 1 KiB against the build without it, two runs (AMD
 /// EPYC): zipf 1.03x and 1.08x, uniform 1.04x and 1.01x; the first line alone gained less
 /// (`results/reference/issue44/value-prefetch-2026-12-01/`).
-#[cfg_attr(any(miri, not(target_arch = "x86_64")), allow(dead_code))]
 const VALUE_PREFETCH_BYTES: usize = 1024;
 
 /// Start loading the first [`VALUE_PREFETCH_BYTES`] of each found item's value.
 fn prefetch_values(found: &[Option<&Item>]) {
-    #[cfg(all(target_arch = "x86_64", not(miri)))]
     for item in found.iter().flatten() {
         let data = item.data();
         for offset in (0..data.len().min(VALUE_PREFETCH_BYTES)).step_by(64) {
-            // SAFETY: `offset` is within `data`; a prefetch reads nothing the program sees.
-            unsafe {
-                core::arch::x86_64::_mm_prefetch(
-                    data.as_ptr().add(offset).cast(),
-                    core::arch::x86_64::_MM_HINT_T0,
-                )
-            }
+            prefetch_line(data[offset..].as_ptr());
         }
     }
-    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
-    let _ = found;
 }
 
 impl Cache {

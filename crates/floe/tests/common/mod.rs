@@ -381,3 +381,8 @@ pub fn check_against_std(
     }
     Ok(())
 }
+
+/// std's keyed hasher (SipHash, a random key): the caches' differential tests' default.
+pub fn keyed() -> std::collections::hash_map::RandomState {
+    std::collections::hash_map::RandomState::new()
+}
