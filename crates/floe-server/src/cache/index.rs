@@ -507,4 +507,84 @@ mod tests {
             });
         });
     }
+
+    /// Threads counting on shared keys through `compute` while the index grows from room for
+    /// one key under their fresh inserts and removals: every increment lands exactly once
+    /// (a decision published from a stale word would lose one), a reader never sees a count
+    /// go down, and each thread's own keys end as it left them. Checked by mutation: deciding
+    /// again on the word first read after a failed publication fails the count check, and an
+    /// unconditional store in place of the compare-exchange aborts on a double free.
+    #[test]
+    fn counting_through_compute_loses_nothing_while_the_index_grows() {
+        const HOT: u8 = 3;
+        let index = Index::new(1, DefaultHashBuilder::with_seed(3)).expect("index");
+        let slots_at_start = index.stats().slots;
+        let (threads, rounds) = if cfg!(miri) { (2, 24) } else { (3, 3000) };
+        let count = |item: Option<&Item>| {
+            item.map_or(0, |item| {
+                u64::from_le_bytes(item.data().try_into().expect("8 bytes"))
+            })
+        };
+        std::thread::scope(|scope| {
+            for thread in 0..threads {
+                let index = &index;
+                scope.spawn(move || {
+                    let mut seen = [0u64; HOT as usize];
+                    for round in 0..rounds {
+                        let pinned = index.pin();
+                        let hot = [b'h', (round % u32::from(HOT)) as u8];
+                        pinned.compute(&hot, |own| {
+                            let next = (count(own) + 1).to_le_bytes();
+                            Decision::<()>::Insert(item(&hot, &next))
+                        });
+                        // Fresh keys grow the index; every other one is removed again.
+                        let fresh = [b'f', thread, (round >> 8) as u8, round as u8];
+                        let stored = pinned.compute(&fresh, |own| {
+                            assert!(own.is_none(), "a fresh key is absent");
+                            Decision::<()>::Insert(item(&fresh, &u64::from(round).to_le_bytes()))
+                        });
+                        assert!(matches!(
+                            stored,
+                            Computed::Inserted {
+                                displaced: None,
+                                ..
+                            }
+                        ));
+                        if round % 2 == 1 {
+                            assert!(pinned.remove_if(&fresh, |_| true).is_some());
+                        }
+                        // Counts only grow, through single and batched reads alike.
+                        let keys: Vec<[u8; 2]> = (0..HOT).map(|k| [b'h', k]).collect();
+                        let keys: Vec<&[u8]> = keys.iter().map(|k| &k[..]).collect();
+                        let mut found = vec![None; keys.len()];
+                        pinned.get_many(&keys, &mut found);
+                        for (k, item) in found.into_iter().enumerate() {
+                            let now = count(item).max(count(pinned.get(keys[k])));
+                            assert!(now >= seen[k], "count of hot key {k} went down");
+                            seen[k] = now;
+                        }
+                    }
+                });
+            }
+        });
+        let pinned = index.pin();
+        for k in 0..HOT {
+            let expected = (0..rounds)
+                .filter(|r| r % u32::from(HOT) == u32::from(k))
+                .count();
+            let got = count(pinned.get(&[b'h', k]));
+            assert_eq!(got, (expected * usize::from(threads)) as u64, "hot key {k}");
+        }
+        for thread in 0..threads {
+            for round in 0..rounds {
+                let fresh = [b'f', thread, (round >> 8) as u8, round as u8];
+                let got = pinned.get(&fresh).map(Item::data);
+                let want = u64::from(round).to_le_bytes();
+                assert_eq!(got, (round % 2 == 0).then_some(&want[..]), "{fresh:?}");
+            }
+        }
+        let hot_and_kept = usize::from(HOT) + usize::from(threads) * (rounds as usize).div_ceil(2);
+        assert_eq!(index.len(), hot_and_kept);
+        assert!(index.stats().slots > slots_at_start, "the index grew");
+    }
 }
