@@ -1329,14 +1329,6 @@ impl<K: InlineKey, V: Inline, S: BuildHasher> FlatMap<K, V, S> {
         self.iter().map(|(_, v)| v)
     }
 
-    /// Read the run of bins that starts at hash `start` into `pairs`; the start of the next
-    /// run, `None` after the last.
-    fn read_run(&self, start: u64, pairs: &mut Vec<(K, V)>) -> Option<u64> {
-        self.raw.walk_run(start, &self.rehash(), |k, v| {
-            pairs.push((K::from_word(k), V::from_word(v)));
-        })
-    }
-
     /// Remove every pair for which `keep` answers `false`, while other threads go on using
     /// the map. Walks as [`iter`](Self::iter) does (every key present for the whole call is
     /// offered once, across growth too) and removes a rejected pair only if its value is
@@ -1628,7 +1620,7 @@ impl<K: InlineKey, V: Inline> Walk<K, V> {
                 return Some(pair);
             }
             let mut pairs = Vec::new();
-            self.next = map.read_run(self.next?, &mut pairs);
+            self.next = map.iter_run(self.next?, |k, v| pairs.push((k, v)));
             self.buffer = pairs.into_iter();
         }
     }

@@ -1,7 +1,7 @@
 //! S3-FIFO's queues (the design is in the module docs of `cache`): queue nodes and what one
 //! is charged, the small and main FIFOs of a shard, the ghosts of keys evicted, and the
 //! split's bounds. The
-//! eviction steps themselves are a session's (`session.rs`), which holds the map and the
+//! eviction steps themselves are a session's (`session.rs`), which holds the index and the
 //! counters they touch.
 
 use std::{

@@ -38,11 +38,13 @@
 //!
 //! # Two keys with one hash
 //!
-//! The index has one slot per 64-bit hash (a keyed hash: `DefaultHashBuilder`'s seed is
-//! random per process). If two keys' hashes are equal, which for a million keys happens with
-//! a probability near 2^-25 per process, the second key's store displaces the first's item
-//! as an eviction would ([`Computed::Inserted`]'s `displaced`), and a read of either key finds
-//! the other's item and answers a miss: a cache may drop an item at any time, and no read
+//! The index has one slot per 64-bit hash (`DefaultHashBuilder`, seeded at random per
+//! process: not a keyed pseudo-random function, so a client that could read hashes back
+//! could aim for a collision; memcached's clients may delete any key anyway). If two keys'
+//! hashes are equal, which for a million keys happens with a probability near 2^-25 per
+//! process, the second key's store displaces the first's item as an eviction would
+//! ([`Computed::Inserted`]'s `displaced`), and a read of either key finds the other's item
+//! and answers a miss: a cache may drop an item at any time, and no read
 //! ever answers another key's value.
 
 use core::hash::BuildHasher;
@@ -135,13 +137,11 @@ impl Index {
 
 impl Drop for Index {
     fn drop(&mut self) {
-        let mut words = Vec::with_capacity(self.words.len());
-        self.words.for_each(|_, word| words.push(word));
-        for word in words {
+        self.words.for_each(|_, word| {
             // SAFETY: `&mut self`: no handle lives, so the index's words are its own, each
             // visited once. Items retired before are freed by the collector's drop, after.
             drop(unsafe { ItemBox::from_word(word) });
-        }
+        });
     }
 }
 

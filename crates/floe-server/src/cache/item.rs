@@ -120,9 +120,14 @@ unsafe impl Sync for ItemBox {}
 /// `Layout::for_value` gives it for the `Item` (the header's alignment, the size rounded up
 /// to it).
 fn layout(bytes: usize) -> Layout {
-    Layout::from_size_align(HEADER + bytes, align_of::<Header>())
+    Layout::from_size_align(item_size(bytes), align_of::<Header>())
         .expect("an item's size fits a Layout (values are at most 1 GiB)")
-        .pad_to_align()
+}
+
+/// The size of an item whose key and value take `bytes` bytes in all: the header and the
+/// tail, rounded up to the header's alignment.
+const fn item_size(bytes: usize) -> usize {
+    (HEADER + bytes).next_multiple_of(align_of::<Header>())
 }
 
 /// The `Item` at a thin address whose header is initialized: its lengths give the tail's.
@@ -270,8 +275,7 @@ pub const fn allocation(n: usize) -> usize {
 /// bytes: its one allocation. Its queue node is charged apart (`node_charge`), since a node
 /// may outlive it, and the index's table apart from both (`stats`' `index_bytes`).
 pub const fn item_charge(key_len: usize, value_len: usize) -> usize {
-    // `layout`'s size: the header's alignment is 8.
-    allocation((HEADER + key_len + value_len + 7) & !7)
+    allocation(item_size(key_len + value_len))
 }
 
 impl Item {
@@ -356,7 +360,9 @@ impl Item {
         self.charge()
     }
 
-    /// The header's fields as a new item would take them, read marks excluded.
+    /// The header's fields as a new item would take them: the marks (binary key, stale,
+    /// win token) copied, the read state (`last_access`, the counts) not: `with_marks_of`
+    /// copies that.
     pub(super) fn fields(&self) -> Fields {
         Fields {
             cas: self.cas,

@@ -155,7 +155,7 @@ impl Drop for Session<'_> {
 
 /// A write's decision with its sequence number taken, in a persistent cache: inside the
 /// decision, after it read the item it replaces (`persist.rs` argues why that orders the
-/// numbers of a key's writes as the map orders the writes).
+/// numbers of a key's writes as the index orders the writes).
 fn sequenced<R>(cache: &Cache, decision: Decision<R>) -> Decision<R> {
     match (cache.store.get(), decision) {
         (Some(store), Decision::Insert(mut item)) => {
@@ -654,21 +654,7 @@ impl<'w> Session<'w> {
             hooks::decided(replaced, &operation);
             operation
         });
-        // An insert into an absent key keeps the new item's own node id; one that replaced
-        // an item took over its node.
-        let (new, queues_node) = match outcome {
-            Computed::Inserted { new, displaced } => {
-                self.displaced(displaced);
-                self.inserted(key, new);
-                (new, true)
-            }
-            Computed::Updated { old, new } => {
-                self.cache.used.fetch_sub(old.charge(), Ordering::Relaxed);
-                (new, false)
-            }
-            Computed::Aborted(why) => return Err(why),
-        };
-        self.journal_item(new);
+        let (new, queues_node) = self.published(key, outcome)?;
         Ok(Published {
             cas,
             unique,
@@ -719,7 +705,7 @@ impl<'w> Session<'w> {
         let (cas, unique) = (stamp.cas, stamp.unique);
         let make = |digits: &[u8], fields: Fields| stamp.item(&[digits], fields);
         let mut value = 0;
-        // Set by the decision that applied: an expired or flushed item still in the map
+        // Set by the decision that applied: an expired or flushed item still in the index
         // counts as absent.
         let mut created = false;
         let mut decide = |present: Option<&Item>| {
@@ -786,23 +772,14 @@ impl<'w> Session<'w> {
             hooks::decided(present, &operation);
             operation
         });
-        let (new, queues_node) = match outcome {
-            Computed::Inserted { new, displaced } => {
-                self.displaced(displaced);
-                self.inserted(key, new);
-                (new, true)
-            }
-            Computed::Updated { old, new } => {
-                self.cache.used.fetch_sub(old.charge(), Ordering::Relaxed);
-                (new, false)
-            }
-            Computed::Aborted(why) => {
+        let (new, queues_node) = match self.published(key, outcome) {
+            Ok(published) => published,
+            Err(why) => {
                 self.cache.used.fetch_sub(charge + node, Ordering::Relaxed);
                 self.count(if why == Delta::NotFound { miss } else { hit }, 1);
                 return why;
             }
         };
-        self.journal_item(new);
         let stored = new.charge();
         // Reserved what a counter usually takes; a long value rewritten padded takes more.
         self.settle(charge + node, stored + if queues_node { node } else { 0 });
@@ -1075,7 +1052,7 @@ impl<'w> Session<'w> {
         }
     }
 
-    /// Remove the item that `node` names under `key` (the key of the entry the caller found
+    /// Remove the item that `node` names under `key` (the key of the item the caller found
     /// the node naming; nodes hold no key), only if it is expired or flushed, unless
     /// `evicting`, and free the node; a node that a valid item still names is handed back.
     /// The item removed may be a newer one than the caller looked at: a write that replaced
@@ -1106,6 +1083,31 @@ impl<'w> Session<'w> {
         };
         self.free_node();
         retired
+    }
+
+    /// The bookkeeping of a write `compute` answered: a displaced item uncharged and a new
+    /// key noted (an insert keeps the new item's own node id, so it needs a queue node), or
+    /// the replaced item's charge returned (the new item took over its node); then the new
+    /// item journaled. The item and whether it needs a node; an aborted decision's reason.
+    fn published<'s, R>(
+        &self,
+        key: &[u8],
+        outcome: Computed<'s, R>,
+    ) -> Result<(&'s Item, bool), R> {
+        let (new, queues_node) = match outcome {
+            Computed::Inserted { new, displaced } => {
+                self.displaced(displaced);
+                self.inserted(key, new);
+                (new, true)
+            }
+            Computed::Updated { old, new } => {
+                self.cache.used.fetch_sub(old.charge(), Ordering::Relaxed);
+                (new, false)
+            }
+            Computed::Aborted(why) => return Err(why),
+        };
+        self.journal_item(new);
+        Ok((new, queues_node))
     }
 
     /// Uncharge the item a store displaced from its key's hash (another key's with the same
@@ -1197,8 +1199,8 @@ pub(super) mod hooks {
     }
 
     /// Run `decided` once, in the next decision of this thread that inserts into an absent
-    /// key: after it took its sequence number, before the map publishes its item; and
-    /// `published` once the map has published it, before the write looks at its stripe's
+    /// key: after it took its sequence number, before the index publishes its item; and
+    /// `published` once the index has published it, before the write looks at its stripe's
     /// removal clock (`Session::inserted`).
     pub fn on_next_absent_insert(
         decided: impl FnOnce() + 'static,

@@ -252,7 +252,7 @@ impl Cache {
     /// Write a snapshot of every valid item and drop the journals it replaces (`persist.rs`,
     /// "Snapshots"); the housekeeping thread runs it when the journals have grown, and the
     /// server at a clean stop. Returns the snapshot's bytes (`None` without `-e`). Writers
-    /// go on meanwhile; the map stays pinned while it is read.
+    /// go on meanwhile; the index stays pinned while it is read.
     ///
     /// # Errors
     /// A file could not be written; the directory still restores everything (replay reads
