@@ -66,9 +66,11 @@ pub(super) enum Decision<R> {
 pub(super) enum Computed<'g, R> {
     /// The key was absent and now has the item `new`. Where another key's item held the
     /// hash (module docs), it was taken out: `displaced`, to be uncharged as an eviction.
+    /// `hash` is the key's (its queue node's, so the caller need not hash it again).
     Inserted {
         new: &'g Item,
         displaced: Option<&'g Item>,
+        hash: u64,
     },
     /// The key's item `old` was replaced by `new`.
     Updated { old: &'g Item, new: &'g Item },
@@ -275,6 +277,7 @@ impl<'i> Pinned<'i> {
                         (None, _) => Computed::Inserted {
                             new,
                             displaced: None,
+                            hash,
                         },
                         (Some(old), Some(own)) => {
                             self.retire(old);
@@ -285,6 +288,7 @@ impl<'i> Pinned<'i> {
                             Computed::Inserted {
                                 new,
                                 displaced: present,
+                                hash,
                             }
                         }
                     };
@@ -454,6 +458,7 @@ mod tests {
             Computed::Inserted {
                 new,
                 displaced: Some(displaced),
+                ..
             } => {
                 assert_eq!(
                     (new.key(), displaced.key(), displaced.data()),

@@ -65,9 +65,9 @@ struct Published {
     unique: u64,
     /// The new item's charge.
     charge: usize,
-    /// Whether the item needs a queue node of its own (its key was absent from the index);
-    /// otherwise it kept the node of the item it replaced.
-    queues_node: bool,
+    /// The key's hash if the item needs a queue node of its own (its key was absent from
+    /// the index); `None` if it kept the node of the item it replaced.
+    queues_node: Option<u64>,
 }
 
 /// A worker thread's handle on the cache.
@@ -182,26 +182,26 @@ impl<'w> Session<'w> {
         bump(&self.cache.counters[self.id].events[counter as usize], by);
     }
 
-    /// After a write of this session inserted `new` where `key` was absent: in a persistent
-    /// cache, if a removal of a key of its stripe stood for a larger number than `new`'s
-    /// meanwhile (`persist.rs`, "An absent key has no version"), journal what the key holds
-    /// now again, as a copy under a new number taken in a decision that read it. `new`'s own
-    /// number may be older than a set and delete of the key that came between its decision
-    /// and its publication. The copy is of whatever item is present, not only of `new`:
-    /// another write may have replaced `new` already, and its record, which would outnumber
-    /// the delete, is in its own session's buffer until that session ends, while this one
-    /// replies first; a crash between would restore the delete under a read that saw `new`.
-    /// The copy keeps the CAS unique and the queue node, and is charged what the item was, as
-    /// a touch's is; read marks made on the item after the copy was taken are lost, as a touch
+    /// After a write of this session inserted `new` where `key` (hashing to `hash`) was absent:
+    /// in a persistent cache, if a removal of a key of its stripe stood for a larger number
+    /// than `new`'s meanwhile (`persist.rs`, "An absent key has no version"), journal what the
+    /// key holds now again, as a copy under a new number taken in a decision that read it.
+    /// `new`'s own number may be older than a set and delete of the key that came between its
+    /// decision and its publication. The copy is of whatever item is present, not only of
+    /// `new`: another write may have replaced `new` already, and its record, which would
+    /// outnumber the delete, is in its own session's buffer until that session ends, while this
+    /// one replies first; a crash between would restore the delete under a read that saw `new`.
+    /// The copy keeps the CAS unique and the queue node, and is charged what the item was, as a
+    /// touch's is; read marks made on the item after the copy was taken are lost, as a touch
     /// loses them. If the key is absent, whatever removed it came later.
-    fn inserted(&self, key: &[u8], new: &Item) {
+    fn inserted(&self, hash: u64, key: &[u8], new: &Item) {
         #[cfg(test)]
         hooks::published_absent();
         let cache = self.cache;
         let Some(store) = cache.store.get() else {
             return;
         };
-        if !store.removed_after(cache.hash(key), new.seq) {
+        if !store.removed_after(hash, new.seq) {
             return;
         }
         let outcome = self.index.compute(key, |present| match present {
@@ -536,10 +536,10 @@ impl<'w> Session<'w> {
         }
         match self.store_computed(mode, key, flags, exptime, data, compare, meta) {
             Ok(published) => {
-                let needed = published.charge + if published.queues_node { node } else { 0 };
+                let needed = published.charge + published.queues_node.map_or(0, |_| node);
                 self.settle(charge + node, needed);
-                if published.queues_node {
-                    self.enqueue(key, published.unique, published.charge);
+                if let Some(hash) = published.queues_node {
+                    self.enqueue(hash, published.unique, published.charge);
                 }
                 self.count(Counter::TotalItems, 1);
                 if compare.is_some() {
@@ -782,9 +782,9 @@ impl<'w> Session<'w> {
         };
         let stored = new.charge();
         // Reserved what a counter usually takes; a long value rewritten padded takes more.
-        self.settle(charge + node, stored + if queues_node { node } else { 0 });
-        if queues_node {
-            self.enqueue(key, unique, stored);
+        self.settle(charge + node, stored + queues_node.map_or(0, |_| node));
+        if let Some(hash) = queues_node {
+            self.enqueue(hash, unique, stored);
         }
         self.count(hit, 1);
         Delta::Value(value, cas, created)
@@ -1088,21 +1088,26 @@ impl<'w> Session<'w> {
     /// The bookkeeping of a write `compute` answered: a displaced item uncharged and a new
     /// key noted (an insert keeps the new item's own node id, so it needs a queue node), or
     /// the replaced item's charge returned (the new item took over its node); then the new
-    /// item journaled. The item and whether it needs a node; an aborted decision's reason.
+    /// item journaled. The item and, if it needs a node, its key's hash; an aborted
+    /// decision's reason.
     fn published<'s, R>(
         &self,
         key: &[u8],
         outcome: Computed<'s, R>,
-    ) -> Result<(&'s Item, bool), R> {
+    ) -> Result<(&'s Item, Option<u64>), R> {
         let (new, queues_node) = match outcome {
-            Computed::Inserted { new, displaced } => {
+            Computed::Inserted {
+                new,
+                displaced,
+                hash,
+            } => {
                 self.displaced(displaced);
-                self.inserted(key, new);
-                (new, true)
+                self.inserted(hash, key, new);
+                (new, Some(hash))
             }
             Computed::Updated { old, new } => {
                 self.cache.used.fetch_sub(old.charge(), Ordering::Relaxed);
-                (new, false)
+                (new, None)
             }
             Computed::Aborted(why) => return Err(why),
         };
@@ -1125,11 +1130,11 @@ impl<'w> Session<'w> {
         self.cache.used.fetch_sub(node_charge(), Ordering::Relaxed);
     }
 
-    /// Queue a newly stored item for eviction: main if its key was evicted recently. Its
-    /// node's charge was reserved with the item's.
-    fn enqueue(&self, key: &[u8], id: u64, charge: usize) {
+    /// Queue a newly stored item, its key hashing to `hash`, for eviction: main if its key
+    /// was evicted recently. Its node's charge was reserved with the item's.
+    fn enqueue(&self, hash: u64, id: u64, charge: usize) {
         lock(&self.cache.queues[self.id]).push(Node {
-            hash: self.cache.hash(key),
+            hash,
             id: id as u32,
             charge: charge as u32,
         });
