@@ -226,14 +226,16 @@ impl<'i> Pinned<'i> {
         Some(self.item(word)).filter(|item| is(item))
     }
 
-    /// Remove `key`'s item if `accept` says so (it may run more than once, if the item
-    /// changes meanwhile); the item removed, retired (readable while this handle lives).
+    /// Remove `key`'s item, `hash` the key's ([`Index::hash`]), if `accept` says so (it may
+    /// run more than once, if the item changes meanwhile); the item removed, retired
+    /// (readable while this handle lives).
     pub(super) fn remove_if(
         &self,
+        hash: u64,
         key: &[u8],
         mut accept: impl FnMut(&Item) -> bool,
     ) -> Option<&Item> {
-        let word = self.index.words.remove_if(&self.index.hash(key), |word| {
+        let word = self.index.words.remove_if(&hash, |word| {
             let item = self.item(word);
             item.key() == key && accept(item)
         })?;
@@ -409,13 +411,19 @@ mod tests {
                 "k{i}"
             );
         }
-        assert!(pinned.remove_if(b"k3", |_| false).is_none());
+        assert!(pinned
+            .remove_if(index.hash(b"k3"), b"k3", |_| false)
+            .is_none());
         assert_eq!(
-            pinned.remove_if(b"k3", |_| true).map(Item::data),
+            pinned
+                .remove_if(index.hash(b"k3"), b"k3", |_| true)
+                .map(Item::data),
             Some(&3u32.to_le_bytes()[..])
         );
         assert!(pinned.get(b"k3").is_none());
-        assert!(pinned.remove_if(b"k3", |_| true).is_none());
+        assert!(pinned
+            .remove_if(index.hash(b"k3"), b"k3", |_| true)
+            .is_none());
         let restored: Vec<ItemBox> = [&b"k3"[..], b"k4", b"new"]
             .iter()
             .map(|k| item(k, b"r"))
@@ -448,7 +456,7 @@ mod tests {
             }
         ));
         assert!(pinned.get(b"b").is_none());
-        assert!(pinned.remove_if(b"b", |_| true).is_none());
+        assert!(pinned.remove_if(index.hash(b"b"), b"b", |_| true).is_none());
         let seen_b = pinned.compute(b"b", |present| {
             assert!(present.is_none(), "a's item is not b's");
             Decision::Abort(())
@@ -490,7 +498,7 @@ mod tests {
                         let pinned = index.pin();
                         let key = [b'k', (round % 4) as u8];
                         if round % 5 == 4 {
-                            pinned.remove_if(&key, |_| true);
+                            pinned.remove_if(index.hash(&key), &key, |_| true);
                         } else {
                             let fill = [writer; 40];
                             pinned.compute(&key, |_| Decision::<()>::Insert(item(&key, &fill)));
@@ -556,7 +564,9 @@ mod tests {
                             }
                         ));
                         if round % 2 == 1 {
-                            assert!(pinned.remove_if(&fresh, |_| true).is_some());
+                            assert!(pinned
+                                .remove_if(index.hash(&fresh), &fresh, |_| true)
+                                .is_some());
                         }
                         // Counts only grow, through single and batched reads alike.
                         let keys: Vec<[u8; 2]> = (0..HOT).map(|k| [b'h', k]).collect();

@@ -811,12 +811,13 @@ impl<'w> Session<'w> {
         // The delete's sequence number, taken when the test accepts (after it read the item
         // it removes, as a write's is: `sequenced`).
         let mut seq = 0;
-        let removed = self.index.remove_if(key, |item| {
+        let hash = cache.hash(key);
+        let removed = self.index.remove_if(hash, key, |item| {
             mismatch =
                 compare.is_some_and(|cas| item.cas != cas) && cache.validity(item, now).is_ok();
             if !mismatch {
                 seq = cache.store.get().map_or(0, Store::next_seq);
-                cache.note_removal(key, seq);
+                cache.note_removal(hash, seq);
             }
             !mismatch
         });
@@ -1060,9 +1061,9 @@ impl<'w> Session<'w> {
     fn retire(&self, node: Node, key: &[u8], evicting: bool) -> Retired {
         let cache = self.cache;
         let now = self.now;
-        let removed = self.index.remove_if(key, |item| {
+        let removed = self.index.remove_if(node.hash, key, |item| {
             let remove = node.names(item) && (evicting || cache.validity(item, now).is_err());
-            cache.removing_if(key, item, remove)
+            cache.removing_if(node.hash, item, remove)
         });
         let retired = match removed {
             Some(item) => {
@@ -1101,7 +1102,7 @@ impl<'w> Session<'w> {
                 displaced,
                 hash,
             } => {
-                self.displaced(displaced);
+                self.displaced(hash, displaced);
                 self.inserted(hash, key, new);
                 (new, Some(hash))
             }
@@ -1115,11 +1116,11 @@ impl<'w> Session<'w> {
         Ok((new, queues_node))
     }
 
-    /// Uncharge the item a store displaced from its key's hash (another key's with the same
-    /// hash: `index.rs`, "Two keys with one hash"), as an eviction.
-    fn displaced(&self, displaced: Option<&Item>) {
+    /// Uncharge the item a store displaced from its key's hash `hash` (another key's with
+    /// the same hash: `index.rs`, "Two keys with one hash"), as an eviction.
+    fn displaced(&self, hash: u64, displaced: Option<&Item>) {
         if let Some(item) = displaced {
-            self.cache.note_removal(item.key(), item.seq);
+            self.cache.note_removal(hash, item.seq);
             self.cache.used.fetch_sub(item.charge(), Ordering::Relaxed);
             self.count(Counter::Evictions, 1);
         }
@@ -1178,9 +1179,10 @@ impl Cache {
 /// session began before the reader's (an earlier `now`) may have found the item valid and
 /// answered TOUCHED; that copy stays unless it too is invalid at the reader's time.
 fn unlink(index: &Pinned<'_>, cache: &Cache, key: &[u8], cas: u64, now: u32) -> bool {
-    match index.remove_if(key, |item| {
+    let hash = cache.hash(key);
+    match index.remove_if(hash, key, |item| {
         cache.removing_if(
-            key,
+            hash,
             item,
             item.cas == cas && cache.validity(item, now).is_err(),
         )

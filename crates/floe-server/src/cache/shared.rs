@@ -596,8 +596,9 @@ impl Cache {
                         let expired =
                             |item: &Item| node.names(item) && self.validity(item, now).is_err();
                         let key = item.key();
-                        let unlinkable = |item: &Item| self.removing_if(key, item, expired(item));
-                        if let Some(item) = index.remove_if(key, unlinkable) {
+                        let unlinkable =
+                            |item: &Item| self.removing_if(node.hash, item, expired(item));
+                        if let Some(item) = index.remove_if(node.hash, key, unlinkable) {
                             self.used.fetch_sub(item.charge(), Ordering::Relaxed);
                             unlinked += 1;
                             unfetched += u64::from(!item.was_fetched());
@@ -651,17 +652,17 @@ impl Cache {
     /// number `seq` (a delete's own, the removed item's for an eviction or an expiry unlink):
     /// an insert of `key` decided before it and landing after it re-sequences (`persist.rs`,
     /// "An absent key has no version"). Call it from the removal's test, once it accepts.
-    pub(super) fn note_removal(&self, key: &[u8], seq: u64) {
+    pub(super) fn note_removal(&self, hash: u64, seq: u64) {
         if let Some(store) = self.store.get() {
-            store.removing(self.hash(key), seq);
+            store.removing(hash, seq);
         }
     }
 
     /// A test of a removal that is not journaled (an eviction, an expiry unlink): `remove`,
     /// the removed item's number noted first if it is (`note_removal`).
-    pub(super) fn removing_if(&self, key: &[u8], item: &Item, remove: bool) -> bool {
+    pub(super) fn removing_if(&self, hash: u64, item: &Item, remove: bool) -> bool {
         if remove {
-            self.note_removal(key, item.seq);
+            self.note_removal(hash, item.seq);
         }
         remove
     }
