@@ -215,6 +215,7 @@ impl Cache {
             .restore_gate
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // Acquire, as above (the gate's lock orders it too).
         while self.restoring.load(Ordering::Acquire) {
             done = self
                 .restore_done
@@ -225,6 +226,7 @@ impl Cache {
 
     /// Whether a restore is still running (`stats`: `persist_restoring`).
     pub fn is_restoring(&self) -> bool {
+        // Acquire pairs with `finish_restore`'s release, as in `wait_restored`.
         self.restoring.load(Ordering::Acquire)
     }
 
@@ -233,6 +235,8 @@ impl Cache {
             .restore_gate
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner());
+        // Release: the restored items and the store, set before, are seen by a writer whose
+        // Acquire load (`wait_restored`) reads false.
         self.restoring.store(false, Ordering::Release);
         self.restore_done.notify_all();
     }
